@@ -1,0 +1,348 @@
+//! Objects as they come off the wire ([`RawObject`]) and as the cache keeps them ([`CachedObject`]).
+//!
+//! The watcher decodes into [`RawObject`]: typed metadata plus the other top-level fields as
+//! JSON, without the `Value` tree DynamicObject's `#[serde(flatten)]` buffers first. The store then
+//! turns each version into one immutable [`CachedObject`]: compact JSON bytes (managedFields
+//! removed) plus the few parsed fields the built-in indexes need. Every consumer shares that one
+//! `Arc<CachedObject>`; nobody holds a parsed tree of a cached object.
+
+use std::fmt;
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The cache key of an object: `namespace/name`, or `name` for cluster-scoped objects.
+///
+/// Cheap to clone (one shared allocation), as it sits in every index entry.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ObjectKey(Arc<str>);
+
+impl ObjectKey {
+    /// Builds the key client-go's `MetaNamespaceKeyFunc` would.
+    pub fn new(namespace: Option<&str>, name: &str) -> Self {
+        match namespace {
+            Some(ns) if !ns.is_empty() => ObjectKey(format!("{ns}/{name}").into()),
+            _ => ObjectKey(name.into()),
+        }
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The namespace part, if the object is namespaced.
+    pub fn namespace(&self) -> Option<&str> {
+        self.0.split_once('/').map(|(ns, _)| ns)
+    }
+
+    /// The name part.
+    pub fn name(&self) -> &str {
+        self.0.split_once('/').map_or(&self.0, |(_, n)| n)
+    }
+}
+
+impl fmt::Debug for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// An object as decoded from a list or watch response: typed metadata, everything else as JSON.
+///
+/// Implements [`Resource`] with an [`ApiResource`] dynamic type, so kube-runtime's watcher can
+/// list and watch any kind (CRDs included) into it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RawObject {
+    /// `apiVersion`, as sent by the server (may be absent in list items).
+    pub api_version: Option<String>,
+    /// `kind`, as sent by the server (may be absent in list items).
+    pub kind: Option<String>,
+    /// The object's metadata.
+    pub metadata: ObjectMeta,
+    /// Every other top-level field (spec, status, data, ...), in the server's order.
+    pub fields: Map<String, Value>,
+}
+
+impl Resource for RawObject {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+    fn group(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+    fn version(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+    fn api_version(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+    fn plural(dt: &ApiResource) -> std::borrow::Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl<'de> Deserialize<'de> for RawObject {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RawVisitor;
+        impl<'de> Visitor<'de> for RawVisitor {
+            type Value = RawObject;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a Kubernetes object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawObject, A::Error> {
+                let mut obj = RawObject::default();
+                let mut seen_meta = false;
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "apiVersion" => obj.api_version = map.next_value()?,
+                        "kind" => obj.kind = map.next_value()?,
+                        "metadata" => {
+                            obj.metadata = map.next_value()?;
+                            seen_meta = true;
+                        }
+                        _ => {
+                            let v: Value = map.next_value()?;
+                            obj.fields.insert(key, v);
+                        }
+                    }
+                }
+                if !seen_meta {
+                    return Err(de::Error::missing_field("metadata"));
+                }
+                Ok(obj)
+            }
+        }
+        deserializer.deserialize_map(RawVisitor)
+    }
+}
+
+impl Serialize for RawObject {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(None)?;
+        if let Some(v) = &self.api_version {
+            m.serialize_entry("apiVersion", v)?;
+        }
+        if let Some(k) = &self.kind {
+            m.serialize_entry("kind", k)?;
+        }
+        m.serialize_entry("metadata", &self.metadata)?;
+        for (k, v) in &self.fields {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+impl RawObject {
+    /// The cache key of this object.
+    pub fn key(&self) -> ObjectKey {
+        ObjectKey::new(
+            self.metadata.namespace.as_deref(),
+            self.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
+/// One immutable version of an object as the cache holds it.
+///
+/// Shared by the store, every index and every handler's queue through `Arc<CachedObject>`; it
+/// must never be mutated after construction, which is why it has no `&mut` accessors.
+pub struct CachedObject {
+    key: ObjectKey,
+    uid: Box<str>,
+    resource_version: Box<str>,
+    labels: Box<[(Box<str>, Box<str>)]>,
+    owner_uids: Box<[Box<str>]>,
+    json: Box<str>,
+}
+
+impl CachedObject {
+    /// Freezes a decoded object; `strip_managed_fields` drops `metadata.managedFields` first.
+    ///
+    /// `api_resource` fills in apiVersion/kind, which list responses omit from their items.
+    pub fn from_raw(
+        raw: &mut RawObject,
+        api_resource: &ApiResource,
+        strip_managed_fields: bool,
+    ) -> Self {
+        if strip_managed_fields {
+            raw.metadata.managed_fields = None;
+        }
+        if raw.api_version.is_none() {
+            raw.api_version = Some(api_resource.api_version.clone());
+        }
+        if raw.kind.is_none() {
+            raw.kind = Some(api_resource.kind.clone());
+        }
+        // Serializing a RawObject cannot fail: keys are strings and values already JSON.
+        let json = serde_json::to_string(&*raw).unwrap_or_default();
+        let meta = &raw.metadata;
+        // BTreeMap iteration is already sorted by key, which `label` relies on.
+        let labels: Vec<(Box<str>, Box<str>)> = meta
+            .labels
+            .iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+            .collect();
+        let owner_uids = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .map(|o| o.uid.as_str().into())
+            .collect();
+        CachedObject {
+            key: raw.key(),
+            uid: meta.uid.as_deref().unwrap_or_default().into(),
+            resource_version: meta.resource_version.as_deref().unwrap_or_default().into(),
+            labels: labels.into_boxed_slice(),
+            owner_uids,
+            json: json.into_boxed_str(),
+        }
+    }
+
+    /// Parses JSON text into a cached object (used by tests, benches and seeding).
+    pub fn from_json(
+        json: &str,
+        api_resource: &ApiResource,
+        strip_managed_fields: bool,
+    ) -> serde_json::Result<Self> {
+        let mut raw: RawObject = serde_json::from_str(json)?;
+        Ok(Self::from_raw(&mut raw, api_resource, strip_managed_fields))
+    }
+
+    /// The cache key.
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+    /// `metadata.namespace`, if namespaced.
+    pub fn namespace(&self) -> Option<&str> {
+        self.key.namespace()
+    }
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.key.name()
+    }
+    /// `metadata.uid` (empty if the server sent none).
+    pub fn uid(&self) -> &str {
+        &self.uid
+    }
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> &str {
+        &self.resource_version
+    }
+    /// Labels, sorted by key.
+    pub fn labels(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
+        self.labels.iter().map(|(k, v)| (&**k, &**v))
+    }
+    /// The value of one label.
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels
+            .binary_search_by(|(k, _)| (**k).cmp(key))
+            .ok()
+            .map(|i| &*self.labels[i].1)
+    }
+    /// The uids of `metadata.ownerReferences`.
+    pub fn owner_uids(&self) -> impl ExactSizeIterator<Item = &str> {
+        self.owner_uids.iter().map(|u| &**u)
+    }
+    /// The whole object as compact JSON, managedFields removed unless configured otherwise.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+    /// Parses the JSON again; for index computation at registration time, never per event.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(&self.json).unwrap_or(Value::Null)
+    }
+    /// Heap bytes owned by this object (for the memory benchmark and gauges).
+    pub fn heap_bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.key.as_str().len()
+            + self.uid.len()
+            + self.resource_version.len()
+            + self
+                .labels
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 2 * std::mem::size_of::<Box<str>>())
+                .sum::<usize>()
+            + self
+                .owner_uids
+                .iter()
+                .map(|u| u.len() + std::mem::size_of::<Box<str>>())
+                .sum::<usize>()
+            + self.json.len()
+    }
+}
+
+impl fmt::Debug for CachedObject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachedObject")
+            .field("key", &self.key)
+            .field("resource_version", &self.resource_version)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::GroupVersionKind;
+
+    fn pods() -> ApiResource {
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"))
+    }
+
+    #[test]
+    fn strips_managed_fields_and_keeps_the_rest() {
+        let json = r#"{"metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"7",
+            "labels":{"b":"2","a":"1"},"ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"o1"}],
+            "managedFields":[{"manager":"kubectl","operation":"Apply"}]},"spec":{"nodeName":"n1"}}"#;
+        let obj = CachedObject::from_json(json, &pods(), true).unwrap();
+        assert_eq!(obj.key().as_str(), "ns/a");
+        assert_eq!((obj.namespace(), obj.name()), (Some("ns"), "a"));
+        assert_eq!(obj.resource_version(), "7");
+        assert_eq!(obj.labels().collect::<Vec<_>>(), vec![("a", "1"), ("b", "2")]);
+        assert_eq!(obj.label("b"), Some("2"));
+        assert_eq!(obj.owner_uids().collect::<Vec<_>>(), vec!["o1"]);
+        let v = obj.to_value();
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["kind"], "Pod");
+        assert_eq!(v["spec"]["nodeName"], "n1");
+        assert!(v["metadata"].get("managedFields").is_none());
+
+        let kept = CachedObject::from_json(json, &pods(), false).unwrap();
+        assert!(kept.to_value()["metadata"]["managedFields"].is_array());
+    }
+
+    #[test]
+    fn cluster_scoped_key_has_no_slash() {
+        let obj = CachedObject::from_json(r#"{"metadata":{"name":"node-1"}}"#, &pods(), true).unwrap();
+        assert_eq!(obj.key().as_str(), "node-1");
+        assert_eq!(obj.namespace(), None);
+    }
+
+    #[test]
+    fn missing_metadata_is_an_error() {
+        assert!(serde_json::from_str::<RawObject>(r#"{"kind":"Pod"}"#).is_err());
+    }
+}

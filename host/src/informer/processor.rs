@@ -1,0 +1,205 @@
+//! The SharedProcessor: fans each store event out to every registered handler's own
+//! [`Listener`], and runs one task per handler that drains it.
+//!
+//! Contract:
+//! - [`SharedProcessor::distribute`] never blocks on a handler: it only pushes into queues, so a
+//!   slow or stuck handler delays nobody else (its own queue stays bounded by coalescing).
+//! - Each handler runs in its own tokio task, one event at a time, per key in order.
+//! - A handler that panics ends its own task; the processor and other handlers carry on.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::event::Event;
+use super::listener::{Delivery, Listener};
+
+/// Receives events from an informer.
+///
+/// Called from the handler's own task, one event at a time; per object key, in order. The
+/// objects are shared and immutable: keep them, don't expect to modify them.
+pub trait Handler: Send + 'static {
+    /// Handles one event. A slow future here only delays this handler.
+    fn handle(&mut self, event: Event) -> impl Future<Output = ()> + Send;
+}
+
+/// Adapts a synchronous closure into a [`Handler`].
+///
+/// ```
+/// use informant::informer::{Event, FnHandler};
+/// let _h = FnHandler(|e: Event| println!("{:?} {}", e.event_type, e.key()));
+/// ```
+pub struct FnHandler<F>(pub F);
+
+impl<F: FnMut(Event) + Send + 'static> Handler for FnHandler<F> {
+    fn handle(&mut self, event: Event) -> impl Future<Output = ()> + Send {
+        (self.0)(event);
+        std::future::ready(())
+    }
+}
+
+/// The per-handler state the processor and the handle share.
+pub(crate) struct ListenerState {
+    pub(crate) name: String,
+    pub(crate) listener: Listener,
+    synced: watch::Sender<bool>,
+    marked: AtomicBool,
+    delivered: AtomicU64,
+}
+
+impl ListenerState {
+    fn new(name: &str) -> Arc<Self> {
+        Arc::new(ListenerState {
+            name: name.to_string(),
+            listener: Listener::new(),
+            synced: watch::channel(false).0,
+            marked: AtomicBool::new(false),
+            delivered: AtomicU64::new(0),
+        })
+    }
+
+    /// Queues the synced marker once, however often this is called.
+    pub(crate) fn mark_synced(&self) {
+        if !self.marked.swap(true, Ordering::AcqRel) {
+            self.listener.mark_synced();
+        }
+    }
+}
+
+/// Fans events out to the listeners of one informer.
+#[derive(Default)]
+pub struct SharedProcessor {
+    listeners: RwLock<Vec<(u64, Arc<ListenerState>)>>,
+    next_id: AtomicU64,
+}
+
+impl SharedProcessor {
+    /// A processor with no listeners.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Pushes `event` into every listener's queue.
+    pub fn distribute(&self, event: &Event) {
+        for (_, l) in self.listeners.read().iter() {
+            l.listener.push(event.clone());
+        }
+    }
+
+    /// Queues the synced marker on every listener that has not had it yet.
+    pub fn mark_synced(&self) {
+        for (_, l) in self.listeners.read().iter() {
+            l.mark_synced();
+        }
+    }
+
+    /// Number of registered listeners.
+    pub fn len(&self) -> usize {
+        self.listeners.read().len()
+    }
+
+    /// Whether no listener is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A new listener, not yet receiving events: fill it, then [`attach`](Self::attach) it.
+    pub(crate) fn prepare(&self, name: &str) -> Arc<ListenerState> {
+        ListenerState::new(name)
+    }
+
+    /// Starts receiving events into `state` and spawns the task feeding `handler`.
+    ///
+    /// The caller must hold the store's consistent-read lock across filling the listener with
+    /// the replay and this call, so no event falls between the two.
+    pub(crate) fn attach<H: Handler>(
+        self: &Arc<Self>,
+        state: Arc<ListenerState>,
+        mut handler: H,
+    ) -> ListenerHandle {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.listeners.write().push((id, state.clone()));
+        let task_state = state.clone();
+        let task = tokio::spawn(async move {
+            while let Some(delivery) = task_state.listener.pop().await {
+                match delivery {
+                    Delivery::Event(e) => {
+                        handler.handle(e).await;
+                        task_state.delivered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Delivery::Synced => {
+                        task_state.synced.send_replace(true);
+                    }
+                }
+            }
+        });
+        ListenerHandle {
+            id,
+            state,
+            processor: self.clone(),
+            task,
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        self.listeners.write().retain(|(i, _)| *i != id);
+    }
+}
+
+/// A registered handler: its synced signal, backlog gauge and removal.
+///
+/// Dropping the handle does not unregister the handler; call [`remove`](Self::remove).
+pub struct ListenerHandle {
+    id: u64,
+    state: Arc<ListenerState>,
+    processor: Arc<SharedProcessor>,
+    task: JoinHandle<()>,
+}
+
+impl ListenerHandle {
+    /// The name given at registration.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// Events queued for this handler and not yet handled (after coalescing).
+    pub fn backlog(&self) -> usize {
+        self.state.listener.backlog()
+    }
+
+    /// Events handled so far.
+    pub fn delivered(&self) -> u64 {
+        self.state.delivered.load(Ordering::Relaxed)
+    }
+
+    /// Whether this handler has handled its whole initial replay (or first list).
+    pub fn is_synced(&self) -> bool {
+        *self.state.synced.borrow()
+    }
+
+    /// Waits until [`is_synced`](Self::is_synced).
+    pub async fn wait_synced(&self) {
+        let mut rx = self.state.synced.subscribe();
+        // The sender lives in `state`, which we hold, so this cannot fail.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Whether the handler's task has ended (removed, or its handler panicked).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    pub(crate) fn state(&self) -> &Arc<ListenerState> {
+        &self.state
+    }
+
+    /// Unregisters the handler; queued events are dropped and its task ends.
+    pub fn remove(self) {
+        self.processor.remove(self.id);
+        self.state.listener.close();
+    }
+}

@@ -1,0 +1,13 @@
+//! Informant: a Kubernetes event-hook runtime.
+//!
+//! Where things live:
+//! - [`informer`]: shared informers, indexers and the SharedProcessor for any resource
+//!   (reflector -> store -> processor -> per-handler listener).
+//! - [`devserver`]: the embedded Kubernetes-compatible API server, for `informant dev` and for
+//!   tests (with fault injection).
+//!
+//! The binary (`src/main.rs`) is a thin CLI over these.
+#![warn(missing_docs)]
+
+pub mod devserver;
+pub mod informer;
