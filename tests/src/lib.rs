@@ -1,1 +1,107 @@
-//! Shared harness for the end-to-end tests.
+//! Shared harness for the end-to-end tests: a recording handler whose waits are on real
+//! conditions (events received), never on sleeps.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use informant::informer::{Event, EventType, Handler};
+use tokio::sync::watch;
+
+/// Upper bound for any wait in a test: a failure guard, never a synchronization device.
+pub const GUARD: Duration = Duration::from_secs(60);
+
+/// One recorded event, reduced to what tests compare.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    /// Event type.
+    pub event_type: EventType,
+    /// `namespace/name`.
+    pub key: String,
+    /// resourceVersion of the (new) object.
+    pub resource_version: String,
+    /// Part of an initial replay.
+    pub initial: bool,
+    /// Delete inferred from a relist.
+    pub final_state_unknown: bool,
+}
+
+/// A handler that records every event and lets tests wait for a condition over them.
+#[derive(Clone)]
+pub struct Recorder {
+    events: Arc<Mutex<Vec<Seen>>>,
+    count: Arc<watch::Sender<usize>>,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Recorder {
+            events: Arc::default(),
+            count: Arc::new(watch::channel(0).0),
+        }
+    }
+}
+
+impl Recorder {
+    /// A new, empty recorder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A copy of everything seen so far.
+    pub fn events(&self) -> Vec<Seen> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Waits until `pred` holds over the events seen, failing the test after [`GUARD`].
+    pub async fn wait_until(&self, what: &str, pred: impl Fn(&[Seen]) -> bool) -> Vec<Seen> {
+        let mut rx = self.count.subscribe();
+        let ok = tokio::time::timeout(GUARD, async {
+            loop {
+                if pred(&self.events.lock().unwrap()) {
+                    return;
+                }
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        let events = self.events();
+        assert!(
+            ok.is_ok() && pred(&events),
+            "timed out waiting for {what}; saw {} events, last: {:?}",
+            events.len(),
+            events.last()
+        );
+        events
+    }
+}
+
+impl Handler for Recorder {
+    fn handle(&mut self, e: Event) -> impl Future<Output = ()> + Send {
+        self.events.lock().unwrap().push(Seen {
+            event_type: e.event_type,
+            key: e.key().to_string(),
+            resource_version: e.object.resource_version().to_string(),
+            initial: e.initial,
+            final_state_unknown: e.final_state_unknown,
+        });
+        self.count.send_modify(|c| *c += 1);
+        std::future::ready(())
+    }
+}
+
+/// A ConfigMap manifest.
+pub fn configmap(ns: &str, name: &str, value: &str) -> serde_json::Value {
+    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "demo"}},
+        "data": {"value": value}})
+}
+
+/// Waits for a future with the [`GUARD`] timeout, naming what was awaited on failure.
+pub async fn guarded<T>(what: &str, f: impl Future<Output = T>) -> T {
+    tokio::time::timeout(GUARD, f)
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}

@@ -10,10 +10,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::Client;
 use kube::api::Api;
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::discovery::{self, Scope};
-use kube::Client;
 use parking_lot::Mutex;
 
 use super::reflector::{InitialList, ReflectorConfig};
@@ -91,32 +91,34 @@ impl InformerFactory {
             return Err(Error::InvalidResource {
                 api_version: api_version.to_string(),
                 kind: kind.to_string(),
-                reason: "expected apiVersion `GROUP/VERSION` (or `VERSION` for core) and a kind".into(),
+                reason: "expected apiVersion `GROUP/VERSION` (or `VERSION` for core) and a kind"
+                    .into(),
             });
         }
         let gvk = GroupVersionKind::gvk(group, version, kind);
         if let Some(r) = self.discovered.lock().get(&gvk) {
             return Ok(r.clone());
         }
-        let (api_resource, caps) = discovery::pinned_kind(&self.client, &gvk)
-            .await
-            .map_err(|e| match e {
-                kube::Error::Discovery(_) => Error::UnknownResource {
-                    api_version: api_version.to_string(),
-                    kind: kind.to_string(),
-                    reason: e.to_string(),
-                },
-                kube::Error::Api(s) if s.code == 404 => Error::UnknownResource {
-                    api_version: api_version.to_string(),
-                    kind: kind.to_string(),
-                    reason: format!("group/version `{api_version}` is not served"),
-                },
-                other => Error::Discovery {
-                    api_version: api_version.to_string(),
-                    kind: kind.to_string(),
-                    source: Box::new(other),
-                },
-            })?;
+        let (api_resource, caps) =
+            discovery::pinned_kind(&self.client, &gvk)
+                .await
+                .map_err(|e| match e {
+                    kube::Error::Discovery(_) => Error::UnknownResource {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                        reason: e.to_string(),
+                    },
+                    kube::Error::Api(s) if s.code == 404 => Error::UnknownResource {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                        reason: format!("group/version `{api_version}` is not served"),
+                    },
+                    other => Error::Discovery {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                        source: Box::new(other),
+                    },
+                })?;
         let resolved = ResolvedResource {
             api_resource,
             namespaced: caps.scope == Scope::Namespaced,

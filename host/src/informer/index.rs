@@ -372,7 +372,12 @@ mod tests {
             assert!(err.reason.contains(needle), "{bad}: {err}");
             assert!(err.to_string().contains("index `idx`"));
         }
-        assert!(IndexSpec::field("label", "spec.x").unwrap_err().reason.contains("built-in"));
+        assert!(
+            IndexSpec::field("label", "spec.x")
+                .unwrap_err()
+                .reason
+                .contains("built-in")
+        );
     }
 
     #[test]
@@ -385,7 +390,10 @@ mod tests {
         assert_eq!(path("spec.tags").values_in(&v), ["x", "y"]);
         assert!(path("spec.none").values_in(&v).is_empty());
         assert!(path("spec.missing.deeper").values_in(&v).is_empty());
-        assert!(path("spec").values_in(&v).is_empty(), "objects are not index values");
+        assert!(
+            path("spec").values_in(&v).is_empty(),
+            "objects are not index values"
+        );
     }
 
     #[test]
@@ -394,7 +402,12 @@ mod tests {
             "annotations":{"team":"a"}},"spec":{"nodeName":"n1"}}"#;
         let raw: RawObject = serde_json::from_str(json).unwrap();
         let v: Value = serde_json::from_str(json).unwrap();
-        for p in ["spec.nodeName", "metadata.annotations.team", "kind", "metadata.name"] {
+        for p in [
+            "spec.nodeName",
+            "metadata.annotations.team",
+            "kind",
+            "metadata.name",
+        ] {
             assert_eq!(path(p).values_in_raw(&raw), path(p).values_in(&v), "{p}");
         }
     }

@@ -202,7 +202,9 @@ mod tests {
 
     fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
         let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
-        let json = format!(r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#);
+        let json = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+        );
         Arc::new(CachedObject::from_json(&json, &ar, true).unwrap())
     }
 
@@ -257,7 +259,12 @@ mod tests {
         let got_deletes: Vec<(String, u64)> = events
             .iter()
             .filter(|e| e.event_type == EventType::Deleted)
-            .map(|e| (e.object.name().to_string(), e.object.resource_version().parse().unwrap()))
+            .map(|e| {
+                (
+                    e.object.name().to_string(),
+                    e.object.resource_version().parse().unwrap(),
+                )
+            })
             .collect();
         let mut want = deleted.clone();
         want.sort();
@@ -270,10 +277,18 @@ mod tests {
         for e in &events {
             let r: u64 = e.object.resource_version().parse().unwrap();
             let prev = last_rv.insert(e.object.name().to_string(), r);
-            assert!(prev.is_none_or(|p| p < r), "out of order for {}", e.object.name());
+            assert!(
+                prev.is_none_or(|p| p < r),
+                "out of order for {}",
+                e.object.name()
+            );
         }
         for k in 0..keys {
-            assert_eq!(last_rv[&format!("k{k}")], latest[k as usize], "final state of k{k}");
+            assert_eq!(
+                last_rv[&format!("k{k}")],
+                latest[k as usize],
+                "final state of k{k}"
+            );
         }
     }
 
@@ -334,11 +349,20 @@ mod tests {
         l.push(Event::deleted(obj("a", 3), false));
         // Take a's add: its delete is still pending and keeps a at the front.
         let first = drain_one(&l);
-        assert_eq!((first.object.name(), first.event_type), ("a", EventType::Added));
+        assert_eq!(
+            (first.object.name(), first.event_type),
+            ("a", EventType::Added)
+        );
         let second = drain_one(&l);
-        assert_eq!((second.object.name(), second.event_type), ("a", EventType::Deleted));
+        assert_eq!(
+            (second.object.name(), second.event_type),
+            ("a", EventType::Deleted)
+        );
         l.push(Event::added(obj("a", 4), false));
-        let rest: Vec<_> = drain(&l).iter().map(|e| e.object.name().to_string()).collect();
+        let rest: Vec<_> = drain(&l)
+            .iter()
+            .map(|e| e.object.name().to_string())
+            .collect();
         assert_eq!(rest, ["b", "a"]);
     }
 

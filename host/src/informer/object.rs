@@ -321,7 +321,10 @@ mod tests {
         assert_eq!(obj.key().as_str(), "ns/a");
         assert_eq!((obj.namespace(), obj.name()), (Some("ns"), "a"));
         assert_eq!(obj.resource_version(), "7");
-        assert_eq!(obj.labels().collect::<Vec<_>>(), vec![("a", "1"), ("b", "2")]);
+        assert_eq!(
+            obj.labels().collect::<Vec<_>>(),
+            vec![("a", "1"), ("b", "2")]
+        );
         assert_eq!(obj.label("b"), Some("2"));
         assert_eq!(obj.owner_uids().collect::<Vec<_>>(), vec!["o1"]);
         let v = obj.to_value();
@@ -336,7 +339,8 @@ mod tests {
 
     #[test]
     fn cluster_scoped_key_has_no_slash() {
-        let obj = CachedObject::from_json(r#"{"metadata":{"name":"node-1"}}"#, &pods(), true).unwrap();
+        let obj =
+            CachedObject::from_json(r#"{"metadata":{"name":"node-1"}}"#, &pods(), true).unwrap();
         assert_eq!(obj.key().as_str(), "node-1");
         assert_eq!(obj.namespace(), None);
     }

@@ -5,7 +5,7 @@
 //! store diffs against what it holds: that is where deletes missed during an outage surface.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt, future};
@@ -62,6 +62,8 @@ pub struct ReflectorStats {
     pub errors: AtomicU64,
     /// Times the server answered 410 Gone, forcing a relist.
     pub gone: AtomicU64,
+    /// Whether lists are streamed (watch-list) rather than paginated; decided at start.
+    pub streaming_lists: AtomicBool,
 }
 
 impl ReflectorStats {
@@ -120,6 +122,7 @@ pub fn reflect(
     if streaming {
         wc = wc.streaming_lists();
     }
+    stats.streaming_lists.store(streaming, Ordering::Relaxed);
     let mut buffer: Option<Vec<RawObject>> = None;
     watcher::watcher(api, wc)
         .default_backoff()
@@ -177,7 +180,8 @@ mod tests {
 
     #[test]
     fn gone_is_recognised_from_a_watch_error_event() {
-        let status = kube::core::Status::failure("too old resource version: 1 (5)", "Expired").with_code(410);
+        let status = kube::core::Status::failure("too old resource version: 1 (5)", "Expired")
+            .with_code(410);
         assert!(is_gone(&watcher::Error::WatchError(Box::new(status))));
         let other = kube::core::Status::failure("boom", "InternalError").with_code(500);
         assert!(!is_gone(&watcher::Error::WatchError(Box::new(other))));

@@ -81,7 +81,12 @@ impl LabelSelector {
     /// assert!("in (a)".parse::<LabelSelector>().is_err());
     /// ```
     pub fn parse(selector: &str) -> Result<Self, SelectorError> {
-        Parser { src: selector, pos: 0 }.parse().map_err(|reason| SelectorError {
+        Parser {
+            src: selector,
+            pos: 0,
+        }
+        .parse()
+        .map_err(|reason| SelectorError {
             selector: selector.to_string(),
             reason,
         })
@@ -106,9 +111,7 @@ impl LabelSelector {
     pub fn required_pairs(&self) -> impl Iterator<Item = (&str, &str)> {
         self.requirements.iter().filter_map(|r| match r {
             Requirement::Equals(k, v) => Some((k.as_str(), v.as_str())),
-            Requirement::In(k, vs) if vs.len() == 1 => {
-                vs.first().map(|v| (k.as_str(), v.as_str()))
-            }
+            Requirement::In(k, vs) if vs.len() == 1 => vs.first().map(|v| (k.as_str(), v.as_str())),
             _ => None,
         })
     }
@@ -251,7 +254,11 @@ impl Parser<'_> {
         } else if self.at_end() {
             Err(format!("expected `{tok}` but the selector ended"))
         } else {
-            Err(format!("expected `{tok}` at offset {}, found `{}`", self.pos, self.rest()))
+            Err(format!(
+                "expected `{tok}` at offset {}, found `{}`",
+                self.pos,
+                self.rest()
+            ))
         }
     }
 
@@ -287,7 +294,8 @@ fn valid_name_part(s: &str) -> bool {
         && s.len() <= 63
         && bytes[0].is_ascii_alphanumeric()
         && bytes[bytes.len() - 1].is_ascii_alphanumeric()
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
 /// Checks a label key as the API server does: optional DNS-subdomain prefix, `/`, name.
@@ -304,10 +312,14 @@ pub(crate) fn validate_key(key: &str) -> Result<(), String> {
                 !seg.is_empty()
                     && b[0].is_ascii_alphanumeric()
                     && b[b.len() - 1].is_ascii_alphanumeric()
-                    && seg.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+                    && seg
+                        .bytes()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
             });
         if !ok {
-            return Err(format!("label key `{key}` has an invalid prefix `{p}` (must be a DNS subdomain)"));
+            return Err(format!(
+                "label key `{key}` has an invalid prefix `{p}` (must be a DNS subdomain)"
+            ));
         }
     }
     if !valid_name_part(name) {
@@ -383,7 +395,10 @@ mod tests {
         assert!(sel("app=web").matches(&o));
         assert!(!sel("app=db").matches(&o));
         assert!(sel("app!=db").matches(&o));
-        assert!(sel("missing!=x").matches(&o), "!= holds when the label is absent");
+        assert!(
+            sel("missing!=x").matches(&o),
+            "!= holds when the label is absent"
+        );
         assert!(sel("tier in (front,back)").matches(&o));
         assert!(!sel("tier notin (front)").matches(&o));
         assert!(sel("missing notin (front)").matches(&o));
@@ -415,6 +430,9 @@ mod tests {
     #[test]
     fn required_pairs_feed_the_label_index() {
         let s = sel("a=1,b in (2),c in (3,4),d!=5");
-        assert_eq!(s.required_pairs().collect::<Vec<_>>(), vec![("a", "1"), ("b", "2")]);
+        assert_eq!(
+            s.required_pairs().collect::<Vec<_>>(),
+            vec![("a", "1"), ("b", "2")]
+        );
     }
 }

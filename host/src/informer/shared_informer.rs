@@ -46,6 +46,17 @@ pub struct SharedInformer {
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
+impl std::fmt::Debug for SharedInformer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedInformer")
+            .field("description", &self.description)
+            .field("objects", &self.store.len())
+            .field("handlers", &self.processor.len())
+            .field("synced", &self.has_synced())
+            .finish()
+    }
+}
+
 impl SharedInformer {
     /// An informer over `api` (already scoped to a namespace or not), not yet started.
     pub fn new(
@@ -212,7 +223,13 @@ mod tests {
         let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
         let client = kube::Client::try_from(config).unwrap();
         let api = Api::all_with(client, &ar);
-        SharedInformer::new(api, ar, "test".into(), ReflectorConfig::default(), StoreOptions::default())
+        SharedInformer::new(
+            api,
+            ar,
+            "test".into(),
+            ReflectorConfig::default(),
+            StoreOptions::default(),
+        )
     }
 
     fn cm(name: &str, rv: u64) -> RawObject {
@@ -242,14 +259,19 @@ mod tests {
             match e.event_type {
                 EventType::Added => {
                     if let Some(prev) = self.objects.insert(key.clone(), rv) {
-                        self.violations.push(format!("duplicate add of {key} (had {prev})"));
+                        self.violations
+                            .push(format!("duplicate add of {key} (had {prev})"));
                     }
                 }
                 EventType::Updated => {
-                    let old = e.old_object.as_ref().map(|o| o.resource_version().to_string());
+                    let old = e
+                        .old_object
+                        .as_ref()
+                        .map(|o| o.resource_version().to_string());
                     let had = self.objects.insert(key.clone(), rv);
                     if had != old {
-                        self.violations.push(format!("update of {key} from {old:?} but had {had:?}"));
+                        self.violations
+                            .push(format!("update of {key} from {old:?} but had {had:?}"));
                     }
                 }
                 EventType::Deleted => {
@@ -262,7 +284,10 @@ mod tests {
         }
     }
 
-    fn mirror_handler(m: Arc<parking_lot::Mutex<Mirror>>, done: Arc<tokio::sync::Notify>) -> impl Handler {
+    fn mirror_handler(
+        m: Arc<parking_lot::Mutex<Mirror>>,
+        done: Arc<tokio::sync::Notify>,
+    ) -> impl Handler {
         FnHandler(move |e: Event| {
             let mut m = m.lock();
             m.apply(&e);
@@ -275,7 +300,9 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn late_registration_under_concurrent_writes_has_no_gap_and_no_duplicate() {
         let inf = informer();
-        inf.apply(Delta::Replace((0..200).map(|i| cm(&format!("k{i}"), i + 1)).collect()));
+        inf.apply(Delta::Replace(
+            (0..200).map(|i| cm(&format!("k{i}"), i + 1)).collect(),
+        ));
 
         let writer = {
             let inf = inf.clone();
@@ -297,7 +324,11 @@ mod tests {
         for n in 0..8 {
             let mirror = Arc::new(parking_lot::Mutex::new(Mirror::default()));
             let done = Arc::new(tokio::sync::Notify::new());
-            let h = inf.add_handler(&format!("h{n}"), mirror_handler(mirror.clone(), done.clone()), HandlerOptions::default());
+            let h = inf.add_handler(
+                &format!("h{n}"),
+                mirror_handler(mirror.clone(), done.clone()),
+                HandlerOptions::default(),
+            );
             handlers.push((h, mirror, done));
             tokio::task::yield_now().await;
             std::thread::sleep(Duration::from_micros(300)); // spread registrations across the writes
@@ -319,9 +350,23 @@ mod tests {
             .await
             .expect("handler did not reach the end marker");
             let m = mirror.lock();
-            assert!(m.violations.is_empty(), "{}: {:?}", h.name(), &m.violations[..m.violations.len().min(5)]);
-            assert_eq!(m.objects, expected, "{} ends with the store's state", h.name());
-            assert!(h.is_synced(), "{} was registered after sync and replayed", h.name());
+            assert!(
+                m.violations.is_empty(),
+                "{}: {:?}",
+                h.name(),
+                &m.violations[..m.violations.len().min(5)]
+            );
+            assert_eq!(
+                m.objects,
+                expected,
+                "{} ends with the store's state",
+                h.name()
+            );
+            assert!(
+                h.is_synced(),
+                "{} was registered after sync and replayed",
+                h.name()
+            );
         }
     }
 
@@ -339,7 +384,11 @@ mod tests {
         let stalled = inf.add_handler("stalled", Stalled(gate.clone()), HandlerOptions::default());
         let mirror = Arc::new(parking_lot::Mutex::new(Mirror::default()));
         let done = Arc::new(tokio::sync::Notify::new());
-        let fast = inf.add_handler("fast", mirror_handler(mirror.clone(), done.clone()), HandlerOptions::default());
+        let fast = inf.add_handler(
+            "fast",
+            mirror_handler(mirror.clone(), done.clone()),
+            HandlerOptions::default(),
+        );
         for i in 0..20_000u64 {
             inf.apply(Delta::Apply(cm(&format!("k{}", i % 50), i + 1)));
         }
@@ -352,7 +401,11 @@ mod tests {
         .await
         .expect("the fast handler was held up");
         assert_eq!(mirror.lock().objects.len(), 50);
-        assert!(stalled.backlog() <= 51, "stalled backlog {} is bounded by keys", stalled.backlog());
+        assert!(
+            stalled.backlog() <= 51,
+            "stalled backlog {} is bounded by keys",
+            stalled.backlog()
+        );
         assert!(fast.is_synced());
         gate.close();
         stalled.remove();
@@ -370,19 +423,39 @@ mod tests {
             FnHandler(move |e: Event| {
                 let _ = tx.send((e.event_type, e.object.name().to_string(), e.initial));
             }),
-            HandlerOptions { resync_period: Some(Duration::from_secs(60)) },
+            HandlerOptions {
+                resync_period: Some(Duration::from_secs(60)),
+            },
         );
         let mut initial = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
         initial.sort();
-        assert_eq!(initial, vec![(EventType::Added, "a".into(), true), (EventType::Added, "b".into(), true)]);
+        assert_eq!(
+            initial,
+            vec![
+                (EventType::Added, "a".into(), true),
+                (EventType::Added, "b".into(), true)
+            ]
+        );
         h.wait_synced().await;
         // Paused time jumps to the next tick as soon as everything is idle.
         let mut resynced = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
         resynced.sort();
-        assert_eq!(resynced, vec![(EventType::Resync, "a".into(), false), (EventType::Resync, "b".into(), false)]);
+        assert_eq!(
+            resynced,
+            vec![
+                (EventType::Resync, "a".into(), false),
+                (EventType::Resync, "b".into(), false)
+            ]
+        );
         // A handler without a period never gets resyncs.
         let (tx2, mut rx2) = tokio::sync::mpsc::unbounded_channel();
-        let _quiet = inf.add_handler("quiet", FnHandler(move |e: Event| { let _ = tx2.send(e.event_type); }), HandlerOptions::default());
+        let _quiet = inf.add_handler(
+            "quiet",
+            FnHandler(move |e: Event| {
+                let _ = tx2.send(e.event_type);
+            }),
+            HandlerOptions::default(),
+        );
         tokio::time::sleep(Duration::from_secs(600)).await;
         let mut kinds = Vec::new();
         while let Ok(k) = rx2.try_recv() {
@@ -395,7 +468,13 @@ mod tests {
     async fn handler_registered_before_sync_is_synced_after_the_first_list() {
         let inf = informer();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        let h = inf.add_handler("early", FnHandler(move |e: Event| { let _ = tx.send(e.initial); }), HandlerOptions::default());
+        let h = inf.add_handler(
+            "early",
+            FnHandler(move |e: Event| {
+                let _ = tx.send(e.initial);
+            }),
+            HandlerOptions::default(),
+        );
         assert!(!h.is_synced());
         inf.apply(Delta::Replace(vec![cm("a", 1)]));
         h.wait_synced().await;

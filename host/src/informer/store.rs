@@ -210,20 +210,30 @@ impl Store {
     ///
     /// Narrows through the namespace or label index when it can, so the cost follows the
     /// smaller candidate set rather than the cache size.
-    pub fn list(&self, namespace: Option<&str>, selector: &LabelSelector) -> Vec<Arc<CachedObject>> {
+    pub fn list(
+        &self,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Vec<Arc<CachedObject>> {
         let inner = self.inner.read();
         let mut lookups: Vec<(Option<usize>, String)> = Vec::new();
         if let Some(ns) = namespace {
             lookups.push((inner.indices.position(NAMESPACE), ns.to_string()));
         }
         let label_idx = inner.indices.position(LABEL);
-        lookups.extend(selector.required_pairs().map(|(k, v)| (label_idx, format!("{k}={v}"))));
+        lookups.extend(
+            selector
+                .required_pairs()
+                .map(|(k, v)| (label_idx, format!("{k}={v}"))),
+        );
         let mut candidates: Option<&HashSet<ObjectKey>> = None;
         for (idx, value) in &lookups {
             match idx.and_then(|i| inner.indices.lookup(i, value)) {
                 // A required value no object has: nothing can match.
                 None => return Vec::new(),
-                Some(set) if candidates.is_none_or(|c| set.len() < c.len()) => candidates = Some(set),
+                Some(set) if candidates.is_none_or(|c| set.len() < c.len()) => {
+                    candidates = Some(set)
+                }
                 Some(_) => {}
             }
         }
@@ -249,10 +259,13 @@ impl Store {
     /// Objects whose index `index` has value `value`; costs O(matches).
     pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<CachedObject>>, QueryError> {
         let inner = self.inner.read();
-        let idx = inner.indices.position(index).ok_or_else(|| QueryError::UnknownIndex {
-            index: index.to_string(),
-            declared: inner.indices.names().collect::<Vec<_>>().join(", "),
-        })?;
+        let idx = inner
+            .indices
+            .position(index)
+            .ok_or_else(|| QueryError::UnknownIndex {
+                index: index.to_string(),
+                declared: inner.indices.names().collect::<Vec<_>>().join(", "),
+            })?;
         Ok(inner
             .indices
             .lookup(idx, value)
@@ -264,7 +277,12 @@ impl Store {
 
     /// Names of the declared indexes.
     pub fn index_names(&self) -> Vec<String> {
-        self.inner.read().indices.names().map(str::to_string).collect()
+        self.inner
+            .read()
+            .indices
+            .names()
+            .map(str::to_string)
+            .collect()
     }
 
     /// Declares an index; a no-op if the same name already has the same spec, an error if it
@@ -356,14 +374,23 @@ mod tests {
         s.apply(pod("a", "p1", 1, r#""app":"web""#, Some("rs1")), &mut sink);
         s.apply(pod("a", "p2", 2, r#""app":"db""#, Some("rs1")), &mut sink);
         s.apply(pod("b", "p3", 3, r#""app":"web""#, None), &mut sink);
-        assert_eq!(names(s.by_index("label", "app=web").unwrap()), ["a/p1", "b/p3"]);
+        assert_eq!(
+            names(s.by_index("label", "app=web").unwrap()),
+            ["a/p1", "b/p3"]
+        );
         assert_eq!(names(s.by_index("owner", "rs1").unwrap()), ["a/p1", "a/p2"]);
-        assert_eq!(names(s.by_index("namespace", "a").unwrap()), ["a/p1", "a/p2"]);
+        assert_eq!(
+            names(s.by_index("namespace", "a").unwrap()),
+            ["a/p1", "a/p2"]
+        );
 
         // Label change moves the key between index values; owner removed.
         s.apply(pod("a", "p1", 4, r#""app":"db""#, None), &mut sink);
         assert_eq!(names(s.by_index("label", "app=web").unwrap()), ["b/p3"]);
-        assert_eq!(names(s.by_index("label", "app=db").unwrap()), ["a/p1", "a/p2"]);
+        assert_eq!(
+            names(s.by_index("label", "app=db").unwrap()),
+            ["a/p1", "a/p2"]
+        );
         assert_eq!(names(s.by_index("owner", "rs1").unwrap()), ["a/p2"]);
 
         // Update that keeps a value must keep it indexed.
@@ -387,7 +414,10 @@ mod tests {
         s.apply(pod("a", "p1", 2, "", None), &mut sink);
         s.apply(pod("a", "p9", 2, "", None), &mut sink);
         assert!(s.by_index("node", "node-1").unwrap().is_empty());
-        assert_eq!(names(s.by_index("node", "node-2").unwrap()), ["a/p1", "a/p9"]);
+        assert_eq!(
+            names(s.by_index("node", "node-2").unwrap()),
+            ["a/p1", "a/p9"]
+        );
         // Same definition again is fine; a different one is refused.
         s.add_index("node", IndexSpec::field("node", "spec.nodeName").unwrap())
             .unwrap();
@@ -396,21 +426,33 @@ mod tests {
             .unwrap_err();
         assert!(err.reason.contains("already declared"));
         let err = s.by_index("nodes", "x").unwrap_err();
-        assert_eq!(err.to_string(), "unknown index `nodes` (declared: namespace, label, owner, node)");
+        assert_eq!(
+            err.to_string(),
+            "unknown index `nodes` (declared: namespace, label, owner, node)"
+        );
     }
 
     #[test]
     fn list_by_namespace_and_selector() {
         let s = store();
         let mut sink = |_e: Event| {};
-        s.apply(pod("a", "p1", 1, r#""app":"web","tier":"fe""#, None), &mut sink);
+        s.apply(
+            pod("a", "p1", 1, r#""app":"web","tier":"fe""#, None),
+            &mut sink,
+        );
         s.apply(pod("a", "p2", 2, r#""app":"web""#, None), &mut sink);
-        s.apply(pod("b", "p3", 3, r#""app":"web","tier":"fe""#, None), &mut sink);
+        s.apply(
+            pod("b", "p3", 3, r#""app":"web","tier":"fe""#, None),
+            &mut sink,
+        );
         assert_eq!(names(s.list(None, &sel(""))), ["a/p1", "a/p2", "b/p3"]);
         assert_eq!(names(s.list(Some("a"), &sel("app=web"))), ["a/p1", "a/p2"]);
         assert_eq!(names(s.list(Some("a"), &sel("tier"))), ["a/p1"]);
         assert_eq!(names(s.list(None, &sel("app=web,!tier"))), ["a/p2"]);
-        assert_eq!(names(s.list(None, &sel("tier in (fe),app"))), ["a/p1", "b/p3"]);
+        assert_eq!(
+            names(s.list(None, &sel("tier in (fe),app"))),
+            ["a/p1", "b/p3"]
+        );
         assert!(s.list(Some("zzz"), &sel("")).is_empty());
         assert!(s.list(None, &sel("app=nope")).is_empty());
     }
@@ -420,7 +462,11 @@ mod tests {
         let s = store();
         let first = collect(|sink| {
             s.replace(
-                vec![pod("a", "keep", 1, "", None), pod("a", "change", 1, "", None), pod("a", "gone", 1, "", None)],
+                vec![
+                    pod("a", "keep", 1, "", None),
+                    pod("a", "change", 1, "", None),
+                    pod("a", "gone", 1, "", None),
+                ],
                 &mut |e| sink(e),
             )
         });
@@ -431,7 +477,11 @@ mod tests {
         let mut initial_flags = Vec::new();
         let events = collect(|sink| {
             s.replace(
-                vec![pod("a", "keep", 1, "", None), pod("a", "change", 2, "", None), pod("a", "new", 3, "", None)],
+                vec![
+                    pod("a", "keep", 1, "", None),
+                    pod("a", "change", 2, "", None),
+                    pod("a", "new", 3, "", None),
+                ],
                 &mut |e| {
                     initial_flags.push(e.initial);
                     sink(e)
@@ -446,7 +496,10 @@ mod tests {
                 (EventType::Added, "a/new".to_string(), false),
             ]
         );
-        assert!(initial_flags.iter().all(|i| !i), "only the first list is initial");
+        assert!(
+            initial_flags.iter().all(|i| !i),
+            "only the first list is initial"
+        );
         assert!(s.get(Some("a"), "gone").is_none());
         assert_eq!(s.get(Some("a"), "change").unwrap().resource_version(), "2");
     }
