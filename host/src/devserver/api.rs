@@ -1,0 +1,621 @@
+//! API semantics on top of the store: metadata stamping (uid, resourceVersion, generation,
+//! creationTimestamp), optimistic concurrency, subresources, patches and cascades (namespace and
+//! CRD deletion). Both the HTTP handlers and the direct Rust API go through here, so both emit
+//! the same watch events.
+
+use std::sync::Arc;
+
+use parking_lot::{RwLock, RwLockReadGuard};
+use serde_json::{Map, Value, json};
+
+use super::patch::{self, PatchType};
+use super::resources::{self, Registry, ResourceType};
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{EventType, Obj, Store, Tx};
+use super::{Error, Result};
+
+/// Per-request write options (query parameters and DeleteOptions).
+#[derive(Debug, Default, Clone)]
+pub(crate) struct WriteOpts {
+    /// `dryRun=All`: validate and answer, but store nothing.
+    pub dry_run: bool,
+    /// Request came over HTTP: status-subresource rules apply (main writes keep status).
+    pub http: bool,
+    /// Apiversion version segment of the URL, which the body's apiVersion must match.
+    pub version: Option<String>,
+    /// `fieldManager` query parameter (required for apply patches).
+    pub field_manager: Option<String>,
+    /// DeleteOptions.preconditions.
+    pub precondition_uid: Option<String>,
+    /// DeleteOptions.preconditions.
+    pub precondition_rv: Option<String>,
+}
+
+/// Which part of the object a write targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sub {
+    Main,
+    Status,
+}
+
+/// The API layer.
+pub(crate) struct Api {
+    registry: RwLock<Registry>,
+    pub store: Store,
+}
+
+const CRD_KEY: &str = "customresourcedefinitions.apiextensions.k8s.io";
+const NS_KEY: &str = "namespaces";
+
+fn meta(obj: &Value, field: &str) -> String {
+    obj["metadata"][field]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
+    if !obj["metadata"].is_object() {
+        obj["metadata"] = json!({});
+    }
+    // Just ensured to be an object.
+    obj["metadata"]
+        .as_object_mut()
+        .expect("metadata is an object")
+}
+
+fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+fn new_uid() -> String {
+    let x: u128 = rand::random();
+    let h = format!("{x:032x}");
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+fn generate_suffix() -> String {
+    // The alphabet apiserver uses: no vowels, no confusable digits.
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+fn valid_name(name: &str) -> bool {
+    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
+    !name.is_empty()
+        && name.len() <= 253
+        && name.chars().all(ok_char)
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+/// The object without metadata and status: what `generation` tracks.
+fn spec_part(obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("status");
+    }
+    v
+}
+
+/// Checks (and fills in when absent) kind and apiVersion against the resource.
+fn check_type(res: &ResourceType, version: Option<&str>, obj: &mut Value) -> Result<()> {
+    let Some(map) = obj.as_object_mut() else {
+        return Err(Error::BadRequest(format!(
+            "the body of a {} must be a JSON object",
+            res.kind
+        )));
+    };
+    match map.get("kind").and_then(Value::as_str) {
+        None => {
+            map.insert("kind".into(), res.kind.clone().into());
+        }
+        Some(k) if k == res.kind => {}
+        Some(k) => {
+            return Err(Error::BadRequest(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                res.kind
+            )));
+        }
+    }
+    let expected = res.api_version(version.unwrap_or(&res.versions[0]));
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None => {
+            map.insert("apiVersion".into(), expected.into());
+        }
+        Some(av) if av == expected => {}
+        Some(av) if version.is_none() && res.versions.iter().any(|v| res.api_version(v) == av) => {}
+        Some(av) => {
+            return Err(Error::BadRequest(format!(
+                "the API version in the data ({av}) does not match the expected API version ({expected})"
+            )));
+        }
+    }
+    if !map.get("metadata").is_none_or(Value::is_object) {
+        return Err(Error::BadRequest(format!(
+            "{}: metadata must be an object",
+            res.kind
+        )));
+    }
+    Ok(())
+}
+
+impl Api {
+    pub fn new(history: usize) -> Api {
+        Api {
+            registry: RwLock::new(Registry::builtin()),
+            store: Store::new(history),
+        }
+    }
+
+    pub fn registry(&self) -> RwLockReadGuard<'_, Registry> {
+        self.registry.read()
+    }
+
+    pub fn resolve_kind(&self, api_version: &str, kind: &str) -> Result<Arc<ResourceType>> {
+        self.registry.read().by_kind(api_version, kind)
+    }
+
+    fn resolve_obj(&self, obj: &Value) -> Result<(Arc<ResourceType>, String)> {
+        let av = obj["apiVersion"].as_str().unwrap_or_default();
+        let kind = obj["kind"].as_str().unwrap_or_default();
+        let res = self.resolve_kind(av, kind)?;
+        let ns = match meta(obj, "namespace") {
+            ns if ns.is_empty() && res.namespaced => "default".to_string(),
+            _ if !res.namespaced => String::new(),
+            ns => ns,
+        };
+        Ok((res, ns))
+    }
+
+    /// Direct create: resource and namespace come from the object.
+    pub fn create(&self, obj: Value, opts: &WriteOpts) -> Result<Value> {
+        let (res, ns) = self.resolve_obj(&obj)?;
+        let mut tx = self.store.write();
+        self.insert(&mut tx, &res, &ns, obj, opts)
+    }
+
+    /// HTTP create into `namespace` ("" for cluster-scoped).
+    pub fn create_in(
+        &self,
+        res: &Arc<ResourceType>,
+        namespace: &str,
+        obj: Value,
+        opts: &WriteOpts,
+    ) -> Result<Value> {
+        let mut tx = self.store.write();
+        self.insert(&mut tx, res, namespace, obj, opts)
+    }
+
+    /// Bulk create under one lock.
+    pub fn seed(&self, objs: impl IntoIterator<Item = Value>) -> Result<usize> {
+        let mut tx = self.store.write();
+        let mut last: Option<(String, String, Arc<ResourceType>)> = None;
+        let mut n = 0;
+        for obj in objs {
+            let av = obj["apiVersion"].as_str().unwrap_or_default();
+            let kind = obj["kind"].as_str().unwrap_or_default();
+            let res = match &last {
+                Some((a, k, r)) if a == av && k == kind => r.clone(),
+                _ => {
+                    let r = self.resolve_kind(av, kind)?;
+                    last = Some((av.to_string(), kind.to_string(), r.clone()));
+                    r
+                }
+            };
+            let ns = if res.namespaced {
+                Some(meta(&obj, "namespace"))
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "default".into())
+            } else {
+                String::new()
+            };
+            self.insert(&mut tx, &res, &ns, obj, &WriteOpts::default())?;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    fn insert(
+        &self,
+        tx: &mut Tx<'_>,
+        res: &Arc<ResourceType>,
+        ns: &str,
+        mut obj: Value,
+        opts: &WriteOpts,
+    ) -> Result<Value> {
+        check_type(res, opts.version.as_deref(), &mut obj)?;
+        let body_ns = meta(&obj, "namespace");
+        if res.namespaced && !body_ns.is_empty() && body_ns != ns {
+            return Err(Error::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+        let mut name = meta(&obj, "name");
+        let generate = meta(&obj, "generateName");
+        if name.is_empty() && !generate.is_empty() {
+            name = loop {
+                let candidate = format!("{generate}{}", generate_suffix());
+                if tx.get(&res.key, ns, &candidate).is_none() {
+                    break candidate;
+                }
+            };
+        }
+        if name.is_empty() {
+            return Err(Error::Invalid {
+                kind: res.kind.clone(),
+                name,
+                message: "metadata.name: Required value: name or generateName is required".into(),
+            });
+        }
+        if !valid_name(&name) {
+            return Err(Error::Invalid {
+                kind: res.kind.clone(),
+                name: name.clone(),
+                message: format!(
+                    "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
+                ),
+            });
+        }
+        if tx.get(&res.key, ns, &name).is_some() {
+            return Err(Error::AlreadyExists {
+                resource: res.qualified(),
+                name,
+            });
+        }
+        let is_crd = &*res.key == CRD_KEY;
+        if is_crd {
+            meta_mut(&mut obj).insert("name".into(), name.clone().into());
+            resources::validate_crd(&obj)?;
+            let names = obj["spec"]["names"].clone();
+            obj["status"] = json!({
+                "acceptedNames": names,
+                "storedVersions": [obj["spec"]["versions"].as_array().into_iter().flatten()
+                    .find(|v| v["storage"].as_bool() == Some(true)).map(|v| v["name"].clone()).unwrap_or_default()],
+                "conditions": [
+                    {"type": "NamesAccepted", "status": "True", "reason": "NoConflicts", "message": "no conflicts found", "lastTransitionTime": now()},
+                    {"type": "Established", "status": "True", "reason": "InitialNamesAccepted", "message": "the initial names have been accepted", "lastTransitionTime": now()},
+                ],
+            });
+        }
+        if &*res.key == NS_KEY {
+            obj["spec"] = json!({"finalizers": ["kubernetes"]});
+            obj["status"] = json!({"phase": "Active"});
+            meta_mut(&mut obj)
+                .entry("labels")
+                .or_insert_with(|| json!({}))
+                .as_object_mut()
+                .map(|l| l.insert("kubernetes.io/metadata.name".into(), name.clone().into()));
+        }
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        let rv = tx.next_rv();
+        let m = meta_mut(&mut obj);
+        m.insert("name".into(), name.clone().into());
+        if res.namespaced {
+            m.insert("namespace".into(), ns.into());
+        } else {
+            m.remove("namespace");
+        }
+        m.insert("uid".into(), new_uid().into());
+        m.insert("resourceVersion".into(), rv.to_string().into());
+        m.insert("creationTimestamp".into(), now().into());
+        m.insert("generation".into(), 1.into());
+        m.remove("deletionTimestamp");
+        m.remove("managedFields");
+        tx.put(&res.key, ns, &name, EventType::Added, &obj, rv);
+        if is_crd {
+            let mut reg = self.registry.write();
+            let key = reg.register_crd(&obj);
+            tx.drop_table(&key);
+        }
+        Ok(obj)
+    }
+
+    pub fn get(&self, res: &ResourceType, ns: &str, name: &str) -> Result<Arc<Obj>> {
+        self.store
+            .get(&res.key, ns, name)
+            .ok_or_else(|| Error::NotFound {
+                resource: res.qualified(),
+                name: name.into(),
+            })
+    }
+
+    /// Direct update (status included; conditional only when resourceVersion is set).
+    pub fn update_direct(&self, obj: Value) -> Result<Value> {
+        let (res, ns) = self.resolve_obj(&obj)?;
+        let name = meta(&obj, "name");
+        let mut tx = self.store.write();
+        self.replace(
+            &mut tx,
+            &res,
+            &ns,
+            &name,
+            obj,
+            Sub::Main,
+            &WriteOpts::default(),
+        )
+    }
+
+    /// HTTP update (PUT).
+    pub fn update(
+        &self,
+        res: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        obj: Value,
+        sub: Sub,
+        opts: &WriteOpts,
+    ) -> Result<Value> {
+        let mut tx = self.store.write();
+        self.replace(&mut tx, res, ns, name, obj, sub, opts)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn replace(
+        &self,
+        tx: &mut Tx<'_>,
+        res: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        sub: Sub,
+        opts: &WriteOpts,
+    ) -> Result<Value> {
+        check_type(res, opts.version.as_deref(), &mut obj)?;
+        let body_name = meta(&obj, "name");
+        if body_name != name {
+            return Err(Error::BadRequest(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let body_ns = meta(&obj, "namespace");
+        if res.namespaced && !body_ns.is_empty() && body_ns != ns {
+            return Err(Error::BadRequest(
+                "the namespace of the provided object does not match the namespace sent on the request".into(),
+            ));
+        }
+        let old = tx.get(&res.key, ns, name).ok_or_else(|| Error::NotFound {
+            resource: res.qualified(),
+            name: name.into(),
+        })?;
+        let want_rv = meta(&obj, "resourceVersion");
+        if !want_rv.is_empty() && want_rv != old.rv.to_string() {
+            return Err(Error::Conflict {
+                resource: res.qualified(),
+                name: name.into(),
+            });
+        }
+        let old = old.value();
+        let mut new = match sub {
+            Sub::Status => {
+                let mut v = old.clone();
+                v["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
+                v
+            }
+            Sub::Main if opts.http && res.status_subresource => {
+                match old.get("status") {
+                    Some(s) => obj["status"] = s.clone(),
+                    None => {
+                        obj.as_object_mut().map(|m| m.remove("status"));
+                    }
+                }
+                obj
+            }
+            Sub::Main => obj,
+        };
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "namespace",
+            "generation",
+            "resourceVersion",
+        ] {
+            match old["metadata"].get(field) {
+                Some(v) => meta_mut(&mut new).insert(field.into(), v.clone()),
+                None => meta_mut(&mut new).remove(field),
+            };
+        }
+        meta_mut(&mut new).remove("managedFields");
+        if new == old {
+            return Ok(old);
+        }
+        let is_crd = &*res.key == CRD_KEY;
+        if is_crd {
+            resources::validate_crd(&new)?;
+        }
+        if spec_part(&new) != spec_part(&old) {
+            let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
+            meta_mut(&mut new).insert("generation".into(), generation.into());
+        }
+        if opts.dry_run {
+            return Ok(new);
+        }
+        let rv = tx.next_rv();
+        meta_mut(&mut new).insert("resourceVersion".into(), rv.to_string().into());
+        tx.put(&res.key, ns, name, EventType::Modified, &new, rv);
+        if is_crd {
+            self.registry.write().register_crd(&new);
+        }
+        Ok(new)
+    }
+
+    /// HTTP patch; returns the result and whether it created the object (apply only).
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch(
+        &self,
+        res: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        ptype: PatchType,
+        body: &[u8],
+        sub: Sub,
+        opts: &WriteOpts,
+    ) -> Result<(Value, bool)> {
+        if ptype == PatchType::Strategic && !res.builtin {
+            return Err(Error::UnsupportedMediaType(
+                "application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml".into(),
+            ));
+        }
+        if ptype == PatchType::Apply && opts.field_manager.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::BadRequest(
+                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into(),
+            ));
+        }
+        let mut tx = self.store.write();
+        let Some(old) = tx.get(&res.key, ns, name) else {
+            if ptype == PatchType::Apply && sub == Sub::Main {
+                let mut obj = patch::parse_apply(body)?;
+                meta_mut(&mut obj)
+                    .entry("name")
+                    .or_insert_with(|| name.into());
+                if meta(&obj, "name") != name {
+                    return Err(Error::BadRequest(format!(
+                        "the name of the object ({}) does not match the name on the URL ({name})",
+                        meta(&obj, "name")
+                    )));
+                }
+                return self.insert(&mut tx, res, ns, obj, opts).map(|v| (v, true));
+            }
+            return Err(Error::NotFound {
+                resource: res.qualified(),
+                name: name.into(),
+            });
+        };
+        let old_value = old.value();
+        let mut patched = patch::apply(ptype, &old_value, body, &res.kind, name)?;
+        if patched["kind"] != old_value["kind"] || patched["apiVersion"] != old_value["apiVersion"]
+        {
+            // Apply patches carry their own kind/apiVersion; let check_type judge them.
+            if ptype != PatchType::Apply {
+                return Err(Error::BadRequest(format!(
+                    "{} \"{name}\": a patch may not change kind or apiVersion",
+                    res.kind
+                )));
+            }
+        }
+        let patched_rv = meta(&patched, "resourceVersion");
+        if !patched_rv.is_empty() && patched_rv != old.rv.to_string() {
+            return Err(Error::Conflict {
+                resource: res.qualified(),
+                name: name.into(),
+            });
+        }
+        meta_mut(&mut patched).insert("name".into(), name.into());
+        self.replace(&mut tx, res, ns, name, patched, sub, opts)
+            .map(|v| (v, false))
+    }
+
+    /// Deletes one object (cascading for namespaces and CRDs); returns its final state.
+    pub fn delete(
+        &self,
+        res: &Arc<ResourceType>,
+        ns: Option<&str>,
+        name: &str,
+        opts: &WriteOpts,
+    ) -> Result<Value> {
+        let ns = if res.namespaced {
+            ns.filter(|s| !s.is_empty()).unwrap_or("default")
+        } else {
+            ""
+        };
+        let mut tx = self.store.write();
+        let old = tx.get(&res.key, ns, name).ok_or_else(|| Error::NotFound {
+            resource: res.qualified(),
+            name: name.into(),
+        })?;
+        let mut value = old.value();
+        if let Some(uid) = &opts.precondition_uid
+            && *uid != meta(&value, "uid")
+        {
+            return Err(Error::Conflict {
+                resource: res.qualified(),
+                name: name.into(),
+            });
+        }
+        if let Some(rv) = &opts.precondition_rv
+            && *rv != old.rv.to_string()
+        {
+            return Err(Error::Conflict {
+                resource: res.qualified(),
+                name: name.into(),
+            });
+        }
+        if opts.dry_run {
+            return Ok(value);
+        }
+        if &*res.key == NS_KEY {
+            let keys = self.registry.read().namespaced_keys();
+            for key in keys {
+                for (kns, kname) in tx.keys(&key, Some(name)) {
+                    Self::remove(&mut tx, &key, &kns, &kname);
+                }
+            }
+        }
+        if &*res.key == CRD_KEY {
+            let group = value["spec"]["group"].as_str().unwrap_or_default();
+            let plural = value["spec"]["names"]["plural"]
+                .as_str()
+                .unwrap_or_default();
+            let key: Arc<str> = Arc::from(format!("{plural}.{group}"));
+            self.registry.write().unregister(&key);
+            for (kns, kname) in tx.keys(&key, None) {
+                Self::remove(&mut tx, &key, &kns, &kname);
+            }
+            tx.drop_table(&key);
+        }
+        let rv = tx.next_rv();
+        meta_mut(&mut value).insert("resourceVersion".into(), rv.to_string().into());
+        tx.put(&res.key, ns, name, EventType::Deleted, &value, rv);
+        Ok(value)
+    }
+
+    fn remove(tx: &mut Tx<'_>, key: &Arc<str>, ns: &str, name: &str) {
+        if let Some(old) = tx.get(key, ns, name) {
+            let mut v = old.value();
+            let rv = tx.next_rv();
+            meta_mut(&mut v).insert("resourceVersion".into(), rv.to_string().into());
+            tx.put(key, ns, name, EventType::Deleted, &v, rv);
+        }
+    }
+
+    /// Deletes every matching object; returns how many.
+    pub fn delete_collection(
+        &self,
+        res: &Arc<ResourceType>,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+        opts: &WriteOpts,
+    ) -> Result<usize> {
+        let mut names = Vec::new();
+        self.store.scan(&res.key, ns, None, |k, obj| {
+            if labels.matches(&obj.labels) && fields.matches(&k.0, &k.1, obj) {
+                names.push(k.clone());
+            }
+            true
+        });
+        let mut n = 0;
+        for (kns, kname) in names {
+            match self.delete(res, Some(&kns), &kname, opts) {
+                Ok(_) => n += 1,
+                Err(Error::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(n)
+    }
+}

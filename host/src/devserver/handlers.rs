@@ -1,0 +1,576 @@
+//! HTTP: routing of Kubernetes REST paths to the API layer, discovery documents, query
+//! parameters, body limits, and errors as metav1.Status. One fallback handler parses the path
+//! itself because resource paths are dynamic (CRDs come and go).
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Query, Request, State};
+use axum::response::{IntoResponse, Response};
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use http::{HeaderValue, Method, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::api::{Sub, WriteOpts};
+use super::patch::PatchType;
+use super::resources::ResourceType;
+use super::selector::{FieldSelector, LabelSelector};
+use super::store::{Key, Obj};
+use super::watch::{self, WatchRequest};
+use super::{Error, Result, Shared, openapi, protobuf, server, table};
+
+/// The router for one server.
+pub(crate) fn router(shared: Arc<Shared>) -> Router {
+    Router::new().fallback(handle).with_state(shared)
+}
+
+fn json_bytes(code: StatusCode, body: impl Into<Bytes>) -> Response {
+    let mut resp = (code, Body::from(body.into())).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+fn json_value(code: StatusCode, v: &Value) -> Response {
+    json_bytes(code, serde_json::to_vec(v).unwrap_or_default())
+}
+
+fn error_response(e: &Error) -> Response {
+    let (code, _) = e.code_and_reason();
+    json_value(
+        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        &e.to_status(),
+    )
+}
+
+fn success(message: &str) -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "message": message, "code": 200})
+}
+
+async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    if let Some(fault) = req.uri().path().strip_prefix("/_informant/faults/") {
+        let fault = fault.trim_end_matches('/').to_string();
+        return faults_endpoint(&shared, req.method(), &fault);
+    }
+    // The partition: hold every ordinary request until resumed.
+    shared.faults.wait_resumed().await;
+    match dispatch(&shared, req).await {
+        Ok(resp) => resp,
+        Err(e) => error_response(&e),
+    }
+}
+
+fn faults_endpoint(shared: &Arc<Shared>, method: &Method, fault: &str) -> Response {
+    if method != Method::POST {
+        return error_response(&Error::MethodNotAllowed(format!(
+            "{method} /_informant/faults/{fault}"
+        )));
+    }
+    match fault {
+        "close-watches" => shared.faults.close_watches(),
+        "compact" => shared.api.store.compact(),
+        "pause" => shared.faults.set_paused(true),
+        "resume" => shared.faults.set_paused(false),
+        "restart" => {
+            // Restarting drops this very connection: answer first, restart once the body is out.
+            let (done, sent) = tokio::sync::oneshot::channel::<()>();
+            let mut done = Some(done);
+            let body = futures::stream::iter([Ok::<_, Infallible>(Bytes::from(
+                serde_json::to_vec(&success("restarting")).unwrap_or_default(),
+            ))])
+            .chain(futures::stream::poll_fn(move |_| {
+                if let Some(done) = done.take() {
+                    let _ = done.send(());
+                }
+                Poll::Ready(None)
+            }));
+            let shared = shared.clone();
+            tokio::spawn(async move {
+                // Err means the response was dropped unsent: restart all the same.
+                let _ = sent.await;
+                server::restart(&shared).await;
+            });
+            let mut resp = (StatusCode::OK, Body::from_stream(body)).into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            resp.headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+            return resp;
+        }
+        other => {
+            return error_response(&Error::UnknownResource {
+                what: format!("fault {other:?}"),
+            });
+        }
+    }
+    json_value(StatusCode::OK, &success(fault))
+}
+
+fn version_doc() -> Value {
+    json!({
+        "major": "1", "minor": "33", "emulationMajor": "1", "emulationMinor": "33",
+        "minCompatibilityMajor": "1", "minCompatibilityMinor": "32",
+        "gitVersion": "v1.33.0", "gitCommit": "informant-devserver", "gitTreeState": "clean",
+        "buildDate": "2025-04-23T00:00:00Z", "goVersion": "go1.24.2", "compiler": "gc",
+        "platform": "linux/amd64"
+    })
+}
+
+async fn dispatch(shared: &Arc<Shared>, req: Request) -> Result<Response> {
+    let path = req.uri().path().to_string();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let get_only = |doc: Value| {
+        if req.method() == Method::GET {
+            Ok(json_value(StatusCode::OK, &doc))
+        } else {
+            Err(Error::MethodNotAllowed(format!("{} {path}", req.method())))
+        }
+    };
+    match segs.as_slice() {
+        ["version"] => get_only(version_doc()),
+        ["healthz" | "readyz" | "livez", ..] => Ok((StatusCode::OK, "ok").into_response()),
+        ["api"] => get_only(json!({
+            "kind": "APIVersions", "versions": ["v1"],
+            "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": shared.listener.addr().to_string()}]
+        })),
+        ["apis"] => get_only(shared.api.registry().group_list()),
+        ["api", "v1"] => get_only(shared.api.registry().resource_list("", "v1")),
+        ["apis", group] => {
+            let doc = shared.api.registry().group(group);
+            match doc {
+                Some(doc) => get_only(doc),
+                None => Err(Error::UnknownResource { what: path.clone() }),
+            }
+        }
+        ["apis", group, version] => {
+            let doc = {
+                let reg = shared.api.registry();
+                reg.serves_group_version(group, version)
+                    .then(|| reg.resource_list(group, version))
+            };
+            match doc {
+                Some(doc) => get_only(doc),
+                None => Err(Error::UnknownResource { what: path.clone() }),
+            }
+        }
+        ["openapi", "v3"] => get_only(openapi::index(&shared.api.registry())),
+        ["openapi", "v3", "api", version] => {
+            let doc = openapi::document(&shared.api.registry(), "", version);
+            doc.map_or_else(|| Err(Error::UnknownResource { what: path.clone() }), get_only)
+        }
+        ["openapi", "v3", "apis", group, version] => {
+            let doc = openapi::document(&shared.api.registry(), group, version);
+            doc.map_or_else(|| Err(Error::UnknownResource { what: path.clone() }), get_only)
+        }
+        ["api", version, rest @ ..] => {
+            let target = parse_target(shared, "", version, rest, &path)?;
+            resource(shared, target, req).await
+        }
+        ["apis", group, version, rest @ ..] => {
+            let target = parse_target(shared, group, version, rest, &path)?;
+            resource(shared, target, req).await
+        }
+        _ => Err(Error::UnknownResource { what: path.clone() }),
+    }
+}
+
+/// A resolved resource path.
+struct Target {
+    res: Arc<ResourceType>,
+    version: String,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Sub,
+}
+
+fn parse_target(
+    shared: &Shared,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    path: &str,
+) -> Result<Target> {
+    let unknown = || Error::UnknownResource {
+        what: path.to_string(),
+    };
+    let reg = shared.api.registry();
+    let (namespace, rest): (Option<String>, Vec<&str>) = match rest {
+        ["namespaces", ns, plural, ..]
+            if reg
+                .by_path(group, version, plural)
+                .is_some_and(|r| r.namespaced) =>
+        {
+            (Some(ns.to_string()), rest[2..].to_vec())
+        }
+        _ => (None, rest.to_vec()),
+    };
+    let (plural, name, sub) = match rest.as_slice() {
+        [plural] => (*plural, None, None),
+        [plural, name] => (*plural, Some(name.to_string()), None),
+        [plural, name, sub] => (*plural, Some(name.to_string()), Some(*sub)),
+        _ => return Err(unknown()),
+    };
+    let res = reg.by_path(group, version, plural).ok_or_else(unknown)?;
+    let sub = match sub {
+        None => Sub::Main,
+        Some("status") if res.status_subresource => Sub::Status,
+        Some(_) => return Err(unknown()),
+    };
+    if res.namespaced && namespace.is_none() && name.is_some() {
+        return Err(unknown());
+    }
+    Ok(Target {
+        res,
+        version: version.to_string(),
+        namespace,
+        name,
+        sub,
+    })
+}
+
+type Params = HashMap<String, String>;
+
+fn params(req: &Request) -> Result<Params> {
+    Query::<Params>::try_from_uri(req.uri())
+        .map(|q| q.0)
+        .map_err(|e| Error::BadRequest(format!("invalid query: {e}")))
+}
+
+fn flag(q: &Params, key: &str) -> bool {
+    matches!(q.get(key).map(String::as_str), Some("true" | "1"))
+}
+
+fn write_opts(q: &Params, version: &str) -> WriteOpts {
+    WriteOpts {
+        dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+        http: true,
+        version: Some(version.to_string()),
+        field_manager: q.get("fieldManager").cloned(),
+        ..WriteOpts::default()
+    }
+}
+
+async fn read_body(shared: &Shared, req: Request) -> Result<(Bytes, Option<String>)> {
+    let limit = shared.config.max_body_bytes;
+    let content_type = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(Error::TooLarge { limit });
+    }
+    let mut stream = req.into_body().into_data_stream();
+    let mut buf = BytesMut::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|e| Error::BadRequest(format!("reading request body: {e}")))?;
+        if buf.len() + chunk.len() > limit {
+            return Err(Error::TooLarge { limit });
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok((buf.freeze(), content_type))
+}
+
+fn parse_object(body: &[u8], content_type: Option<&str>) -> Result<Value> {
+    if content_type.is_some_and(|ct| ct.starts_with(protobuf::CONTENT_TYPE)) {
+        return protobuf::decode(body);
+    }
+    let yaml = content_type.is_some_and(|ct| ct.contains("yaml"));
+    let v: Value = if yaml {
+        serde_yaml::from_slice(body)
+            .map_err(|e| Error::BadRequest(format!("error decoding YAML body: {e}")))?
+    } else {
+        serde_json::from_slice(body).map_err(|e| {
+            Error::BadRequest(format!("couldn't get version/kind; json parse error: {e}"))
+        })?
+    };
+    Ok(v)
+}
+
+async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Response> {
+    let q = params(&req)?;
+    let ns = t.namespace.clone().unwrap_or_default();
+    let method = req.method().clone();
+    let wants_table = req
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("as=Table"));
+    match (&method, &t.name) {
+        (&Method::GET, None) if flag(&q, "watch") => watch_response(shared, &t, &q, wants_table),
+        (&Method::GET, None) => list(shared, &t, &q, wants_table),
+        (&Method::GET, Some(name)) => {
+            let obj = shared.api.get(&t.res, &ns, name)?;
+            if wants_table {
+                return Ok(json_value(
+                    StatusCode::OK,
+                    &table::table(&t.res, &[obj], shared.api.store.current_rv()),
+                ));
+            }
+            Ok(json_bytes(StatusCode::OK, obj.json.clone()))
+        }
+        (&Method::POST, None) => {
+            if t.res.namespaced && t.namespace.is_none() {
+                return Err(Error::MethodNotAllowed(format!(
+                    "POST {} without a namespace",
+                    t.res.plural
+                )));
+            }
+            let opts = write_opts(&q, &t.version);
+            let (body, ct) = read_body(shared, req).await?;
+            let obj = parse_object(&body, ct.as_deref())?;
+            let created = shared.api.create_in(&t.res, &ns, obj, &opts)?;
+            Ok(json_value(StatusCode::CREATED, &created))
+        }
+        (&Method::PUT, Some(name)) => {
+            let opts = write_opts(&q, &t.version);
+            let (body, ct) = read_body(shared, req).await?;
+            let obj = parse_object(&body, ct.as_deref())?;
+            let updated = shared.api.update(&t.res, &ns, name, obj, t.sub, &opts)?;
+            Ok(json_value(StatusCode::OK, &updated))
+        }
+        (&Method::PATCH, Some(name)) => {
+            let opts = write_opts(&q, &t.version);
+            let (body, ct) = read_body(shared, req).await?;
+            let ptype = PatchType::from_content_type(ct.as_deref().unwrap_or_default())?;
+            let (obj, created) = shared
+                .api
+                .patch(&t.res, &ns, name, ptype, &body, t.sub, &opts)?;
+            let code = if created {
+                StatusCode::CREATED
+            } else {
+                StatusCode::OK
+            };
+            Ok(json_value(code, &obj))
+        }
+        (&Method::DELETE, Some(name)) => {
+            let mut opts = write_opts(&q, &t.version);
+            let (body, _) = read_body(shared, req).await?;
+            delete_options(&body, &mut opts)?;
+            let obj = shared.api.delete(&t.res, Some(&ns), name, &opts)?;
+            Ok(json_value(StatusCode::OK, &obj))
+        }
+        (&Method::DELETE, None) => {
+            let mut opts = write_opts(&q, &t.version);
+            let (labels, fields) = selectors(&q)?;
+            let (body, _) = read_body(shared, req).await?;
+            delete_options(&body, &mut opts)?;
+            let n = shared.api.delete_collection(
+                &t.res,
+                t.namespace.as_deref(),
+                &labels,
+                &fields,
+                &opts,
+            )?;
+            Ok(json_value(
+                StatusCode::OK,
+                &success(&format!("deleted {n} {}", t.res.plural)),
+            ))
+        }
+        _ => Err(Error::MethodNotAllowed(format!(
+            "{method} {}",
+            t.res.plural
+        ))),
+    }
+}
+
+fn delete_options(body: &[u8], opts: &mut WriteOpts) -> Result<()> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| Error::BadRequest(format!("couldn't decode DeleteOptions: {e}")))?;
+    let s = |v: &Value| v.as_str().map(String::from);
+    opts.precondition_uid = s(&v["preconditions"]["uid"]);
+    opts.precondition_rv = s(&v["preconditions"]["resourceVersion"]);
+    if v["dryRun"]
+        .as_array()
+        .is_some_and(|a| a.iter().any(|x| x == "All"))
+    {
+        opts.dry_run = true;
+    }
+    Ok(())
+}
+
+fn selectors(q: &Params) -> Result<(LabelSelector, FieldSelector)> {
+    let labels = LabelSelector::parse(
+        q.get("labelSelector")
+            .map(String::as_str)
+            .unwrap_or_default(),
+    )?;
+    let fields = FieldSelector::parse(
+        q.get("fieldSelector")
+            .map(String::as_str)
+            .unwrap_or_default(),
+    )?;
+    Ok((labels, fields))
+}
+
+fn parse_rv(q: &Params) -> Result<Option<u64>> {
+    match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => Ok(None),
+        Some(rv) => rv.parse().map(Some).map_err(|_| {
+            Error::BadRequest(format!(
+                "resourceVersion: Invalid value: \"{rv}\": must be a non-negative integer"
+            ))
+        }),
+    }
+}
+
+fn encode_continue(rv: u64, key: &Key) -> String {
+    format!("{rv}/{}/{}", key.0, key.1)
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode_continue(token: &str) -> Result<(u64, Key)> {
+    let bad = || Error::BadRequest(format!("continue key is not valid: {token:?}"));
+    let bytes: Vec<u8> = (0..token.len())
+        .step_by(2)
+        .map(|i| {
+            token
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<_>>()
+        .ok_or_else(bad)?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let mut parts = text.splitn(3, '/');
+    let rv = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
+    let ns = parts.next().ok_or_else(bad)?;
+    let name = parts.next().ok_or_else(bad)?;
+    Ok((rv, (ns.into(), name.into())))
+}
+
+fn list(shared: &Shared, t: &Target, q: &Params, wants_table: bool) -> Result<Response> {
+    let (labels, fields) = selectors(q)?;
+    let limit = match q.get("limit").map(String::as_str) {
+        None | Some("") => 0,
+        Some(l) => l
+            .parse::<i64>()
+            .map_err(|_| Error::BadRequest(format!("limit: Invalid value: \"{l}\"")))?
+            .max(0) as usize,
+    };
+    let (token_rv, after) = match q.get("continue").filter(|c| !c.is_empty()) {
+        Some(c) => {
+            let (rv, key) = decode_continue(c)?;
+            (Some(rv), Some(key))
+        }
+        None => (None, None),
+    };
+    let requested = parse_rv(q)?;
+    let mut items: Vec<Arc<Obj>> = Vec::new();
+    let mut last: Option<Key> = None;
+    let mut more = false;
+    let current = shared.api.store.scan(
+        &t.res.key,
+        t.namespace.as_deref(),
+        after.as_ref(),
+        |k, obj| {
+            if !labels.matches(&obj.labels) || !fields.matches(&k.0, &k.1, obj) {
+                return true;
+            }
+            if limit > 0 && items.len() == limit {
+                more = true;
+                return false;
+            }
+            items.push(obj.clone());
+            last = Some(k.clone());
+            true
+        },
+    );
+    if q.get("resourceVersionMatch").is_some_and(|m| m == "Exact")
+        && let Some(rv) = requested
+        && rv != current
+        && token_rv.is_none()
+    {
+        // Only the present is kept; an exact older snapshot is as gone as after compaction.
+        return Err(Error::Expired {
+            requested: rv,
+            oldest: current,
+        });
+    }
+    let rv = token_rv.unwrap_or(current);
+    if wants_table {
+        return Ok(json_value(
+            StatusCode::OK,
+            &table::table(&t.res, &items, rv),
+        ));
+    }
+    let cont = match (more, &last) {
+        (true, Some(key)) => format!(",\"continue\":\"{}\"", encode_continue(rv, key)),
+        _ => String::new(),
+    };
+    let total: usize = items.iter().map(|o| o.json.len() + 1).sum();
+    let mut buf = BytesMut::with_capacity(total + 256);
+    buf.extend_from_slice(
+        format!(
+            "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{cont}}},\"items\":[",
+            t.res.kind,
+            t.res.api_version(&t.version)
+        )
+        .as_bytes(),
+    );
+    for (i, obj) in items.iter().enumerate() {
+        if i > 0 {
+            buf.extend_from_slice(b",");
+        }
+        buf.extend_from_slice(&obj.json);
+    }
+    buf.extend_from_slice(b"]}");
+    Ok(json_bytes(StatusCode::OK, buf.freeze()))
+}
+
+fn watch_response(
+    shared: &Arc<Shared>,
+    t: &Target,
+    q: &Params,
+    wants_table: bool,
+) -> Result<Response> {
+    let (labels, fields) = selectors(q)?;
+    let timeout = match q.get("timeoutSeconds").map(String::as_str) {
+        None | Some("") => None,
+        Some(s) => Some(Duration::from_secs(s.parse().map_err(|_| {
+            Error::BadRequest(format!("timeoutSeconds: Invalid value: \"{s}\""))
+        })?)),
+    };
+    let req = WatchRequest {
+        res: t.res.clone(),
+        version: t.version.clone(),
+        namespace: t.namespace.clone(),
+        labels,
+        fields,
+        resource_version: parse_rv(q)?,
+        send_initial_events: flag(q, "sendInitialEvents"),
+        bookmarks: flag(q, "allowWatchBookmarks"),
+        timeout,
+        table: wants_table,
+    };
+    let mut resp = (StatusCode::OK, watch::serve(shared.clone(), req)).into_response();
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp.headers_mut().insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache, private"),
+    );
+    Ok(resp)
+}

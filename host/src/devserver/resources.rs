@@ -1,0 +1,512 @@
+//! The resource registry (built-ins plus CRD-defined resources) and the discovery documents
+//! rendered from it. Discovery is the legacy kind (/api, /apis, /apis/G/V); kubectl and kube-rs
+//! fall back to it when the aggregated form is not offered.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::{Error, Result};
+
+/// One served resource. Objects of every served version share one storage table.
+#[derive(Debug)]
+pub(crate) struct ResourceType {
+    pub group: String,
+    pub versions: Vec<String>,
+    pub plural: String,
+    pub singular: String,
+    pub kind: String,
+    pub namespaced: bool,
+    pub short_names: Vec<String>,
+    pub categories: Vec<String>,
+    pub status_subresource: bool,
+    /// False for CRD-defined resources: they get merge patch only, like real servers.
+    pub builtin: bool,
+    /// Storage table key, `plural.group`; stable across versions.
+    pub key: Arc<str>,
+}
+
+impl ResourceType {
+    /// apiVersion string for `version` (`v1` for the core group).
+    pub fn api_version(&self, version: &str) -> String {
+        if self.group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{}/{version}", self.group)
+        }
+    }
+
+    /// `plural.group` as in error messages (`pods`, `deployments.apps`).
+    pub fn qualified(&self) -> String {
+        self.key.to_string()
+    }
+
+    fn discovery_entry(&self) -> Vec<Value> {
+        let verbs = [
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ];
+        let mut out = vec![json!({
+            "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
+            "kind": self.kind, "verbs": verbs, "shortNames": self.short_names,
+            "categories": self.categories,
+        })];
+        if out[0]["shortNames"].as_array().is_some_and(Vec::is_empty) {
+            out[0].as_object_mut().map(|o| o.remove("shortNames"));
+        }
+        if out[0]["categories"].as_array().is_some_and(Vec::is_empty) {
+            out[0].as_object_mut().map(|o| o.remove("categories"));
+        }
+        if self.status_subresource {
+            out.push(json!({"name": format!("{}/status", self.plural), "singularName": "",
+                "namespaced": self.namespaced, "kind": self.kind, "verbs": ["get", "patch", "update"]}));
+        }
+        out
+    }
+}
+
+/// (group, version, plural, kind, namespaced, short names, status subresource, in category "all")
+type Builtin = (
+    &'static str,
+    &'static str,
+    &'static str,
+    &'static str,
+    bool,
+    &'static [&'static str],
+    bool,
+    bool,
+);
+
+const BUILTINS: &[Builtin] = &[
+    (
+        "",
+        "v1",
+        "namespaces",
+        "Namespace",
+        false,
+        &["ns"],
+        true,
+        false,
+    ),
+    ("", "v1", "pods", "Pod", true, &["po"], true, true),
+    (
+        "",
+        "v1",
+        "configmaps",
+        "ConfigMap",
+        true,
+        &["cm"],
+        false,
+        false,
+    ),
+    ("", "v1", "secrets", "Secret", true, &[], false, false),
+    ("", "v1", "services", "Service", true, &["svc"], true, true),
+    (
+        "",
+        "v1",
+        "serviceaccounts",
+        "ServiceAccount",
+        true,
+        &["sa"],
+        false,
+        false,
+    ),
+    (
+        "",
+        "v1",
+        "endpoints",
+        "Endpoints",
+        true,
+        &["ep"],
+        false,
+        false,
+    ),
+    ("", "v1", "events", "Event", true, &["ev"], false, false),
+    ("", "v1", "nodes", "Node", false, &["no"], true, false),
+    (
+        "",
+        "v1",
+        "persistentvolumes",
+        "PersistentVolume",
+        false,
+        &["pv"],
+        true,
+        false,
+    ),
+    (
+        "",
+        "v1",
+        "persistentvolumeclaims",
+        "PersistentVolumeClaim",
+        true,
+        &["pvc"],
+        true,
+        false,
+    ),
+    (
+        "apps",
+        "v1",
+        "deployments",
+        "Deployment",
+        true,
+        &["deploy"],
+        true,
+        true,
+    ),
+    (
+        "apps",
+        "v1",
+        "replicasets",
+        "ReplicaSet",
+        true,
+        &["rs"],
+        true,
+        true,
+    ),
+    (
+        "apps",
+        "v1",
+        "statefulsets",
+        "StatefulSet",
+        true,
+        &["sts"],
+        true,
+        true,
+    ),
+    (
+        "apps",
+        "v1",
+        "daemonsets",
+        "DaemonSet",
+        true,
+        &["ds"],
+        true,
+        true,
+    ),
+    ("batch", "v1", "jobs", "Job", true, &[], true, true),
+    (
+        "batch",
+        "v1",
+        "cronjobs",
+        "CronJob",
+        true,
+        &["cj"],
+        true,
+        true,
+    ),
+    (
+        "coordination.k8s.io",
+        "v1",
+        "leases",
+        "Lease",
+        true,
+        &[],
+        false,
+        false,
+    ),
+    (
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        true,
+        false,
+    ),
+];
+
+/// All served resources, indexed by (group, version, plural) and by (group, kind).
+#[derive(Default)]
+pub(crate) struct Registry {
+    /// Discovery order: built-in groups first, then CRD groups by name.
+    groups: Vec<String>,
+    resources: Vec<Arc<ResourceType>>,
+}
+
+fn key_of(group: &str, plural: &str) -> Arc<str> {
+    if group.is_empty() {
+        Arc::from(plural)
+    } else {
+        Arc::from(format!("{plural}.{group}"))
+    }
+}
+
+impl Registry {
+    /// The built-in resources.
+    pub fn builtin() -> Registry {
+        let mut reg = Registry::default();
+        for &(group, version, plural, kind, namespaced, short, status, all) in BUILTINS {
+            reg.add(ResourceType {
+                group: group.into(),
+                versions: vec![version.into()],
+                plural: plural.into(),
+                singular: kind.to_lowercase(),
+                kind: kind.into(),
+                namespaced,
+                short_names: short.iter().map(|s| s.to_string()).collect(),
+                categories: if all { vec!["all".into()] } else { vec![] },
+                status_subresource: status,
+                builtin: true,
+                key: key_of(group, plural),
+            });
+        }
+        reg
+    }
+
+    fn add(&mut self, res: ResourceType) {
+        if !self.groups.contains(&res.group) {
+            self.groups.push(res.group.clone());
+        }
+        self.resources.push(Arc::new(res));
+    }
+
+    /// Resource served at group/version/plural.
+    pub fn by_path(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
+        self.resources
+            .iter()
+            .find(|r| {
+                r.group == group && r.plural == plural && r.versions.iter().any(|v| v == version)
+            })
+            .cloned()
+    }
+
+    /// Resource for an object's apiVersion/kind.
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Result<Arc<ResourceType>> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.resources
+            .iter()
+            .find(|r| r.group == group && r.kind == kind && r.versions.iter().any(|v| v == version))
+            .cloned()
+            .ok_or_else(|| Error::UnknownResource {
+                what: format!("apiVersion {api_version}, kind {kind}"),
+            })
+    }
+
+    /// Whether group/version is served at all.
+    pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
+        self.resources
+            .iter()
+            .any(|r| r.group == group && r.versions.iter().any(|v| v == version))
+    }
+
+    /// Starts serving the resource a CRD defines (replacing an earlier definition of it).
+    /// Returns the storage key; `crd` must already be validated by [`validate_crd`].
+    pub fn register_crd(&mut self, crd: &Value) -> Arc<str> {
+        let spec = &crd["spec"];
+        let names = &spec["names"];
+        let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let list = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| {
+                    a.iter()
+                        .filter_map(|x| x.as_str().map(String::from))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let group = s(&spec["group"]);
+        let plural = s(&names["plural"]);
+        let mut versions: Vec<(bool, String)> = Vec::new();
+        let mut status = false;
+        for v in spec["versions"].as_array().into_iter().flatten() {
+            if v["served"].as_bool() == Some(false) {
+                continue;
+            }
+            status |= v["subresources"]["status"].is_object();
+            // The storage version goes first: it is the one discovery calls preferred.
+            versions.push((v["storage"].as_bool() != Some(true), s(&v["name"])));
+        }
+        versions.sort_by_key(|(not_storage, _)| *not_storage);
+        let kind = s(&names["kind"]);
+        let singular = match s(&names["singular"]) {
+            x if x.is_empty() => kind.to_lowercase(),
+            x => x,
+        };
+        let key = key_of(&group, &plural);
+        self.unregister(&key);
+        self.add(ResourceType {
+            versions: versions.into_iter().map(|(_, v)| v).collect(),
+            namespaced: spec["scope"].as_str() != Some("Cluster"),
+            short_names: list(&names["shortNames"]),
+            categories: list(&names["categories"]),
+            status_subresource: status,
+            builtin: false,
+            key: key.clone(),
+            group,
+            plural,
+            singular,
+            kind,
+        });
+        key
+    }
+
+    /// Stops serving the resource stored under `key`.
+    pub fn unregister(&mut self, key: &str) {
+        self.resources.retain(|r| &*r.key != key);
+        let resources = &self.resources;
+        self.groups
+            .retain(|g| resources.iter().any(|r| &r.group == g));
+    }
+
+    fn versions_of(&self, group: &str) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for r in self.resources.iter().filter(|r| r.group == group) {
+            for v in &r.versions {
+                if !out.contains(v) {
+                    out.push(v.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// `/api/v1` or `/apis/G/V`.
+    pub fn resource_list(&self, group: &str, version: &str) -> Value {
+        let resources: Vec<Value> = self
+            .resources
+            .iter()
+            .filter(|r| r.group == group && r.versions.iter().any(|v| v == version))
+            .flat_map(|r| r.discovery_entry())
+            .collect();
+        let gv = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": resources})
+    }
+
+    fn group_doc(&self, group: &str) -> Value {
+        let versions: Vec<Value> = self
+            .versions_of(group)
+            .iter()
+            .map(|v| json!({"groupVersion": format!("{group}/{v}"), "version": v}))
+            .collect();
+        json!({"name": group, "versions": versions, "preferredVersion": versions[0]})
+    }
+
+    /// `/apis/G`, if the group is served.
+    pub fn group(&self, group: &str) -> Option<Value> {
+        (!group.is_empty() && self.groups.iter().any(|g| g == group)).then(|| {
+            let mut doc = self.group_doc(group);
+            doc["kind"] = "APIGroup".into();
+            doc["apiVersion"] = "v1".into();
+            doc
+        })
+    }
+
+    /// `/apis`.
+    pub fn group_list(&self) -> Value {
+        let groups: Vec<Value> = self
+            .groups
+            .iter()
+            .filter(|g| !g.is_empty())
+            .map(|g| self.group_doc(g))
+            .collect();
+        json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
+    }
+
+    /// Resources served at group/version.
+    pub fn resources_in(&self, group: &str, version: &str) -> Vec<Arc<ResourceType>> {
+        self.resources
+            .iter()
+            .filter(|r| r.group == group && r.versions.iter().any(|v| v == version))
+            .cloned()
+            .collect()
+    }
+
+    /// Every served (group, version), core first.
+    pub fn group_versions(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for g in &self.groups {
+            for v in self.versions_of(g) {
+                out.push((g.clone(), v));
+            }
+        }
+        out
+    }
+
+    /// Storage keys of every namespaced resource (for namespace deletion).
+    pub fn namespaced_keys(&self) -> Vec<Arc<str>> {
+        self.resources
+            .iter()
+            .filter(|r| r.namespaced)
+            .map(|r| r.key.clone())
+            .collect()
+    }
+}
+
+/// Checks what a CRD needs before it can be served (422 otherwise).
+pub(crate) fn validate_crd(crd: &Value) -> Result<()> {
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+    let invalid = |message: String| Error::Invalid {
+        kind: "CustomResourceDefinition".into(),
+        name: name.to_string(),
+        message,
+    };
+    let spec = &crd["spec"];
+    let group = spec["group"].as_str().unwrap_or_default();
+    let plural = spec["names"]["plural"].as_str().unwrap_or_default();
+    let kind = spec["names"]["kind"].as_str().unwrap_or_default();
+    if group.is_empty() || !group.contains('.') {
+        return Err(invalid(format!(
+            "spec.group: Invalid value: \"{group}\": should be a domain with at least one dot"
+        )));
+    }
+    if plural.is_empty() || plural != plural.to_lowercase() {
+        return Err(invalid(
+            "spec.names.plural: Required value: must be a lowercase name".into(),
+        ));
+    }
+    if kind.is_empty() {
+        return Err(invalid("spec.names.kind: Required value".into()));
+    }
+    if name != format!("{plural}.{group}") {
+        return Err(invalid(format!(
+            "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
+        )));
+    }
+    match spec["scope"].as_str() {
+        Some("Namespaced" | "Cluster") => {}
+        other => {
+            return Err(invalid(format!(
+                "spec.scope: Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""
+            )));
+        }
+    }
+    let versions = spec["versions"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if versions.is_empty() {
+        return Err(invalid(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        ));
+    }
+    if versions
+        .iter()
+        .filter(|v| v["storage"].as_bool() == Some(true))
+        .count()
+        != 1
+    {
+        return Err(invalid(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        ));
+    }
+    if versions
+        .iter()
+        .any(|v| v["name"].as_str().is_none_or(str::is_empty))
+    {
+        return Err(invalid("spec.versions[].name: Required value".into()));
+    }
+    Ok(())
+}
