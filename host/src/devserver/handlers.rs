@@ -166,11 +166,17 @@ async fn dispatch(shared: &Arc<Shared>, req: Request) -> Result<Response> {
         ["openapi", "v3"] => get_only(openapi::index(&shared.api.registry())),
         ["openapi", "v3", "api", version] => {
             let doc = openapi::document(&shared.api.registry(), "", version);
-            doc.map_or_else(|| Err(Error::UnknownResource { what: path.clone() }), get_only)
+            doc.map_or_else(
+                || Err(Error::UnknownResource { what: path.clone() }),
+                get_only,
+            )
         }
         ["openapi", "v3", "apis", group, version] => {
             let doc = openapi::document(&shared.api.registry(), group, version);
-            doc.map_or_else(|| Err(Error::UnknownResource { what: path.clone() }), get_only)
+            doc.map_or_else(
+                || Err(Error::UnknownResource { what: path.clone() }),
+                get_only,
+            )
         }
         ["api", version, rest @ ..] => {
             let target = parse_target(shared, "", version, rest, &path)?;

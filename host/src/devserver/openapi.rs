@@ -15,7 +15,11 @@ use serde_json::{Value, json};
 use super::resources::Registry;
 
 fn gv_path(group: &str, version: &str) -> String {
-    if group.is_empty() { format!("api/{version}") } else { format!("apis/{group}/{version}") }
+    if group.is_empty() {
+        format!("api/{version}")
+    } else {
+        format!("apis/{group}/{version}")
+    }
 }
 
 /// The document for one group-version, or None if it is not served.
@@ -35,7 +39,10 @@ pub(crate) fn document(reg: &Registry, group: &str, version: &str) -> Option<Val
         };
         let gvk = json!({"group": group, "version": version, "kind": res.kind});
         let op = |action: &str, extra: &[&str]| {
-            let mut params: Vec<Value> = ["dryRun", "fieldManager", "fieldValidation"].iter().map(|p| query(p)).collect();
+            let mut params: Vec<Value> = ["dryRun", "fieldManager", "fieldValidation"]
+                .iter()
+                .map(|p| query(p))
+                .collect();
             params.extend(extra.iter().map(|p| query(p)));
             json!({
                 "operationId": format!("{action}{}", res.kind),
@@ -45,7 +52,10 @@ pub(crate) fn document(reg: &Registry, group: &str, version: &str) -> Option<Val
                 "responses": {"200": {"description": "OK"}},
             })
         };
-        paths.insert(item, json!({"patch": op("patch", &["force"]), "put": op("put", &[])}));
+        paths.insert(
+            item,
+            json!({"patch": op("patch", &["force"]), "put": op("put", &[])}),
+        );
     }
     Some(json!({
         "openapi": "3.0.0",
@@ -60,7 +70,9 @@ pub(crate) fn document(reg: &Registry, group: &str, version: &str) -> Option<Val
 pub(crate) fn index(reg: &Registry) -> Value {
     let mut paths = serde_json::Map::new();
     for (group, version) in reg.group_versions() {
-        let Some(doc) = document(reg, &group, &version) else { continue };
+        let Some(doc) = document(reg, &group, &version) else {
+            continue;
+        };
         let mut h = DefaultHasher::new();
         doc.to_string().hash(&mut h);
         let path = gv_path(&group, &version);

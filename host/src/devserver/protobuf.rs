@@ -74,7 +74,9 @@ fn fields(buf: &[u8]) -> Result<Vec<(u64, Wire<'_>)>> {
 }
 
 fn string(b: &[u8]) -> Result<Value> {
-    std::str::from_utf8(b).map(|s| Value::String(s.into())).map_err(|_| malformed())
+    std::str::from_utf8(b)
+        .map(|s| Value::String(s.into()))
+        .map_err(|_| malformed())
 }
 
 /// A map<string, string|bytes> entry.
@@ -144,7 +146,9 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value> {
                 for (n, w) in fields(tm)? {
                     match (n, w) {
                         (1, Wire::Bytes(s)) => api_version = string(s)?,
-                        (2, Wire::Bytes(s)) => kind = std::str::from_utf8(s).map_err(|_| malformed())?.into(),
+                        (2, Wire::Bytes(s)) => {
+                            kind = std::str::from_utf8(s).map_err(|_| malformed())?.into()
+                        }
                         _ => {}
                     }
                 }
@@ -212,7 +216,14 @@ mod tests {
         let meta = [&[0x0a, 4][..], b"demo"].concat();
         let raw = [&[0x0a, meta.len() as u8][..], &meta, &[0x12, 0, 0x1a, 0]].concat();
         let tm = [&[0x0a, 2][..], b"v1", &[0x12, 9], b"Namespace"].concat();
-        let env = [&b"k8s\0"[..], &[0x0a, tm.len() as u8], &tm, &[0x12, raw.len() as u8], &raw].concat();
+        let env = [
+            &b"k8s\0"[..],
+            &[0x0a, tm.len() as u8],
+            &tm,
+            &[0x12, raw.len() as u8],
+            &raw,
+        ]
+        .concat();
         assert_eq!(
             decode(&env).unwrap(),
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}})

@@ -147,7 +147,9 @@ impl LabelSelector {
                                 Some(Tok::Comma) => {}
                                 Some(Tok::Close) => break,
                                 _ => {
-                                    return Err(bad("expected a value list ending with ')'".into()));
+                                    return Err(
+                                        bad("expected a value list ending with ')'".into()),
+                                    );
                                 }
                             }
                             i += 1;

@@ -38,7 +38,9 @@ impl Obj {
             })
             .unwrap_or_default();
         // Serializing a Value cannot fail: keys are strings and numbers are finite.
-        let json = serde_json::to_vec(value).unwrap_or_default();
+        let mut json = serde_json::to_vec(value).unwrap_or_default();
+        // to_vec grows by doubling; the slack would otherwise live as long as the object.
+        json.shrink_to_fit();
         Obj {
             json: Bytes::from(json),
             labels,
