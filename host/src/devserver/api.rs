@@ -6,8 +6,11 @@
 use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockReadGuard};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
+use super::metadata::{
+    check_type, generate_suffix, meta, meta_mut, new_uid, now, spec_part, valid_name,
+};
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector};
@@ -46,111 +49,6 @@ pub(crate) struct Api {
 
 const CRD_KEY: &str = "customresourcedefinitions.apiextensions.k8s.io";
 const NS_KEY: &str = "namespaces";
-
-fn meta(obj: &Value, field: &str) -> String {
-    obj["metadata"][field]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
-    if !obj["metadata"].is_object() {
-        obj["metadata"] = json!({});
-    }
-    // Just ensured to be an object.
-    obj["metadata"]
-        .as_object_mut()
-        .expect("metadata is an object")
-}
-
-fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
-}
-
-fn new_uid() -> String {
-    let x: u128 = rand::random();
-    let h = format!("{x:032x}");
-    format!(
-        "{}-{}-4{}-a{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        &h[17..20],
-        &h[20..32]
-    )
-}
-
-fn generate_suffix() -> String {
-    // The alphabet apiserver uses: no vowels, no confusable digits.
-    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5)
-        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
-        .collect()
-}
-
-fn valid_name(name: &str) -> bool {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
-    !name.is_empty()
-        && name.len() <= 253
-        && name.chars().all(ok_char)
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
-/// The object without metadata and status: what `generation` tracks.
-fn spec_part(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-    }
-    v
-}
-
-/// Checks (and fills in when absent) kind and apiVersion against the resource.
-fn check_type(res: &ResourceType, version: Option<&str>, obj: &mut Value) -> Result<()> {
-    let Some(map) = obj.as_object_mut() else {
-        return Err(Error::BadRequest(format!(
-            "the body of a {} must be a JSON object",
-            res.kind
-        )));
-    };
-    match map.get("kind").and_then(Value::as_str) {
-        None => {
-            map.insert("kind".into(), res.kind.clone().into());
-        }
-        Some(k) if k == res.kind => {}
-        Some(k) => {
-            return Err(Error::BadRequest(format!(
-                "the kind in the data ({k}) does not match the expected kind ({})",
-                res.kind
-            )));
-        }
-    }
-    let expected = res.api_version(version.unwrap_or(&res.versions[0]));
-    match map.get("apiVersion").and_then(Value::as_str) {
-        None => {
-            map.insert("apiVersion".into(), expected.into());
-        }
-        Some(av) if av == expected => {}
-        Some(av) if version.is_none() && res.versions.iter().any(|v| res.api_version(v) == av) => {}
-        Some(av) => {
-            return Err(Error::BadRequest(format!(
-                "the API version in the data ({av}) does not match the expected API version ({expected})"
-            )));
-        }
-    }
-    if !map.get("metadata").is_none_or(Value::is_object) {
-        return Err(Error::BadRequest(format!(
-            "{}: metadata must be an object",
-            res.kind
-        )));
-    }
-    Ok(())
-}
 
 impl Api {
     pub fn new(history: usize) -> Api {

@@ -35,6 +35,7 @@ mod api;
 mod faults;
 mod handlers;
 mod kubeconfig;
+mod metadata;
 mod openapi;
 mod patch;
 mod protobuf;
