@@ -146,8 +146,9 @@ impl SharedInformer {
         }
     }
 
-    /// Applies one delta to the store and hands its events to the handlers.
-    pub(crate) fn apply(&self, delta: Delta) {
+    /// Applies one delta to the store and hands its events to the handlers, exactly as the
+    /// reflector does; public so recorded streams can be replayed and pipelines benchmarked.
+    pub fn apply(&self, delta: Delta) {
         let processor = &self.processor;
         let mut sink = |e: Event| processor.distribute(&e);
         match delta {
