@@ -3,6 +3,7 @@
 //! Where things live:
 //! - [`informer`]: shared informers, indexers and the SharedProcessor for any resource
 //!   (reflector -> store -> processor -> per-handler listener).
+//! - [`selector`]: Kubernetes label selectors, shared by the informer and the devserver.
 //! - [`devserver`]: the embedded Kubernetes-compatible API server, for `informant dev` and for
 //!   tests (with fault injection).
 //!
@@ -11,3 +12,4 @@
 
 pub mod devserver;
 pub mod informer;
+pub mod selector;

@@ -13,7 +13,7 @@ use super::metadata::{
 };
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceType};
-use super::selector::{FieldSelector, LabelSelector};
+use super::selector::{FieldSelector, LabelSelector, labels_match};
 use super::store::{EventType, Obj, Store, Tx};
 use super::{Error, Result};
 
@@ -501,7 +501,7 @@ impl Api {
     ) -> Result<usize> {
         let mut names = Vec::new();
         self.store.scan(&res.key, ns, None, |k, obj| {
-            if labels.matches(&obj.labels) && fields.matches(&k.0, &k.1, obj) {
+            if labels_match(labels, &obj.labels) && fields.matches(&k.0, &k.1, obj) {
                 names.push(k.clone());
             }
             true

@@ -20,7 +20,7 @@ use serde_json::{Value, json};
 use super::api::{Sub, WriteOpts};
 use super::patch::PatchType;
 use super::resources::ResourceType;
-use super::selector::{FieldSelector, LabelSelector};
+use super::selector::{FieldSelector, LabelSelector, labels_match, parse_labels};
 use super::store::{Key, Obj};
 use super::watch::{self, WatchRequest};
 use super::{Error, Result, Shared, openapi, protobuf, server, table};
@@ -415,7 +415,7 @@ fn delete_options(body: &[u8], opts: &mut WriteOpts) -> Result<()> {
 }
 
 fn selectors(q: &Params) -> Result<(LabelSelector, FieldSelector)> {
-    let labels = LabelSelector::parse(
+    let labels = parse_labels(
         q.get("labelSelector")
             .map(String::as_str)
             .unwrap_or_default(),
@@ -490,7 +490,7 @@ fn list(shared: &Shared, t: &Target, q: &Params, wants_table: bool) -> Result<Re
         t.namespace.as_deref(),
         after.as_ref(),
         |k, obj| {
-            if !labels.matches(&obj.labels) || !fields.matches(&k.0, &k.1, obj) {
+            if !labels_match(&labels, &obj.labels) || !fields.matches(&k.0, &k.1, obj) {
                 return true;
             }
             if limit > 0 && items.len() == limit {

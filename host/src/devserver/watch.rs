@@ -18,7 +18,7 @@ use tokio::time::Instant;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::resources::ResourceType;
-use super::selector::{FieldSelector, LabelSelector};
+use super::selector::{FieldSelector, LabelSelector, labels_match};
 use super::store::{Event, EventType, Obj};
 use super::{Error, Shared};
 
@@ -46,7 +46,7 @@ pub(crate) struct WatchRequest {
 
 impl WatchRequest {
     fn matches(&self, namespace: &str, name: &str, obj: &Obj) -> bool {
-        self.labels.matches(&obj.labels) && self.fields.matches(namespace, name, obj)
+        labels_match(&self.labels, &obj.labels) && self.fields.matches(namespace, name, obj)
     }
 
     /// The event type this watch reports for `ev`, if any.

@@ -17,10 +17,10 @@ use kube::discovery::{self, Scope};
 use parking_lot::Mutex;
 
 use super::reflector::{InitialList, ReflectorConfig};
-use super::selector::LabelSelector;
 use super::shared_informer::SharedInformer;
 use super::store::StoreOptions;
 use super::{Error, Result};
+use crate::selector::LabelSelector;
 
 /// A resource as discovery resolved it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -67,7 +67,12 @@ impl FieldPath {
             }
             Some("apiVersion") => push_scalar(raw.api_version.as_deref(), &self.segments, &mut out),
             Some("kind") => push_scalar(raw.kind.as_deref(), &self.segments, &mut out),
-            _ => collect_map(&raw.fields, &self.segments, &mut out),
+            Some(field) => {
+                if let Some(v) = raw.field(field) {
+                    collect(&v, &self.segments[1..], &mut out);
+                }
+            }
+            None => {}
         }
         out
     }
@@ -285,7 +290,14 @@ impl Indices {
     pub(crate) fn insert(&mut self, key: &ObjectKey, values: &IndexValues) {
         for (map, vals) in self.maps.iter_mut().zip(values.iter()) {
             for v in vals.iter() {
-                map.entry(v.clone()).or_default().insert(key.clone());
+                match map.get_mut(v) {
+                    Some(set) => {
+                        set.insert(key.clone());
+                    }
+                    None => {
+                        map.insert(v.clone(), HashSet::from([key.clone()]));
+                    }
+                }
             }
         }
     }

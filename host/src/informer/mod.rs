@@ -10,7 +10,7 @@
 //! - [`reflector`]: list + watch with bookmarks, relist on 410 Gone, backoff with jitter,
 //!   streaming lists when the server has them; emits [`Delta`]s.
 //! - [`store`]: the thread-safe cache; a relist is a Replace that diffs against it.
-//! - [`index`] / [`selector`]: by-index lookups in O(matches) and label selector queries.
+//! - [`index`]: by-index lookups in O(matches); label selector queries use [`crate::selector`].
 //! - [`listener`]: one bounded, coalescing, per-key-ordered queue per handler.
 //! - [`processor`]: fans events out to listeners; one task per handler.
 //! - [`shared_informer`]: ties them together; late handlers get a gap-free replay.
@@ -18,13 +18,13 @@
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use informant::informer::{FactoryOptions, FnHandler, HandlerOptions, InformerFactory, WatchScope};
+//! use informant::informer::{Event, FactoryOptions, FnHandler, HandlerOptions, InformerFactory, WatchScope};
 //! let factory = InformerFactory::new(client, FactoryOptions::default());
 //! let pods = factory.informer("v1", "Pod", WatchScope::default()).await?;
-//! pods.add_handler("printer", FnHandler(|e| println!("{:?} {}", e.event_type, e.key())), HandlerOptions::default());
+//! pods.add_handler("printer", FnHandler(|e: Event| println!("{:?} {}", e.event_type, e.key())), HandlerOptions::default());
 //! factory.start();
 //! factory.wait_for_sync(std::time::Duration::from_secs(30)).await?;
-//! let web = pods.store().list(Some("default"), &"app=web".parse()?);
+//! let web = pods.store().list(Some("default"), &"app=web".parse::<informant::informer::LabelSelector>()?);
 //! # Ok(()) }
 //! ```
 
@@ -35,17 +35,16 @@ pub mod listener;
 pub mod object;
 pub mod processor;
 pub mod reflector;
-pub mod selector;
 pub mod shared_informer;
 pub mod store;
 
+pub use crate::selector::{LabelSelector, SelectorError};
 pub use event::{Event, EventType};
 pub use factory::{FactoryOptions, InformerFactory, ResolvedResource, WatchScope};
 pub use index::{FieldPath, IndexError, IndexSpec};
 pub use object::{CachedObject, ObjectKey, RawObject};
 pub use processor::{FnHandler, Handler, ListenerHandle, SharedProcessor};
 pub use reflector::{Delta, InitialList, ReflectorConfig, ReflectorStats};
-pub use selector::{LabelSelector, SelectorError};
 pub use shared_informer::{HandlerOptions, SharedInformer};
 pub use store::{QueryError, Store, StoreOptions};
 

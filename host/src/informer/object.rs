@@ -1,20 +1,23 @@
 //! Objects as they come off the wire ([`RawObject`]) and as the cache keeps them ([`CachedObject`]).
 //!
-//! The watcher decodes into [`RawObject`]: typed metadata plus the other top-level fields as
-//! JSON, without the `Value` tree DynamicObject's `#[serde(flatten)]` buffers first. The store then
-//! turns each version into one immutable [`CachedObject`]: compact JSON bytes (managedFields
-//! removed) plus the few parsed fields the built-in indexes need. Every consumer shares that one
-//! `Arc<CachedObject>`; nobody holds a parsed tree of a cached object.
+//! The watcher decodes into [`RawObject`]: typed metadata, and every other top-level field kept
+//! as the server's JSON text ([`RawValue`]) — no `Value` tree is built for spec or status, and
+//! none has to be serialized again or freed. The store then turns each version into one
+//! immutable [`CachedObject`]: compact JSON (managedFields removed) plus the few parsed fields the
+//! built-in indexes need. Every consumer shares that one `Arc<CachedObject>`.
+//!
+//! Raw text comes for free from serde_json's own deserializers, which kube uses for lists and
+//! watch lines. When something buffers the object first (a watch line with `object` before
+//! `type`), the field falls back to a `Value` and is printed back to text: slower, same result.
 
 use std::fmt;
 use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
+use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
-use serde::ser::{SerializeMap, Serializer};
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// The cache key of an object: `namespace/name`, or `name` for cluster-scoped objects.
 ///
@@ -63,7 +66,7 @@ impl fmt::Display for ObjectKey {
 ///
 /// Implements [`Resource`] with an [`ApiResource`] dynamic type, so kube-runtime's watcher can
 /// list and watch any kind (CRDs included) into it.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default)]
 pub struct RawObject {
     /// `apiVersion`, as sent by the server (may be absent in list items).
     pub api_version: Option<String>,
@@ -71,8 +74,8 @@ pub struct RawObject {
     pub kind: Option<String>,
     /// The object's metadata.
     pub metadata: ObjectMeta,
-    /// Every other top-level field (spec, status, data, ...), in the server's order.
-    pub fields: Map<String, Value>,
+    /// Every other top-level field (spec, status, data, ...) as JSON text, in the server's order.
+    pub fields: Vec<(String, RawJson)>,
 }
 
 impl Resource for RawObject {
@@ -122,8 +125,8 @@ impl<'de> Deserialize<'de> for RawObject {
                             seen_meta = true;
                         }
                         _ => {
-                            let v: Value = map.next_value()?;
-                            obj.fields.insert(key, v);
+                            let v: RawJson = map.next_value()?;
+                            obj.fields.push((key, v));
                         }
                     }
                 }
@@ -137,24 +140,91 @@ impl<'de> Deserialize<'de> for RawObject {
     }
 }
 
-impl Serialize for RawObject {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut m = serializer.serialize_map(None)?;
-        if let Some(v) = &self.api_version {
-            m.serialize_entry("apiVersion", v)?;
+/// One JSON value kept as text, exactly as the server sent it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RawJson(Box<str>);
+
+impl RawJson {
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
+
+/// serde_json's private name for raw values: asking for it makes serde_json's deserializers hand
+/// over the unparsed text. Pinned by `decodes_from_watch_lines_in_either_key_order`.
+const SERDE_JSON_RAW_TOKEN: &str = "$serde_json::private::RawValue";
+
+impl<'de> Deserialize<'de> for RawJson {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct RawVisitor;
+        impl<'de> Visitor<'de> for RawVisitor {
+            type Value = RawJson;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            // serde_json's raw path: a one-entry map whose value is the text.
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawJson, A::Error> {
+                match map.next_key::<String>()? {
+                    Some(k) if k == SERDE_JSON_RAW_TOKEN => {
+                        let text: String = map.next_value()?;
+                        Ok(RawJson(text.into_boxed_str()))
+                    }
+                    _ => Err(de::Error::custom("expected serde_json raw value")),
+                }
+            }
+            // Anything else (buffered content): build the tree and print it.
+            fn visit_newtype_struct<D: Deserializer<'de>>(self, d: D) -> Result<RawJson, D::Error> {
+                let v = Value::deserialize(d)?;
+                Ok(RawJson(v.to_string().into_boxed_str()))
+            }
         }
-        if let Some(k) = &self.kind {
-            m.serialize_entry("kind", k)?;
-        }
-        m.serialize_entry("metadata", &self.metadata)?;
-        for (k, v) in &self.fields {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
+        deserializer.deserialize_newtype_struct(SERDE_JSON_RAW_TOKEN, RawVisitor)
     }
 }
 
 impl RawObject {
+    /// Parses one top-level field (not metadata) into a tree; for field indexes only.
+    pub fn field(&self, name: &str) -> Option<Value> {
+        let (_, raw) = self.fields.iter().find(|(k, _)| k == name)?;
+        serde_json::from_str(raw.get()).ok()
+    }
+
+    /// The whole object as compact JSON: apiVersion, kind, metadata, then the raw fields.
+    pub fn to_json(&self) -> String {
+        let size = self
+            .fields
+            .iter()
+            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .sum::<usize>();
+        let mut out = String::with_capacity(size + 512);
+        out.push('{');
+        let mut entry = |key: &str, value: &str| {
+            if out.len() > 1 {
+                out.push(',');
+            }
+            out.push_str(&Value::from(key).to_string());
+            out.push(':');
+            out.push_str(value);
+        };
+        if let Some(v) = &self.api_version {
+            entry("apiVersion", &Value::from(v.as_str()).to_string());
+        }
+        if let Some(k) = &self.kind {
+            entry("kind", &Value::from(k.as_str()).to_string());
+        }
+        // ObjectMeta holds only strings, maps and lists: serializing it cannot fail.
+        entry(
+            "metadata",
+            &serde_json::to_string(&self.metadata).unwrap_or_else(|_| "{}".into()),
+        );
+        for (k, v) in &self.fields {
+            entry(k, v.get());
+        }
+        out.push('}');
+        out
+    }
+
     /// The cache key of this object.
     pub fn key(&self) -> ObjectKey {
         ObjectKey::new(
@@ -195,8 +265,7 @@ impl CachedObject {
         if raw.kind.is_none() {
             raw.kind = Some(api_resource.kind.clone());
         }
-        // Serializing a RawObject cannot fail: keys are strings and values already JSON.
-        let json = serde_json::to_string(&*raw).unwrap_or_default();
+        let json = raw.to_json();
         let meta = &raw.metadata;
         // BTreeMap iteration is already sorted by key, which `label` relies on.
         let labels: Vec<(Box<str>, Box<str>)> = meta
@@ -343,6 +412,31 @@ mod tests {
             CachedObject::from_json(r#"{"metadata":{"name":"node-1"}}"#, &pods(), true).unwrap();
         assert_eq!(obj.key().as_str(), "node-1");
         assert_eq!(obj.namespace(), None);
+    }
+
+    #[test]
+    fn decodes_from_watch_lines_in_either_key_order() {
+        use kube::api::WatchEvent;
+        let object = r#"{"kind":"Pod","apiVersion":"v1","metadata":{"name":"a","resourceVersion":"3"},"spec":{"x": [1, 2]},"n":"q\"uote"}"#;
+        for line in [
+            format!(r#"{{"type":"MODIFIED","object":{object}}}"#),
+            format!(r#"{{"object":{object},"type":"MODIFIED"}}"#),
+        ] {
+            let Ok(WatchEvent::Modified(raw)) =
+                serde_json::from_str::<WatchEvent<RawObject>>(&line)
+            else {
+                panic!("watch line did not decode: {line}");
+            };
+            assert_eq!(raw.field("spec").unwrap()["x"][1], 2);
+            let obj = CachedObject::from_raw(&mut raw.clone(), &pods(), true);
+            let v: Value = serde_json::from_str(obj.json()).unwrap();
+            assert_eq!(v, serde_json::from_str::<Value>(object).unwrap(), "{line}");
+        }
+        let from_value: RawObject = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "b"}, "data": {"k": "v"}}),
+        )
+        .unwrap();
+        assert_eq!(from_value.field("data").unwrap()["k"], "v");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use parking_lot::RwLock;
 use super::event::Event;
 use super::index::{IndexError, IndexSpec, IndexValues, Indices, LABEL, NAMESPACE};
 use super::object::{CachedObject, ObjectKey, RawObject};
-use super::selector::LabelSelector;
+use crate::selector::LabelSelector;
 
 /// A query against the store named something it does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -62,10 +62,16 @@ struct Inner {
 impl Inner {
     fn insert(&mut self, key: ObjectKey, entry: Entry) -> Option<Entry> {
         let old = self.objects.insert(key.clone(), entry);
-        if let Some(old) = &old {
-            self.indices.remove(&key, &old.index_values);
+        let new_values = &self.objects[&key].index_values;
+        match &old {
+            // Most updates touch neither labels, owners nor indexed fields.
+            Some(old) if old.index_values == *new_values => {}
+            Some(old) => {
+                self.indices.remove(&key, &old.index_values);
+                self.indices.insert(&key, new_values);
+            }
+            None => self.indices.insert(&key, new_values),
         }
-        self.indices.insert(&key, &self.objects[&key].index_values);
         old
     }
 
@@ -238,7 +244,7 @@ impl Store {
             }
         }
         let keep = |o: &CachedObject| {
-            namespace.is_none_or(|ns| o.namespace() == Some(ns)) && selector.matches(o)
+            namespace.is_none_or(|ns| o.namespace() == Some(ns)) && selector.matches(|k| o.label(k))
         };
         match candidates {
             Some(keys) => keys

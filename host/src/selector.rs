@@ -1,4 +1,5 @@
-//! Label selectors: parsing the Kubernetes string syntax and matching cached objects.
+//! Label selectors: the Kubernetes string syntax, parsed once and matched against any label
+//! lookup — the informer's cached objects and the embedded API server's stored ones alike.
 //!
 //! Grammar (as apimachinery's `labels.Parse`): comma-separated requirements, each one of
 //! `key=value`, `key==value`, `key!=value`, `key in (a,b)`, `key notin (a,b)`, `key` (exists) and
@@ -8,8 +9,6 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::str::FromStr;
-
-use super::object::CachedObject;
 
 /// Why a selector string was rejected; the message names the selector and the offending part.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -51,8 +50,8 @@ impl Requirement {
         }
     }
 
-    fn matches(&self, obj: &CachedObject) -> bool {
-        let value = obj.label(self.key());
+    fn matches<'v>(&self, label: &impl Fn(&str) -> Option<&'v str>) -> bool {
+        let value = label(self.key());
         match self {
             Requirement::Equals(_, v) => value == Some(v.as_str()),
             Requirement::NotEquals(_, v) => value != Some(v.as_str()),
@@ -74,7 +73,7 @@ impl LabelSelector {
     /// Parses the Kubernetes selector syntax.
     ///
     /// ```
-    /// use informant::informer::LabelSelector;
+    /// use informant::selector::LabelSelector;
     /// let s: LabelSelector = "app=web,tier in (front,back),!canary".parse().unwrap();
     /// assert_eq!(s.requirements().len(), 3);
     /// assert!("app==".parse::<LabelSelector>().is_ok()); // empty values are allowed
@@ -102,9 +101,15 @@ impl LabelSelector {
         self.requirements.is_empty()
     }
 
-    /// Whether `obj`'s labels satisfy every requirement.
-    pub fn matches(&self, obj: &CachedObject) -> bool {
-        self.requirements.iter().all(|r| r.matches(obj))
+    /// Whether the labels that `label` looks up satisfy every requirement.
+    ///
+    /// ```
+    /// use informant::selector::LabelSelector;
+    /// let s: LabelSelector = "app=web,!canary".parse().unwrap();
+    /// assert!(s.matches(|k| (k == "app").then_some("web")));
+    /// ```
+    pub fn matches<'v>(&self, label: impl Fn(&str) -> Option<&'v str>) -> bool {
+        self.requirements.iter().all(|r| r.matches(&label))
     }
 
     /// `key=value` pairs that every match must carry: candidates for a label-index lookup.
@@ -344,12 +349,27 @@ pub(crate) fn validate_value(value: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::{ApiResource, GroupVersionKind};
+    use std::collections::BTreeMap;
 
-    fn obj(labels: &str) -> CachedObject {
-        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
-        let json = format!(r#"{{"metadata":{{"name":"x","labels":{{{labels}}}}}}}"#);
-        CachedObject::from_json(&json, &ar, true).unwrap()
+    struct Labels(BTreeMap<String, String>);
+    impl Labels {
+        fn get(&self, k: &str) -> Option<&str> {
+            self.0.get(k).map(String::as_str)
+        }
+    }
+
+    fn obj(labels: &str) -> Labels {
+        let json = format!("{{{labels}}}");
+        Labels(serde_json::from_str(&json).unwrap())
+    }
+
+    trait Match {
+        fn matches_obj(&self, o: &Labels) -> bool;
+    }
+    impl Match for LabelSelector {
+        fn matches_obj(&self, o: &Labels) -> bool {
+            self.matches(|k| o.get(k))
+        }
     }
 
     fn sel(s: &str) -> LabelSelector {
@@ -380,31 +400,31 @@ mod tests {
     #[test]
     fn empty_selector_matches_all() {
         assert!(sel("").is_empty());
-        assert!(sel("  ").matches(&obj("")));
+        assert!(sel("  ").matches_obj(&obj("")));
     }
 
     #[test]
     fn prefixed_keys() {
         let s = sel("app.kubernetes.io/name=web");
-        assert!(s.matches(&obj(r#""app.kubernetes.io/name":"web""#)));
+        assert!(s.matches_obj(&obj(r#""app.kubernetes.io/name":"web""#)));
     }
 
     #[test]
     fn matching_semantics() {
         let o = obj(r#""app":"web","tier":"front""#);
-        assert!(sel("app=web").matches(&o));
-        assert!(!sel("app=db").matches(&o));
-        assert!(sel("app!=db").matches(&o));
+        assert!(sel("app=web").matches_obj(&o));
+        assert!(!sel("app=db").matches_obj(&o));
+        assert!(sel("app!=db").matches_obj(&o));
         assert!(
-            sel("missing!=x").matches(&o),
+            sel("missing!=x").matches_obj(&o),
             "!= holds when the label is absent"
         );
-        assert!(sel("tier in (front,back)").matches(&o));
-        assert!(!sel("tier notin (front)").matches(&o));
-        assert!(sel("missing notin (front)").matches(&o));
-        assert!(!sel("missing in (front)").matches(&o));
-        assert!(sel("app,!canary").matches(&o));
-        assert!(!sel("app,tier,!tier").matches(&o));
+        assert!(sel("tier in (front,back)").matches_obj(&o));
+        assert!(!sel("tier notin (front)").matches_obj(&o));
+        assert!(sel("missing notin (front)").matches_obj(&o));
+        assert!(!sel("missing in (front)").matches_obj(&o));
+        assert!(sel("app,!canary").matches_obj(&o));
+        assert!(!sel("app,tier,!tier").matches_obj(&o));
     }
 
     #[test]
