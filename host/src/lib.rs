@@ -3,6 +3,7 @@
 //! Where things live:
 //! - [`informer`]: shared informers, indexers and the SharedProcessor for any resource
 //!   (reflector -> store -> processor -> per-handler listener).
+//! - [`plugin`]: the WebAssembly plugin runtime (manifests, engine, WIT host, supervision).
 //! - [`selector`]: Kubernetes label selectors, shared by the informer and the devserver.
 //! - [`devserver`]: the embedded Kubernetes-compatible API server, for `informant dev` and for
 //!   tests (with fault injection).
@@ -12,4 +13,5 @@
 
 pub mod devserver;
 pub mod informer;
+pub mod plugin;
 pub mod selector;

@@ -202,4 +202,12 @@ impl ListenerHandle {
         self.processor.remove(self.id);
         self.state.listener.close();
     }
+
+    /// Unregisters the handler and waits until its in-flight event (if any) is finished, so a
+    /// replacement registered afterwards never overlaps with it.
+    pub async fn shutdown(self) {
+        self.processor.remove(self.id);
+        self.state.listener.close();
+        let _ = self.task.await;
+    }
 }

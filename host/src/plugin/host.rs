@@ -1,0 +1,240 @@
+//! The host side of the WIT contract: bindings, per-instance state, and the `cache` and `log`
+//! imports.
+//!
+//! `cache` answers from the informer stores the plugin's manifest names, and nothing else; the
+//! [`CacheView`] is the whole of what a plugin can see.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
+use wasmtime::component::ResourceTable;
+use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::informer::{CachedObject, Store};
+use crate::selector::LabelSelector;
+
+/// Generated from `wit/`: the contract's types and traits, hidden behind the re-exports below.
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "plugin",
+    });
+}
+
+use bindings::informant;
+pub use bindings::{Plugin, PluginPre};
+pub use informant::plugin::log::Level;
+pub use informant::plugin::types::{
+    Event as WitEvent, EventType as WitEventType, ObjectMeta as WitObjectMeta, QueryError,
+    Resource as WitResource,
+};
+
+/// `(group, version, kind)`: how a plugin names a resource in queries.
+pub type Gvk = (String, String, String);
+
+/// The informer stores one plugin may query, by resource.
+#[derive(Default, Clone)]
+pub struct CacheView {
+    stores: HashMap<Gvk, Vec<Arc<Store>>>,
+}
+
+impl CacheView {
+    /// Adds a store (a plugin may watch one resource in several scopes).
+    pub fn add(&mut self, store: Arc<Store>) {
+        let ar = store.api_resource();
+        let gvk = (ar.group.clone(), ar.version.clone(), ar.kind.clone());
+        let stores = self.stores.entry(gvk).or_default();
+        if !stores.iter().any(|s| Arc::ptr_eq(s, &store)) {
+            stores.push(store);
+        }
+    }
+
+    fn stores(&self, r: &WitResource) -> Result<&[Arc<Store>], QueryError> {
+        let gvk = (r.group.clone(), r.version.clone(), r.kind.clone());
+        self.stores.get(&gvk).map(Vec::as_slice).ok_or_else(|| {
+            let api_version = if r.group.is_empty() {
+                r.version.clone()
+            } else {
+                format!("{}/{}", r.group, r.version)
+            };
+            QueryError::NotWatched(format!(
+                "`{api_version}` `{}` is not watched by this plugin: add it to the manifest's [[watch]]",
+                r.kind
+            ))
+        })
+    }
+
+    /// One object, from whichever scope holds it.
+    pub fn get(
+        &self,
+        r: &WitResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<CachedObject>>, QueryError> {
+        Ok(self.stores(r)?.iter().find_map(|s| s.get(namespace, name)))
+    }
+
+    /// Objects matching namespace and selector, once each across scopes.
+    pub fn list(
+        &self,
+        r: &WitResource,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<Arc<CachedObject>>, QueryError> {
+        let stores = self.stores(r)?;
+        let selector = match selector {
+            Some(s) => {
+                LabelSelector::parse(s).map_err(|e| QueryError::BadSelector(e.to_string()))?
+            }
+            None => LabelSelector::default(),
+        };
+        Ok(dedupe(
+            stores.iter().flat_map(|s| s.list(namespace, &selector)),
+        ))
+    }
+
+    /// Objects under an index value, once each across scopes.
+    pub fn by_index(
+        &self,
+        r: &WitResource,
+        index: &str,
+        value: &str,
+    ) -> Result<Vec<Arc<CachedObject>>, QueryError> {
+        let mut all = Vec::new();
+        for s in self.stores(r)? {
+            all.extend(
+                s.by_index(index, value)
+                    .map_err(|e| QueryError::UnknownIndex(e.to_string()))?,
+            );
+        }
+        Ok(dedupe(all.into_iter()))
+    }
+}
+
+fn dedupe(objs: impl Iterator<Item = Arc<CachedObject>>) -> Vec<Arc<CachedObject>> {
+    let mut seen = std::collections::HashSet::new();
+    objs.filter(|o| seen.insert(o.key().clone())).collect()
+}
+
+/// One line a plugin logged, as broadcast to subscribers (tests, `replay`).
+#[derive(Debug, Clone)]
+pub struct PluginLog {
+    /// The plugin's name.
+    pub plugin: Arc<str>,
+    /// Its tenant (empty for the operator's top-level plugins).
+    pub tenant: Arc<str>,
+    /// Severity.
+    pub level: Level,
+    /// The message.
+    pub message: String,
+}
+
+/// Per-instance state inside the wasmtime `Store`.
+pub struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limits: StoreLimits,
+    plugin: Arc<str>,
+    tenant: Arc<str>,
+    cache: Arc<CacheView>,
+    logs: broadcast::Sender<PluginLog>,
+}
+
+impl State {
+    /// Fresh state: a WASI context granting nothing, a memory cap, the plugin's cache view.
+    pub fn new(
+        plugin: Arc<str>,
+        tenant: Arc<str>,
+        memory_bytes: usize,
+        cache: Arc<CacheView>,
+        logs: broadcast::Sender<PluginLog>,
+    ) -> Self {
+        State {
+            // No preopened dirs, env, args or sockets; stdio discarded: `log` is the only voice.
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory_bytes)
+                .instances(32)
+                .tables(64)
+                .memories(32)
+                .trap_on_grow_failure(true)
+                .build(),
+            plugin,
+            tenant,
+            cache,
+            logs,
+        }
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl informant::plugin::types::Host for State {}
+
+impl informant::plugin::cache::Host for State {
+    fn get(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, QueryError> {
+        Ok(self
+            .cache
+            .get(&r, namespace.as_deref(), &name)?
+            .map(|o| o.json().to_string()))
+    }
+
+    fn list(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, QueryError> {
+        let objs = self
+            .cache
+            .list(&r, namespace.as_deref(), label_selector.as_deref())?;
+        Ok(objs.iter().map(|o| o.json().to_string()).collect())
+    }
+
+    fn by_index(
+        &mut self,
+        r: WitResource,
+        index: String,
+        value: String,
+    ) -> Result<Vec<String>, QueryError> {
+        let objs = self.cache.by_index(&r, &index, &value)?;
+        Ok(objs.iter().map(|o| o.json().to_string()).collect())
+    }
+}
+
+impl informant::plugin::log::Host for State {
+    fn log(&mut self, level: Level, message: String) {
+        let (plugin, tenant) = (&*self.plugin, &*self.tenant);
+        match level {
+            Level::Trace => tracing::trace!(plugin, tenant, "{message}"),
+            Level::Debug => tracing::debug!(plugin, tenant, "{message}"),
+            Level::Info => tracing::info!(plugin, tenant, "{message}"),
+            Level::Warn => tracing::warn!(plugin, tenant, "{message}"),
+            Level::Error => tracing::error!(plugin, tenant, "{message}"),
+        }
+        // Nobody listening is the normal case outside tests and replay.
+        let _ = self.logs.send(PluginLog {
+            plugin: self.plugin.clone(),
+            tenant: self.tenant.clone(),
+            level,
+            message,
+        });
+    }
+}

@@ -1,0 +1,452 @@
+//! The plugin directory: `NAME.wasm` + `NAME.toml` at the top level (the operator's plugins) or in
+//! `TENANT/` subdirectories; reconciled against what is loaded, so the same code serves the first
+//! load and every hot reload.
+//!
+//! Contract of a reconcile:
+//! - New plugins are loaded, get `init`, a replay of the cache, then live events.
+//! - A changed plugin (wasm or manifest bytes) is fully loaded first; if that fails the old
+//!   version keeps running and the error names the file and the reason. If it succeeds, the old
+//!   version is unregistered and its in-flight event finished before the new one is registered:
+//!   no key's event reaches both versions after the swap.
+//! - A removed plugin is unregistered; informers nobody uses any more are released.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::core::ApiResource;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Mutex, broadcast};
+
+use super::PluginError;
+use super::engine::PluginEngine;
+use super::host::{CacheView, PluginLog, WitResource};
+use super::instance::InstanceSpec;
+use super::manifest::Manifest;
+use super::supervisor::{PluginState, RestartPolicy, Supervisor};
+use crate::informer::{
+    HandlerOptions, InformerFactory, ListenerHandle, SharedInformer, WatchScope,
+};
+
+/// Host-wide plugin settings: defaults and ceilings for what manifests ask.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Memory cap when a manifest names none (MiB).
+    pub default_memory_mib: u32,
+    /// Highest memory cap a manifest may get (MiB).
+    pub max_memory_mib: u32,
+    /// Deadline when a manifest names none (ms).
+    pub default_deadline_ms: u32,
+    /// Longest deadline a manifest may get (ms).
+    pub max_deadline_ms: u32,
+    /// Restart and quarantine policy.
+    pub restart: RestartPolicy,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            default_memory_mib: 64,
+            max_memory_mib: 256,
+            default_deadline_ms: 200,
+            max_deadline_ms: 10_000,
+            restart: RestartPolicy::default(),
+        }
+    }
+}
+
+/// Which plugin: its tenant (empty for top-level plugins) and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PluginId {
+    /// The subdirectory it sits in, or empty.
+    pub tenant: String,
+    /// The file stem.
+    pub name: String,
+}
+
+impl std::fmt::Display for PluginId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.tenant.is_empty() {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "{}/{}", self.tenant, self.name)
+        }
+    }
+}
+
+/// A plugin found on disk.
+#[derive(Debug, Clone)]
+struct Found {
+    wasm: PathBuf,
+    manifest: PathBuf,
+    fingerprint: String,
+}
+
+struct Loaded {
+    supervisor: Arc<Supervisor>,
+    fingerprint: String,
+    handles: Vec<(Arc<SharedInformer>, ListenerHandle)>,
+}
+
+/// One plugin's status, for `/plugins` and logs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PluginStatus {
+    /// Name.
+    pub name: String,
+    /// Tenant (empty for the operator's).
+    pub tenant: String,
+    /// sha256 of the wasm.
+    pub version: String,
+    /// Running, backing off or quarantined.
+    pub state: PluginState,
+    /// Events handled.
+    pub handled: u64,
+    /// Events failed.
+    pub failed: u64,
+    /// Events queued across its handlers.
+    pub backlog: usize,
+}
+
+/// What a reconcile did.
+#[derive(Debug, Default)]
+pub struct ReconcileReport {
+    /// Plugins loaded for the first time.
+    pub loaded: Vec<PluginId>,
+    /// Plugins swapped to a new version.
+    pub replaced: Vec<PluginId>,
+    /// Plugins unregistered.
+    pub removed: Vec<PluginId>,
+    /// Plugins that could not be loaded (an older version may still run).
+    pub errors: Vec<(PluginId, PluginError)>,
+}
+
+/// Loads plugins from a directory and keeps them registered with the informers.
+pub struct PluginHost {
+    dir: PathBuf,
+    engine: Arc<PluginEngine>,
+    factory: Arc<InformerFactory>,
+    config: HostConfig,
+    logs: broadcast::Sender<PluginLog>,
+    loaded: Mutex<BTreeMap<PluginId, Loaded>>,
+}
+
+impl PluginHost {
+    /// A host for the plugins in `dir`; nothing is loaded until [`reconcile`](Self::reconcile).
+    pub fn new(
+        dir: PathBuf,
+        engine: Arc<PluginEngine>,
+        factory: Arc<InformerFactory>,
+        config: HostConfig,
+    ) -> Self {
+        PluginHost {
+            dir,
+            engine,
+            factory,
+            config,
+            logs: broadcast::channel(4096).0,
+            loaded: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The plugins directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Every line plugins log from now on.
+    pub fn subscribe_logs(&self) -> broadcast::Receiver<PluginLog> {
+        self.logs.subscribe()
+    }
+
+    /// Status of every loaded plugin.
+    pub async fn status(&self) -> Vec<PluginStatus> {
+        self.loaded
+            .lock()
+            .await
+            .iter()
+            .map(|(id, l)| PluginStatus {
+                name: id.name.clone(),
+                tenant: id.tenant.clone(),
+                version: l.supervisor.version().to_string(),
+                state: l.supervisor.state(),
+                handled: l.supervisor.handled(),
+                failed: l.supervisor.failed(),
+                backlog: l.handles.iter().map(|(_, h)| h.backlog()).sum(),
+            })
+            .collect()
+    }
+
+    /// Brings the loaded plugins in line with the directory.
+    pub async fn reconcile(&self) -> ReconcileReport {
+        let mut report = ReconcileReport::default();
+        let found = match scan(&self.dir) {
+            Ok(f) => f,
+            Err(e) => {
+                let id = PluginId {
+                    tenant: String::new(),
+                    name: "*".into(),
+                };
+                report.errors.push((id, e));
+                return report;
+            }
+        };
+        let mut loaded = self.loaded.lock().await;
+        let gone: Vec<PluginId> = loaded
+            .keys()
+            .filter(|id| !found.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some(old) = loaded.remove(&id) {
+                self.unregister(old).await;
+                tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin removed");
+                report.removed.push(id);
+            }
+        }
+        for (id, f) in found {
+            let found_err = |e| (id.clone(), e);
+            let f = match f {
+                Ok(f) => f,
+                Err(e) => {
+                    report.errors.push(found_err(e));
+                    continue;
+                }
+            };
+            if loaded
+                .get(&id)
+                .is_some_and(|l| l.fingerprint == f.fingerprint)
+            {
+                continue;
+            }
+            match self.prepare(&id, &f).await {
+                Ok((supervisor, watches, resync)) => {
+                    let replaced = match loaded.remove(&id) {
+                        Some(old) => {
+                            self.unregister(old).await;
+                            true
+                        }
+                        None => false,
+                    };
+                    let handles = watches
+                        .into_iter()
+                        .map(|(informer, resource)| {
+                            let h = informer.add_handler(
+                                &id.to_string(),
+                                supervisor.handler(resource),
+                                HandlerOptions {
+                                    resync_period: resync,
+                                },
+                            );
+                            (informer, h)
+                        })
+                        .collect();
+                    self.factory.start();
+                    tracing::info!(plugin = %id.name, tenant = %id.tenant, version = &supervisor.version()[..12], replaced, "plugin loaded");
+                    loaded.insert(
+                        id.clone(),
+                        Loaded {
+                            supervisor,
+                            fingerprint: f.fingerprint,
+                            handles,
+                        },
+                    );
+                    if replaced {
+                        report.replaced.push(id);
+                    } else {
+                        report.loaded.push(id);
+                    }
+                }
+                Err(e) => {
+                    let kept = loaded.contains_key(&id);
+                    tracing::error!(plugin = %id.name, tenant = %id.tenant, error = %e, kept_old_version = kept, "plugin not loaded");
+                    report.errors.push((id, e));
+                }
+            }
+        }
+        report
+    }
+
+    /// Unregisters every plugin.
+    pub async fn shutdown(&self) {
+        let mut loaded = self.loaded.lock().await;
+        for (_, l) in std::mem::take(&mut *loaded) {
+            self.unregister(l).await;
+        }
+    }
+
+    async fn unregister(&self, old: Loaded) {
+        for (informer, handle) in old.handles {
+            handle.shutdown().await;
+            self.factory.release(&informer);
+        }
+    }
+
+    /// Loads and starts one plugin version without registering it anywhere yet.
+    #[allow(clippy::type_complexity)]
+    async fn prepare(
+        &self,
+        id: &PluginId,
+        found: &Found,
+    ) -> Result<
+        (
+            Arc<Supervisor>,
+            Vec<(Arc<SharedInformer>, WitResource)>,
+            Option<Duration>,
+        ),
+        PluginError,
+    > {
+        let manifest = Manifest::load(&found.manifest).map_err(|source| PluginError::Manifest {
+            plugin: id.to_string(),
+            source,
+        })?;
+        let (engine, name, wasm) = (self.engine.clone(), id.to_string(), found.wasm.clone());
+        let component = tokio::task::spawn_blocking(move || engine.load(&name, &wasm))
+            .await
+            .map_err(|e| PluginError::Engine(e.to_string()))??;
+
+        let mut cache = CacheView::default();
+        let mut watches = Vec::new();
+        for (index, w) in manifest.watch.iter().enumerate() {
+            let watch_err = |source| PluginError::Watch {
+                plugin: id.to_string(),
+                index,
+                source,
+            };
+            let scope = WatchScope {
+                namespace: w.namespace.clone(),
+                label_selector: w.label_selector.as_ref().map(|s| s.0.clone()),
+            };
+            let informer = self
+                .factory
+                .informer(w.api_version.as_str(), &w.kind, scope)
+                .await
+                .map_err(watch_err)?;
+            for (name, spec) in w.index_specs().map_err(|e| PluginError::Manifest {
+                plugin: id.to_string(),
+                source: super::ManifestError::Invalid {
+                    path: found.manifest.clone(),
+                    message: e,
+                },
+            })? {
+                informer
+                    .store()
+                    .add_index(&name, spec)
+                    .map_err(|e| watch_err(e.into()))?;
+            }
+            cache.add(informer.store().clone());
+            let ar: &ApiResource = informer.store().api_resource();
+            let resource = WitResource {
+                group: ar.group.clone(),
+                version: ar.version.clone(),
+                kind: ar.kind.clone(),
+            };
+            watches.push((informer, resource));
+        }
+        let memory_mib = manifest
+            .limits
+            .memory_mib
+            .unwrap_or(self.config.default_memory_mib)
+            .min(self.config.max_memory_mib);
+        let deadline_ms = manifest
+            .limits
+            .deadline_ms
+            .unwrap_or(self.config.default_deadline_ms)
+            .min(self.config.max_deadline_ms);
+        let spec = InstanceSpec {
+            name: id.name.as_str().into(),
+            tenant: id.tenant.as_str().into(),
+            component,
+            config_json: manifest.config_json(),
+            memory_bytes: (memory_mib as usize) << 20,
+            deadline: Duration::from_millis(deadline_ms as u64),
+            cache: Arc::new(cache),
+            logs: self.logs.clone(),
+        };
+        let policy = self.config.restart.clone();
+        let plugin = id.to_string();
+        let supervisor = tokio::task::spawn_blocking(move || Supervisor::start(spec, policy))
+            .await
+            .map_err(|e| PluginError::Engine(e.to_string()))?
+            .map_err(|source| PluginError::Init { plugin, source })?;
+        Ok((supervisor, watches, manifest.resync_period()))
+    }
+}
+
+type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;
+
+/// Finds `NAME.wasm` + `NAME.toml` pairs at the top level and one level down (tenants).
+fn scan(dir: &Path) -> Result<Scan, PluginError> {
+    let mut out = Scan::new();
+    let entries = std::fs::read_dir(dir).map_err(|e| PluginError::Load {
+        plugin: "*".into(),
+        path: dir.to_path_buf(),
+        reason: format!("cannot read the plugins directory: {e}"),
+    })?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            let tenant = entry.file_name().to_string_lossy().into_owned();
+            if let Ok(inner) = std::fs::read_dir(&path) {
+                for e in inner.flatten() {
+                    collect(&mut out, &tenant, &e.path());
+                }
+            }
+        } else {
+            collect(&mut out, "", &path);
+        }
+    }
+    Ok(out)
+}
+
+fn collect(out: &mut Scan, tenant: &str, path: &Path) {
+    let (Some(stem), Some(ext)) = (path.file_stem(), path.extension()) else {
+        return;
+    };
+    if ext != "wasm" && ext != "toml" {
+        return;
+    }
+    let id = PluginId {
+        tenant: tenant.to_string(),
+        name: stem.to_string_lossy().into_owned(),
+    };
+    if out.contains_key(&id) {
+        return;
+    }
+    let wasm = path.with_extension("wasm");
+    let manifest = path.with_extension("toml");
+    let missing = |p: &Path, what: &str| PluginError::Load {
+        plugin: id.to_string(),
+        path: p.to_path_buf(),
+        reason: format!("missing {what}"),
+    };
+    let found = if !wasm.is_file() {
+        Err(missing(&wasm, "the component (.wasm) for this manifest"))
+    } else if !manifest.is_file() {
+        Err(missing(
+            &manifest,
+            "the manifest (.toml) for this component",
+        ))
+    } else {
+        fingerprint(&wasm, &manifest).map(|fingerprint| Found {
+            wasm,
+            manifest,
+            fingerprint,
+        })
+    };
+    out.insert(id, found);
+}
+
+fn fingerprint(wasm: &Path, manifest: &Path) -> Result<String, PluginError> {
+    let mut h = Sha256::new();
+    for p in [wasm, manifest] {
+        let bytes = std::fs::read(p).map_err(|e| PluginError::Load {
+            plugin: p.display().to_string(),
+            path: p.to_path_buf(),
+            reason: format!("cannot read: {e}"),
+        })?;
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(&bytes);
+    }
+    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}

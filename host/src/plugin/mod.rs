@@ -1,0 +1,71 @@
+//! The WebAssembly plugin runtime: sandboxed component-model plugins fed by the informers.
+//!
+//! - [`manifest`]: `NAME.toml`, validated while parsing.
+//! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines) and the compile cache.
+//! - [`host`]: the WIT bindings and the `cache`/`log` imports, reading only the plugin's stores.
+//! - [`instance`]: one live instance, `init` and `handle` under a deadline and a memory cap.
+//! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
+//! - [`loader`]: the plugins directory, reconciled on start and on every change.
+
+pub mod engine;
+pub mod host;
+pub mod instance;
+pub mod loader;
+pub mod manifest;
+pub mod supervisor;
+
+pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
+pub use host::{CacheView, Level, PluginLog};
+pub use instance::{CallError, InstanceSpec};
+pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport};
+pub use manifest::{Manifest, ManifestError};
+pub use supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
+
+use std::path::PathBuf;
+
+/// Errors loading or running plugins; each names the plugin and, where there is one, the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The wasmtime engine could not be set up.
+    #[error("plugin engine: {0}")]
+    Engine(String),
+    /// A `.wasm` could not be read, compiled or linked against the plugin world.
+    #[error("plugin `{plugin}`: `{path}`: {reason}")]
+    Load {
+        /// The plugin's name.
+        plugin: String,
+        /// The wasm file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The manifest is invalid.
+    #[error("plugin `{plugin}`: {source}")]
+    Manifest {
+        /// The plugin's name.
+        plugin: String,
+        /// The manifest error (names file and field).
+        #[source]
+        source: ManifestError,
+    },
+    /// `init` failed, trapped or missed its deadline.
+    #[error("plugin `{plugin}`: init {source}")]
+    Init {
+        /// The plugin's name.
+        plugin: String,
+        /// The failure.
+        #[source]
+        source: CallError,
+    },
+    /// A watched resource could not be resolved or watched.
+    #[error("plugin `{plugin}`: watch {index}: {source}")]
+    Watch {
+        /// The plugin's name.
+        plugin: String,
+        /// Which `[[watch]]` (0-based).
+        index: usize,
+        /// The informer error.
+        #[source]
+        source: crate::informer::Error,
+    },
+}

@@ -1,0 +1,235 @@
+//! Failure containment for one plugin version: the [`Handler`] that feeds its instance.
+//!
+//! Contract:
+//! - A trap or a missed deadline fails that event for this plugin only: it is counted and logged
+//!   with the plugin's name and the object key, and the instance is dropped.
+//! - The next event recreates the instance after an exponential backoff (events wait, coalesced,
+//!   in this plugin's own queue; nobody else waits).
+//! - Failures count as consecutive until the plugin handles `healthy_after` events in a row, so
+//!   a plugin that traps every few events is still quarantined after `quarantine_after` of them.
+//! - Quarantined plugins drop their events and are reported as such.
+//! - An error *returned* by the plugin is counted and logged; the instance stays.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::host::{WitEvent, WitEventType, WitObjectMeta, WitResource};
+use super::instance::{CallError, Instance, InstanceSpec};
+use crate::informer::{Event, EventType, Handler};
+
+/// Restart and quarantine policy.
+#[derive(Debug, Clone)]
+pub struct RestartPolicy {
+    /// Backoff before the first restart; doubles per consecutive failure.
+    pub initial_backoff: Duration,
+    /// Backoff ceiling.
+    pub max_backoff: Duration,
+    /// Consecutive failures that quarantine the plugin.
+    pub quarantine_after: u32,
+    /// Successes in a row that clear the failure count.
+    pub healthy_after: u32,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            initial_backoff: Duration::from_millis(50),
+            max_backoff: Duration::from_secs(30),
+            quarantine_after: 5,
+            healthy_after: 10,
+        }
+    }
+}
+
+/// Where a plugin stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PluginState {
+    /// Handling events.
+    Running,
+    /// Waiting to recreate its instance after a failure.
+    BackingOff,
+    /// Stopped after too many failures; events are dropped.
+    Quarantined,
+}
+
+struct Inner {
+    instance: Option<Instance>,
+    state: PluginState,
+    consecutive_failures: u32,
+    successes_in_row: u32,
+    restart_at: Option<Instant>,
+}
+
+/// Runs one plugin version's instance for all of its handlers (one per watched informer).
+pub struct Supervisor {
+    spec: InstanceSpec,
+    policy: RestartPolicy,
+    inner: Mutex<Inner>,
+    handled: AtomicU64,
+    failed: AtomicU64,
+}
+
+impl Supervisor {
+    /// Creates the first instance now, so a plugin whose `init` fails is refused at load.
+    pub fn start(spec: InstanceSpec, policy: RestartPolicy) -> Result<Arc<Self>, CallError> {
+        let instance = Instance::create(&spec)?;
+        Ok(Arc::new(Supervisor {
+            spec,
+            policy,
+            inner: Mutex::new(Inner {
+                instance: Some(instance),
+                state: PluginState::Running,
+                consecutive_failures: 0,
+                successes_in_row: 0,
+                restart_at: None,
+            }),
+            handled: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+        }))
+    }
+
+    /// The plugin's name.
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// The version's sha256.
+    pub fn version(&self) -> &str {
+        &self.spec.component.sha256
+    }
+
+    /// Current state.
+    pub fn state(&self) -> PluginState {
+        self.inner.lock().state
+    }
+
+    /// Events handled successfully.
+    pub fn handled(&self) -> u64 {
+        self.handled.load(Ordering::Relaxed)
+    }
+
+    /// Events that failed (trap, deadline or returned error).
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// A handler feeding this supervisor events of one resource.
+    pub fn handler(self: &Arc<Self>, resource: WitResource) -> PluginHandler {
+        PluginHandler {
+            supervisor: self.clone(),
+            resource,
+        }
+    }
+
+    fn backoff_remaining(&self) -> Option<Duration> {
+        let inner = self.inner.lock();
+        inner
+            .restart_at
+            .and_then(|at| at.checked_duration_since(Instant::now()))
+    }
+
+    /// Delivers one event synchronously (call from a blocking thread).
+    fn deliver(&self, resource: &WitResource, event: &Event) {
+        let mut inner = self.inner.lock();
+        if inner.state == PluginState::Quarantined {
+            return;
+        }
+        if inner.instance.is_none() {
+            match Instance::create(&self.spec) {
+                Ok(i) => {
+                    tracing::info!(plugin = %self.spec.name, tenant = %self.spec.tenant, "plugin instance recreated");
+                    inner.instance = Some(i);
+                    inner.state = PluginState::Running;
+                    inner.restart_at = None;
+                }
+                Err(e) => return self.fail(&mut inner, event, &e, "init"),
+            }
+        }
+        let wit = to_wit(resource, event);
+        let result = match inner.instance.as_mut() {
+            Some(instance) => instance.handle(&wit),
+            None => return,
+        };
+        match result {
+            Ok(()) => {
+                self.handled.fetch_add(1, Ordering::Relaxed);
+                inner.successes_in_row += 1;
+                if inner.successes_in_row >= self.policy.healthy_after {
+                    inner.consecutive_failures = 0;
+                }
+            }
+            Err(e) => self.fail(&mut inner, event, &e, "handle"),
+        }
+    }
+
+    fn fail(&self, inner: &mut Inner, event: &Event, error: &CallError, call: &str) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let (plugin, tenant, key) = (&*self.spec.name, &*self.spec.tenant, event.key().as_str());
+        if !error.is_fatal() {
+            tracing::warn!(plugin, tenant, key, call, error = %error, "plugin failed an event");
+            return;
+        }
+        inner.instance = None;
+        inner.successes_in_row = 0;
+        inner.consecutive_failures += 1;
+        if inner.consecutive_failures >= self.policy.quarantine_after {
+            inner.state = PluginState::Quarantined;
+            tracing::error!(plugin, tenant, key, call, error = %error, failures = inner.consecutive_failures, "plugin quarantined");
+            return;
+        }
+        let exp = inner.consecutive_failures.saturating_sub(1).min(20);
+        let backoff = (self.policy.initial_backoff * 2u32.pow(exp)).min(self.policy.max_backoff);
+        inner.state = PluginState::BackingOff;
+        inner.restart_at = Some(Instant::now() + backoff);
+        tracing::warn!(plugin, tenant, key, call, error = %error, ?backoff, "plugin failed an event; restarting after backoff");
+    }
+}
+
+/// Feeds one informer's events to a plugin's [`Supervisor`].
+pub struct PluginHandler {
+    supervisor: Arc<Supervisor>,
+    resource: WitResource,
+}
+
+impl Handler for PluginHandler {
+    async fn handle(&mut self, event: Event) {
+        if let Some(wait) = self.supervisor.backoff_remaining() {
+            // The restart backoff itself: only this plugin's queue waits.
+            tokio::time::sleep(wait).await;
+        }
+        let (supervisor, resource) = (self.supervisor.clone(), self.resource.clone());
+        // wasm runs synchronously up to its deadline: keep it off the async workers.
+        let _ = tokio::task::spawn_blocking(move || supervisor.deliver(&resource, &event)).await;
+    }
+}
+
+fn to_wit(resource: &WitResource, e: &Event) -> WitEvent {
+    let o = &e.object;
+    WitEvent {
+        event_type: match e.event_type {
+            EventType::Added => WitEventType::Added,
+            EventType::Updated => WitEventType::Updated,
+            EventType::Deleted => WitEventType::Deleted,
+            EventType::Resync => WitEventType::Resync,
+        },
+        resource: resource.clone(),
+        meta: WitObjectMeta {
+            namespace: o.namespace().map(str::to_string),
+            name: o.name().to_string(),
+            uid: o.uid().to_string(),
+            resource_version: o.resource_version().to_string(),
+            labels: o
+                .labels()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        },
+        object: o.json().to_string(),
+        old_object: e.old_object.as_ref().map(|old| old.json().to_string()),
+        initial: e.initial,
+        final_state_unknown: e.final_state_unknown,
+    }
+}
