@@ -1,0 +1,146 @@
+//! Read-only queries against the host's informer cache.
+//!
+//! Answers reflect the cache at the moment of the call, which may be ahead of the event being
+//! handled (the object may already be updated or gone). A plugin may query only resources its
+//! manifest watches, within its tenant's grants; everything else is [`QueryError::NotWatched`] or
+//! [`QueryError::Forbidden`]. Objects come back as JSON, managedFields removed.
+//!
+//! On native targets these calls go to the in-memory cache of the running
+//! [`testing::Harness`](crate::testing::Harness).
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+
+use crate::Resource;
+
+/// Why a cache query was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryError {
+    /// Outside what this plugin's tenant was granted.
+    Forbidden(String),
+    /// The host does not watch this resource for this plugin (the manifest must name it).
+    NotWatched(String),
+    /// The label selector does not parse; the message says where.
+    BadSelector(String),
+    /// No index of that name is declared for this resource.
+    UnknownIndex(String),
+    /// Not from the host: a typed query's JSON did not decode into the requested type.
+    Decode(String),
+}
+
+/// Names the reason and carries the host's message.
+impl fmt::Display for QueryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryError::Forbidden(m) => write!(f, "forbidden: {m}"),
+            QueryError::NotWatched(m) => write!(f, "not watched: {m}"),
+            QueryError::BadSelector(m) => write!(f, "bad label selector: {m}"),
+            QueryError::UnknownIndex(m) => write!(f, "unknown index: {m}"),
+            QueryError::Decode(m) => write!(f, "cannot decode: {m}"),
+        }
+    }
+}
+
+impl std::error::Error for QueryError {}
+
+/// So handlers returning `Result<(), String>` can use `?` on queries.
+impl From<QueryError> for String {
+    fn from(e: QueryError) -> String {
+        e.to_string()
+    }
+}
+
+/// One object by namespace (`None` for cluster-scoped) and name, as JSON.
+pub fn get(r: &Resource, namespace: Option<&str>, name: &str) -> Result<Option<String>, QueryError> {
+    backend::get(r, namespace, name)
+}
+
+/// Objects in a namespace (all when `None`) matching a label selector (all when `None`), as JSON.
+pub fn list(r: &Resource, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, QueryError> {
+    backend::list(r, namespace, selector)
+}
+
+/// Objects whose index `index` has value `value`, as JSON.
+///
+/// Built-in indexes: `namespace`, `label` (values `key=value`), `owner` (owner uid); others come
+/// from the manifest's `[watch.indexes]`.
+pub fn by_index(r: &Resource, index: &str, value: &str) -> Result<Vec<String>, QueryError> {
+    backend::by_index(r, index, value)
+}
+
+/// [`get`] decoded into a `k8s-openapi` type (or any type with a [`k8s_openapi::Resource`] impl).
+pub fn get_as<K>(namespace: Option<&str>, name: &str) -> Result<Option<K>, QueryError>
+where
+    K: k8s_openapi::Resource + DeserializeOwned,
+{
+    get(&Resource::of::<K>(), namespace, name)?.map(|j| decode::<K>(&j)).transpose()
+}
+
+/// [`list`] decoded into a `k8s-openapi` type.
+pub fn list_as<K>(namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<K>, QueryError>
+where
+    K: k8s_openapi::Resource + DeserializeOwned,
+{
+    list(&Resource::of::<K>(), namespace, selector)?.iter().map(|j| decode::<K>(j)).collect()
+}
+
+/// [`by_index`] decoded into a `k8s-openapi` type.
+pub fn by_index_as<K>(index: &str, value: &str) -> Result<Vec<K>, QueryError>
+where
+    K: k8s_openapi::Resource + DeserializeOwned,
+{
+    by_index(&Resource::of::<K>(), index, value)?.iter().map(|j| decode::<K>(j)).collect()
+}
+
+fn decode<K: k8s_openapi::Resource + DeserializeOwned>(json: &str) -> Result<K, QueryError> {
+    serde_json::from_str(json).map_err(|e| QueryError::Decode(format!("{}: {e}", Resource::of::<K>())))
+}
+
+#[cfg(target_arch = "wasm32")]
+mod backend {
+    use super::QueryError;
+    use crate::Resource;
+    use crate::wit::informant::plugin::cache as imports;
+    use crate::wit::informant::plugin::types::QueryError as WitError;
+
+    fn err(e: WitError) -> QueryError {
+        match e {
+            WitError::Forbidden(m) => QueryError::Forbidden(m),
+            WitError::NotWatched(m) => QueryError::NotWatched(m),
+            WitError::BadSelector(m) => QueryError::BadSelector(m),
+            WitError::UnknownIndex(m) => QueryError::UnknownIndex(m),
+        }
+    }
+
+    pub(super) fn get(r: &Resource, ns: Option<&str>, name: &str) -> Result<Option<String>, QueryError> {
+        imports::get(&r.to_wit(), ns, name).map_err(err)
+    }
+
+    pub(super) fn list(r: &Resource, ns: Option<&str>, sel: Option<&str>) -> Result<Vec<String>, QueryError> {
+        imports::list(&r.to_wit(), ns, sel).map_err(err)
+    }
+
+    pub(super) fn by_index(r: &Resource, index: &str, value: &str) -> Result<Vec<String>, QueryError> {
+        imports::by_index(&r.to_wit(), index, value).map_err(err)
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+mod backend {
+    use super::QueryError;
+    use crate::Resource;
+    use crate::testing::with_cache;
+
+    pub(super) fn get(r: &Resource, ns: Option<&str>, name: &str) -> Result<Option<String>, QueryError> {
+        with_cache(|c| c.get(r, ns, name))
+    }
+
+    pub(super) fn list(r: &Resource, ns: Option<&str>, sel: Option<&str>) -> Result<Vec<String>, QueryError> {
+        with_cache(|c| c.list(r, ns, sel))
+    }
+
+    pub(super) fn by_index(r: &Resource, index: &str, value: &str) -> Result<Vec<String>, QueryError> {
+        with_cache(|c| c.by_index(r, index, value))
+    }
+}

@@ -1,0 +1,167 @@
+//! # informant-sdk: write Informant event-hook plugins in Rust
+//!
+//! A plugin is a WebAssembly component (target `wasm32-wasip2`) for the `informant:plugin` world
+//! in `wit/`. This crate hides the generated bindings and gives plugin authors:
+//!
+//! - [`Plugin`]: the trait a plugin implements, and [`export_plugin!`] to make it the component's
+//!   exports;
+//! - [`Event`]: one event, with host-parsed metadata ([`Event::meta`]) so most plugins never parse
+//!   JSON they do not need, and typed decoding ([`Event::object`]) when they do;
+//! - [`cache`]: read-only queries against the host's informer cache, raw JSON or typed through
+//!   `k8s-openapi`;
+//! - [`log`]: the host's log (a plugin has no stdout);
+//! - [`testing`] (native targets only): an in-memory cache, event builders and a [`testing::Harness`]
+//!   so `cargo test` exercises a plugin without a cluster or a wasm runtime.
+//!
+//! ## Contract
+//!
+//! The host calls `init` once per instance with the manifest's `[config]` table as JSON, then one
+//! event at a time; per object key events arrive in order. An instance may be recreated at any time
+//! (after a trap, a missed deadline, a reload): it then gets `init` again and a replay of the cache
+//! as [`EventType::Added`] with [`Event::is_initial`] set. So keep only state that a replay rebuilds.
+//!
+//! ```no_run
+//! use informant_sdk::{Event, Plugin, log};
+//!
+//! struct Hello;
+//!
+//! impl Plugin for Hello {
+//!     fn init(_config: serde_json::Value) -> Result<Self, String> {
+//!         Ok(Hello)
+//!     }
+//!
+//!     fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+//!         log::info(&format!("hello, {}", ev.meta().name()));
+//!         Ok(())
+//!     }
+//! }
+//!
+//! informant_sdk::export_plugin!(Hello);
+//! ```
+
+pub mod cache;
+mod event;
+pub mod log;
+mod resource;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod testing;
+
+pub use cache::QueryError;
+pub use event::{Event, EventType, Meta};
+pub use resource::Resource;
+
+/// Bindings generated from `wit/`; use the documented modules instead.
+#[doc(hidden)]
+pub mod wit {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "plugin",
+        pub_export_macro: true,
+        export_macro_name: "export",
+    });
+}
+
+/// An event-hook plugin: built by [`Plugin::init`] from its config, then fed events one at a time.
+///
+/// Handlers run to completion before the next event; an `Err` is logged by the host and counted
+/// against the plugin, and the instance keeps running. Handlers must finish within the manifest's
+/// deadline, or the host drops the instance and replays the cache into a fresh one.
+pub trait Plugin: 'static {
+    /// Builds the plugin from the manifest's `[config]` table (an empty object when absent).
+    fn init(config: serde_json::Value) -> Result<Self, String>
+    where
+        Self: Sized;
+
+    /// An object new to this plugin: created, seen in a relist, or part of a replay.
+    fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+        let _ = ev;
+        Ok(())
+    }
+
+    /// An object changed; [`Event::old_json`] holds the version this plugin saw before.
+    fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
+        let _ = ev;
+        Ok(())
+    }
+
+    /// An object is gone; its final state, or the last known one if [`Event::final_state_unknown`].
+    fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+        let _ = ev;
+        Ok(())
+    }
+
+    /// The periodic re-delivery of a current object (the manifest's `resync-seconds`).
+    fn on_resync(&mut self, ev: &Event) -> Result<(), String> {
+        let _ = ev;
+        Ok(())
+    }
+}
+
+/// Makes a [`Plugin`] type the component's `init` and `handle` exports.
+///
+/// Use it once, at the top level of the plugin crate. It expands to nothing on native targets,
+/// where [`testing::Harness`] drives the plugin instead.
+#[macro_export]
+macro_rules! export_plugin {
+    ($plugin:ty) => {
+        #[cfg(target_arch = "wasm32")]
+        const _: () = {
+            ::std::thread_local! {
+                static __INFORMANT_PLUGIN: ::std::cell::RefCell<::std::option::Option<$plugin>> =
+                    const { ::std::cell::RefCell::new(::std::option::Option::None) };
+            }
+
+            struct __InformantExports;
+
+            impl $crate::wit::Guest for __InformantExports {
+                fn init(config: ::std::string::String) -> ::std::result::Result<(), ::std::string::String> {
+                    let plugin = $crate::__private::init::<$plugin>(&config)?;
+                    __INFORMANT_PLUGIN.with(|p| *p.borrow_mut() = ::std::option::Option::Some(plugin));
+                    ::std::result::Result::Ok(())
+                }
+
+                fn handle(e: $crate::wit::Event) -> ::std::result::Result<(), ::std::string::String> {
+                    let ev = $crate::Event::from_wit(e);
+                    __INFORMANT_PLUGIN.with(|p| match p.borrow_mut().as_mut() {
+                        ::std::option::Option::Some(plugin) => $crate::__private::dispatch(plugin, &ev),
+                        ::std::option::Option::None => ::std::result::Result::Err(
+                            $crate::__private::NOT_INITIALIZED.to_string(),
+                        ),
+                    })
+                }
+            }
+
+            $crate::wit::export!(__InformantExports with_types_in $crate::wit);
+        };
+    };
+}
+
+/// What [`export_plugin!`] and the harness share, so native tests run the same code as the component.
+#[doc(hidden)]
+pub mod __private {
+    use crate::{Event, EventType, Plugin};
+
+    /// The error `handle` returns when the host skipped `init`.
+    pub const NOT_INITIALIZED: &str = "handle called before init: the plugin has no instance";
+
+    /// Parses the config JSON and builds the plugin.
+    pub fn init<P: Plugin>(config: &str) -> Result<P, String> {
+        // The host hands "{}" for an absent table; tolerate an empty string from older hosts.
+        let value = if config.trim().is_empty() {
+            serde_json::Value::Object(Default::default())
+        } else {
+            serde_json::from_str(config).map_err(|e| format!("config is not valid JSON: {e}"))?
+        };
+        P::init(value)
+    }
+
+    /// Routes one event to the handler for its type.
+    pub fn dispatch<P: Plugin>(plugin: &mut P, ev: &Event) -> Result<(), String> {
+        match ev.event_type() {
+            EventType::Added => plugin.on_added(ev),
+            EventType::Updated => plugin.on_updated(ev),
+            EventType::Deleted => plugin.on_deleted(ev),
+            EventType::Resync => plugin.on_resync(ev),
+        }
+    }
+}

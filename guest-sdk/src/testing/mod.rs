@@ -1,0 +1,318 @@
+//! Unit-test plugins natively with `cargo test`: no cluster, no wasm runtime.
+//!
+//! A [`Harness`] owns a plugin instance, an in-memory [`MemCache`] and the captured log. While it
+//! runs the plugin (init, [`Harness::send`]), the plugin's [`crate::cache`] and [`crate::log`] calls
+//! go to that cache and log, through thread-local state; each test runs on its own thread, so tests
+//! do not see each other. Outside a harness call they go to a per-thread default cache and log.
+//!
+//! Like the host, [`Harness::send`] first applies the event to the cache (added, updated and resync
+//! store the object, deleted removes it), so queries see the object the event is about; turn that
+//! off with [`Harness::apply_to_cache`] to stage the cache by hand.
+//!
+//! ```
+//! use informant_sdk::testing::{EventBuilder, Harness};
+//! use informant_sdk::{Event, Plugin, log::Level};
+//!
+//! struct Echo;
+//! impl Plugin for Echo {
+//!     fn init(_: serde_json::Value) -> Result<Self, String> { Ok(Echo) }
+//!     fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+//!         informant_sdk::info!("added {}", ev.meta().key());
+//!         Ok(())
+//!     }
+//! }
+//!
+//! let mut h = Harness::<Echo>::new("{}").unwrap();
+//! let cm = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!     "metadata": {"namespace": "default", "name": "cfg"}});
+//! h.send(EventBuilder::added(&cm)).unwrap();
+//! assert_eq!(h.logs(), [(Level::Info, "added default/cfg".to_string())]);
+//! ```
+
+mod cache;
+mod selector;
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use self::cache::MemCache;
+use crate::log::Level;
+use crate::wit::informant::plugin::types as wit;
+use crate::{Event, EventType, Plugin, QueryError, Resource};
+
+#[derive(Default)]
+struct State {
+    cache: MemCache,
+    logs: Vec<(Level, String)>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<State> = RefCell::new(State::default());
+}
+
+pub(crate) fn with_cache<T>(f: impl FnOnce(&MemCache) -> Result<T, QueryError>) -> Result<T, QueryError> {
+    CURRENT.with(|s| f(&s.borrow().cache))
+}
+
+pub(crate) fn capture_log(level: Level, message: &str) {
+    CURRENT.with(|s| s.borrow_mut().logs.push((level, message.to_string())));
+}
+
+/// Drives one plugin instance the way the host does, against an in-memory cache.
+pub struct Harness<P: Plugin> {
+    plugin: P,
+    config: String,
+    state: State,
+    apply_to_cache: bool,
+}
+
+impl<P: Plugin> Harness<P> {
+    /// Builds the plugin from config JSON (the manifest's `[config]` table as the host hands it).
+    pub fn new(config_json: &str) -> Result<Self, String> {
+        Self::with_cache(config_json, MemCache::new())
+    }
+
+    /// Builds the plugin from a config value.
+    pub fn with_config(config: Value) -> Result<Self, String> {
+        Self::new(&config.to_string())
+    }
+
+    /// Builds the plugin from a manifest (`NAME.toml` text): its `[config]`, and its `[[watch]]`
+    /// kinds and `[watch.indexes]` declared on the cache, so queries outside them are refused.
+    pub fn from_manifest(manifest_toml: &str) -> Result<Self, String> {
+        let manifest: Manifest = toml::from_str(manifest_toml).map_err(|e| format!("manifest: {e}"))?;
+        let mut cache = MemCache::new();
+        for w in &manifest.watch {
+            let r = Resource::from_api_version(&w.api_version, w.kind.as_str());
+            cache.watch(r.clone());
+            for (name, path) in &w.indexes {
+                cache.add_index(&r, name, path)?;
+            }
+        }
+        let config = serde_json::to_string(&manifest.config).map_err(|e| format!("manifest config: {e}"))?;
+        Self::with_cache(&config, cache)
+    }
+
+    fn with_cache(config_json: &str, cache: MemCache) -> Result<Self, String> {
+        let mut state = State { cache, logs: Vec::new() };
+        let plugin = run_in(&mut state, || crate::__private::init::<P>(config_json))?;
+        Ok(Harness { plugin, config: config_json.to_string(), state, apply_to_cache: true })
+    }
+
+    /// Whether [`Harness::send`] applies each event to the cache first (default `true`).
+    pub fn apply_to_cache(&mut self, apply: bool) -> &mut Self {
+        self.apply_to_cache = apply;
+        self
+    }
+
+    /// Hands one event to the plugin; returns the plugin's result.
+    pub fn send(&mut self, event: impl Into<Event>) -> Result<(), String> {
+        let event = event.into();
+        if self.apply_to_cache {
+            apply(&mut self.state.cache, &event)?;
+        }
+        let plugin = &mut self.plugin;
+        run_in(&mut self.state, || crate::__private::dispatch(plugin, &event))
+    }
+
+    /// Recreates the instance as the host does after a trap or reload: `init` with the same config,
+    /// then every cached object replayed as `added` with `initial` set.
+    pub fn restart(&mut self) -> Result<(), String> {
+        let config = self.config.clone();
+        self.plugin = run_in(&mut self.state, || crate::__private::init::<P>(&config))?;
+        let replay: Vec<String> = self
+            .state
+            .cache
+            .kinds()
+            .iter()
+            .flat_map(|r| self.state.cache.objects(r))
+            .collect();
+        for json in replay {
+            let event = EventBuilder::added(json.as_str()).initial().try_build()?;
+            let plugin = &mut self.plugin;
+            run_in(&mut self.state, || crate::__private::dispatch(plugin, &event))?;
+        }
+        Ok(())
+    }
+
+    /// The cache the plugin queries.
+    pub fn cache(&self) -> &MemCache {
+        &self.state.cache
+    }
+
+    /// The cache the plugin queries, to stage objects.
+    pub fn cache_mut(&mut self) -> &mut MemCache {
+        &mut self.state.cache
+    }
+
+    /// Every record logged so far, oldest first.
+    pub fn logs(&self) -> Vec<(Level, String)> {
+        self.state.logs.clone()
+    }
+
+    /// Returns and forgets the records logged so far.
+    pub fn take_logs(&mut self) -> Vec<(Level, String)> {
+        std::mem::take(&mut self.state.logs)
+    }
+
+    /// The plugin instance.
+    pub fn plugin(&self) -> &P {
+        &self.plugin
+    }
+
+    /// The plugin instance, mutably.
+    pub fn plugin_mut(&mut self) -> &mut P {
+        &mut self.plugin
+    }
+}
+
+/// Runs `f` with `state` as the thread's current cache and log.
+fn run_in<T>(state: &mut State, f: impl FnOnce() -> T) -> T {
+    /// Swaps the state back even if the plugin panics, so the harness stays usable.
+    struct Swap<'a>(&'a mut State);
+    impl Drop for Swap<'_> {
+        fn drop(&mut self) {
+            CURRENT.with(|c| std::mem::swap(&mut *c.borrow_mut(), self.0));
+        }
+    }
+    CURRENT.with(|c| std::mem::swap(&mut *c.borrow_mut(), state));
+    let _swap = Swap(state);
+    f()
+}
+
+fn apply(cache: &mut MemCache, event: &Event) -> Result<(), String> {
+    match event.event_type {
+        EventType::Deleted => {
+            cache.remove(&event.resource, event.meta().namespace(), event.meta().name());
+        }
+        _ => {
+            cache.insert(event.json())?;
+        }
+    }
+    Ok(())
+}
+
+/// Builds [`Event`]s from objects, filling the kind and metadata from the JSON as the host does.
+///
+/// Objects may be JSON text, a `serde_json::Value` or a `k8s-openapi` object; `managedFields` is
+/// removed. Converting into an [`Event`] (as [`Harness::send`] does) panics on an object without
+/// `apiVersion`, `kind` or `metadata.name`: that is a broken test, not plugin behaviour.
+#[derive(Debug, Clone)]
+pub struct EventBuilder {
+    event_type: EventType,
+    object: Result<Value, String>,
+    old_object: Option<Result<Value, String>>,
+    initial: bool,
+    final_state_unknown: bool,
+}
+
+impl EventBuilder {
+    fn new<T: Serialize + ?Sized>(event_type: EventType, object: &T) -> Self {
+        EventBuilder {
+            event_type,
+            object: cache::to_object(object),
+            old_object: None,
+            initial: false,
+            final_state_unknown: false,
+        }
+    }
+
+    /// An `added` event.
+    pub fn added<T: Serialize + ?Sized>(object: &T) -> Self {
+        Self::new(EventType::Added, object)
+    }
+
+    /// An `updated` event from the previous and the new version.
+    pub fn updated<T: Serialize + ?Sized, U: Serialize + ?Sized>(old: &T, new: &U) -> Self {
+        let mut b = Self::new(EventType::Updated, new);
+        b.old_object = Some(cache::to_object(old));
+        b
+    }
+
+    /// A `deleted` event carrying the object's final state.
+    pub fn deleted<T: Serialize + ?Sized>(object: &T) -> Self {
+        Self::new(EventType::Deleted, object)
+    }
+
+    /// A `resync` event.
+    pub fn resync<T: Serialize + ?Sized>(object: &T) -> Self {
+        Self::new(EventType::Resync, object)
+    }
+
+    /// Marks the event as part of an initial replay.
+    pub fn initial(mut self) -> Self {
+        self.initial = true;
+        self
+    }
+
+    /// Marks a deletion as inferred from a relist.
+    pub fn final_state_unknown(mut self) -> Self {
+        self.final_state_unknown = true;
+        self
+    }
+
+    /// The event, or why the object cannot make one.
+    pub fn try_build(self) -> Result<Event, String> {
+        let object = self.object?;
+        let (resource, _) = cache::identity(&object)?;
+        let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let labels: BTreeMap<String, String> = cache::labels_of(&object);
+        let meta = wit::ObjectMeta {
+            namespace: cache::namespace_of(&object).map(str::to_string),
+            name: text("/metadata/name"),
+            uid: text("/metadata/uid"),
+            resource_version: text("/metadata/resourceVersion"),
+            labels: labels.into_iter().collect(),
+        };
+        Ok(Event {
+            event_type: self.event_type,
+            resource,
+            meta,
+            object: object.to_string(),
+            old_object: self.old_object.transpose()?.map(|o| o.to_string()),
+            initial: self.initial,
+            final_state_unknown: self.final_state_unknown,
+        })
+    }
+
+    /// The event; panics on an object that cannot make one.
+    pub fn build(self) -> Event {
+        match self.try_build() {
+            Ok(e) => e,
+            Err(e) => panic!("EventBuilder: {e}"),
+        }
+    }
+}
+
+/// Panics on an object that cannot make an event (see [`EventBuilder`]).
+impl From<EventBuilder> for Event {
+    fn from(b: EventBuilder) -> Event {
+        b.build()
+    }
+}
+
+/// The parts of a plugin manifest the harness uses; the host validates the rest.
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Manifest {
+    #[serde(default)]
+    watch: Vec<Watch>,
+    #[serde(default = "empty_table")]
+    config: toml::Table,
+}
+
+fn empty_table() -> toml::Table {
+    toml::Table::new()
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "kebab-case")]
+struct Watch {
+    api_version: String,
+    kind: String,
+    #[serde(default)]
+    indexes: BTreeMap<String, String>,
+}
