@@ -126,6 +126,19 @@ fn version_doc() -> Value {
     })
 }
 
+/// The response media type of the protobuf OpenAPI v2. kubectl asks for
+/// `...spec.v2@v1.0+protobuf`, but Go's mime parser rejects the `@` in a response, so (like
+/// kube-apiserver) we answer with a `.`.
+const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
+
+fn wants_openapi_v2_protobuf(req: &Request) -> bool {
+    req.headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/com.github.proto-openapi.spec.v2"))
+}
+
 async fn dispatch(shared: &Arc<Shared>, req: Request) -> Result<Response> {
     let path = req.uri().path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
@@ -163,6 +176,22 @@ async fn dispatch(shared: &Arc<Shared>, req: Request) -> Result<Response> {
                 None => Err(Error::UnknownResource { what: path.clone() }),
             }
         }
+        ["openapi", "v2"] if wants_openapi_v2_protobuf(&req) => {
+            if req.method() != Method::GET {
+                return Err(Error::MethodNotAllowed(format!("{} {path}", req.method())));
+            }
+            let mut resp = (
+                StatusCode::OK,
+                Body::from(openapi::v2_protobuf(&shared.api.registry())),
+            )
+                .into_response();
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(OPENAPI_V2_PROTOBUF),
+            );
+            Ok(resp)
+        }
+        ["openapi", "v2"] => get_only(openapi::v2_json(&shared.api.registry())),
         ["openapi", "v3"] => get_only(openapi::index(&shared.api.registry())),
         ["openapi", "v3", "api", version] => {
             let doc = openapi::document(&shared.api.registry(), "", version);

@@ -2,7 +2,8 @@
 //! protobuf: typed `kubectl create namespace|configmap|secret|serviceaccount`. Bodies carry the
 //! `k8s\0` magic and a runtime.Unknown envelope; we decode the handful of message types involved
 //! into JSON and refuse (415) anything with a field we do not know, rather than drop data.
-//! Responses are always JSON, which every client also accepts.
+//! Object responses are always JSON, which every client also accepts; the one protobuf response
+//! is the OpenAPI v2 document, which kubectl < 1.29 accepts only as protobuf (see [`Encoder`]).
 
 use base64::Engine;
 use serde_json::{Map, Value, json};
@@ -136,6 +137,57 @@ fn object_meta(b: &[u8]) -> Result<Value> {
     Ok(Value::Object(m))
 }
 
+/// Builds one protobuf message field by field. Nested messages are built by closures, so
+/// their lengths are known before they are written.
+#[derive(Default)]
+pub(crate) struct Encoder {
+    buf: Vec<u8>,
+}
+
+impl Encoder {
+    fn varint(&mut self, mut v: u64) {
+        while v >= 0x80 {
+            self.buf.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        self.buf.push(v as u8);
+    }
+
+    /// A length-delimited field (wire type 2).
+    pub(crate) fn bytes(&mut self, field: u32, b: &[u8]) -> &mut Self {
+        self.varint(u64::from(field) << 3 | 2);
+        self.varint(b.len() as u64);
+        self.buf.extend_from_slice(b);
+        self
+    }
+
+    /// A string field.
+    pub(crate) fn string(&mut self, field: u32, s: &str) -> &mut Self {
+        self.bytes(field, s.as_bytes())
+    }
+
+    /// A bool field; false is the proto3 default and so is not written.
+    pub(crate) fn bool(&mut self, field: u32, v: bool) -> &mut Self {
+        if v {
+            self.varint(u64::from(field) << 3);
+            self.varint(1);
+        }
+        self
+    }
+
+    /// An embedded message field, built by `build`.
+    pub(crate) fn message(&mut self, field: u32, build: impl FnOnce(&mut Encoder)) -> &mut Self {
+        let mut inner = Encoder::default();
+        build(&mut inner);
+        self.bytes(field, &inner.buf)
+    }
+
+    /// The encoded message.
+    pub(crate) fn finish(self) -> Vec<u8> {
+        self.buf
+    }
+}
+
 /// Decodes a protobuf request body into the JSON object it stands for.
 pub(crate) fn decode(body: &[u8]) -> Result<Value> {
     let envelope = body.strip_prefix(b"k8s\0").ok_or_else(malformed)?;
@@ -206,9 +258,42 @@ pub(crate) fn decode(body: &[u8]) -> Result<Value> {
     Ok(obj)
 }
 
+/// The fields of a protobuf message, for tests that check what we encode.
+#[cfg(test)]
+pub(crate) fn test_fields(buf: &[u8]) -> Vec<(u64, Option<&[u8]>)> {
+    fields(buf)
+        .unwrap()
+        .into_iter()
+        .map(|(n, w)| match w {
+            Wire::Bytes(b) => (n, Some(b)),
+            _ => (n, None),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encoder_round_trips_through_the_reader() {
+        let mut e = Encoder::default();
+        e.string(1, "a")
+            .bool(2, true)
+            .bool(3, false)
+            .message(300, |m| {
+                m.string(1, &"x".repeat(200));
+            });
+        let buf = e.finish();
+        let f = fields(&buf).unwrap();
+        assert_eq!(f.len(), 3);
+        assert!(matches!(f[0], (1, Wire::Bytes(b"a"))));
+        assert!(matches!(f[1], (2, Wire::Varint(1))));
+        let (300, Wire::Bytes(inner)) = &f[2] else {
+            panic!("field 300 is a message")
+        };
+        assert!(matches!(fields(inner).unwrap()[..], [(1, Wire::Bytes(s))] if s.len() == 200));
+    }
 
     #[test]
     fn decodes_kubectl_create_namespace() {
