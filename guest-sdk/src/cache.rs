@@ -52,12 +52,20 @@ impl From<QueryError> for String {
 }
 
 /// One object by namespace (`None` for cluster-scoped) and name, as JSON.
-pub fn get(r: &Resource, namespace: Option<&str>, name: &str) -> Result<Option<String>, QueryError> {
+pub fn get(
+    r: &Resource,
+    namespace: Option<&str>,
+    name: &str,
+) -> Result<Option<String>, QueryError> {
     backend::get(r, namespace, name)
 }
 
 /// Objects in a namespace (all when `None`) matching a label selector (all when `None`), as JSON.
-pub fn list(r: &Resource, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, QueryError> {
+pub fn list(
+    r: &Resource,
+    namespace: Option<&str>,
+    selector: Option<&str>,
+) -> Result<Vec<String>, QueryError> {
     backend::list(r, namespace, selector)
 }
 
@@ -74,7 +82,9 @@ pub fn get_as<K>(namespace: Option<&str>, name: &str) -> Result<Option<K>, Query
 where
     K: k8s_openapi::Resource + DeserializeOwned,
 {
-    get(&Resource::of::<K>(), namespace, name)?.map(|j| decode::<K>(&j)).transpose()
+    get(&Resource::of::<K>(), namespace, name)?
+        .map(|j| decode::<K>(&j))
+        .transpose()
 }
 
 /// [`list`] decoded into a `k8s-openapi` type.
@@ -82,7 +92,10 @@ pub fn list_as<K>(namespace: Option<&str>, selector: Option<&str>) -> Result<Vec
 where
     K: k8s_openapi::Resource + DeserializeOwned,
 {
-    list(&Resource::of::<K>(), namespace, selector)?.iter().map(|j| decode::<K>(j)).collect()
+    list(&Resource::of::<K>(), namespace, selector)?
+        .iter()
+        .map(|j| decode::<K>(j))
+        .collect()
 }
 
 /// [`by_index`] decoded into a `k8s-openapi` type.
@@ -90,11 +103,15 @@ pub fn by_index_as<K>(index: &str, value: &str) -> Result<Vec<K>, QueryError>
 where
     K: k8s_openapi::Resource + DeserializeOwned,
 {
-    by_index(&Resource::of::<K>(), index, value)?.iter().map(|j| decode::<K>(j)).collect()
+    by_index(&Resource::of::<K>(), index, value)?
+        .iter()
+        .map(|j| decode::<K>(j))
+        .collect()
 }
 
 fn decode<K: k8s_openapi::Resource + DeserializeOwned>(json: &str) -> Result<K, QueryError> {
-    serde_json::from_str(json).map_err(|e| QueryError::Decode(format!("{}: {e}", Resource::of::<K>())))
+    serde_json::from_str(json)
+        .map_err(|e| QueryError::Decode(format!("{}: {e}", Resource::of::<K>())))
 }
 
 #[cfg(target_arch = "wasm32")]
@@ -113,15 +130,27 @@ mod backend {
         }
     }
 
-    pub(super) fn get(r: &Resource, ns: Option<&str>, name: &str) -> Result<Option<String>, QueryError> {
+    pub(super) fn get(
+        r: &Resource,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Option<String>, QueryError> {
         imports::get(&r.to_wit(), ns, name).map_err(err)
     }
 
-    pub(super) fn list(r: &Resource, ns: Option<&str>, sel: Option<&str>) -> Result<Vec<String>, QueryError> {
+    pub(super) fn list(
+        r: &Resource,
+        ns: Option<&str>,
+        sel: Option<&str>,
+    ) -> Result<Vec<String>, QueryError> {
         imports::list(&r.to_wit(), ns, sel).map_err(err)
     }
 
-    pub(super) fn by_index(r: &Resource, index: &str, value: &str) -> Result<Vec<String>, QueryError> {
+    pub(super) fn by_index(
+        r: &Resource,
+        index: &str,
+        value: &str,
+    ) -> Result<Vec<String>, QueryError> {
         imports::by_index(&r.to_wit(), index, value).map_err(err)
     }
 }
@@ -132,15 +161,27 @@ mod backend {
     use crate::Resource;
     use crate::testing::with_cache;
 
-    pub(super) fn get(r: &Resource, ns: Option<&str>, name: &str) -> Result<Option<String>, QueryError> {
+    pub(super) fn get(
+        r: &Resource,
+        ns: Option<&str>,
+        name: &str,
+    ) -> Result<Option<String>, QueryError> {
         with_cache(|c| c.get(r, ns, name))
     }
 
-    pub(super) fn list(r: &Resource, ns: Option<&str>, sel: Option<&str>) -> Result<Vec<String>, QueryError> {
+    pub(super) fn list(
+        r: &Resource,
+        ns: Option<&str>,
+        sel: Option<&str>,
+    ) -> Result<Vec<String>, QueryError> {
         with_cache(|c| c.list(r, ns, sel))
     }
 
-    pub(super) fn by_index(r: &Resource, index: &str, value: &str) -> Result<Vec<String>, QueryError> {
+    pub(super) fn by_index(
+        r: &Resource,
+        index: &str,
+        value: &str,
+    ) -> Result<Vec<String>, QueryError> {
         with_cache(|c| c.by_index(r, index, value))
     }
 }

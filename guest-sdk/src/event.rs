@@ -120,7 +120,10 @@ impl Event {
 
     /// Decodes the previous version; `None` unless this is an update.
     pub fn old_object<T: DeserializeOwned>(&self) -> Result<Option<T>, String> {
-        self.old_object.as_deref().map(|json| decode(json, "old object", self)).transpose()
+        self.old_object
+            .as_deref()
+            .map(|json| decode(json, "old object", self))
+            .transpose()
     }
 
     /// The object as a `serde_json::Value`.
@@ -176,7 +179,10 @@ impl<'a> Meta<'a> {
         // Sorted by the host; fall back to a scan in case a producer did not sort.
         match labels.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
             Ok(i) => Some(labels[i].1.as_str()),
-            Err(_) => labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str()),
+            Err(_) => labels
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.as_str()),
         }
     }
 

@@ -107,31 +107,22 @@ macro_rules! export_plugin {
         #[cfg(target_arch = "wasm32")]
         const _: () = {
             ::std::thread_local! {
-                static __INFORMANT_PLUGIN: ::std::cell::RefCell<::std::option::Option<$plugin>> =
-                    const { ::std::cell::RefCell::new(::std::option::Option::None) };
+                static INSTANCE: $crate::__private::Slot<$plugin> = const { $crate::__private::empty() };
             }
 
-            struct __InformantExports;
+            struct Exports;
 
-            impl $crate::wit::Guest for __InformantExports {
-                fn init(config: ::std::string::String) -> ::std::result::Result<(), ::std::string::String> {
-                    let plugin = $crate::__private::init::<$plugin>(&config)?;
-                    __INFORMANT_PLUGIN.with(|p| *p.borrow_mut() = ::std::option::Option::Some(plugin));
-                    ::std::result::Result::Ok(())
+            impl $crate::wit::Guest for Exports {
+                fn init(config: ::std::string::String) -> $crate::__private::Outcome {
+                    $crate::__private::init_in(&INSTANCE, &config)
                 }
 
-                fn handle(e: $crate::wit::Event) -> ::std::result::Result<(), ::std::string::String> {
-                    let ev = $crate::Event::from_wit(e);
-                    __INFORMANT_PLUGIN.with(|p| match p.borrow_mut().as_mut() {
-                        ::std::option::Option::Some(plugin) => $crate::__private::dispatch(plugin, &ev),
-                        ::std::option::Option::None => ::std::result::Result::Err(
-                            $crate::__private::NOT_INITIALIZED.to_string(),
-                        ),
-                    })
+                fn handle(e: $crate::wit::Event) -> $crate::__private::Outcome {
+                    $crate::__private::handle_in(&INSTANCE, e)
                 }
             }
 
-            $crate::wit::export!(__InformantExports with_types_in $crate::wit);
+            $crate::wit::export! { Exports with_types_in $crate::wit }
         };
     };
 }
@@ -139,7 +130,37 @@ macro_rules! export_plugin {
 /// What [`export_plugin!`] and the harness share, so native tests run the same code as the component.
 #[doc(hidden)]
 pub mod __private {
+    use std::cell::RefCell;
+    use std::thread::LocalKey;
+
     use crate::{Event, EventType, Plugin};
+
+    /// Where the export glue keeps the instance between calls.
+    pub type Slot<P> = RefCell<Option<P>>;
+
+    /// A slot without an instance, for the `thread_local!` initializer.
+    pub const fn empty<P>() -> Slot<P> {
+        RefCell::new(None)
+    }
+
+    /// What the exported functions return.
+    pub type Outcome = Result<(), String>;
+
+    /// `init` export: builds the instance, replacing any previous one.
+    pub fn init_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, config: &str) -> Outcome {
+        let plugin = init::<P>(config)?;
+        slot.with(|s| *s.borrow_mut() = Some(plugin));
+        Ok(())
+    }
+
+    /// `handle` export: routes the event to the instance, refusing it before `init`.
+    pub fn handle_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, e: crate::wit::Event) -> Outcome {
+        let ev = Event::from_wit(e);
+        slot.with(|s| match s.borrow_mut().as_mut() {
+            Some(plugin) => dispatch(plugin, &ev),
+            None => Err(NOT_INITIALIZED.to_string()),
+        })
+    }
 
     /// The error `handle` returns when the host skipped `init`.
     pub const NOT_INITIALIZED: &str = "handle called before init: the plugin has no instance";

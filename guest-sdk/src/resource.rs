@@ -5,7 +5,9 @@ use std::fmt;
 use crate::wit::informant::plugin::types as wit;
 
 /// A Kubernetes kind: `group` is empty for the core group (`v1`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct Resource {
     /// API group, empty for the core group.
     pub group: String,
@@ -17,8 +19,16 @@ pub struct Resource {
 
 impl Resource {
     /// A kind from its parts.
-    pub fn new(group: impl Into<String>, version: impl Into<String>, kind: impl Into<String>) -> Self {
-        Resource { group: group.into(), version: version.into(), kind: kind.into() }
+    pub fn new(
+        group: impl Into<String>,
+        version: impl Into<String>,
+        kind: impl Into<String>,
+    ) -> Self {
+        Resource {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+        }
     }
 
     /// The kind of a `k8s-openapi` type, e.g. `Resource::of::<Deployment>()`.
@@ -45,11 +55,19 @@ impl Resource {
 
     #[cfg(target_arch = "wasm32")]
     pub(crate) fn to_wit(&self) -> wit::Resource {
-        wit::Resource { group: self.group.clone(), version: self.version.clone(), kind: self.kind.clone() }
+        wit::Resource {
+            group: self.group.clone(),
+            version: self.version.clone(),
+            kind: self.kind.clone(),
+        }
     }
 
     pub(crate) fn from_wit(r: wit::Resource) -> Self {
-        Resource { group: r.group, version: r.version, kind: r.kind }
+        Resource {
+            group: r.group,
+            version: r.version,
+            kind: r.kind,
+        }
     }
 }
 

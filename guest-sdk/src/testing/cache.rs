@@ -8,6 +8,9 @@ use serde_json::Value;
 use super::selector::Selector;
 use crate::{QueryError, Resource};
 
+/// Computes an object's values for one index.
+type IndexFn = dyn Fn(&Value) -> Vec<String>;
+
 const BUILT_IN: [&str; 3] = ["namespace", "label", "owner"];
 
 /// An in-memory informer cache answering the same queries as the host's.
@@ -49,10 +52,16 @@ impl MemCache {
     /// Arrays on the way are traversed element-wise; strings, numbers and booleans become values.
     pub fn add_index(&mut self, r: &Resource, name: &str, path: &str) -> Result<&mut Self, String> {
         if BUILT_IN.contains(&name) {
-            return Err(format!("index `{name}` is built in and cannot be redeclared"));
+            return Err(format!(
+                "index `{name}` is built in and cannot be redeclared"
+            ));
         }
-        let segments = parse_path(path).map_err(|e| format!("index `{name}` path `{path}`: {e}"))?;
-        self.indexes.entry(r.clone()).or_default().insert(name.to_string(), segments);
+        let segments =
+            parse_path(path).map_err(|e| format!("index `{name}` path `{path}`: {e}"))?;
+        self.indexes
+            .entry(r.clone())
+            .or_default()
+            .insert(name.to_string(), segments);
         Ok(self)
     }
 
@@ -62,7 +71,10 @@ impl MemCache {
         let value = to_object(object)?;
         let (r, key) = identity(&value)?;
         let json = value.to_string();
-        self.objects.entry(r.clone()).or_default().insert(key, Stored { json, value });
+        self.objects
+            .entry(r.clone())
+            .or_default()
+            .insert(key, Stored { json, value });
         Ok(r)
     }
 
@@ -74,46 +86,86 @@ impl MemCache {
 
     /// Every object of a kind, in key order.
     pub fn objects(&self, r: &Resource) -> Vec<String> {
-        self.objects.get(r).map(|m| m.values().map(|s| s.json.clone()).collect()).unwrap_or_default()
+        self.objects
+            .get(r)
+            .map(|m| m.values().map(|s| s.json.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// Every kind holding at least one object.
     pub fn kinds(&self) -> Vec<Resource> {
-        self.objects.iter().filter(|(_, m)| !m.is_empty()).map(|(r, _)| r.clone()).collect()
+        self.objects
+            .iter()
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(r, _)| r.clone())
+            .collect()
     }
 
     fn check_watched(&self, r: &Resource) -> Result<(), QueryError> {
         if self.watched.is_empty() || self.watched.contains(r) {
             Ok(())
         } else {
-            Err(QueryError::NotWatched(format!("{r} is not in this plugin's manifest")))
+            Err(QueryError::NotWatched(format!(
+                "{r} is not in this plugin's manifest"
+            )))
         }
     }
 
     /// Like [`crate::cache::get`].
-    pub fn get(&self, r: &Resource, namespace: Option<&str>, name: &str) -> Result<Option<String>, QueryError> {
+    pub fn get(
+        &self,
+        r: &Resource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<String>, QueryError> {
         self.check_watched(r)?;
-        Ok(self.objects.get(r).and_then(|m| m.get(&key(namespace, name))).map(|s| s.json.clone()))
+        Ok(self
+            .objects
+            .get(r)
+            .and_then(|m| m.get(&key(namespace, name)))
+            .map(|s| s.json.clone()))
     }
 
     /// Like [`crate::cache::list`].
-    pub fn list(&self, r: &Resource, namespace: Option<&str>, selector: Option<&str>) -> Result<Vec<String>, QueryError> {
+    pub fn list(
+        &self,
+        r: &Resource,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<String>, QueryError> {
         self.check_watched(r)?;
-        let selector = selector.map(Selector::parse).transpose().map_err(QueryError::BadSelector)?;
+        let selector = selector
+            .map(Selector::parse)
+            .transpose()
+            .map_err(QueryError::BadSelector)?;
         Ok(self
             .stored(r)
             .filter(|s| namespace.is_none() || namespace_of(&s.value) == namespace)
-            .filter(|s| selector.as_ref().is_none_or(|sel| sel.matches(&labels_of(&s.value))))
+            .filter(|s| {
+                selector
+                    .as_ref()
+                    .is_none_or(|sel| sel.matches(&labels_of(&s.value)))
+            })
             .map(|s| s.json.clone())
             .collect())
     }
 
     /// Like [`crate::cache::by_index`].
-    pub fn by_index(&self, r: &Resource, index: &str, value: &str) -> Result<Vec<String>, QueryError> {
+    pub fn by_index(
+        &self,
+        r: &Resource,
+        index: &str,
+        value: &str,
+    ) -> Result<Vec<String>, QueryError> {
         self.check_watched(r)?;
-        let values: Box<dyn Fn(&Value) -> Vec<String>> = match index {
+        let values: Box<IndexFn> = match index {
             "namespace" => Box::new(|v| namespace_of(v).map(str::to_string).into_iter().collect()),
-            "label" => Box::new(|v| labels_of(v).into_iter().map(|(k, l)| format!("{k}={l}")).collect()),
+            "label" => Box::new(|v| {
+                labels_of(v)
+                    .into_iter()
+                    .map(|(k, l)| format!("{k}={l}"))
+                    .collect()
+            }),
             "owner" => Box::new(owner_uids),
             custom => {
                 let path = self
@@ -129,7 +181,11 @@ impl MemCache {
                 })
             }
         };
-        Ok(self.stored(r).filter(|s| values(&s.value).iter().any(|v| v == value)).map(|s| s.json.clone()).collect())
+        Ok(self
+            .stored(r)
+            .filter(|s| values(&s.value).iter().any(|v| v == value))
+            .map(|s| s.json.clone())
+            .collect())
     }
 
     fn stored(&self, r: &Resource) -> impl Iterator<Item = &Stored> {
@@ -140,7 +196,8 @@ impl MemCache {
 /// Serializes an object; a JSON string is parsed instead, so tests may pass JSON text.
 /// `metadata.managedFields` is dropped, as the host does.
 pub(crate) fn to_object<T: Serialize + ?Sized>(object: &T) -> Result<Value, String> {
-    let mut value = serde_json::to_value(object).map_err(|e| format!("cannot serialize the object: {e}"))?;
+    let mut value =
+        serde_json::to_value(object).map_err(|e| format!("cannot serialize the object: {e}"))?;
     if let Value::String(text) = &value {
         value = serde_json::from_str(text).map_err(|e| format!("object is not valid JSON: {e}"))?;
     }
@@ -158,8 +215,14 @@ pub(crate) fn identity(v: &Value) -> Result<(Resource, String), String> {
     let text = |field: &str| v.get(field).and_then(Value::as_str);
     let api_version = text("apiVersion").ok_or("object has no `apiVersion`")?;
     let kind = text("kind").ok_or("object has no `kind`")?;
-    let name = v.pointer("/metadata/name").and_then(Value::as_str).ok_or("object has no `metadata.name`")?;
-    Ok((Resource::from_api_version(api_version, kind), key(namespace_of(v), name)))
+    let name = v
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .ok_or("object has no `metadata.name`")?;
+    Ok((
+        Resource::from_api_version(api_version, kind),
+        key(namespace_of(v), name),
+    ))
 }
 
 fn key(namespace: Option<&str>, name: &str) -> String {
@@ -170,20 +233,30 @@ fn key(namespace: Option<&str>, name: &str) -> String {
 }
 
 pub(crate) fn namespace_of(v: &Value) -> Option<&str> {
-    v.pointer("/metadata/namespace").and_then(Value::as_str).filter(|s| !s.is_empty())
+    v.pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 pub(crate) fn labels_of(v: &Value) -> BTreeMap<String, String> {
     v.pointer("/metadata/labels")
         .and_then(Value::as_object)
-        .map(|m| m.iter().filter_map(|(k, l)| Some((k.clone(), l.as_str()?.to_string()))).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, l)| Some((k.clone(), l.as_str()?.to_string())))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
 fn owner_uids(v: &Value) -> Vec<String> {
     v.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
-        .map(|refs| refs.iter().filter_map(|r| Some(r.get("uid")?.as_str()?.to_string())).collect())
+        .map(|refs| {
+            refs.iter()
+                .filter_map(|r| Some(r.get("uid")?.as_str()?.to_string()))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -251,15 +324,29 @@ mod tests {
     fn names(jsons: Vec<String>) -> Vec<String> {
         jsons
             .iter()
-            .map(|j| serde_json::from_str::<Value>(j).unwrap()["metadata"]["name"].as_str().unwrap().to_string())
+            .map(|j| {
+                serde_json::from_str::<Value>(j).unwrap()["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_string()
+            })
             .collect()
     }
 
     fn cache() -> MemCache {
         let mut c = MemCache::new();
-        c.insert(&pod("a", "p1", json!({"app": "web", "team": "x"}), "n1", "u1")).unwrap();
-        c.insert(&pod("a", "p2", json!({"app": "db"}), "n2", "u1")).unwrap();
-        c.insert(&pod("b", "p3", json!({"app": "web"}), "n1", "u2")).unwrap();
+        c.insert(&pod(
+            "a",
+            "p1",
+            json!({"app": "web", "team": "x"}),
+            "n1",
+            "u1",
+        ))
+        .unwrap();
+        c.insert(&pod("a", "p2", json!({"app": "db"}), "n2", "u1"))
+            .unwrap();
+        c.insert(&pod("b", "p3", json!({"app": "web"}), "n1", "u2"))
+            .unwrap();
         c
     }
 
@@ -268,12 +355,27 @@ mod tests {
         let c = cache();
         let pods = Resource::new("", "v1", "Pod");
         let p1 = c.get(&pods, Some("a"), "p1").unwrap().unwrap();
-        assert!(!p1.contains("managedFields"), "managedFields is stripped like on the host");
+        assert!(
+            !p1.contains("managedFields"),
+            "managedFields is stripped like on the host"
+        );
         assert_eq!(c.get(&pods, Some("b"), "p1").unwrap(), None);
-        assert_eq!(names(c.list(&pods, None, None).unwrap()), ["p1", "p2", "p3"]);
-        assert_eq!(names(c.list(&pods, Some("a"), Some("app=web")).unwrap()), ["p1"]);
-        assert_eq!(names(c.list(&pods, None, Some("!team")).unwrap()), ["p2", "p3"]);
-        assert!(matches!(c.list(&pods, None, Some("app in (x")), Err(QueryError::BadSelector(_))));
+        assert_eq!(
+            names(c.list(&pods, None, None).unwrap()),
+            ["p1", "p2", "p3"]
+        );
+        assert_eq!(
+            names(c.list(&pods, Some("a"), Some("app=web")).unwrap()),
+            ["p1"]
+        );
+        assert_eq!(
+            names(c.list(&pods, None, Some("!team")).unwrap()),
+            ["p2", "p3"]
+        );
+        assert!(matches!(
+            c.list(&pods, None, Some("app in (x")),
+            Err(QueryError::BadSelector(_))
+        ));
     }
 
     #[test]
@@ -281,14 +383,31 @@ mod tests {
         let mut c = cache();
         let pods = Resource::new("", "v1", "Pod");
         assert_eq!(names(c.by_index(&pods, "namespace", "b").unwrap()), ["p3"]);
-        assert_eq!(names(c.by_index(&pods, "label", "app=web").unwrap()), ["p1", "p3"]);
-        assert_eq!(names(c.by_index(&pods, "owner", "u1").unwrap()), ["p1", "p2"]);
-        assert!(matches!(c.by_index(&pods, "by-node", "n1"), Err(QueryError::UnknownIndex(_))));
+        assert_eq!(
+            names(c.by_index(&pods, "label", "app=web").unwrap()),
+            ["p1", "p3"]
+        );
+        assert_eq!(
+            names(c.by_index(&pods, "owner", "u1").unwrap()),
+            ["p1", "p2"]
+        );
+        assert!(matches!(
+            c.by_index(&pods, "by-node", "n1"),
+            Err(QueryError::UnknownIndex(_))
+        ));
         c.add_index(&pods, "by-node", "spec.nodeName").unwrap();
-        c.add_index(&pods, "image", ".spec.containers.image").unwrap();
-        c.add_index(&pods, "app", "metadata.labels[\"app\"]").unwrap();
-        assert_eq!(names(c.by_index(&pods, "by-node", "n1").unwrap()), ["p1", "p3"]);
-        assert_eq!(names(c.by_index(&pods, "image", "b").unwrap()), ["p1", "p2", "p3"]);
+        c.add_index(&pods, "image", ".spec.containers.image")
+            .unwrap();
+        c.add_index(&pods, "app", "metadata.labels[\"app\"]")
+            .unwrap();
+        assert_eq!(
+            names(c.by_index(&pods, "by-node", "n1").unwrap()),
+            ["p1", "p3"]
+        );
+        assert_eq!(
+            names(c.by_index(&pods, "image", "b").unwrap()),
+            ["p1", "p2", "p3"]
+        );
         assert_eq!(names(c.by_index(&pods, "app", "db").unwrap()), ["p2"]);
         assert!(c.add_index(&pods, "owner", "x").is_err());
         assert!(c.add_index(&pods, "bad", "a..b").is_err());
@@ -301,7 +420,10 @@ mod tests {
         let cms = Resource::new("", "v1", "ConfigMap");
         assert_eq!(c.list(&cms, None, None).unwrap(), Vec::<String>::new());
         c.watch(pods.clone());
-        assert!(matches!(c.list(&cms, None, None), Err(QueryError::NotWatched(_))));
+        assert!(matches!(
+            c.list(&cms, None, None),
+            Err(QueryError::NotWatched(_))
+        ));
         assert!(c.remove(&pods, Some("a"), "p1").is_some());
         assert_eq!(names(c.list(&pods, None, None).unwrap()), ["p2", "p3"]);
         assert!(c.insert(&json!({"kind": "Pod"})).is_err());

@@ -53,7 +53,9 @@ thread_local! {
     static CURRENT: RefCell<State> = RefCell::new(State::default());
 }
 
-pub(crate) fn with_cache<T>(f: impl FnOnce(&MemCache) -> Result<T, QueryError>) -> Result<T, QueryError> {
+pub(crate) fn with_cache<T>(
+    f: impl FnOnce(&MemCache) -> Result<T, QueryError>,
+) -> Result<T, QueryError> {
     CURRENT.with(|s| f(&s.borrow().cache))
 }
 
@@ -83,7 +85,8 @@ impl<P: Plugin> Harness<P> {
     /// Builds the plugin from a manifest (`NAME.toml` text): its `[config]`, and its `[[watch]]`
     /// kinds and `[watch.indexes]` declared on the cache, so queries outside them are refused.
     pub fn from_manifest(manifest_toml: &str) -> Result<Self, String> {
-        let manifest: Manifest = toml::from_str(manifest_toml).map_err(|e| format!("manifest: {e}"))?;
+        let manifest: Manifest =
+            toml::from_str(manifest_toml).map_err(|e| format!("manifest: {e}"))?;
         let mut cache = MemCache::new();
         for w in &manifest.watch {
             let r = Resource::from_api_version(&w.api_version, w.kind.as_str());
@@ -92,14 +95,23 @@ impl<P: Plugin> Harness<P> {
                 cache.add_index(&r, name, path)?;
             }
         }
-        let config = serde_json::to_string(&manifest.config).map_err(|e| format!("manifest config: {e}"))?;
+        let config =
+            serde_json::to_string(&manifest.config).map_err(|e| format!("manifest config: {e}"))?;
         Self::with_cache(&config, cache)
     }
 
     fn with_cache(config_json: &str, cache: MemCache) -> Result<Self, String> {
-        let mut state = State { cache, logs: Vec::new() };
+        let mut state = State {
+            cache,
+            logs: Vec::new(),
+        };
         let plugin = run_in(&mut state, || crate::__private::init::<P>(config_json))?;
-        Ok(Harness { plugin, config: config_json.to_string(), state, apply_to_cache: true })
+        Ok(Harness {
+            plugin,
+            config: config_json.to_string(),
+            state,
+            apply_to_cache: true,
+        })
     }
 
     /// Whether [`Harness::send`] applies each event to the cache first (default `true`).
@@ -115,7 +127,9 @@ impl<P: Plugin> Harness<P> {
             apply(&mut self.state.cache, &event)?;
         }
         let plugin = &mut self.plugin;
-        run_in(&mut self.state, || crate::__private::dispatch(plugin, &event))
+        run_in(&mut self.state, || {
+            crate::__private::dispatch(plugin, &event)
+        })
     }
 
     /// Recreates the instance as the host does after a trap or reload: `init` with the same config,
@@ -133,7 +147,9 @@ impl<P: Plugin> Harness<P> {
         for json in replay {
             let event = EventBuilder::added(json.as_str()).initial().try_build()?;
             let plugin = &mut self.plugin;
-            run_in(&mut self.state, || crate::__private::dispatch(plugin, &event))?;
+            run_in(&mut self.state, || {
+                crate::__private::dispatch(plugin, &event)
+            })?;
         }
         Ok(())
     }
@@ -186,7 +202,11 @@ fn run_in<T>(state: &mut State, f: impl FnOnce() -> T) -> T {
 fn apply(cache: &mut MemCache, event: &Event) -> Result<(), String> {
     match event.event_type {
         EventType::Deleted => {
-            cache.remove(&event.resource, event.meta().namespace(), event.meta().name());
+            cache.remove(
+                &event.resource,
+                event.meta().namespace(),
+                event.meta().name(),
+            );
         }
         _ => {
             cache.insert(event.json())?;
@@ -258,7 +278,13 @@ impl EventBuilder {
     pub fn try_build(self) -> Result<Event, String> {
         let object = self.object?;
         let (resource, _) = cache::identity(&object)?;
-        let text = |p: &str| object.pointer(p).and_then(Value::as_str).unwrap_or_default().to_string();
+        let text = |p: &str| {
+            object
+                .pointer(p)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         let labels: BTreeMap<String, String> = cache::labels_of(&object);
         let meta = wit::ObjectMeta {
             namespace: cache::namespace_of(&object).map(str::to_string),

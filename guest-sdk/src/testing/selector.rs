@@ -93,7 +93,10 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
             .strip_prefix('(')
             .and_then(|s| s.strip_suffix(')'))
             .ok_or_else(|| format!("expected a parenthesised value list after `{op}`"))?;
-        let values = values.split(',').map(value_of).collect::<Result<Vec<_>, _>>()?;
+        let values = values
+            .split(',')
+            .map(value_of)
+            .collect::<Result<Vec<_>, _>>()?;
         return match op {
             "in" => Ok(Requirement::In(key_of(k)?, values)),
             "notin" => Ok(Requirement::NotIn(key_of(k)?, values)),
@@ -106,15 +109,26 @@ fn parse_requirement(part: &str) -> Result<Requirement, String> {
 fn key_of(k: &str) -> Result<String, String> {
     let k = k.trim();
     let ok = !k.is_empty()
-        && k.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
         && k.matches('/').count() <= 1;
-    if ok { Ok(k.to_string()) } else { Err(format!("invalid label key `{k}`")) }
+    if ok {
+        Ok(k.to_string())
+    } else {
+        Err(format!("invalid label key `{k}`"))
+    }
 }
 
 fn value_of(v: &str) -> Result<String, String> {
     let v = v.trim();
-    let ok = v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if ok { Ok(v.to_string()) } else { Err(format!("invalid label value `{v}`")) }
+    let ok = v
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(v.to_string())
+    } else {
+        Err(format!("invalid label value `{v}`"))
+    }
 }
 
 #[cfg(test)]
@@ -122,19 +136,43 @@ mod tests {
     use super::*;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
     fn operators_match_like_kubernetes() {
         let l = labels(&[("app", "web"), ("tier", "front")]);
-        let yes = ["", "app", "app=web", "app==web", "app!=db", "tier in (front,back)", "x notin (a)", "!x", "app=web,!team"];
+        let yes = [
+            "",
+            "app",
+            "app=web",
+            "app==web",
+            "app!=db",
+            "tier in (front,back)",
+            "x notin (a)",
+            "!x",
+            "app=web,!team",
+        ];
         for s in yes {
             assert!(Selector::parse(s).unwrap().matches(&l), "{s} should match");
         }
-        let no = ["team", "app=db", "app!=web", "tier in (back)", "tier notin (front)", "!app", "app=web,team"];
+        let no = [
+            "team",
+            "app=db",
+            "app!=web",
+            "tier in (back)",
+            "tier notin (front)",
+            "!app",
+            "app=web,team",
+        ];
         for s in no {
-            assert!(!Selector::parse(s).unwrap().matches(&l), "{s} should not match");
+            assert!(
+                !Selector::parse(s).unwrap().matches(&l),
+                "{s} should not match"
+            );
         }
     }
 

@@ -72,13 +72,19 @@ impl KubeDiff {
             name: ev.meta().name(),
             changes,
         };
-        let json = serde_json::to_string(&line).map_err(|e| format!("cannot encode the log line: {e}"))?;
+        let json =
+            serde_json::to_string(&line).map_err(|e| format!("cannot encode the log line: {e}"))?;
         log::info(&json);
         Ok(())
     }
 
     fn ignored(&self, path: &str) -> bool {
-        let under = |prefix: &str| path == prefix || path.strip_prefix(prefix).is_some_and(|r| r.starts_with('/'));
+        let under = |prefix: &str| {
+            path == prefix
+                || path
+                    .strip_prefix(prefix)
+                    .is_some_and(|r| r.starts_with('/'))
+        };
         ALWAYS_IGNORED.iter().any(|p| under(p)) || (self.config.ignore_status && under("/status"))
     }
 }
@@ -95,9 +101,17 @@ impl Plugin for KubeDiff {
 
     fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
         let new: Value = ev.value()?;
-        let old: Value = ev.old_object()?.ok_or("updated event without an old object")?;
+        let old: Value = ev
+            .old_object()?
+            .ok_or("updated event without an old object")?;
         let mut changes = Vec::new();
-        diff(&old, &new, &mut String::new(), &|p| self.ignored(p), &mut changes);
+        diff(
+            &old,
+            &new,
+            &mut String::new(),
+            &|p| self.ignored(p),
+            &mut changes,
+        );
         if changes.is_empty() && self.config.ignore_status {
             return Ok(());
         }
@@ -116,7 +130,13 @@ impl Plugin for KubeDiff {
 informant_sdk::export_plugin!(KubeDiff);
 
 /// Appends to `out` the changes from `old` to `new` below `path`, skipping ignored paths.
-pub fn diff(old: &Value, new: &Value, path: &mut String, ignored: &dyn Fn(&str) -> bool, out: &mut Vec<Change>) {
+pub fn diff(
+    old: &Value,
+    new: &Value,
+    path: &mut String,
+    ignored: &dyn Fn(&str) -> bool,
+    out: &mut Vec<Change>,
+) {
     if ignored(path) || old == new {
         return;
     }
@@ -149,9 +169,19 @@ pub fn diff(old: &Value, new: &Value, path: &mut String, ignored: &dyn Fn(&str) 
     }
 }
 
-fn leaf(path: &str, old: Option<&Value>, new: Option<&Value>, ignored: &dyn Fn(&str) -> bool, out: &mut Vec<Change>) {
+fn leaf(
+    path: &str,
+    old: Option<&Value>,
+    new: Option<&Value>,
+    ignored: &dyn Fn(&str) -> bool,
+    out: &mut Vec<Change>,
+) {
     if !ignored(path) {
-        out.push(Change { path: path.to_string(), old: old.cloned(), new: new.cloned() });
+        out.push(Change {
+            path: path.to_string(),
+            old: old.cloned(),
+            new: new.cloned(),
+        });
     }
 }
 
@@ -196,7 +226,8 @@ mod tests {
         let d = deployment(1, "1", 0);
         h.send(EventBuilder::added(&d)).unwrap();
         h.send(EventBuilder::resync(&d)).unwrap();
-        h.send(EventBuilder::deleted(&d).final_state_unknown()).unwrap();
+        h.send(EventBuilder::deleted(&d).final_state_unknown())
+            .unwrap();
         let logs = h.logs();
         assert_eq!(
             logs[0].1,
@@ -238,7 +269,9 @@ mod tests {
         let mut new = old.clone();
         new["metadata"]["managedFields"] = json!([{"manager": "other"}]);
         new["metadata"]["resourceVersion"] = json!("9");
-        let kd = KubeDiff { config: Config::default() };
+        let kd = KubeDiff {
+            config: Config::default(),
+        };
         let mut out = Vec::new();
         diff(&old, &new, &mut String::new(), &|p| kd.ignored(p), &mut out);
         assert_eq!(out, []);
@@ -270,18 +303,35 @@ mod tests {
             line["changes"][3],
             json!({"path": "/spec/template/spec/containers/1", "old": {"name": "sidecar", "image": "proxy"}})
         );
-        assert_eq!(line["changes"][1], json!({"path": "/metadata/labels/tier", "old": "front"}));
+        assert_eq!(
+            line["changes"][1],
+            json!({"path": "/metadata/labels/tier", "old": "front"})
+        );
     }
 
     #[test]
     fn type_changes_and_nulls_are_leaf_changes() {
         let mut out = Vec::new();
-        diff(&json!({"a": {"b": 1}, "c": null}), &json!({"a": [1], "c": 2}), &mut String::new(), &|_| false, &mut out);
+        diff(
+            &json!({"a": {"b": 1}, "c": null}),
+            &json!({"a": [1], "c": 2}),
+            &mut String::new(),
+            &|_| false,
+            &mut out,
+        );
         assert_eq!(
             out,
             [
-                Change { path: "/a".into(), old: Some(json!({"b": 1})), new: Some(json!([1])) },
-                Change { path: "/c".into(), old: Some(Value::Null), new: Some(json!(2)) },
+                Change {
+                    path: "/a".into(),
+                    old: Some(json!({"b": 1})),
+                    new: Some(json!([1]))
+                },
+                Change {
+                    path: "/c".into(),
+                    old: Some(Value::Null),
+                    new: Some(json!(2))
+                },
             ]
         );
     }
@@ -289,10 +339,21 @@ mod tests {
     #[test]
     fn ignore_status_drops_status_and_skips_empty_updates() {
         let mut h = Harness::<KubeDiff>::from_manifest(include_str!("../kubediff.toml")).unwrap();
-        h.send(EventBuilder::updated(&deployment(1, "1", 0), &deployment(1, "2", 1))).unwrap();
+        h.send(EventBuilder::updated(
+            &deployment(1, "1", 0),
+            &deployment(1, "2", 1),
+        ))
+        .unwrap();
         assert_eq!(h.logs(), []);
-        h.send(EventBuilder::updated(&deployment(1, "2", 1), &deployment(2, "3", 0))).unwrap();
-        assert_eq!(infos(&mut h)[0]["changes"], json!([{"path": "/spec/replicas", "old": 1, "new": 2}]));
+        h.send(EventBuilder::updated(
+            &deployment(1, "2", 1),
+            &deployment(2, "3", 0),
+        ))
+        .unwrap();
+        assert_eq!(
+            infos(&mut h)[0]["changes"],
+            json!([{"path": "/spec/replicas", "old": 1, "new": 2}])
+        );
     }
 
     #[test]
@@ -305,9 +366,13 @@ mod tests {
 
     #[test]
     fn bad_config_is_refused_with_a_reason() {
-        let err = Harness::<KubeDiff>::new(r#"{"ignore-stats": true}"#).err().unwrap();
+        let err = Harness::<KubeDiff>::new(r#"{"ignore-stats": true}"#)
+            .err()
+            .unwrap();
         assert!(err.contains("unknown field `ignore-stats`"), "{err}");
-        let err = Harness::<KubeDiff>::new(r#"{"ignore-status": "yes"}"#).err().unwrap();
+        let err = Harness::<KubeDiff>::new(r#"{"ignore-status": "yes"}"#)
+            .err()
+            .unwrap();
         assert!(err.starts_with("kubediff config:"), "{err}");
     }
 }

@@ -1,1 +1,366 @@
-//! placeholder
+//! `label-policy`: warns about objects missing required labels, and logs per-kind summaries.
+//!
+//! Config:
+//! - `required = ["team", ...]`: labels every object must carry (at least one);
+//! - `summary-every = N` (default 100; 0 = never): a summary after every N handled events;
+//! - `resources = [{ api-version = "v1", kind = "ConfigMap" }, ...]` (optional): the kinds a summary
+//!   covers; they must be watched by the manifest. Without it, a summary covers the kinds seen in
+//!   events so far.
+//!
+//! Each added, updated or resynced object missing required labels logs a warn line (labels come
+//! from the host-parsed metadata, so this never parses the object):
+//!
+//! ```json
+//! {"violation":{"kind":"ConfigMap","namespace":"default","name":"cfg"},"missing":["team"]}
+//! ```
+//!
+//! A summary is an info line counting, per kind and required label, the cached objects without it
+//! (`cache::list` with the selector `!label`, across all namespaces):
+//!
+//! ```json
+//! {"summary":{"apps/v1/Deployment":{"missing:team":2},"v1/ConfigMap":{"missing:team":0}}}
+//! ```
+//!
+//! Summaries are logged after every N-th handled event (any type, replays included), and also at
+//! the start of each resync round: on a resync event that follows a non-resync event, so one burst
+//! of resyncs yields one summary rather than one per object.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use informant_sdk::{Event, EventType, Plugin, Resource, cache, log};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The plugin's `[config]` table.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Config {
+    /// Labels every object must carry.
+    pub required: Vec<String>,
+    /// Log a summary after this many handled events; 0 never does.
+    #[serde(default = "default_summary_every")]
+    pub summary_every: u64,
+    /// The kinds a summary covers; `None` covers the kinds seen so far.
+    #[serde(default)]
+    pub resources: Option<Vec<Kind>>,
+}
+
+/// One kind in the config, as a manifest's `[[watch]]` names it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Kind {
+    /// `v1`, `apps/v1`, ...
+    pub api_version: String,
+    /// `ConfigMap`, ...
+    pub kind: String,
+}
+
+fn default_summary_every() -> u64 {
+    100
+}
+
+/// The plugin instance.
+pub struct LabelPolicy {
+    required: Vec<String>,
+    summary_every: u64,
+    /// Configured kinds, or the kinds seen in events.
+    kinds: BTreeSet<Resource>,
+    fixed_kinds: bool,
+    handled: u64,
+    last_was_resync: bool,
+}
+
+#[derive(Serialize)]
+struct Violation<'a> {
+    violation: Object<'a>,
+    missing: Vec<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Object<'a> {
+    kind: &'a str,
+    namespace: Option<&'a str>,
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct Summary {
+    summary: BTreeMap<String, BTreeMap<String, usize>>,
+}
+
+impl LabelPolicy {
+    fn check(&self, ev: &Event) -> Result<(), String> {
+        let meta = ev.meta();
+        let missing: Vec<&str> = self
+            .required
+            .iter()
+            .filter(|l| meta.label(l).is_none())
+            .map(String::as_str)
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let line = Violation {
+            violation: Object {
+                kind: &ev.resource().kind,
+                namespace: meta.namespace(),
+                name: meta.name(),
+            },
+            missing,
+        };
+        log::warn(&encode(&line)?);
+        Ok(())
+    }
+
+    fn summary(&self) -> Result<(), String> {
+        let mut summary = BTreeMap::new();
+        for r in &self.kinds {
+            let mut counts = BTreeMap::new();
+            for label in &self.required {
+                let without = cache::list(r, None, Some(&format!("!{label}")))
+                    .map_err(|e| format!("summary of {r}: {e}"))?;
+                counts.insert(format!("missing:{label}"), without.len());
+            }
+            summary.insert(r.to_string(), counts);
+        }
+        log::info(&encode(&Summary { summary })?);
+        Ok(())
+    }
+}
+
+fn encode<T: Serialize>(line: &T) -> Result<String, String> {
+    serde_json::to_string(line).map_err(|e| format!("cannot encode the log line: {e}"))
+}
+
+/// Whether `key` is a label key a `!key` selector accepts.
+fn valid_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.matches('/').count() <= 1
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
+impl Plugin for LabelPolicy {
+    fn init(config: Value) -> Result<Self, String> {
+        let config: Config =
+            serde_json::from_value(config).map_err(|e| format!("label-policy config: {e}"))?;
+        if config.required.is_empty() {
+            return Err("label-policy config: `required` names no label".into());
+        }
+        if let Some(bad) = config.required.iter().find(|k| !valid_key(k)) {
+            return Err(format!(
+                "label-policy config: `required` has an invalid label key `{bad}`"
+            ));
+        }
+        let fixed_kinds = config.resources.is_some();
+        let kinds = config
+            .resources
+            .unwrap_or_default()
+            .iter()
+            .map(|k| Resource::from_api_version(&k.api_version, k.kind.as_str()))
+            .collect();
+        Ok(LabelPolicy {
+            required: config.required,
+            summary_every: config.summary_every,
+            kinds,
+            fixed_kinds,
+            handled: 0,
+            last_was_resync: false,
+        })
+    }
+
+    fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+        self.after(ev, true)
+    }
+
+    fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
+        self.after(ev, true)
+    }
+
+    fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+        self.after(ev, false)
+    }
+
+    fn on_resync(&mut self, ev: &Event) -> Result<(), String> {
+        self.after(ev, true)
+    }
+}
+
+impl LabelPolicy {
+    /// Checks the object if asked, then logs a summary when one is due.
+    fn after(&mut self, ev: &Event, check: bool) -> Result<(), String> {
+        if !self.fixed_kinds {
+            self.kinds.insert(ev.resource().clone());
+        }
+        if check {
+            self.check(ev)?;
+        }
+        self.handled += 1;
+        let resync = ev.event_type() == EventType::Resync;
+        let after_resync = std::mem::replace(&mut self.last_was_resync, resync);
+        let round_starts = resync && !after_resync;
+        let periodic = self.summary_every > 0 && self.handled.is_multiple_of(self.summary_every);
+        if round_starts || periodic {
+            self.summary()?;
+        }
+        Ok(())
+    }
+}
+
+informant_sdk::export_plugin!(LabelPolicy);
+
+#[cfg(test)]
+mod tests {
+    use informant_sdk::log::Level;
+    use informant_sdk::testing::{EventBuilder, Harness};
+    use serde_json::json;
+
+    use super::*;
+
+    fn config_map(name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "default", "name": name, "labels": labels}})
+    }
+
+    fn deployment(name: &str, labels: Value) -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"namespace": "prod", "name": name, "labels": labels}})
+    }
+
+    fn harness(config: Value) -> Harness<LabelPolicy> {
+        Harness::with_config(config).unwrap()
+    }
+
+    #[test]
+    fn objects_missing_labels_are_reported_in_config_order() {
+        let mut h = harness(json!({"required": ["team", "owner"]}));
+        h.send(EventBuilder::added(&config_map("a", json!({"owner": "x"}))))
+            .unwrap();
+        h.send(EventBuilder::updated(
+            &config_map("b", json!({})),
+            &config_map("b", json!({"app": "y"})),
+        ))
+        .unwrap();
+        h.send(EventBuilder::added(&config_map(
+            "c",
+            json!({"team": "t", "owner": "o"}),
+        )))
+        .unwrap();
+        h.send(EventBuilder::deleted(&config_map("d", json!({}))))
+            .unwrap();
+        assert_eq!(
+            h.logs(),
+            [
+                (
+                    Level::Warn,
+                    r#"{"violation":{"kind":"ConfigMap","namespace":"default","name":"a"},"missing":["team"]}"#.to_string()
+                ),
+                (
+                    Level::Warn,
+                    r#"{"violation":{"kind":"ConfigMap","namespace":"default","name":"b"},"missing":["team","owner"]}"#.to_string()
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn every_nth_event_logs_a_summary_of_seen_kinds_from_the_cache() {
+        let mut h = harness(json!({"required": ["team", "owner"], "summary-every": 3}));
+        h.send(EventBuilder::added(&config_map("a", json!({"team": "t"}))))
+            .unwrap();
+        h.send(EventBuilder::added(&config_map(
+            "b",
+            json!({"team": "t", "owner": "o"}),
+        )))
+        .unwrap();
+        h.send(EventBuilder::added(&deployment("web", json!({}))))
+            .unwrap();
+        let logs = h.take_logs();
+        assert_eq!(logs.len(), 3, "{logs:?}");
+        assert_eq!(
+            logs[2],
+            (
+                Level::Info,
+                r#"{"summary":{"apps/v1/Deployment":{"missing:owner":1,"missing:team":1},"v1/ConfigMap":{"missing:owner":1,"missing:team":0}}}"#.to_string()
+            )
+        );
+        // The deleted Deployment has left the cache by the time the next summary counts.
+        h.send(EventBuilder::deleted(&deployment("web", json!({}))))
+            .unwrap();
+        h.send(EventBuilder::deleted(&config_map(
+            "a",
+            json!({"team": "t"}),
+        )))
+        .unwrap();
+        h.send(EventBuilder::added(&config_map(
+            "c",
+            json!({"team": "t", "owner": "o"}),
+        )))
+        .unwrap();
+        assert_eq!(
+            h.take_logs(),
+            [(
+                Level::Info,
+                r#"{"summary":{"apps/v1/Deployment":{"missing:owner":0,"missing:team":0},"v1/ConfigMap":{"missing:owner":0,"missing:team":0}}}"#.to_string()
+            )]
+        );
+    }
+
+    #[test]
+    fn a_resync_round_logs_one_summary_at_its_start() {
+        let mut h =
+            Harness::<LabelPolicy>::from_manifest(include_str!("../label-policy.toml")).unwrap();
+        let (a, b) = (
+            config_map("a", json!({})),
+            config_map("b", json!({"team": "t"})),
+        );
+        h.send(EventBuilder::added(&a).initial()).unwrap();
+        h.send(EventBuilder::added(&b).initial()).unwrap();
+        h.take_logs();
+        h.send(EventBuilder::resync(&a)).unwrap();
+        h.send(EventBuilder::resync(&b)).unwrap();
+        let summary = r#"{"summary":{"apps/v1/Deployment":{"missing:team":0},"v1/ConfigMap":{"missing:team":1}}}"#;
+        let violation = r#"{"violation":{"kind":"ConfigMap","namespace":"default","name":"a"},"missing":["team"]}"#;
+        assert_eq!(
+            h.take_logs(),
+            [
+                (Level::Warn, violation.to_string()),
+                (Level::Info, summary.to_string()),
+            ]
+        );
+        h.send(EventBuilder::updated(&b, &b)).unwrap();
+        h.send(EventBuilder::resync(&b)).unwrap();
+        assert_eq!(h.take_logs(), [(Level::Info, summary.to_string())]);
+    }
+
+    #[test]
+    fn summarising_an_unwatched_kind_is_an_error() {
+        let manifest = r#"
+            [[watch]]
+            api-version = "v1"
+            kind = "ConfigMap"
+            [config]
+            required = ["team"]
+            summary-every = 1
+            resources = [{ api-version = "v1", kind = "Secret" }]
+        "#;
+        let mut h = Harness::<LabelPolicy>::from_manifest(manifest).unwrap();
+        let err = h
+            .send(EventBuilder::added(&config_map("a", json!({"team": "t"}))))
+            .unwrap_err();
+        assert!(
+            err.starts_with("summary of v1/Secret: not watched"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_config_is_refused_with_a_reason() {
+        let err = |c: Value| Harness::<LabelPolicy>::with_config(c).err().unwrap();
+        assert!(err(json!({})).contains("missing field `required`"));
+        assert!(err(json!({"required": []})).contains("names no label"));
+        assert!(err(json!({"required": ["a b"]})).contains("invalid label key `a b`"));
+        assert!(err(json!({"required": ["t"], "summary-every": -1})).contains("expected u64"));
+    }
+}

@@ -58,15 +58,33 @@ fn key(namespace: Option<&str>, name: &str) -> String {
 
 impl Orphans {
     /// Logs the orphan unless this pair was the last thing reported for it.
-    fn report(&mut self, namespace: Option<&str>, name: &str, owner_name: &str, owner_uid: &str) -> Result<(), String> {
-        if !self.reported.insert((key(namespace, name), owner_uid.to_string())) {
+    fn report(
+        &mut self,
+        namespace: Option<&str>,
+        name: &str,
+        owner_name: &str,
+        owner_uid: &str,
+    ) -> Result<(), String> {
+        if !self
+            .reported
+            .insert((key(namespace, name), owner_uid.to_string()))
+        {
             return Ok(());
         }
         let report = Report {
-            orphan: Object { kind: "ReplicaSet", namespace, name },
-            owner: Owner { kind: "Deployment", name: owner_name, uid: owner_uid },
+            orphan: Object {
+                kind: "ReplicaSet",
+                namespace,
+                name,
+            },
+            owner: Owner {
+                kind: "Deployment",
+                name: owner_name,
+                uid: owner_uid,
+            },
         };
-        let json = serde_json::to_string(&report).map_err(|e| format!("cannot encode the report: {e}"))?;
+        let json =
+            serde_json::to_string(&report).map_err(|e| format!("cannot encode the report: {e}"))?;
         log::warn(&json);
         Ok(())
     }
@@ -78,10 +96,14 @@ impl Orphans {
         let rs: ReplicaSet = ev.object()?;
         let (ns, name) = (ev.meta().namespace(), ev.meta().name());
         let owners = rs.metadata.owner_references.unwrap_or_default();
-        for owner in owners.iter().filter(|o| o.kind == "Deployment" && o.api_version.starts_with("apps/")) {
+        for owner in owners
+            .iter()
+            .filter(|o| o.kind == "Deployment" && o.api_version.starts_with("apps/"))
+        {
             let current = cache::get_as::<Deployment>(ns, &owner.name)
                 .map_err(|e| format!("looking up Deployment {}: {e}", key(ns, &owner.name)))?;
-            let alive = current.is_some_and(|d| d.metadata.uid.as_deref() == Some(owner.uid.as_str()));
+            let alive =
+                current.is_some_and(|d| d.metadata.uid.as_deref() == Some(owner.uid.as_str()));
             if alive {
                 // Owned again (or still): a later loss of this owner is news worth reporting.
                 self.reported.remove(&(key(ns, name), owner.uid.clone()));
@@ -126,10 +148,15 @@ impl Plugin for Orphans {
             let owned = cache::by_index(&Resource::of::<ReplicaSet>(), "owner", uid)
                 .map_err(|e| format!("listing ReplicaSets owned by {uid}: {e}"))?;
             for json in owned {
-                let rs: ReplicaSet =
-                    serde_json::from_str(&json).map_err(|e| format!("cannot decode a cached ReplicaSet: {e}"))?;
+                let rs: ReplicaSet = serde_json::from_str(&json)
+                    .map_err(|e| format!("cannot decode a cached ReplicaSet: {e}"))?;
                 let name = rs.metadata.name.as_deref().unwrap_or_default();
-                self.report(rs.metadata.namespace.as_deref(), name, ev.meta().name(), uid)?;
+                self.report(
+                    rs.metadata.namespace.as_deref(),
+                    name,
+                    ev.meta().name(),
+                    uid,
+                )?;
             }
         }
         Ok(())
@@ -172,21 +199,27 @@ mod tests {
     #[test]
     fn owned_replica_sets_are_quiet() {
         let mut h = Harness::<Orphans>::from_manifest(MANIFEST).unwrap();
-        h.send(EventBuilder::added(&deployment("web", "d1")).initial()).unwrap();
-        h.send(EventBuilder::added(&replica_set("web-1", "web", "d1")).initial()).unwrap();
-        h.send(EventBuilder::resync(&replica_set("web-1", "web", "d1"))).unwrap();
+        h.send(EventBuilder::added(&deployment("web", "d1")).initial())
+            .unwrap();
+        h.send(EventBuilder::added(&replica_set("web-1", "web", "d1")).initial())
+            .unwrap();
+        h.send(EventBuilder::resync(&replica_set("web-1", "web", "d1")))
+            .unwrap();
         assert_eq!(h.logs(), []);
     }
 
     #[test]
     fn missing_or_replaced_owner_is_reported_once() {
         let mut h = Harness::<Orphans>::from_manifest(MANIFEST).unwrap();
-        h.send(EventBuilder::added(&replica_set("web-1", "web", "d1"))).unwrap();
-        h.send(EventBuilder::resync(&replica_set("web-1", "web", "d1"))).unwrap();
+        h.send(EventBuilder::added(&replica_set("web-1", "web", "d1")))
+            .unwrap();
+        h.send(EventBuilder::resync(&replica_set("web-1", "web", "d1")))
+            .unwrap();
         assert_eq!(h.take_logs(), [warning("web-1", "web", "d1")]);
 
         // Recreated under the same name: a different uid does not adopt the old ReplicaSet.
-        h.send(EventBuilder::added(&deployment("api", "d2-new"))).unwrap();
+        h.send(EventBuilder::added(&deployment("api", "d2-new")))
+            .unwrap();
         let rs = replica_set("api-1", "api", "d2-old");
         h.send(EventBuilder::added(&rs)).unwrap();
         h.send(EventBuilder::updated(&rs, &rs)).unwrap();
@@ -200,22 +233,37 @@ mod tests {
         h.send(EventBuilder::added(&rs)).unwrap();
         h.send(EventBuilder::deleted(&rs)).unwrap();
         h.send(EventBuilder::added(&rs)).unwrap();
-        assert_eq!(h.take_logs(), [warning("web-1", "web", "d1"), warning("web-1", "web", "d1")]);
+        assert_eq!(
+            h.take_logs(),
+            [warning("web-1", "web", "d1"), warning("web-1", "web", "d1")]
+        );
     }
 
     #[test]
     fn deleting_a_deployment_reports_its_replica_sets_through_the_owner_index() {
         let mut h = Harness::<Orphans>::from_manifest(MANIFEST).unwrap();
-        h.send(EventBuilder::added(&deployment("web", "d1"))).unwrap();
-        h.send(EventBuilder::added(&deployment("api", "d2"))).unwrap();
-        for (rs, owner, uid) in [("web-1", "web", "d1"), ("web-2", "web", "d1"), ("api-1", "api", "d2")] {
-            h.send(EventBuilder::added(&replica_set(rs, owner, uid))).unwrap();
+        h.send(EventBuilder::added(&deployment("web", "d1")))
+            .unwrap();
+        h.send(EventBuilder::added(&deployment("api", "d2")))
+            .unwrap();
+        for (rs, owner, uid) in [
+            ("web-1", "web", "d1"),
+            ("web-2", "web", "d1"),
+            ("api-1", "api", "d2"),
+        ] {
+            h.send(EventBuilder::added(&replica_set(rs, owner, uid)))
+                .unwrap();
         }
         assert_eq!(h.logs(), []);
-        h.send(EventBuilder::deleted(&deployment("web", "d1"))).unwrap();
-        assert_eq!(h.take_logs(), [warning("web-1", "web", "d1"), warning("web-2", "web", "d1")]);
+        h.send(EventBuilder::deleted(&deployment("web", "d1")))
+            .unwrap();
+        assert_eq!(
+            h.take_logs(),
+            [warning("web-1", "web", "d1"), warning("web-2", "web", "d1")]
+        );
         // Already reported: a later update of the same orphan stays quiet.
-        h.send(EventBuilder::resync(&replica_set("web-1", "web", "d1"))).unwrap();
+        h.send(EventBuilder::resync(&replica_set("web-1", "web", "d1")))
+            .unwrap();
         assert_eq!(h.logs(), []);
     }
 
@@ -224,10 +272,15 @@ mod tests {
         let mut h = Harness::<Orphans>::from_manifest(MANIFEST).unwrap();
         let rs = replica_set("web-1", "web", "d1");
         h.send(EventBuilder::added(&rs)).unwrap();
-        h.send(EventBuilder::added(&deployment("web", "d1"))).unwrap();
+        h.send(EventBuilder::added(&deployment("web", "d1")))
+            .unwrap();
         h.send(EventBuilder::resync(&rs)).unwrap();
-        h.send(EventBuilder::deleted(&deployment("web", "d1"))).unwrap();
-        assert_eq!(h.take_logs(), [warning("web-1", "web", "d1"), warning("web-1", "web", "d1")]);
+        h.send(EventBuilder::deleted(&deployment("web", "d1")))
+            .unwrap();
+        assert_eq!(
+            h.take_logs(),
+            [warning("web-1", "web", "d1"), warning("web-1", "web", "d1")]
+        );
     }
 
     #[test]
