@@ -186,3 +186,133 @@ pub mod __private {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::__private::{Slot, empty, handle_in, init_in};
+    use super::*;
+    use crate::wit::informant::plugin::types as wit;
+
+    /// Counts events per type and fails on a `fail` label, to observe dispatch.
+    struct Counter {
+        seen: Vec<&'static str>,
+        prefix: String,
+    }
+
+    impl Plugin for Counter {
+        fn init(config: Value) -> Result<Self, String> {
+            let prefix = config
+                .get("prefix")
+                .and_then(Value::as_str)
+                .ok_or("no prefix")?;
+            Ok(Counter {
+                seen: Vec::new(),
+                prefix: prefix.to_string(),
+            })
+        }
+
+        fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+            if ev.meta().label("fail").is_some() {
+                return Err(format!("{}: told to fail", self.prefix));
+            }
+            self.seen.push("added");
+            Ok(())
+        }
+
+        fn on_deleted(&mut self, _: &Event) -> Result<(), String> {
+            self.seen.push("deleted");
+            Ok(())
+        }
+    }
+
+    thread_local! {
+        static SLOT: Slot<Counter> = const { empty() };
+    }
+
+    fn wit_event(event_type: wit::EventType, labels: &[(&str, &str)]) -> wit::Event {
+        wit::Event {
+            event_type,
+            resource: wit::Resource {
+                group: "apps".into(),
+                version: "v1".into(),
+                kind: "Deployment".into(),
+            },
+            meta: wit::ObjectMeta {
+                namespace: Some("default".into()),
+                name: "web".into(),
+                uid: "u1".into(),
+                resource_version: "7".into(),
+                labels: labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            },
+            object: json!({"spec": {"replicas": 2}}).to_string(),
+            old_object: None,
+            initial: true,
+            final_state_unknown: false,
+        }
+    }
+
+    #[test]
+    fn export_glue_refuses_events_before_init_and_dispatches_after() {
+        let err = handle_in(&SLOT, wit_event(wit::EventType::Added, &[])).unwrap_err();
+        assert_eq!(err, __private::NOT_INITIALIZED);
+        assert_eq!(init_in(&SLOT, "{}").unwrap_err(), "no prefix");
+        assert!(
+            init_in(&SLOT, "{nope")
+                .unwrap_err()
+                .starts_with("config is not valid JSON")
+        );
+        init_in(&SLOT, r#"{"prefix": "p"}"#).unwrap();
+        handle_in(&SLOT, wit_event(wit::EventType::Added, &[])).unwrap();
+        handle_in(&SLOT, wit_event(wit::EventType::Updated, &[])).unwrap();
+        handle_in(&SLOT, wit_event(wit::EventType::Deleted, &[])).unwrap();
+        let err = handle_in(&SLOT, wit_event(wit::EventType::Added, &[("fail", "")])).unwrap_err();
+        assert_eq!(err, "p: told to fail");
+        SLOT.with(|s| assert_eq!(s.borrow().as_ref().unwrap().seen, ["added", "deleted"]));
+    }
+
+    #[test]
+    fn event_accessors_read_the_host_record() {
+        let ev = Event::from_wit(wit_event(wit::EventType::Resync, &[("a", "1"), ("b", "2")]));
+        assert_eq!(ev.event_type(), EventType::Resync);
+        assert_eq!(
+            ev.resource(),
+            &Resource::of::<k8s_openapi::api::apps::v1::Deployment>()
+        );
+        let meta = ev.meta();
+        assert_eq!(
+            (meta.namespace(), meta.name(), meta.uid()),
+            (Some("default"), "web", "u1")
+        );
+        assert_eq!(
+            (meta.resource_version(), meta.key()),
+            ("7", "default/web".to_string())
+        );
+        assert_eq!((meta.label("b"), meta.label("c")), (Some("2"), None));
+        assert!(ev.is_initial() && !ev.final_state_unknown());
+        assert_eq!(ev.value().unwrap()["spec"]["replicas"], 2);
+        assert_eq!(ev.old_object::<Value>().unwrap(), None);
+        let err = ev.object::<Vec<u8>>().unwrap_err();
+        assert!(
+            err.starts_with("apps/v1/Deployment default/web: cannot decode the object"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn resources_name_their_api_version() {
+        let cm = Resource::of::<k8s_openapi::api::core::v1::ConfigMap>();
+        assert_eq!(
+            (cm.api_version(), cm.to_string()),
+            ("v1".into(), "v1/ConfigMap".into())
+        );
+        assert_eq!(Resource::from_api_version("v1", "ConfigMap"), cm);
+        let w = Resource::from_api_version("example.com/v1alpha1", "Widget");
+        assert_eq!(w, Resource::new("example.com", "v1alpha1", "Widget"));
+        assert_eq!(w.api_version(), "example.com/v1alpha1");
+    }
+}

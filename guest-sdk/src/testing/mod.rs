@@ -342,3 +342,130 @@ struct Watch {
     #[serde(default)]
     indexes: BTreeMap<String, String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cache;
+
+    /// Logs what it sees and what the cache holds for it, to observe the harness.
+    struct Probe;
+
+    impl Plugin for Probe {
+        fn init(config: Value) -> Result<Self, String> {
+            crate::debug!("init {config}");
+            Ok(Probe)
+        }
+
+        fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+            let cached = cache::get_as::<ConfigMap>(ev.meta().namespace(), ev.meta().name())?;
+            let data = cached.and_then(|c| c.data).unwrap_or_default();
+            crate::info!(
+                "added {} initial={} data={data:?}",
+                ev.meta().key(),
+                ev.is_initial()
+            );
+            Ok(())
+        }
+
+        fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+            let left = cache::list_as::<ConfigMap>(None, None)?.len();
+            crate::warn!(
+                "deleted {} fsu={} left={left}",
+                ev.meta().key(),
+                ev.final_state_unknown()
+            );
+            Ok(())
+        }
+    }
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"namespace": "ns", "name": name, "resourceVersion": "3", "uid": "u",
+                "labels": {"z": "1", "a": "2"}, "managedFields": [{}]},
+            "data": {"k": "v"}})
+    }
+
+    #[test]
+    fn send_applies_events_to_the_cache_and_captures_logs() {
+        let mut h = Harness::<Probe>::new(r#"{"x":1}"#).unwrap();
+        h.send(EventBuilder::added(&cm("a"))).unwrap();
+        h.send(EventBuilder::added(&cm("b"))).unwrap();
+        h.send(EventBuilder::deleted(&cm("a")).final_state_unknown())
+            .unwrap();
+        assert_eq!(
+            h.take_logs(),
+            [
+                (Level::Debug, r#"init {"x":1}"#.to_string()),
+                (
+                    Level::Info,
+                    r#"added ns/a initial=false data={"k": "v"}"#.to_string()
+                ),
+                (
+                    Level::Info,
+                    r#"added ns/b initial=false data={"k": "v"}"#.to_string()
+                ),
+                (Level::Warn, "deleted ns/a fsu=true left=1".to_string()),
+            ]
+        );
+        h.restart().unwrap();
+        assert_eq!(
+            h.take_logs(),
+            [
+                (Level::Debug, r#"init {"x":1}"#.to_string()),
+                (
+                    Level::Info,
+                    r#"added ns/b initial=true data={"k": "v"}"#.to_string()
+                ),
+            ]
+        );
+        // Outside a harness call, the thread's default log is untouched by the plugin's records.
+        CURRENT.with(|s| assert!(s.borrow().logs.is_empty()));
+    }
+
+    #[test]
+    fn builder_fills_meta_like_the_host() {
+        let ev = EventBuilder::updated(&cm("a"), &cm("a")).initial().build();
+        assert_eq!(ev.resource(), &Resource::new("", "v1", "ConfigMap"));
+        assert_eq!(
+            ev.meta().labels(),
+            [("a".into(), "2".into()), ("z".into(), "1".into())]
+        );
+        assert_eq!((ev.meta().uid(), ev.meta().resource_version()), ("u", "3"));
+        assert!(
+            !ev.json().contains("managedFields")
+                && !ev.old_json().unwrap().contains("managedFields")
+        );
+        assert!(
+            EventBuilder::added(&json!({"kind": "ConfigMap"}))
+                .try_build()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn manifest_declares_watches_and_indexes() {
+        let manifest = r#"
+            [[watch]]
+            api-version = "v1"
+            kind = "ConfigMap"
+            [watch.indexes]
+            by-k = "data.k"
+            [config]
+            x = 1
+        "#;
+        let mut h = Harness::<Probe>::from_manifest(manifest).unwrap();
+        h.cache_mut().insert(&cm("a")).unwrap();
+        let cms = Resource::new("", "v1", "ConfigMap");
+        assert_eq!(h.cache().by_index(&cms, "by-k", "v").unwrap().len(), 1);
+        let secrets = Resource::new("", "v1", "Secret");
+        assert!(matches!(
+            h.cache().list(&secrets, None, None),
+            Err(QueryError::NotWatched(_))
+        ));
+        assert_eq!(h.logs(), [(Level::Debug, r#"init {"x":1}"#.to_string())]);
+    }
+}
