@@ -9,7 +9,7 @@
 //!   JSON they do not need, and typed decoding ([`Event::object`]) when they do;
 //! - [`cache`]: read-only queries against the host's informer cache, raw JSON or typed through
 //!   `k8s-openapi`;
-//! - [`log`]: the host's log (a plugin has no stdout);
+//! - [`log`](mod@log): the host's log (a plugin has no stdout);
 //! - [`testing`] (native targets only): an in-memory cache, event builders and a [`testing::Harness`]
 //!   so `cargo test` exercises a plugin without a cluster or a wasm runtime.
 //!

@@ -1,7 +1,7 @@
 //! Unit-test plugins natively with `cargo test`: no cluster, no wasm runtime.
 //!
 //! A [`Harness`] owns a plugin instance, an in-memory [`MemCache`] and the captured log. While it
-//! runs the plugin (init, [`Harness::send`]), the plugin's [`crate::cache`] and [`crate::log`] calls
+//! runs the plugin (init, [`Harness::send`]), the plugin's [`crate::cache`] and [`crate::log`](mod@crate::log) calls
 //! go to that cache and log, through thread-local state; each test runs on its own thread, so tests
 //! do not see each other. Outside a harness call they go to a per-thread default cache and log.
 //!
@@ -39,7 +39,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use self::cache::MemCache;
-use crate::log::Level;
+/// The level of a captured log record.
+pub use crate::log::Level;
 use crate::wit::informant::plugin::types as wit;
 use crate::{Event, EventType, Plugin, QueryError, Resource};
 
