@@ -148,6 +148,8 @@ pub mod __private {
 
     /// `init` export: builds the instance, replacing any previous one.
     pub fn init_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, config: &str) -> Outcome {
+        // A failed init must not leave an older instance answering events.
+        slot.with(|s| *s.borrow_mut() = None);
         let plugin = init::<P>(config)?;
         slot.with(|s| *s.borrow_mut() = Some(plugin));
         Ok(())
@@ -273,6 +275,13 @@ mod tests {
         let err = handle_in(&SLOT, wit_event(wit::EventType::Added, &[("fail", "")])).unwrap_err();
         assert_eq!(err, "p: told to fail");
         SLOT.with(|s| assert_eq!(s.borrow().as_ref().unwrap().seen, ["added", "deleted"]));
+        init_in(&SLOT, "[]").unwrap_err();
+        let err = handle_in(&SLOT, wit_event(wit::EventType::Added, &[])).unwrap_err();
+        assert_eq!(
+            err,
+            __private::NOT_INITIALIZED,
+            "a failed init drops the old instance"
+        );
     }
 
     #[test]
