@@ -10,6 +10,8 @@ use informant::devserver::{DevServer, DevServerConfig};
 use informant::informer::{
     Event, FactoryOptions, FnHandler, HandlerOptions, InformerFactory, WatchScope,
 };
+use informant::plugin::{EngineOptions, HostConfig, PluginEngine, PluginHost, Reloader};
+use std::sync::Arc;
 
 #[derive(Parser)]
 #[command(
@@ -50,8 +52,12 @@ enum Command {
         /// Where to write the kubeconfig (default: a file in the temp dir).
         #[arg(long)]
         kubeconfig_out: Option<PathBuf>,
-        /// Resources to watch, as `APIVERSION/KIND` (e.g. `v1/Pod`, `apps/v1/Deployment`).
-        #[arg(long = "watch", default_values_t = default_watches())]
+        /// Plugins directory (`NAME.wasm` + `NAME.toml`, tenants in subdirectories); hot-reloaded.
+        #[arg(long)]
+        plugins: Option<PathBuf>,
+        /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
+        /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
+        #[arg(long = "watch")]
         watches: Vec<String>,
         /// Don't create the demo namespace and objects.
         #[arg(long)]
@@ -62,13 +68,17 @@ enum Command {
         /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
         #[arg(long)]
         kubeconfig: Option<PathBuf>,
-        /// Resources to watch, as `APIVERSION/KIND`.
-        #[arg(long = "watch", default_values_t = default_watches())]
+        /// Plugins directory (`NAME.wasm` + `NAME.toml`, tenants in subdirectories); hot-reloaded.
+        #[arg(long)]
+        plugins: Option<PathBuf>,
+        /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
+        /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
+        #[arg(long = "watch")]
         watches: Vec<String>,
-        /// Only this namespace.
+        /// Only this namespace (for --watch).
         #[arg(long)]
         namespace: Option<String>,
-        /// Only objects matching this label selector.
+        /// Only objects matching this label selector (for --watch).
         #[arg(long)]
         selector: Option<String>,
     },
@@ -105,6 +115,7 @@ async fn main() -> Result<()> {
         Command::Dev {
             listen,
             kubeconfig_out,
+            plugins,
             watches,
             no_seed,
         } => {
@@ -120,8 +131,11 @@ async fn main() -> Result<()> {
             if !no_seed {
                 seed_demo(&server)?;
             }
-            let factory = InformerFactory::new(server.client(), FactoryOptions::default());
-            watch_and_log(&factory, &watches, WatchScope::default()).await?;
+            let factory = Arc::new(InformerFactory::new(
+                server.client(),
+                FactoryOptions::default(),
+            ));
+            let _plugins = start(&factory, plugins, watches, WatchScope::default()).await?;
             eprintln!(
                 "Embedded API server on {}. Try:\n  kubectl --kubeconfig {} create configmap hello --from-literal=greeting=hi",
                 server.url(),
@@ -133,6 +147,7 @@ async fn main() -> Result<()> {
         }
         Command::Run {
             kubeconfig,
+            plugins,
             watches,
             namespace,
             selector,
@@ -150,17 +165,50 @@ async fn main() -> Result<()> {
                     .context("no kubeconfig found and not in a cluster")?,
             };
             let client = kube::Client::try_from(config)?;
-            let factory = InformerFactory::new(client, FactoryOptions::default());
+            let factory = Arc::new(InformerFactory::new(client, FactoryOptions::default()));
             let scope = WatchScope {
                 namespace,
                 label_selector: selector,
             };
-            watch_and_log(&factory, &watches, scope).await?;
+            let _plugins = start(&factory, plugins, watches, scope).await?;
             tokio::signal::ctrl_c().await?;
             factory.stop();
         }
     }
     Ok(())
+}
+
+/// Loads the plugins (if any) with hot reload, adds event loggers, and waits for sync.
+async fn start(
+    factory: &Arc<InformerFactory>,
+    plugins: Option<PathBuf>,
+    mut watches: Vec<String>,
+    scope: WatchScope,
+) -> Result<Option<(Arc<PluginHost>, Reloader)>> {
+    if plugins.is_none() && watches.is_empty() {
+        watches = default_watches();
+    }
+    let host = match plugins {
+        Some(dir) => {
+            let engine = Arc::new(PluginEngine::new(EngineOptions::default())?);
+            let host = Arc::new(PluginHost::new(
+                dir.clone(),
+                engine,
+                factory.clone(),
+                HostConfig::default(),
+            ));
+            let report = host.reconcile().await;
+            for (id, e) in &report.errors {
+                tracing::error!(plugin = %id, error = %e, "plugin not loaded");
+            }
+            tracing::info!(dir = %dir.display(), loaded = report.loaded.len(), failed = report.errors.len(), "plugins loaded; watching for changes");
+            let reloader = Reloader::start(host.clone(), None)?;
+            Some((host, reloader))
+        }
+        None => None,
+    };
+    watch_and_log(factory, &watches, scope).await?;
+    Ok(host)
 }
 
 /// Starts one informer per `APIVERSION/KIND` with a handler logging each event.

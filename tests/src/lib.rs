@@ -1,5 +1,8 @@
 //! Shared harness for the end-to-end tests: a recording handler whose waits are on real
-//! conditions (events received), never on sleeps.
+//! conditions (events received), never on sleeps; plugin building and a plugin host in
+//! [`plugins`].
+
+pub mod plugins;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -104,4 +107,18 @@ pub async fn guarded<T>(what: &str, f: impl Future<Output = T>) -> T {
     tokio::time::timeout(GUARD, f)
         .await
         .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+}
+
+/// Routes `tracing` to the test's captured output (once per process); for debugging failures.
+pub fn init_tracing() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(
+                tracing_subscriber::EnvFilter::try_from_default_env()
+                    .unwrap_or_else(|_| "info".into()),
+            )
+            .with_test_writer()
+            .try_init();
+    });
 }

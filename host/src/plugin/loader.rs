@@ -42,6 +42,8 @@ pub struct HostConfig {
     pub max_deadline_ms: u32,
     /// Restart and quarantine policy.
     pub restart: RestartPolicy,
+    /// Plugin log lines buffered for slow subscribers before they miss some.
+    pub log_buffer: usize,
 }
 
 impl Default for HostConfig {
@@ -52,6 +54,7 @@ impl Default for HostConfig {
             default_deadline_ms: 200,
             max_deadline_ms: 10_000,
             restart: RestartPolicy::default(),
+            log_buffer: 4096,
         }
     }
 }
@@ -106,6 +109,8 @@ pub struct PluginStatus {
     pub failed: u64,
     /// Events queued across its handlers.
     pub backlog: usize,
+    /// The most recent failure.
+    pub last_error: Option<String>,
 }
 
 /// What a reconcile did.
@@ -143,8 +148,8 @@ impl PluginHost {
             dir,
             engine,
             factory,
+            logs: broadcast::channel(config.log_buffer.max(1)).0,
             config,
-            logs: broadcast::channel(4096).0,
             loaded: Mutex::new(BTreeMap::new()),
         }
     }
@@ -152,6 +157,15 @@ impl PluginHost {
     /// The plugins directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// The supervisor of a loaded plugin.
+    pub async fn supervisor(&self, id: &PluginId) -> Option<Arc<Supervisor>> {
+        self.loaded
+            .lock()
+            .await
+            .get(id)
+            .map(|l| l.supervisor.clone())
     }
 
     /// Every line plugins log from now on.
@@ -173,6 +187,7 @@ impl PluginHost {
                 handled: l.supervisor.handled(),
                 failed: l.supervisor.failed(),
                 backlog: l.handles.iter().map(|(_, h)| h.backlog()).sum(),
+                last_error: l.supervisor.last_error(),
             })
             .collect()
     }

@@ -6,12 +6,14 @@
 //! - [`instance`]: one live instance, `init` and `handle` under a deadline and a memory cap.
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
 //! - [`loader`]: the plugins directory, reconciled on start and on every change.
+//! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
 
 pub mod engine;
 pub mod host;
 pub mod instance;
 pub mod loader;
 pub mod manifest;
+pub mod reload;
 pub mod supervisor;
 
 pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
@@ -19,6 +21,7 @@ pub use host::{CacheView, Level, PluginLog};
 pub use instance::{CallError, InstanceSpec};
 pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport};
 pub use manifest::{Manifest, ManifestError};
+pub use reload::Reloader;
 pub use supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
 
 use std::path::PathBuf;

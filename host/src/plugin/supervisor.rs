@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use tokio::sync::watch;
 
 use super::host::{WitEvent, WitEventType, WitObjectMeta, WitResource};
 use super::instance::{CallError, Instance, InstanceSpec};
@@ -71,6 +72,8 @@ pub struct Supervisor {
     inner: Mutex<Inner>,
     handled: AtomicU64,
     failed: AtomicU64,
+    state_tx: watch::Sender<PluginState>,
+    last_error: Mutex<Option<String>>,
 }
 
 impl Supervisor {
@@ -89,6 +92,8 @@ impl Supervisor {
             }),
             handled: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            state_tx: watch::channel(PluginState::Running).0,
+            last_error: Mutex::new(None),
         }))
     }
 
@@ -105,6 +110,21 @@ impl Supervisor {
     /// Current state.
     pub fn state(&self) -> PluginState {
         self.inner.lock().state
+    }
+
+    /// Follows state changes (running, backing off, quarantined).
+    pub fn subscribe_state(&self) -> watch::Receiver<PluginState> {
+        self.state_tx.subscribe()
+    }
+
+    /// The most recent failure, as logged.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
+    }
+
+    fn set_state(&self, inner: &mut Inner, state: PluginState) {
+        inner.state = state;
+        self.state_tx.send_replace(state);
     }
 
     /// Events handled successfully.
@@ -143,7 +163,7 @@ impl Supervisor {
                 Ok(i) => {
                     tracing::info!(plugin = %self.spec.name, tenant = %self.spec.tenant, "plugin instance recreated");
                     inner.instance = Some(i);
-                    inner.state = PluginState::Running;
+                    self.set_state(&mut inner, PluginState::Running);
                     inner.restart_at = None;
                 }
                 Err(e) => return self.fail(&mut inner, event, &e, "init"),
@@ -169,6 +189,7 @@ impl Supervisor {
     fn fail(&self, inner: &mut Inner, event: &Event, error: &CallError, call: &str) {
         self.failed.fetch_add(1, Ordering::Relaxed);
         let (plugin, tenant, key) = (&*self.spec.name, &*self.spec.tenant, event.key().as_str());
+        *self.last_error.lock() = Some(format!("{call} of {key}: {error}"));
         if !error.is_fatal() {
             tracing::warn!(plugin, tenant, key, call, error = %error, "plugin failed an event");
             return;
@@ -177,13 +198,13 @@ impl Supervisor {
         inner.successes_in_row = 0;
         inner.consecutive_failures += 1;
         if inner.consecutive_failures >= self.policy.quarantine_after {
-            inner.state = PluginState::Quarantined;
+            self.set_state(inner, PluginState::Quarantined);
             tracing::error!(plugin, tenant, key, call, error = %error, failures = inner.consecutive_failures, "plugin quarantined");
             return;
         }
         let exp = inner.consecutive_failures.saturating_sub(1).min(20);
         let backoff = (self.policy.initial_backoff * 2u32.pow(exp)).min(self.policy.max_backoff);
-        inner.state = PluginState::BackingOff;
+        self.set_state(inner, PluginState::BackingOff);
         inner.restart_at = Some(Instant::now() + backoff);
         tracing::warn!(plugin, tenant, key, call, error = %error, ?backoff, "plugin failed an event; restarting after backoff");
     }

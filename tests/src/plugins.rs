@@ -1,0 +1,201 @@
+//! Plugin test support: building plugins for `wasm32-wasip2`, a host over the embedded API server,
+//! and a recorder of plugin log lines.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, OnceLock};
+
+use informant::devserver::{DevServer, DevServerConfig};
+use informant::informer::{FactoryOptions, InformerFactory, InitialList};
+use informant::plugin::{
+    EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport,
+};
+use parking_lot::Mutex;
+use tokio::sync::{broadcast, watch};
+
+use crate::GUARD;
+
+/// Plugin crates the tests load.
+const PACKAGES: &[&str] = &["kubediff", "orphans", "label-policy", "hostile"];
+
+/// Builds every test plugin once per process (installing the wasm target if needed) and returns
+/// the path of `package`'s component.
+pub fn wasm(package: &str) -> PathBuf {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = DIR.get_or_init(|| {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("workspace root");
+        // Idempotent and quick when the target is there; CI machines start without it.
+        let _ = Command::new("rustup")
+            .args(["target", "add", "wasm32-wasip2"])
+            .status();
+        let target_dir = root.join("target").join("wasm-plugins");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut cmd = Command::new(cargo);
+        cmd.current_dir(root)
+            .args([
+                "build",
+                "--release",
+                "--target",
+                "wasm32-wasip2",
+                "--target-dir",
+            ])
+            .arg(&target_dir);
+        for p in PACKAGES {
+            cmd.args(["-p", p]);
+        }
+        let out = cmd.output().expect("run cargo to build the plugins");
+        assert!(
+            out.status.success(),
+            "building plugins for wasm32-wasip2 failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        target_dir.join("wasm32-wasip2").join("release")
+    });
+    let path = dir.join(format!("{}.wasm", package.replace('-', "_")));
+    assert!(path.is_file(), "{} was not built", path.display());
+    path
+}
+
+/// Every plugin log line since it was created, with condition waits.
+#[derive(Clone)]
+pub struct Logs {
+    lines: Arc<Mutex<Vec<PluginLog>>>,
+    count: Arc<watch::Sender<usize>>,
+}
+
+impl Logs {
+    fn record(mut rx: broadcast::Receiver<PluginLog>) -> Self {
+        let logs = Logs {
+            lines: Arc::default(),
+            count: Arc::new(watch::channel(0).0),
+        };
+        let me = logs.clone();
+        tokio::spawn(async move {
+            loop {
+                match rx.recv().await {
+                    Ok(line) => {
+                        me.lines.lock().push(line);
+                        me.count.send_modify(|c| *c += 1);
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        panic!("the test's log recorder lagged and lost {n} plugin log lines")
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
+        logs
+    }
+
+    /// A copy of all lines so far.
+    pub fn lines(&self) -> Vec<PluginLog> {
+        self.lines.lock().clone()
+    }
+
+    /// Lines of one plugin, parsed as JSON (non-JSON lines are skipped).
+    pub fn json_of(&self, plugin: &str) -> Vec<serde_json::Value> {
+        self.lines
+            .lock()
+            .iter()
+            .filter(|l| &*l.plugin == plugin)
+            .filter_map(|l| serde_json::from_str(&l.message).ok())
+            .collect()
+    }
+
+    /// Waits until `pred` holds (it may query these logs), failing the test after [`GUARD`].
+    pub async fn wait_until(&self, what: &str, pred: impl Fn() -> bool) {
+        let mut rx = self.count.subscribe();
+        let ok = tokio::time::timeout(GUARD, async {
+            while !pred() {
+                if rx.changed().await.is_err() {
+                    return;
+                }
+            }
+        })
+        .await;
+        let lines = self.lines();
+        assert!(
+            ok.is_ok() && pred(),
+            "timed out waiting for {what}; last lines: {:?}",
+            &lines[lines.len().saturating_sub(5)..]
+        );
+    }
+}
+
+/// The embedded API server, a factory and a plugin host over a temporary plugins directory.
+pub struct PluginEnv {
+    /// The API server.
+    pub server: DevServer,
+    /// Informers.
+    pub factory: Arc<InformerFactory>,
+    /// The plugin host.
+    pub host: Arc<PluginHost>,
+    /// Plugin log lines.
+    pub logs: Logs,
+    dir: tempfile::TempDir,
+}
+
+impl PluginEnv {
+    /// Starts everything with an empty plugins directory.
+    pub async fn start(config: HostConfig) -> Self {
+        crate::init_tracing();
+        let server = DevServer::start(DevServerConfig::default())
+            .await
+            .expect("start API server");
+        let factory = Arc::new(InformerFactory::new(
+            server.client(),
+            FactoryOptions {
+                initial_list: InitialList::Paginated,
+                ..Default::default()
+            },
+        ));
+        let dir = tempfile::tempdir().expect("plugins dir");
+        let engine = Arc::new(PluginEngine::new(EngineOptions::default()).expect("engine"));
+        let config = HostConfig {
+            log_buffer: 1 << 20,
+            ..config
+        };
+        let host = Arc::new(PluginHost::new(
+            dir.path().to_path_buf(),
+            engine,
+            factory.clone(),
+            config,
+        ));
+        let logs = Logs::record(host.subscribe_logs());
+        PluginEnv {
+            server,
+            factory,
+            host,
+            logs,
+            dir,
+        }
+    }
+
+    /// The plugins directory.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes `NAME.toml` and copies `package`'s component to `NAME.wasm` (in `tenant/` if given).
+    pub fn install(&self, tenant: Option<&str>, name: &str, package: &str, manifest: &str) {
+        let dir = match tenant {
+            Some(t) => self.dir().join(t),
+            None => self.dir().to_path_buf(),
+        };
+        std::fs::create_dir_all(&dir).expect("tenant dir");
+        std::fs::write(dir.join(format!("{name}.toml")), manifest).expect("write manifest");
+        std::fs::copy(wasm(package), dir.join(format!("{name}.wasm"))).expect("copy wasm");
+    }
+
+    /// Reconciles and waits for every informer to sync.
+    pub async fn reconcile(&self) -> ReconcileReport {
+        let report = self.host.reconcile().await;
+        self.factory
+            .wait_for_sync(GUARD)
+            .await
+            .expect("informers sync");
+        report
+    }
+}
