@@ -3,7 +3,9 @@
 //! - `spin`: loops forever on every event (the deadline must stop it);
 //! - `hog`: allocates until its memory cap traps it;
 //! - `flaky`: echoes, but traps (panics) on every third event;
-//! - `fs`: tries to read the filesystem root and the environment, and logs what it got.
+//! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
+//! - `noop`: does nothing (the benchmark's trivial plugin);
+//! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin).
 
 use informant_sdk::{Event, Plugin, log};
 
@@ -46,6 +48,12 @@ impl Hostile {
                 let line =
                     serde_json::json!({"tag": self.tag, "fs": format!("{root:?}"), "env": env});
                 log::info(&line.to_string());
+                Ok(())
+            }
+            "noop" => Ok(()),
+            "parse" => {
+                let v = ev.value()?;
+                std::hint::black_box(&v);
                 Ok(())
             }
             other => Err(format!("unknown mode `{other}`")),
