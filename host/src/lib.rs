@@ -14,4 +14,4 @@
 pub mod devserver;
 pub mod informer;
 pub mod plugin;
-pub mod selector;
+pub use informant_selector as selector;

@@ -5,8 +5,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::selector::Selector;
 use crate::{QueryError, Resource};
+use informant_selector::LabelSelector;
 
 /// Computes an object's values for one index.
 type IndexFn = dyn Fn(&Value) -> Vec<String>;
@@ -135,16 +135,17 @@ impl MemCache {
     ) -> Result<Vec<String>, QueryError> {
         self.check_watched(r)?;
         let selector = selector
-            .map(Selector::parse)
+            .map(LabelSelector::parse)
             .transpose()
-            .map_err(QueryError::BadSelector)?;
+            .map_err(|e| QueryError::BadSelector(e.to_string()))?;
         Ok(self
             .stored(r)
             .filter(|s| namespace.is_none() || namespace_of(&s.value) == namespace)
             .filter(|s| {
-                selector
-                    .as_ref()
-                    .is_none_or(|sel| sel.matches(&labels_of(&s.value)))
+                selector.as_ref().is_none_or(|sel| {
+                    let labels = labels_of(&s.value);
+                    sel.matches(|k| labels.get(k).map(String::as_str))
+                })
             })
             .map(|s| s.json.clone())
             .collect())

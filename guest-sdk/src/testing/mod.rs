@@ -30,7 +30,6 @@
 //! ```
 
 mod cache;
-mod selector;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -73,7 +73,7 @@ impl LabelSelector {
     /// Parses the Kubernetes selector syntax.
     ///
     /// ```
-    /// use informant::selector::LabelSelector;
+    /// use informant_selector::LabelSelector;
     /// let s: LabelSelector = "app=web,tier in (front,back),!canary".parse().unwrap();
     /// assert_eq!(s.requirements().len(), 3);
     /// assert!("app==".parse::<LabelSelector>().is_ok()); // empty values are allowed
@@ -104,7 +104,7 @@ impl LabelSelector {
     /// Whether the labels that `label` looks up satisfy every requirement.
     ///
     /// ```
-    /// use informant::selector::LabelSelector;
+    /// use informant_selector::LabelSelector;
     /// let s: LabelSelector = "app=web,!canary".parse().unwrap();
     /// assert!(s.matches(|k| (k == "app").then_some("web")));
     /// ```
@@ -304,7 +304,7 @@ fn valid_name_part(s: &str) -> bool {
 }
 
 /// Checks a label key as the API server does: optional DNS-subdomain prefix, `/`, name.
-pub(crate) fn validate_key(key: &str) -> Result<(), String> {
+pub fn validate_key(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -336,7 +336,7 @@ pub(crate) fn validate_key(key: &str) -> Result<(), String> {
 }
 
 /// Checks a label value: empty, or a valid name part.
-pub(crate) fn validate_value(value: &str) -> Result<(), String> {
+pub fn validate_value(value: &str) -> Result<(), String> {
     if value.is_empty() || valid_name_part(value) {
         Ok(())
     } else {
