@@ -29,6 +29,9 @@ use crate::informer::{
     HandlerOptions, InformerFactory, ListenerHandle, SharedInformer, WatchScope,
 };
 
+/// How long a reconcile waits for a plugin's informers to sync before registering it anyway.
+const SYNC_WAIT: Duration = Duration::from_secs(30);
+
 /// Host-wide plugin settings: defaults and ceilings for what manifests ask.
 #[derive(Debug, Clone)]
 pub struct HostConfig {
@@ -236,6 +239,7 @@ impl PluginHost {
             }
             match self.prepare(&id, &f).await {
                 Ok((supervisor, watches, resync)) => {
+                    self.wait_synced(&id, &watches).await;
                     let replaced = match loaded.remove(&id) {
                         Some(old) => {
                             self.unregister(old).await;
@@ -256,7 +260,6 @@ impl PluginHost {
                             (informer, h)
                         })
                         .collect();
-                    self.factory.start();
                     tracing::info!(plugin = %id.name, tenant = %id.tenant, version = &supervisor.version()[..12], replaced, "plugin loaded");
                     loaded.insert(
                         id.clone(),
@@ -287,6 +290,22 @@ impl PluginHost {
         let mut loaded = self.loaded.lock().await;
         for (_, l) in std::mem::take(&mut *loaded) {
             self.unregister(l).await;
+        }
+    }
+
+    /// Starts the plugin's informers and waits (bounded) until all have synced, so its replay
+    /// sees every cache it may query complete — a cross-kind check made during the replay must
+    /// not find a half-listed kind.
+    async fn wait_synced(&self, id: &PluginId, watches: &[(Arc<SharedInformer>, WitResource)]) {
+        self.factory.start();
+        let all = futures::future::join_all(watches.iter().map(|(i, _)| i.wait_for_sync()));
+        if tokio::time::timeout(SYNC_WAIT, all).await.is_err() {
+            let pending: Vec<&str> = watches
+                .iter()
+                .filter(|(i, _)| !i.has_synced())
+                .map(|(i, _)| i.description())
+                .collect();
+            tracing::warn!(plugin = %id, ?pending, "informers not synced yet; registering the plugin anyway");
         }
     }
 
