@@ -255,26 +255,17 @@ async fn crd_objects_are_watched_through_discovery() {
 async fn same_scope_shares_one_informer() {
     let server = server().await;
     let factory = factory(&server, InitialList::Paginated);
+    let scoped = |selector: &str| WatchScope {
+        namespace: Some("x".into()),
+        label_selector: Some(selector.into()),
+    };
+    // `a==1` and `a=1` are the same selector, so they must share one informer.
     let a = factory
-        .informer(
-            "v1",
-            "ConfigMap",
-            WatchScope {
-                namespace: Some("x".into()),
-                label_selector: Some("a==1".into()),
-            },
-        )
+        .informer("v1", "ConfigMap", scoped("a==1"))
         .await
         .unwrap();
     let b = factory
-        .informer(
-            "v1",
-            "ConfigMap",
-            WatchScope {
-                namespace: Some("x".into()),
-                label_selector: Some("a=1".into()),
-            },
-        )
+        .informer("v1", "ConfigMap", scoped("a=1"))
         .await
         .unwrap();
     let c = factory
