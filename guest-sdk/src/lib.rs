@@ -16,9 +16,10 @@
 //! ## Contract
 //!
 //! The host calls `init` once per instance with the manifest's `[config]` table as JSON, then one
-//! event at a time; per object key events arrive in order. An instance may be recreated at any time
-//! (after a trap, a missed deadline, a reload): it then gets `init` again and a replay of the cache
-//! as [`EventType::Added`] with [`Event::is_initial`] set. So keep only state that a replay rebuilds.
+//! event at a time; per object key events arrive in order. A new or reloaded plugin first gets a
+//! replay of the cache as [`EventType::Added`] with [`Event::is_initial`] set. After a trap or a
+//! missed deadline the instance is recreated and gets `init` again, then the next events (no
+//! replay): keep state that the cache queries can rebuild.
 //!
 //! ```no_run
 //! use informant_sdk::{Event, Plugin, log};
@@ -65,7 +66,7 @@ pub mod wit {
 ///
 /// Handlers run to completion before the next event; an `Err` is logged by the host and counted
 /// against the plugin, and the instance keeps running. Handlers must finish within the manifest's
-/// deadline, or the host drops the instance and replays the cache into a fresh one.
+/// deadline, or the host drops the instance and continues with a fresh one after a backoff.
 pub trait Plugin: 'static {
     /// Builds the plugin from the manifest's `[config]` table (an empty object when absent).
     fn init(config: serde_json::Value) -> Result<Self, String>
