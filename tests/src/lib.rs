@@ -58,27 +58,32 @@ impl Recorder {
 
     /// Waits until `pred` holds over the events seen, failing the test after [`GUARD`].
     pub async fn wait_until(&self, what: &str, pred: impl Fn(&[Seen]) -> bool) -> Vec<Seen> {
-        let mut rx = self.count.subscribe();
-        let ok = tokio::time::timeout(GUARD, async {
-            loop {
-                if pred(&self.events.lock().unwrap()) {
-                    return;
-                }
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        })
-        .await;
+        let ok = wait_for_change(&self.count, || pred(&self.events.lock().unwrap())).await;
         let events = self.events();
         assert!(
-            ok.is_ok() && pred(&events),
+            ok,
             "timed out waiting for {what}; saw {} events, last: {:?}",
             events.len(),
             events.last()
         );
         events
     }
+}
+
+/// Re-checks `pred` each time `count` changes until it holds; false after [`GUARD`].
+///
+/// `pred` runs without any of the caller's locks held by this function.
+pub async fn wait_for_change(count: &watch::Sender<usize>, pred: impl Fn() -> bool) -> bool {
+    let mut rx = count.subscribe();
+    let waited = tokio::time::timeout(GUARD, async {
+        while !pred() {
+            if rx.changed().await.is_err() {
+                return;
+            }
+        }
+    })
+    .await;
+    waited.is_ok() && pred()
 }
 
 impl Handler for Recorder {

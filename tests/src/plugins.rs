@@ -11,9 +11,9 @@ use informant::plugin::{
     EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport,
 };
 use parking_lot::Mutex;
-use tokio::sync::{broadcast, watch};
 
 use crate::GUARD;
+use tokio::sync::{broadcast, watch};
 
 /// Plugin crates the tests load.
 const PACKAGES: &[&str] = &["kubediff", "orphans", "label-policy", "hostile"];
@@ -106,18 +106,10 @@ impl Logs {
 
     /// Waits until `pred` holds (it may query these logs), failing the test after [`GUARD`].
     pub async fn wait_until(&self, what: &str, pred: impl Fn() -> bool) {
-        let mut rx = self.count.subscribe();
-        let ok = tokio::time::timeout(GUARD, async {
-            while !pred() {
-                if rx.changed().await.is_err() {
-                    return;
-                }
-            }
-        })
-        .await;
+        let ok = crate::wait_for_change(&self.count, pred).await;
         let lines = self.lines();
         assert!(
-            ok.is_ok() && pred(),
+            ok,
             "timed out waiting for {what}; last lines: {:?}",
             &lines[lines.len().saturating_sub(5)..]
         );

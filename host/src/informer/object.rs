@@ -343,24 +343,6 @@ impl CachedObject {
     pub fn to_value(&self) -> Value {
         serde_json::from_str(&self.json).unwrap_or(Value::Null)
     }
-    /// Heap bytes owned by this object (for the memory benchmark and gauges).
-    pub fn heap_bytes(&self) -> usize {
-        std::mem::size_of::<Self>()
-            + self.key.as_str().len()
-            + self.uid.len()
-            + self.resource_version.len()
-            + self
-                .labels
-                .iter()
-                .map(|(k, v)| k.len() + v.len() + 2 * std::mem::size_of::<Box<str>>())
-                .sum::<usize>()
-            + self
-                .owner_uids
-                .iter()
-                .map(|u| u.len() + std::mem::size_of::<Box<str>>())
-                .sum::<usize>()
-            + self.json.len()
-    }
 }
 
 impl fmt::Debug for CachedObject {

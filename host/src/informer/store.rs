@@ -281,16 +281,6 @@ impl Store {
             .collect())
     }
 
-    /// Names of the declared indexes.
-    pub fn index_names(&self) -> Vec<String> {
-        self.inner
-            .read()
-            .indices
-            .names()
-            .map(str::to_string)
-            .collect()
-    }
-
     /// Declares an index; a no-op if the same name already has the same spec, an error if it
     /// has a different one. Existing objects are indexed now (one JSON parse each).
     pub fn add_index(&self, name: &str, spec: IndexSpec) -> Result<(), IndexError> {

@@ -238,7 +238,11 @@ impl PluginHost {
                 continue;
             }
             match self.prepare(&id, &f).await {
-                Ok((supervisor, watches, resync)) => {
+                Ok(Prepared {
+                    supervisor,
+                    watches,
+                    resync,
+                }) => {
                     self.wait_synced(&id, &watches).await;
                     let replaced = match loaded.remove(&id) {
                         Some(old) => {
@@ -317,19 +321,7 @@ impl PluginHost {
     }
 
     /// Loads and starts one plugin version without registering it anywhere yet.
-    #[allow(clippy::type_complexity)]
-    async fn prepare(
-        &self,
-        id: &PluginId,
-        found: &Found,
-    ) -> Result<
-        (
-            Arc<Supervisor>,
-            Vec<(Arc<SharedInformer>, WitResource)>,
-            Option<Duration>,
-        ),
-        PluginError,
-    > {
+    async fn prepare(&self, id: &PluginId, found: &Found) -> Result<Prepared, PluginError> {
         let manifest = Manifest::load(&found.manifest).map_err(|source| PluginError::Manifest {
             plugin: id.to_string(),
             source,
@@ -356,16 +348,10 @@ impl PluginHost {
                 .informer(w.api_version.as_str(), &w.kind, scope)
                 .await
                 .map_err(watch_err)?;
-            for (name, spec) in w.index_specs().map_err(|e| PluginError::Manifest {
-                plugin: id.to_string(),
-                source: super::ManifestError::Invalid {
-                    path: found.manifest.clone(),
-                    message: e,
-                },
-            })? {
+            for (name, spec) in &w.index_specs {
                 informer
                     .store()
-                    .add_index(&name, spec)
+                    .add_index(name, spec.clone())
                     .map_err(|e| watch_err(e.into()))?;
             }
             cache.add(informer.store().clone());
@@ -403,8 +389,19 @@ impl PluginHost {
             .await
             .map_err(|e| PluginError::Engine(e.to_string()))?
             .map_err(|source| PluginError::Init { plugin, source })?;
-        Ok((supervisor, watches, manifest.resync_period()))
+        Ok(Prepared {
+            supervisor,
+            watches,
+            resync: manifest.resync_period(),
+        })
     }
+}
+
+/// A loaded, initialised plugin version, not yet receiving events.
+struct Prepared {
+    supervisor: Arc<Supervisor>,
+    watches: Vec<(Arc<SharedInformer>, WitResource)>,
+    resync: Option<Duration>,
 }
 
 type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;

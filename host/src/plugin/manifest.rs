@@ -131,20 +131,9 @@ pub struct Watch {
     /// Extra field indexes, name -> JSON field path.
     #[serde(default)]
     pub indexes: BTreeMap<String, FieldPathText>,
-}
-
-impl Watch {
-    /// The declared indexes as specs (names checked against the built-ins).
-    pub fn index_specs(&self) -> Result<Vec<(String, IndexSpec)>, String> {
-        self.indexes
-            .iter()
-            .map(|(name, path)| {
-                IndexSpec::field(name, &path.0)
-                    .map(|s| (name.clone(), s))
-                    .map_err(|e| e.to_string())
-            })
-            .collect()
-    }
+    /// `indexes` as parsed specs, filled by [`Manifest::parse`].
+    #[serde(skip)]
+    pub index_specs: Vec<(String, IndexSpec)>,
 }
 
 /// Limits a plugin asks for; the host clamps them to its ceilings.
@@ -182,20 +171,26 @@ impl Manifest {
             path: path.to_path_buf(),
             message,
         };
-        let manifest: Manifest =
+        let mut manifest: Manifest =
             toml::from_str(text).map_err(|e| invalid(describe_toml_error(&e, text)))?;
         if manifest.watch.is_empty() {
             return Err(invalid(
                 "field `watch`: at least one [[watch]] table is required".into(),
             ));
         }
-        for (i, w) in manifest.watch.iter().enumerate() {
+        for (i, w) in manifest.watch.iter_mut().enumerate() {
             if w.kind.is_empty() {
                 return Err(invalid(format!(
                     "field `watch[{i}].kind`: must not be empty"
                 )));
             }
-            w.index_specs()
+            w.index_specs = w
+                .indexes
+                .iter()
+                .map(|(name, path)| {
+                    IndexSpec::field(name, &path.0).map(|spec| (name.clone(), spec))
+                })
+                .collect::<Result<_, _>>()
                 .map_err(|e| invalid(format!("field `watch[{i}].indexes`: {e}")))?;
         }
         for (field, value) in [
@@ -291,7 +286,7 @@ ignore-status = true
         assert_eq!(m.resync_period(), Some(Duration::from_secs(30)));
         assert_eq!(m.limits.memory_mib, Some(16));
         assert_eq!(m.watch[0].api_version.split(), ("apps", "v1"));
-        assert_eq!(m.watch[0].index_specs().unwrap()[0].0, "by-node");
+        assert_eq!(m.watch[0].index_specs[0].0, "by-node");
         assert_eq!(m.config_json(), r#"{"ignore-status":true}"#);
     }
 
