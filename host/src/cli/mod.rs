@@ -1,0 +1,135 @@
+//! Subcommands, one module each, and the runtime they share.
+
+pub mod apiserver;
+pub mod dev;
+pub mod run;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use informant::informer::{Event, FnHandler, HandlerOptions, InformerFactory, WatchScope};
+use informant::plugin::{EngineOptions, HostConfig, PluginEngine, PluginHost, Reloader};
+
+/// What `dev` and `run` start on top of an informer factory.
+pub struct RuntimeOptions {
+    /// Plugins directory, hot-reloaded.
+    pub plugins: Option<PathBuf>,
+    /// `APIVERSION/KIND` resources whose events are logged.
+    pub watches: Vec<String>,
+    /// Scope of the logged resources.
+    pub scope: WatchScope,
+}
+
+/// Informers, plugins and the reloader of a running `dev` or `run`.
+pub struct Runtime {
+    /// The informers.
+    pub factory: Arc<InformerFactory>,
+    /// The plugins, when a directory was given.
+    pub host: Option<Arc<PluginHost>>,
+    reloader: Option<Reloader>,
+}
+
+impl Runtime {
+    /// Loads the plugins (if any) with hot reload, adds event loggers, and waits for sync.
+    pub async fn start(factory: Arc<InformerFactory>, opts: RuntimeOptions) -> Result<Runtime> {
+        let mut watches = opts.watches;
+        if opts.plugins.is_none() && watches.is_empty() {
+            watches = ["v1/Pod", "v1/ConfigMap", "apps/v1/Deployment"]
+                .map(String::from)
+                .to_vec();
+        }
+        let (host, reloader) = match opts.plugins {
+            Some(dir) => {
+                let engine = Arc::new(PluginEngine::new(EngineOptions::default())?);
+                let host = Arc::new(PluginHost::new(
+                    dir.clone(),
+                    engine,
+                    factory.clone(),
+                    HostConfig::default(),
+                ));
+                let report = host.reconcile().await;
+                for (id, e) in &report.errors {
+                    tracing::error!(plugin = %id, error = %e, "plugin not loaded");
+                }
+                tracing::info!(dir = %dir.display(), loaded = report.loaded.len(), failed = report.errors.len(), "plugins loaded; watching for changes");
+                let reloader = Reloader::start(host.clone(), None)?;
+                (Some(host), Some(reloader))
+            }
+            None => (None, None),
+        };
+        watch_and_log(&factory, &watches, opts.scope).await?;
+        Ok(Runtime {
+            factory,
+            host,
+            reloader,
+        })
+    }
+
+    /// Unregisters the plugins and stops the informers.
+    pub async fn stop(self) {
+        drop(self.reloader);
+        if let Some(host) = &self.host {
+            host.shutdown().await;
+        }
+        self.factory.stop();
+    }
+}
+
+/// A client from a kubeconfig file, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).
+pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)
+                .with_context(|| format!("reading kubeconfig {}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &Default::default())
+                .await
+                .with_context(|| format!("loading kubeconfig {}", path.display()))?
+        }
+        None => kube::Config::infer()
+            .await
+            .context("no kubeconfig found and not in a cluster")?,
+    };
+    Ok(kube::Client::try_from(config)?)
+}
+
+/// Starts one informer per `APIVERSION/KIND` with a handler logging each event.
+async fn watch_and_log(
+    factory: &InformerFactory,
+    watches: &[String],
+    scope: WatchScope,
+) -> Result<()> {
+    for w in watches {
+        let (api_version, kind) = w.rsplit_once('/').with_context(|| {
+            format!("--watch `{w}`: expected APIVERSION/KIND, e.g. v1/Pod or apps/v1/Deployment")
+        })?;
+        let informer = factory
+            .informer(api_version, kind, scope.clone())
+            .await
+            .with_context(|| format!("--watch `{w}`"))?;
+        let resource = w.clone();
+        informer.add_handler(
+            "log",
+            FnHandler(move |e: Event| {
+                tracing::info!(
+                    resource = %resource,
+                    event = ?e.event_type,
+                    key = %e.key(),
+                    resource_version = e.object.resource_version(),
+                    initial = e.initial,
+                    final_state_unknown = e.final_state_unknown,
+                    "event"
+                )
+            }),
+            HandlerOptions::default(),
+        );
+    }
+    factory.start();
+    factory.wait_for_sync(Duration::from_secs(60)).await?;
+    tracing::info!(
+        informers = factory.informers().len(),
+        "all informers synced"
+    );
+    Ok(())
+}
