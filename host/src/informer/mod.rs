@@ -43,7 +43,7 @@ pub use event::{Event, EventType};
 pub use factory::{FactoryOptions, InformerFactory, ResolvedResource, WatchScope};
 pub use index::{FieldPath, IndexError, IndexSpec};
 pub use object::{CachedObject, ObjectKey, RawObject};
-pub use processor::{FnHandler, Handler, ListenerHandle, SharedProcessor};
+pub use processor::{EventFilter, FnHandler, Handler, ListenerHandle, SharedProcessor};
 pub use reflector::{Delta, InitialList, ReflectorConfig, ReflectorStats};
 pub use shared_informer::{HandlerOptions, SharedInformer};
 pub use store::{QueryError, Store, StoreOptions};

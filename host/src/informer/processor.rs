@@ -17,6 +17,30 @@ use tokio::task::JoinHandle;
 
 use super::event::Event;
 use super::listener::{Delivery, Listener};
+use super::object::CachedObject;
+
+/// Which objects a handler is shown: events, replays and resyncs of other objects never reach
+/// its queue (so they cost it no backlog either). Tenancy grants are applied this way.
+#[derive(Clone)]
+pub struct EventFilter(Arc<dyn Fn(&CachedObject) -> bool + Send + Sync>);
+
+impl EventFilter {
+    /// A filter accepting the objects for which `accepts` returns true.
+    pub fn new(accepts: impl Fn(&CachedObject) -> bool + Send + Sync + 'static) -> Self {
+        EventFilter(Arc::new(accepts))
+    }
+
+    /// Whether events of `object` pass.
+    pub fn accepts(&self, object: &CachedObject) -> bool {
+        (self.0)(object)
+    }
+}
+
+impl std::fmt::Debug for EventFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventFilter")
+    }
+}
 
 /// Receives events from an informer.
 ///
@@ -46,20 +70,29 @@ impl<F: FnMut(Event) + Send + 'static> Handler for FnHandler<F> {
 pub(crate) struct ListenerState {
     pub(crate) name: String,
     pub(crate) listener: Listener,
+    filter: Option<EventFilter>,
     synced: watch::Sender<bool>,
     marked: AtomicBool,
     delivered: AtomicU64,
 }
 
 impl ListenerState {
-    fn new(name: &str) -> Arc<Self> {
+    fn new(name: &str, filter: Option<EventFilter>) -> Arc<Self> {
         Arc::new(ListenerState {
             name: name.to_string(),
             listener: Listener::new(),
+            filter,
             synced: watch::channel(false).0,
             marked: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
         })
+    }
+
+    /// Queues `event` unless the handler's filter rejects its object.
+    pub(crate) fn offer(&self, event: &Event) {
+        if self.filter.as_ref().is_none_or(|f| f.accepts(&event.object)) {
+            self.listener.push(event.clone());
+        }
     }
 
     /// Queues the synced marker once, however often this is called.
@@ -83,10 +116,10 @@ impl SharedProcessor {
         Arc::new(Self::default())
     }
 
-    /// Pushes `event` into every listener's queue.
+    /// Pushes `event` into the queue of every listener whose filter accepts it.
     pub fn distribute(&self, event: &Event) {
         for (_, l) in self.listeners.read().iter() {
-            l.listener.push(event.clone());
+            l.offer(event);
         }
     }
 
@@ -108,8 +141,8 @@ impl SharedProcessor {
     }
 
     /// A new listener, not yet receiving events: fill it, then [`attach`](Self::attach) it.
-    pub(crate) fn prepare(&self, name: &str) -> Arc<ListenerState> {
-        ListenerState::new(name)
+    pub(crate) fn prepare(&self, name: &str, filter: Option<EventFilter>) -> Arc<ListenerState> {
+        ListenerState::new(name, filter)
     }
 
     /// Starts receiving events into `state` and spawns the task feeding `handler`.

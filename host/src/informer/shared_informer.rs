@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::event::Event;
 use super::object::RawObject;
-use super::processor::{Handler, ListenerHandle, SharedProcessor};
+use super::processor::{EventFilter, Handler, ListenerHandle, SharedProcessor};
 use super::reflector::{self, Delta, InitialList, ReflectorConfig, ReflectorStats};
 use super::store::{Store, StoreOptions};
 
@@ -32,6 +32,8 @@ use super::store::{Store, StoreOptions};
 pub struct HandlerOptions {
     /// Re-deliver every cached object this often as `Resync` (never when `None`).
     pub resync_period: Option<Duration>,
+    /// Only objects this accepts reach the handler (live, replay and resync alike).
+    pub filter: Option<EventFilter>,
 }
 
 /// One resource's list/watch, cache and handlers.
@@ -174,10 +176,10 @@ impl SharedInformer {
         handler: H,
         options: HandlerOptions,
     ) -> ListenerHandle {
-        let state = self.processor.prepare(name);
+        let state = self.processor.prepare(name, options.filter);
         let handle = self.store.read_consistent(|synced, objects| {
             for o in objects {
-                state.listener.push(Event::added(o.clone(), true));
+                state.offer(&Event::added(o.clone(), true));
             }
             if synced {
                 state.mark_synced();
@@ -202,7 +204,7 @@ impl SharedInformer {
                 }
                 store.read_consistent(|_, objects| {
                     for o in objects {
-                        state.listener.push(Event::resync(o.clone()));
+                        state.offer(&Event::resync(o.clone()));
                     }
                 });
             }
@@ -426,6 +428,7 @@ mod tests {
             }),
             HandlerOptions {
                 resync_period: Some(Duration::from_secs(60)),
+                ..Default::default()
             },
         );
         let mut initial = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
@@ -481,5 +484,30 @@ mod tests {
         h.wait_synced().await;
         assert!(rx.recv().await.unwrap(), "first-list events are initial");
         assert!(inf.has_synced());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_filter_hides_other_objects_in_replay_live_and_resync() {
+        let inf = informer();
+        inf.apply(Delta::Replace(vec![cm("a", 1), cm("b", 2)]));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let h = inf.add_handler(
+            "only-a",
+            FnHandler(move |e: Event| {
+                let _ = tx.send((e.event_type, e.object.name().to_string()));
+            }),
+            HandlerOptions {
+                resync_period: Some(Duration::from_secs(60)),
+                filter: Some(EventFilter::new(|o| o.name() == "a")),
+            },
+        );
+        // Received before the update so the queue cannot coalesce the two.
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Added, "a".into()));
+        inf.apply(Delta::Apply(cm("b", 3)));
+        inf.apply(Delta::Apply(cm("a", 4)));
+        inf.apply(Delta::Delete(cm("b", 5)));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Updated, "a".into()));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Resync, "a".into()));
+        assert_eq!(h.backlog(), 0, "rejected events never queue");
     }
 }

@@ -259,6 +259,7 @@ impl PluginHost {
                                 supervisor.handler(resource),
                                 HandlerOptions {
                                     resync_period: resync,
+                                    ..Default::default()
                                 },
                             );
                             (informer, h)
