@@ -3,7 +3,9 @@
 //! Where things live:
 //! - [`informer`]: shared informers, indexers and the SharedProcessor for any resource
 //!   (reflector -> store -> processor -> per-handler listener).
+//! - [`tenancy`]: tenant grants and quotas, applied to plugin loads, events and cache queries.
 //! - [`plugin`]: the WebAssembly plugin runtime (manifests, engine, WIT host, supervision).
+//! - [`config`]: the host config file `informant.toml` (limits, tenants).
 //! - [`selector`]: Kubernetes label selectors, shared by the informer and the devserver.
 //! - [`devserver`]: the embedded Kubernetes-compatible API server, for `informant dev` and for
 //!   tests (with fault injection).
@@ -12,8 +14,11 @@
 //! The binary (`src/main.rs`) is a thin CLI over these.
 #![warn(missing_docs)]
 
+pub mod config;
 pub mod devserver;
 pub mod informer;
 pub mod leader;
 pub mod plugin;
+pub mod tenancy;
+mod toml_error;
 pub use informant_selector as selector;

@@ -40,6 +40,8 @@ struct Queue {
     order: VecDeque<Slot>,
     pending: HashMap<ObjectKey, VecDeque<Event>>,
     len: usize,
+    /// Events accepted while open, before coalescing (kept under the lock push already takes).
+    received: u64,
     closed: bool,
 }
 
@@ -62,6 +64,7 @@ impl Listener {
         if guard.closed {
             return;
         }
+        guard.received += 1;
         let key = event.key().clone();
         let q = &mut *guard;
         match q.pending.get_mut(&key) {
@@ -138,6 +141,11 @@ impl Listener {
     /// Events waiting to be delivered (after coalescing).
     pub fn backlog(&self) -> usize {
         self.queue.lock().len
+    }
+
+    /// Events pushed while open, before coalescing: what the handler was offered.
+    pub fn received(&self) -> u64 {
+        self.queue.lock().received
     }
 
     /// Distinct keys with pending events.

@@ -90,7 +90,11 @@ impl ListenerState {
 
     /// Queues `event` unless the handler's filter rejects its object.
     pub(crate) fn offer(&self, event: &Event) {
-        if self.filter.as_ref().is_none_or(|f| f.accepts(&event.object)) {
+        if self
+            .filter
+            .as_ref()
+            .is_none_or(|f| f.accepts(&event.object))
+        {
             self.listener.push(event.clone());
         }
     }
@@ -128,6 +132,20 @@ impl SharedProcessor {
         for (_, l) in self.listeners.read().iter() {
             l.mark_synced();
         }
+    }
+
+    /// Counters and gauges of every registered listener, read now (for metrics).
+    pub fn listener_stats(&self) -> Vec<ListenerStats> {
+        self.listeners
+            .read()
+            .iter()
+            .map(|(_, l)| ListenerStats {
+                name: l.name.clone(),
+                backlog: l.listener.backlog(),
+                received: l.listener.received(),
+                delivered: l.delivered.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     /// Number of registered listeners.
@@ -183,6 +201,19 @@ impl SharedProcessor {
     }
 }
 
+/// One listener's counters at the moment they were read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerStats {
+    /// The name given at registration.
+    pub name: String,
+    /// Events queued and not yet handled (after coalescing).
+    pub backlog: usize,
+    /// Events offered to the listener, before coalescing.
+    pub received: u64,
+    /// Events handled.
+    pub delivered: u64,
+}
+
 /// A registered handler: its synced signal, backlog gauge and removal.
 ///
 /// Dropping the handle does not unregister the handler; call [`remove`](Self::remove).
@@ -202,6 +233,11 @@ impl ListenerHandle {
     /// Events queued for this handler and not yet handled (after coalescing).
     pub fn backlog(&self) -> usize {
         self.state.listener.backlog()
+    }
+
+    /// Events offered to this handler so far, before coalescing.
+    pub fn received(&self) -> u64 {
+        self.state.listener.received()
     }
 
     /// Events handled so far.

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use super::event::Event;
 use super::object::RawObject;
-use super::processor::{EventFilter, Handler, ListenerHandle, SharedProcessor};
+use super::processor::{EventFilter, Handler, ListenerHandle, ListenerStats, SharedProcessor};
 use super::reflector::{self, Delta, InitialList, ReflectorConfig, ReflectorStats};
 use super::store::{Store, StoreOptions};
 
@@ -93,6 +93,11 @@ impl SharedInformer {
     /// Reflector counters (lists, errors, 410s, objects received).
     pub fn stats(&self) -> &Arc<ReflectorStats> {
         &self.stats
+    }
+
+    /// Backlog and counters of every registered handler, read now (for metrics).
+    pub fn handler_stats(&self) -> Vec<ListenerStats> {
+        self.processor.listener_stats()
     }
 
     /// Number of registered handlers.

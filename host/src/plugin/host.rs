@@ -1,8 +1,8 @@
 //! The host side of the WIT contract: bindings, per-instance state, and the `cache` and `log`
 //! imports.
 //!
-//! `cache` answers from the informer stores the plugin's manifest names, and nothing else; the
-//! [`CacheView`] is the whole of what a plugin can see.
+//! `cache` answers from the informer stores the plugin's manifest names, through its tenant's
+//! grant, and nothing else; the [`CacheView`] is the whole of what a plugin can see.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -14,6 +14,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 use crate::informer::{CachedObject, Store};
 use crate::selector::LabelSelector;
+use crate::tenancy::Grant;
 
 /// Generated from `wit/`: the contract's types and traits, hidden behind the re-exports below.
 #[doc(hidden)]
@@ -36,13 +37,33 @@ pub use informant::plugin::types::{
 /// `(group, version, kind)`: how a plugin names a resource in queries.
 pub type Gvk = (String, String, String);
 
-/// The informer stores one plugin may query, by resource.
-#[derive(Default, Clone)]
+/// The informer stores one plugin may query, by resource, seen through its tenant's grant.
+///
+/// A query naming a namespace (or, with none, a cluster-scoped object) outside the grant is
+/// `forbidden` whether or not anything is there; broad lists and index lookups return only
+/// objects inside the grant, so nothing about the rest — not even how many — shows.
+#[derive(Clone)]
 pub struct CacheView {
     stores: HashMap<Gvk, Vec<Arc<Store>>>,
+    grant: Arc<Grant>,
+}
+
+impl Default for CacheView {
+    /// An empty view with the operator's (full) grant.
+    fn default() -> Self {
+        CacheView::new(Arc::new(Grant::full()))
+    }
 }
 
 impl CacheView {
+    /// An empty view limited to `grant`.
+    pub fn new(grant: Arc<Grant>) -> Self {
+        CacheView {
+            stores: HashMap::new(),
+            grant,
+        }
+    }
+
     /// Adds a store (a plugin may watch one resource in several scopes).
     pub fn add(&mut self, store: Arc<Store>) {
         let ar = store.api_resource();
@@ -75,7 +96,11 @@ impl CacheView {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Arc<CachedObject>>, QueryError> {
-        Ok(self.stores(r)?.iter().find_map(|s| s.get(namespace, name)))
+        let stores = self.stores(r)?;
+        self.grant
+            .check_namespace(namespace)
+            .map_err(QueryError::Forbidden)?;
+        Ok(stores.iter().find_map(|s| s.get(namespace, name)))
     }
 
     /// Objects matching namespace and selector, once each across scopes.
@@ -86,13 +111,18 @@ impl CacheView {
         selector: Option<&str>,
     ) -> Result<Vec<Arc<CachedObject>>, QueryError> {
         let stores = self.stores(r)?;
+        if namespace.is_some() {
+            self.grant
+                .check_namespace(namespace)
+                .map_err(QueryError::Forbidden)?;
+        }
         let selector = match selector {
             Some(s) => {
                 LabelSelector::parse(s).map_err(|e| QueryError::BadSelector(e.to_string()))?
             }
             None => LabelSelector::default(),
         };
-        Ok(dedupe(
+        Ok(self.visible(
             stores.iter().flat_map(|s| s.list(namespace, &selector)),
         ))
     }
@@ -111,13 +141,15 @@ impl CacheView {
                     .map_err(|e| QueryError::UnknownIndex(e.to_string()))?,
             );
         }
-        Ok(dedupe(all.into_iter()))
+        Ok(self.visible(all.into_iter()))
     }
-}
 
-fn dedupe(objs: impl Iterator<Item = Arc<CachedObject>>) -> Vec<Arc<CachedObject>> {
-    let mut seen = std::collections::HashSet::new();
-    objs.filter(|o| seen.insert(o.key().clone())).collect()
+    /// The objects inside the grant, once each (a plugin may watch a resource in two scopes).
+    fn visible(&self, objs: impl Iterator<Item = Arc<CachedObject>>) -> Vec<Arc<CachedObject>> {
+        let mut seen = std::collections::HashSet::new();
+        objs.filter(|o| self.grant.allows(o) && seen.insert(o.key().clone()))
+            .collect()
+    }
 }
 
 /// One line a plugin logged, as broadcast to subscribers (tests, `replay`).

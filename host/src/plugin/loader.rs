@@ -26,8 +26,9 @@ use super::instance::InstanceSpec;
 use super::manifest::Manifest;
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use crate::informer::{
-    HandlerOptions, InformerFactory, ListenerHandle, SharedInformer, WatchScope,
+    EventFilter, HandlerOptions, InformerFactory, ListenerHandle, SharedInformer, WatchScope,
 };
+use crate::tenancy::{Budgeted, Tenancy, TenantPolicy};
 
 /// How long a reconcile waits for a plugin's informers to sync before registering it anyway.
 const SYNC_WAIT: Duration = Duration::from_secs(30);
@@ -47,6 +48,8 @@ pub struct HostConfig {
     pub restart: RestartPolicy,
     /// Plugin log lines buffered for slow subscribers before they miss some.
     pub log_buffer: usize,
+    /// Tenants, their grants and quotas; whether top-level plugins run.
+    pub tenancy: Tenancy,
 }
 
 impl Default for HostConfig {
@@ -58,6 +61,7 @@ impl Default for HostConfig {
             max_deadline_ms: 10_000,
             restart: RestartPolicy::default(),
             log_buffer: 4096,
+            tenancy: Tenancy::default(),
         }
     }
 }
@@ -237,11 +241,34 @@ impl PluginHost {
             {
                 continue;
             }
-            match self.prepare(&id, &f).await {
+            let refused = |reason: String| PluginError::Refused {
+                plugin: id.to_string(),
+                path: f.wasm.clone(),
+                reason,
+            };
+            let policy = match self.config.tenancy.policy(&id.tenant) {
+                Ok(p) => p,
+                Err(denied) => {
+                    report.errors.push(found_err(refused(denied.to_string())));
+                    continue;
+                }
+            };
+            let running = loaded.keys().filter(|k| k.tenant == id.tenant).count();
+            if !loaded.contains_key(&id) && running >= policy.max_plugins {
+                let reason = format!(
+                    "tenant `{}` already runs its maximum of {} plugins (`max-plugins` in informant.toml)",
+                    id.tenant, policy.max_plugins
+                );
+                tracing::error!(plugin = %id.name, tenant = %id.tenant, "{reason}");
+                report.errors.push(found_err(refused(reason)));
+                continue;
+            }
+            match self.prepare(&id, &f, &policy).await {
                 Ok(Prepared {
                     supervisor,
                     watches,
                     resync,
+                    filter,
                 }) => {
                     self.wait_synced(&id, &watches).await;
                     let replaced = match loaded.remove(&id) {
@@ -254,14 +281,19 @@ impl PluginHost {
                     let handles = watches
                         .into_iter()
                         .map(|(informer, resource)| {
-                            let h = informer.add_handler(
-                                &id.to_string(),
-                                supervisor.handler(resource),
-                                HandlerOptions {
-                                    resync_period: resync,
-                                    ..Default::default()
-                                },
-                            );
+                            let options = HandlerOptions {
+                                resync_period: resync,
+                                filter: filter.clone(),
+                            };
+                            let (name, handler) = (id.to_string(), supervisor.handler(resource));
+                            let h = match &policy.budget {
+                                Some(b) => informer.add_handler(
+                                    &name,
+                                    Budgeted::new(b.clone(), handler),
+                                    options,
+                                ),
+                                None => informer.add_handler(&name, handler, options),
+                            };
                             (informer, h)
                         })
                         .collect();
@@ -322,17 +354,44 @@ impl PluginHost {
     }
 
     /// Loads and starts one plugin version without registering it anywhere yet.
-    async fn prepare(&self, id: &PluginId, found: &Found) -> Result<Prepared, PluginError> {
+    async fn prepare(
+        &self,
+        id: &PluginId,
+        found: &Found,
+        policy: &TenantPolicy,
+    ) -> Result<Prepared, PluginError> {
         let manifest = Manifest::load(&found.manifest).map_err(|source| PluginError::Manifest {
             plugin: id.to_string(),
             source,
         })?;
+        let refused = |field: String, reason: String| PluginError::Refused {
+            plugin: id.to_string(),
+            path: found.manifest.clone(),
+            reason: format!("field `{field}`: {reason}"),
+        };
+        let grant = &policy.grant;
+        let memory_mib = limit(
+            manifest.limits.memory_mib,
+            self.config.default_memory_mib,
+            self.config.max_memory_mib,
+            policy.max_memory_mib,
+            (&id.tenant, "MiB"),
+        )
+        .map_err(|r| refused("limits.memory-mib".into(), r))?;
+        let deadline_ms = limit(
+            manifest.limits.deadline_ms,
+            self.config.default_deadline_ms,
+            self.config.max_deadline_ms,
+            policy.max_deadline_ms,
+            (&id.tenant, "ms"),
+        )
+        .map_err(|r| refused("limits.deadline-ms".into(), r))?;
         let (engine, name, wasm) = (self.engine.clone(), id.to_string(), found.wasm.clone());
         let component = tokio::task::spawn_blocking(move || engine.load(&name, &wasm))
             .await
             .map_err(|e| PluginError::Engine(e.to_string()))??;
 
-        let mut cache = CacheView::default();
+        let mut cache = CacheView::new(grant.clone());
         let mut watches = Vec::new();
         for (index, w) in manifest.watch.iter().enumerate() {
             let watch_err = |source| PluginError::Watch {
@@ -340,14 +399,26 @@ impl PluginHost {
                 index,
                 source,
             };
+            let resolved = self
+                .factory
+                .resolve(w.api_version.as_str(), &w.kind)
+                .await
+                .map_err(watch_err)?;
+            let ar = &resolved.api_resource;
+            grant
+                .check_watch(
+                    (&ar.group, &ar.version, &ar.kind),
+                    resolved.namespaced,
+                    w.namespace.as_deref(),
+                )
+                .map_err(|r| refused(format!("watch[{index}]"), r))?;
             let scope = WatchScope {
                 namespace: w.namespace.clone(),
                 label_selector: w.label_selector.as_ref().map(|s| s.0.clone()),
             };
             let informer = self
                 .factory
-                .informer(w.api_version.as_str(), &w.kind, scope)
-                .await
+                .informer_for(&resolved, scope)
                 .map_err(watch_err)?;
             for (name, spec) in &w.index_specs {
                 informer
@@ -364,16 +435,6 @@ impl PluginHost {
             };
             watches.push((informer, resource));
         }
-        let memory_mib = manifest
-            .limits
-            .memory_mib
-            .unwrap_or(self.config.default_memory_mib)
-            .min(self.config.max_memory_mib);
-        let deadline_ms = manifest
-            .limits
-            .deadline_ms
-            .unwrap_or(self.config.default_deadline_ms)
-            .min(self.config.max_deadline_ms);
         let spec = InstanceSpec {
             name: id.name.as_str().into(),
             tenant: id.tenant.as_str().into(),
@@ -394,7 +455,31 @@ impl PluginHost {
             supervisor,
             watches,
             resync: manifest.resync_period(),
+            filter: grant.event_filter(),
         })
+    }
+}
+
+/// The limit a plugin gets: what its manifest asks, else the host default lowered to the
+/// tenant's ceiling; asking above the host's or the tenant's ceiling is refused, not clamped,
+/// so nobody runs with less than they think.
+fn limit(
+    asked: Option<u32>,
+    default: u32,
+    host_max: u32,
+    tenant_max: Option<u32>,
+    (tenant, unit): (&str, &str),
+) -> Result<u32, String> {
+    let ceiling = tenant_max.map_or(host_max, |t| t.min(host_max));
+    match asked {
+        None => Ok(default.min(ceiling)),
+        Some(v) if v <= ceiling => Ok(v),
+        Some(v) => Err(match tenant_max {
+            Some(t) if t <= host_max && !tenant.is_empty() => {
+                format!("{v} {unit} is above tenant `{tenant}`'s ceiling of {ceiling} {unit}")
+            }
+            _ => format!("{v} {unit} is above the host's ceiling of {ceiling} {unit}"),
+        }),
     }
 }
 
@@ -403,35 +488,63 @@ struct Prepared {
     supervisor: Arc<Supervisor>,
     watches: Vec<(Arc<SharedInformer>, WitResource)>,
     resync: Option<Duration>,
+    filter: Option<EventFilter>,
 }
 
 type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;
 
 /// Finds `NAME.wasm` + `NAME.toml` pairs at the top level and one level down (tenants).
+///
+/// Links are followed only when they stay in the directory holding them: a tenant's link to
+/// another tenant's plugin, a tenant directory that is itself a link, or an operator link into
+/// a tenant's directory would run someone's code under someone else's grant, so each is
+/// refused with an error naming the link.
 fn scan(dir: &Path) -> Result<Scan, PluginError> {
     let mut out = Scan::new();
-    let entries = std::fs::read_dir(dir).map_err(|e| PluginError::Load {
+    let unreadable = |e: std::io::Error| PluginError::Load {
         plugin: "*".into(),
         path: dir.to_path_buf(),
         reason: format!("cannot read the plugins directory: {e}"),
-    })?;
-    for entry in entries.flatten() {
+    };
+    let root = dir.canonicalize().map_err(unreadable)?;
+    for entry in std::fs::read_dir(dir).map_err(unreadable)?.flatten() {
         let path = entry.path();
-        if path.is_dir() {
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        if file_type.is_symlink() && path.is_dir() {
             let tenant = entry.file_name().to_string_lossy().into_owned();
-            if let Ok(inner) = std::fs::read_dir(&path) {
+            let id = PluginId {
+                tenant: tenant.clone(),
+                name: "*".into(),
+            };
+            let reason = format!(
+                "tenant directory `{tenant}` is a link (to `{}`); links out of a tenant's directory are refused",
+                std::fs::read_link(&path).unwrap_or_default().display()
+            );
+            out.insert(
+                id.clone(),
+                Err(PluginError::Refused {
+                    plugin: id.to_string(),
+                    path,
+                    reason,
+                }),
+            );
+        } else if file_type.is_dir() {
+            let tenant = entry.file_name().to_string_lossy().into_owned();
+            if let (Ok(inner), Ok(real)) = (std::fs::read_dir(&path), path.canonicalize()) {
                 for e in inner.flatten() {
-                    collect(&mut out, &tenant, &e.path());
+                    collect(&mut out, &tenant, &real, &e.path());
                 }
             }
         } else {
-            collect(&mut out, "", &path);
+            collect(&mut out, "", &root, &path);
         }
     }
     Ok(out)
 }
 
-fn collect(out: &mut Scan, tenant: &str, path: &Path) {
+fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path) {
     let (Some(stem), Some(ext)) = (path.file_stem(), path.extension()) else {
         return;
     };
@@ -459,6 +572,11 @@ fn collect(out: &mut Scan, tenant: &str, path: &Path) {
             &manifest,
             "the manifest (.toml) for this component",
         ))
+    } else if let Some(e) = [&wasm, &manifest]
+        .into_iter()
+        .find_map(|p| link_out_of(p, real_dir, &id))
+    {
+        Err(e)
     } else {
         fingerprint(&wasm, &manifest).map(|fingerprint| Found {
             wasm,
@@ -467,6 +585,32 @@ fn collect(out: &mut Scan, tenant: &str, path: &Path) {
         })
     };
     out.insert(id, found);
+}
+
+/// The refusal for `path` when it is a link leading out of `real_dir` (the canonical directory
+/// it was found in).
+fn link_out_of(path: &Path, real_dir: &Path, id: &PluginId) -> Option<PluginError> {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    if !is_link {
+        return None;
+    }
+    let target = path.canonicalize().ok()?;
+    if target.parent() == Some(real_dir) {
+        return None;
+    }
+    let whose = if id.tenant.is_empty() {
+        "the plugins directory's top level".to_string()
+    } else {
+        format!("tenant `{}`'s directory", id.tenant)
+    };
+    Some(PluginError::Refused {
+        plugin: id.to_string(),
+        path: path.to_path_buf(),
+        reason: format!(
+            "it is a link to `{}`, outside {whose}; links out of a plugin's directory are refused",
+            target.display()
+        ),
+    })
 }
 
 fn fingerprint(wasm: &Path, manifest: &Path) -> Result<String, PluginError> {

@@ -162,6 +162,9 @@ pub struct Manifest {
     /// Handed to `init` as JSON.
     #[serde(default)]
     pub config: toml::Table,
+    /// Only read to refuse it with a reason better than "unknown field".
+    #[serde(default, rename = "tenant")]
+    tenant_claim: Option<toml::Value>,
 }
 
 impl Manifest {
@@ -172,7 +175,14 @@ impl Manifest {
             message,
         };
         let mut manifest: Manifest =
-            toml::from_str(text).map_err(|e| invalid(describe_toml_error(&e, text)))?;
+            toml::from_str(text).map_err(|e| invalid(crate::toml_error::describe(&e, text)))?;
+        if manifest.tenant_claim.is_some() {
+            return Err(invalid(
+                "field `tenant`: a plugin's tenant is the directory it sits in, never its \
+                 manifest; remove the field"
+                    .into(),
+            ));
+        }
         if manifest.watch.is_empty() {
             return Err(invalid(
                 "field `watch`: at least one [[watch]] table is required".into(),
@@ -223,35 +233,6 @@ impl Manifest {
     /// `config` as JSON text for `init`.
     pub fn config_json(&self) -> String {
         serde_json::to_string(&self.config).unwrap_or_else(|_| "{}".into())
-    }
-}
-
-/// "line L, column C: field `table.key`: message" from a TOML error, so the position and the
-/// field are always named (toml's own message omits the field for type errors).
-fn describe_toml_error(e: &toml::de::Error, text: &str) -> String {
-    let message = e.message().trim_end().to_string();
-    let Some(span) = e.span() else {
-        return message;
-    };
-    let start = span.start.min(text.len());
-    let before = &text[..start];
-    let line = before.matches('\n').count() + 1;
-    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
-    let key = text
-        .lines()
-        .nth(line - 1)
-        .and_then(|l| l.split_once('='))
-        .map(|(k, _)| k.trim().to_string());
-    let table = before
-        .lines()
-        .rev()
-        .skip(1)
-        .find(|l| l.trim_start().starts_with('['))
-        .map(|l| l.trim().trim_matches(['[', ']']).to_string());
-    match (table, key) {
-        (Some(t), Some(k)) => format!("line {line}, column {column}: field `{t}.{k}`: {message}"),
-        (None, Some(k)) => format!("line {line}, column {column}: field `{k}`: {message}"),
-        _ => format!("line {line}, column {column}: {message}"),
     }
 }
 
@@ -320,6 +301,10 @@ ignore-status = true
             (
                 "[limits]\ndeadline-ms = 0\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
                 &["limits.deadline-ms", "greater than 0"],
+            ),
+            (
+                "tenant = \"b\"\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+                &["field `tenant`", "the directory it sits in"],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

@@ -42,6 +42,16 @@ pub enum PluginError {
         /// What went wrong.
         reason: String,
     },
+    /// The plugin asks for more than its tenant may have, or its tenant may not run plugins.
+    #[error("plugin `{plugin}`: `{path}`: refused: {reason}")]
+    Refused {
+        /// The plugin's name.
+        plugin: String,
+        /// The file (manifest or component) the refusal is about.
+        path: PathBuf,
+        /// What was asked and what the grant allows.
+        reason: String,
+    },
     /// The manifest is invalid.
     #[error("plugin `{plugin}`: {source}")]
     Manifest {

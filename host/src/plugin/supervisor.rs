@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use tokio::sync::watch;
 
 use super::host::{WitEvent, WitEventType, WitObjectMeta, WitResource};
@@ -72,6 +73,8 @@ pub struct Supervisor {
     inner: Mutex<Inner>,
     handled: AtomicU64,
     failed: AtomicU64,
+    dropped: AtomicU64,
+    latency: Histogram,
     state_tx: watch::Sender<PluginState>,
     last_error: Mutex<Option<String>>,
 }
@@ -92,6 +95,8 @@ impl Supervisor {
             }),
             handled: AtomicU64::new(0),
             failed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+            latency: latency_histogram(),
             state_tx: watch::channel(PluginState::Running).0,
             last_error: Mutex::new(None),
         }))
@@ -137,6 +142,16 @@ impl Supervisor {
         self.failed.load(Ordering::Relaxed)
     }
 
+    /// Events dropped unseen because the plugin was quarantined.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Seconds each `handle` call took (conversion to the WIT event included), whatever its outcome.
+    pub fn latency(&self) -> &Histogram {
+        &self.latency
+    }
+
     /// A handler feeding this supervisor events of one resource.
     pub fn handler(self: &Arc<Self>, resource: WitResource) -> PluginHandler {
         PluginHandler {
@@ -156,6 +171,7 @@ impl Supervisor {
     fn deliver(&self, resource: &WitResource, event: &Event) {
         let mut inner = self.inner.lock();
         if inner.state == PluginState::Quarantined {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
         if inner.instance.is_none() {
@@ -169,11 +185,13 @@ impl Supervisor {
                 Err(e) => return self.fail(&mut inner, event, &e, "init"),
             }
         }
+        let started = Instant::now();
         let wit = to_wit(resource, event);
         let result = match inner.instance.as_mut() {
             Some(instance) => instance.handle(&wit),
             None => return,
         };
+        self.latency.observe(started.elapsed().as_secs_f64());
         match result {
             Ok(()) => {
                 self.handled.fetch_add(1, Ordering::Relaxed);
@@ -226,6 +244,12 @@ impl Handler for PluginHandler {
         // wasm runs synchronously up to its deadline: keep it off the async workers.
         let _ = tokio::task::spawn_blocking(move || supervisor.deliver(&resource, &event)).await;
     }
+}
+
+/// Buckets from 25 µs (a trivial plugin) doubling up to ~6.5 s (past the default deadline, below
+/// the 10 s ceiling's last bucket, +Inf).
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(25e-6, 2.0, 19))
 }
 
 fn to_wit(resource: &WitResource, e: &Event) -> WitEvent {

@@ -1,0 +1,395 @@
+//! `/metrics`: a prometheus-client [`Collector`] over a snapshot taken at scrape time from the
+//! counters the pipeline keeps anyway (reflector stats, listener queues, supervisors), so nothing
+//! is counted twice and nothing costs anything between scrapes.
+//!
+//! Families (OpenMetrics text; counters carry the `_total` suffix on their samples):
+//!
+//! | name | type | labels |
+//! |---|---|---|
+//! | `informant_plugin_events_received_total` | counter | `plugin`, `tenant` |
+//! | `informant_plugin_events_dispatched_total` | counter | `plugin`, `tenant` |
+//! | `informant_plugin_events_failed_total` | counter | `plugin`, `tenant` |
+//! | `informant_plugin_events_dropped_total` | counter | `plugin`, `tenant` |
+//! | `informant_plugin_handler_duration_seconds` | histogram | `plugin`, `tenant` |
+//! | `informant_plugin_backlog` | gauge | `plugin`, `tenant` |
+//! | `informant_plugin_state` | gauge (0/1) | `plugin`, `tenant`, `state` |
+//! | `informant_informer_synced` | gauge (0/1) | `informer` |
+//! | `informant_informer_objects` | gauge | `informer` |
+//! | `informant_informer_objects_received_total` | counter | `informer` |
+//! | `informant_informer_lists_total` | counter | `informer` |
+//! | `informant_informer_watch_restarts_total` | counter | `informer` |
+//! | `informant_informer_relists_after_gone_total` | counter | `informer` |
+//! | `informant_listener_backlog` | gauge | `informer`, `handler` |
+//! | `informant_listener_events_received_total` | counter | `informer`, `handler` |
+//! | `informant_listener_events_delivered_total` | counter | `informer`, `handler` |
+//!
+//! `informer` is the informer's description (`apps/v1 deployments in ns [app=web]`); `handler`
+//! is the registration name (a plugin's `tenant/name`, or `log` for `--watch`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::atomic::Ordering;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::TypedMetric;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+use super::AdminState;
+use crate::plugin::PluginState;
+
+/// The `Content-Type` of [`render`]'s output.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// One scrape: every family, encoded as OpenMetrics text (ending with `# EOF`).
+pub async fn render(state: &AdminState) -> Result<String, fmt::Error> {
+    let snapshot = Snapshot::gather(state).await;
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(snapshot));
+    let mut out = String::with_capacity(16 * 1024);
+    prometheus_client::encoding::text::encode(&mut out, &registry)?;
+    Ok(out)
+}
+
+#[derive(Debug)]
+struct PluginSample {
+    plugin: String,
+    tenant: String,
+    received: u64,
+    dispatched: u64,
+    failed: u64,
+    dropped: u64,
+    backlog: u64,
+    state: PluginState,
+    latency: Histogram,
+}
+
+#[derive(Debug)]
+struct InformerSample {
+    informer: String,
+    synced: bool,
+    objects: u64,
+    objects_received: u64,
+    lists: u64,
+    restarts: u64,
+    gone: u64,
+}
+
+#[derive(Debug, Default)]
+struct ListenerSample {
+    backlog: u64,
+    received: u64,
+    delivered: u64,
+}
+
+/// Every figure of one scrape, read at once.
+#[derive(Debug)]
+struct Snapshot {
+    plugins: Vec<PluginSample>,
+    informers: Vec<InformerSample>,
+    /// Keyed by (informer, handler); two handlers registered under one name on one informer are
+    /// summed, since a label set may appear only once per family.
+    listeners: BTreeMap<(String, String), ListenerSample>,
+}
+
+impl Snapshot {
+    async fn gather(state: &AdminState) -> Snapshot {
+        let mut informers = Vec::new();
+        let mut listeners: BTreeMap<(String, String), ListenerSample> = BTreeMap::new();
+        // Per handler name across informers: a plugin has one listener per informer it watches.
+        let mut by_handler: BTreeMap<String, ListenerSample> = BTreeMap::new();
+        for i in state.factory().informers() {
+            let stats = i.stats();
+            let informer = escape(i.description());
+            informers.push(InformerSample {
+                informer: informer.clone(),
+                synced: i.has_synced(),
+                objects: i.store().len() as u64,
+                objects_received: stats.objects_received.load(Ordering::Relaxed),
+                lists: stats.lists.load(Ordering::Relaxed),
+                restarts: stats.errors.load(Ordering::Relaxed),
+                gone: stats.gone.load(Ordering::Relaxed),
+            });
+            for h in i.handler_stats() {
+                for sample in [
+                    listeners
+                        .entry((informer.clone(), escape(&h.name)))
+                        .or_default(),
+                    by_handler.entry(h.name.clone()).or_default(),
+                ] {
+                    sample.backlog += h.backlog as u64;
+                    sample.received += h.received;
+                    sample.delivered += h.delivered;
+                }
+            }
+        }
+        informers.sort_by(|a, b| a.informer.cmp(&b.informer));
+
+        let (tracked, _) = state.plugins().await;
+        let plugins = tracked
+            .iter()
+            .map(|t| {
+                // The loader registers a plugin's handlers under its id (`tenant/name`).
+                let queues = by_handler.get(&t.id.to_string());
+                let s = &t.supervisor;
+                PluginSample {
+                    plugin: escape(&t.id.name),
+                    tenant: escape(&t.id.tenant),
+                    received: queues.map_or(0, |q| q.received),
+                    dispatched: s.handled() + s.failed(),
+                    failed: s.failed(),
+                    dropped: s.dropped(),
+                    backlog: queues.map_or(0, |q| q.backlog),
+                    state: s.state(),
+                    latency: s.latency().clone(),
+                }
+            })
+            .collect();
+        Snapshot {
+            plugins,
+            informers,
+            listeners,
+        }
+    }
+}
+
+impl Collector for Snapshot {
+    fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        let plugin_labels =
+            |p: &PluginSample| [("plugin", p.plugin.clone()), ("tenant", p.tenant.clone())];
+        let counter = |v: u64| ConstCounter::new(v);
+        let gauge = |v: u64| ConstGauge::new(v);
+
+        family(
+            &mut enc,
+            "informant_plugin_events_received",
+            "Events offered to the plugin by its informers, before per-key coalescing.",
+            None,
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), counter(p.received))),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_events_dispatched",
+            "Events handed to the plugin (handled or failed).",
+            None,
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), counter(p.dispatched))),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_events_failed",
+            "Events the plugin failed: trap, missed deadline, memory cap, or an error it returned.",
+            None,
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), counter(p.failed))),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_events_dropped",
+            "Events dropped unseen because the plugin is quarantined.",
+            None,
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), counter(p.dropped))),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_handler_duration",
+            "Time the plugin's handle call took per event.",
+            Some(&Unit::Seconds),
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), p.latency.clone())),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_backlog",
+            "Events queued for the plugin across its informers (after coalescing).",
+            None,
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), gauge(p.backlog))),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_state",
+            "1 for the plugin's current state (running, backing-off, quarantined), else 0.",
+            None,
+            self.plugins.iter().flat_map(|p| {
+                STATES.iter().map(move |(state, name)| {
+                    let [plugin, tenant] = plugin_labels(p);
+                    (
+                        [plugin, tenant, ("state", name.to_string())],
+                        gauge(u64::from(p.state == *state)),
+                    )
+                })
+            }),
+        )?;
+
+        let informer_labels = |i: &InformerSample| [("informer", i.informer.clone())];
+        family(
+            &mut enc,
+            "informant_informer_synced",
+            "1 once the informer has applied its first complete list.",
+            None,
+            self.informers
+                .iter()
+                .map(|i| (informer_labels(i), gauge(u64::from(i.synced)))),
+        )?;
+        family(
+            &mut enc,
+            "informant_informer_objects",
+            "Objects in the informer's cache.",
+            None,
+            self.informers
+                .iter()
+                .map(|i| (informer_labels(i), gauge(i.objects))),
+        )?;
+        family(
+            &mut enc,
+            "informant_informer_objects_received",
+            "Watch events and listed objects received from the API server.",
+            None,
+            self.informers
+                .iter()
+                .map(|i| (informer_labels(i), counter(i.objects_received))),
+        )?;
+        family(
+            &mut enc,
+            "informant_informer_lists",
+            "Complete lists applied, the initial one included.",
+            None,
+            self.informers
+                .iter()
+                .map(|i| (informer_labels(i), counter(i.lists))),
+        )?;
+        family(
+            &mut enc,
+            "informant_informer_watch_restarts",
+            "List/watch failures, each followed by a backoff and a new list or watch (a watch the server ends cleanly resumes without counting).",
+            None,
+            self.informers
+                .iter()
+                .map(|i| (informer_labels(i), counter(i.restarts))),
+        )?;
+        family(
+            &mut enc,
+            "informant_informer_relists_after_gone",
+            "Times the server answered 410 Gone (resourceVersion too old), forcing a relist.",
+            None,
+            self.informers
+                .iter()
+                .map(|i| (informer_labels(i), counter(i.gone))),
+        )?;
+
+        let listener_labels = |(informer, handler): &(String, String)| {
+            [("informer", informer.clone()), ("handler", handler.clone())]
+        };
+        family(
+            &mut enc,
+            "informant_listener_backlog",
+            "Events queued for one handler of one informer (after coalescing).",
+            None,
+            self.listeners
+                .iter()
+                .map(|(k, l)| (listener_labels(k), gauge(l.backlog))),
+        )?;
+        family(
+            &mut enc,
+            "informant_listener_events_received",
+            "Events offered to one handler of one informer, before coalescing.",
+            None,
+            self.listeners
+                .iter()
+                .map(|(k, l)| (listener_labels(k), counter(l.received))),
+        )?;
+        family(
+            &mut enc,
+            "informant_listener_events_delivered",
+            "Events one handler of one informer has finished handling.",
+            None,
+            self.listeners
+                .iter()
+                .map(|(k, l)| (listener_labels(k), counter(l.delivered))),
+        )?;
+        Ok(())
+    }
+}
+
+const STATES: [(PluginState, &str); 3] = [
+    (PluginState::Running, "running"),
+    (PluginState::BackingOff, "backing-off"),
+    (PluginState::Quarantined, "quarantined"),
+];
+
+type Labels<const N: usize> = [(&'static str, String); N];
+
+/// Encodes one family: its descriptor, then one sample per label set. The declared type is the
+/// metric type's own, so a family cannot declare one type and encode another, even when empty.
+fn family<const N: usize, M: EncodeMetric + TypedMetric>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    rows: impl Iterator<Item = (Labels<N>, M)>,
+) -> Result<(), fmt::Error> {
+    let mut metric = enc.encode_descriptor(name, help, unit, M::TYPE)?;
+    for (labels, m) in rows {
+        m.encode(metric.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// Escapes a label value for the text format; prometheus-client writes label values verbatim,
+/// and plugin and tenant names come from file names, which may hold anything.
+fn escape(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape("line\nbreak"), "line\\nbreak");
+        assert_eq!(
+            escape("apps/v1 deployments in ns [app=web]"),
+            "apps/v1 deployments in ns [app=web]"
+        );
+    }
+
+    #[test]
+    fn empty_families_keep_their_declared_type() {
+        let snapshot = Snapshot {
+            plugins: Vec::new(),
+            informers: Vec::new(),
+            listeners: BTreeMap::new(),
+        };
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(snapshot));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        assert!(out.contains("# TYPE informant_plugin_handler_duration_seconds histogram\n"));
+        assert!(out.contains("# TYPE informant_plugin_backlog gauge\n"));
+        assert!(out.contains("# TYPE informant_informer_lists counter\n"));
+        assert!(out.ends_with("# EOF\n"));
+    }
+}

@@ -1,0 +1,80 @@
+//! A tenant's event-rate budget: a token bucket all of the tenant's plugins draw from before
+//! each call.
+//!
+//! Nothing is dropped: a handler over budget waits, and meanwhile its listener coalesces what
+//! piles up per key, so a flooding tenant ends up seeing fewer, newer events instead of
+//! holding a core. Other tenants' listeners are separate tasks and never wait on this bucket.
+
+use std::num::NonZeroU32;
+use std::sync::Arc;
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+
+use crate::informer::{Event, Handler};
+
+/// Events per second shared by one tenant's plugins, with a burst of one second's worth.
+pub struct Budget {
+    limiter: DefaultDirectRateLimiter,
+    per_second: NonZeroU32,
+}
+
+impl std::fmt::Debug for Budget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Budget({}/s)", self.per_second)
+    }
+}
+
+impl Budget {
+    /// A budget of `per_second` events per second.
+    pub fn per_second(per_second: NonZeroU32) -> Arc<Self> {
+        Arc::new(Budget {
+            limiter: RateLimiter::direct(Quota::per_second(per_second)),
+            per_second,
+        })
+    }
+
+    /// The rate.
+    pub fn rate(&self) -> NonZeroU32 {
+        self.per_second
+    }
+
+    /// Waits until the budget allows one more event.
+    pub async fn acquire(&self) {
+        self.limiter.until_ready().await;
+    }
+}
+
+/// A handler that draws one token from its tenant's budget before each event.
+pub struct Budgeted<H> {
+    budget: Arc<Budget>,
+    inner: H,
+}
+
+impl<H> Budgeted<H> {
+    /// Wraps `inner`.
+    pub fn new(budget: Arc<Budget>, inner: H) -> Self {
+        Budgeted { budget, inner }
+    }
+}
+
+impl<H: Handler> Handler for Budgeted<H> {
+    async fn handle(&mut self, event: Event) {
+        self.budget.acquire().await;
+        self.inner.handle(event).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_burst_is_one_seconds_worth_then_it_paces() {
+        let budget = Budget::per_second(NonZeroU32::new(5).unwrap());
+        // The first five are immediate: the bucket starts full.
+        for _ in 0..5 {
+            assert!(budget.limiter.check().is_ok());
+        }
+        assert!(budget.limiter.check().is_err(), "a sixth exceeds the burst");
+    }
+}

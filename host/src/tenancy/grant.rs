@@ -1,0 +1,400 @@
+//! What one tenant may see: namespaces (exact names and globs), resources, and whether
+//! cluster-scoped objects are visible.
+//!
+//! A grant is checked in three places, always by the host and never on the plugin's word:
+//! at load (a manifest's `[[watch]]` must lie inside it), at dispatch (an [`EventFilter`] keeps
+//! other objects out of the plugin's queue) and at query time (the plugin's cache view).
+//! Membership depends only on an object's namespace, which never changes, so an object is
+//! either always or never visible to a tenant: no event sequence can half-reveal it.
+
+use std::sync::Arc;
+
+use crate::informer::{CachedObject, EventFilter};
+
+/// A namespace name or glob (`*` any run of characters, `?` one character), validated.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct NamespacePattern(String);
+
+impl NamespacePattern {
+    /// The pattern as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether `namespace` matches.
+    pub fn matches(&self, namespace: &str) -> bool {
+        glob_match(self.0.as_bytes(), namespace.as_bytes())
+    }
+
+    /// Whether some namespace matches both patterns (so two tenants would share it).
+    pub fn overlaps(&self, other: &NamespacePattern) -> bool {
+        let (a, b) = (self.0.as_bytes(), other.0.as_bytes());
+        let mut memo = vec![None; (a.len() + 1) * (b.len() + 1)];
+        intersects(a, b, 0, 0, &mut memo)
+    }
+}
+
+impl TryFrom<String> for NamespacePattern {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let bad = |why: &str| Err(format!("bad namespace glob `{s}`: {why}"));
+        if s.is_empty() {
+            return bad("empty");
+        }
+        if s.len() > 63 {
+            return bad("longer than a namespace name can be (63)");
+        }
+        if let Some(c) = s
+            .chars()
+            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '*' | '?')))
+        {
+            return bad(&format!(
+                "`{c}` is not allowed (lowercase letters, digits, `-`, and the wildcards `*` and `?`)"
+            ));
+        }
+        if s.contains("**") {
+            return bad("`**` means nothing more than `*` here; write `*`");
+        }
+        Ok(NamespacePattern(s))
+    }
+}
+
+/// `*` matches any run (including none), `?` exactly one character.
+fn glob_match(p: &[u8], s: &[u8]) -> bool {
+    // Iterative with one backtrack point: linear enough for 63-character names.
+    let (mut pi, mut si) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while si < s.len() {
+        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
+            pi += 1;
+            si += 1;
+        } else if pi < p.len() && p[pi] == b'*' {
+            star = Some((pi, si));
+            pi += 1;
+        } else if let Some((sp, ss)) = star {
+            pi = sp + 1;
+            si = ss + 1;
+            star = Some((sp, ss + 1));
+        } else {
+            return false;
+        }
+    }
+    p[pi..].iter().all(|&c| c == b'*')
+}
+
+/// Whether a string matched by both `a[i..]` and `b[j..]` exists (the wildcard alphabet is
+/// never empty, so `*` and `?` can always produce a character the other side accepts).
+fn intersects(a: &[u8], b: &[u8], i: usize, j: usize, memo: &mut [Option<bool>]) -> bool {
+    let slot = i * (b.len() + 1) + j;
+    if let Some(r) = memo[slot] {
+        return r;
+    }
+    let r = if i == a.len() && j == b.len() {
+        true
+    } else if i < a.len() && a[i] == b'*' && intersects(a, b, i + 1, j, memo) {
+        true
+    } else if j < b.len() && b[j] == b'*' && intersects(a, b, i, j + 1, memo) {
+        true
+    } else if i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        let wild = |c: u8| c == b'*' || c == b'?';
+        if wild(x) || wild(y) || x == y {
+            // One character consumed from both; a `*` may go on consuming.
+            let ni = if x == b'*' { i } else { i + 1 };
+            let nj = if y == b'*' { j } else { j + 1 };
+            (ni, nj) != (i, j) && intersects(a, b, ni, nj, memo)
+        } else {
+            false
+        }
+    } else {
+        false
+    };
+    memo[slot] = Some(r);
+    r
+}
+
+/// A resource a tenant may watch: `APIVERSION/KIND`, `APIVERSION/*`, or `*` for any.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(try_from = "String")]
+pub struct ResourceRule {
+    text: String,
+    /// (group, version), or `None` for any.
+    group_version: Option<(String, String)>,
+    /// The kind, or `None` for any.
+    kind: Option<String>,
+}
+
+impl ResourceRule {
+    /// The rule as written.
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the rule covers the resolved resource `group/version` `kind`.
+    pub fn covers(&self, group: &str, version: &str, kind: &str) -> bool {
+        self.group_version
+            .as_ref()
+            .is_none_or(|(g, v)| g == group && v == version)
+            && self.kind.as_ref().is_none_or(|k| k == kind)
+    }
+}
+
+impl TryFrom<String> for ResourceRule {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        if s == "*" {
+            return Ok(ResourceRule {
+                text: s,
+                group_version: None,
+                kind: None,
+            });
+        }
+        let bad = || {
+            format!(
+                "bad resource `{s}`: expected APIVERSION/KIND (e.g. `v1/ConfigMap`, \
+                 `apps/v1/Deployment`), APIVERSION/* or *"
+            )
+        };
+        let (api_version, kind) = s.rsplit_once('/').ok_or_else(bad)?;
+        let part = |p: &str| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        };
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        let kind_ok = kind == "*" || (part(kind) && !kind.contains('.'));
+        if !(part(version) && (group.is_empty() || part(group)) && kind_ok)
+            || version.contains('/')
+        {
+            return Err(bad());
+        }
+        Ok(ResourceRule {
+            group_version: Some((group.to_string(), version.to_string())),
+            kind: (kind != "*").then(|| kind.to_string()),
+            text: s,
+        })
+    }
+}
+
+/// What one tenant may see; the operator's grant sees everything.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    tenant: String,
+    /// `None`: every namespace.
+    namespaces: Option<Vec<NamespacePattern>>,
+    /// `None`: every resource.
+    resources: Option<Vec<ResourceRule>>,
+    cluster_scoped: bool,
+}
+
+impl Grant {
+    /// Everything: the operator's top-level plugins.
+    pub fn full() -> Self {
+        Grant {
+            tenant: String::new(),
+            namespaces: None,
+            resources: None,
+            cluster_scoped: true,
+        }
+    }
+
+    /// A tenant's grant.
+    pub fn new(
+        tenant: &str,
+        namespaces: Vec<NamespacePattern>,
+        resources: Vec<ResourceRule>,
+        cluster_scoped: bool,
+    ) -> Self {
+        Grant {
+            tenant: tenant.to_string(),
+            namespaces: Some(namespaces),
+            resources: Some(resources),
+            cluster_scoped,
+        }
+    }
+
+    /// The tenant (empty for the operator).
+    pub fn tenant(&self) -> &str {
+        &self.tenant
+    }
+
+    /// Whether this is the operator's unrestricted grant.
+    pub fn is_full(&self) -> bool {
+        self.namespaces.is_none() && self.resources.is_none() && self.cluster_scoped
+    }
+
+    /// The namespace patterns (`None`: all).
+    pub fn namespaces(&self) -> Option<&[NamespacePattern]> {
+        self.namespaces.as_deref()
+    }
+
+    /// Whether the resource may be watched at all.
+    pub fn allows_resource(&self, group: &str, version: &str, kind: &str) -> bool {
+        self.resources
+            .as_ref()
+            .is_none_or(|rs| rs.iter().any(|r| r.covers(group, version, kind)))
+    }
+
+    /// Whether objects in `namespace` (`None`: cluster-scoped objects) are visible.
+    pub fn allows_namespace(&self, namespace: Option<&str>) -> bool {
+        match (namespace, &self.namespaces) {
+            (None, _) => self.cluster_scoped,
+            (Some(_), None) => true,
+            (Some(ns), Some(patterns)) => patterns.iter().any(|p| p.matches(ns)),
+        }
+    }
+
+    /// Whether `object` is visible (its resource having been checked at load).
+    pub fn allows(&self, object: &CachedObject) -> bool {
+        self.allows_namespace(object.namespace())
+    }
+
+    /// The dispatch filter for this grant; `None` when it sees everything.
+    pub fn event_filter(self: &Arc<Self>) -> Option<EventFilter> {
+        if self.is_full() {
+            return None;
+        }
+        let grant = self.clone();
+        Some(EventFilter::new(move |o| grant.allows(o)))
+    }
+
+    /// Why a watch of `group/version` `kind` (in `namespace`, if the manifest names one) is
+    /// outside this grant, or `Ok` when it is inside. `namespaced` is the resource's scope as
+    /// discovery reports it.
+    pub fn check_watch(
+        &self,
+        (group, version, kind): (&str, &str, &str),
+        namespaced: bool,
+        namespace: Option<&str>,
+    ) -> Result<(), String> {
+        let who = self.who();
+        let api_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
+        if !self.allows_resource(group, version, kind) {
+            return Err(format!(
+                "`{api_version}/{kind}` is not among the resources {who} was granted"
+            ));
+        }
+        if !namespaced && !self.cluster_scoped {
+            return Err(format!(
+                "`{api_version}/{kind}` is cluster-scoped and {who} was not granted cluster-scoped objects"
+            ));
+        }
+        if let Some(ns) = namespace
+            && !self.allows_namespace(Some(ns))
+        {
+            return Err(format!(
+                "namespace `{ns}` is outside the namespaces {who} was granted"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Why a query naming `namespace` is refused, if it is.
+    pub fn check_namespace(&self, namespace: Option<&str>) -> Result<(), String> {
+        if self.allows_namespace(namespace) {
+            return Ok(());
+        }
+        let who = self.who();
+        Err(match namespace {
+            Some(ns) => format!("namespace `{ns}` is outside the namespaces {who} was granted"),
+            None => format!("{who} was not granted cluster-scoped objects"),
+        })
+    }
+
+    fn who(&self) -> String {
+        format!("tenant `{}`", self.tenant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pat(s: &str) -> NamespacePattern {
+        NamespacePattern::try_from(s.to_string()).unwrap()
+    }
+
+    #[test]
+    fn globs_match_like_shell_patterns() {
+        for (p, s, want) in [
+            ("team-a", "team-a", true),
+            ("team-a", "team-ab", false),
+            ("team-*", "team-", true),
+            ("team-*", "team-a-prod", true),
+            ("*-prod", "a-prod", true),
+            ("*-prod", "a-prod-x", false),
+            ("a?c", "abc", true),
+            ("a?c", "ac", false),
+            ("*a*b*", "xxaxxbxx", true),
+            ("*a*b*", "xxbxxaxx", false),
+            ("*", "anything", true),
+        ] {
+            assert_eq!(pat(p).matches(s), want, "{p} ~ {s}");
+        }
+    }
+
+    #[test]
+    fn overlap_is_exactly_a_common_match() {
+        for (a, b, want) in [
+            ("team-a", "team-a", true),
+            ("team-a", "team-b", false),
+            ("team-*", "team-a", true),
+            ("team-*", "tenant-*", false),
+            ("*-prod", "team-*", true), // team-prod
+            ("a-*", "*-b", true),       // a-b
+            ("a?", "ab*", true),
+            ("a?", "abc*", false),
+            ("a*z", "b*", false),
+            ("*", "x", true),
+        ] {
+            assert_eq!(pat(a).overlaps(&pat(b)), want, "{a} / {b}");
+            assert_eq!(pat(b).overlaps(&pat(a)), want, "{b} / {a}");
+        }
+    }
+
+    #[test]
+    fn bad_patterns_and_rules_say_why() {
+        for (s, needle) in [
+            ("", "empty"),
+            ("Team", "`T` is not allowed"),
+            ("team_[a]", "`_` is not allowed"),
+            ("a**", "`**`"),
+        ] {
+            let e = NamespacePattern::try_from(s.to_string()).unwrap_err();
+            assert!(e.contains(needle), "{s}: {e}");
+        }
+        for s in ["ConfigMap", "v1/", "/Pod", "a/b/c/Pod", "v1/Config.Map"] {
+            assert!(ResourceRule::try_from(s.to_string()).is_err(), "{s}");
+        }
+        let r = ResourceRule::try_from("apps/v1/*".to_string()).unwrap();
+        assert!(r.covers("apps", "v1", "Deployment"));
+        assert!(!r.covers("", "v1", "Pod"));
+        let r = ResourceRule::try_from("v1/ConfigMap".to_string()).unwrap();
+        assert!(r.covers("", "v1", "ConfigMap") && !r.covers("", "v1", "Secret"));
+    }
+
+    #[test]
+    fn a_grant_bounds_watches_and_queries() {
+        let g = Grant::new(
+            "a",
+            vec![pat("team-a"), pat("team-a-*")],
+            vec![ResourceRule::try_from("v1/ConfigMap".to_string()).unwrap()],
+            false,
+        );
+        assert!(g.check_watch(("", "v1", "ConfigMap"), true, None).is_ok());
+        assert!(g.check_watch(("", "v1", "ConfigMap"), true, Some("team-a-x")).is_ok());
+        let e = g.check_watch(("", "v1", "ConfigMap"), true, Some("team-b")).unwrap_err();
+        assert!(e.contains("namespace `team-b`") && e.contains("tenant `a`"), "{e}");
+        let e = g.check_watch(("", "v1", "Secret"), true, None).unwrap_err();
+        assert!(e.contains("`v1/Secret` is not among"), "{e}");
+        assert!(g.check_namespace(None).is_err());
+        assert!(g.check_namespace(Some("team-a")).is_ok());
+        let full = Grant::full();
+        assert!(full.is_full() && full.check_namespace(None).is_ok());
+    }
+}

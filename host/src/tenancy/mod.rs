@@ -1,0 +1,105 @@
+//! Who may see what: tenant grants and quotas, applied by the host to loads, events and queries.
+//!
+//! - [`grant`]: a tenant's namespaces, resources and cluster-scoped visibility.
+//! - [`budget`]: a tenant's event-rate budget, shared by its plugins.
+//!
+//! A plugin's tenant is the subdirectory of the plugins directory it sits in; the plugin has no
+//! say in it. Plugins at the top level are the operator's and see everything, but only where
+//! [`Tenancy::operator_plugins`] allows them.
+//!
+//! Informers stay shared: tenants watching the same resource share one watch, and the grant is
+//! applied per plugin when events are queued and when the cache is queried.
+
+pub mod budget;
+pub mod grant;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+pub use budget::{Budget, Budgeted};
+pub use grant::{Grant, NamespacePattern, ResourceRule};
+
+/// Why a plugin's tenant may not load plugins at all.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Denied {
+    /// Top-level plugins are not enabled.
+    #[error(
+        "plugins at the top level of the plugins directory are the operator's and are not enabled \
+         (set `operator-plugins = true` in informant.toml, or move the plugin into a tenant's directory)"
+    )]
+    OperatorPluginsDisabled,
+    /// The directory names a tenant the config does not know.
+    #[error("tenant `{0}` has no grant in informant.toml (add a [tenants.{0}] table)")]
+    UnknownTenant(String),
+}
+
+/// One tenant's grant and quotas.
+#[derive(Debug, Clone)]
+pub struct TenantPolicy {
+    /// What its plugins may see.
+    pub grant: Arc<Grant>,
+    /// How many plugins it may run.
+    pub max_plugins: usize,
+    /// Memory ceiling per plugin (MiB); the host's ceiling when `None`.
+    pub max_memory_mib: Option<u32>,
+    /// Deadline ceiling per event (ms); the host's ceiling when `None`.
+    pub max_deadline_ms: Option<u32>,
+    /// Events per second shared by its plugins; unlimited when `None`.
+    pub budget: Option<Arc<Budget>>,
+}
+
+impl TenantPolicy {
+    /// The operator's policy: everything visible, no quotas beyond the host's.
+    pub fn operator() -> Self {
+        TenantPolicy {
+            grant: Arc::new(Grant::full()),
+            max_plugins: usize::MAX,
+            max_memory_mib: None,
+            max_deadline_ms: None,
+            budget: None,
+        }
+    }
+}
+
+/// Every tenant's policy, and whether operator plugins may run.
+#[derive(Debug, Clone)]
+pub struct Tenancy {
+    /// Whether top-level plugins run (with full access).
+    pub operator_plugins: bool,
+    /// Tenants by directory name.
+    pub tenants: BTreeMap<String, Arc<TenantPolicy>>,
+    operator: Arc<TenantPolicy>,
+}
+
+impl Default for Tenancy {
+    /// Single-user: top-level plugins see everything; no tenant directories are accepted.
+    fn default() -> Self {
+        Tenancy::new(true, BTreeMap::new())
+    }
+}
+
+impl Tenancy {
+    /// A policy set.
+    pub fn new(operator_plugins: bool, tenants: BTreeMap<String, Arc<TenantPolicy>>) -> Self {
+        Tenancy {
+            operator_plugins,
+            tenants,
+            operator: Arc::new(TenantPolicy::operator()),
+        }
+    }
+
+    /// The policy for plugins in `tenant`'s directory (empty: the top level).
+    pub fn policy(&self, tenant: &str) -> Result<Arc<TenantPolicy>, Denied> {
+        if tenant.is_empty() {
+            return if self.operator_plugins {
+                Ok(self.operator.clone())
+            } else {
+                Err(Denied::OperatorPluginsDisabled)
+            };
+        }
+        self.tenants
+            .get(tenant)
+            .cloned()
+            .ok_or_else(|| Denied::UnknownTenant(tenant.to_string()))
+    }
+}
