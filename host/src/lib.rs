@@ -19,6 +19,7 @@ pub mod devserver;
 pub mod informer;
 pub mod leader;
 pub mod plugin;
+pub mod replay;
 pub mod tenancy;
 mod toml_error;
 pub use informant_selector as selector;

@@ -1,0 +1,112 @@
+//! Objects from a multi-document YAML file (`kubectl apply -f` style): demo objects for
+//! `informant dev --seed`, and the cache's starting content for `informant replay --objects`.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::ReplayError;
+
+/// One object and the document it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct YamlObject {
+    /// 1-based index of its YAML document in the file (items of a `List` share their list's).
+    pub document: usize,
+    /// The object, as JSON.
+    pub object: Value,
+}
+
+/// Reads every object of a multi-document YAML file; empty documents are skipped and `List`
+/// kinds are expanded into their items. Errors name the file, the document and the reason.
+pub fn read_yaml_objects(path: &Path) -> Result<Vec<YamlObject>, ReplayError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReplayError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse_yaml_objects(&text, path)
+}
+
+/// [`read_yaml_objects`] on text already read; `path` is only for messages.
+pub fn parse_yaml_objects(text: &str, path: &Path) -> Result<Vec<YamlObject>, ReplayError> {
+    let mut out = Vec::new();
+    for (i, doc) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        let document = i + 1;
+        let bad = |reason: String| ReplayError::Document {
+            path: path.to_path_buf(),
+            document,
+            reason,
+        };
+        let value = Value::deserialize(doc).map_err(|e| bad(e.to_string()))?;
+        match value {
+            Value::Null => continue,
+            Value::Object(ref map)
+                if map
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .is_some_and(|k| k.ends_with("List"))
+                    && map.get("items").is_some_and(Value::is_array) =>
+            {
+                for (j, item) in map["items"].as_array().into_iter().flatten().enumerate() {
+                    check(item).map_err(|r| bad(format!("items[{j}]: {r}")))?;
+                    out.push(YamlObject {
+                        document,
+                        object: item.clone(),
+                    });
+                }
+            }
+            object => {
+                check(&object).map_err(bad)?;
+                out.push(YamlObject { document, object });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The fields every object needs to be stored or cached.
+fn check(object: &Value) -> Result<(), String> {
+    let Some(map) = object.as_object() else {
+        return Err("expected a Kubernetes object (a mapping)".into());
+    };
+    for field in ["apiVersion", "kind"] {
+        if !map.get(field).is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
+            return Err(format!("field `{field}`: missing or not a string"));
+        }
+    }
+    if !object
+        .pointer("/metadata/name")
+        .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+    {
+        return Err("field `metadata.name`: missing or not a string".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_documents_and_lists() {
+        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n---\n---\napiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: a, namespace: demo}}\n- {apiVersion: v1, kind: ConfigMap, metadata: {name: b, namespace: demo}}\n";
+        let objs = parse_yaml_objects(text, Path::new("seed.yaml")).unwrap();
+        let docs: Vec<usize> = objs.iter().map(|o| o.document).collect();
+        assert_eq!(docs, [1, 3, 3]);
+        assert_eq!(objs[2].object["metadata"]["name"], "b");
+    }
+
+    #[test]
+    fn errors_name_file_and_document() {
+        let text = "apiVersion: v1\nkind: Namespace\nmetadata: {name: demo}\n---\nkind: ConfigMap\nmetadata: {name: a}\n";
+        let err = parse_yaml_objects(text, Path::new("seed.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("seed.yaml") && err.contains("document 2"), "{err}");
+        assert!(err.contains("apiVersion"), "{err}");
+        let err = parse_yaml_objects("a: [unclosed\n", Path::new("bad.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("bad.yaml") && err.contains("document 1"), "{err}");
+    }
+}
