@@ -9,11 +9,14 @@
 //! - [`selector`]: Kubernetes label selectors, shared by the informer and the devserver.
 //! - [`devserver`]: the embedded Kubernetes-compatible API server, for `informant dev` and for
 //!   tests (with fault injection).
+//! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/plugins`), reading
+//!   the informers and plugins from above.
 //! - [`leader`]: leader election through a coordination.k8s.io Lease (active/standby replicas).
 //!
 //! The binary (`src/main.rs`) is a thin CLI over these.
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod config;
 pub mod devserver;
 pub mod informer;
