@@ -2,9 +2,11 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use informant::informer::{FactoryOptions, InformerFactory, WatchScope};
+use informant::leader::{LeaderElector, LeaseConfig};
 
 use super::{Runtime, RuntimeOptions};
 
@@ -27,26 +29,123 @@ pub struct Args {
     /// Only objects matching this label selector (for --watch).
     #[arg(long)]
     selector: Option<String>,
+    #[command(flatten)]
+    election: Election,
 }
 
-/// Runs until Ctrl-C.
+/// Leader-election flags: with `--leader-elect`, replicas run active/standby.
+#[derive(clap::Args)]
+struct Election {
+    /// Run only while holding a coordination.k8s.io Lease: a standby starts no informers and no
+    /// plugins until it acquires the Lease; a leader that loses it stops and exits non-zero.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Lease name.
+    #[arg(long, default_value = "informant", requires = "leader_elect")]
+    lease_name: String,
+    /// Lease namespace (default: the kubeconfig context's, or the pod's in-cluster).
+    #[arg(long, requires = "leader_elect")]
+    lease_namespace: Option<String>,
+    /// Seconds a lease stays valid after its last renewal; the renew deadline is 2/3 of it.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=86400), requires = "leader_elect")]
+    lease_duration: u64,
+    /// This replica's identity in the Lease (default: hostname plus a random suffix).
+    #[arg(long, requires = "leader_elect")]
+    identity: Option<String>,
+}
+
+impl Election {
+    /// The Lease configuration, when `--leader-elect` is on.
+    fn config(&self, client: &kube::Client) -> Option<LeaseConfig> {
+        if !self.leader_elect {
+            return None;
+        }
+        let namespace = self
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let identity = self.identity.clone().unwrap_or_else(default_identity);
+        Some(
+            LeaseConfig::new(&self.lease_name, namespace, identity)
+                .with_lease_duration(Duration::from_secs(self.lease_duration)),
+        )
+    }
+}
+
+/// `HOSTNAME-RANDOM`: the pod name in a pod, and unique even for two processes on one host.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "informant".into());
+    format!("{host}-{:08x}", rand::random::<u32>())
+}
+
+/// Runs until Ctrl-C; with `--leader-elect`, only while holding the Lease.
+///
+/// Losing the Lease stops the informers and plugins (within the lease's safety margin) and
+/// returns an error, so the process exits non-zero and its pod restarts as a standby: a fresh
+/// process is simpler to trust than one that half-stopped, and the restarted replica replays
+/// its plugins' caches like any first start.
 pub async fn run(args: Args) -> Result<()> {
     let client = super::client(args.kubeconfig.as_deref()).await?;
-    let factory = Arc::new(InformerFactory::new(client, FactoryOptions::default()));
-    let runtime = Runtime::start(
-        factory,
-        RuntimeOptions {
-            plugins: args.plugins,
-            watches: args.watches,
-            scope: WatchScope {
-                namespace: args.namespace,
-                label_selector: args.selector,
-            },
+    let opts = RuntimeOptions {
+        plugins: args.plugins,
+        watches: args.watches,
+        scope: WatchScope {
+            namespace: args.namespace,
+            label_selector: args.selector,
         },
-    )
-    .await
-    .context("starting")?;
-    tokio::signal::ctrl_c().await?;
-    runtime.stop().await;
-    Ok(())
+    };
+    let Some(lease) = args.election.config(&client) else {
+        let runtime = start(client, opts).await?;
+        tokio::signal::ctrl_c().await?;
+        runtime.stop().await;
+        return Ok(());
+    };
+    let margin = lease.lease_duration - lease.renew_deadline;
+    let name = format!("{}/{}", lease.namespace, lease.name);
+    tracing::info!(lease = %name, identity = %lease.identity, "standby: waiting to acquire the lease");
+    let elector = LeaderElector::start(client.clone(), lease)?;
+    let acquired = tokio::select! {
+        r = elector.acquired() => Some(r),
+        r = tokio::signal::ctrl_c() => { r?; None }
+    };
+    match acquired {
+        Some(r) => r?,
+        None => return Ok(elector.release().await?),
+    }
+    let started = tokio::select! {
+        r = start(client, opts) => Some(r?),
+        _ = elector.lost() => None,
+    };
+    let Some(runtime) = started else {
+        anyhow::bail!("lost the lease {name} while starting; exiting to restart as a standby");
+    };
+    let lost = tokio::select! {
+        state = elector.lost() => Some(state),
+        r = tokio::signal::ctrl_c() => { r?; None }
+    };
+    match lost {
+        Some(state) => {
+            // Another replica may take over once the lease expires: stop before that.
+            if tokio::time::timeout(margin, runtime.stop()).await.is_err() {
+                tracing::error!(lease = %name, "plugins did not stop within the lease's safety margin");
+            }
+            anyhow::bail!("lost the lease {name} ({state:?}); exiting to restart as a standby")
+        }
+        None => {
+            // Stop first, then release: the standby starts only after this replica's plugins are done.
+            runtime.stop().await;
+            Ok(elector.release().await?)
+        }
+    }
+}
+
+/// Starts informers and plugins (for the leader, or without leader election).
+async fn start(client: kube::Client, opts: RuntimeOptions) -> Result<Runtime> {
+    let factory = Arc::new(InformerFactory::new(client, FactoryOptions::default()));
+    Runtime::start(factory, opts).await.context("starting")
 }
