@@ -29,6 +29,9 @@ pub struct Args {
     /// Don't create the demo namespace and objects.
     #[arg(long)]
     no_seed: bool,
+    /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 127.0.0.1:9090).
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<SocketAddr>,
 }
 
 /// Runs until Ctrl-C.
@@ -55,6 +58,7 @@ pub async fn run(args: Args) -> Result<()> {
             plugins: args.plugins,
             watches: args.watches,
             scope: WatchScope::default(),
+            admin: args.admin,
         },
     )
     .await?;

@@ -4,11 +4,13 @@ pub mod apiserver;
 pub mod dev;
 pub mod run;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use informant::admin::{AdminServer, AdminState};
 use informant::informer::{Event, FnHandler, HandlerOptions, InformerFactory, WatchScope};
 use informant::plugin::{EngineOptions, HostConfig, PluginEngine, PluginHost, Reloader};
 
@@ -20,6 +22,8 @@ pub struct RuntimeOptions {
     pub watches: Vec<String>,
     /// Scope of the logged resources.
     pub scope: WatchScope,
+    /// Where to serve `/metrics`, `/healthz`, `/readyz` and `/plugins`.
+    pub admin: Option<SocketAddr>,
 }
 
 /// Informers, plugins and the reloader of a running `dev` or `run`.
@@ -29,6 +33,7 @@ pub struct Runtime {
     /// The plugins, when a directory was given.
     pub host: Option<Arc<PluginHost>>,
     reloader: Option<Reloader>,
+    admin: Option<AdminServer>,
 }
 
 impl Runtime {
@@ -40,30 +45,50 @@ impl Runtime {
                 .map(String::from)
                 .to_vec();
         }
-        let (host, reloader) = match opts.plugins {
+        let host = match &opts.plugins {
             Some(dir) => {
                 let engine = Arc::new(PluginEngine::new(EngineOptions::default())?);
-                let host = Arc::new(PluginHost::new(
+                Some(Arc::new(PluginHost::new(
                     dir.clone(),
                     engine,
                     factory.clone(),
                     HostConfig::default(),
-                ));
+                )))
+            }
+            None => None,
+        };
+        // Up before anything loads, so probes see "not ready" rather than nothing during startup.
+        let (admin, admin_state) = match opts.admin {
+            Some(addr) => {
+                let state = AdminState::new(factory.clone(), host.clone());
+                (Some(AdminServer::start(addr, state.clone()).await?), Some(state))
+            }
+            None => (None, None),
+        };
+        let reloader = match &host {
+            Some(host) => {
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "plugin not loaded");
                 }
-                tracing::info!(dir = %dir.display(), loaded = report.loaded.len(), failed = report.errors.len(), "plugins loaded; watching for changes");
-                let reloader = Reloader::start(host.clone(), None)?;
-                (Some(host), Some(reloader))
+                tracing::info!(dir = %host.dir().display(), loaded = report.loaded.len(), failed = report.errors.len(), "plugins loaded; watching for changes");
+                let reports = admin_state.as_ref().map(|state| {
+                    state.record_reconcile(&report);
+                    follow_reconciles(state.clone())
+                });
+                Some(Reloader::start(host.clone(), reports)?)
             }
-            None => (None, None),
+            None => None,
         };
         watch_and_log(&factory, &watches, opts.scope).await?;
+        if let Some(state) = &admin_state {
+            state.startup_complete();
+        }
         Ok(Runtime {
             factory,
             host,
             reloader,
+            admin,
         })
     }
 
@@ -74,7 +99,23 @@ impl Runtime {
             host.shutdown().await;
         }
         self.factory.stop();
+        if let Some(admin) = self.admin {
+            admin.shutdown().await;
+        }
     }
+}
+
+/// A channel for the reloader's reports, each recorded for `/readyz`; ends with the reloader.
+fn follow_reconciles(
+    state: Arc<AdminState>,
+) -> tokio::sync::mpsc::UnboundedSender<informant::plugin::ReconcileReport> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(report) = rx.recv().await {
+            state.record_reconcile(&report);
+        }
+    });
+    tx
 }
 
 /// A client from a kubeconfig file, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).

@@ -1,5 +1,6 @@
 //! `informant run`: informers and plugins against a real cluster.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,6 +30,9 @@ pub struct Args {
     /// Only objects matching this label selector (for --watch).
     #[arg(long)]
     selector: Option<String>,
+    /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 0.0.0.0:9090).
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<SocketAddr>,
     #[command(flatten)]
     election: Election,
 }
@@ -98,6 +102,7 @@ pub async fn run(args: Args) -> Result<()> {
             namespace: args.namespace,
             label_selector: args.selector,
         },
+        admin: args.admin,
     };
     let Some(lease) = args.election.config(&client) else {
         let runtime = start(client, opts).await?;
