@@ -5,15 +5,20 @@
 //! - `flaky`: echoes, but traps (panics) on every third event;
 //! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
 //! - `noop`: does nothing (the benchmark's trivial plugin);
-//! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin).
+//! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin);
+//! - `snoop`: echoes, and on any event of an object named `probe` runs every query in
+//!   `config.probes` (`op` get/list/by-index, `group`, `version`, `kind`, `namespace`, `name`,
+//!   `selector`, `index`, `value`) and logs `{"tag", "probes": [{"ok": [keys]} | {"err": ".."}]}`.
 
-use informant_sdk::{Event, Plugin, log};
+use informant_sdk::{Event, Plugin, Resource, cache, log};
+use serde_json::{Value, json};
 
 /// The test plugin.
 pub struct Hostile {
     mode: String,
     tag: String,
     seen: u64,
+    probes: Vec<Value>,
 }
 
 impl Hostile {
@@ -50,6 +55,13 @@ impl Hostile {
                 log::info(&line.to_string());
                 Ok(())
             }
+            "snoop" => {
+                self.echo(ev)?;
+                if ev.meta().name() == "probe" {
+                    self.snoop();
+                }
+                Ok(())
+            }
             "noop" => Ok(()),
             "parse" => {
                 let v = ev.value()?;
@@ -58,6 +70,39 @@ impl Hostile {
             }
             other => Err(format!("unknown mode `{other}`")),
         }
+    }
+
+    fn snoop(&self) {
+        let results: Vec<Value> = self
+            .probes
+            .iter()
+            .map(|p| {
+                let text = |k: &str| p.get(k).and_then(Value::as_str);
+                let r = Resource::new(
+                    text("group").unwrap_or(""),
+                    text("version").unwrap_or("v1"),
+                    text("kind").unwrap_or("ConfigMap"),
+                );
+                let answer = match text("op").unwrap_or("get") {
+                    "get" => cache::get(&r, text("namespace"), text("name").unwrap_or(""))
+                        .map(|o| o.into_iter().collect::<Vec<_>>()),
+                    "list" => cache::list(&r, text("namespace"), text("selector")),
+                    "by-index" => cache::by_index(
+                        &r,
+                        text("index").unwrap_or(""),
+                        text("value").unwrap_or(""),
+                    ),
+                    other => return json!({"err": format!("unknown op `{other}`")}),
+                };
+                match answer {
+                    Ok(objects) => {
+                        json!({"ok": objects.iter().map(|o| key_of(o)).collect::<Vec<_>>()})
+                    }
+                    Err(e) => json!({"err": e.to_string()}),
+                }
+            })
+            .collect();
+        log::info(&json!({"tag": self.tag, "probes": results}).to_string());
     }
 
     fn echo(&self, ev: &Event) -> Result<(), String> {
@@ -82,6 +127,11 @@ impl Plugin for Hostile {
             mode: text("mode").ok_or("config `mode` is required")?,
             tag: text("tag").unwrap_or_default(),
             seen: 0,
+            probes: config
+                .get("probes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
         })
     }
     fn on_added(&mut self, ev: &Event) -> Result<(), String> {
@@ -99,3 +149,13 @@ impl Plugin for Hostile {
 }
 
 informant_sdk::export_plugin!(Hostile);
+
+/// `namespace/name` (or `name`) of an object's JSON.
+fn key_of(object: &str) -> String {
+    let v: Value = serde_json::from_str(object).unwrap_or_default();
+    let m = &v["metadata"];
+    match (m["namespace"].as_str(), m["name"].as_str().unwrap_or("?")) {
+        (Some(ns), name) => format!("{ns}/{name}"),
+        (None, name) => name.to_string(),
+    }
+}

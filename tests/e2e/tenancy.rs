@@ -1,0 +1,416 @@
+//! Tenancy against the embedded API server with real compiled plugins: a tenant's plugin tries
+//! to see another tenant's objects through every query and every index, and by every trick at
+//! load time; one tenant's spinning plugin does not hold up another's deliveries.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use informant::config;
+use informant::plugin::{HostConfig, PluginError, PluginId, RestartPolicy};
+use informant_tests::guarded;
+use informant_tests::plugins::PluginEnv;
+use serde_json::{Value, json};
+
+const CONFIG: &str = r#"
+operator-plugins = true
+[tenants.a]
+namespaces = ["team-a", "team-a-*"]
+resources = ["v1/ConfigMap", "v1/Namespace"]
+max-memory-mib = 32
+[tenants.b]
+namespaces = ["team-b"]
+resources = ["v1/ConfigMap"]
+max-plugins = 1
+"#;
+
+fn host_config() -> HostConfig {
+    config::parse(CONFIG, Path::new("informant.toml")).expect("test config is valid")
+}
+
+fn id(tenant: &str, name: &str) -> PluginId {
+    PluginId {
+        tenant: tenant.into(),
+        name: name.into(),
+    }
+}
+
+/// A ConfigMap with labels, data and an owner, so every index has something to find.
+fn object(ns: &str, name: &str, team: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "labels": {"team": team, "app": "shared"},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+                "uid": format!("owner-{team}"), "controller": false}]},
+        "data": {"color": "blue"}})
+}
+
+fn echo_manifest(tag: &str) -> String {
+    format!(
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nmode = \"echo\"\ntag = \"{tag}\"\n"
+    )
+}
+
+/// Every probe the snooping plugin runs, with what the grant must make of it.
+fn probes() -> Vec<(Value, Expect)> {
+    use Expect::*;
+    let q = |v: Value| v;
+    vec![
+        (
+            q(json!({"op": "get", "namespace": "team-b", "name": "b1"})),
+            Forbidden,
+        ),
+        (
+            q(json!({"op": "get", "namespace": "team-b", "name": "no-such"})),
+            Forbidden,
+        ),
+        (q(json!({"op": "get", "name": "b1"})), Forbidden), // cluster-scoped: not granted
+        (q(json!({"op": "list", "namespace": "team-b"})), Forbidden),
+        (
+            q(json!({"op": "list", "namespace": "team-b", "selector": "team=b"})),
+            Forbidden,
+        ),
+        (q(json!({"op": "list", "selector": "team=b"})), Objects(&[])),
+        (
+            q(json!({"op": "list", "selector": "app=shared"})),
+            Objects(OWN),
+        ),
+        (q(json!({"op": "list"})), Objects(OWN)),
+        (
+            q(json!({"op": "by-index", "index": "namespace", "value": "team-b"})),
+            Objects(&[]),
+        ),
+        (
+            q(json!({"op": "by-index", "index": "label", "value": "team=b"})),
+            Objects(&[]),
+        ),
+        (
+            q(json!({"op": "by-index", "index": "label", "value": "app=shared"})),
+            Objects(OWN),
+        ),
+        (
+            q(json!({"op": "by-index", "index": "owner", "value": "owner-b"})),
+            Objects(&[]),
+        ),
+        (
+            q(json!({"op": "by-index", "index": "color", "value": "blue"})),
+            Objects(OWN),
+        ),
+        (
+            q(json!({"op": "list", "kind": "Namespace", "version": "v1"})),
+            NotWatched,
+        ),
+        (
+            q(json!({"op": "get", "namespace": "team-a", "name": "a1"})),
+            Objects(&["team-a/a1"]),
+        ),
+    ]
+}
+
+/// All of tenant a's objects (the probe included): everything it may see.
+const OWN: &[&str] = &["team-a-dev/a2", "team-a/a1", "team-a/probe"];
+
+#[derive(Debug)]
+enum Expect {
+    Forbidden,
+    NotWatched,
+    Objects(&'static [&'static str]),
+}
+
+fn snoop_manifest() -> String {
+    let mut m = String::from(
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[watch.indexes]\ncolor = \"data.color\"\n[config]\nmode = \"snoop\"\ntag = \"snoop\"\n",
+    );
+    for (p, _) in probes() {
+        m.push_str("[[config.probes]]\n");
+        for (k, v) in p.as_object().unwrap() {
+            m.push_str(&format!("{k} = {v}\n"));
+        }
+    }
+    m
+}
+
+fn keys_of(lines: &[Value], tag: &str) -> BTreeSet<String> {
+    lines
+        .iter()
+        .filter(|v| v["tag"] == tag && v["key"].is_string())
+        .map(|v| v["key"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_sees_nothing_of_another_tenant() {
+    guarded("tenancy isolation", async {
+        let env = PluginEnv::start(host_config()).await;
+        for ns in ["team-a", "team-a-dev", "team-b"] {
+            env.server
+                .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+                .unwrap();
+        }
+        env.server.create(object("team-a", "a1", "a")).unwrap();
+        env.server.create(object("team-a-dev", "a2", "a")).unwrap();
+        env.server.create(object("team-b", "b1", "b")).unwrap();
+        env.server.create(object("team-b", "b2", "b")).unwrap();
+
+        env.install(Some("a"), "a-snoop", "hostile", &snoop_manifest());
+        env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
+        env.install(None, "operator", "hostile", &echo_manifest("op"));
+        let report = env.reconcile().await;
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert_eq!(report.loaded.len(), 3);
+
+        // Both tenants and the operator watch every ConfigMap: one shared watch serves them all.
+        let configmap_informers = env
+            .factory
+            .informers()
+            .iter()
+            .filter(|i| i.store().api_resource().kind == "ConfigMap")
+            .count();
+        assert_eq!(configmap_informers, 1, "tenants share the informer");
+
+        env.server.create(object("team-a", "probe", "a")).unwrap();
+        env.logs
+            .wait_until("the snoop's probe results", || {
+                env.logs
+                    .json_of("a-snoop")
+                    .iter()
+                    .any(|v| v["probes"].is_array())
+            })
+            .await;
+        let results = env
+            .logs
+            .json_of("a-snoop")
+            .into_iter()
+            .find(|v| v["probes"].is_array())
+            .unwrap();
+        let results = results["probes"].as_array().unwrap();
+        let mut forbidden_messages = Vec::new();
+        for ((probe, expect), got) in probes().iter().zip(results) {
+            let err = got["err"].as_str();
+            match expect {
+                Expect::Forbidden => {
+                    let e = err.unwrap_or_else(|| panic!("{probe} answered {got}"));
+                    assert!(e.starts_with("forbidden: "), "{probe} -> {e}");
+                    assert!(
+                        !e.contains("b1") && !e.contains("no-such"),
+                        "{probe} -> {e}"
+                    );
+                    forbidden_messages.push((probe.clone(), e.to_string()));
+                }
+                Expect::NotWatched => {
+                    let e = err.unwrap_or_else(|| panic!("{probe} answered {got}"));
+                    assert!(e.starts_with("not watched: "), "{probe} -> {e}");
+                }
+                Expect::Objects(want) => {
+                    let keys: Vec<&str> = got["ok"]
+                        .as_array()
+                        .unwrap_or_else(|| panic!("{probe} failed: {got}"))
+                        .iter()
+                        .map(|k| k.as_str().unwrap())
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect();
+                    assert_eq!(keys, *want, "{probe}");
+                }
+            }
+        }
+        // An existing and a missing object in the other namespace are refused alike.
+        assert_eq!(forbidden_messages[0].1, forbidden_messages[1].1);
+
+        // The operator sees everything, so what the snoop did not see really was there.
+        env.logs
+            .wait_until("the operator's replay", || {
+                keys_of(&env.logs.json_of("operator"), "op").contains("team-b/b2")
+            })
+            .await;
+
+        // B keeps receiving all of its events, and nothing of a's.
+        for i in 0..20 {
+            env.server
+                .create(object("team-b", &format!("b-live-{i}"), "b"))
+                .unwrap();
+            env.server
+                .create(object("team-a", &format!("a-live-{i}"), "a"))
+                .unwrap();
+        }
+        env.logs
+            .wait_until("b's live events", || {
+                keys_of(&env.logs.json_of("b-echo"), "b").contains("team-b/b-live-19")
+            })
+            .await;
+        env.logs
+            .wait_until("a's live events", || {
+                keys_of(&env.logs.json_of("a-snoop"), "snoop").contains("team-a/a-live-19")
+            })
+            .await;
+        let b_seen = keys_of(&env.logs.json_of("b-echo"), "b");
+        let want_b: BTreeSet<String> = ["team-b/b1".to_string(), "team-b/b2".to_string()]
+            .into_iter()
+            .chain((0..20).map(|i| format!("team-b/b-live-{i}")))
+            .collect();
+        assert_eq!(b_seen, want_b, "b sees exactly its own objects");
+        let a_seen = keys_of(&env.logs.json_of("a-snoop"), "snoop");
+        assert!(
+            a_seen
+                .iter()
+                .all(|k| k.starts_with("team-a/") || k.starts_with("team-a-dev/")),
+            "a was shown another tenant's object: {a_seen:?}"
+        );
+        assert_eq!(a_seen.len(), 3 + 20);
+        env.host.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
+    guarded("tenancy refusals", async {
+        let mut cfg = host_config();
+        cfg.tenancy.operator_plugins = false;
+        let env = PluginEnv::start(cfg).await;
+        env.server.create(object("team-b", "b1", "b")).unwrap();
+        env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
+        // Tenant b may run one plugin: a second one is over quota.
+        env.install(Some("b"), "b-extra", "hostile", &echo_manifest("b2"));
+        let watch = |extra: &str| {
+            format!("[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n{extra}[config]\nmode = \"echo\"\n")
+        };
+        let refusals: Vec<(&str, String, &[&str])> = vec![
+            ("claims-b", format!("tenant = \"b\"\n{}", watch("")), &["field `tenant`", "directory it sits in"]),
+            ("b-namespace", watch("namespace = \"team-b\"\n"), &["watch[0]", "namespace `team-b` is outside", "tenant `a`"]),
+            (
+                "cluster",
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Namespace\"\n[config]\nmode = \"echo\"\n".into(),
+                &["`v1/Namespace` is cluster-scoped", "tenant `a`"],
+            ),
+            (
+                "deployments",
+                "[[watch]]\napi-version = \"apps/v1\"\nkind = \"Deployment\"\n[config]\nmode = \"echo\"\n".into(),
+                &["`apps/v1/Deployment` is not among the resources tenant `a` was granted"],
+            ),
+            (
+                "greedy",
+                format!("[limits]\nmemory-mib = 64\n{}", watch("")),
+                &["limits.memory-mib", "above tenant `a`'s ceiling of 32 MiB"],
+            ),
+        ];
+        for (name, manifest, _) in &refusals {
+            env.install(Some("a"), name, "hostile", manifest);
+        }
+        // Links: to b's plugin from a's directory, a tenant directory that is a link to b's,
+        // and an operator-level plugin (the operator's are disabled here).
+        let dir = env.dir();
+        std::os::unix::fs::symlink(dir.join("b/b-echo.wasm"), dir.join("a/stolen.wasm")).unwrap();
+        std::os::unix::fs::symlink(dir.join("b/b-echo.toml"), dir.join("a/stolen.toml")).unwrap();
+        std::os::unix::fs::symlink(dir.join("b"), dir.join("a-twin")).unwrap();
+        env.install(None, "top", "hostile", &echo_manifest("top"));
+
+        let report = env.reconcile().await;
+        assert_eq!(report.loaded, vec![id("b", "b-echo")]);
+        let error_of = |id: &PluginId| -> String {
+            report
+                .errors
+                .iter()
+                .find(|(i, _)| i == id)
+                .map(|(_, e)| e.to_string())
+                .unwrap_or_else(|| panic!("no error for {id}: {:?}", report.errors))
+        };
+        for (name, _, needles) in &refusals {
+            let e = error_of(&id("a", name));
+            assert!(e.contains(&format!("a/{name}.toml")), "names the file: {e}");
+            for n in *needles {
+                assert!(e.contains(n), "{name}: `{e}` lacks `{n}`");
+            }
+        }
+        let e = error_of(&id("a", "stolen"));
+        assert!(e.contains("link") && e.contains("outside tenant `a`'s directory"), "{e}");
+        let e = error_of(&id("a-twin", "*"));
+        assert!(e.contains("tenant directory `a-twin` is a link"), "{e}");
+        let e = error_of(&id("b", "b-extra"));
+        assert!(e.contains("maximum of 1 plugins"), "{e}");
+        let e = error_of(&id("", "top"));
+        assert!(e.contains("operator-plugins = true"), "{e}");
+        assert!(
+            report
+                .errors
+                .iter()
+                .all(|(_, e)| matches!(e, PluginError::Refused { .. } | PluginError::Manifest { .. })),
+            "{:?}",
+            report.errors
+        );
+
+        // The victim is unaffected: it keeps receiving all of its events.
+        for i in 0..10 {
+            env.server
+                .create(object("team-b", &format!("live-{i}"), "b"))
+                .unwrap();
+        }
+        env.logs
+            .wait_until("b's events", || {
+                keys_of(&env.logs.json_of("b-echo"), "b").len() == 11
+            })
+            .await;
+        assert_eq!(env.host.status().await.len(), 1, "nothing else was loaded");
+        env.host.shutdown().await;
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spinning_tenant_does_not_hold_up_another() {
+    guarded("tenant starvation", async {
+        const N: usize = 100;
+        // Failures never quarantine here, so a's plugin spins to its deadline on every event.
+        let cfg = HostConfig {
+            restart: RestartPolicy {
+                initial_backoff: Duration::from_millis(1),
+                max_backoff: Duration::from_millis(1),
+                quarantine_after: u32::MAX,
+                healthy_after: 1,
+            },
+            ..host_config()
+        };
+        let env = PluginEnv::start(cfg).await;
+        env.install(
+            Some("a"),
+            "a-spin",
+            "hostile",
+            "[limits]\ndeadline-ms = 200\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nmode = \"spin\"\n",
+        );
+        env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
+        let report = env.reconcile().await;
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+
+        // Interleaved writes: every one of b's events arrives behind one of a's.
+        for i in 0..N {
+            env.server
+                .create(object("team-a", &format!("a-{i}"), "a"))
+                .unwrap();
+            env.server
+                .create(object("team-b", &format!("b-{i}"), "b"))
+                .unwrap();
+        }
+        env.logs
+            .wait_until("all of b's events", || {
+                keys_of(&env.logs.json_of("b-echo"), "b").len() == N
+            })
+            .await;
+        // a needs N x 200 ms = 20 s for its queue; b is done while a is still far behind.
+        let spin = env.host.supervisor(&id("a", "a-spin")).await.unwrap();
+        let a_done = (spin.handled() + spin.failed()) as usize;
+        let a_backlog: usize = env
+            .host
+            .status()
+            .await
+            .iter()
+            .find(|s| s.name == "a-spin")
+            .map(|s| s.backlog)
+            .unwrap();
+        assert!(spin.failed() > 0, "a's plugin does spin to its deadline");
+        assert!(
+            a_done < N && a_backlog > 0,
+            "b finished while a had handled {a_done} of {N} (backlog {a_backlog})"
+        );
+        env.host.shutdown().await;
+    })
+    .await;
+}
