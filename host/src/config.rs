@@ -144,7 +144,11 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     }
     for (default, max, what) in [
         (host.default_memory_mib, host.max_memory_mib, "memory-mib"),
-        (host.default_deadline_ms, host.max_deadline_ms, "deadline-ms"),
+        (
+            host.default_deadline_ms,
+            host.max_deadline_ms,
+            "deadline-ms",
+        ),
     ] {
         if default > max {
             return Err(invalid(format!(
@@ -156,7 +160,8 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     let mut claimed: Vec<(&str, &NamespacePattern)> = Vec::new();
     for (name, t) in &file.tenants {
         let key = |k: &str| format!("key `tenants.{name}.{k}`");
-        check_tenant_name(name).map_err(|why| invalid(format!("table `[tenants.{name}]`: {why}")))?;
+        check_tenant_name(name)
+            .map_err(|why| invalid(format!("table `[tenants.{name}]`: {why}")))?;
         if t.namespaces.is_empty() && !t.cluster_scoped {
             return Err(invalid(format!(
                 "table `[tenants.{name}]`: grants nothing: give `namespaces` or `cluster-scoped = true`"
@@ -259,7 +264,10 @@ cluster-scoped = true
         )
         .unwrap();
         assert_eq!(c.max_memory_mib, 128);
-        assert_eq!(c.default_deadline_ms, HostConfig::default().default_deadline_ms);
+        assert_eq!(
+            c.default_deadline_ms,
+            HostConfig::default().default_deadline_ms
+        );
         let a = c.tenancy.policy("team-a").unwrap();
         assert_eq!(a.max_plugins, 2);
         assert_eq!(a.max_memory_mib, Some(32));
@@ -296,7 +304,11 @@ cluster-scoped = true
             ("verbose = true\n", &["unknown field `verbose`"]),
             (
                 "[tenants.a]\nnamespaces = [\"team_[a]\"]\n",
-                &["line 2", "tenants.a.namespaces", "bad namespace glob `team_[a]`"],
+                &[
+                    "line 2",
+                    "tenants.a.namespaces",
+                    "bad namespace glob `team_[a]`",
+                ],
             ),
             (
                 "[tenants.a]\nnamespaces = [\"a\"]\nresources = [\"ConfigMap\"]\n",
@@ -304,7 +316,10 @@ cluster-scoped = true
             ),
             (
                 "[tenants.a]\nnamespaces = [\"team-a\"]\n[tenants.b]\nnamespaces = [\"team-*\"]\n",
-                &["key `tenants.b.namespaces`", "`team-*` overlaps tenant `a`'s `team-a`"],
+                &[
+                    "key `tenants.b.namespaces`",
+                    "`team-*` overlaps tenant `a`'s `team-a`",
+                ],
             ),
             (
                 "[tenants.a]\nnamespaces = [\"x-*\", \"x-1\"]\n",
@@ -312,7 +327,12 @@ cluster-scoped = true
             ),
             (
                 "[tenants.a]\nnamespaces = [\"a\"]\nmax-memory-mib = -5\n",
-                &["line 3", "tenants.a.max-memory-mib", "whole number from 1", "got -5"],
+                &[
+                    "line 3",
+                    "tenants.a.max-memory-mib",
+                    "whole number from 1",
+                    "got -5",
+                ],
             ),
             (
                 "[tenants.a]\nnamespaces = [\"a\"]\nmax-plugins = 0\n",
@@ -320,14 +340,20 @@ cluster-scoped = true
             ),
             (
                 "[limits]\ndefault-deadline-ms = 500\nmax-deadline-ms = 100\n",
-                &["limits.default-deadline-ms", "above `limits.max-deadline-ms`"],
+                &[
+                    "limits.default-deadline-ms",
+                    "above `limits.max-deadline-ms`",
+                ],
             ),
             (
                 "[tenants.a]\nnamespaces = [\"a\"]\nmax-deadline-ms = 99999\n",
                 &["tenants.a.max-deadline-ms", "above the host's"],
             ),
             ("[tenants.a]\n", &["[tenants.a]", "grants nothing"]),
-            ("[tenants.\"../b\"]\nnamespaces = [\"a\"]\n", &["tenant name `../b`"]),
+            (
+                "[tenants.\"../b\"]\nnamespaces = [\"a\"]\n",
+                &["tenant name `../b`"],
+            ),
             ("[tenants.a\n", &["line 1"]),
         ] {
             let err = parse(text).unwrap_err();

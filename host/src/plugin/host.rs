@@ -122,9 +122,7 @@ impl CacheView {
             }
             None => LabelSelector::default(),
         };
-        Ok(self.visible(
-            stores.iter().flat_map(|s| s.list(namespace, &selector)),
-        ))
+        Ok(self.visible(stores.iter().flat_map(|s| s.list(namespace, &selector))))
     }
 
     /// Objects under an index value, once each across scopes.

@@ -45,10 +45,9 @@ impl TryFrom<String> for NamespacePattern {
         if s.len() > 63 {
             return bad("longer than a namespace name can be (63)");
         }
-        if let Some(c) = s
-            .chars()
-            .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '*' | '?')))
-        {
+        if let Some(c) = s.chars().find(|c| {
+            !(c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '*' | '?'))
+        }) {
             return bad(&format!(
                 "`{c}` is not allowed (lowercase letters, digits, `-`, and the wildcards `*` and `?`)"
             ));
@@ -164,8 +163,7 @@ impl TryFrom<String> for ResourceRule {
         };
         let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
         let kind_ok = kind == "*" || (part(kind) && !kind.contains('.'));
-        if !(part(version) && (group.is_empty() || part(group)) && kind_ok)
-            || version.contains('/')
+        if !(part(version) && (group.is_empty() || part(group)) && kind_ok) || version.contains('/')
         {
             return Err(bad());
         }
@@ -387,9 +385,17 @@ mod tests {
             false,
         );
         assert!(g.check_watch(("", "v1", "ConfigMap"), true, None).is_ok());
-        assert!(g.check_watch(("", "v1", "ConfigMap"), true, Some("team-a-x")).is_ok());
-        let e = g.check_watch(("", "v1", "ConfigMap"), true, Some("team-b")).unwrap_err();
-        assert!(e.contains("namespace `team-b`") && e.contains("tenant `a`"), "{e}");
+        assert!(
+            g.check_watch(("", "v1", "ConfigMap"), true, Some("team-a-x"))
+                .is_ok()
+        );
+        let e = g
+            .check_watch(("", "v1", "ConfigMap"), true, Some("team-b"))
+            .unwrap_err();
+        assert!(
+            e.contains("namespace `team-b`") && e.contains("tenant `a`"),
+            "{e}"
+        );
         let e = g.check_watch(("", "v1", "Secret"), true, None).unwrap_err();
         assert!(e.contains("`v1/Secret` is not among"), "{e}");
         assert!(g.check_namespace(None).is_err());
