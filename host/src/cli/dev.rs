@@ -22,6 +22,10 @@ pub struct Args {
     /// Plugins directory (`NAME.wasm` + `NAME.toml`, tenants in subdirectories); hot-reloaded.
     #[arg(long)]
     plugins: Option<PathBuf>,
+    /// Host config: plugin limits and tenants with their grants (default: single-user, top-level
+    /// plugins only).
+    #[arg(long, value_name = "informant.toml")]
+    config: Option<PathBuf>,
     /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
     /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
     #[arg(long = "watch")]
@@ -59,6 +63,7 @@ pub async fn run(args: Args) -> Result<()> {
             watches: args.watches,
             scope: WatchScope::default(),
             admin: args.admin,
+            config: super::host_config(args.config.as_deref())?,
         },
     )
     .await?;

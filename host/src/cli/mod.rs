@@ -24,6 +24,8 @@ pub struct RuntimeOptions {
     pub scope: WatchScope,
     /// Where to serve `/metrics`, `/healthz`, `/readyz` and `/plugins`.
     pub admin: Option<SocketAddr>,
+    /// Plugin limits and tenants (from `--config informant.toml`).
+    pub config: HostConfig,
 }
 
 /// Informers, plugins and the reloader of a running `dev` or `run`.
@@ -52,7 +54,7 @@ impl Runtime {
                     dir.clone(),
                     engine,
                     factory.clone(),
-                    HostConfig::default(),
+                    opts.config.clone(),
                 )))
             }
             None => None,
@@ -61,7 +63,10 @@ impl Runtime {
         let (admin, admin_state) = match opts.admin {
             Some(addr) => {
                 let state = AdminState::new(factory.clone(), host.clone());
-                (Some(AdminServer::start(addr, state.clone()).await?), Some(state))
+                (
+                    Some(AdminServer::start(addr, state.clone()).await?),
+                    Some(state),
+                )
             }
             None => (None, None),
         };
@@ -116,6 +121,21 @@ fn follow_reconciles(
         }
     });
     tx
+}
+
+/// The host config from `informant.toml`, or the single-user defaults without one.
+pub fn host_config(path: Option<&Path>) -> Result<HostConfig> {
+    let Some(path) = path else {
+        return Ok(HostConfig::default());
+    };
+    let config = informant::config::load(path)?;
+    tracing::info!(
+        config = %path.display(),
+        tenants = config.tenancy.tenants.len(),
+        operator_plugins = config.tenancy.operator_plugins,
+        "host config loaded"
+    );
+    Ok(config)
 }
 
 /// A client from a kubeconfig file, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).

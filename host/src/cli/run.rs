@@ -20,6 +20,10 @@ pub struct Args {
     /// Plugins directory (`NAME.wasm` + `NAME.toml`, tenants in subdirectories); hot-reloaded.
     #[arg(long)]
     plugins: Option<PathBuf>,
+    /// Host config: plugin limits and tenants with their grants (default: single-user, top-level
+    /// plugins only).
+    #[arg(long, value_name = "informant.toml")]
+    config: Option<PathBuf>,
     /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
     /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
     #[arg(long = "watch")]
@@ -103,6 +107,7 @@ pub async fn run(args: Args) -> Result<()> {
             label_selector: args.selector,
         },
         admin: args.admin,
+        config: super::host_config(args.config.as_deref())?,
     };
     let Some(lease) = args.election.config(&client) else {
         let runtime = start(client, opts).await?;
