@@ -18,6 +18,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod devloop;
 pub mod devserver;
 pub mod informer;
 pub mod leader;

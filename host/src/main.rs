@@ -33,6 +33,12 @@ enum Command {
     Dev(cli::dev::Args),
     /// Informers and plugins against a real cluster (kubeconfig or in-cluster).
     Run(cli::run::Args),
+    /// Scaffold a plugin crate (informant-sdk, manifest, a passing unit test).
+    New(cli::new::Args),
+    /// Record a live event stream to a JSON Lines file, to replay later.
+    Record(cli::record::Args),
+    /// Run one plugin offline against a recording, printing its logs.
+    Replay(cli::replay::Args),
 }
 
 #[tokio::main]
@@ -43,6 +49,9 @@ async fn main() -> Result<()> {
         Command::Apiserver(args) => cli::apiserver::run(args).await,
         Command::Dev(args) => cli::dev::run(args).await,
         Command::Run(args) => cli::run::run(args).await,
+        Command::New(args) => cli::new::run(args),
+        Command::Record(args) => cli::record::run(args).await,
+        Command::Replay(args) => cli::replay::run(args).await,
     }
 }
 

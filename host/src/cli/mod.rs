@@ -2,6 +2,9 @@
 
 pub mod apiserver;
 pub mod dev;
+pub mod new;
+pub mod record;
+pub mod replay;
 pub mod run;
 
 use std::net::SocketAddr;

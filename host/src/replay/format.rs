@@ -166,6 +166,9 @@ mod tests {
         )
         .unwrap();
         let err = read_records(&path).unwrap_err().to_string();
-        assert!(err.contains("rec.jsonl:1") && err.contains("`object`"), "{err}");
+        assert!(
+            err.contains("rec.jsonl:1") && err.contains("`object`"),
+            "{err}"
+        );
     }
 }

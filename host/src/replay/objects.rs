@@ -70,7 +70,10 @@ fn check(object: &Value) -> Result<(), String> {
         return Err("expected a Kubernetes object (a mapping)".into());
     };
     for field in ["apiVersion", "kind"] {
-        if !map.get(field).is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty())) {
+        if !map
+            .get(field)
+            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+        {
             return Err(format!("field `{field}`: missing or not a string"));
         }
     }
@@ -102,11 +105,17 @@ mod tests {
         let err = parse_yaml_objects(text, Path::new("seed.yaml"))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("seed.yaml") && err.contains("document 2"), "{err}");
+        assert!(
+            err.contains("seed.yaml") && err.contains("document 2"),
+            "{err}"
+        );
         assert!(err.contains("apiVersion"), "{err}");
         let err = parse_yaml_objects("a: [unclosed\n", Path::new("bad.yaml"))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("bad.yaml") && err.contains("document 1"), "{err}");
+        assert!(
+            err.contains("bad.yaml") && err.contains("document 1"),
+            "{err}"
+        );
     }
 }

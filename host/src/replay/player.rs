@@ -185,7 +185,8 @@ pub async fn replay(
         .map_err(|e| PluginError::Engine(e.to_string()))?
         .map_err(|source| PluginError::Init { plugin, source })?;
     // A step waits for at most one backoff plus one deadline per event it caused, and slack.
-    let step_guard = host.restart.max_backoff + Duration::from_millis(deadline_ms as u64) * 4
+    let step_guard = host.restart.max_backoff
+        + Duration::from_millis(deadline_ms as u64) * 4
         + Duration::from_secs(30);
 
     let mut player = Player {
@@ -350,9 +351,8 @@ impl Player {
         };
         let mut skipped = 0;
         for o in objects {
-            let raw: RawObject = serde_json::from_str(&o.object.to_string()).map_err(|e| {
-                ReplayError::Run(format!("objects document {}: {e}", o.document))
-            })?;
+            let raw: RawObject = serde_json::from_str(&o.object.to_string())
+                .map_err(|e| ReplayError::Run(format!("objects document {}: {e}", o.document)))?;
             let (api_version, kind) = (raw.api_version.clone(), raw.kind.clone());
             if !place(
                 api_version.as_deref().unwrap_or_default(),

@@ -1,0 +1,242 @@
+//! The developer loop behind `informant dev --plugins SOURCES`: plugin crates are built for
+//! `wasm32-wasip2`, installed into a compiled plugins directory, and rebuilt when their sources
+//! change. Loading and hot swapping stay with [`crate::plugin::PluginHost`] and
+//! [`crate::plugin::Reloader`] watching that directory, so a rebuilt plugin is swapped by the
+//! loader's tested replace path: the new version is loaded first, and if it cannot be the old
+//! one keeps running.
+//!
+//! - [`builder`]: finding plugin crates, building one with cargo, installing the result.
+//! - [`watcher`]: debounced source changes.
+//! - [`scaffold`]: a new plugin crate (`informant new`).
+//!
+//! Contract of a [`DevLoop`]:
+//! - At start every plugin crate is built once, in order, each reported as
+//!   [`DevEvent::Building`] (`index` of `total`) then [`DevEvent::Built`] or
+//!   [`DevEvent::Failed`]; installed plugins whose crate is gone are removed.
+//! - After a change only the crates whose files changed are rebuilt; a crate that appears is
+//!   built, one that disappears is uninstalled (and so unloaded).
+//! - A failed build installs nothing: whatever version was running keeps running, and the
+//!   failure carries the compiler's rendered diagnostics.
+//! - An unchanged build installs nothing either, so the plugin is not reloaded.
+
+pub mod builder;
+pub mod scaffold;
+pub mod watcher;
+
+pub use builder::{BuildError, Builder, Built, PluginCrate, Sources, scan};
+pub use scaffold::{Scaffold, SdkDependency, scaffold};
+pub use watcher::SourceWatcher;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::plugin::PluginId;
+
+/// Errors setting up the dev loop; each names the path at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum DevLoopError {
+    /// A directory could not be read or created.
+    #[error("`{}`: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The sources could not be watched.
+    #[error("cannot watch `{}`: {reason}", path.display())]
+    Watch {
+        /// The directory.
+        path: PathBuf,
+        /// notify's error.
+        reason: String,
+    },
+    /// A scaffold could not be written.
+    #[error("{0}")]
+    Scaffold(String),
+}
+
+/// What the loop is doing, for the CLI to print and tests to wait on.
+#[derive(Debug)]
+pub enum DevEvent {
+    /// A crate directory that is not a plugin, and why.
+    Skipped {
+        /// The crate's directory.
+        dir: PathBuf,
+        /// Why it is not built.
+        reason: String,
+    },
+    /// A build starts: the `index`-th (1-based) of `total` in this round.
+    Building {
+        /// The plugin.
+        id: PluginId,
+        /// Its place in the round.
+        index: usize,
+        /// Builds in the round.
+        total: usize,
+    },
+    /// A build succeeded; `changed` says whether a new version was installed.
+    Built {
+        /// The plugin.
+        id: PluginId,
+        /// Whether the installed files changed (and so the plugin will be swapped).
+        changed: bool,
+        /// The crate's warnings, rendered.
+        warnings: Vec<String>,
+        /// How long cargo took.
+        elapsed: Duration,
+    },
+    /// A build failed; the running version (if any) stays.
+    Failed {
+        /// The plugin.
+        id: PluginId,
+        /// Why, with the compiler's diagnostics.
+        error: BuildError,
+    },
+    /// The crate is gone and its plugin was uninstalled.
+    Removed {
+        /// The plugin.
+        id: PluginId,
+    },
+}
+
+/// Where the sources are and how to build them.
+#[derive(Debug, Clone)]
+pub struct DevLoopConfig {
+    /// The plugin sources directory (or a single plugin crate).
+    pub sources: PathBuf,
+    /// Builds and installs (its `out_dir` is the directory the plugin host loads).
+    pub builder: Builder,
+}
+
+/// Builds plugin sources and keeps rebuilding them on change until dropped.
+pub struct DevLoop {
+    task: JoinHandle<()>,
+}
+
+impl DevLoop {
+    /// Builds every plugin crate once (reporting on `events`), then watches for changes in the
+    /// background. Returns once the first round of builds is done, so the plugins directory is
+    /// ready to load.
+    pub async fn start(
+        config: DevLoopConfig,
+        events: mpsc::UnboundedSender<DevEvent>,
+    ) -> Result<DevLoop, DevLoopError> {
+        let mut builder = config.builder;
+        for dir in [&builder.out_dir, &builder.target_dir] {
+            std::fs::create_dir_all(dir).map_err(|source| DevLoopError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let canonical = |p: &Path| {
+            std::fs::canonicalize(p).map_err(|source| DevLoopError::Io {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        let sources = canonical(&config.sources)?;
+        builder.out_dir = canonical(&builder.out_dir)?;
+        builder.target_dir = canonical(&builder.target_dir)?;
+        tokio::task::spawn_blocking(builder::ensure_target)
+            .await
+            .map_err(|e| DevLoopError::Scaffold(e.to_string()))?;
+        // Watch before the first build, so edits made while it runs are not missed.
+        let mut watcher = SourceWatcher::start(
+            &sources,
+            vec![builder.out_dir.clone(), builder.target_dir.clone()],
+        )?;
+        let builder = Arc::new(builder);
+        let found = scan(&sources)?;
+        for (dir, reason) in &found.skipped {
+            let _ = events.send(DevEvent::Skipped {
+                dir: dir.clone(),
+                reason: reason.clone(),
+            });
+        }
+        for id in builder.installed() {
+            if !found.crates.iter().any(|c| c.id == id) && builder.uninstall(&id) {
+                let _ = events.send(DevEvent::Removed { id });
+            }
+        }
+        build_round(&builder, &found.crates, &events).await;
+        let mut known = found.crates;
+        let task = tokio::spawn(async move {
+            while let Some(batch) = watcher.next_batch().await {
+                let now = match scan(&sources) {
+                    Ok(s) => s.crates,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot rescan the plugin sources");
+                        continue;
+                    }
+                };
+                for gone in known.iter().filter(|k| !now.contains(k)) {
+                    builder.uninstall(&gone.id);
+                    let _ = events.send(DevEvent::Removed {
+                        id: gone.id.clone(),
+                    });
+                }
+                let changed: Vec<PluginCrate> = now
+                    .iter()
+                    .filter(|c| !known.contains(c) || batch.iter().any(|p| p.starts_with(&c.dir)))
+                    .cloned()
+                    .collect();
+                build_round(&builder, &changed, &events).await;
+                known = now;
+            }
+        });
+        Ok(DevLoop { task })
+    }
+}
+
+impl Drop for DevLoop {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Builds and installs `crates` one after another (cargo would serialize them on its lock).
+async fn build_round(
+    builder: &Arc<Builder>,
+    crates: &[PluginCrate],
+    events: &mpsc::UnboundedSender<DevEvent>,
+) {
+    let total = crates.len();
+    for (i, krate) in crates.iter().enumerate() {
+        let id = krate.id.clone();
+        let _ = events.send(DevEvent::Building {
+            id: id.clone(),
+            index: i + 1,
+            total,
+        });
+        let (b, k) = (builder.clone(), krate.clone());
+        let result = tokio::task::spawn_blocking(move || {
+            let built = b.build(&k)?;
+            let changed = b.install(&k, &built)?;
+            Ok::<_, BuildError>((built, changed))
+        })
+        .await;
+        let event = match result {
+            Ok(Ok((built, changed))) => DevEvent::Built {
+                id,
+                changed,
+                warnings: built.warnings,
+                elapsed: built.elapsed,
+            },
+            Ok(Err(error)) => DevEvent::Failed { id, error },
+            Err(join) => DevEvent::Failed {
+                error: BuildError::Spawn {
+                    plugin: id.clone(),
+                    reason: join.to_string(),
+                },
+                id,
+            },
+        };
+        let _ = events.send(event);
+    }
+}

@@ -1,0 +1,110 @@
+//! Watching plugin sources: notify events on the sources directory, filtered to what can change
+//! a build and debounced into batches of changed paths.
+//!
+//! Editors save in several steps (temp file, rename, backup), and a build reads every file, so a
+//! batch is delivered only once the tree has been quiet for [`DEBOUNCE`]. Build products never
+//! trigger a rebuild: `target` directories, the target and output directories (when they sit
+//! under the sources), hidden files, editor backups and `Cargo.lock` (which cargo itself writes)
+//! are ignored.
+
+use std::path::{Path, PathBuf};
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use super::DevLoopError;
+pub use crate::plugin::reload::DEBOUNCE;
+
+/// Settled batches of changed source paths under one directory.
+pub struct SourceWatcher {
+    _watcher: notify::RecommendedWatcher,
+    rx: mpsc::UnboundedReceiver<PathBuf>,
+}
+
+impl SourceWatcher {
+    /// Watches `dir` recursively; paths under any of `ignore` never count as changes.
+    pub fn start(dir: &Path, ignore: Vec<PathBuf>) -> Result<Self, DevLoopError> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let root = dir.to_path_buf();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            let Ok(event) = res else { return };
+            if event.kind.is_access() {
+                return;
+            }
+            for p in event.paths {
+                if relevant(&root, &ignore, &p) {
+                    let _ = tx.send(p);
+                }
+            }
+        })
+        .map_err(|e| DevLoopError::Watch {
+            path: dir.to_path_buf(),
+            reason: e.to_string(),
+        })?;
+        watcher
+            .watch(dir, RecursiveMode::Recursive)
+            .map_err(|e| DevLoopError::Watch {
+                path: dir.to_path_buf(),
+                reason: e.to_string(),
+            })?;
+        Ok(SourceWatcher {
+            _watcher: watcher,
+            rx,
+        })
+    }
+
+    /// The next batch of changed paths, once changes have settled; `None` if watching ended.
+    pub async fn next_batch(&mut self) -> Option<Vec<PathBuf>> {
+        let first = self.rx.recv().await?;
+        let mut batch = vec![first];
+        while let Ok(Some(p)) = tokio::time::timeout(DEBOUNCE, self.rx.recv()).await {
+            batch.push(p);
+        }
+        batch.sort();
+        batch.dedup();
+        Some(batch)
+    }
+}
+
+/// Whether a change at `path` (under `root`) can change a plugin build.
+fn relevant(root: &Path, ignore: &[PathBuf], path: &Path) -> bool {
+    if ignore.iter().any(|i| path.starts_with(i)) {
+        return false;
+    }
+    let rel = path.strip_prefix(root).unwrap_or(path);
+    let build_product = rel.components().any(|c| {
+        let c = c.as_os_str().to_string_lossy();
+        c == "target" || c.starts_with('.')
+    });
+    let name = rel
+        .file_name()
+        .map(|n| n.to_string_lossy())
+        .unwrap_or_default();
+    let editor_noise = name.ends_with('~')
+        || name.ends_with(".swp")
+        || name.ends_with(".swx")
+        || name == "4913"
+        || name == "Cargo.lock";
+    !build_product && !editor_noise
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_products_and_editor_noise_are_ignored() {
+        let root = Path::new("/src");
+        let ignore = [PathBuf::from("/src/out")];
+        let yes = |p: &str| relevant(root, &ignore, Path::new(p));
+        assert!(yes("/src/a/src/lib.rs"));
+        assert!(yes("/src/a/a.toml"));
+        assert!(yes("/src/team/b/Cargo.toml"));
+        assert!(!yes("/src/a/target/release/x"));
+        assert!(!yes("/src/out/a.wasm"));
+        assert!(!yes("/src/a/.lib.rs.swp"));
+        assert!(!yes("/src/a/src/lib.rs~"));
+        assert!(!yes("/src/a/Cargo.lock"));
+        assert!(!yes("/src/.git/index"));
+    }
+}
