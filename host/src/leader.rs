@@ -359,13 +359,17 @@ impl Campaign {
         let cfg = self.config.clone();
         let now = k8s_openapi::jiff::Timestamp::now();
         let Some(lease) = self.api.get_opt(&cfg.name).await? else {
+            let spec = LeaseSpec {
+                lease_transitions: Some(0),
+                ..self.spec_for(None, now)
+            };
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(cfg.name.clone()),
                     namespace: Some(cfg.namespace.clone()),
                     ..Default::default()
                 },
-                spec: Some(self.spec_for(None, now)),
+                spec: Some(spec),
             };
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(created) => {
@@ -424,10 +428,11 @@ impl Campaign {
                 Some(MicroTime(now))
             },
             renew_time: Some(MicroTime(now)),
-            lease_transitions: Some(match (renewing, old.holder_identity.is_some()) {
-                (true, _) => transitions,
-                (false, true) => transitions + 1,
-                (false, false) => transitions,
+            // Every change of holder counts, a release in between included (as client-go does).
+            lease_transitions: Some(if renewing {
+                transitions
+            } else {
+                transitions + 1
             }),
             ..old
         }
@@ -509,12 +514,27 @@ mod tests {
         assert!(config("a").validate().is_ok());
         let mut c = config("a");
         c.renew_deadline = c.lease_duration;
-        assert!(c.validate().unwrap_err().to_string().contains("renew deadline"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("renew deadline")
+        );
         let mut c = config("a");
         c.retry_period = c.renew_deadline;
-        assert!(c.validate().unwrap_err().to_string().contains("retry period"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("retry period")
+        );
         let c = config("a").with_lease_duration(Duration::from_millis(1500));
-        assert!(c.validate().unwrap_err().to_string().contains("whole number"));
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("whole number")
+        );
         let c = LeaseConfig::new("unit", "default", "");
         assert!(c.validate().unwrap_err().to_string().contains("identity"));
     }
@@ -546,6 +566,7 @@ mod tests {
         let lease = api.get("unit").await.unwrap().spec.unwrap();
         assert_eq!(lease.holder_identity.as_deref(), Some(first));
         assert_eq!(lease.lease_duration_seconds, Some(3));
+        assert_eq!(lease.lease_transitions, Some(0), "creating the lease is no transition");
         drop(a);
         drop(b);
         server.shutdown().await;
