@@ -1,0 +1,375 @@
+//! The Helm chart (`deploy/helm/informant`) rendered by Helm's own Go engine: every kind renders,
+//! RBAC grants nothing beyond get/list/watch except on the election Lease, the Deployment runs
+//! active/standby with probes, and bad values fail with Helm's message naming the field.
+//!
+//! No helm binary is needed: `deploy/helm/render.py` drives helm-python-sdk (PyPI), which bundles
+//! Helm v4's Go SDK as a shared library. The first run installs it into a virtualenv under
+//! `target/helm-sdk/` (or uses a `python3` that already has it).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use serde_json::json;
+use serde_yaml::Value;
+
+/// The pinned helm-python-sdk (Helm v4.2.3 inside).
+const SDK: &str = "helm-python-sdk==0.2.2";
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+}
+
+fn has_sdk(python: &Path) -> bool {
+    Command::new(python)
+        .args(["-c", "import helm_python"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// A Python with helm-python-sdk, installing it into `target/helm-sdk/` on first use.
+fn python() -> &'static Path {
+    static PYTHON: OnceLock<PathBuf> = OnceLock::new();
+    PYTHON.get_or_init(|| {
+        if has_sdk(Path::new("python3")) {
+            return "python3".into();
+        }
+        let venv = root().join("target").join("helm-sdk");
+        let python = venv.join("bin").join("python");
+        if has_sdk(&python) {
+            return python;
+        }
+        let run = |cmd: &mut Command, what: &str| {
+            let out = cmd
+                .output()
+                .unwrap_or_else(|e| panic!("{what}: cannot run: {e}"));
+            assert!(
+                out.status.success(),
+                "{what} failed:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        run(
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+            "python3 -m venv target/helm-sdk (the chart test renders with helm-python-sdk)",
+        );
+        run(
+            Command::new(&python).args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+                SDK,
+            ]),
+            &format!("pip install {SDK}"),
+        );
+        python
+    })
+}
+
+/// The chart rendered as release `demo` in namespace `ops`.
+struct Rendered {
+    /// Every object, in template order.
+    objects: Vec<Value>,
+    /// `helm lint --strict` findings.
+    lint: serde_json::Value,
+}
+
+impl Rendered {
+    /// The objects of one kind.
+    fn kind(&self, kind: &str) -> Vec<&Value> {
+        self.objects.iter().filter(|o| o["kind"] == kind).collect()
+    }
+
+    /// The only object of `kind`.
+    fn one(&self, kind: &str) -> &Value {
+        let all = self.kind(kind);
+        assert_eq!(all.len(), 1, "one {kind} expected, got {}", all.len());
+        all[0]
+    }
+
+    /// The Deployment's container args.
+    fn args(&self) -> Vec<String> {
+        strings(&self.one("Deployment")["spec"]["template"]["spec"]["containers"][0]["args"])
+    }
+}
+
+/// Renders with `values` merged over values.yaml; Helm's error message otherwise.
+fn render(values: serde_json::Value) -> Result<Rendered, String> {
+    let out = Command::new(python())
+        .arg(root().join("deploy/helm/render.py"))
+        .arg(root().join("deploy/helm/informant"))
+        .args(["demo", "ops", &values.to_string(), "--json"])
+        .output()
+        .expect("run deploy/helm/render.py");
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("render.py JSON");
+    let manifests: BTreeMap<String, String> =
+        serde_json::from_value(result["manifests"].clone()).expect("manifests");
+    let mut objects = Vec::new();
+    for (path, text) in &manifests {
+        if path.ends_with("NOTES.txt") {
+            continue;
+        }
+        for doc in serde_yaml::Deserializer::from_str(text) {
+            let v = Value::deserialize(doc)
+                .unwrap_or_else(|e| panic!("{path} is not valid YAML: {e}\n{text}"));
+            if !v.is_null() {
+                objects.push(v);
+            }
+        }
+    }
+    Ok(Rendered {
+        objects,
+        lint: result["lint"].clone(),
+    })
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_sequence()
+        .map(|s| {
+            s.iter()
+                .map(|x| x.as_str().expect("string").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every RBAC rule of every ClusterRole and Role, as (kind, apiGroups, resources, verbs, names).
+type Rule = (String, Vec<String>, Vec<String>, Vec<String>, Vec<String>);
+
+fn rules(r: &Rendered) -> Vec<Rule> {
+    let mut all = Vec::new();
+    for role in r
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+    {
+        let kind = role["kind"].as_str().unwrap().to_string();
+        for rule in role["rules"].as_sequence().expect("rules") {
+            all.push((
+                kind.clone(),
+                strings(&rule["apiGroups"]),
+                strings(&rule["resources"]),
+                strings(&rule["verbs"]),
+                strings(&rule["resourceNames"]),
+            ));
+        }
+    }
+    all
+}
+
+/// The rule: no verb beyond get/list/watch, except get/create/update on Leases, and no
+/// wildcards anywhere.
+fn assert_least_privilege(r: &Rendered) {
+    let read: BTreeSet<&str> = ["get", "list", "watch"].into();
+    let lease: BTreeSet<&str> = ["get", "create", "update"].into();
+    for (kind, groups, resources, verbs, _) in rules(r) {
+        for s in groups.iter().chain(&resources).chain(&verbs) {
+            assert!(!s.contains('*'), "{kind} grants a wildcard: {s}");
+        }
+        let on_leases = groups == ["coordination.k8s.io"] && resources == ["leases"];
+        let allowed = if on_leases { &lease } else { &read };
+        for v in &verbs {
+            assert!(
+                allowed.contains(v.as_str()),
+                "{kind} grants `{v}` on {groups:?}/{resources:?}"
+            );
+        }
+        if on_leases {
+            assert_eq!(kind, "Role", "lease access must be namespaced");
+        }
+    }
+}
+
+#[test]
+fn default_values_render_every_kind_with_least_privilege() {
+    let r = render(json!({})).expect("render");
+    let kinds: BTreeSet<&str> = r.objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    let want: BTreeSet<&str> = [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "Deployment",
+        "Role",
+        "RoleBinding",
+        "ServiceAccount",
+    ]
+    .into();
+    assert_eq!(kinds, want);
+    let problems: Vec<_> = r.lint["messages"]
+        .as_array()
+        .expect("lint messages")
+        .iter()
+        .filter(|m| m["severity"].as_i64().unwrap_or(0) >= 2)
+        .collect();
+    assert!(problems.is_empty(), "helm lint --strict: {problems:?}");
+
+    assert_least_privilege(&r);
+    let rules = rules(&r);
+    // The ClusterRole is exactly the watched resources, read-only.
+    let cluster: BTreeSet<(String, String)> = rules
+        .iter()
+        .filter(|x| x.0 == "ClusterRole")
+        .map(|x| (x.1.join(","), x.2.join(",")))
+        .collect();
+    let expected: BTreeSet<(String, String)> = [
+        ("", "pods"),
+        ("", "configmaps"),
+        ("apps", "deployments"),
+        ("apps", "replicasets"),
+    ]
+    .map(|(g, r)| (g.to_string(), r.to_string()))
+    .into();
+    assert_eq!(cluster, expected);
+    // The Lease: create (cannot be narrowed by name), get and update on this one Lease only.
+    let lease_rules: Vec<_> = rules.iter().filter(|x| x.0 == "Role").collect();
+    assert!(lease_rules.iter().any(|x| x.3 == ["create"]));
+    assert!(
+        lease_rules
+            .iter()
+            .any(|x| x.3 == ["get", "update"] && x.4 == ["demo-informant"])
+    );
+    // Both bindings name the chart's ServiceAccount.
+    let sa = r.one("ServiceAccount")["metadata"]["name"].clone();
+    for binding in ["ClusterRoleBinding", "RoleBinding"] {
+        assert_eq!(r.one(binding)["subjects"][0]["name"], sa, "{binding}");
+    }
+
+    // Two replicas, active/standby, probes on the admin server, non-root.
+    let deploy = r.one("Deployment");
+    assert_eq!(deploy["spec"]["replicas"], 2);
+    let args = r.args();
+    for want in [
+        "run",
+        "--leader-elect",
+        "--lease-name=demo-informant",
+        "--lease-namespace=$(POD_NAMESPACE)",
+        "--identity=$(POD_NAME)",
+        "--lease-duration=15",
+        "--admin=0.0.0.0:9090",
+        "--plugins=/plugins",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
+    }
+    assert!(!args.iter().any(|a| a.starts_with("--config")), "{args:?}");
+    let pod = &deploy["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(pod["serviceAccountName"], sa);
+    let volumes: BTreeSet<String> = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(volumes, ["config", "plugins", "tmp"].map(String::from).into());
+}
+
+#[test]
+fn configured_values_flow_into_rbac_config_and_volumes() {
+    let config = "# tenants\n[tenants.team-a]\nnamespaces = [\"team-a\"]\n";
+    let r = render(json!({
+        "watchedResources": [
+            {"apiGroup": "", "resource": "services"},
+            {"apiGroup": "example.com", "resource": "widgets"},
+        ],
+        "config": config,
+        "plugins": {"volume": "persistentVolumeClaim", "existingClaim": "plugins"},
+        "leaderElection": {"leaseName": "hooks", "leaseDurationSeconds": 30},
+    }))
+    .expect("render");
+    assert_least_privilege(&r);
+    let cluster: Vec<_> = rules(&r)
+        .into_iter()
+        .filter(|x| x.0 == "ClusterRole")
+        .map(|x| (x.1, x.2, x.3))
+        .collect();
+    let read = ["get", "list", "watch"].map(String::from).to_vec();
+    assert_eq!(
+        cluster,
+        vec![
+            (vec![String::new()], vec!["services".into()], read.clone()),
+            (vec!["example.com".into()], vec!["widgets".into()], read),
+        ]
+    );
+    assert_eq!(
+        r.one("ConfigMap")["data"]["informant.toml"].as_str(),
+        Some(config),
+        "informant.toml is values.config verbatim"
+    );
+    let args = r.args();
+    for want in [
+        "--config=/etc/informant/informant.toml",
+        "--lease-name=hooks",
+        "--lease-duration=30",
+    ] {
+        assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
+    }
+    let pod = &r.one("Deployment")["spec"]["template"]["spec"];
+    let plugins = pod["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "plugins")
+        .unwrap();
+    assert_eq!(plugins["persistentVolumeClaim"]["claimName"], "plugins");
+
+    // Plugins from an image: an init container copies them into the emptyDir.
+    let r = render(json!({"plugins": {"image": {"repository": "registry.example/hooks", "tag": "v3"}}}))
+        .expect("render");
+    let pod = &r.one("Deployment")["spec"]["template"]["spec"];
+    assert_eq!(pod["initContainers"][0]["image"], "registry.example/hooks:v3");
+    assert_eq!(
+        strings(&pod["initContainers"][0]["command"]),
+        ["cp", "-R", "/plugins/.", "/plugins/"]
+    );
+
+    // A single replica may run without election.
+    let r = render(json!({"replicaCount": 1, "leaderElection": {"enabled": false}})).expect("render");
+    assert!(r.kind("Role").is_empty() && r.kind("RoleBinding").is_empty());
+    assert!(!r.args().iter().any(|a| a.starts_with("--lease") || a == "--leader-elect"));
+}
+
+#[test]
+fn bad_values_fail_naming_the_field() {
+    for (values, want) in [
+        (
+            json!({"watchedResources": [{"resource": "pods"}]}),
+            "apiGroup",
+        ),
+        (
+            json!({"watchedResources": [{"apiGroup": "", "resource": "pods", "verbs": ["delete"]}]}),
+            "verbs",
+        ),
+        (
+            json!({"leaderElection": {"enabled": false}}),
+            "replicaCount > 1 needs leaderElection.enabled",
+        ),
+        (
+            json!({"plugins": {"volume": "persistentVolumeClaim"}}),
+            "plugins.existingClaim is required",
+        ),
+        (json!({"plugins": {"volume": "hostPath"}}), "volume"),
+        (
+            json!({"leaderElection": {"leaseDurationSeconds": 1}}),
+            "leaseDurationSeconds",
+        ),
+    ] {
+        let err = render(values.clone())
+            .err()
+            .unwrap_or_else(|| panic!("{values} rendered"));
+        assert!(err.contains(want), "{values}: {err}");
+    }
+}
