@@ -33,6 +33,8 @@ enum Command {
     Dev(cli::dev::Args),
     /// Informers and plugins against a real cluster (kubeconfig or in-cluster).
     Run(cli::run::Args),
+    /// Would this plugin load? Checks the component, the manifest and a tenant's grant, offline.
+    Check(cli::check::Args),
     /// Scaffold a plugin crate (informant-sdk, manifest, a passing unit test).
     New(cli::new::Args),
     /// Record a live event stream to a JSON Lines file, to replay later.
@@ -49,6 +51,7 @@ async fn main() -> Result<()> {
         Command::Apiserver(args) => cli::apiserver::run(args).await,
         Command::Dev(args) => cli::dev::run(args).await,
         Command::Run(args) => cli::run::run(args).await,
+        Command::Check(args) => cli::check::run(args).await,
         Command::New(args) => cli::new::run(args),
         Command::Record(args) => cli::record::run(args).await,
         Command::Replay(args) => cli::replay::run(args).await,

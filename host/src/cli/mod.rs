@@ -1,6 +1,7 @@
 //! Subcommands, one module each, and the runtime they share.
 
 pub mod apiserver;
+pub mod check;
 pub mod dev;
 pub mod new;
 pub mod record;

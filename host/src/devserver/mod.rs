@@ -323,3 +323,12 @@ impl Drop for DevServer {
         self.shared.listener.abort();
     }
 }
+
+/// Whether a built-in kind is namespaced, as this server serves it; `None` for kinds it does
+/// not know (CRDs). Lets offline tools such as `informant check` judge a kind's scope.
+pub fn builtin_scope(api_version: &str, kind: &str) -> Option<bool> {
+    resources::Registry::builtin()
+        .by_kind(api_version, kind)
+        .ok()
+        .map(|r| r.namespaced)
+}

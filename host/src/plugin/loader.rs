@@ -20,6 +20,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast};
 
 use super::PluginError;
+use super::admission::{Admitted, Refusal, WatchFacts, admit};
 use super::engine::PluginEngine;
 use super::host::{CacheView, PluginLog, WitResource};
 use super::instance::InstanceSpec;
@@ -364,61 +365,59 @@ impl PluginHost {
             plugin: id.to_string(),
             source,
         })?;
-        let refused = |field: String, reason: String| PluginError::Refused {
-            plugin: id.to_string(),
-            path: found.manifest.clone(),
-            reason: format!("field `{field}`: {reason}"),
-        };
-        let grant = &policy.grant;
-        let memory_mib = limit(
-            manifest.limits.memory_mib,
-            self.config.default_memory_mib,
-            self.config.max_memory_mib,
-            policy.max_memory_mib,
-            (&id.tenant, "MiB"),
-        )
-        .map_err(|r| refused("limits.memory-mib".into(), r))?;
-        let deadline_ms = limit(
-            manifest.limits.deadline_ms,
-            self.config.default_deadline_ms,
-            self.config.max_deadline_ms,
-            policy.max_deadline_ms,
-            (&id.tenant, "ms"),
-        )
-        .map_err(|r| refused("limits.deadline-ms".into(), r))?;
+        let mut resolved = Vec::new();
+        for (index, w) in manifest.watch.iter().enumerate() {
+            let r = self
+                .factory
+                .resolve(w.api_version.as_str(), &w.kind)
+                .await
+                .map_err(|source| PluginError::Watch {
+                    plugin: id.to_string(),
+                    index,
+                    source,
+                })?;
+            resolved.push(r);
+        }
+        let facts: Vec<WatchFacts> = resolved
+            .iter()
+            .map(|r| WatchFacts {
+                group: r.api_resource.group.clone(),
+                version: r.api_resource.version.clone(),
+                kind: r.api_resource.kind.clone(),
+                namespaced: Some(r.namespaced),
+            })
+            .collect();
+        let Admitted {
+            memory_mib,
+            deadline_ms,
+        } = admit(&manifest, &id.tenant, policy, &self.config, &facts).map_err(|refusals| {
+            PluginError::Refused {
+                plugin: id.to_string(),
+                path: found.manifest.clone(),
+                reason: join(&refusals),
+            }
+        })?;
         let (engine, name, wasm) = (self.engine.clone(), id.to_string(), found.wasm.clone());
         let component = tokio::task::spawn_blocking(move || engine.load(&name, &wasm))
             .await
             .map_err(|e| PluginError::Engine(e.to_string()))??;
 
+        let grant = &policy.grant;
         let mut cache = CacheView::new(grant.clone());
         let mut watches = Vec::new();
-        for (index, w) in manifest.watch.iter().enumerate() {
+        for ((index, w), resolved) in manifest.watch.iter().enumerate().zip(&resolved) {
             let watch_err = |source| PluginError::Watch {
                 plugin: id.to_string(),
                 index,
                 source,
             };
-            let resolved = self
-                .factory
-                .resolve(w.api_version.as_str(), &w.kind)
-                .await
-                .map_err(watch_err)?;
-            let ar = &resolved.api_resource;
-            grant
-                .check_watch(
-                    (&ar.group, &ar.version, &ar.kind),
-                    resolved.namespaced,
-                    w.namespace.as_deref(),
-                )
-                .map_err(|r| refused(format!("watch[{index}]"), r))?;
             let scope = WatchScope {
                 namespace: w.namespace.clone(),
                 label_selector: w.label_selector.as_ref().map(|s| s.0.clone()),
             };
             let informer = self
                 .factory
-                .informer_for(&resolved, scope)
+                .informer_for(resolved, scope)
                 .map_err(watch_err)?;
             for (name, spec) in &w.index_specs {
                 informer
@@ -460,35 +459,21 @@ impl PluginHost {
     }
 }
 
-/// The limit a plugin gets: what its manifest asks, else the host default lowered to the
-/// tenant's ceiling; asking above the host's or the tenant's ceiling is refused, not clamped,
-/// so nobody runs with less than they think.
-fn limit(
-    asked: Option<u32>,
-    default: u32,
-    host_max: u32,
-    tenant_max: Option<u32>,
-    (tenant, unit): (&str, &str),
-) -> Result<u32, String> {
-    let ceiling = tenant_max.map_or(host_max, |t| t.min(host_max));
-    match asked {
-        None => Ok(default.min(ceiling)),
-        Some(v) if v <= ceiling => Ok(v),
-        Some(v) => Err(match tenant_max {
-            Some(t) if t <= host_max && !tenant.is_empty() => {
-                format!("{v} {unit} is above tenant `{tenant}`'s ceiling of {ceiling} {unit}")
-            }
-            _ => format!("{v} {unit} is above the host's ceiling of {ceiling} {unit}"),
-        }),
-    }
-}
-
 /// A loaded, initialised plugin version, not yet receiving events.
 struct Prepared {
     supervisor: Arc<Supervisor>,
     watches: Vec<(Arc<SharedInformer>, WitResource)>,
     resync: Option<Duration>,
     filter: Option<EventFilter>,
+}
+
+/// Refusals as one line, each naming its field.
+fn join(refusals: &[Refusal]) -> String {
+    refusals
+        .iter()
+        .map(Refusal::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;

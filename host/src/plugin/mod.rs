@@ -1,6 +1,8 @@
 //! The WebAssembly plugin runtime: sandboxed component-model plugins fed by the informers.
 //!
 //! - [`manifest`]: `NAME.toml`, validated while parsing.
+//! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
+//! - [`check`]: the offline check behind `informant check`.
 //! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines) and the compile cache.
 //! - [`host`]: the WIT bindings and the `cache`/`log` imports, reading only the plugin's stores.
 //! - [`instance`]: one live instance, `init` and `handle` under a deadline and a memory cap.
@@ -8,6 +10,8 @@
 //! - [`loader`]: the plugins directory, reconciled on start and on every change.
 //! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
 
+pub mod admission;
+pub mod check;
 pub mod engine;
 pub mod host;
 pub mod instance;

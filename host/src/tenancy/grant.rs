@@ -259,11 +259,11 @@ impl Grant {
 
     /// Why a watch of `group/version` `kind` (in `namespace`, if the manifest names one) is
     /// outside this grant, or `Ok` when it is inside. `namespaced` is the resource's scope as
-    /// discovery reports it.
+    /// discovery reports it (`None`: unknown, not checked).
     pub fn check_watch(
         &self,
         (group, version, kind): (&str, &str, &str),
-        namespaced: bool,
+        namespaced: Option<bool>,
         namespace: Option<&str>,
     ) -> Result<(), String> {
         let who = self.who();
@@ -277,7 +277,7 @@ impl Grant {
                 "`{api_version}/{kind}` is not among the resources {who} was granted"
             ));
         }
-        if !namespaced && !self.cluster_scoped {
+        if namespaced == Some(false) && !self.cluster_scoped {
             return Err(format!(
                 "`{api_version}/{kind}` is cluster-scoped and {who} was not granted cluster-scoped objects"
             ));
@@ -396,7 +396,9 @@ mod tests {
             e.contains("namespace `team-b`") && e.contains("tenant `a`"),
             "{e}"
         );
-        let e = g.check_watch(("", "v1", "Secret"), true, None).unwrap_err();
+        let e = g
+            .check_watch(("", "v1", "Secret"), Some(true), None)
+            .unwrap_err();
         assert!(e.contains("`v1/Secret` is not among"), "{e}");
         assert!(g.check_namespace(None).is_err());
         assert!(g.check_namespace(Some("team-a")).is_ok());

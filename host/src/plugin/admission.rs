@@ -1,0 +1,206 @@
+//! Whether a manifest fits what its tenant and the host allow, and the limits it gets: one check
+//! serving the loader and `informant check`, so both refuse the same things for the same reasons.
+
+use crate::tenancy::TenantPolicy;
+
+use super::loader::HostConfig;
+use super::manifest::Manifest;
+
+/// A watched resource as the checker knows it: resolved by discovery in the loader, as written
+/// (with the built-in scope table, if the kind is there) in `informant check`.
+#[derive(Debug, Clone)]
+pub struct WatchFacts {
+    /// API group, empty for core.
+    pub group: String,
+    /// API version.
+    pub version: String,
+    /// Kind.
+    pub kind: String,
+    /// Whether the resource is namespaced; `None` when unknown (the scope check is skipped).
+    pub namespaced: Option<bool>,
+}
+
+/// One thing the manifest asks that it may not have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The manifest field, e.g. `watch[1]` or `limits.memory-mib`.
+    pub field: String,
+    /// What was asked and what is allowed.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "field `{}`: {}", self.field, self.reason)
+    }
+}
+
+/// The limits an admitted plugin runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Admitted {
+    /// Linear memory cap (MiB).
+    pub memory_mib: u32,
+    /// Per-event deadline (ms).
+    pub deadline_ms: u32,
+}
+
+/// Checks every watch against the tenant's grant and the limits against the ceilings; returns
+/// every refusal, not just the first. `facts` holds one entry per `manifest.watch`.
+pub fn admit(
+    manifest: &Manifest,
+    tenant: &str,
+    policy: &TenantPolicy,
+    host: &HostConfig,
+    facts: &[WatchFacts],
+) -> Result<Admitted, Vec<Refusal>> {
+    let mut refusals = Vec::new();
+    for (index, (w, f)) in manifest.watch.iter().zip(facts).enumerate() {
+        if let Err(reason) = policy.grant.check_watch(
+            (&f.group, &f.version, &f.kind),
+            f.namespaced,
+            w.namespace.as_deref(),
+        ) {
+            refusals.push(Refusal {
+                field: format!("watch[{index}]"),
+                reason,
+            });
+        }
+    }
+    let mut limit =
+        |asked, default, host_max, tenant_max, (field, unit): (&str, &str)| match ceiling(
+            asked,
+            default,
+            host_max,
+            tenant_max,
+            (tenant, unit),
+        ) {
+            Ok(v) => v,
+            Err(reason) => {
+                refusals.push(Refusal {
+                    field: field.into(),
+                    reason,
+                });
+                0
+            }
+        };
+    let memory_mib = limit(
+        manifest.limits.memory_mib,
+        host.default_memory_mib,
+        host.max_memory_mib,
+        policy.max_memory_mib,
+        ("limits.memory-mib", "MiB"),
+    );
+    let deadline_ms = limit(
+        manifest.limits.deadline_ms,
+        host.default_deadline_ms,
+        host.max_deadline_ms,
+        policy.max_deadline_ms,
+        ("limits.deadline-ms", "ms"),
+    );
+    if refusals.is_empty() {
+        Ok(Admitted {
+            memory_mib,
+            deadline_ms,
+        })
+    } else {
+        Err(refusals)
+    }
+}
+
+/// What a plugin gets: what it asks, else the host default lowered to the tenant's ceiling.
+/// Asking above the host's or the tenant's ceiling is refused rather than clamped, so nobody
+/// runs with less than they think.
+fn ceiling(
+    asked: Option<u32>,
+    default: u32,
+    host_max: u32,
+    tenant_max: Option<u32>,
+    (tenant, unit): (&str, &str),
+) -> Result<u32, String> {
+    let ceiling = tenant_max.map_or(host_max, |t| t.min(host_max));
+    match asked {
+        None => Ok(default.min(ceiling)),
+        Some(v) if v <= ceiling => Ok(v),
+        Some(v) => Err(match tenant_max {
+            Some(t) if t <= host_max && !tenant.is_empty() => {
+                format!("{v} {unit} is above tenant `{tenant}`'s ceiling of {ceiling} {unit}")
+            }
+            _ => format!("{v} {unit} is above the host's ceiling of {ceiling} {unit}"),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::tenancy::{Grant, NamespacePattern, ResourceRule};
+
+    fn policy() -> TenantPolicy {
+        let ns = NamespacePattern::try_from("team-a".to_string()).unwrap();
+        let r = ResourceRule::try_from("v1/*".to_string()).unwrap();
+        TenantPolicy {
+            grant: Arc::new(Grant::new("a", vec![ns], vec![r], false)),
+            max_memory_mib: Some(32),
+            ..TenantPolicy::operator()
+        }
+    }
+
+    fn facts(kind: &str, namespaced: Option<bool>) -> WatchFacts {
+        WatchFacts {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespaced,
+        }
+    }
+
+    #[test]
+    fn every_refusal_is_listed_with_its_field() {
+        let m = Manifest::parse(
+            "[limits]\nmemory-mib = 64\ndeadline-ms = 999999\n[[watch]]\napi-version = \"v1\"\nkind = \"Node\"\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"team-b\"\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let host = HostConfig::default();
+        let refusals = admit(
+            &m,
+            "a",
+            &policy(),
+            &host,
+            &[facts("Node", Some(false)), facts("Pod", Some(true))],
+        )
+        .unwrap_err();
+        let fields: Vec<&str> = refusals.iter().map(|r| r.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "watch[0]",
+                "watch[1]",
+                "limits.memory-mib",
+                "limits.deadline-ms"
+            ]
+        );
+        assert!(
+            refusals[2]
+                .reason
+                .contains("tenant `a`'s ceiling of 32 MiB")
+        );
+        assert!(refusals[3].reason.contains("the host's ceiling"));
+    }
+
+    #[test]
+    fn defaults_fall_to_the_tenant_ceiling_and_unknown_scope_is_not_refused() {
+        let m = Manifest::parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Widget\"\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let host = HostConfig::default();
+        let ok = admit(&m, "a", &policy(), &host, &[facts("Widget", None)]).unwrap();
+        assert_eq!(ok.memory_mib, 32);
+        assert_eq!(ok.deadline_ms, host.default_deadline_ms);
+    }
+}

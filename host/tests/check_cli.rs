@@ -1,0 +1,96 @@
+//! `informant check` as a user runs it: the real binary on a real compiled plugin, exit status
+//! and messages.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn check(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_informant"))
+        .arg("check")
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("RUST_LIB_BACKTRACE")
+        .output()
+        .expect("run informant")
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn check_accepts_a_fitting_plugin_and_lists_every_problem_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("snoop.wasm");
+    std::fs::copy(informant_tests::plugins::wasm("hostile"), &wasm).unwrap();
+    let wasm = wasm.display().to_string();
+    let config = write(
+        dir.path(),
+        "informant.toml",
+        "[tenants.a]\nnamespaces = [\"team-a\"]\nmax-memory-mib = 32\n",
+    );
+    write(
+        dir.path(),
+        "snoop.toml",
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nmode = \"echo\"\n",
+    );
+
+    let ok = check(&[&wasm, "--config", &config, "--tenant", "a"]);
+    let stdout = String::from_utf8_lossy(&ok.stdout);
+    assert!(
+        ok.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    assert!(
+        stdout.contains("admitted for tenant `a` with 32 MiB"),
+        "{stdout}"
+    );
+
+    let greedy = write(
+        dir.path(),
+        "greedy.toml",
+        "[limits]\nmemory-mib = 64\n[[watch]]\napi-version = \"v1\"\nkind = \"Node\"\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"team-b\"\n",
+    );
+    let bad = check(&[
+        &wasm,
+        "--manifest",
+        &greedy,
+        "--config",
+        &config,
+        "--tenant",
+        "a",
+    ]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    for needle in [
+        "greedy.toml`: field `watch[0]`: `v1/Node` is cluster-scoped",
+        "field `watch[1]`: namespace `team-b` is outside",
+        "field `limits.memory-mib`: 64 MiB is above tenant `a`'s ceiling of 32 MiB",
+        "3 problem(s)",
+    ] {
+        assert!(stderr.contains(needle), "lacks `{needle}`:\n{stderr}");
+    }
+
+    let garbage = write(dir.path(), "garbage.wasm", "not wasm");
+    write(
+        dir.path(),
+        "garbage.toml",
+        "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+    );
+    let bad = check(&[&garbage, "--config", &config, "--tenant", "nobody"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success());
+    assert!(
+        stderr.contains("garbage.wasm`: not a valid WebAssembly component"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("tenant `nobody` has no grant"), "{stderr}");
+
+    let missing = check(&[&dir.path().join("none.wasm").display().to_string()]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("none.toml"));
+}
