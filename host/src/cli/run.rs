@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use informant::admin::{AdminServer, AdminState};
 use informant::informer::{FactoryOptions, InformerFactory, WatchScope};
 use informant::leader::{LeaderElector, LeaseConfig};
 
@@ -119,10 +120,18 @@ pub async fn run(args: Args) -> Result<()> {
     let name = format!("{}/{}", lease.namespace, lease.name);
     tracing::info!(lease = %name, identity = %lease.identity, "standby: waiting to acquire the lease");
     let elector = LeaderElector::start(client.clone(), lease)?;
+    let standby_admin = match opts.admin {
+        Some(addr) => Some(standby_admin(addr, &client).await?),
+        None => None,
+    };
     let acquired = tokio::select! {
         r = elector.acquired() => Some(r),
         r = tokio::signal::ctrl_c() => { r?; None }
     };
+    if let Some(admin) = standby_admin {
+        // The leader's runtime serves the admin endpoints on the same address from here on.
+        admin.shutdown().await;
+    }
     match acquired {
         Some(r) => r?,
         None => return Ok(elector.release().await?),
@@ -152,6 +161,19 @@ pub async fn run(args: Args) -> Result<()> {
             Ok(elector.release().await?)
         }
     }
+}
+
+/// The standby's admin endpoints: `/healthz` for liveness, and a `/readyz` that answers ready
+/// (ready to take over), so that a Deployment counts the standby available and rolling updates
+/// proceed; `/metrics` and `/plugins` are empty until this replica leads.
+async fn standby_admin(addr: SocketAddr, client: &kube::Client) -> Result<AdminServer> {
+    let idle = Arc::new(InformerFactory::new(
+        client.clone(),
+        FactoryOptions::default(),
+    ));
+    let state = AdminState::new(idle, None);
+    state.startup_complete();
+    Ok(AdminServer::start(addr, state).await?)
 }
 
 /// Starts informers and plugins (for the leader, or without leader election).
