@@ -414,3 +414,69 @@ async fn a_spinning_tenant_does_not_hold_up_another() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_tenant_is_paced_by_its_budget_and_loses_nothing() {
+    guarded("tenant rate budget", async {
+        const KEYS: usize = 3;
+        const ROUNDS: usize = 100;
+        // The budget is a tenant setting: give a a small one on top of the shared config.
+        let text = CONFIG.replace(
+            "max-memory-mib = 32\n",
+            "max-memory-mib = 32\nevents-per-second = 10\n",
+        );
+        let env =
+            PluginEnv::start(config::parse(&text, Path::new("informant.toml")).unwrap()).await;
+        env.install(Some("a"), "a-echo", "hostile", &echo_manifest("a"));
+        env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
+        let report = env.reconcile().await;
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+
+        let mut last_rv = std::collections::BTreeMap::new();
+        for round in 0..ROUNDS {
+            for k in 0..KEYS {
+                for ns in ["team-a", "team-b"] {
+                    let mut o = object(ns, &format!("k{k}"), "x");
+                    o["data"]["round"] = json!(round.to_string());
+                    let written = if round == 0 {
+                        env.server.create(o).unwrap()
+                    } else {
+                        env.server.update(o).unwrap()
+                    };
+                    let rv = written["metadata"]["resourceVersion"]
+                        .as_str()
+                        .unwrap()
+                        .to_string();
+                    last_rv.insert(format!("{ns}/k{k}"), rv);
+                }
+            }
+        }
+        let reached = |plugin: &str, tag: &str, ns: &str| {
+            let lines = env.logs.json_of(plugin);
+            last_rv
+                .iter()
+                .filter(|(k, _)| k.starts_with(&format!("{ns}/")))
+                .all(|(k, rv)| {
+                    lines.iter().any(|v| {
+                        v["tag"] == tag && v["key"] == k.as_str() && v["rv"] == rv.as_str()
+                    })
+                })
+        };
+        env.logs
+            .wait_until("b's final states", || reached("b-echo", "b", "team-b"))
+            .await;
+        env.logs
+            .wait_until("a's final states, paced", || {
+                reached("a-echo", "a", "team-a")
+            })
+            .await;
+        let a_calls = env.logs.json_of("a-echo").len();
+        assert!(
+            a_calls < KEYS * ROUNDS,
+            "over budget, a's queue coalesces: {a_calls} calls for {} updates",
+            KEYS * ROUNDS
+        );
+        env.host.shutdown().await;
+    })
+    .await;
+}
