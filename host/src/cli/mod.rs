@@ -53,7 +53,11 @@ impl Runtime {
         }
         let host = match &opts.plugins {
             Some(dir) => {
-                let engine = Arc::new(PluginEngine::new(EngineOptions::default())?);
+                // The engine's memory slots must fit the largest cap a manifest may get.
+                let engine = Arc::new(PluginEngine::new(EngineOptions {
+                    max_memory_bytes: (opts.config.max_memory_mib as usize) << 20,
+                    ..Default::default()
+                })?);
                 Some(Arc::new(PluginHost::new(
                     dir.clone(),
                     engine,
