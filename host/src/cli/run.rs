@@ -92,7 +92,7 @@ fn default_identity() -> String {
     format!("{host}-{:08x}", rand::random::<u32>())
 }
 
-/// Runs until Ctrl-C; with `--leader-elect`, only while holding the Lease.
+/// Runs until SIGINT or SIGTERM; with `--leader-elect`, only while holding the Lease.
 ///
 /// Losing the Lease stops the informers and plugins (within the lease's safety margin) and
 /// returns an error, so the process exits non-zero and its pod restarts as a standby: a fresh
@@ -112,7 +112,7 @@ pub async fn run(args: Args) -> Result<()> {
     };
     let Some(lease) = args.election.config(&client) else {
         let runtime = start(client, opts).await?;
-        tokio::signal::ctrl_c().await?;
+        shutdown_signal().await?;
         runtime.stop().await;
         return Ok(());
     };
@@ -126,7 +126,7 @@ pub async fn run(args: Args) -> Result<()> {
     };
     let acquired = tokio::select! {
         r = elector.acquired() => Some(r),
-        r = tokio::signal::ctrl_c() => { r?; None }
+        r = shutdown_signal() => { r?; None }
     };
     if let Some(admin) = standby_admin {
         // The leader's runtime serves the admin endpoints on the same address from here on.
@@ -145,7 +145,7 @@ pub async fn run(args: Args) -> Result<()> {
     };
     let lost = tokio::select! {
         state = elector.lost() => Some(state),
-        r = tokio::signal::ctrl_c() => { r?; None }
+        r = shutdown_signal() => { r?; None }
     };
     match lost {
         Some(state) => {
@@ -174,6 +174,20 @@ async fn standby_admin(addr: SocketAddr, client: &kube::Client) -> Result<AdminS
     let state = AdminState::new(idle, None);
     state.startup_complete();
     Ok(AdminServer::start(addr, state).await?)
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM (what Kubernetes sends a pod it stops).
+async fn shutdown_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await
 }
 
 /// Starts informers and plugins (for the leader, or without leader election).
