@@ -89,26 +89,19 @@ fn intersects(a: &[u8], b: &[u8], i: usize, j: usize, memo: &mut [Option<bool>])
     if let Some(r) = memo[slot] {
         return r;
     }
-    let r = if i == a.len() && j == b.len() {
-        true
-    } else if i < a.len() && a[i] == b'*' && intersects(a, b, i + 1, j, memo) {
-        true
-    } else if j < b.len() && b[j] == b'*' && intersects(a, b, i, j + 1, memo) {
-        true
-    } else if i < a.len() && j < b.len() {
-        let (x, y) = (a[i], b[j]);
-        let wild = |c: u8| c == b'*' || c == b'?';
-        if wild(x) || wild(y) || x == y {
+    let skip_a = i < a.len() && a[i] == b'*';
+    let skip_b = j < b.len() && b[j] == b'*';
+    let r = (i == a.len() && j == b.len())
+        || (skip_a && intersects(a, b, i + 1, j, memo))
+        || (skip_b && intersects(a, b, i, j + 1, memo))
+        || (i < a.len() && j < b.len() && {
+            let (x, y) = (a[i], b[j]);
+            let wild = |c: u8| c == b'*' || c == b'?';
             // One character consumed from both; a `*` may go on consuming.
             let ni = if x == b'*' { i } else { i + 1 };
             let nj = if y == b'*' { j } else { j + 1 };
-            (ni, nj) != (i, j) && intersects(a, b, ni, nj, memo)
-        } else {
-            false
-        }
-    } else {
-        false
-    };
+            (wild(x) || wild(y) || x == y) && (ni, nj) != (i, j) && intersects(a, b, ni, nj, memo)
+        });
     memo[slot] = Some(r);
     r
 }
@@ -384,13 +377,16 @@ mod tests {
             vec![ResourceRule::try_from("v1/ConfigMap".to_string()).unwrap()],
             false,
         );
-        assert!(g.check_watch(("", "v1", "ConfigMap"), true, None).is_ok());
         assert!(
-            g.check_watch(("", "v1", "ConfigMap"), true, Some("team-a-x"))
+            g.check_watch(("", "v1", "ConfigMap"), Some(true), None)
+                .is_ok()
+        );
+        assert!(
+            g.check_watch(("", "v1", "ConfigMap"), Some(true), Some("team-a-x"))
                 .is_ok()
         );
         let e = g
-            .check_watch(("", "v1", "ConfigMap"), true, Some("team-b"))
+            .check_watch(("", "v1", "ConfigMap"), Some(true), Some("team-b"))
             .unwrap_err();
         assert!(
             e.contains("namespace `team-b`") && e.contains("tenant `a`"),
