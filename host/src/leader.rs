@@ -566,9 +566,36 @@ mod tests {
         let lease = api.get("unit").await.unwrap().spec.unwrap();
         assert_eq!(lease.holder_identity.as_deref(), Some(first));
         assert_eq!(lease.lease_duration_seconds, Some(3));
-        assert_eq!(lease.lease_transitions, Some(0), "creating the lease is no transition");
+        assert_eq!(
+            lease.lease_transitions,
+            Some(0),
+            "creating the lease is no transition"
+        );
         drop(a);
         drop(b);
+        server.shutdown().await;
+    }
+
+    /// What the election's safety rests on: a write carrying a stale resourceVersion is refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stale_write_gets_409() {
+        let server = DevServer::start(DevServerConfig::default()).await.unwrap();
+        let a = LeaderElector::start(server.client(), config("a")).unwrap();
+        a.acquired().await.unwrap();
+        let api: Api<Lease> = Api::namespaced(server.client(), "default");
+        let read = api.get("unit").await.unwrap();
+        let mut first = read.clone();
+        first.spec.as_mut().unwrap().holder_identity = Some("x".into());
+        api.replace("unit", &PostParams::default(), &first)
+            .await
+            .unwrap();
+        let mut second = read;
+        second.spec.as_mut().unwrap().holder_identity = Some("y".into());
+        match api.replace("unit", &PostParams::default(), &second).await {
+            Err(kube::Error::Api(e)) => assert_eq!(e.code, 409, "{e:?}"),
+            other => panic!("stale write accepted: {other:?}"),
+        }
+        drop(a);
         server.shutdown().await;
     }
 }

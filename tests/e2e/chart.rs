@@ -193,7 +193,11 @@ fn assert_least_privilege(r: &Rendered) {
 #[test]
 fn default_values_render_every_kind_with_least_privilege() {
     let r = render(json!({})).expect("render");
-    let kinds: BTreeSet<&str> = r.objects.iter().filter_map(|o| o["kind"].as_str()).collect();
+    let kinds: BTreeSet<&str> = r
+        .objects
+        .iter()
+        .filter_map(|o| o["kind"].as_str())
+        .collect();
     let want: BTreeSet<&str> = [
         "ClusterRole",
         "ClusterRoleBinding",
@@ -258,7 +262,10 @@ fn default_values_render_every_kind_with_least_privilege() {
         "--admin=0.0.0.0:9090",
         "--plugins=/plugins",
     ] {
-        assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
+        assert!(
+            args.iter().any(|a| a == want),
+            "{want} missing from {args:?}"
+        );
     }
     assert!(!args.iter().any(|a| a.starts_with("--config")), "{args:?}");
     let pod = &deploy["spec"]["template"]["spec"];
@@ -274,7 +281,10 @@ fn default_values_render_every_kind_with_least_privilege() {
         .iter()
         .map(|v| v["name"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(volumes, ["config", "plugins", "tmp"].map(String::from).into());
+    assert_eq!(
+        volumes,
+        ["config", "plugins", "tmp"].map(String::from).into()
+    );
 }
 
 #[test]
@@ -315,7 +325,10 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
         "--lease-name=hooks",
         "--lease-duration=30",
     ] {
-        assert!(args.iter().any(|a| a == want), "{want} missing from {args:?}");
+        assert!(
+            args.iter().any(|a| a == want),
+            "{want} missing from {args:?}"
+        );
     }
     let pod = &r.one("Deployment")["spec"]["template"]["spec"];
     let plugins = pod["volumes"]
@@ -327,19 +340,29 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
     assert_eq!(plugins["persistentVolumeClaim"]["claimName"], "plugins");
 
     // Plugins from an image: an init container copies them into the emptyDir.
-    let r = render(json!({"plugins": {"image": {"repository": "registry.example/hooks", "tag": "v3"}}}))
-        .expect("render");
+    let r = render(
+        json!({"plugins": {"image": {"repository": "registry.example/hooks", "tag": "v3"}}}),
+    )
+    .expect("render");
     let pod = &r.one("Deployment")["spec"]["template"]["spec"];
-    assert_eq!(pod["initContainers"][0]["image"], "registry.example/hooks:v3");
+    assert_eq!(
+        pod["initContainers"][0]["image"],
+        "registry.example/hooks:v3"
+    );
     assert_eq!(
         strings(&pod["initContainers"][0]["command"]),
         ["cp", "-R", "/plugins/.", "/plugins/"]
     );
 
     // A single replica may run without election.
-    let r = render(json!({"replicaCount": 1, "leaderElection": {"enabled": false}})).expect("render");
+    let r =
+        render(json!({"replicaCount": 1, "leaderElection": {"enabled": false}})).expect("render");
     assert!(r.kind("Role").is_empty() && r.kind("RoleBinding").is_empty());
-    assert!(!r.args().iter().any(|a| a.starts_with("--lease") || a == "--leader-elect"));
+    assert!(
+        !r.args()
+            .iter()
+            .any(|a| a.starts_with("--lease") || a == "--leader-elect")
+    );
 }
 
 #[test]
