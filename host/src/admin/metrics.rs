@@ -25,6 +25,7 @@
 //!
 //! `informer` is the informer's description (`apps/v1 deployments in ns [app=web]`); `handler`
 //! is the registration name (a plugin's `tenant/name`, or `log` for `--watch`).
+//! A family appears once it has a sample (the plugin families once a plugin is loaded).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,7 +37,7 @@ use prometheus_client::metrics::TypedMetric;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
 use super::AdminState;
 use crate::plugin::PluginState;
@@ -167,7 +168,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_plugin_events_received",
             "Events offered to the plugin by its informers, before per-key coalescing.",
-            None,
             self.plugins
                 .iter()
                 .map(|p| (plugin_labels(p), counter(p.received))),
@@ -176,7 +176,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_plugin_events_dispatched",
             "Events handed to the plugin (handled or failed).",
-            None,
             self.plugins
                 .iter()
                 .map(|p| (plugin_labels(p), counter(p.dispatched))),
@@ -185,7 +184,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_plugin_events_failed",
             "Events the plugin failed: trap, missed deadline, memory cap, or an error it returned.",
-            None,
             self.plugins
                 .iter()
                 .map(|p| (plugin_labels(p), counter(p.failed))),
@@ -194,16 +192,15 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_plugin_events_dropped",
             "Events dropped unseen because the plugin is quarantined.",
-            None,
             self.plugins
                 .iter()
                 .map(|p| (plugin_labels(p), counter(p.dropped))),
         )?;
         family(
             &mut enc,
-            "informant_plugin_handler_duration",
+            // The unit is in the name only: a `# UNIT` line on a histogram trips some parsers.
+            "informant_plugin_handler_duration_seconds",
             "Time the plugin's handle call took per event.",
-            Some(&Unit::Seconds),
             self.plugins
                 .iter()
                 .map(|p| (plugin_labels(p), p.latency.clone())),
@@ -212,7 +209,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_plugin_backlog",
             "Events queued for the plugin across its informers (after coalescing).",
-            None,
             self.plugins
                 .iter()
                 .map(|p| (plugin_labels(p), gauge(p.backlog))),
@@ -221,7 +217,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_plugin_state",
             "1 for the plugin's current state (running, backing-off, quarantined), else 0.",
-            None,
             self.plugins.iter().flat_map(|p| {
                 STATES.iter().map(move |(state, name)| {
                     let [plugin, tenant] = plugin_labels(p);
@@ -238,7 +233,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_informer_synced",
             "1 once the informer has applied its first complete list.",
-            None,
             self.informers
                 .iter()
                 .map(|i| (informer_labels(i), gauge(u64::from(i.synced)))),
@@ -247,7 +241,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_informer_objects",
             "Objects in the informer's cache.",
-            None,
             self.informers
                 .iter()
                 .map(|i| (informer_labels(i), gauge(i.objects))),
@@ -256,7 +249,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_informer_objects_received",
             "Watch events and listed objects received from the API server.",
-            None,
             self.informers
                 .iter()
                 .map(|i| (informer_labels(i), counter(i.objects_received))),
@@ -265,7 +257,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_informer_lists",
             "Complete lists applied, the initial one included.",
-            None,
             self.informers
                 .iter()
                 .map(|i| (informer_labels(i), counter(i.lists))),
@@ -274,7 +265,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_informer_watch_restarts",
             "List/watch failures, each followed by a backoff and a new list or watch (a watch the server ends cleanly resumes without counting).",
-            None,
             self.informers
                 .iter()
                 .map(|i| (informer_labels(i), counter(i.restarts))),
@@ -283,7 +273,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_informer_relists_after_gone",
             "Times the server answered 410 Gone (resourceVersion too old), forcing a relist.",
-            None,
             self.informers
                 .iter()
                 .map(|i| (informer_labels(i), counter(i.gone))),
@@ -296,7 +285,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_listener_backlog",
             "Events queued for one handler of one informer (after coalescing).",
-            None,
             self.listeners
                 .iter()
                 .map(|(k, l)| (listener_labels(k), gauge(l.backlog))),
@@ -305,7 +293,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_listener_events_received",
             "Events offered to one handler of one informer, before coalescing.",
-            None,
             self.listeners
                 .iter()
                 .map(|(k, l)| (listener_labels(k), counter(l.received))),
@@ -314,7 +301,6 @@ impl Collector for Snapshot {
             &mut enc,
             "informant_listener_events_delivered",
             "Events one handler of one informer has finished handling.",
-            None,
             self.listeners
                 .iter()
                 .map(|(k, l)| (listener_labels(k), counter(l.delivered))),
@@ -332,15 +318,21 @@ const STATES: [(PluginState, &str); 3] = [
 type Labels<const N: usize> = [(&'static str, String); N];
 
 /// Encodes one family: its descriptor, then one sample per label set. The declared type is the
-/// metric type's own, so a family cannot declare one type and encode another, even when empty.
+/// metric type's own, so a family cannot declare one type and encode another.
+///
+/// A family without samples (no plugins yet) is left out, as client_golang does with empty
+/// vectors: some parsers refuse a descriptor with nothing under it.
 fn family<const N: usize, M: EncodeMetric + TypedMetric>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
-    unit: Option<&Unit>,
     rows: impl Iterator<Item = (Labels<N>, M)>,
 ) -> Result<(), fmt::Error> {
-    let mut metric = enc.encode_descriptor(name, help, unit, M::TYPE)?;
+    let mut rows = rows.peekable();
+    if rows.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(name, help, None, M::TYPE)?;
     for (labels, m) in rows {
         m.encode(metric.encode_family(&labels)?)?;
     }
@@ -377,19 +369,38 @@ mod tests {
     }
 
     #[test]
-    fn empty_families_keep_their_declared_type() {
+    fn families_without_samples_are_left_out() {
         let snapshot = Snapshot {
             plugins: Vec::new(),
-            informers: Vec::new(),
+            informers: vec![InformerSample {
+                informer: "v1 configmaps".into(),
+                synced: true,
+                objects: 3,
+                objects_received: 3,
+                lists: 1,
+                restarts: 0,
+                gone: 0,
+            }],
             listeners: BTreeMap::new(),
         };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-        assert!(out.contains("# TYPE informant_plugin_handler_duration_seconds histogram\n"));
-        assert!(out.contains("# TYPE informant_plugin_backlog gauge\n"));
-        assert!(out.contains("# TYPE informant_informer_lists counter\n"));
+        assert!(!out.contains("informant_plugin_"), "{out}");
+        assert!(!out.contains("informant_listener_"), "{out}");
+        assert!(
+            out.contains("# TYPE informant_informer_synced gauge\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("# TYPE informant_informer_lists counter\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("informant_informer_lists_total{informer=\"v1 configmaps\"} 1\n"),
+            "{out}"
+        );
         assert!(out.ends_with("# EOF\n"));
     }
 }
