@@ -305,7 +305,8 @@ async fn standby_took_over(server: &DevServer, b: &Replica, keys: &mut BTreeSet<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standby_takes_over_when_the_leader_crashes() {
-    let (server, mut a, b, mut keys) = two_replicas(4, None).await;
+    // Long enough that a loaded CI machine still renews within the 2/3 deadline.
+    let (server, mut a, b, mut keys) = two_replicas(8, None).await;
 
     a.crash().await;
     // Nothing released the Lease: b may take it only after it expires.
