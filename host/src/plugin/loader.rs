@@ -274,7 +274,8 @@ impl PluginHost {
                     self.wait_synced(&id, &watches).await;
                     let replaced = match loaded.remove(&id) {
                         Some(old) => {
-                            self.unregister(old).await;
+                            let keep: Vec<_> = watches.iter().map(|(i, _)| i.clone()).collect();
+                            self.unregister_keeping(old, &keep).await;
                             true
                         }
                         None => false,
@@ -348,9 +349,18 @@ impl PluginHost {
     }
 
     async fn unregister(&self, old: Loaded) {
+        self.unregister_keeping(old, &[]).await
+    }
+
+    /// Unregisters `old` but never releases the informers in `keep`: a replacement registers on
+    /// them next, and releasing one whose only handler was the old version would stop it, leaving
+    /// the new version with its replay and no live events.
+    async fn unregister_keeping(&self, old: Loaded, keep: &[Arc<SharedInformer>]) {
         for (informer, handle) in old.handles {
             handle.shutdown().await;
-            self.factory.release(&informer);
+            if !keep.iter().any(|k| Arc::ptr_eq(k, &informer)) {
+                self.factory.release(&informer);
+            }
         }
     }
 
