@@ -168,6 +168,7 @@ impl DevLoop {
         let mut known = found.crates;
         let task = tokio::spawn(async move {
             while let Some(batch) = watcher.next_batch().await {
+                tracing::debug!(?batch, "plugin sources changed");
                 let now = match scan(&sources) {
                     Ok(s) => s.crates,
                     Err(e) => {

@@ -1,0 +1,189 @@
+//! The dev loop: a plugin crate in a temporary directory is built by the dev builder and run by
+//! the plugin host against the embedded API server; editing its source swaps the new behaviour
+//! in without a restart, and breaking it keeps the old version running while the compiler's
+//! error is reported.
+
+use std::path::{Path, PathBuf};
+
+use informant::devloop::{
+    BuildError, Builder, DevEvent, DevLoop, DevLoopConfig, SdkDependency, scaffold,
+};
+use informant::plugin::{HostConfig, ReconcileReport, Reloader};
+use informant_tests::plugins::PluginEnv;
+use informant_tests::{GUARD, configmap};
+use tokio::sync::mpsc;
+
+/// A plugin whose log lines say which version of the source produced them.
+fn source(version: &str) -> String {
+    format!(
+        r#"use informant_sdk::{{Event, Plugin}};
+
+pub struct Echo;
+
+impl Plugin for Echo {{
+    fn init(_config: serde_json::Value) -> Result<Self, String> {{
+        Ok(Echo)
+    }}
+
+    fn on_added(&mut self, ev: &Event) -> Result<(), String> {{
+        informant_sdk::info!("{version} added {{}}", ev.meta().key());
+        Ok(())
+    }}
+}}
+
+informant_sdk::export_plugin!(Echo);
+"#
+    )
+}
+
+/// The wasm target directory the other plugin tests build in, so dependencies build once.
+fn shared_target_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/wasm-plugins")
+}
+
+struct Dev {
+    env: PluginEnv,
+    crate_dir: PathBuf,
+    events: mpsc::UnboundedReceiver<DevEvent>,
+    reports: mpsc::UnboundedReceiver<ReconcileReport>,
+    _sources: tempfile::TempDir,
+    _dev_loop: DevLoop,
+    _reloader: Reloader,
+}
+
+impl Dev {
+    /// A copy of a plugin crate (the `informant new` scaffold with the `v1` source), built by
+    /// the dev loop into the host's plugins directory and loaded.
+    async fn start(name: &str) -> Dev {
+        let env = PluginEnv::start(HostConfig::default()).await;
+        let sources = tempfile::tempdir().unwrap();
+        let crate_dir = scaffold(name, sources.path(), SdkDependency::detect())
+            .unwrap()
+            .dir;
+        std::fs::write(crate_dir.join("src/lib.rs"), source("v1")).unwrap();
+        let (tx, mut events) = mpsc::unbounded_channel();
+        let dev_loop = DevLoop::start(
+            DevLoopConfig {
+                sources: sources.path().to_path_buf(),
+                builder: Builder {
+                    target_dir: shared_target_dir(),
+                    out_dir: env.dir().to_path_buf(),
+                    color: false,
+                },
+            },
+            tx,
+        )
+        .await
+        .unwrap();
+        match next_outcome(&mut events).await {
+            DevEvent::Built { changed: true, .. } => {}
+            other => panic!("the first build: {other:?}"),
+        }
+        let report = env.reconcile().await;
+        assert_eq!(report.loaded.len(), 1, "{:?}", report.errors);
+        let (report_tx, reports) = mpsc::unbounded_channel();
+        let reloader = Reloader::start(env.host.clone(), Some(report_tx)).unwrap();
+        Dev {
+            env,
+            crate_dir,
+            events,
+            reports,
+            _sources: sources,
+            _dev_loop: dev_loop,
+            _reloader: reloader,
+        }
+    }
+
+    fn has_line(&self, line: &str) -> bool {
+        self.env.logs.lines().iter().any(|l| l.message == line)
+    }
+
+    /// Creates a ConfigMap and waits for the plugin's line about it.
+    async fn create_and_expect(&self, name: &str, line: &str) {
+        self.env
+            .server
+            .create(configmap("default", name, "x"))
+            .unwrap();
+        self.env.logs.wait_until(line, || self.has_line(line)).await;
+    }
+}
+
+/// The next build outcome (`Built` or `Failed`), skipping progress events.
+async fn next_outcome(events: &mut mpsc::UnboundedReceiver<DevEvent>) -> DevEvent {
+    loop {
+        let e = tokio::time::timeout(GUARD * 10, events.recv())
+            .await
+            .expect("timed out waiting for a build")
+            .expect("the dev loop ended");
+        if matches!(e, DevEvent::Built { .. } | DevEvent::Failed { .. }) {
+            return e;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_source_is_rebuilt_and_handles_the_next_event_without_a_restart() {
+    // Crate names differ per test: cargo puts each crate's component at one path per name.
+    let mut dev = Dev::start("echo-edit").await;
+    dev.create_and_expect("first", "v1 added default/first")
+        .await;
+    let host = std::sync::Arc::as_ptr(&dev.env.host);
+
+    std::fs::write(dev.crate_dir.join("src/lib.rs"), source("v2")).unwrap();
+    match next_outcome(&mut dev.events).await {
+        DevEvent::Built { changed: true, .. } => {}
+        other => panic!("the rebuild: {other:?}"),
+    }
+    let report = tokio::time::timeout(GUARD, dev.reports.recv())
+        .await
+        .expect("timed out waiting for the reload")
+        .unwrap();
+    assert_eq!(report.replaced.len(), 1, "{report:?}");
+
+    dev.create_and_expect("second", "v2 added default/second")
+        .await;
+    assert!(!dev.has_line("v1 added default/second"));
+    // Same host, same informers, same API server: swapped, not restarted.
+    assert_eq!(std::sync::Arc::as_ptr(&dev.env.host), host);
+    assert_eq!(dev.env.host.status().await.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_source_reports_the_compiler_error_and_the_old_version_keeps_running() {
+    let mut dev = Dev::start("echo-break").await;
+    let installed = std::fs::read(dev.env.dir().join("echo-break.wasm")).unwrap();
+
+    let broken = source("v2").replace("Ok(Echo)", "Ok(Echo + 1)");
+    std::fs::write(dev.crate_dir.join("src/lib.rs"), broken).unwrap();
+    match next_outcome(&mut dev.events).await {
+        DevEvent::Failed {
+            error: BuildError::Compile { diagnostics, .. },
+            ..
+        } => {
+            assert!(diagnostics.contains("error[E0369]"), "{diagnostics}");
+            assert!(diagnostics.contains("src/lib.rs"), "{diagnostics}");
+        }
+        other => panic!("expected a compile error: {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(dev.env.dir().join("echo-break.wasm")).unwrap(),
+        installed,
+        "a failed build installs nothing"
+    );
+    dev.create_and_expect("after-break", "v1 added default/after-break")
+        .await;
+
+    // Fixing it swaps the fix in.
+    std::fs::write(dev.crate_dir.join("src/lib.rs"), source("v3")).unwrap();
+    match next_outcome(&mut dev.events).await {
+        DevEvent::Built { changed: true, .. } => {}
+        other => panic!("the fixed build: {other:?}"),
+    }
+    let report = tokio::time::timeout(GUARD, dev.reports.recv())
+        .await
+        .expect("timed out waiting for the reload")
+        .unwrap();
+    assert_eq!(report.replaced.len(), 1, "{report:?}");
+    dev.create_and_expect("after-fix", "v3 added default/after-fix")
+        .await;
+}
