@@ -297,7 +297,10 @@ impl Campaign {
     async fn run(mut self, mut stop: oneshot::Receiver<()>) -> Result<()> {
         let cfg = self.config.clone();
         // Standby: try every retry period until we hold the Lease.
+        let mut renewed_at;
         loop {
+            // The deadline counts from before the write, never from its answer.
+            renewed_at = Instant::now();
             match tokio::time::timeout(cfg.renew_deadline, self.attempt()).await {
                 Ok(Ok(Attempt::Held)) => break,
                 Ok(Ok(Attempt::HeldBy(holder))) => self.publish(Leadership::Standby {
@@ -312,18 +315,18 @@ impl Campaign {
                 _ = tokio::time::sleep(jittered(cfg.retry_period)) => {}
             }
         }
-        let mut renewed_at = Instant::now();
         tracing::info!(lease = %cfg.name, namespace = %cfg.namespace, identity = %cfg.identity, "became leader");
         self.publish(Leadership::Leading);
-        // Leading: renew every retry period; step down when the deadline passes.
+        // Leading: renew every retry period; step down the moment the deadline passes, not at
+        // the next retry, so the whole `lease_duration - renew_deadline` is left for stopping.
         loop {
+            let deadline = renewed_at + cfg.renew_deadline;
             tokio::select! {
                 _ = &mut stop => return self.release().await,
-                _ = tokio::time::sleep(cfg.retry_period) => {}
+                _ = tokio::time::sleep_until((Instant::now() + cfg.retry_period).min(deadline)) => {}
             }
             let started = Instant::now();
-            let left = (renewed_at + cfg.renew_deadline).saturating_duration_since(started);
-            match tokio::time::timeout(left, self.attempt()).await {
+            match tokio::time::timeout_at(deadline, self.attempt()).await {
                 Ok(Ok(Attempt::Held)) => {
                     renewed_at = started;
                     continue;

@@ -376,3 +376,19 @@ async fn leader_steps_down_when_another_holder_takes_the_lease() {
     assert_eq!(holder(&server).await.0.as_deref(), Some("intruder"));
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leader_steps_down_when_it_cannot_renew_within_the_deadline() {
+    informant_tests::init_tracing();
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    let a = LeaderElector::start(server.client(), lease("a", 3)).expect("elector");
+    guarded("a to lead", a.acquired()).await.expect("a leads");
+
+    // The API server stops answering: renewals hang until the renew deadline.
+    server.faults().pause();
+    assert_eq!(guarded("a to step down", a.lost()).await, Leadership::Lost);
+    server.faults().resume();
+    server.shutdown().await;
+}
