@@ -12,6 +12,8 @@
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/plugins`), reading
 //!   the informers and plugins from above.
 //! - [`leader`]: leader election through a coordination.k8s.io Lease (active/standby replicas).
+//! - [`devloop`]: `informant dev` with plugin sources (build, watch, rebuild) and `informant new`.
+//! - [`replay`]: recording live event streams and replaying them offline into one plugin.
 //!
 //! The binary (`src/main.rs`) is a thin CLI over these.
 #![warn(missing_docs)]

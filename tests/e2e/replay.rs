@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use informant::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog};
-use informant::replay::{ReplayConfig, Recorder, read_records, replay};
+use informant::replay::{Recorder, ReplayConfig, read_records, replay};
 use informant_tests::plugins::{PluginEnv, wasm};
 use informant_tests::{configmap, guarded};
 use serde_json::{Value, json};
@@ -50,7 +50,10 @@ async fn replaying_a_recording_gives_the_live_runs_plugin_output() {
             .informer("apps/v1", "Deployment", scope.clone())
             .await
             .unwrap(),
-        env.factory.informer("v1", "ConfigMap", scope).await.unwrap(),
+        env.factory
+            .informer("v1", "ConfigMap", scope)
+            .await
+            .unwrap(),
     ];
     // Registered before the informers start, as `informant record` does.
     let recorder = Recorder::start(
@@ -73,7 +76,11 @@ async fn replaying_a_recording_gives_the_live_runs_plugin_output() {
     env.logs
         .wait_until("the initial replay", || live().len() == expected)
         .await;
-    guarded("the first list recorded", recorder.wait_for(expected as u64)).await;
+    guarded(
+        "the first list recorded",
+        recorder.wait_for(expected as u64),
+    )
+    .await;
 
     // One change at a time, each seen by the plugin and the recorder before the next, so the
     // live order across kinds is the order of the writes.
@@ -125,7 +132,11 @@ async fn replaying_a_recording_gives_the_live_runs_plugin_output() {
     assert_eq!(outcome.skipped, 0);
 
     let (live, replayed) = (output(&live), output(&outcome.logs));
-    assert_eq!(replayed.len(), live.len(), "live:\n{live:#?}\nreplayed:\n{replayed:#?}");
+    assert_eq!(
+        replayed.len(),
+        live.len(),
+        "live:\n{live:#?}\nreplayed:\n{replayed:#?}"
+    );
     // The initial replay comes in cache order, which is unordered: compare it as a set.
     let (mut live_initial, mut replay_initial) = (live[..3].to_vec(), replayed[..3].to_vec());
     live_initial.sort();
@@ -187,5 +198,8 @@ async fn replay_prefills_the_cache_from_objects_and_names_bad_lines() {
 
     std::fs::write(&events, "{\"type\":\"added\"}\n").unwrap();
     let err = read_records(&events).unwrap_err().to_string();
-    assert!(err.contains("events.jsonl:1") && err.contains("apiVersion"), "{err}");
+    assert!(
+        err.contains("events.jsonl:1") && err.contains("apiVersion"),
+        "{err}"
+    );
 }

@@ -463,7 +463,7 @@ mod tests {
             std::fs::read(d.path().join("out/t/p.wasm")).unwrap(),
             b"wasm"
         );
-        assert_eq!(b.installed(), [krate.id.clone()]);
+        assert_eq!(b.installed(), std::slice::from_ref(&krate.id));
         assert!(b.uninstall(&krate.id));
         assert!(b.installed().is_empty());
     }

@@ -70,16 +70,16 @@ fn check(object: &Value) -> Result<(), String> {
         return Err("expected a Kubernetes object (a mapping)".into());
     };
     for field in ["apiVersion", "kind"] {
-        if !map
+        if map
             .get(field)
-            .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+            .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
         {
             return Err(format!("field `{field}`: missing or not a string"));
         }
     }
-    if !object
+    if object
         .pointer("/metadata/name")
-        .is_some_and(|v| v.as_str().is_some_and(|s| !s.is_empty()))
+        .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
     {
         return Err("field `metadata.name`: missing or not a string".into());
     }
