@@ -122,6 +122,15 @@ impl CacheView {
             }
             None => LabelSelector::default(),
         };
+        if let (None, Some(namespaces)) = (namespace, self.grant.exact_namespaces()) {
+            // Ask the namespace index for each granted namespace rather than filter them all.
+            let selector = &selector;
+            return Ok(self.visible(
+                namespaces
+                    .into_iter()
+                    .flat_map(|ns| stores.iter().flat_map(move |s| s.list(Some(ns), selector))),
+            ));
+        }
         Ok(self.visible(stores.iter().flat_map(|s| s.list(namespace, &selector))))
     }
 
@@ -266,5 +275,62 @@ impl informant::plugin::log::Host for State {
             level,
             message,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::informer::{RawObject, StoreOptions};
+    use crate::tenancy::{NamespacePattern, ResourceRule};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    fn store() -> Arc<Store> {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let store = Arc::new(Store::new(ar, StoreOptions::default()));
+        for (ns, name, team) in [("a", "1", "x"), ("a-dev", "2", "x"), ("b", "3", "x")] {
+            let raw: RawObject = serde_json::from_str(&format!(
+                r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","resourceVersion":"1","labels":{{"team":"{team}"}}}}}}"#
+            ))
+            .unwrap();
+            store.apply(raw, &mut |_| {});
+        }
+        store
+    }
+
+    fn view(patterns: &[&str]) -> CacheView {
+        let namespaces = patterns
+            .iter()
+            .map(|p| NamespacePattern::try_from(p.to_string()).unwrap())
+            .collect();
+        let all = vec![ResourceRule::try_from("*".to_string()).unwrap()];
+        let mut v = CacheView::new(Arc::new(Grant::new("t", namespaces, all, false)));
+        v.add(store());
+        v
+    }
+
+    fn names(objs: Vec<Arc<CachedObject>>) -> Vec<String> {
+        let mut n: Vec<String> = objs.iter().map(|o| o.key().to_string()).collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn broad_lists_answer_the_same_through_exact_names_and_globs() {
+        let r = WitResource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let want = vec!["a-dev/2".to_string(), "a/1".to_string()];
+        for v in [view(&["a", "a-dev"]), view(&["a", "a-*"])] {
+            assert_eq!(names(v.list(&r, None, None).unwrap()), want);
+            assert_eq!(names(v.list(&r, None, Some("team=x")).unwrap()), want);
+            assert_eq!(names(v.by_index(&r, "label", "team=x").unwrap()), want);
+            assert!(matches!(
+                v.list(&r, Some("b"), None),
+                Err(QueryError::Forbidden(_))
+            ));
+        }
     }
 }

@@ -220,6 +220,20 @@ impl Grant {
         self.namespaces.as_deref()
     }
 
+    /// The exact namespaces this grant is limited to, when it is limited to exact names only
+    /// (no globs, no cluster-scoped objects): a broad query can then ask just those namespaces
+    /// instead of filtering everything.
+    pub fn exact_namespaces(&self) -> Option<Vec<&str>> {
+        if self.cluster_scoped {
+            return None;
+        }
+        self.namespaces
+            .as_ref()?
+            .iter()
+            .map(|p| (!p.0.contains(['*', '?'])).then_some(p.as_str()))
+            .collect()
+    }
+
     /// Whether the resource may be watched at all.
     pub fn allows_resource(&self, group: &str, version: &str, kind: &str) -> bool {
         self.resources
@@ -397,6 +411,9 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("`v1/Secret` is not among"), "{e}");
         assert!(g.check_namespace(None).is_err());
+        assert_eq!(g.exact_namespaces(), None, "a glob needs the filter");
+        let exact = Grant::new("b", vec![pat("x"), pat("y")], vec![], false);
+        assert_eq!(exact.exact_namespaces(), Some(vec!["x", "y"]));
         assert!(g.check_namespace(Some("team-a")).is_ok());
         let full = Grant::full();
         assert!(full.is_full() && full.check_namespace(None).is_ok());
