@@ -4,8 +4,6 @@
 //! `cargo bench -p informant --bench admin` (builds the test plugin for wasm32-wasip2 first).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,30 +23,6 @@ const KINDS: [(&str, &str); 5] = [
 ];
 const SCRAPES: u32 = 200;
 
-fn build_plugin() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let _ = Command::new("rustup")
-        .args(["target", "add", "wasm32-wasip2"])
-        .status();
-    let target = root.join("target").join("wasm-plugins");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(root)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "-p",
-            "hostile",
-        ])
-        .arg("--target-dir")
-        .arg(&target)
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "building the test plugin failed");
-    target.join("wasm32-wasip2/release/hostile.wasm")
-}
 
 async fn get(addr: SocketAddr, path: &str) -> usize {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
@@ -61,7 +35,8 @@ async fn get(addr: SocketAddr, path: &str) -> usize {
 
 #[tokio::main]
 async fn main() {
-    let wasm = build_plugin();
+    // The test plugins, built for wasm32-wasip2 the way the e2e tests build them.
+    let wasm = informant_tests::plugins::wasm("hostile");
     let server = DevServer::start(DevServerConfig::default()).await.unwrap();
     server
         .seed((0..1000).map(|i| {
@@ -98,12 +73,12 @@ async fn main() {
         .unwrap();
 
     let state = AdminState::new(factory.clone(), Some(host.clone()));
-    let text = metrics::render(&state).await.unwrap();
+    let text = metrics::render(&state).unwrap();
     let series = text.lines().filter(|l| !l.starts_with('#')).count();
 
     let started = Instant::now();
     for _ in 0..SCRAPES {
-        std::hint::black_box(metrics::render(&state).await.unwrap());
+        std::hint::black_box(metrics::render(&state).unwrap());
     }
     let direct = started.elapsed() / SCRAPES;
 

@@ -10,8 +10,7 @@
 //! `cargo bench -p informant --bench plugins` (builds the test plugin for wasm32-wasip2 first).
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,30 +27,6 @@ use kube::core::{ApiResource, GroupVersionKind};
 use parking_lot::Mutex;
 use tokio::sync::{Semaphore, broadcast};
 
-fn build_plugin() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    let _ = Command::new("rustup")
-        .args(["target", "add", "wasm32-wasip2"])
-        .status();
-    let target = root.join("target").join("wasm-plugins");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "build",
-            "--release",
-            "--target",
-            "wasm32-wasip2",
-            "-p",
-            "hostile",
-            "--target-dir",
-        ])
-        .arg(&target)
-        .status()
-        .expect("run cargo");
-    assert!(status.success(), "building the test plugin failed");
-    target.join("wasm32-wasip2/release/hostile.wasm")
-}
 
 fn configmaps() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
@@ -350,7 +325,8 @@ fn grant_queries() {
 
 #[tokio::main]
 async fn main() {
-    let wasm = build_plugin();
+    // The test plugins, built for wasm32-wasip2 the way the e2e tests build them.
+    let wasm = informant_tests::plugins::wasm("hostile");
     let cache_dir = tempfile::tempdir().unwrap();
     let engine = PluginEngine::new(EngineOptions {
         cache_dir: Some(cache_dir.path().to_path_buf()),

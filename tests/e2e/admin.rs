@@ -214,7 +214,7 @@ async fn metrics_count_what_the_plugins_handled_and_failed() {
         tenant: "team-a".into(),
         name: "flaky".into(),
     };
-    let flaky = env.host.supervisor(&flaky_id).await.expect("flaky loaded");
+    let flaky = env.host.supervisor(&flaky_id).expect("flaky loaded");
     guarded(
         "flaky's quarantine",
         flaky

@@ -145,7 +145,7 @@ async fn an_edited_source_is_rebuilt_and_handles_the_next_event_without_a_restar
     assert!(!dev.has_line("v1 added default/second"));
     // Same host, same informers, same API server: swapped, not restarted.
     assert_eq!(std::sync::Arc::as_ptr(&dev.env.host), host);
-    assert_eq!(dev.env.host.status().await.len(), 1);
+    assert_eq!(dev.env.host.status().len(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -73,7 +73,7 @@ async fn report_where(
 }
 
 async fn wait_state(env: &PluginEnv, name: &str, want: PluginState) {
-    let sup = env.host.supervisor(&id(name)).await.expect("plugin loaded");
+    let sup = env.host.supervisor(&id(name)).expect("plugin loaded");
     let mut rx = sup.subscribe_state();
     guarded(
         &format!("{name} to be {want:?}"),
@@ -118,7 +118,6 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
     let status: BTreeMap<String, _> = env
         .host
         .status()
-        .await
         .into_iter()
         .map(|s| (s.name.clone(), s))
         .collect();
@@ -422,7 +421,7 @@ async fn a_new_plugin_dropped_into_the_directory_is_loaded_and_replayed() {
         r.removed == vec![id("late")]
     })
     .await;
-    assert!(env.host.status().await.is_empty());
+    assert!(env.host.status().is_empty());
     assert!(
         env.factory.informers().is_empty(),
         "the unused informer was released"

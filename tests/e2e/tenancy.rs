@@ -349,7 +349,7 @@ async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
                 keys_of(&env.logs.json_of("b-echo"), "b").len() == 11
             })
             .await;
-        assert_eq!(env.host.status().await.len(), 1, "nothing else was loaded");
+        assert_eq!(env.host.status().len(), 1, "nothing else was loaded");
         env.host.shutdown().await;
     })
     .await;
@@ -395,12 +395,11 @@ async fn a_spinning_tenant_does_not_hold_up_another() {
             })
             .await;
         // a needs N x 200 ms = 20 s for its queue; b is done while a is still far behind.
-        let spin = env.host.supervisor(&id("a", "a-spin")).await.unwrap();
+        let spin = env.host.supervisor(&id("a", "a-spin")).unwrap();
         let a_done = (spin.handled() + spin.failed()) as usize;
         let a_backlog: usize = env
             .host
             .status()
-            .await
             .iter()
             .find(|s| s.name == "a-spin")
             .map(|s| s.backlog)

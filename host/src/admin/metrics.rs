@@ -46,8 +46,8 @@ use crate::plugin::PluginState;
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// One scrape: every family, encoded as OpenMetrics text (ending with `# EOF`).
-pub async fn render(state: &AdminState) -> Result<String, fmt::Error> {
-    let snapshot = Snapshot::gather(state).await;
+pub fn render(state: &AdminState) -> Result<String, fmt::Error> {
+    let snapshot = Snapshot::gather(state);
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));
     let mut out = String::with_capacity(16 * 1024);
@@ -97,7 +97,7 @@ struct Snapshot {
 }
 
 impl Snapshot {
-    async fn gather(state: &AdminState) -> Snapshot {
+    fn gather(state: &AdminState) -> Snapshot {
         let mut informers = Vec::new();
         let mut listeners: BTreeMap<(String, String), ListenerSample> = BTreeMap::new();
         // Per handler name across informers: a plugin has one listener per informer it watches.
@@ -129,7 +129,7 @@ impl Snapshot {
         }
         informers.sort_by(|a, b| a.informer.cmp(&b.informer));
 
-        let (tracked, _) = state.plugins().await;
+        let tracked = state.plugins();
         let plugins = tracked
             .iter()
             .map(|t| {

@@ -8,9 +8,8 @@
 //! pipeline keeps anyway, so serving the endpoints costs the pipeline nothing between scrapes.
 //!
 //! Contract:
-//! - No endpoint waits on a reconcile: the plugin host holds its lock while it loads plugins, so
-//!   the admin keeps the supervisors it saw last and asks again with a short timeout
-//!   ([`HOST_TIMEOUT`]); `/readyz` reports a host that does not answer in time as busy.
+//! - No endpoint waits on a reconcile: the plugin host publishes what is running separately
+//!   from the lock a reconcile holds while it loads plugins.
 //! - Counters are per plugin *version*: a hot swap starts the new version's counters at zero,
 //!   which Prometheus treats as a counter reset.
 //! - Readiness needs what only the runtime knows (that startup is over, what the last reconcile
@@ -30,15 +29,9 @@ pub use server::AdminServer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
-
-use parking_lot::Mutex;
 
 use crate::informer::InformerFactory;
 use crate::plugin::{PluginHost, PluginId, ReconcileReport, Supervisor};
-
-/// How long an endpoint waits for the plugin host before using what it saw last.
-pub const HOST_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// Errors starting the admin server.
 #[derive(Debug, thiserror::Error)]
@@ -57,7 +50,7 @@ pub enum Error {
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// A loaded plugin as the admin last saw it.
+/// A running plugin.
 #[derive(Clone)]
 pub(crate) struct Tracked {
     pub(crate) id: PluginId,
@@ -69,7 +62,6 @@ pub struct AdminState {
     factory: Arc<InformerFactory>,
     host: Option<Arc<PluginHost>>,
     readiness: Readiness,
-    seen: Mutex<Vec<Tracked>>,
 }
 
 impl AdminState {
@@ -79,7 +71,6 @@ impl AdminState {
             factory,
             host,
             readiness: Readiness::default(),
-            seen: Mutex::new(Vec::new()),
         })
     }
 
@@ -108,32 +99,22 @@ impl AdminState {
         self.readiness.record_reconcile(report);
     }
 
-    /// The loaded plugins: asked afresh from the host, or as last seen when it is busy
-    /// (`fresh` false).
-    pub(crate) async fn plugins(&self) -> (Vec<Tracked>, bool) {
+    /// The running plugins.
+    pub(crate) fn plugins(&self) -> Vec<Tracked> {
         let Some(host) = &self.host else {
-            return (Vec::new(), true);
+            return Vec::new();
         };
-        let ask = async {
-            let mut out = Vec::new();
-            for s in host.status().await {
+        host.status()
+            .into_iter()
+            .filter_map(|s| {
                 let id = PluginId {
                     tenant: s.tenant,
                     name: s.name,
                 };
-                // A plugin removed between the two calls is simply left out.
-                if let Some(supervisor) = host.supervisor(&id).await {
-                    out.push(Tracked { id, supervisor });
-                }
-            }
-            out
-        };
-        match tokio::time::timeout(HOST_TIMEOUT, ask).await {
-            Ok(fresh) => {
-                *self.seen.lock() = fresh.clone();
-                (fresh, true)
-            }
-            Err(_) => (self.seen.lock().clone(), false),
-        }
+                // A plugin removed between the two reads is simply left out.
+                let supervisor = host.supervisor(&id)?;
+                Some(Tracked { id, supervisor })
+            })
+            .collect()
     }
 }

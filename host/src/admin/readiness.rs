@@ -54,7 +54,7 @@ impl Readiness {
 }
 
 /// Why the process is not ready, one line per reason; empty when it is ready.
-pub async fn check(state: &AdminState) -> Vec<String> {
+pub fn check(state: &AdminState) -> Vec<String> {
     let mut reasons = Vec::new();
     let (started, reconciled, refused) = {
         let f = state.readiness().inner.lock();
@@ -75,13 +75,7 @@ pub async fn check(state: &AdminState) -> Vec<String> {
         if !reconciled {
             reasons.push("plugins: no reconcile has completed yet".to_string());
         }
-        let (loaded, fresh) = state.plugins().await;
-        if !fresh {
-            reasons.push(format!(
-                "plugins: the plugin host did not answer within {:?} (a reconcile is in progress)",
-                super::HOST_TIMEOUT
-            ));
-        }
+        let loaded = state.plugins();
         for (id, error) in refused {
             if id.tenant.is_empty() && id.name == "*" {
                 reasons.push(format!("plugins directory: {error}"));

@@ -5,7 +5,7 @@
 //! | `GET /healthz` | 200 `ok` while the process serves requests |
 //! | `GET /readyz` | 200 `ok`, or 503 with one line per reason (see [`super::readiness`]) |
 //! | `GET /metrics` | OpenMetrics text (see [`super::metrics`]) |
-//! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginReport`] per loaded plugin |
+//! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::PluginStatus) per running plugin |
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,7 +19,6 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::{AdminState, Error, Result, metrics, readiness};
-use crate::plugin::PluginState;
 
 /// A running admin server; stops when [`shutdown`](Self::shutdown) is called or it is dropped.
 pub struct AdminServer {
@@ -94,7 +93,7 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
-    let reasons = readiness::check(&state).await;
+    let reasons = readiness::check(&state);
     if reasons.is_empty() {
         return (StatusCode::OK, "ok\n").into_response();
     }
@@ -108,7 +107,7 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn metrics_text(State(state): State<Arc<AdminState>>) -> Response {
-    match metrics::render(&state).await {
+    match metrics::render(&state) {
         Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -118,50 +117,7 @@ async fn metrics_text(State(state): State<Arc<AdminState>>) -> Response {
     }
 }
 
-/// One loaded plugin in `/plugins`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct PluginReport {
-    /// Name (the file stem).
-    pub name: String,
-    /// Tenant (the subdirectory; empty for the operator's plugins).
-    pub tenant: String,
-    /// sha256 of the running version's wasm.
-    pub version: String,
-    /// `running`, `backing-off` or `quarantined`.
-    pub state: PluginState,
-    /// Events handled successfully by this version.
-    pub handled: u64,
-    /// Events this version failed.
-    pub failed: u64,
-    /// Events queued for it across its informers (after coalescing).
-    pub backlog: u64,
-    /// The most recent failure.
-    pub last_error: Option<String>,
-}
-
 async fn plugins(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
-    let (tracked, fresh) = state.plugins().await;
-    let mut backlog = std::collections::HashMap::<String, u64>::new();
-    for i in state.factory().informers() {
-        for h in i.handler_stats() {
-            *backlog.entry(h.name).or_default() += h.backlog as u64;
-        }
-    }
-    let list: Vec<PluginReport> = tracked
-        .iter()
-        .map(|t| {
-            let s = &t.supervisor;
-            PluginReport {
-                name: t.id.name.clone(),
-                tenant: t.id.tenant.clone(),
-                version: s.version().to_string(),
-                state: s.state(),
-                handled: s.handled(),
-                failed: s.failed(),
-                backlog: backlog.get(&t.id.to_string()).copied().unwrap_or(0),
-                last_error: s.last_error(),
-            }
-        })
-        .collect();
-    Json(serde_json::json!({ "plugins": list, "fresh": fresh }))
+    let list = state.host().map(|h| h.status()).unwrap_or_default();
+    Json(serde_json::json!({ "plugins": list }))
 }

@@ -16,6 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::core::ApiResource;
+use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast};
 
@@ -26,6 +27,7 @@ use super::host::{CacheView, PluginLog, WitResource};
 use super::instance::InstanceSpec;
 use super::manifest::Manifest;
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
+use crate::informer::processor::ListenerState;
 use crate::informer::{
     EventFilter, HandlerOptions, InformerFactory, ListenerHandle, SharedInformer, WatchScope,
 };
@@ -142,6 +144,16 @@ pub struct PluginHost {
     config: HostConfig,
     logs: broadcast::Sender<PluginLog>,
     loaded: Mutex<BTreeMap<PluginId, Loaded>>,
+    /// What is running, republished after every change to `loaded`: readers (status, the
+    /// admin endpoints) never wait for a reconcile, which holds `loaded` while plugins load.
+    running: RwLock<BTreeMap<PluginId, Running>>,
+}
+
+/// A running plugin as readers see it.
+#[derive(Clone)]
+struct Running {
+    supervisor: Arc<Supervisor>,
+    queues: Vec<Arc<ListenerState>>,
 }
 
 impl PluginHost {
@@ -159,7 +171,20 @@ impl PluginHost {
             logs: broadcast::channel(config.log_buffer.max(1)).0,
             config,
             loaded: Mutex::new(BTreeMap::new()),
+            running: RwLock::new(BTreeMap::new()),
         }
+    }
+
+    /// Makes `loaded` what readers see.
+    fn publish(&self, loaded: &BTreeMap<PluginId, Loaded>) {
+        *self.running.write() = loaded
+            .iter()
+            .map(|(id, l)| {
+                let queues = l.handles.iter().map(|(_, h)| h.state().clone()).collect();
+                let supervisor = l.supervisor.clone();
+                (id.clone(), Running { supervisor, queues })
+            })
+            .collect();
     }
 
     /// The plugins directory.
@@ -167,13 +192,9 @@ impl PluginHost {
         &self.dir
     }
 
-    /// The supervisor of a loaded plugin.
-    pub async fn supervisor(&self, id: &PluginId) -> Option<Arc<Supervisor>> {
-        self.loaded
-            .lock()
-            .await
-            .get(id)
-            .map(|l| l.supervisor.clone())
+    /// The supervisor of a running plugin; never waits for a reconcile in progress.
+    pub fn supervisor(&self, id: &PluginId) -> Option<Arc<Supervisor>> {
+        self.running.read().get(id).map(|r| r.supervisor.clone())
     }
 
     /// Every line plugins log from now on.
@@ -181,21 +202,20 @@ impl PluginHost {
         self.logs.subscribe()
     }
 
-    /// Status of every loaded plugin.
-    pub async fn status(&self) -> Vec<PluginStatus> {
-        self.loaded
-            .lock()
-            .await
+    /// Status of every running plugin; never waits for a reconcile in progress.
+    pub fn status(&self) -> Vec<PluginStatus> {
+        self.running
+            .read()
             .iter()
-            .map(|(id, l)| PluginStatus {
+            .map(|(id, r)| PluginStatus {
                 name: id.name.clone(),
                 tenant: id.tenant.clone(),
-                version: l.supervisor.version().to_string(),
-                state: l.supervisor.state(),
-                handled: l.supervisor.handled(),
-                failed: l.supervisor.failed(),
-                backlog: l.handles.iter().map(|(_, h)| h.backlog()).sum(),
-                last_error: l.supervisor.last_error(),
+                version: r.supervisor.version().to_string(),
+                state: r.supervisor.state(),
+                handled: r.supervisor.handled(),
+                failed: r.supervisor.failed(),
+                backlog: r.queues.iter().map(|q| q.listener.backlog()).sum(),
+                last_error: r.supervisor.last_error(),
             })
             .collect()
     }
@@ -222,6 +242,7 @@ impl PluginHost {
             .collect();
         for id in gone {
             if let Some(old) = loaded.remove(&id) {
+                self.publish(&loaded);
                 self.unregister(old).await;
                 tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin removed");
                 report.removed.push(id);
@@ -274,6 +295,7 @@ impl PluginHost {
                     self.wait_synced(&id, &watches).await;
                     let replaced = match loaded.remove(&id) {
                         Some(old) => {
+                            self.publish(&loaded);
                             let keep: Vec<_> = watches.iter().map(|(i, _)| i.clone()).collect();
                             self.unregister_keeping(old, &keep).await;
                             true
@@ -308,6 +330,7 @@ impl PluginHost {
                             handles,
                         },
                     );
+                    self.publish(&loaded);
                     if replaced {
                         report.replaced.push(id);
                     } else {
@@ -327,6 +350,7 @@ impl PluginHost {
     /// Unregisters every plugin.
     pub async fn shutdown(&self) {
         let mut loaded = self.loaded.lock().await;
+        self.running.write().clear();
         for (_, l) in std::mem::take(&mut *loaded) {
             self.unregister(l).await;
         }
