@@ -23,7 +23,6 @@ const KINDS: [(&str, &str); 5] = [
 ];
 const SCRAPES: u32 = 200;
 
-
 async fn get(addr: SocketAddr, path: &str) -> usize {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");

@@ -27,7 +27,6 @@ use kube::core::{ApiResource, GroupVersionKind};
 use parking_lot::Mutex;
 use tokio::sync::{Semaphore, broadcast};
 
-
 fn configmaps() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
 }
