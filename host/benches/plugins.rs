@@ -27,6 +27,15 @@ use kube::core::{ApiResource, GroupVersionKind};
 use parking_lot::Mutex;
 use tokio::sync::{Semaphore, broadcast};
 
+/// ConfigMaps as a plugin names them in queries and events.
+fn configmap_wit() -> WitResource {
+    WitResource {
+        group: String::new(),
+        version: "v1".into(),
+        kind: "ConfigMap".into(),
+    }
+}
+
 fn configmaps() -> ApiResource {
     ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"))
 }
@@ -113,11 +122,7 @@ async fn throughput(
     let sent = Arc::new(Mutex::new(HashMap::new()));
     let latencies = Arc::new(Mutex::new(Vec::new()));
     let done = Arc::new(Semaphore::new(0));
-    let resource = WitResource {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "ConfigMap".into(),
-    };
+    let resource = configmap_wit();
     let mut sups = Vec::new();
     for p in 0..plugins {
         let sup = Supervisor::start(
@@ -194,11 +199,7 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
     let informer = bench_informer();
     let logs = broadcast::channel(16).0;
     let done = Arc::new(Semaphore::new(0));
-    let resource = WitResource {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "ConfigMap".into(),
-    };
+    let resource = configmap_wit();
     let mut sups = Vec::new();
     for t in 0..TENANTS {
         let grant = grant(&format!("t{t}"), &format!("ns{t}"));
@@ -280,11 +281,7 @@ fn grant_queries() {
             i + 1,
         )));
     }
-    let r = WitResource {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "ConfigMap".into(),
-    };
+    let r = configmap_wit();
     let mut operator = CacheView::default();
     operator.add(informer.store().clone());
     let mut tenant = CacheView::new(grant("t7", "ns7"));

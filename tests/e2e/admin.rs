@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use informant::admin::{AdminServer, AdminState};
 use informant::informer::WatchScope;
-use informant::plugin::{HostConfig, PluginId, PluginState, RestartPolicy};
+use informant::plugin::{HostConfig, PluginId, PluginState};
 use informant::tenancy::{Tenancy, TenantPolicy};
-use informant_tests::plugins::PluginEnv;
+use informant_tests::plugins::{PluginEnv, fast_restarts};
 use informant_tests::{GUARD, configmap, guarded};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -26,12 +26,7 @@ fn hostile(mode: &str, tag: &str) -> String {
 fn config() -> HostConfig {
     let tenants = BTreeMap::from([("team-a".to_string(), Arc::new(TenantPolicy::operator()))]);
     HostConfig {
-        restart: RestartPolicy {
-            initial_backoff: Duration::from_millis(5),
-            max_backoff: Duration::from_millis(50),
-            quarantine_after: 3,
-            healthy_after: 10,
-        },
+        restart: fast_restarts(),
         tenancy: Tenancy::new(true, tenants),
         ..Default::default()
     }

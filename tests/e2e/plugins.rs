@@ -4,20 +4,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use informant::plugin::{
-    HostConfig, PluginId, PluginState, ReconcileReport, Reloader, RestartPolicy,
-};
-use informant_tests::plugins::PluginEnv;
+use informant::plugin::{HostConfig, PluginId, PluginState, ReconcileReport, Reloader};
+use informant_tests::plugins::{PluginEnv, fast_restarts as quick_restart_policy};
 use informant_tests::{configmap, guarded};
 
 fn fast_restarts() -> HostConfig {
     HostConfig {
-        restart: RestartPolicy {
-            initial_backoff: Duration::from_millis(5),
-            max_backoff: Duration::from_millis(50),
-            quarantine_after: 3,
-            healthy_after: 10,
-        },
+        restart: quick_restart_policy(),
         ..Default::default()
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, OnceLock};
 use informant::devserver::{DevServer, DevServerConfig};
 use informant::informer::{FactoryOptions, InformerFactory, InitialList};
 use informant::plugin::{
-    EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport,
+    EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, RestartPolicy,
 };
 use parking_lot::Mutex;
 
@@ -56,6 +56,17 @@ pub fn wasm(package: &str) -> PathBuf {
     let path = dir.join(format!("{}.wasm", package.replace('-', "_")));
     assert!(path.is_file(), "{} was not built", path.display());
     path
+}
+
+/// Restarts within milliseconds and quarantine at the third consecutive failure, so failure
+/// handling plays out quickly in tests.
+pub fn fast_restarts() -> RestartPolicy {
+    RestartPolicy {
+        initial_backoff: std::time::Duration::from_millis(5),
+        max_backoff: std::time::Duration::from_millis(50),
+        quarantine_after: 3,
+        healthy_after: 10,
+    }
 }
 
 /// Every plugin log line since it was created, with condition waits.
