@@ -127,7 +127,7 @@ async fn an_edited_source_is_rebuilt_and_handles_the_next_event_without_a_restar
     let mut dev = Dev::start("echo-edit").await;
     dev.create_and_expect("first", "v1 added default/first")
         .await;
-    let host = std::sync::Arc::as_ptr(&dev.env.host);
+    let informers = dev.env.factory.informers();
 
     std::fs::write(dev.crate_dir.join("src/lib.rs"), source("v2")).unwrap();
     match next_outcome(&mut dev.events).await {
@@ -139,12 +139,23 @@ async fn an_edited_source_is_rebuilt_and_handles_the_next_event_without_a_restar
         .expect("timed out waiting for the reload")
         .unwrap();
     assert_eq!(report.replaced.len(), 1, "{report:?}");
+    assert!(
+        report.loaded.is_empty() && report.removed.is_empty(),
+        "{report:?}"
+    );
 
     dev.create_and_expect("second", "v2 added default/second")
         .await;
     assert!(!dev.has_line("v1 added default/second"));
-    // Same host, same informers, same API server: swapped, not restarted.
-    assert_eq!(std::sync::Arc::as_ptr(&dev.env.host), host);
+    // The same informers kept watching: swapped, not restarted.
+    let after = dev.env.factory.informers();
+    assert!(
+        after.len() == informers.len()
+            && after
+                .iter()
+                .all(|a| informers.iter().any(|b| std::sync::Arc::ptr_eq(a, b))),
+        "the swap kept the plugin's informers"
+    );
     assert_eq!(dev.env.host.status().len(), 1);
 }
 

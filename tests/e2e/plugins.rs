@@ -207,6 +207,13 @@ async fn bad_plugins_are_refused_with_clear_errors_and_the_host_keeps_running() 
         "[[watch]]\napi-version = \"v1\"\nkind = \"Pdo\"\n",
     );
     std::fs::write(env.dir().join("lonely.toml"), hostile("echo", "x")).unwrap();
+    // Its watch is set up before `init` fails: the refusal must not leave that informer behind.
+    env.install(
+        None,
+        "init-fails",
+        "hostile",
+        "[[watch]]\napi-version = \"v1\"\nkind = \"Secret\"\n",
+    );
 
     let report = env.reconcile().await;
     assert_eq!(report.loaded, vec![id("good")]);
@@ -237,6 +244,10 @@ async fn bad_plugins_are_refused_with_clear_errors_and_the_host_keeps_running() 
             &["unknown-kind", "unknown resource `v1` `Pdo`"],
         ),
         ("lonely", &["lonely.wasm", "missing the component"]),
+        (
+            "init-fails",
+            &["init returned an error", "config `mode` is required"],
+        ),
     ] {
         let e = errors
             .get(plugin)
@@ -245,6 +256,13 @@ async fn bad_plugins_are_refused_with_clear_errors_and_the_host_keeps_running() 
             assert!(e.contains(n), "{plugin}: `{e}` lacks `{n}`");
         }
     }
+    let kinds: Vec<String> = env
+        .factory
+        .informers()
+        .iter()
+        .map(|i| i.store().api_resource().kind.clone())
+        .collect();
+    assert_eq!(kinds, ["ConfigMap"], "refused plugins hold no informer");
     env.server.create(configmap("a", "x", "v")).unwrap();
     env.logs
         .wait_until("the good plugin's event", || {

@@ -53,54 +53,53 @@ fn echo_manifest(tag: &str) -> String {
 /// Every probe the snooping plugin runs, with what the grant must make of it.
 fn probes() -> Vec<(Value, Expect)> {
     use Expect::*;
-    let q = |v: Value| v;
     vec![
         (
-            q(json!({"op": "get", "namespace": "team-b", "name": "b1"})),
+            json!({"op": "get", "namespace": "team-b", "name": "b1"}),
             Forbidden,
         ),
         (
-            q(json!({"op": "get", "namespace": "team-b", "name": "no-such"})),
+            json!({"op": "get", "namespace": "team-b", "name": "no-such"}),
             Forbidden,
         ),
-        (q(json!({"op": "get", "name": "b1"})), Forbidden), // cluster-scoped: not granted
-        (q(json!({"op": "list", "namespace": "team-b"})), Forbidden),
+        (json!({"op": "get", "name": "b1"}), Forbidden), // cluster-scoped: not granted
+        (json!({"op": "list", "namespace": "team-b"}), Forbidden),
         (
-            q(json!({"op": "list", "namespace": "team-b", "selector": "team=b"})),
+            json!({"op": "list", "namespace": "team-b", "selector": "team=b"}),
             Forbidden,
         ),
-        (q(json!({"op": "list", "selector": "team=b"})), Objects(&[])),
+        (json!({"op": "list", "selector": "team=b"}), Objects(&[])),
         (
-            q(json!({"op": "list", "selector": "app=shared"})),
+            json!({"op": "list", "selector": "app=shared"}),
             Objects(OWN),
         ),
-        (q(json!({"op": "list"})), Objects(OWN)),
+        (json!({"op": "list"}), Objects(OWN)),
         (
-            q(json!({"op": "by-index", "index": "namespace", "value": "team-b"})),
+            json!({"op": "by-index", "index": "namespace", "value": "team-b"}),
             Objects(&[]),
         ),
         (
-            q(json!({"op": "by-index", "index": "label", "value": "team=b"})),
+            json!({"op": "by-index", "index": "label", "value": "team=b"}),
             Objects(&[]),
         ),
         (
-            q(json!({"op": "by-index", "index": "label", "value": "app=shared"})),
+            json!({"op": "by-index", "index": "label", "value": "app=shared"}),
             Objects(OWN),
         ),
         (
-            q(json!({"op": "by-index", "index": "owner", "value": "owner-b"})),
+            json!({"op": "by-index", "index": "owner", "value": "owner-b"}),
             Objects(&[]),
         ),
         (
-            q(json!({"op": "by-index", "index": "color", "value": "blue"})),
+            json!({"op": "by-index", "index": "color", "value": "blue"}),
             Objects(OWN),
         ),
         (
-            q(json!({"op": "list", "kind": "Namespace", "version": "v1"})),
+            json!({"op": "list", "kind": "Namespace", "version": "v1"}),
             NotWatched,
         ),
         (
-            q(json!({"op": "get", "namespace": "team-a", "name": "a1"})),
+            json!({"op": "get", "namespace": "team-a", "name": "a1"}),
             Objects(&["team-a/a1"]),
         ),
     ]
@@ -183,6 +182,7 @@ async fn a_tenant_sees_nothing_of_another_tenant() {
             .find(|v| v["probes"].is_array())
             .unwrap();
         let results = results["probes"].as_array().unwrap();
+        assert_eq!(results.len(), probes().len(), "every probe answered");
         let mut forbidden_messages = Vec::new();
         for ((probe, expect), got) in probes().iter().zip(results) {
             let err = got["err"].as_str();
@@ -417,12 +417,15 @@ async fn a_spinning_tenant_does_not_hold_up_another() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flooding_tenant_is_paced_by_its_budget_and_loses_nothing() {
     guarded("tenant rate budget", async {
-        const KEYS: usize = 3;
-        const ROUNDS: usize = 100;
+        // More distinct keys than the budget's burst: keys never coalesce with each other, so
+        // at least KEYS calls must be paced.
+        const KEYS: usize = 25;
+        const ROUNDS: usize = 8;
+        const PER_SECOND: u64 = 10;
         // The budget is a tenant setting: give a a small one on top of the shared config.
         let text = CONFIG.replace(
             "max-memory-mib = 32\n",
-            "max-memory-mib = 32\nevents-per-second = 10\n",
+            &format!("max-memory-mib = 32\nevents-per-second = {PER_SECOND}\n"),
         );
         let env =
             PluginEnv::start(config::parse(&text, Path::new("informant.toml")).unwrap()).await;
@@ -432,6 +435,7 @@ async fn a_flooding_tenant_is_paced_by_its_budget_and_loses_nothing() {
         assert!(report.errors.is_empty(), "{:?}", report.errors);
 
         let mut last_rv = std::collections::BTreeMap::new();
+        let started = std::time::Instant::now();
         for round in 0..ROUNDS {
             for k in 0..KEYS {
                 for ns in ["team-a", "team-b"] {
@@ -469,11 +473,19 @@ async fn a_flooding_tenant_is_paced_by_its_budget_and_loses_nothing() {
                 reached("a-echo", "a", "team-a")
             })
             .await;
-        let a_calls = env.logs.json_of("a-echo").len();
+        let paced_for = started.elapsed();
+        let a_calls = env.logs.json_of("a-echo").len() as u64;
         assert!(
-            a_calls < KEYS * ROUNDS,
+            a_calls < (KEYS * ROUNDS) as u64,
             "over budget, a's queue coalesces: {a_calls} calls for {} updates",
             KEYS * ROUNDS
+        );
+        // A bucket of PER_SECOND tokens a second with a burst of PER_SECOND cannot have allowed
+        // more calls than that in the time taken (a lower bound: a slow machine only adds time).
+        let least = Duration::from_millis(1000 * a_calls.saturating_sub(PER_SECOND) / PER_SECOND);
+        assert!(
+            a_calls >= KEYS as u64 && paced_for >= least,
+            "{a_calls} calls in {paced_for:?}: the budget allows them in no less than {least:?}"
         );
         env.host.shutdown().await;
     })

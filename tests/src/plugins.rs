@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
+use informant::devloop::builder::{WASM_TARGET, ensure_target};
 use informant::devserver::{DevServer, DevServerConfig};
 use informant::informer::{FactoryOptions, InformerFactory, InitialList};
 use informant::plugin::{
@@ -26,10 +27,8 @@ pub fn wasm(package: &str) -> PathBuf {
         let root = Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
             .expect("workspace root");
-        // Idempotent and quick when the target is there; CI machines start without it.
-        let _ = Command::new("rustup")
-            .args(["target", "add", "wasm32-wasip2"])
-            .status();
+        // CI machines start without the target; the dev loop's builder installs it the same way.
+        ensure_target();
         let target_dir = root.join("target").join("wasm-plugins");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
@@ -38,7 +37,7 @@ pub fn wasm(package: &str) -> PathBuf {
                 "build",
                 "--release",
                 "--target",
-                "wasm32-wasip2",
+                WASM_TARGET,
                 "--target-dir",
             ])
             .arg(&target_dir);
@@ -51,7 +50,7 @@ pub fn wasm(package: &str) -> PathBuf {
             "building plugins for wasm32-wasip2 failed:\n{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        target_dir.join("wasm32-wasip2").join("release")
+        target_dir.join(WASM_TARGET).join("release")
     });
     let path = dir.join(format!("{}.wasm", package.replace('-', "_")));
     assert!(path.is_file(), "{} was not built", path.display());

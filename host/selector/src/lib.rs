@@ -304,7 +304,7 @@ fn valid_name_part(s: &str) -> bool {
 }
 
 /// Checks a label key as the API server does: optional DNS-subdomain prefix, `/`, name.
-pub fn validate_key(key: &str) -> Result<(), String> {
+fn validate_key(key: &str) -> Result<(), String> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -336,7 +336,7 @@ pub fn validate_key(key: &str) -> Result<(), String> {
 }
 
 /// Checks a label value: empty, or a valid name part.
-pub fn validate_value(value: &str) -> Result<(), String> {
+fn validate_value(value: &str) -> Result<(), String> {
     if value.is_empty() || valid_name_part(value) {
         Ok(())
     } else {

@@ -100,8 +100,6 @@ impl Snapshot {
     fn gather(state: &AdminState) -> Snapshot {
         let mut informers = Vec::new();
         let mut listeners: BTreeMap<(String, String), ListenerSample> = BTreeMap::new();
-        // Per handler name across informers: a plugin has one listener per informer it watches.
-        let mut by_handler: BTreeMap<String, ListenerSample> = BTreeMap::new();
         for i in state.factory().informers() {
             let stats = i.stats();
             let informer = escape(i.description());
@@ -115,35 +113,29 @@ impl Snapshot {
                 gone: stats.gone.load(Ordering::Relaxed),
             });
             for h in i.handler_stats() {
-                for sample in [
-                    listeners
-                        .entry((informer.clone(), escape(&h.name)))
-                        .or_default(),
-                    by_handler.entry(h.name.clone()).or_default(),
-                ] {
-                    sample.backlog += h.backlog as u64;
-                    sample.received += h.received;
-                    sample.delivered += h.delivered;
-                }
+                let sample = listeners
+                    .entry((informer.clone(), escape(&h.name)))
+                    .or_default();
+                sample.backlog += h.backlog as u64;
+                sample.received += h.received;
+                sample.delivered += h.delivered;
             }
         }
         informers.sort_by(|a, b| a.informer.cmp(&b.informer));
 
-        let tracked = state.plugins();
-        let plugins = tracked
+        let plugins = state
+            .plugins()
             .iter()
-            .map(|t| {
-                // The loader registers a plugin's handlers under its id (`tenant/name`).
-                let queues = by_handler.get(&t.id.to_string());
-                let s = &t.supervisor;
+            .map(|r| {
+                let s = &r.supervisor;
                 PluginSample {
-                    plugin: escape(&t.id.name),
-                    tenant: escape(&t.id.tenant),
-                    received: queues.map_or(0, |q| q.received),
+                    plugin: escape(&r.id.name),
+                    tenant: escape(&r.id.tenant),
+                    received: r.received,
                     dispatched: s.handled() + s.failed(),
                     failed: s.failed(),
                     dropped: s.dropped(),
-                    backlog: queues.map_or(0, |q| q.backlog),
+                    backlog: r.backlog as u64,
                     state: s.state(),
                     latency: s.latency().clone(),
                 }

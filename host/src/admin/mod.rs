@@ -31,7 +31,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::informer::InformerFactory;
-use crate::plugin::{PluginHost, PluginId, ReconcileReport, Supervisor};
+use crate::plugin::{PluginHost, ReconcileReport, RunningPlugin};
 
 /// Errors starting the admin server.
 #[derive(Debug, thiserror::Error)]
@@ -49,13 +49,6 @@ pub enum Error {
 
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// A running plugin.
-#[derive(Clone)]
-pub(crate) struct Tracked {
-    pub(crate) id: PluginId,
-    pub(crate) supervisor: Arc<Supervisor>,
-}
 
 /// What the admin endpoints read: the informers, the plugins, and readiness facts.
 pub struct AdminState {
@@ -99,22 +92,8 @@ impl AdminState {
         self.readiness.record_reconcile(report);
     }
 
-    /// The running plugins.
-    pub(crate) fn plugins(&self) -> Vec<Tracked> {
-        let Some(host) = &self.host else {
-            return Vec::new();
-        };
-        host.status()
-            .into_iter()
-            .filter_map(|s| {
-                let id = PluginId {
-                    tenant: s.tenant,
-                    name: s.name,
-                };
-                // A plugin removed between the two reads is simply left out.
-                let supervisor = host.supervisor(&id)?;
-                Some(Tracked { id, supervisor })
-            })
-            .collect()
+    /// The running plugins (none without a plugin host).
+    pub(crate) fn plugins(&self) -> Vec<RunningPlugin> {
+        self.host.as_ref().map(|h| h.running()).unwrap_or_default()
     }
 }

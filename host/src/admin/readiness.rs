@@ -41,16 +41,6 @@ impl Readiness {
             .map(|(id, e)| (id.clone(), e.to_string()))
             .collect();
     }
-
-    /// Whether the runtime reported its startup complete.
-    pub fn is_started(&self) -> bool {
-        self.inner.lock().started
-    }
-
-    /// Whether at least one reconcile has been recorded.
-    pub fn has_reconciled(&self) -> bool {
-        self.inner.lock().reconciled
-    }
 }
 
 /// Why the process is not ready, one line per reason; empty when it is ready.
@@ -77,9 +67,9 @@ pub fn check(state: &AdminState) -> Vec<String> {
         }
         let loaded = state.plugins();
         for (id, error) in refused {
-            if id.tenant.is_empty() && id.name == "*" {
+            if id == PluginId::directory("") {
                 reasons.push(format!("plugins directory: {error}"));
-            } else if !loaded.iter().any(|t| t.id == id) {
+            } else if !loaded.iter().any(|r| r.id == id) {
                 reasons.push(format!("plugin `{id}` is on disk but not loaded: {error}"));
             }
         }

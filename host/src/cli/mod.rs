@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use informant::admin::{AdminServer, AdminState};
-use informant::informer::{Event, FnHandler, HandlerOptions, InformerFactory, WatchScope};
+use informant::informer::{
+    Event, FnHandler, HandlerOptions, InformerFactory, SharedInformer, WatchScope,
+};
 use informant::plugin::{EngineOptions, HostConfig, PluginEngine, PluginHost, Reloader};
 
 /// What `dev` and `run` start on top of an informer factory.
@@ -163,6 +165,21 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client> {
     Ok(kube::Client::try_from(config)?)
 }
 
+/// The informer for a `--watch APIVERSION/KIND` argument.
+pub async fn watch_informer(
+    factory: &InformerFactory,
+    watch: &str,
+    scope: WatchScope,
+) -> Result<Arc<SharedInformer>> {
+    let (api_version, kind) = watch.rsplit_once('/').with_context(|| {
+        format!("--watch `{watch}`: expected APIVERSION/KIND, e.g. v1/Pod or apps/v1/Deployment")
+    })?;
+    factory
+        .informer(api_version, kind, scope)
+        .await
+        .with_context(|| format!("--watch `{watch}`"))
+}
+
 /// Starts one informer per `APIVERSION/KIND` with a handler logging each event.
 async fn watch_and_log(
     factory: &InformerFactory,
@@ -170,13 +187,7 @@ async fn watch_and_log(
     scope: WatchScope,
 ) -> Result<()> {
     for w in watches {
-        let (api_version, kind) = w.rsplit_once('/').with_context(|| {
-            format!("--watch `{w}`: expected APIVERSION/KIND, e.g. v1/Pod or apps/v1/Deployment")
-        })?;
-        let informer = factory
-            .informer(api_version, kind, scope.clone())
-            .await
-            .with_context(|| format!("--watch `{w}`"))?;
+        let informer = watch_informer(factory, w, scope.clone()).await?;
         let resource = w.clone();
         informer.add_handler(
             "log",

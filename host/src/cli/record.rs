@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use informant::informer::{FactoryOptions, InformerFactory, WatchScope};
+use informant::informer::{FactoryOptions, InformerFactory, SharedInformer, WatchScope};
 use informant::plugin::Manifest;
 use informant::replay::Recorder;
 
@@ -39,36 +39,28 @@ pub async fn run(args: Args) -> Result<()> {
     }
     let client = super::client(args.kubeconfig.as_deref()).await?;
     let factory = Arc::new(InformerFactory::new(client, FactoryOptions::default()));
-    let mut informers = Vec::new();
+    let mut informers: Vec<Arc<SharedInformer>> = Vec::new();
+    let mut keep = |informer: Arc<SharedInformer>| {
+        // Asked twice (or by --watch and a manifest alike), recorded once.
+        if !informers.iter().any(|i| Arc::ptr_eq(i, &informer)) {
+            informers.push(informer);
+        }
+    };
     for w in &args.watches {
-        let (api_version, kind) = w.rsplit_once('/').with_context(|| {
-            format!("--watch `{w}`: expected APIVERSION/KIND, e.g. v1/Pod or apps/v1/Deployment")
-        })?;
         let scope = WatchScope {
             namespace: args.namespace.clone(),
             label_selector: None,
         };
-        informers.push(
-            factory
-                .informer(api_version, kind, scope)
-                .await
-                .with_context(|| format!("--watch `{w}`"))?,
-        );
+        keep(super::watch_informer(&factory, w, scope).await?);
     }
     for path in &args.manifests {
         let manifest = Manifest::load(path)?;
         for (i, w) in manifest.watch.iter().enumerate() {
-            let scope = WatchScope {
-                namespace: w.namespace.clone(),
-                label_selector: w.label_selector.as_ref().map(|s| s.0.clone()),
-            };
             let informer = factory
-                .informer(w.api_version.as_str(), &w.kind, scope)
+                .informer(w.api_version.as_str(), &w.kind, w.scope())
                 .await
                 .with_context(|| format!("{}: watch {i}", path.display()))?;
-            if !informers.iter().any(|i| Arc::ptr_eq(i, &informer)) {
-                informers.push(informer);
-            }
+            keep(informer);
         }
     }
     let file = std::fs::File::create(&args.out)

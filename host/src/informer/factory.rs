@@ -60,11 +60,13 @@ pub struct FactoryOptions {
     pub page_size: Option<u32>,
 }
 
-/// Creates, shares, starts and stops informers.
+/// Creates, shares, starts and stops informers; an informer lives until every claim on it is
+/// released.
 pub struct InformerFactory {
     client: Client,
     options: FactoryOptions,
-    informers: Mutex<HashMap<InformerKey, Arc<SharedInformer>>>,
+    /// Each informer with the number of claims on it (asks not yet released).
+    informers: Mutex<HashMap<InformerKey, (Arc<SharedInformer>, usize)>>,
     discovered: Mutex<HashMap<GroupVersionKind, ResolvedResource>>,
     started: Mutex<bool>,
 }
@@ -167,7 +169,8 @@ impl InformerFactory {
             label_selector: label_selector.clone(),
         };
         let mut informers = self.informers.lock();
-        if let Some(i) = informers.get(&key) {
+        if let Some((i, claims)) = informers.get_mut(&key) {
+            *claims += 1;
             return Ok(i.clone());
         }
         let api: Api<super::RawObject> = match &scope.namespace {
@@ -197,13 +200,17 @@ impl InformerFactory {
         if *self.started.lock() {
             informer.start();
         }
-        informers.insert(key, informer.clone());
+        informers.insert(key, (informer.clone(), 1));
         Ok(informer)
     }
 
     /// Every informer created so far.
     pub fn informers(&self) -> Vec<Arc<SharedInformer>> {
-        self.informers.lock().values().cloned().collect()
+        self.informers
+            .lock()
+            .values()
+            .map(|(i, _)| i.clone())
+            .collect()
     }
 
     /// Starts every informer, and any created later.
@@ -232,13 +239,25 @@ impl InformerFactory {
         })
     }
 
-    /// Stops an informer nobody uses any more and forgets it; a no-op while handlers remain.
+    /// Gives back one claim: every [`informer`](Self::informer) or
+    /// [`informer_for`](Self::informer_for) call is one. The last release stops the informer
+    /// and forgets it; returns whether it did. A claim held by a consumer that has not
+    /// registered its handlers yet (a plugin version being swapped in) keeps the informer alive.
     pub fn release(&self, informer: &Arc<SharedInformer>) -> bool {
-        if informer.handler_count() > 0 {
+        let mut informers = self.informers.lock();
+        let Some(key) = informers
+            .iter()
+            .find(|(_, (i, _))| Arc::ptr_eq(i, informer))
+            .map(|(k, _)| k.clone())
+        else {
+            return false;
+        };
+        let claims = &mut informers.get_mut(&key).expect("found above").1;
+        *claims -= 1;
+        if *claims > 0 {
             return false;
         }
-        let mut informers = self.informers.lock();
-        informers.retain(|_, i| !Arc::ptr_eq(i, informer));
+        informers.remove(&key);
         informer.stop();
         true
     }

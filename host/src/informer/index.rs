@@ -56,25 +56,45 @@ impl FieldPath {
         out
     }
 
-    /// Values of this path in a freshly decoded object, without building a `Value` for it
-    /// unless the path goes into metadata.
-    fn values_in_raw(&self, raw: &RawObject) -> Vec<String> {
+    /// Values of this path in a freshly decoded object; `parsed` holds the top-level fields
+    /// already turned into trees for this version, so indexes sharing a field parse it once.
+    fn values_in_raw<'r>(&self, raw: &'r RawObject, parsed: &mut Parsed<'r>) -> Vec<String> {
         let mut out = Vec::new();
         match self.segments.first().map(String::as_str) {
-            Some("metadata") => {
-                let meta = serde_json::to_value(&raw.metadata).unwrap_or(Value::Null);
-                collect(&meta, &self.segments[1..], &mut out);
-            }
             Some("apiVersion") => push_scalar(raw.api_version.as_deref(), &self.segments, &mut out),
             Some("kind") => push_scalar(raw.kind.as_deref(), &self.segments, &mut out),
             Some(field) => {
-                if let Some(v) = raw.field(field) {
-                    collect(&v, &self.segments[1..], &mut out);
+                if let Some(v) = parsed.field(raw, field) {
+                    collect(v, &self.segments[1..], &mut out);
                 }
             }
             None => {}
         }
         out
+    }
+}
+
+/// Top-level fields of one object version parsed into trees, each at most once; only what a
+/// field index asks for is parsed (spec and status stay text otherwise).
+#[derive(Default)]
+struct Parsed<'r>(Vec<(&'r str, Option<Value>)>);
+
+impl<'r> Parsed<'r> {
+    fn field(&mut self, raw: &'r RawObject, name: &str) -> Option<&Value> {
+        let at = match self.0.iter().position(|(k, _)| *k == name) {
+            Some(at) => at,
+            None => {
+                let (key, value) = if name == "metadata" {
+                    ("metadata", serde_json::to_value(&raw.metadata).ok())
+                } else {
+                    let (k, _) = raw.fields.iter().find(|(k, _)| k == name)?;
+                    (k.as_str(), raw.field(name))
+                };
+                self.0.push((key, value));
+                self.0.len() - 1
+            }
+        };
+        self.0[at].1.as_ref()
     }
 }
 
@@ -217,9 +237,14 @@ impl IndexSpec {
         path.parse().map(IndexSpec::Field).map_err(err)
     }
 
-    fn values_raw(&self, raw: &RawObject, obj: &CachedObject) -> Vec<String> {
+    fn values_raw<'r>(
+        &self,
+        raw: &'r RawObject,
+        obj: &CachedObject,
+        parsed: &mut Parsed<'r>,
+    ) -> Vec<String> {
         match self {
-            IndexSpec::Field(p) => p.values_in_raw(raw),
+            IndexSpec::Field(p) => p.values_in_raw(raw, parsed),
             _ => self.builtin_values(obj),
         }
     }
@@ -278,11 +303,13 @@ impl Indices {
         self.position(name).map(|i| &self.specs[i].1)
     }
 
-    /// Computes every index's values for a new object version (event path: no JSON re-parse).
+    /// Computes every index's values for a new object version. Built-in indexes read the
+    /// cached object's parsed fields; field indexes parse each top-level field they need once.
     pub(crate) fn compute(&self, raw: &RawObject, obj: &CachedObject) -> IndexValues {
+        let mut parsed = Parsed::default();
         self.specs
             .iter()
-            .map(|(_, spec)| to_boxed(spec.values_raw(raw, obj)))
+            .map(|(_, spec)| to_boxed(spec.values_raw(raw, obj, &mut parsed)))
             .collect()
     }
 
@@ -420,7 +447,11 @@ mod tests {
             "kind",
             "metadata.name",
         ] {
-            assert_eq!(path(p).values_in_raw(&raw), path(p).values_in(&v), "{p}");
+            assert_eq!(
+                path(p).values_in_raw(&raw, &mut Parsed::default()),
+                path(p).values_in(&v),
+                "{p}"
+            );
         }
     }
 }

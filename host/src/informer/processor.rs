@@ -88,14 +88,15 @@ impl ListenerState {
         })
     }
 
+    /// Whether the handler's filter lets events of `object` through.
+    pub(crate) fn accepts(&self, object: &CachedObject) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.accepts(object))
+    }
+
     /// Queues `event` unless the handler's filter rejects its object.
-    pub(crate) fn offer(&self, event: &Event) {
-        if self
-            .filter
-            .as_ref()
-            .is_none_or(|f| f.accepts(&event.object))
-        {
-            self.listener.push(event.clone());
+    pub(crate) fn offer(&self, event: Event) {
+        if self.accepts(&event.object) {
+            self.listener.push(event);
         }
     }
 
@@ -123,7 +124,9 @@ impl SharedProcessor {
     /// Pushes `event` into the queue of every listener whose filter accepts it.
     pub fn distribute(&self, event: &Event) {
         for (_, l) in self.listeners.read().iter() {
-            l.offer(event);
+            if l.accepts(&event.object) {
+                l.listener.push(event.clone());
+            }
         }
     }
 
@@ -268,15 +271,18 @@ impl ListenerHandle {
 
     /// Unregisters the handler; queued events are dropped and its task ends.
     pub fn remove(self) {
-        self.processor.remove(self.id);
-        self.state.listener.close();
+        self.detach();
     }
 
     /// Unregisters the handler and waits until its in-flight event (if any) is finished, so a
     /// replacement registered afterwards never overlaps with it.
     pub async fn shutdown(self) {
+        self.detach();
+        let _ = self.task.await;
+    }
+
+    fn detach(&self) {
         self.processor.remove(self.id);
         self.state.listener.close();
-        let _ = self.task.await;
     }
 }

@@ -184,7 +184,7 @@ impl SharedInformer {
         let state = self.processor.prepare(name, options.filter);
         let handle = self.store.read_consistent(|synced, objects| {
             for o in objects {
-                state.offer(&Event::added(o.clone(), true));
+                state.offer(Event::added(o.clone(), true));
             }
             if synced {
                 state.mark_synced();
@@ -209,7 +209,7 @@ impl SharedInformer {
                 }
                 store.read_consistent(|_, objects| {
                     for o in objects {
-                        state.offer(&Event::resync(o.clone()));
+                        state.offer(Event::resync(o.clone()));
                     }
                 });
             }

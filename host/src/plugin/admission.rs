@@ -35,6 +35,15 @@ impl std::fmt::Display for Refusal {
     }
 }
 
+/// Refusals as one line, each naming its field.
+pub fn describe(refusals: &[Refusal]) -> String {
+    refusals
+        .iter()
+        .map(Refusal::to_string)
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// The limits an admitted plugin runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Admitted {

@@ -34,6 +34,17 @@ pub use informant::plugin::types::{
     Resource as WitResource,
 };
 
+impl From<&kube::core::ApiResource> for WitResource {
+    /// How a plugin names a resolved resource.
+    fn from(ar: &kube::core::ApiResource) -> Self {
+        WitResource {
+            group: ar.group.clone(),
+            version: ar.version.clone(),
+            kind: ar.kind.clone(),
+        }
+    }
+}
+
 /// `(group, version, kind)`: how a plugin names a resource in queries.
 pub type Gvk = (String, String, String);
 

@@ -15,13 +15,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kube::core::ApiResource;
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast};
 
 use super::PluginError;
-use super::admission::{Admitted, Refusal, WatchFacts, admit};
+use super::admission::{Admitted, WatchFacts, admit, describe};
 use super::engine::PluginEngine;
 use super::host::{CacheView, PluginLog, WitResource};
 use super::instance::InstanceSpec;
@@ -29,7 +28,7 @@ use super::manifest::Manifest;
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use crate::informer::processor::ListenerState;
 use crate::informer::{
-    EventFilter, HandlerOptions, InformerFactory, ListenerHandle, SharedInformer, WatchScope,
+    EventFilter, HandlerOptions, InformerFactory, ListenerHandle, SharedInformer,
 };
 use crate::tenancy::{Budgeted, Tenancy, TenantPolicy};
 
@@ -78,6 +77,17 @@ pub struct PluginId {
     pub name: String,
 }
 
+impl PluginId {
+    /// Stands for a whole directory in errors: the plugins directory (`tenant` empty) or a
+    /// tenant's.
+    pub fn directory(tenant: &str) -> Self {
+        PluginId {
+            tenant: tenant.to_string(),
+            name: "*".into(),
+        }
+    }
+}
+
 impl std::fmt::Display for PluginId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         if self.tenant.is_empty() {
@@ -100,6 +110,20 @@ struct Loaded {
     supervisor: Arc<Supervisor>,
     fingerprint: String,
     handles: Vec<(Arc<SharedInformer>, ListenerHandle)>,
+}
+
+/// A running plugin: its supervisor (counters, state) and its queues' figures summed over the
+/// informers it watches.
+#[derive(Clone)]
+pub struct RunningPlugin {
+    /// Which plugin.
+    pub id: PluginId,
+    /// Its supervisor.
+    pub supervisor: Arc<Supervisor>,
+    /// Events offered to its queues, before coalescing.
+    pub received: u64,
+    /// Events queued and not yet handled.
+    pub backlog: usize,
 }
 
 /// One plugin's status, for `/plugins` and logs.
@@ -202,20 +226,34 @@ impl PluginHost {
         self.logs.subscribe()
     }
 
-    /// Status of every running plugin; never waits for a reconcile in progress.
-    pub fn status(&self) -> Vec<PluginStatus> {
+    /// Every running plugin with its supervisor and queue figures, read in one go; never waits
+    /// for a reconcile in progress.
+    pub fn running(&self) -> Vec<RunningPlugin> {
         self.running
             .read()
             .iter()
-            .map(|(id, r)| PluginStatus {
-                name: id.name.clone(),
-                tenant: id.tenant.clone(),
+            .map(|(id, r)| RunningPlugin {
+                id: id.clone(),
+                supervisor: r.supervisor.clone(),
+                received: r.queues.iter().map(|q| q.listener.received()).sum(),
+                backlog: r.queues.iter().map(|q| q.listener.backlog()).sum(),
+            })
+            .collect()
+    }
+
+    /// Status of every running plugin; never waits for a reconcile in progress.
+    pub fn status(&self) -> Vec<PluginStatus> {
+        self.running()
+            .into_iter()
+            .map(|r| PluginStatus {
                 version: r.supervisor.version().to_string(),
                 state: r.supervisor.state(),
                 handled: r.supervisor.handled(),
                 failed: r.supervisor.failed(),
-                backlog: r.queues.iter().map(|q| q.listener.backlog()).sum(),
+                backlog: r.backlog,
                 last_error: r.supervisor.last_error(),
+                name: r.id.name,
+                tenant: r.id.tenant,
             })
             .collect()
     }
@@ -226,11 +264,7 @@ impl PluginHost {
         let found = match scan(&self.dir) {
             Ok(f) => f,
             Err(e) => {
-                let id = PluginId {
-                    tenant: String::new(),
-                    name: "*".into(),
-                };
-                report.errors.push((id, e));
+                report.errors.push((PluginId::directory(""), e));
                 return report;
             }
         };
@@ -296,8 +330,7 @@ impl PluginHost {
                     let replaced = match loaded.remove(&id) {
                         Some(old) => {
                             self.publish(&loaded);
-                            let keep: Vec<_> = watches.iter().map(|(i, _)| i.clone()).collect();
-                            self.unregister_keeping(old, &keep).await;
+                            self.unregister(old).await;
                             true
                         }
                         None => false,
@@ -372,19 +405,12 @@ impl PluginHost {
         }
     }
 
+    /// Unregisters a version and releases its claims on informers (an informer a replacement
+    /// has already claimed keeps running).
     async fn unregister(&self, old: Loaded) {
-        self.unregister_keeping(old, &[]).await
-    }
-
-    /// Unregisters `old` but never releases the informers in `keep`: a replacement registers on
-    /// them next, and releasing one whose only handler was the old version would stop it, leaving
-    /// the new version with its replay and no live events.
-    async fn unregister_keeping(&self, old: Loaded, keep: &[Arc<SharedInformer>]) {
         for (informer, handle) in old.handles {
             handle.shutdown().await;
-            if !keep.iter().any(|k| Arc::ptr_eq(k, &informer)) {
-                self.factory.release(&informer);
-            }
+            self.factory.release(&informer);
         }
     }
 
@@ -428,7 +454,7 @@ impl PluginHost {
             PluginError::Refused {
                 plugin: id.to_string(),
                 path: found.manifest.clone(),
-                reason: join(&refusals),
+                reason: describe(&refusals),
             }
         })?;
         let (engine, name, wasm) = (self.engine.clone(), id.to_string(), found.wasm.clone());
@@ -437,59 +463,61 @@ impl PluginHost {
             .map_err(|e| PluginError::Engine(e.to_string()))??;
 
         let grant = &policy.grant;
-        let mut cache = CacheView::new(grant.clone());
         let mut watches = Vec::new();
-        for ((index, w), resolved) in manifest.watch.iter().enumerate().zip(&resolved) {
-            let watch_err = |source| PluginError::Watch {
-                plugin: id.to_string(),
-                index,
-                source,
-            };
-            let scope = WatchScope {
-                namespace: w.namespace.clone(),
-                label_selector: w.label_selector.as_ref().map(|s| s.0.clone()),
-            };
-            let informer = self
-                .factory
-                .informer_for(resolved, scope)
-                .map_err(watch_err)?;
-            for (name, spec) in &w.index_specs {
-                informer
-                    .store()
-                    .add_index(name, spec.clone())
-                    .map_err(|e| watch_err(e.into()))?;
+        let started = async {
+            let mut cache = CacheView::new(grant.clone());
+            for ((index, w), resolved) in manifest.watch.iter().enumerate().zip(&resolved) {
+                let watch_err = |source| PluginError::Watch {
+                    plugin: id.to_string(),
+                    index,
+                    source,
+                };
+                let informer = self
+                    .factory
+                    .informer_for(resolved, w.scope())
+                    .map_err(watch_err)?;
+                // Claimed from here on: pushed first so a failure below releases it.
+                watches.push((informer.clone(), WitResource::from(&resolved.api_resource)));
+                for (name, spec) in &w.index_specs {
+                    informer
+                        .store()
+                        .add_index(name, spec.clone())
+                        .map_err(|e| watch_err(e.into()))?;
+                }
+                cache.add(informer.store().clone());
             }
-            cache.add(informer.store().clone());
-            let ar: &ApiResource = informer.store().api_resource();
-            let resource = WitResource {
-                group: ar.group.clone(),
-                version: ar.version.clone(),
-                kind: ar.kind.clone(),
+            let spec = InstanceSpec {
+                name: id.name.as_str().into(),
+                tenant: id.tenant.as_str().into(),
+                component,
+                config_json: manifest.config_json(),
+                memory_bytes: (memory_mib as usize) << 20,
+                deadline: Duration::from_millis(deadline_ms as u64),
+                cache: Arc::new(cache),
+                logs: self.logs.clone(),
             };
-            watches.push((informer, resource));
+            let policy = self.config.restart.clone();
+            let plugin = id.to_string();
+            tokio::task::spawn_blocking(move || Supervisor::start(spec, policy))
+                .await
+                .map_err(|e| PluginError::Engine(e.to_string()))?
+                .map_err(|source| PluginError::Init { plugin, source })
         }
-        let spec = InstanceSpec {
-            name: id.name.as_str().into(),
-            tenant: id.tenant.as_str().into(),
-            component,
-            config_json: manifest.config_json(),
-            memory_bytes: (memory_mib as usize) << 20,
-            deadline: Duration::from_millis(deadline_ms as u64),
-            cache: Arc::new(cache),
-            logs: self.logs.clone(),
-        };
-        let policy = self.config.restart.clone();
-        let plugin = id.to_string();
-        let supervisor = tokio::task::spawn_blocking(move || Supervisor::start(spec, policy))
-            .await
-            .map_err(|e| PluginError::Engine(e.to_string()))?
-            .map_err(|source| PluginError::Init { plugin, source })?;
-        Ok(Prepared {
-            supervisor,
-            watches,
-            resync: manifest.resync_period(),
-            filter: grant.event_filter(),
-        })
+        .await;
+        match started {
+            Ok(supervisor) => Ok(Prepared {
+                supervisor,
+                watches,
+                resync: manifest.resync_period(),
+                filter: grant.event_filter(),
+            }),
+            Err(e) => {
+                for (informer, _) in &watches {
+                    self.factory.release(informer);
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -499,15 +527,6 @@ struct Prepared {
     watches: Vec<(Arc<SharedInformer>, WitResource)>,
     resync: Option<Duration>,
     filter: Option<EventFilter>,
-}
-
-/// Refusals as one line, each naming its field.
-fn join(refusals: &[Refusal]) -> String {
-    refusals
-        .iter()
-        .map(Refusal::to_string)
-        .collect::<Vec<_>>()
-        .join("; ")
 }
 
 type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;
@@ -533,10 +552,7 @@ fn scan(dir: &Path) -> Result<Scan, PluginError> {
         };
         if file_type.is_symlink() && path.is_dir() {
             let tenant = entry.file_name().to_string_lossy().into_owned();
-            let id = PluginId {
-                tenant: tenant.clone(),
-                name: "*".into(),
-            };
+            let id = PluginId::directory(&tenant);
             let reason = format!(
                 "tenant directory `{tenant}` is a link (to `{}`); links out of a tenant's directory are refused",
                 std::fs::read_link(&path).unwrap_or_default().display()

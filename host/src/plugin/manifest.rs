@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::informer::IndexSpec;
+use crate::informer::{IndexSpec, WatchScope};
 use crate::selector::LabelSelector;
 
 /// A manifest that could not be read or is invalid.
@@ -134,6 +134,16 @@ pub struct Watch {
     /// `indexes` as parsed specs, filled by [`Manifest::parse`].
     #[serde(skip)]
     pub index_specs: Vec<(String, IndexSpec)>,
+}
+
+impl Watch {
+    /// The informer scope this watch asks for.
+    pub fn scope(&self) -> WatchScope {
+        WatchScope {
+            namespace: self.namespace.clone(),
+            label_selector: self.label_selector.as_ref().map(|s| s.0.clone()),
+        }
+    }
 }
 
 /// Limits a plugin asks for; the host clamps them to its ceilings.

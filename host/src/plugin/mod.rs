@@ -23,7 +23,7 @@ pub mod supervisor;
 pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
 pub use host::{CacheView, Level, PluginLog};
 pub use instance::{CallError, InstanceSpec};
-pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport};
+pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport, RunningPlugin};
 pub use manifest::{Manifest, ManifestError};
 pub use reload::Reloader;
 pub use supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};

@@ -32,11 +32,14 @@ use crate::informer::{
     Delta, Event, Handler, HandlerOptions, LabelSelector, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
+use crate::plugin::admission::{Admitted, WatchFacts, admit, describe};
+use crate::plugin::check::manifest_beside;
 use crate::plugin::host::WitResource;
 use crate::plugin::{
     CacheView, HostConfig, InstanceSpec, Manifest, PluginEngine, PluginError, PluginHandler,
     PluginLog, Supervisor,
 };
+use crate::tenancy::TenantPolicy;
 
 /// What to replay.
 #[derive(Debug, Clone)]
@@ -120,7 +123,7 @@ pub async fn replay(
     let manifest_path = config
         .manifest
         .clone()
-        .unwrap_or_else(|| config.wasm.with_extension("toml"));
+        .unwrap_or_else(|| manifest_beside(&config.wasm));
     let manifest = Manifest::load(&manifest_path).map_err(|source| PluginError::Manifest {
         plugin: name.clone(),
         source,
@@ -158,16 +161,30 @@ pub async fn replay(
     };
 
     let host = &config.host;
-    let memory_mib = manifest
-        .limits
-        .memory_mib
-        .unwrap_or(host.default_memory_mib)
-        .min(host.max_memory_mib);
-    let deadline_ms = manifest
-        .limits
-        .deadline_ms
-        .unwrap_or(host.default_deadline_ms)
-        .min(host.max_deadline_ms);
+    // The limits the loader would give it (refused above the ceilings, as live).
+    let facts: Vec<WatchFacts> = manifest
+        .watch
+        .iter()
+        .map(|w| {
+            let (group, version) = w.api_version.split();
+            WatchFacts {
+                group: group.into(),
+                version: version.into(),
+                kind: w.kind.clone(),
+                namespaced: None,
+            }
+        })
+        .collect();
+    let Admitted {
+        memory_mib,
+        deadline_ms,
+    } = admit(&manifest, "", &TenantPolicy::operator(), host, &facts).map_err(|refusals| {
+        PluginError::Refused {
+            plugin: name.clone(),
+            path: manifest_path.clone(),
+            reason: describe(&refusals),
+        }
+    })?;
     let spec = InstanceSpec {
         name: name.as_str().into(),
         tenant: "".into(),
@@ -309,11 +326,7 @@ fn scopes(plugin: &str, manifest: &Manifest) -> Result<Vec<Scoped>, ReplayError>
                     kind: w.kind.clone(),
                     namespace: w.namespace.clone(),
                     selector,
-                    resource: WitResource {
-                        group: ar.group.clone(),
-                        version: ar.version.clone(),
-                        kind: ar.kind.clone(),
-                    },
+                    resource: WitResource::from(&ar),
                 });
                 informer
             }
