@@ -17,7 +17,7 @@ pub struct Args {
     kubeconfig_out: Option<PathBuf>,
 }
 
-/// Serves until Ctrl-C.
+/// Serves until SIGINT or SIGTERM.
 pub async fn run(args: Args) -> Result<()> {
     let server = DevServer::start(DevServerConfig {
         listen: args.listen,
@@ -29,7 +29,7 @@ pub async fn run(args: Args) -> Result<()> {
         eprintln!("kubeconfig written to {}", path.display());
     }
     eprintln!("API server listening on {}", server.url());
-    tokio::signal::ctrl_c().await?;
+    super::shutdown_signal().await?;
     server.shutdown().await;
     Ok(())
 }

@@ -50,7 +50,7 @@ pub struct Args {
     admin: Option<SocketAddr>,
 }
 
-/// Runs until Ctrl-C.
+/// Runs until SIGINT (Ctrl-C) or SIGTERM.
 pub async fn run(args: Args) -> Result<()> {
     let server = DevServer::start(DevServerConfig {
         listen: args.listen,
@@ -95,7 +95,7 @@ pub async fn run(args: Args) -> Result<()> {
         path.display(),
         path.display()
     );
-    tokio::signal::ctrl_c().await?;
+    super::shutdown_signal().await?;
     runtime.stop().await;
     server.shutdown().await;
     Ok(())

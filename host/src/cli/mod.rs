@@ -213,3 +213,17 @@ async fn watch_and_log(
     );
     Ok(())
 }
+
+/// SIGINT (Ctrl-C) or SIGTERM (what Kubernetes sends a pod it stops).
+pub async fn shutdown_signal() -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r,
+            _ = term.recv() => Ok(()),
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c().await
+}

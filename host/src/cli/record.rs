@@ -27,12 +27,12 @@ pub struct Args {
     /// Only this namespace (for --watch).
     #[arg(long)]
     namespace: Option<String>,
-    /// Stop after this many events (default: at Ctrl-C).
+    /// Stop after this many events (default: at Ctrl-C or SIGTERM).
     #[arg(long)]
     count: Option<u64>,
 }
 
-/// Records until Ctrl-C (or `--count` events).
+/// Records until SIGINT (Ctrl-C) or SIGTERM, or `--count` events.
 pub async fn run(args: Args) -> Result<()> {
     if args.watches.is_empty() && args.manifests.is_empty() {
         bail!("nothing to record: give --watch APIVERSION/KIND or --manifest NAME.toml");
@@ -78,9 +78,9 @@ pub async fn run(args: Args) -> Result<()> {
     match args.count {
         Some(n) => tokio::select! {
             _ = recorder.wait_for(n) => {}
-            r = tokio::signal::ctrl_c() => r?,
+            r = super::shutdown_signal() => r?,
         },
-        None => tokio::signal::ctrl_c().await?,
+        None => super::shutdown_signal().await?,
     }
     let n = recorder.finish().await?;
     factory.stop();

@@ -112,7 +112,7 @@ pub async fn run(args: Args) -> Result<()> {
     };
     let Some(lease) = args.election.config(&client) else {
         let runtime = start(client, opts).await?;
-        shutdown_signal().await?;
+        super::shutdown_signal().await?;
         runtime.stop().await;
         return Ok(());
     };
@@ -126,7 +126,7 @@ pub async fn run(args: Args) -> Result<()> {
     };
     let acquired = tokio::select! {
         r = elector.acquired() => Some(r),
-        r = shutdown_signal() => { r?; None }
+        r = super::shutdown_signal() => { r?; None }
     };
     if let Some(admin) = standby_admin {
         // The leader's runtime serves the admin endpoints on the same address from here on.
@@ -145,7 +145,7 @@ pub async fn run(args: Args) -> Result<()> {
     };
     let lost = tokio::select! {
         state = elector.lost() => Some(state),
-        r = shutdown_signal() => { r?; None }
+        r = super::shutdown_signal() => { r?; None }
     };
     match lost {
         Some(state) => {
@@ -174,20 +174,6 @@ async fn standby_admin(addr: SocketAddr, client: &kube::Client) -> Result<AdminS
     let state = AdminState::new(idle, None);
     state.startup_complete();
     Ok(AdminServer::start(addr, state).await?)
-}
-
-/// SIGINT (Ctrl-C) or SIGTERM (what Kubernetes sends a pod it stops).
-async fn shutdown_signal() -> std::io::Result<()> {
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            r = tokio::signal::ctrl_c() => r,
-            _ = term.recv() => Ok(()),
-        }
-    }
-    #[cfg(not(unix))]
-    tokio::signal::ctrl_c().await
 }
 
 /// Starts informers and plugins (for the leader, or without leader election).
