@@ -126,16 +126,27 @@ impl PluginEngine {
         &self.options
     }
 
-    /// Loads a plugin's wasm: from the compile cache when it has this exact version, otherwise
-    /// compiling (and caching) it; then checks it against the `plugin` world.
+    /// Reads a plugin's wasm file and loads it (see [`PluginEngine::load_bytes`]).
     pub fn load(&self, name: &str, wasm_path: &Path) -> Result<LoadedComponent, PluginError> {
-        let start = Instant::now();
         let bytes = std::fs::read(wasm_path).map_err(|e| PluginError::Load {
             plugin: name.to_string(),
             path: wasm_path.to_path_buf(),
             reason: format!("cannot read: {e}"),
         })?;
-        let sha256 = hex(&Sha256::digest(&bytes));
+        self.load_bytes(name, wasm_path, &bytes)
+    }
+
+    /// Loads a plugin's wasm (`wasm_path` only names it in errors): from the compile cache when
+    /// it has this exact version, otherwise compiling (and caching) it; then checks it against
+    /// the `plugin` world.
+    pub fn load_bytes(
+        &self,
+        name: &str,
+        wasm_path: &Path,
+        bytes: &[u8],
+    ) -> Result<LoadedComponent, PluginError> {
+        let start = Instant::now();
+        let sha256 = hex(&Sha256::digest(bytes));
         let load_err = |reason: String| PluginError::Load {
             plugin: name.to_string(),
             path: wasm_path.to_path_buf(),
@@ -158,11 +169,11 @@ impl PluginEngine {
                     }
                     Err(e) => {
                         tracing::warn!(plugin = name, path = %path.display(), error = %e, "ignoring unusable compile cache entry");
-                        self.compile(&bytes, cached.as_deref()).map_err(load_err)?
+                        self.compile(bytes, cached.as_deref()).map_err(load_err)?
                     }
                 }
             }
-            None => self.compile(&bytes, cached.as_deref()).map_err(load_err)?,
+            None => self.compile(bytes, cached.as_deref()).map_err(load_err)?,
         };
         let instance_pre = self
             .linker

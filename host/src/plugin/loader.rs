@@ -24,7 +24,7 @@ use super::admission::{Admitted, WatchFacts, admit, describe};
 use super::engine::PluginEngine;
 use super::host::{CacheView, PluginLog, WitResource};
 use super::instance::InstanceSpec;
-use super::manifest::Manifest;
+use super::manifest::{Manifest, ManifestError};
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use crate::informer::processor::ListenerState;
 use crate::informer::{
@@ -98,11 +98,14 @@ impl std::fmt::Display for PluginId {
     }
 }
 
-/// A plugin found on disk.
+/// A plugin found on disk, with the bytes read (and checked) during the scan: the load uses
+/// these, never the files again, so what was checked is what runs.
 #[derive(Debug, Clone)]
 struct Found {
     wasm: PathBuf,
     manifest: PathBuf,
+    wasm_bytes: Arc<[u8]>,
+    manifest_bytes: Arc<[u8]>,
     fingerprint: String,
 }
 
@@ -421,10 +424,16 @@ impl PluginHost {
         found: &Found,
         policy: &TenantPolicy,
     ) -> Result<Prepared, PluginError> {
-        let manifest = Manifest::load(&found.manifest).map_err(|source| PluginError::Manifest {
-            plugin: id.to_string(),
-            source,
-        })?;
+        let manifest = std::str::from_utf8(&found.manifest_bytes)
+            .map_err(|e| ManifestError::Invalid {
+                path: found.manifest.clone(),
+                message: format!("not UTF-8 text: {e}"),
+            })
+            .and_then(|text| Manifest::parse(text, &found.manifest))
+            .map_err(|source| PluginError::Manifest {
+                plugin: id.to_string(),
+                source,
+            })?;
         let mut resolved = Vec::new();
         for (index, w) in manifest.watch.iter().enumerate() {
             let r = self
@@ -457,10 +466,12 @@ impl PluginHost {
                 reason: describe(&refusals),
             }
         })?;
-        let (engine, name, wasm) = (self.engine.clone(), id.to_string(), found.wasm.clone());
-        let component = tokio::task::spawn_blocking(move || engine.load(&name, &wasm))
-            .await
-            .map_err(|e| PluginError::Engine(e.to_string()))??;
+        let (engine, name) = (self.engine.clone(), id.to_string());
+        let (wasm, bytes) = (found.wasm.clone(), found.wasm_bytes.clone());
+        let component =
+            tokio::task::spawn_blocking(move || engine.load_bytes(&name, &wasm, &bytes))
+                .await
+                .map_err(|e| PluginError::Engine(e.to_string()))??;
 
         let grant = &policy.grant;
         let mut watches = Vec::new();
@@ -607,57 +618,152 @@ fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path) {
             &manifest,
             "the manifest (.toml) for this component",
         ))
-    } else if let Some(e) = [&wasm, &manifest]
-        .into_iter()
-        .find_map(|p| link_out_of(p, real_dir, &id))
-    {
-        Err(e)
     } else {
-        fingerprint(&wasm, &manifest).map(|fingerprint| Found {
-            wasm,
-            manifest,
-            fingerprint,
+        read_within(&wasm, real_dir, &id).and_then(|wasm_bytes| {
+            let manifest_bytes = read_within(&manifest, real_dir, &id)?;
+            Ok(Found {
+                fingerprint: fingerprint(&wasm_bytes, &manifest_bytes),
+                wasm,
+                manifest,
+                wasm_bytes: wasm_bytes.into(),
+                manifest_bytes: manifest_bytes.into(),
+            })
         })
     };
     out.insert(id, found);
 }
 
-/// The refusal for `path` when it is a link leading out of `real_dir` (the canonical directory
-/// it was found in).
-fn link_out_of(path: &Path, real_dir: &Path, id: &PluginId) -> Option<PluginError> {
-    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
-    if !is_link {
-        return None;
-    }
-    let target = path.canonicalize().ok()?;
-    if target.parent() == Some(real_dir) {
-        return None;
-    }
-    let whose = if id.tenant.is_empty() {
-        "the plugins directory's top level".to_string()
-    } else {
-        format!("tenant `{}`'s directory", id.tenant)
-    };
-    Some(PluginError::Refused {
+/// Reads a plugin file found in `real_dir` (that directory, canonical). A link is followed only
+/// when it stays in `real_dir`. The check is made on the file actually opened, so a link swapped
+/// in between check and read cannot slip past.
+fn read_within(path: &Path, real_dir: &Path, id: &PluginId) -> Result<Vec<u8>, PluginError> {
+    let unreadable = |e: std::io::Error| PluginError::Load {
         plugin: id.to_string(),
         path: path.to_path_buf(),
-        reason: format!(
-            "it is a link to `{}`, outside {whose}; links out of a plugin's directory are refused",
-            target.display()
-        ),
-    })
+        reason: format!("cannot read: {e}"),
+    };
+    let mut file = open_nonblocking(path).map_err(unreadable)?;
+    let opened = file.metadata().map_err(unreadable)?;
+    let target = path.canonicalize().map_err(unreadable)?;
+    let checked = std::fs::metadata(&target).map_err(unreadable)?;
+    let changed = |reason: &str| PluginError::Load {
+        plugin: id.to_string(),
+        path: path.to_path_buf(),
+        reason: format!("{reason} (it is read again on its next change)"),
+    };
+    if !opened.is_file() {
+        return Err(changed("is not a regular file"));
+    }
+    if !same_file(&opened, &checked) {
+        return Err(changed("changed while it was being read"));
+    }
+    if target.parent() != Some(real_dir) {
+        let whose = if id.tenant.is_empty() {
+            "the plugins directory's top level".to_string()
+        } else {
+            format!("tenant `{}`'s directory", id.tenant)
+        };
+        return Err(PluginError::Refused {
+            plugin: id.to_string(),
+            path: path.to_path_buf(),
+            reason: format!(
+                "it is a link to `{}`, outside {whose}; links out of a plugin's directory are refused",
+                target.display()
+            ),
+        });
+    }
+    let mut bytes = Vec::with_capacity(opened.len() as usize);
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(unreadable)?;
+    Ok(bytes)
 }
 
-fn fingerprint(wasm: &Path, manifest: &Path) -> Result<String, PluginError> {
+/// Opens for reading without blocking on a FIFO swapped in for a plugin file (a tenant must not
+/// be able to hang every reconcile); for regular files the flag changes nothing.
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    options.open(path)
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    true
+}
+
+fn fingerprint(wasm: &[u8], manifest: &[u8]) -> String {
     let mut h = Sha256::new();
-    for p in [wasm, manifest] {
-        let bytes = std::fs::read(p).map_err(|e| PluginError::Load {
-            plugin: p.display().to_string(),
-            path: p.to_path_buf(),
-            reason: format!("cannot read: {e}"),
-        })?;
+    for bytes in [wasm, manifest] {
         h.update((bytes.len() as u64).to_le_bytes());
-        h.update(&bytes);
+        h.update(bytes);
     }
-    Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn id() -> PluginId {
+        PluginId {
+            tenant: "a".into(),
+            name: "p".into(),
+        }
+    }
+
+    #[test]
+    fn reads_files_and_links_that_stay_in_their_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("real.wasm"), b"bytes").unwrap();
+        std::os::unix::fs::symlink("real.wasm", dir.join("p.wasm")).unwrap();
+        let real = dir.canonicalize().unwrap();
+        assert_eq!(
+            read_within(&dir.join("real.wasm"), &real, &id()).unwrap(),
+            b"bytes"
+        );
+        assert_eq!(
+            read_within(&dir.join("p.wasm"), &real, &id()).unwrap(),
+            b"bytes"
+        );
+    }
+
+    #[test]
+    fn refuses_a_link_out_of_its_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::fs::write(b.join("p.wasm"), b"b's plugin").unwrap();
+        std::os::unix::fs::symlink(b.join("p.wasm"), a.join("p.wasm")).unwrap();
+        let err = read_within(&a.join("p.wasm"), &a.canonicalize().unwrap(), &id()).unwrap_err();
+        let PluginError::Refused { path, reason, .. } = err else {
+            panic!("expected a refusal, got {err:?}")
+        };
+        assert_eq!(path, a.join("p.wasm"));
+        assert!(
+            reason.contains("outside tenant `a`'s directory"),
+            "{reason}"
+        );
+    }
+
+    /// Reading a FIFO would block the reconcile (every tenant's loads) until someone writes.
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("p.wasm");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = read_within(&fifo, &tmp.path().canonicalize().unwrap(), &id()).unwrap_err();
+        assert!(err.to_string().contains("is not a regular file"), "{err}");
+    }
 }
