@@ -1,7 +1,7 @@
 //! The dev loop: a plugin crate in a temporary directory is built by the dev builder and run by
-//! the plugin host against the embedded API server; editing its source swaps the new behaviour
-//! in without a restart, and breaking it keeps the old version running while the compiler's
-//! error is reported.
+//! the plugin host against the embedded API server; editing its source (or a path dependency
+//! outside the sources) swaps the new behaviour in without a restart, and breaking it keeps the
+//! old version running while the compiler's error is reported.
 
 use std::path::{Path, PathBuf};
 
@@ -55,12 +55,20 @@ impl Dev {
     /// A copy of a plugin crate (the `informant new` scaffold with the `v1` source), built by
     /// the dev loop into the host's plugins directory and loaded.
     async fn start(name: &str) -> Dev {
+        Dev::start_with(name, |crate_dir| {
+            std::fs::write(crate_dir.join("src/lib.rs"), source("v1")).unwrap()
+        })
+        .await
+    }
+
+    /// As [`Dev::start`], with the scaffolded crate shaped by `edit` before the first build.
+    async fn start_with(name: &str, edit: impl FnOnce(&Path)) -> Dev {
         let env = PluginEnv::start(HostConfig::default()).await;
         let sources = tempfile::tempdir().unwrap();
         let crate_dir = scaffold(name, sources.path(), SdkDependency::detect())
             .unwrap()
             .dir;
-        std::fs::write(crate_dir.join("src/lib.rs"), source("v1")).unwrap();
+        edit(&crate_dir);
         let (tx, mut events) = mpsc::unbounded_channel();
         let dev_loop = DevLoop::start(
             DevLoopConfig {
@@ -196,5 +204,56 @@ async fn a_broken_source_reports_the_compiler_error_and_the_old_version_keeps_ru
         .unwrap();
     assert_eq!(report.replaced.len(), 1, "{report:?}");
     dev.create_and_expect("after-fix", "v3 added default/after-fix")
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_edited_path_dependency_outside_the_sources_is_rebuilt_into_the_plugin() {
+    // A crate beside the sources, used by path as a plugin uses the SDK or a team's shared code.
+    let shared = tempfile::tempdir().unwrap();
+    let greeting = shared.path().join("greeting");
+    std::fs::create_dir_all(greeting.join("src")).unwrap();
+    std::fs::write(
+        greeting.join("Cargo.toml"),
+        "[package]\nname = \"greeting\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
+    )
+    .unwrap();
+    let version = |v: &str| format!("pub const VERSION: &str = \"{v}\";\n");
+    std::fs::write(greeting.join("src/lib.rs"), version("dep-v1")).unwrap();
+
+    let mut dev = Dev::start_with("echo-dep", |crate_dir| {
+        let cargo = crate_dir.join("Cargo.toml");
+        let text = std::fs::read_to_string(&cargo).unwrap().replace(
+            "[dependencies]\n",
+            &format!(
+                "[dependencies]\ngreeting = {{ path = {:?} }}\n",
+                greeting.display().to_string()
+            ),
+        );
+        std::fs::write(cargo, text).unwrap();
+        let lib = source("v1").replace(
+            r#""v1 added {}", ev.meta().key()"#,
+            r#""{} added {}", greeting::VERSION, ev.meta().key()"#,
+        );
+        assert!(lib.contains("greeting::VERSION"));
+        std::fs::write(crate_dir.join("src/lib.rs"), lib).unwrap();
+    })
+    .await;
+    dev.create_and_expect("first", "dep-v1 added default/first")
+        .await;
+
+    std::fs::write(greeting.join("src/lib.rs"), version("dep-v2")).unwrap();
+    match next_outcome(&mut dev.events).await {
+        DevEvent::Built {
+            id, changed: true, ..
+        } => assert_eq!(id.name, "echo-dep"),
+        other => panic!("the rebuild after the dependency changed: {other:?}"),
+    }
+    let report = tokio::time::timeout(GUARD, dev.reports.recv())
+        .await
+        .expect("timed out waiting for the reload")
+        .unwrap();
+    assert_eq!(report.replaced.len(), 1, "{report:?}");
+    dev.create_and_expect("second", "dep-v2 added default/second")
         .await;
 }

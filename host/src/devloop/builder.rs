@@ -181,6 +181,9 @@ pub struct Built {
     pub warnings: Vec<String>,
     /// How long cargo took.
     pub elapsed: Duration,
+    /// The local source files the build read (cargo's dep-info beside the component): the
+    /// crate's own and its path dependencies', e.g. the SDK and the WIT file.
+    pub inputs: Vec<PathBuf>,
 }
 
 /// Builds plugin crates and installs them into a compiled plugins directory.
@@ -310,6 +313,11 @@ impl Builder {
             cargo_toml: krate.cargo_toml(),
         })?;
         Ok(Built {
+            // Files generated under the target directory are build products, not sources.
+            inputs: dep_info(&wasm.with_extension("d"))
+                .into_iter()
+                .filter(|f| !f.starts_with(&self.target_dir))
+                .collect(),
             wasm,
             warnings,
             elapsed: started.elapsed(),
@@ -404,6 +412,37 @@ pub fn ensure_target() {
     }
 }
 
+/// The files listed in a Makefile-style dep-info file (`TARGET: DEP DEP ...`, a space in a
+/// path escaped as `\ `); none when it cannot be read, which only costs rebuild triggers.
+fn dep_info(path: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut files = Vec::new();
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let Some((_, deps)) = line.split_once(": ") else {
+            continue;
+        };
+        let mut current = String::new();
+        let mut chars = deps.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&' ') => {
+                    current.push(' ');
+                    chars.next();
+                }
+                ' ' if !current.is_empty() => {
+                    files.push(PathBuf::from(std::mem::take(&mut current)))
+                }
+                ' ' => {}
+                c => current.push(c),
+            }
+        }
+        if !current.is_empty() {
+            files.push(PathBuf::from(current));
+        }
+    }
+    files
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -456,6 +495,7 @@ mod tests {
             wasm: d.path().join("p.wasm"),
             warnings: vec![],
             elapsed: Duration::ZERO,
+            inputs: vec![],
         };
         assert!(b.install(&krate, &built).unwrap());
         assert!(!b.install(&krate, &built).unwrap());
@@ -466,5 +506,22 @@ mod tests {
         assert_eq!(b.installed(), std::slice::from_ref(&krate.id));
         assert!(b.uninstall(&krate.id));
         assert!(b.installed().is_empty());
+    }
+
+    #[test]
+    fn dep_info_lists_every_file_with_escaped_spaces() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("p.d");
+        write(
+            &path,
+            "/t/p.wasm: /src/p/src/lib.rs /my\\ sdk/src/lib.rs  /wit/plugin.wit\n\n# env-dep:X=1\n",
+        );
+        assert_eq!(
+            dep_info(&path),
+            ["/src/p/src/lib.rs", "/my sdk/src/lib.rs", "/wit/plugin.wit"]
+                .map(PathBuf::from)
+                .to_vec()
+        );
+        assert!(dep_info(&d.path().join("missing.d")).is_empty());
     }
 }

@@ -13,8 +13,10 @@
 //! - At start every plugin crate is built once, in order, each reported as
 //!   [`DevEvent::Building`] (`index` of `total`) then [`DevEvent::Built`] or
 //!   [`DevEvent::Failed`]; installed plugins whose crate is gone are removed.
-//! - After a change only the crates whose files changed are rebuilt; a crate that appears is
-//!   built, one that disappears is uninstalled (and so unloaded).
+//! - After a change only the crates whose files changed are rebuilt: files in the crate's
+//!   directory, or any local file its last successful build read (cargo's dep-info), so editing
+//!   a path dependency outside the sources, such as the SDK, rebuilds the plugins using it. A
+//!   crate that appears is built, one that disappears is uninstalled (and so unloaded).
 //! - A failed build installs nothing: whatever version was running keeps running, and the
 //!   failure carries the compiler's rendered diagnostics.
 //! - An unchanged build installs nothing either, so the plugin is not reloaded.
@@ -27,6 +29,7 @@ pub use builder::{BuildError, Builder, Built, PluginCrate, Sources, scan};
 pub use scaffold::{Scaffold, SdkDependency, scaffold};
 pub use watcher::SourceWatcher;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -164,7 +167,12 @@ impl DevLoop {
                 let _ = events.send(DevEvent::Removed { id });
             }
         }
-        build_round(&builder, &found.crates, &events).await;
+        let mut inputs = HashMap::new();
+        record_inputs(
+            &mut inputs,
+            &mut watcher,
+            build_round(&builder, &found.crates, &events).await,
+        );
         let mut known = found.crates;
         let task = tokio::spawn(async move {
             while let Some(batch) = watcher.next_batch().await {
@@ -178,16 +186,22 @@ impl DevLoop {
                 };
                 for gone in known.iter().filter(|k| !now.contains(k)) {
                     builder.uninstall(&gone.id);
+                    inputs.remove(&gone.id);
                     let _ = events.send(DevEvent::Removed {
                         id: gone.id.clone(),
                     });
                 }
+                let read_by = |c: &PluginCrate, p: &PathBuf| {
+                    p.starts_with(&c.dir)
+                        || inputs.get(&c.id).is_some_and(|i: &Vec<_>| i.contains(p))
+                };
                 let changed: Vec<PluginCrate> = now
                     .iter()
-                    .filter(|c| !known.contains(c) || batch.iter().any(|p| p.starts_with(&c.dir)))
+                    .filter(|c| !known.contains(c) || batch.iter().any(|p| read_by(c, p)))
                     .cloned()
                     .collect();
-                build_round(&builder, &changed, &events).await;
+                let built = build_round(&builder, &changed, &events).await;
+                record_inputs(&mut inputs, &mut watcher, built);
                 known = now;
             }
         });
@@ -201,12 +215,32 @@ impl Drop for DevLoop {
     }
 }
 
-/// Builds and installs `crates` one after another (cargo would serialize them on its lock).
+/// Remembers what each successful build read and watches those files; a failed build keeps
+/// its crate's last known inputs, so fixing a path dependency still triggers a rebuild.
+fn record_inputs(
+    inputs: &mut HashMap<PluginId, Vec<PathBuf>>,
+    watcher: &mut SourceWatcher,
+    built: Vec<(PluginId, Vec<PathBuf>)>,
+) {
+    for (id, files) in built {
+        // Compared with notify's paths, which start from the canonical directories watched.
+        let files: Vec<PathBuf> = files
+            .into_iter()
+            .map(|f| std::fs::canonicalize(&f).unwrap_or(f))
+            .collect();
+        watcher.watch_files(&files);
+        inputs.insert(id, files);
+    }
+}
+
+/// Builds and installs `crates` one after another (cargo would serialize them on its lock);
+/// returns what each successful build read.
 async fn build_round(
     builder: &Arc<Builder>,
     crates: &[PluginCrate],
     events: &mpsc::UnboundedSender<DevEvent>,
-) {
+) -> Vec<(PluginId, Vec<PathBuf>)> {
+    let mut read = Vec::new();
     let total = crates.len();
     for (i, krate) in crates.iter().enumerate() {
         let id = krate.id.clone();
@@ -223,12 +257,15 @@ async fn build_round(
         })
         .await;
         let event = match result {
-            Ok(Ok((built, changed))) => DevEvent::Built {
-                id,
-                changed,
-                warnings: built.warnings,
-                elapsed: built.elapsed,
-            },
+            Ok(Ok((built, changed))) => {
+                read.push((id.clone(), built.inputs));
+                DevEvent::Built {
+                    id,
+                    changed,
+                    warnings: built.warnings,
+                    elapsed: built.elapsed,
+                }
+            }
             Ok(Err(error)) => DevEvent::Failed { id, error },
             Err(join) => DevEvent::Failed {
                 error: BuildError::Spawn {
@@ -240,4 +277,5 @@ async fn build_round(
         };
         let _ = events.send(event);
     }
+    read
 }

@@ -1,5 +1,6 @@
-//! Watching plugin sources: notify events on the sources directory, filtered to what can change
-//! a build and debounced into batches of changed paths.
+//! Watching plugin sources: notify events on the sources directory (and on the directories of
+//! files outside it that builds read, such as path dependencies), filtered to what can change a
+//! build and debounced into batches of changed paths.
 //!
 //! Editors save in several steps (temp file, rename, backup), and a build reads every file, so a
 //! batch is delivered only once the tree has been quiet for [`DEBOUNCE`]. Build products never
@@ -7,6 +8,7 @@
 //! under the sources), hidden files, editor backups and `Cargo.lock` (which cargo itself writes)
 //! are ignored.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use notify::{RecursiveMode, Watcher};
@@ -14,10 +16,14 @@ use tokio::sync::mpsc;
 
 use super::DevLoopError;
 pub use crate::plugin::reload::DEBOUNCE;
+use crate::plugin::reload::settled;
 
 /// Settled batches of changed source paths under one directory.
 pub struct SourceWatcher {
-    _watcher: notify::RecommendedWatcher,
+    watcher: notify::RecommendedWatcher,
+    root: PathBuf,
+    /// Directories outside `root` watched for [`SourceWatcher::watch_files`].
+    extra: BTreeSet<PathBuf>,
     rx: mpsc::UnboundedReceiver<PathBuf>,
 }
 
@@ -48,35 +54,54 @@ impl SourceWatcher {
                 reason: e.to_string(),
             })?;
         Ok(SourceWatcher {
-            _watcher: watcher,
+            watcher,
+            root: dir.to_path_buf(),
+            extra: BTreeSet::new(),
             rx,
         })
     }
 
+    /// Also reports changes to `files` outside the watched directory, by watching the
+    /// directories holding them; a directory that cannot be watched is logged and skipped, so
+    /// only its rebuild trigger is lost.
+    pub fn watch_files<'a>(&mut self, files: impl IntoIterator<Item = &'a PathBuf>) {
+        for dir in files.into_iter().filter_map(|f| f.parent()) {
+            if dir.starts_with(&self.root) || self.extra.contains(dir) {
+                continue;
+            }
+            match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
+                Ok(()) => {
+                    self.extra.insert(dir.to_path_buf());
+                }
+                Err(e) => {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot watch a directory plugin builds read")
+                }
+            }
+        }
+    }
+
     /// The next batch of changed paths, once changes have settled; `None` if watching ended.
     pub async fn next_batch(&mut self) -> Option<Vec<PathBuf>> {
-        let first = self.rx.recv().await?;
-        let mut batch = vec![first];
-        while let Ok(Some(p)) = tokio::time::timeout(DEBOUNCE, self.rx.recv()).await {
-            batch.push(p);
-        }
+        let mut batch = settled(&mut self.rx).await?;
         batch.sort();
         batch.dedup();
         Some(batch)
     }
 }
 
-/// Whether a change at `path` (under `root`) can change a plugin build.
+/// Whether a change at `path` can change a plugin build. Outside `root` only files a build
+/// read are watched for, so there only editor noise is dropped here.
 fn relevant(root: &Path, ignore: &[PathBuf], path: &Path) -> bool {
     if ignore.iter().any(|i| path.starts_with(i)) {
         return false;
     }
-    let rel = path.strip_prefix(root).unwrap_or(path);
-    let build_product = rel.components().any(|c| {
-        let c = c.as_os_str().to_string_lossy();
-        c == "target" || c.starts_with('.')
+    let build_product = path.strip_prefix(root).is_ok_and(|rel| {
+        rel.components().any(|c| {
+            let c = c.as_os_str().to_string_lossy();
+            c == "target" || c.starts_with('.')
+        })
     });
-    let name = rel
+    let name = path
         .file_name()
         .map(|n| n.to_string_lossy())
         .unwrap_or_default();
@@ -106,5 +131,10 @@ mod tests {
         assert!(!yes("/src/a/src/lib.rs~"));
         assert!(!yes("/src/a/Cargo.lock"));
         assert!(!yes("/src/.git/index"));
+        assert!(
+            yes("/home/me/.sdk/src/lib.rs"),
+            "a path dependency in a hidden directory"
+        );
+        assert!(!yes("/home/me/.sdk/src/lib.rs~"));
     }
 }

@@ -17,6 +17,16 @@ use super::loader::{PluginHost, ReconcileReport};
 /// How long the directory must be quiet before a reconcile.
 pub const DEBOUNCE: Duration = Duration::from_millis(250);
 
+/// The next burst of changes: waits for one, then keeps absorbing until none has come for
+/// [`DEBOUNCE`]; `None` once the sender is gone.
+pub async fn settled<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> Option<Vec<T>> {
+    let mut burst = vec![rx.recv().await?];
+    while let Ok(Some(next)) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {
+        burst.push(next);
+    }
+    Some(burst)
+}
+
 /// Watches `host.dir()` until dropped; each settled burst of changes triggers one reconcile, whose
 /// report is sent on `reports` (if given).
 pub struct Reloader {
@@ -43,9 +53,7 @@ impl Reloader {
                 PluginError::Engine(format!("cannot watch {}: {e}", host.dir().display()))
             })?;
         let task = tokio::spawn(async move {
-            while rx.recv().await.is_some() {
-                // Debounce: keep absorbing events until the directory is quiet.
-                while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, rx.recv()).await {}
+            while settled(&mut rx).await.is_some() {
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "reload failed; any previous version keeps running");
