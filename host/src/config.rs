@@ -2,7 +2,8 @@
 //!
 //! Validated while reading: unknown keys, malformed globs and resources, limits that are not
 //! positive, defaults above ceilings and namespaces granted to two tenants are refused, each
-//! error naming the file, the key and the reason.
+//! error naming the file, the key and the reason. A [`ConfigWatcher`] applies changes to the file
+//! without a restart.
 //!
 //! ```toml
 //! operator-plugins = true      # top-level plugins run with full access (default: false here;
@@ -22,6 +23,10 @@
 //! max-deadline-ms = 500        # per event; default: the host ceiling
 //! events-per-second = 1000     # shared by the tenant's plugins; default: unlimited
 //! ```
+
+mod watch;
+
+pub use watch::ConfigWatcher;
 
 use std::collections::BTreeMap;
 use std::num::NonZeroU32;

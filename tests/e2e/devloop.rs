@@ -106,6 +106,21 @@ impl Dev {
         self.env.logs.lines().iter().any(|l| l.message == line)
     }
 
+    /// Waits for a build that installs a new version (`what` names it in a failure), then for
+    /// the reload that swaps it in; returns that reload's report.
+    async fn expect_swap(&mut self, what: &str) -> ReconcileReport {
+        match next_outcome(&mut self.events).await {
+            DevEvent::Built { changed: true, .. } => {}
+            other => panic!("{what}: {other:?}"),
+        }
+        let report = tokio::time::timeout(GUARD, self.reports.recv())
+            .await
+            .expect("timed out waiting for the reload")
+            .unwrap();
+        assert_eq!(report.replaced.len(), 1, "{what}: {report:?}");
+        report
+    }
+
     /// Creates a ConfigMap and waits for the plugin's line about it.
     async fn create_and_expect(&self, name: &str, line: &str) {
         self.env
@@ -138,15 +153,7 @@ async fn an_edited_source_is_rebuilt_and_handles_the_next_event_without_a_restar
     let informers = dev.env.factory.informers();
 
     std::fs::write(dev.crate_dir.join("src/lib.rs"), source("v2")).unwrap();
-    match next_outcome(&mut dev.events).await {
-        DevEvent::Built { changed: true, .. } => {}
-        other => panic!("the rebuild: {other:?}"),
-    }
-    let report = tokio::time::timeout(GUARD, dev.reports.recv())
-        .await
-        .expect("timed out waiting for the reload")
-        .unwrap();
-    assert_eq!(report.replaced.len(), 1, "{report:?}");
+    let report = dev.expect_swap("the rebuild").await;
     assert!(
         report.loaded.is_empty() && report.removed.is_empty(),
         "{report:?}"
@@ -194,15 +201,7 @@ async fn a_broken_source_reports_the_compiler_error_and_the_old_version_keeps_ru
 
     // Fixing it swaps the fix in.
     std::fs::write(dev.crate_dir.join("src/lib.rs"), source("v3")).unwrap();
-    match next_outcome(&mut dev.events).await {
-        DevEvent::Built { changed: true, .. } => {}
-        other => panic!("the fixed build: {other:?}"),
-    }
-    let report = tokio::time::timeout(GUARD, dev.reports.recv())
-        .await
-        .expect("timed out waiting for the reload")
-        .unwrap();
-    assert_eq!(report.replaced.len(), 1, "{report:?}");
+    dev.expect_swap("the fixed build").await;
     dev.create_and_expect("after-fix", "v3 added default/after-fix")
         .await;
 }
@@ -243,17 +242,8 @@ async fn an_edited_path_dependency_outside_the_sources_is_rebuilt_into_the_plugi
         .await;
 
     std::fs::write(greeting.join("src/lib.rs"), version("dep-v2")).unwrap();
-    match next_outcome(&mut dev.events).await {
-        DevEvent::Built {
-            id, changed: true, ..
-        } => assert_eq!(id.name, "echo-dep"),
-        other => panic!("the rebuild after the dependency changed: {other:?}"),
-    }
-    let report = tokio::time::timeout(GUARD, dev.reports.recv())
-        .await
-        .expect("timed out waiting for the reload")
-        .unwrap();
-    assert_eq!(report.replaced.len(), 1, "{report:?}");
+    dev.expect_swap("the rebuild after the dependency changed")
+        .await;
     dev.create_and_expect("second", "dep-v2 added default/second")
         .await;
 }

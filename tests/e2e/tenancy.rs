@@ -1,16 +1,18 @@
 //! Tenancy against the embedded API server with real compiled plugins: a tenant's plugin tries
 //! to see another tenant's objects through every query and every index, and by every trick at
-//! load time; one tenant's spinning plugin does not hold up another's deliveries.
+//! load time; one tenant's spinning plugin does not hold up another's deliveries; a changed
+//! config applies without a restart to exactly the tenants it changes.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use informant::config;
-use informant::plugin::{HostConfig, PluginError, PluginId, RestartPolicy};
-use informant_tests::guarded;
+use informant::config::{self, ConfigWatcher};
+use informant::plugin::{HostConfig, PluginError, PluginId, ReconcileReport, RestartPolicy};
 use informant_tests::plugins::PluginEnv;
+use informant_tests::{GUARD, guarded};
 use serde_json::{Value, json};
+use tokio::sync::mpsc;
 
 const CONFIG: &str = r#"
 operator-plugins = true
@@ -486,6 +488,159 @@ async fn a_flooding_tenant_is_paced_by_its_budget_and_loses_nothing() {
         assert!(
             a_calls >= KEYS as u64 && paced_for >= least,
             "{a_calls} calls in {paced_for:?}: the budget allows them in no less than {least:?}"
+        );
+        env.host.shutdown().await;
+    })
+    .await;
+}
+
+/// Writes `text` to `path` as editors do: a new file renamed over the old one.
+fn replace_file(path: &Path, text: &str) {
+    let tmp = path.with_extension("toml.tmp");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+async fn next_report(reports: &mut mpsc::UnboundedReceiver<ReconcileReport>) -> ReconcileReport {
+    tokio::time::timeout(GUARD, reports.recv())
+        .await
+        .expect("timed out waiting for the config reload")
+        .expect("the config watcher ended")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_config_applies_without_a_restart_to_exactly_the_tenants_it_changes() {
+    guarded("config reload", async {
+        let config_dir = tempfile::tempdir().unwrap();
+        let path = config_dir.path().join("informant.toml");
+        std::fs::write(&path, CONFIG).unwrap();
+        let env = PluginEnv::start(config::load(&path).unwrap()).await;
+        for team in ["a", "b", "c"] {
+            let ns = format!("team-{team}");
+            env.server
+                .create(object(&ns, &format!("{team}1"), team))
+                .unwrap();
+            env.install(
+                Some(team),
+                &format!("{team}-echo"),
+                "hostile",
+                &echo_manifest(team),
+            );
+        }
+        let report = env.reconcile().await;
+        assert_eq!(report.loaded, vec![id("a", "a-echo"), id("b", "b-echo")]);
+        let b_version = env.host.supervisor(&id("b", "b-echo")).unwrap();
+        let (tx, mut reports) = mpsc::unbounded_channel();
+        let _watcher = ConfigWatcher::start(&path, env.host.clone(), Some(tx)).unwrap();
+
+        // A config that does not validate changes nothing.
+        replace_file(
+            &path,
+            &format!("{CONFIG}[tenants.c]\nnamespaces = [\"team-b\"]\n"),
+        );
+        let r = next_report(&mut reports).await;
+        let e = r
+            .config_error
+            .as_deref()
+            .expect("the overlapping grant is refused");
+        assert!(
+            e.contains("informant.toml")
+                && e.contains("tenants.c.namespaces")
+                && e.contains("overlaps"),
+            "{e}"
+        );
+        assert!(
+            r.loaded.is_empty() && r.removed.is_empty() && r.replaced.is_empty(),
+            "{r:?}"
+        );
+
+        // Tenant a revoked, c granted, b unchanged.
+        let granted_c = r#"
+operator-plugins = true
+[tenants.b]
+namespaces = ["team-b"]
+resources = ["v1/ConfigMap"]
+max-plugins = 1
+[tenants.c]
+namespaces = ["team-c"]
+"#;
+        replace_file(&path, granted_c);
+        let r = next_report(&mut reports).await;
+        assert_eq!(r.config_error, None);
+        assert_eq!(r.loaded, vec![id("c", "c-echo")], "{r:?}");
+        assert_eq!(r.removed, vec![id("a", "a-echo")], "{r:?}");
+        assert!(r.replaced.is_empty(), "b's plugin is not touched: {r:?}");
+        let (_, e) = r
+            .errors
+            .iter()
+            .find(|(i, _)| *i == id("a", "a-echo"))
+            .unwrap();
+        assert!(e.to_string().contains("tenant `a` has no grant"), "{e}");
+        assert!(std::sync::Arc::ptr_eq(
+            &b_version,
+            &env.host.supervisor(&id("b", "b-echo")).unwrap()
+        ));
+        for team in ["a", "b", "c"] {
+            env.server
+                .create(object(&format!("team-{team}"), &format!("{team}2"), team))
+                .unwrap();
+        }
+        let keys = |plugin: &str, tag: &str| keys_of(&env.logs.json_of(plugin), tag);
+        env.logs
+            .wait_until("b's and c's new objects", || {
+                keys("b-echo", "b").len() == 2 && keys("c-echo", "c").len() == 2
+            })
+            .await;
+        assert_eq!(
+            keys("c-echo", "c"),
+            BTreeSet::from(["team-c/c1".into(), "team-c/c2".into()])
+        );
+        let b_lines = env.logs.json_of("b-echo");
+        assert_eq!(
+            b_lines.iter().filter(|v| v["key"] == "team-b/b1").count(),
+            1,
+            "no second replay for b"
+        );
+        assert!(
+            !keys("a-echo", "a").contains("team-a/a2"),
+            "a's plugin stopped with its grant"
+        );
+
+        // Narrowed: c's grant no longer covers the ConfigMaps its plugin watches, so the running
+        // version goes too rather than keep the access it was loaded with.
+        replace_file(
+            &path,
+            &granted_c.replace(
+                "namespaces = [\"team-c\"]",
+                "namespaces = [\"team-c\"]\nresources = [\"apps/v1/*\"]",
+            ),
+        );
+        let r = next_report(&mut reports).await;
+        assert_eq!(r.config_error, None);
+        assert_eq!(r.removed, vec![id("c", "c-echo")], "{r:?}");
+        let (_, e) = r
+            .errors
+            .iter()
+            .find(|(i, _)| *i == id("c", "c-echo"))
+            .unwrap();
+        assert!(
+            e.to_string()
+                .contains("`v1/ConfigMap` is not among the resources tenant `c` was granted"),
+            "{e}"
+        );
+        let running: Vec<PluginId> = env.host.running().into_iter().map(|r| r.id).collect();
+        assert_eq!(running, vec![id("b", "b-echo")]);
+
+        // Raising the memory ceiling past what the engine was sized for needs a restart.
+        replace_file(
+            &path,
+            &format!("{granted_c}[limits]\nmax-memory-mib = 4096\n"),
+        );
+        let r = next_report(&mut reports).await;
+        let e = r.config_error.expect("refused");
+        assert!(
+            e.contains("limits.max-memory-mib") && e.contains("needs a restart"),
+            "{e}"
         );
         env.host.shutdown().await;
     })

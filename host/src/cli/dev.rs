@@ -86,6 +86,7 @@ pub async fn run(args: Args) -> Result<()> {
             scope: WatchScope::default(),
             admin: args.admin,
             config: super::host_config(args.config.as_deref())?,
+            config_path: args.config.clone(),
         },
     )
     .await?;

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use informant::admin::{AdminServer, AdminState};
+use informant::config::ConfigWatcher;
 use informant::informer::{
     Event, FnHandler, HandlerOptions, InformerFactory, SharedInformer, WatchScope,
 };
@@ -32,6 +33,8 @@ pub struct RuntimeOptions {
     pub admin: Option<SocketAddr>,
     /// Plugin limits and tenants (from `--config informant.toml`).
     pub config: HostConfig,
+    /// That file, watched so changes apply without a restart.
+    pub config_path: Option<PathBuf>,
 }
 
 /// Informers, plugins and the reloader of a running `dev` or `run`.
@@ -41,6 +44,7 @@ pub struct Runtime {
     /// The plugins, when a directory was given.
     pub host: Option<Arc<PluginHost>>,
     reloader: Option<Reloader>,
+    config_watcher: Option<ConfigWatcher>,
     admin: Option<AdminServer>,
 }
 
@@ -80,7 +84,7 @@ impl Runtime {
             }
             None => (None, None),
         };
-        let reloader = match &host {
+        let (reloader, config_watcher) = match &host {
             Some(host) => {
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
@@ -91,9 +95,16 @@ impl Runtime {
                     state.record_reconcile(&report);
                     follow_reconciles(state.clone())
                 });
-                Some(Reloader::start(host.clone(), reports)?)
+                let config_watcher = match &opts.config_path {
+                    Some(path) => Some(ConfigWatcher::start(path, host.clone(), reports.clone())?),
+                    None => None,
+                };
+                (
+                    Some(Reloader::start(host.clone(), reports)?),
+                    config_watcher,
+                )
             }
-            None => None,
+            None => (None, None),
         };
         watch_and_log(&factory, &watches, opts.scope).await?;
         if let Some(state) = &admin_state {
@@ -103,12 +114,14 @@ impl Runtime {
             factory,
             host,
             reloader,
+            config_watcher,
             admin,
         })
     }
 
     /// Unregisters the plugins and stops the informers.
     pub async fn stop(self) {
+        drop(self.config_watcher);
         drop(self.reloader);
         if let Some(host) = &self.host {
             host.shutdown().await;

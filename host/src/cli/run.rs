@@ -109,6 +109,7 @@ pub async fn run(args: Args) -> Result<()> {
         },
         admin: args.admin,
         config: super::host_config(args.config.as_deref())?,
+        config_path: args.config.clone(),
     };
     let Some(lease) = args.election.config(&client) else {
         let runtime = start(client, opts).await?;

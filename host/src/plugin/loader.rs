@@ -113,6 +113,9 @@ struct Loaded {
     supervisor: Arc<Supervisor>,
     fingerprint: String,
     handles: Vec<(Arc<SharedInformer>, ListenerHandle)>,
+    /// What it was admitted under; a config reload that changes either re-admits it.
+    policy: Arc<TenantPolicy>,
+    config: Arc<HostConfig>,
 }
 
 /// A running plugin: its supervisor (counters, state) and its queues' figures summed over the
@@ -161,6 +164,9 @@ pub struct ReconcileReport {
     pub removed: Vec<PluginId>,
     /// Plugins that could not be loaded (an older version may still run).
     pub errors: Vec<(PluginId, PluginError)>,
+    /// Set by [`crate::config::ConfigWatcher`] when a changed `informant.toml` was refused (the
+    /// previous config stays in force): the file, the key and the reason.
+    pub config_error: Option<String>,
 }
 
 /// Loads plugins from a directory and keeps them registered with the informers.
@@ -168,7 +174,8 @@ pub struct PluginHost {
     dir: PathBuf,
     engine: Arc<PluginEngine>,
     factory: Arc<InformerFactory>,
-    config: HostConfig,
+    /// Replaced whole by [`PluginHost::set_config`]; each reconcile works from one snapshot.
+    config: RwLock<Arc<HostConfig>>,
     logs: broadcast::Sender<PluginLog>,
     loaded: Mutex<BTreeMap<PluginId, Loaded>>,
     /// What is running, republished after every change to `loaded`: readers (status, the
@@ -196,7 +203,7 @@ impl PluginHost {
             engine,
             factory,
             logs: broadcast::channel(config.log_buffer.max(1)).0,
-            config,
+            config: RwLock::new(Arc::new(config)),
             loaded: Mutex::new(BTreeMap::new()),
             running: RwLock::new(BTreeMap::new()),
         }
@@ -212,6 +219,38 @@ impl PluginHost {
                 (id.clone(), Running { supervisor, queues })
             })
             .collect();
+    }
+
+    /// The host config plugins are admitted under.
+    pub fn config(&self) -> Arc<HostConfig> {
+        self.config.read().clone()
+    }
+
+    /// Takes the limits and tenants of a reloaded `informant.toml`; the next reconcile re-admits
+    /// exactly the plugins whose tenant policy or the host limits changed. Settings the file
+    /// does not hold (restart policy, log buffer) stay. Refused, keeping the old config, when it
+    /// allows more memory per plugin than the engine's slots were sized for at start.
+    pub fn set_config(&self, new: HostConfig) -> Result<(), String> {
+        let slot_mib = self.engine.options().max_memory_bytes >> 20;
+        if new.max_memory_mib as usize > slot_mib {
+            return Err(format!(
+                "key `limits.max-memory-mib`: {} is above the {slot_mib} MiB the plugin engine was \
+                 started with; raising it needs a restart",
+                new.max_memory_mib
+            ));
+        }
+        let mut current = self.config.write();
+        let mut next = HostConfig {
+            default_memory_mib: new.default_memory_mib,
+            max_memory_mib: new.max_memory_mib,
+            default_deadline_ms: new.default_deadline_ms,
+            max_deadline_ms: new.max_deadline_ms,
+            tenancy: new.tenancy,
+            ..(**current).clone()
+        };
+        next.tenancy.keep_unchanged(&current.tenancy);
+        *current = Arc::new(next);
+        Ok(())
     }
 
     /// The plugins directory.
@@ -271,6 +310,7 @@ impl PluginHost {
                 return report;
             }
         };
+        let config = self.config();
         let mut loaded = self.loaded.lock().await;
         let gone: Vec<PluginId> = loaded
             .keys()
@@ -287,31 +327,41 @@ impl PluginHost {
         }
         for (id, f) in found {
             let found_err = |e| (id.clone(), e);
+            let policy = config.tenancy.policy(&id.tenant);
+            // Whether a running version was admitted under the policy and limits now in force.
+            let admitted_now = |l: &Loaded| {
+                policy.as_ref().is_ok_and(|p| Arc::ptr_eq(&l.policy, p))
+                    && same_limits(&l.config, &config)
+            };
             let f = match f {
                 Ok(f) => f,
                 Err(e) => {
+                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
+                        .await;
                     report.errors.push(found_err(e));
                     continue;
                 }
             };
-            if loaded
-                .get(&id)
-                .is_some_and(|l| l.fingerprint == f.fingerprint)
-            {
-                continue;
-            }
             let refused = |reason: String| PluginError::Refused {
                 plugin: id.to_string(),
                 path: f.wasm.clone(),
                 reason,
             };
-            let policy = match self.config.tenancy.policy(&id.tenant) {
-                Ok(p) => p,
+            let policy = match &policy {
+                Ok(p) => p.clone(),
                 Err(denied) => {
+                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
+                        .await;
                     report.errors.push(found_err(refused(denied.to_string())));
                     continue;
                 }
             };
+            if loaded
+                .get(&id)
+                .is_some_and(|l| l.fingerprint == f.fingerprint && admitted_now(l))
+            {
+                continue;
+            }
             let running = loaded.keys().filter(|k| k.tenant == id.tenant).count();
             if !loaded.contains_key(&id) && running >= policy.max_plugins {
                 let reason = format!(
@@ -322,7 +372,7 @@ impl PluginHost {
                 report.errors.push(found_err(refused(reason)));
                 continue;
             }
-            match self.prepare(&id, &f, &policy).await {
+            match self.prepare(&id, &f, &policy, &config).await {
                 Ok(Prepared {
                     supervisor,
                     watches,
@@ -364,6 +414,8 @@ impl PluginHost {
                             supervisor,
                             fingerprint: f.fingerprint,
                             handles,
+                            policy,
+                            config: config.clone(),
                         },
                     );
                     self.publish(&loaded);
@@ -374,6 +426,8 @@ impl PluginHost {
                     }
                 }
                 Err(e) => {
+                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
+                        .await;
                     let kept = loaded.contains_key(&id);
                     tracing::error!(plugin = %id.name, tenant = %id.tenant, error = %e, kept_old_version = kept, "plugin not loaded");
                     report.errors.push((id, e));
@@ -381,6 +435,26 @@ impl PluginHost {
             }
         }
         report
+    }
+
+    /// When `id`'s new version could not be loaded: its running version keeps running only if
+    /// it was admitted under the policy and limits in force (just its files changed). One loaded
+    /// under a grant or limits a config reload has since changed must not outlive them.
+    async fn drop_stale(
+        &self,
+        loaded: &mut BTreeMap<PluginId, Loaded>,
+        id: &PluginId,
+        admitted_now: impl Fn(&Loaded) -> bool,
+        report: &mut ReconcileReport,
+    ) {
+        if loaded.get(id).is_some_and(|l| !admitted_now(l))
+            && let Some(old) = loaded.remove(id)
+        {
+            self.publish(loaded);
+            self.unregister(old).await;
+            tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin removed: the config it was admitted under changed");
+            report.removed.push(id.clone());
+        }
     }
 
     /// Unregisters every plugin.
@@ -423,6 +497,7 @@ impl PluginHost {
         id: &PluginId,
         found: &Found,
         policy: &TenantPolicy,
+        config: &HostConfig,
     ) -> Result<Prepared, PluginError> {
         let manifest = std::str::from_utf8(&found.manifest_bytes)
             .map_err(|e| ManifestError::Invalid {
@@ -459,7 +534,7 @@ impl PluginHost {
         let Admitted {
             memory_mib,
             deadline_ms,
-        } = admit(&manifest, &id.tenant, policy, &self.config, &facts).map_err(|refusals| {
+        } = admit(&manifest, &id.tenant, policy, config, &facts).map_err(|refusals| {
             PluginError::Refused {
                 plugin: id.to_string(),
                 path: found.manifest.clone(),
@@ -507,7 +582,7 @@ impl PluginHost {
                 cache: Arc::new(cache),
                 logs: self.logs.clone(),
             };
-            let policy = self.config.restart.clone();
+            let policy = config.restart.clone();
             let plugin = id.to_string();
             tokio::task::spawn_blocking(move || Supervisor::start(spec, policy))
                 .await
@@ -530,6 +605,21 @@ impl PluginHost {
             }
         }
     }
+}
+
+/// Whether the host limits a manifest is admitted against are the same.
+fn same_limits(a: &HostConfig, b: &HostConfig) -> bool {
+    (
+        a.default_memory_mib,
+        a.max_memory_mib,
+        a.default_deadline_ms,
+        a.max_deadline_ms,
+    ) == (
+        b.default_memory_mib,
+        b.max_memory_mib,
+        b.default_deadline_ms,
+        b.max_deadline_ms,
+    )
 }
 
 /// A loaded, initialised plugin version, not yet receiving events.

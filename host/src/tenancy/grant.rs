@@ -169,7 +169,7 @@ impl TryFrom<String> for ResourceRule {
 }
 
 /// What one tenant may see; the operator's grant sees everything.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
     tenant: String,
     /// `None`: every namespace.

@@ -48,6 +48,17 @@ pub struct TenantPolicy {
     pub budget: Option<Arc<Budget>>,
 }
 
+/// Equal when they admit and limit alike; budgets compare by rate, not by their buckets.
+impl PartialEq for TenantPolicy {
+    fn eq(&self, other: &Self) -> bool {
+        self.grant == other.grant
+            && self.max_plugins == other.max_plugins
+            && self.max_memory_mib == other.max_memory_mib
+            && self.max_deadline_ms == other.max_deadline_ms
+            && self.budget.as_ref().map(|b| b.rate()) == other.budget.as_ref().map(|b| b.rate())
+    }
+}
+
 impl TenantPolicy {
     /// The operator's policy: everything visible, no quotas beyond the host's.
     pub fn operator() -> Self {
@@ -86,6 +97,20 @@ impl Tenancy {
             tenants,
             operator: Arc::new(TenantPolicy::operator()),
         }
+    }
+
+    /// Takes over `old`'s policy for every tenant whose policy is unchanged, so a config reload
+    /// leaves those tenants' plugins alone (the loader compares policies by identity) and their
+    /// event budget keeps its bucket rather than starting a second one.
+    pub fn keep_unchanged(&mut self, old: &Tenancy) {
+        for (name, policy) in &mut self.tenants {
+            if let Some(before) = old.tenants.get(name)
+                && before == policy
+            {
+                *policy = before.clone();
+            }
+        }
+        self.operator = old.operator.clone();
     }
 
     /// The policy for plugins in `tenant`'s directory (empty: the top level).

@@ -1,0 +1,97 @@
+//! Config reload: `informant.toml` is watched, and a changed file that validates replaces the
+//! host's limits and tenants, after which a reconcile re-admits exactly the plugins whose tenant
+//! policy or limits changed. Tenants added get their plugins loaded, tenants removed or narrowed
+//! lose the plugins their grant no longer admits, and other tenants' plugins are not touched (no
+//! reload, no replay). A file that does not validate changes nothing: the error names the file,
+//! the key and the reason, and the previous config stays in force.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::mpsc;
+
+use crate::plugin::reload::settled;
+use crate::plugin::{PluginError, PluginHost, ReconcileReport};
+
+/// Watches a config file until dropped; each settled burst of changes to it is applied and
+/// followed by one reconcile, whose report (with [`ReconcileReport::config_error`]) is sent on
+/// `reports` (if given).
+pub struct ConfigWatcher {
+    _watcher: notify::RecommendedWatcher,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ConfigWatcher {
+    /// Starts watching `path` for `host`.
+    pub fn start(
+        path: &Path,
+        host: Arc<PluginHost>,
+        reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
+    ) -> Result<Self, PluginError> {
+        let cannot = |e: &dyn std::fmt::Display| {
+            PluginError::Engine(format!("cannot watch {}: {e}", path.display()))
+        };
+        // Editors replace the file rather than write it in place, so its directory is watched.
+        let dir = path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .canonicalize()
+            .map_err(|e| cannot(&e))?;
+        let name = path.file_name().ok_or_else(|| cannot(&"not a file"))?;
+        let file: PathBuf = dir.join(name);
+        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        let watched = file.clone();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if let Ok(event) = res
+                && !event.kind.is_access()
+                && event.paths.contains(&watched)
+            {
+                let _ = tx.send(());
+            }
+        })
+        .map_err(|e| cannot(&e))?;
+        watcher
+            .watch(&dir, RecursiveMode::NonRecursive)
+            .map_err(|e| cannot(&e))?;
+        let task = tokio::spawn(async move {
+            while settled(&mut rx).await.is_some() {
+                let applied = super::load(&file)
+                    .map_err(|e| e.to_string())
+                    .and_then(|config| {
+                        host.set_config(config)
+                            .map_err(|e| format!("config `{}`: {e}", file.display()))
+                    });
+                let config_error = match applied {
+                    Ok(()) => {
+                        tracing::info!(config = %file.display(), "host config reloaded");
+                        None
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "host config not reloaded; the previous one stays in force");
+                        Some(e)
+                    }
+                };
+                let mut report = host.reconcile().await;
+                for (id, e) in &report.errors {
+                    tracing::error!(plugin = %id, error = %e, "plugin not loaded under the reloaded config");
+                }
+                report.config_error = config_error;
+                if let Some(r) = &reports {
+                    let _ = r.send(report);
+                }
+            }
+        });
+        Ok(ConfigWatcher {
+            _watcher: watcher,
+            task,
+        })
+    }
+}
+
+impl Drop for ConfigWatcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
