@@ -494,6 +494,21 @@ async fn a_flooding_tenant_is_paced_by_its_budget_and_loses_nothing() {
     .await;
 }
 
+/// Publishes `text` as the kubelet updates a mounted ConfigMap: the file is a link through
+/// `..data`, and an update writes a new directory and swaps `..data` to it by a rename, so no
+/// event names `informant.toml` itself.
+fn kubelet_publish(dir: &Path, text: &str, generation: u32) {
+    let data = format!("..2026_11_21_{generation}");
+    std::fs::create_dir(dir.join(&data)).unwrap();
+    std::fs::write(dir.join(&data).join("informant.toml"), text).unwrap();
+    std::os::unix::fs::symlink(&data, dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    let file = dir.join("informant.toml");
+    if std::fs::symlink_metadata(&file).is_err() {
+        std::os::unix::fs::symlink("..data/informant.toml", file).unwrap();
+    }
+}
+
 /// Writes `text` to `path` as editors do: a new file renamed over the old one.
 fn replace_file(path: &Path, text: &str) {
     let tmp = path.with_extension("toml.tmp");
@@ -513,7 +528,7 @@ async fn a_changed_config_applies_without_a_restart_to_exactly_the_tenants_it_ch
     guarded("config reload", async {
         let config_dir = tempfile::tempdir().unwrap();
         let path = config_dir.path().join("informant.toml");
-        std::fs::write(&path, CONFIG).unwrap();
+        kubelet_publish(config_dir.path(), CONFIG, 1);
         let env = PluginEnv::start(config::load(&path).unwrap()).await;
         for team in ["a", "b", "c"] {
             let ns = format!("team-{team}");
@@ -534,10 +549,8 @@ async fn a_changed_config_applies_without_a_restart_to_exactly_the_tenants_it_ch
         let _watcher = ConfigWatcher::start(&path, env.host.clone(), Some(tx)).unwrap();
 
         // A config that does not validate changes nothing.
-        replace_file(
-            &path,
-            &format!("{CONFIG}[tenants.c]\nnamespaces = [\"team-b\"]\n"),
-        );
+        let overlapping = format!("{CONFIG}[tenants.c]\nnamespaces = [\"team-b\"]\n");
+        kubelet_publish(config_dir.path(), &overlapping, 2);
         let r = next_report(&mut reports).await;
         let e = r
             .config_error
@@ -564,7 +577,7 @@ max-plugins = 1
 [tenants.c]
 namespaces = ["team-c"]
 "#;
-        replace_file(&path, granted_c);
+        kubelet_publish(config_dir.path(), granted_c, 3);
         let r = next_report(&mut reports).await;
         assert_eq!(r.config_error, None);
         assert_eq!(r.loaded, vec![id("c", "c-echo")], "{r:?}");
@@ -606,6 +619,7 @@ namespaces = ["team-c"]
             "a's plugin stopped with its grant"
         );
 
+        // From here edited in place, as on a host: the link is replaced by a file.
         // Narrowed: c's grant no longer covers the ConfigMaps its plugin watches, so the running
         // version goes too rather than keep the access it was loaded with.
         replace_file(

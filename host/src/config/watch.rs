@@ -4,6 +4,10 @@
 //! lose the plugins their grant no longer admits, and other tenants' plugins are not touched (no
 //! reload, no replay). A file that does not validate changes nothing: the error names the file,
 //! the key and the reason, and the previous config stays in force.
+//!
+//! The file's directory is watched, not the file: editors replace the file, and the kubelet
+//! updates a mounted ConfigMap by swapping a `..data` link beside it, so no event names the file
+//! itself. Any change in the directory re-reads the file, and only new contents are applied.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,7 +36,6 @@ impl ConfigWatcher {
         let cannot = |e: &dyn std::fmt::Display| {
             PluginError::Engine(format!("cannot watch {}: {e}", path.display()))
         };
-        // Editors replace the file rather than write it in place, so its directory is watched.
         let dir = path
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
@@ -42,12 +45,8 @@ impl ConfigWatcher {
         let name = path.file_name().ok_or_else(|| cannot(&"not a file"))?;
         let file: PathBuf = dir.join(name);
         let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-        let watched = file.clone();
         let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if let Ok(event) = res
-                && !event.kind.is_access()
-                && event.paths.contains(&watched)
-            {
+            if res.is_ok_and(|e| !e.kind.is_access()) {
                 let _ = tx.send(());
             }
         })
@@ -55,8 +54,15 @@ impl ConfigWatcher {
         watcher
             .watch(&dir, RecursiveMode::NonRecursive)
             .map_err(|e| cannot(&e))?;
+        // What the host runs with was read from this file at start.
+        let mut last = std::fs::read(&file).ok();
         let task = tokio::spawn(async move {
             while settled(&mut rx).await.is_some() {
+                let now = std::fs::read(&file).ok();
+                if now == last {
+                    continue;
+                }
+                last = now;
                 let applied = super::load(&file)
                     .map_err(|e| e.to_string())
                     .and_then(|config| {
