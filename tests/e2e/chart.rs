@@ -330,7 +330,22 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
             "{want} missing from {args:?}"
         );
     }
-    let pod = &r.one("Deployment")["spec"]["template"]["spec"];
+    let template = &r.one("Deployment")["spec"]["template"];
+    assert!(
+        template["metadata"]["annotations"]["checksum/config"].is_null(),
+        "config changes apply live: no rollout by default"
+    );
+    let mount = template["spec"]["containers"][0]["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "config")
+        .unwrap();
+    assert!(
+        mount["subPath"].is_null(),
+        "a subPath mount never sees the kubelet's updates"
+    );
+    let pod = &template["spec"];
     let plugins = pod["volumes"]
         .as_sequence()
         .unwrap()
@@ -338,6 +353,13 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
         .find(|v| v["name"] == "plugins")
         .unwrap();
     assert_eq!(plugins["persistentVolumeClaim"]["claimName"], "plugins");
+
+    let rolled = render(json!({"config": config, "rollOnConfigChange": true})).expect("render");
+    let annotations = &rolled.one("Deployment")["spec"]["template"]["metadata"]["annotations"];
+    assert_eq!(
+        annotations["checksum/config"].as_str().map(str::len),
+        Some(64)
+    );
 
     // Plugins from an image: an init container copies them into the emptyDir.
     let r = render(
