@@ -12,18 +12,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use notify::{RecursiveMode, Watcher};
+use notify::RecursiveMode;
 use tokio::sync::mpsc;
 
-use crate::plugin::reload::settled;
+use crate::plugin::reload::DirWatch;
 use crate::plugin::{PluginError, PluginHost, ReconcileReport};
 
 /// Watches a config file until dropped; each settled burst of changes to it is applied and
 /// followed by one reconcile, whose report (with [`ReconcileReport::config_error`]) is sent on
 /// `reports` (if given).
 pub struct ConfigWatcher {
-    _watcher: notify::RecommendedWatcher,
-    task: tokio::task::JoinHandle<()>,
+    _watch: DirWatch,
 }
 
 impl ConfigWatcher {
@@ -44,20 +43,10 @@ impl ConfigWatcher {
             .map_err(|e| cannot(&e))?;
         let name = path.file_name().ok_or_else(|| cannot(&"not a file"))?;
         let file: PathBuf = dir.join(name);
-        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if res.is_ok_and(|e| !e.kind.is_access()) {
-                let _ = tx.send(());
-            }
-        })
-        .map_err(|e| cannot(&e))?;
-        watcher
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(|e| cannot(&e))?;
         // What the host runs with was read from this file at start.
         let mut last = std::fs::read(&file).ok();
-        let task = tokio::spawn(async move {
-            while settled(&mut rx).await.is_some() {
+        let watch = DirWatch::start(&dir, RecursiveMode::NonRecursive, |mut bursts| async move {
+            while bursts.next().await {
                 let now = std::fs::read(&file).ok();
                 if now == last {
                     continue;
@@ -88,16 +77,7 @@ impl ConfigWatcher {
                     let _ = r.send(report);
                 }
             }
-        });
-        Ok(ConfigWatcher {
-            _watcher: watcher,
-            task,
-        })
-    }
-}
-
-impl Drop for ConfigWatcher {
-    fn drop(&mut self) {
-        self.task.abort();
+        })?;
+        Ok(ConfigWatcher { _watch: watch })
     }
 }

@@ -5,6 +5,7 @@
 //! the reconcile runs once the directory has been quiet for the debounce period. A reconcile that
 //! fails for a plugin keeps its old version running (see [`super::loader`]).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -27,11 +28,56 @@ pub async fn settled<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> Option<Vec<T>> {
     Some(burst)
 }
 
+/// Settled bursts of changes in a watched directory (see [`DirWatch`]).
+pub struct Bursts(mpsc::UnboundedReceiver<()>);
+
+impl Bursts {
+    /// Waits for the next settled burst; `false` once watching has ended.
+    pub async fn next(&mut self) -> bool {
+        settled(&mut self.0).await.is_some()
+    }
+}
+
+/// A directory watch and the task consuming its bursts of changes, both ended when dropped.
+pub struct DirWatch {
+    _watcher: notify::RecommendedWatcher,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DirWatch {
+    /// Watches `dir` and runs `consume` on its bursts of changes (reads count as none).
+    pub fn start<F, Fut>(dir: &Path, mode: RecursiveMode, consume: F) -> Result<Self, PluginError>
+    where
+        F: FnOnce(Bursts) -> Fut,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let cannot =
+            |e: notify::Error| PluginError::Engine(format!("cannot watch {}: {e}", dir.display()));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.is_ok_and(|e| !e.kind.is_access()) {
+                let _ = tx.send(());
+            }
+        })
+        .map_err(cannot)?;
+        watcher.watch(dir, mode).map_err(cannot)?;
+        Ok(DirWatch {
+            _watcher: watcher,
+            task: tokio::spawn(consume(Bursts(rx))),
+        })
+    }
+}
+
+impl Drop for DirWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
 /// Watches `host.dir()` until dropped; each settled burst of changes triggers one reconcile, whose
 /// report is sent on `reports` (if given).
 pub struct Reloader {
-    _watcher: notify::RecommendedWatcher,
-    task: tokio::task::JoinHandle<()>,
+    _watch: DirWatch,
 }
 
 impl Reloader {
@@ -40,20 +86,9 @@ impl Reloader {
         host: Arc<PluginHost>,
         reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
     ) -> Result<Self, PluginError> {
-        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if res.is_ok_and(|e| !e.kind.is_access()) {
-                let _ = tx.send(());
-            }
-        })
-        .map_err(|e| PluginError::Engine(format!("cannot watch {}: {e}", host.dir().display())))?;
-        watcher
-            .watch(host.dir(), RecursiveMode::Recursive)
-            .map_err(|e| {
-                PluginError::Engine(format!("cannot watch {}: {e}", host.dir().display()))
-            })?;
-        let task = tokio::spawn(async move {
-            while settled(&mut rx).await.is_some() {
+        let dir = host.dir().to_path_buf();
+        let watch = DirWatch::start(&dir, RecursiveMode::Recursive, |mut bursts| async move {
+            while bursts.next().await {
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "reload failed; any previous version keeps running");
@@ -62,16 +97,7 @@ impl Reloader {
                     let _ = r.send(report);
                 }
             }
-        });
-        Ok(Reloader {
-            _watcher: watcher,
-            task,
-        })
-    }
-}
-
-impl Drop for Reloader {
-    fn drop(&mut self) {
-        self.task.abort();
+        })?;
+        Ok(Reloader { _watch: watch })
     }
 }
