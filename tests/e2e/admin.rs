@@ -6,11 +6,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informant::admin::{AdminServer, AdminState};
-use informant::informer::WatchScope;
-use informant::plugin::{HostConfig, PluginId, PluginState};
-use informant::tenancy::{Tenancy, TenantPolicy};
-use informant_tests::plugins::{PluginEnv, fast_restarts};
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::admin::{AdminServer, AdminState};
+use informant_runtime::plugin::{HostConfig, PluginId, PluginState};
+use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
+use informant_runtime::tenancy::{Tenancy, TenantPolicy};
+use informant_tests::plugins::{PluginEnv, fast_restarts, wasm};
 use informant_tests::{GUARD, configmap, guarded};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -364,67 +365,114 @@ async fn metrics_count_what_the_plugins_handled_and_failed() {
     env.factory.stop();
 }
 
+/// GETs `path` until `pred(status, body)` holds. The endpoints offer no change signal to wait
+/// on, so this polls (the condition is the point; the interval only spares the CPU), failing
+/// after [`GUARD`]. Connection refusals count as "not yet": the server may not be up.
+async fn get_until(
+    addr: SocketAddr,
+    path: &str,
+    what: &str,
+    pred: impl Fn(u16, &str) -> bool,
+) -> String {
+    let deadline = tokio::time::Instant::now() + GUARD;
+    let mut last = String::new();
+    loop {
+        if tokio::net::TcpStream::connect(addr).await.is_ok() {
+            let (status, _, body) = get(addr, path).await;
+            if pred(status, &body) {
+                return body;
+            }
+            last = format!("{status} {body}");
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}; last answer: {last}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A loopback address nothing listens on (the OS picked the port for a moment ago).
+fn free_addr() -> SocketAddr {
+    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
+    l.local_addr().expect("local addr")
+}
+
+/// Startup as `informant run` does it (the library's `Replica`, no leader election): the admin
+/// server is up before anything loads and reports why it is not ready, then ready; a plugin
+/// dropped on disk that cannot load makes it unready (found by the hot reloader) until removed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_waits_for_sync_and_for_every_plugin_on_disk() {
-    let env = PluginEnv::start(config()).await;
-    env.install(None, "echo", "hostile", &hostile("echo", "echo"));
-    let (state, admin) = start_admin(&env).await;
+    informant_tests::init_tracing();
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(wasm("hostile"), dir.path().join("echo.wasm")).unwrap();
+    std::fs::write(dir.path().join("echo.toml"), hostile("echo", "echo")).unwrap();
+    let addr = free_addr();
+    // The informers' initial list cannot complete while the server is paused.
+    server.faults().pause();
+    let replica = Replica::start(
+        server.client(),
+        RuntimeOptions {
+            plugins: Some(dir.path().to_path_buf()),
+            admin: Some(addr),
+            config: config(),
+            ..Default::default()
+        },
+        None,
+    )
+    .expect("replica");
 
-    let (status, _, body) = get(admin.addr(), "/healthz").await;
-    assert_eq!((status, body.as_str()), (200, "ok\n"));
-    let (status, _, body) = get(admin.addr(), "/readyz").await;
-    assert_eq!(status, 503, "{body}");
+    // Discovery cannot answer either: the first reconcile is stuck resolving the plugin's kind.
+    let body = get_until(
+        addr,
+        "/readyz",
+        "the admin server during startup",
+        |s, _| s == 503,
+    )
+    .await;
     assert!(body.contains("starting"), "{body}");
     assert!(body.contains("no reconcile has completed"), "{body}");
-
-    // The informer exists, but its initial list cannot complete while the server is paused.
-    let informer = env
-        .factory
-        .informer("v1", "ConfigMap", WatchScope::default())
-        .await
-        .unwrap();
-    env.server.faults().pause();
-    env.factory.start();
-    let reconcile = {
-        let host = env.host.clone();
-        tokio::spawn(async move { host.reconcile().await })
-    };
-    let (status, _, body) = get(admin.addr(), "/readyz").await;
-    assert_eq!(status, 503, "{body}");
-    assert!(
-        body.contains("informer `v1 configmaps` has not synced"),
-        "{body}"
+    let (status, _, body) = get(addr, "/healthz").await;
+    assert_eq!(
+        (status, body.as_str()),
+        (200, "ok\n"),
+        "alive while not ready"
     );
-    // The plugin host may be busy in that reconcile: /metrics answers all the same.
-    let m = Scrape::take(admin.addr()).await;
-    assert_eq!(m.value("informant_informer_synced", CONFIGMAPS), 0.0);
-    let (status, _, _) = get(admin.addr(), "/healthz").await;
-    assert_eq!(status, 200, "alive while not ready");
+    // The plugin host is busy in its first reconcile: /metrics answers all the same.
+    let (status, _, _) = get(addr, "/metrics").await;
+    assert_eq!(status, 200, "/metrics during startup");
+    assert_eq!(*replica.state().borrow(), ReplicaState::Starting);
 
-    env.server.faults().resume();
-    let report = guarded("the first reconcile", reconcile).await.unwrap();
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
-    assert!(informer.has_synced());
-    state.record_reconcile(&report);
-    state.startup_complete();
-    let (status, _, body) = get(admin.addr(), "/readyz").await;
-    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    server.faults().resume();
+    get_until(addr, "/readyz", "ready after sync", |s, b| {
+        s == 200 && b == "ok\n"
+    })
+    .await;
+    let mut state = replica.state();
+    guarded(
+        "the replica to run",
+        state.wait_for(|s| *s == ReplicaState::Running),
+    )
+    .await
+    .unwrap();
+    let m = Scrape::take(addr).await;
+    assert_eq!(m.value("informant_informer_synced", CONFIGMAPS), 1.0);
 
     // A plugin on disk that cannot load makes the process unready, naming it, until it goes.
     std::fs::write(
-        env.dir().join("garbage.wasm"),
+        dir.path().join("garbage.wasm"),
         b"\0asm\x01\0\0\0this is not a component",
     )
     .unwrap();
-    std::fs::write(env.dir().join("garbage.toml"), hostile("echo", "x")).unwrap();
-    state.record_reconcile(&env.reconcile().await);
-    let (status, _, body) = get(admin.addr(), "/readyz").await;
-    assert_eq!(status, 503, "{body}");
-    assert!(
-        body.contains("plugin `garbage` is on disk but not loaded"),
-        "{body}"
-    );
-    let (_, _, plugins) = get(admin.addr(), "/plugins").await;
+    std::fs::write(dir.path().join("garbage.toml"), hostile("echo", "x")).unwrap();
+    get_until(addr, "/readyz", "the broken plugin in /readyz", |s, b| {
+        s == 503 && b.contains("plugin `garbage` is on disk but not loaded")
+    })
+    .await;
+    let (_, _, plugins) = get(addr, "/plugins").await;
     let plugins: serde_json::Value = serde_json::from_str(&plugins).unwrap();
     let names: Vec<&str> = plugins["plugins"]
         .as_array()
@@ -434,13 +482,22 @@ async fn readyz_waits_for_sync_and_for_every_plugin_on_disk() {
         .collect();
     assert_eq!(names, ["echo"]);
 
-    std::fs::remove_file(env.dir().join("garbage.wasm")).unwrap();
-    std::fs::remove_file(env.dir().join("garbage.toml")).unwrap();
-    state.record_reconcile(&env.reconcile().await);
-    let (status, _, body) = get(admin.addr(), "/readyz").await;
-    assert_eq!((status, body.as_str()), (200, "ok\n"));
+    std::fs::remove_file(dir.path().join("garbage.wasm")).unwrap();
+    std::fs::remove_file(dir.path().join("garbage.toml")).unwrap();
+    get_until(
+        addr,
+        "/readyz",
+        "ready once the broken plugin is gone",
+        |s, b| s == 200 && b == "ok\n",
+    )
+    .await;
 
-    admin.shutdown().await;
-    env.host.shutdown().await;
-    env.factory.stop();
+    guarded("a clean shutdown", replica.shutdown())
+        .await
+        .expect("shutdown");
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the admin server still answers after shutdown"
+    );
+    server.shutdown().await;
 }

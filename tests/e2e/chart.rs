@@ -11,9 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-use serde::Deserialize;
-use serde_json::json;
-use serde_yaml::Value;
+use serde_json::{Value, json};
 
 /// The pinned helm-python-sdk (Helm v4.2.3 inside).
 const SDK: &str = "helm-python-sdk==0.2.2";
@@ -78,7 +76,7 @@ struct Rendered {
     /// Every object, in template order.
     objects: Vec<Value>,
     /// `helm lint --strict` findings.
-    lint: serde_json::Value,
+    lint: Value,
 }
 
 impl Rendered {
@@ -101,7 +99,7 @@ impl Rendered {
 }
 
 /// Renders with `values` merged over values.yaml; Helm's error message otherwise.
-fn render(values: serde_json::Value) -> Result<Rendered, String> {
+fn render(values: Value) -> Result<Rendered, String> {
     let out = Command::new(python())
         .arg(root().join("deploy/helm/render.py"))
         .arg(root().join("deploy/helm/informant"))
@@ -111,7 +109,7 @@ fn render(values: serde_json::Value) -> Result<Rendered, String> {
     if !out.status.success() {
         return Err(String::from_utf8_lossy(&out.stderr).into_owned());
     }
-    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("render.py JSON");
+    let result: Value = serde_json::from_slice(&out.stdout).expect("render.py JSON");
     let manifests: BTreeMap<String, String> =
         serde_json::from_value(result["manifests"].clone()).expect("manifests");
     let mut objects = Vec::new();
@@ -119,13 +117,9 @@ fn render(values: serde_json::Value) -> Result<Rendered, String> {
         if path.ends_with("NOTES.txt") {
             continue;
         }
-        for doc in serde_yaml::Deserializer::from_str(text) {
-            let v = Value::deserialize(doc)
-                .unwrap_or_else(|e| panic!("{path} is not valid YAML: {e}\n{text}"));
-            if !v.is_null() {
-                objects.push(v);
-            }
-        }
+        let docs: Vec<Value> = serde_saphyr::from_multiple(text)
+            .unwrap_or_else(|e| panic!("{path} is not valid YAML: {e}\n{text}"));
+        objects.extend(docs.into_iter().filter(|v| !v.is_null()));
     }
     Ok(Rendered {
         objects,
@@ -134,7 +128,7 @@ fn render(values: serde_json::Value) -> Result<Rendered, String> {
 }
 
 fn strings(v: &Value) -> Vec<String> {
-    v.as_sequence()
+    v.as_array()
         .map(|s| {
             s.iter()
                 .map(|x| x.as_str().expect("string").to_string())
@@ -154,7 +148,7 @@ fn rules(r: &Rendered) -> Vec<Rule> {
         .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
     {
         let kind = role["kind"].as_str().unwrap().to_string();
-        for rule in role["rules"].as_sequence().expect("rules") {
+        for rule in role["rules"].as_array().expect("rules") {
             all.push((
                 kind.clone(),
                 strings(&rule["apiGroups"]),
@@ -276,7 +270,7 @@ fn default_values_render_every_kind_with_least_privilege() {
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(pod["serviceAccountName"], sa);
     let volumes: BTreeSet<String> = pod["volumes"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .map(|v| v["name"].as_str().unwrap().to_string())
@@ -336,7 +330,7 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
         "config changes apply live: no rollout by default"
     );
     let mount = template["spec"]["containers"][0]["volumeMounts"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|m| m["name"] == "config")
@@ -347,7 +341,7 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
     );
     let pod = &template["spec"];
     let plugins = pod["volumes"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|v| v["name"] == "plugins")

@@ -5,10 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use informant::devloop::{
+use informant_runtime::devloop::{
     BuildError, Builder, DevEvent, DevLoop, DevLoopConfig, SdkDependency, scaffold,
 };
-use informant::plugin::{HostConfig, ReconcileReport, Reloader};
+use informant_runtime::plugin::{HostConfig, ReconcileReport, Reloader};
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{GUARD, configmap};
 use tokio::sync::mpsc;

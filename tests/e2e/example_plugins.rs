@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use informant::plugin::HostConfig;
+use informant_runtime::plugin::HostConfig;
 use informant_tests::plugins::PluginEnv;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 
-use informant::devserver::{DevServer, DevServerConfig};
-use informant::informer::{
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::informer::{
     Error, EventType, FactoryOptions, HandlerOptions, IndexSpec, InformerFactory, InitialList,
     LabelSelector, WatchScope,
 };

@@ -1,5 +1,6 @@
-//! Leader election end to end: two replicas, each an elector plus (while leading) informers and a
-//! real compiled plugin, against one embedded API server over loopback. Only the leader's plugin
+//! Leader election end to end: two replicas, each the library's `Replica` (what
+//! `informant run --leader-elect` runs: an elector plus, while leading, informers and a real
+//! compiled plugin), against one embedded API server over loopback. Only the leader's plugin
 //! sees events; when the leader crashes (its elector aborted, the Lease left held) or releases,
 //! the standby takes over and its plugin gets a full replay of the cache, then live events.
 
@@ -7,10 +8,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use informant::devserver::{DevServer, DevServerConfig};
-use informant::informer::{FactoryOptions, InformerFactory, InitialList};
-use informant::leader::{LeaderElector, Leadership, LeaseConfig};
-use informant::plugin::{EngineOptions, HostConfig, PluginEngine, PluginHost};
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::informer::{FactoryOptions, InitialList};
+use informant_runtime::leader::{LeaderElector, Leadership, LeaseConfig};
+use informant_runtime::plugin::{EngineOptions, PluginEngine};
+use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
 use informant_tests::plugins::wasm;
 use informant_tests::{GUARD, configmap, guarded, wait_for_change};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -29,7 +31,7 @@ struct Echoes {
 }
 
 impl Echoes {
-    fn record(&self, mut rx: broadcast::Receiver<informant::plugin::PluginLog>) {
+    fn record(&self, mut rx: broadcast::Receiver<informant_runtime::plugin::PluginLog>) {
         let me = self.clone();
         tokio::spawn(async move {
             loop {
@@ -69,33 +71,19 @@ impl Echoes {
     }
 }
 
-/// What a replica runs while it leads: informers and a plugin host.
-struct Running {
-    factory: Arc<InformerFactory>,
-    host: Arc<PluginHost>,
-}
-
-impl Running {
-    async fn stop(&self) {
-        self.host.shutdown().await;
-        self.factory.stop();
-    }
-}
-
-/// One replica: an elector, and a task that starts the runtime once the elector leads.
-struct Replica {
-    elector: Option<LeaderElector>,
-    state: watch::Receiver<Leadership>,
-    running: Arc<tokio::sync::Mutex<Option<Running>>>,
-    started: watch::Receiver<bool>,
+/// One replica: the library's [`Replica`] — what `informant run --leader-elect` runs — with a
+/// compiled echo plugin, and a recorder of what that plugin logged.
+struct TestReplica {
+    replica: Option<Replica>,
+    state: watch::Receiver<ReplicaState>,
+    leadership: watch::Receiver<Leadership>,
     echoes: Echoes,
     _dir: tempfile::TempDir,
 }
 
-impl Replica {
-    /// Starts campaigning; the runtime starts (as `informant run --leader-elect` does) only on
-    /// becoming leader.
-    fn start(server: &DevServer, engine: &Arc<PluginEngine>, lease: LeaseConfig) -> Replica {
+impl TestReplica {
+    /// Starts campaigning; the runtime starts only on becoming leader.
+    fn start(server: &DevServer, engine: &Arc<PluginEngine>, lease: LeaseConfig) -> TestReplica {
         let dir = tempfile::tempdir().expect("plugins dir");
         let tag = lease.identity.clone();
         std::fs::write(
@@ -106,57 +94,31 @@ impl Replica {
         )
         .expect("manifest");
         std::fs::copy(wasm("hostile"), dir.path().join("echo.wasm")).expect("copy wasm");
-        let elector = LeaderElector::start(server.client(), lease).expect("elector");
-        let state = elector.subscribe();
         let echoes = Echoes::default();
-        let running = Arc::new(tokio::sync::Mutex::new(None));
-        let (started_tx, started) = watch::channel(false);
-        let (client, engine, plugins) = (server.client(), engine.clone(), dir.path().to_path_buf());
-        let (mut leading, echo_rec, slot) = (state.clone(), echoes.clone(), running.clone());
-        tokio::spawn(async move {
-            let leads = leading
-                .wait_for(|s| *s == Leadership::Leading || s.is_final())
-                .await
-                .is_ok_and(|s| *s == Leadership::Leading);
-            if !leads {
-                return;
-            }
-            let factory = Arc::new(InformerFactory::new(
-                client,
-                FactoryOptions {
-                    initial_list: InitialList::Paginated,
-                    ..Default::default()
-                },
-            ));
-            let host = Arc::new(PluginHost::new(
-                plugins,
-                engine,
-                factory.clone(),
-                HostConfig {
-                    log_buffer: 1 << 16,
-                    ..Default::default()
-                },
-            ));
-            echo_rec.record(host.subscribe_logs());
-            let mut slot = slot.lock().await;
-            let report = host.reconcile().await;
-            assert!(report.errors.is_empty(), "{:?}", report.errors);
-            factory.wait_for_sync(GUARD).await.expect("informers sync");
-            *slot = Some(Running { factory, host });
-            started_tx.send_replace(true);
-        });
-        Replica {
-            elector: Some(elector),
-            state,
-            running,
-            started,
+        let logs = broadcast::channel(1 << 16).0;
+        echoes.record(logs.subscribe());
+        let opts = RuntimeOptions {
+            plugins: Some(dir.path().to_path_buf()),
+            factory: FactoryOptions {
+                initial_list: InitialList::Paginated,
+                ..Default::default()
+            },
+            engine: Some(engine.clone()),
+            plugin_logs: Some(logs),
+            ..Default::default()
+        };
+        let replica = Replica::start(server.client(), opts, Some(lease)).expect("replica");
+        TestReplica {
+            state: replica.state(),
+            leadership: replica.leadership().expect("elected"),
+            replica: Some(replica),
             echoes,
             _dir: dir,
         }
     }
 
     async fn wait_state(&self, what: &str, pred: impl Fn(&Leadership) -> bool) -> Leadership {
-        let mut rx = self.state.clone();
+        let mut rx = self.leadership.clone();
         guarded(what, rx.wait_for(|s| pred(s)))
             .await
             .expect("elector state channel")
@@ -164,35 +126,29 @@ impl Replica {
     }
 
     async fn wait_started(&self, what: &str) {
-        let mut rx = self.started.clone();
-        guarded(what, rx.wait_for(|s| *s))
+        let mut rx = self.state.clone();
+        guarded(what, rx.wait_for(|s| *s == ReplicaState::Running))
             .await
-            .expect("runtime task");
+            .expect("replica state channel");
     }
 
     fn leadership(&self) -> Leadership {
-        self.state.borrow().clone()
+        self.leadership.borrow().clone()
     }
 
     fn is_running(&self) -> bool {
-        *self.started.borrow()
+        *self.state.borrow() != ReplicaState::Standby
     }
 
     /// A crash: the elector stops without releasing, the informers and plugins die with it.
     async fn crash(&mut self) {
-        drop(self.elector.take());
-        if let Some(r) = self.running.lock().await.take() {
-            r.stop().await;
-        }
+        self.replica.take().expect("replica").abort().await;
     }
 
-    /// A clean shutdown: stop the work, then release the Lease.
+    /// A clean shutdown (SIGTERM): stop the work, then release the Lease.
     async fn shut_down(&mut self) {
-        if let Some(r) = self.running.lock().await.take() {
-            r.stop().await;
-        }
-        let elector = self.elector.take().expect("elector");
-        elector.release().await.expect("release");
+        let replica = self.replica.take().expect("replica");
+        replica.shutdown().await.expect("clean shutdown");
     }
 }
 
@@ -222,7 +178,7 @@ fn replayed(seen: &[(String, bool)], keys: &BTreeSet<String>) -> bool {
 async fn two_replicas(
     duration_secs: u64,
     retry: Option<Duration>,
-) -> (DevServer, Replica, Replica, BTreeSet<String>) {
+) -> (DevServer, TestReplica, TestReplica, BTreeSet<String>) {
     informant_tests::init_tracing();
     let server = DevServer::start(DevServerConfig::default())
         .await
@@ -242,10 +198,10 @@ async fn two_replicas(
         }
         c
     };
-    let a = Replica::start(&server, &engine, cfg("a"));
+    let a = TestReplica::start(&server, &engine, cfg("a"));
     a.wait_state("a to lead", |s| *s == Leadership::Leading)
         .await;
-    let b = Replica::start(&server, &engine, cfg("b"));
+    let b = TestReplica::start(&server, &engine, cfg("b"));
     let seen = b
         .wait_state("b to see a holding the lease", |s| {
             matches!(s, Leadership::Standby { holder: Some(_) })
@@ -278,7 +234,7 @@ async fn two_replicas(
 }
 
 /// After a takeover: `b`'s plugin gets every existing object as an initial event, then live ones.
-async fn standby_took_over(server: &DevServer, b: &Replica, keys: &mut BTreeSet<String>) {
+async fn standby_took_over(server: &DevServer, b: &TestReplica, keys: &mut BTreeSet<String>) {
     b.wait_started("b's runtime").await;
     b.echoes
         .wait_until("b's full replay of the cache", |s| replayed(s, keys))

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use informant::devloop::{Builder, PluginCrate, SdkDependency, scaffold};
-use informant::plugin::{EngineOptions, PluginEngine, PluginId};
+use informant_runtime::devloop::{Builder, PluginCrate, SdkDependency, scaffold};
+use informant_runtime::plugin::{EngineOptions, PluginEngine, PluginId};
 
 fn target(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -59,7 +59,7 @@ fn a_scaffolded_plugin_passes_its_unit_tests_and_builds_for_wasm() {
     let built = builder.build(&krate).unwrap_or_else(|e| panic!("{e}"));
     assert!(builder.install(&krate, &built).unwrap());
     let (wasm, manifest) = builder.installed_paths(&krate.id);
-    informant::plugin::Manifest::load(&manifest).unwrap();
+    informant_runtime::plugin::Manifest::load(&manifest).unwrap();
     let engine = PluginEngine::new(EngineOptions::default()).unwrap();
     engine.load("hello-hook", &wasm).unwrap();
 }

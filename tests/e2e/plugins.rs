@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use informant::plugin::{HostConfig, PluginId, PluginState, ReconcileReport, Reloader};
+use informant_runtime::plugin::{HostConfig, PluginId, PluginState, ReconcileReport, Reloader};
 use informant_tests::plugins::{PluginEnv, fast_restarts as quick_restart_policy};
 use informant_tests::{configmap, guarded};
 

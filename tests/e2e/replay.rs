@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use informant::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog};
-use informant::replay::{Recorder, ReplayConfig, read_records, replay};
+use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog};
+use informant_runtime::replay::{Recorder, ReplayConfig, read_records, replay};
 use informant_tests::plugins::{PluginEnv, wasm};
 use informant_tests::{configmap, guarded};
 use serde_json::{Value, json};
@@ -44,7 +44,7 @@ async fn replaying_a_recording_gives_the_live_runs_plugin_output() {
 
     let dir = tempfile::tempdir().unwrap();
     let recording = dir.path().join("live.jsonl");
-    let scope = informant::informer::WatchScope::default();
+    let scope = informant_runtime::informer::WatchScope::default();
     let informers = [
         env.factory
             .informer("apps/v1", "Deployment", scope.clone())
@@ -175,7 +175,7 @@ async fn replay_prefills_the_cache_from_objects_and_names_bad_lines() {
         manifest: Some(kubediff_manifest()),
         host: HostConfig::default(),
     };
-    let objs = informant::replay::read_yaml_objects(&objects).unwrap();
+    let objs = informant_runtime::replay::read_yaml_objects(&objects).unwrap();
     let outcome = replay(
         engine.clone(),
         &config,

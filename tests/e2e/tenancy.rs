@@ -7,8 +7,10 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use informant::config::{self, ConfigWatcher};
-use informant::plugin::{HostConfig, PluginError, PluginId, ReconcileReport, RestartPolicy};
+use informant_runtime::config::{self, ConfigWatcher};
+use informant_runtime::plugin::{
+    HostConfig, PluginError, PluginId, ReconcileReport, RestartPolicy,
+};
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{GUARD, guarded};
 use serde_json::{Value, json};

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use informant::informer::{Event, EventType, Handler};
+use informant_runtime::informer::{Event, EventType, Handler};
 use tokio::sync::watch;
 
 /// Upper bound for any wait in a test: a failure guard, never a synchronization device.

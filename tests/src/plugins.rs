@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
-use informant::devloop::builder::{WASM_TARGET, ensure_target};
-use informant::devserver::{DevServer, DevServerConfig};
-use informant::informer::{FactoryOptions, InformerFactory, InitialList};
-use informant::plugin::{
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::devloop::builder::{WASM_TARGET, ensure_target};
+use informant_runtime::informer::{FactoryOptions, InformerFactory, InitialList};
+use informant_runtime::plugin::{
     EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, RestartPolicy,
 };
 use parking_lot::Mutex;

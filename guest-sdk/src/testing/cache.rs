@@ -6,12 +6,12 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::{QueryError, Resource};
-use informant_selector::LabelSelector;
+use informant_manifest::{FieldPath, LabelSelector};
 
 /// Computes an object's values for one index.
 type IndexFn = dyn Fn(&Value) -> Vec<String>;
 
-const BUILT_IN: [&str; 3] = ["namespace", "label", "owner"];
+use informant_manifest::BUILTIN_INDEXES as BUILT_IN;
 
 /// An in-memory informer cache answering the same queries as the host's.
 ///
@@ -26,7 +26,7 @@ const BUILT_IN: [&str; 3] = ["namespace", "label", "owner"];
 pub struct MemCache {
     objects: BTreeMap<Resource, BTreeMap<String, Stored>>,
     watched: BTreeSet<Resource>,
-    indexes: BTreeMap<Resource, BTreeMap<String, Vec<String>>>,
+    indexes: BTreeMap<Resource, BTreeMap<String, FieldPath>>,
 }
 
 #[derive(Debug, Clone)]
@@ -51,17 +51,28 @@ impl MemCache {
     ///
     /// Arrays on the way are traversed element-wise; strings, numbers and booleans become values.
     pub fn add_index(&mut self, r: &Resource, name: &str, path: &str) -> Result<&mut Self, String> {
+        let path = path
+            .parse()
+            .map_err(|e| format!("index `{name}` path `{path}`: {e}"))?;
+        self.add_field_index(r, name, path)
+    }
+
+    /// Declares an index from an already parsed path (as a manifest holds it).
+    pub fn add_field_index(
+        &mut self,
+        r: &Resource,
+        name: &str,
+        path: FieldPath,
+    ) -> Result<&mut Self, String> {
         if BUILT_IN.contains(&name) {
             return Err(format!(
                 "index `{name}` is built in and cannot be redeclared"
             ));
         }
-        let segments =
-            parse_path(path).map_err(|e| format!("index `{name}` path `{path}`: {e}"))?;
         self.indexes
             .entry(r.clone())
             .or_default()
-            .insert(name.to_string(), segments);
+            .insert(name.to_string(), path);
         Ok(self)
     }
 
@@ -175,11 +186,7 @@ impl MemCache {
                     .and_then(|m| m.get(custom))
                     .ok_or_else(|| QueryError::UnknownIndex(format!("no index `{custom}` on {r}")))?
                     .clone();
-                Box::new(move |v| {
-                    let mut out = Vec::new();
-                    collect(v, &path, &mut out);
-                    out
-                })
+                Box::new(move |v| path.values_in(v))
             }
         };
         Ok(self
@@ -259,51 +266,6 @@ fn owner_uids(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
-}
-
-/// Splits `a.b["c.d"].e` into segments.
-fn parse_path(path: &str) -> Result<Vec<String>, String> {
-    let mut segments = Vec::new();
-    let mut rest = path.strip_prefix('.').unwrap_or(path);
-    while !rest.is_empty() {
-        if let Some(quoted) = rest.strip_prefix("[\"") {
-            let end = quoted.find("\"]").ok_or("unclosed `[\"`")?;
-            segments.push(quoted[..end].to_string());
-            rest = &quoted[end + 2..];
-        } else {
-            let end = rest.find(['.', '[']).unwrap_or(rest.len());
-            if end == 0 {
-                return Err("empty segment".into());
-            }
-            segments.push(rest[..end].to_string());
-            rest = &rest[end..];
-        }
-        if let Some(next) = rest.strip_prefix('.') {
-            if next.is_empty() {
-                return Err("path ends with `.`".into());
-            }
-            rest = next;
-        }
-    }
-    if segments.is_empty() {
-        return Err("empty path".into());
-    }
-    Ok(segments)
-}
-
-fn collect(v: &Value, segments: &[String], out: &mut Vec<String>) {
-    match (v, segments.split_first()) {
-        (Value::Array(items), _) => items.iter().for_each(|i| collect(i, segments, out)),
-        (Value::Object(m), Some((first, rest))) => {
-            if let Some(v) = m.get(first) {
-                collect(v, rest, out);
-            }
-        }
-        (Value::String(s), None) => out.push(s.clone()),
-        (Value::Number(n), None) => out.push(n.to_string()),
-        (Value::Bool(b), None) => out.push(b.to_string()),
-        _ => {}
-    }
 }
 
 #[cfg(test)]

@@ -33,8 +33,9 @@ mod cache;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 pub use self::cache::MemCache;
@@ -42,6 +43,7 @@ pub use self::cache::MemCache;
 pub use crate::log::Level;
 use crate::wit::informant::plugin::types as wit;
 use crate::{Event, EventType, Plugin, QueryError, Resource};
+use informant_manifest::Manifest;
 
 #[derive(Default)]
 struct State {
@@ -84,20 +86,21 @@ impl<P: Plugin> Harness<P> {
 
     /// Builds the plugin from a manifest (`NAME.toml` text): its `[config]`, and its `[[watch]]`
     /// kinds and `[watch.indexes]` declared on the cache, so queries outside them are refused.
+    ///
+    /// The manifest is parsed and validated by the host's own parser (`informant-manifest`), so
+    /// a manifest these tests accept is one the host loads.
     pub fn from_manifest(manifest_toml: &str) -> Result<Self, String> {
-        let manifest: Manifest =
-            toml::from_str(manifest_toml).map_err(|e| format!("manifest: {e}"))?;
+        let manifest =
+            Manifest::parse(manifest_toml, Path::new("manifest")).map_err(|e| e.to_string())?;
         let mut cache = MemCache::new();
         for w in &manifest.watch {
-            let r = Resource::from_api_version(&w.api_version, w.kind.as_str());
+            let r = Resource::from_api_version(w.api_version.as_str(), w.kind.as_str());
             cache.watch(r.clone());
-            for (name, path) in &w.indexes {
-                cache.add_index(&r, name, path)?;
+            for (name, path) in w.field_indexes() {
+                cache.add_field_index(&r, name, path.clone())?;
             }
         }
-        let config =
-            serde_json::to_string(&manifest.config).map_err(|e| format!("manifest config: {e}"))?;
-        Self::with_cache(&config, cache)
+        Self::with_cache(&manifest.config_json(), cache)
     }
 
     fn with_cache(config_json: &str, cache: MemCache) -> Result<Self, String> {
@@ -318,29 +321,6 @@ impl From<EventBuilder> for Event {
     fn from(b: EventBuilder) -> Event {
         b.build()
     }
-}
-
-/// The parts of a plugin manifest the harness uses; the host validates the rest.
-#[derive(Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct Manifest {
-    #[serde(default)]
-    watch: Vec<Watch>,
-    #[serde(default = "empty_table")]
-    config: toml::Table,
-}
-
-fn empty_table() -> toml::Table {
-    toml::Table::new()
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "kebab-case")]
-struct Watch {
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    indexes: BTreeMap<String, String>,
 }
 
 #[cfg(test)]

@@ -1,0 +1,191 @@
+//! `informant dev`: the embedded API server, informers and plugins in one process — no cluster.
+
+use std::io::IsTerminal;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::devloop::{self, Builder, DevEvent, DevLoop, DevLoopConfig};
+use informant_runtime::informer::WatchScope;
+use informant_runtime::runtime::{Runtime, RuntimeOptions};
+
+/// Arguments of `informant dev`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Address for the embedded API server.
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// Where to write the kubeconfig (default: a file in the temp dir).
+    #[arg(long)]
+    kubeconfig_out: Option<PathBuf>,
+    /// Plugins: compiled (`NAME.wasm` + `NAME.toml`) or sources (crates `NAME/` holding
+    /// `Cargo.toml` + `NAME.toml`, built for wasm32-wasip2 and rebuilt on change); tenants in
+    /// subdirectories. Hot-reloaded either way.
+    #[arg(long)]
+    plugins: Option<PathBuf>,
+    /// cargo's target directory for plugin sources, shared by all of them; the built plugins
+    /// are installed in its `plugins/` subdirectory.
+    #[arg(long, default_value = "target/informant-dev")]
+    target_dir: PathBuf,
+    /// Host config: plugin limits and tenants with their grants (default: single-user, top-level
+    /// plugins only).
+    #[arg(long, value_name = "informant.toml")]
+    config: Option<PathBuf>,
+    /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
+    /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
+    #[arg(long = "watch")]
+    watches: Vec<String>,
+    /// Don't create the demo namespace and objects.
+    #[arg(long)]
+    no_seed: bool,
+    /// Create these objects at start instead of the built-in demo (multi-document YAML, as
+    /// for `kubectl apply -f`).
+    #[arg(long, value_name = "FILE.yaml", conflicts_with = "no_seed")]
+    seed: Option<PathBuf>,
+    /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 127.0.0.1:9090).
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<SocketAddr>,
+}
+
+/// Runs until SIGINT (Ctrl-C) or SIGTERM.
+pub async fn run(args: Args) -> Result<()> {
+    let server = DevServer::start(DevServerConfig {
+        listen: args.listen,
+        ..Default::default()
+    })
+    .await?;
+    let path = args.kubeconfig_out.unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("informant-{}.kubeconfig", server.addr().port()))
+    });
+    server.write_kubeconfig(&path)?;
+    match &args.seed {
+        Some(file) => seed_file(&server, file)?,
+        None if !args.no_seed => seed_demo(&server)?,
+        None => {}
+    }
+    // Plugin sources are built into a compiled plugins directory, which the runtime loads.
+    let (plugins, _dev_loop) = match args.plugins {
+        Some(dir) => {
+            let (dir, dev_loop) = build_sources(dir, args.target_dir).await?;
+            (Some(dir), dev_loop)
+        }
+        None => (None, None),
+    };
+    let runtime = Runtime::start(
+        server.client(),
+        RuntimeOptions {
+            plugins,
+            watches: args.watches,
+            scope: WatchScope::default(),
+            admin: args.admin,
+            config: super::host_config(args.config.as_deref())?,
+            config_path: args.config.clone(),
+            ..Default::default()
+        },
+    )
+    .await?;
+    eprintln!(
+        "Embedded API server on {}\nkubeconfig: {}\nTry:\n  kubectl --kubeconfig {} create configmap hello --from-literal=greeting=hi",
+        server.url(),
+        path.display(),
+        path.display()
+    );
+    super::shutdown_signal().await?;
+    runtime.stop().await;
+    server.shutdown().await;
+    Ok(())
+}
+
+/// A namespace, a deployment and a configmap so `informant dev` has something to show.
+fn seed_demo(server: &DevServer) -> Result<()> {
+    let objects = [
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "demo"}}),
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "settings", "namespace": "demo", "labels": {"app": "web"}},
+            "data": {"color": "blue"}}),
+        serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "demo", "labels": {"app": "web"}},
+            "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "web", "image": "nginx:1.27"}]}}}}),
+    ];
+    server.seed(objects).context("seeding demo objects")?;
+    Ok(())
+}
+
+/// Creates the objects of a multi-document YAML file, naming the document of any failure.
+fn seed_file(server: &DevServer, file: &Path) -> Result<()> {
+    let objects = informant_runtime::replay::read_yaml_objects(file)?;
+    for o in &objects {
+        server
+            .create(o.object.clone())
+            .with_context(|| format!("--seed {}: document {}", file.display(), o.document))?;
+    }
+    eprintln!("seeded {} objects from {}", objects.len(), file.display());
+    Ok(())
+}
+
+/// For a directory of plugin sources: builds them once (printing progress) and keeps
+/// rebuilding them on change; returns the compiled plugins directory to load. A directory of
+/// compiled plugins is returned as it is.
+async fn build_sources(dir: PathBuf, target_dir: PathBuf) -> Result<(PathBuf, Option<DevLoop>)> {
+    let sources = devloop::scan(&dir).with_context(|| format!("--plugins {}", dir.display()))?;
+    if sources.crates.is_empty() {
+        return Ok((dir, None));
+    }
+    let builder = Builder {
+        out_dir: target_dir.join("plugins"),
+        target_dir,
+        color: std::io::stderr().is_terminal(),
+    };
+    let out_dir = builder.out_dir.clone();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(event) = rx.recv().await {
+            print_event(&event);
+        }
+    });
+    let dev_loop = DevLoop::start(
+        DevLoopConfig {
+            sources: dir,
+            builder,
+        },
+        tx,
+    )
+    .await?;
+    Ok((out_dir, Some(dev_loop)))
+}
+
+fn print_event(event: &DevEvent) {
+    match event {
+        DevEvent::Skipped { dir, reason } => {
+            eprintln!("skipping {}: {reason}", dir.display())
+        }
+        DevEvent::Building { id, index, total } => {
+            eprintln!("building {index}/{total} plugins: {id}…")
+        }
+        DevEvent::Built {
+            id,
+            changed,
+            warnings,
+            elapsed,
+        } => {
+            for w in warnings {
+                eprintln!("{}", w.trim_end());
+            }
+            let what = if *changed {
+                "new version installed"
+            } else {
+                "unchanged"
+            };
+            eprintln!("{id}: built in {:.1}s, {what}", elapsed.as_secs_f64());
+        }
+        DevEvent::Failed { id, error } => {
+            eprintln!(
+                "{error}\n{id}: not swapped; the running version (if any) keeps handling events"
+            )
+        }
+        DevEvent::Removed { id } => eprintln!("{id}: crate removed; plugin unloaded"),
+    }
+}

@@ -1,0 +1,121 @@
+//! `informant run`: informers and plugins against a real cluster.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use informant_runtime::informer::WatchScope;
+use informant_runtime::leader::LeaseConfig;
+use informant_runtime::runtime::{Replica, RuntimeOptions};
+
+/// Arguments of `informant run`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// Kubeconfig file (default: $KUBECONFIG, ~/.kube/config, or in-cluster).
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Plugins directory (`NAME.wasm` + `NAME.toml`, tenants in subdirectories); hot-reloaded.
+    #[arg(long)]
+    plugins: Option<PathBuf>,
+    /// Host config: plugin limits and tenants with their grants (default: single-user, top-level
+    /// plugins only).
+    #[arg(long, value_name = "informant.toml")]
+    config: Option<PathBuf>,
+    /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
+    /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
+    #[arg(long = "watch")]
+    watches: Vec<String>,
+    /// Only this namespace (for --watch).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Only objects matching this label selector (for --watch).
+    #[arg(long)]
+    selector: Option<String>,
+    /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 0.0.0.0:9090).
+    #[arg(long, value_name = "ADDR")]
+    admin: Option<SocketAddr>,
+    #[command(flatten)]
+    election: Election,
+}
+
+/// Leader-election flags: with `--leader-elect`, replicas run active/standby.
+#[derive(clap::Args)]
+struct Election {
+    /// Run only while holding a coordination.k8s.io Lease: a standby starts no informers and no
+    /// plugins until it acquires the Lease; a leader that loses it stops and exits non-zero.
+    #[arg(long)]
+    leader_elect: bool,
+    /// Lease name.
+    #[arg(long, default_value = "informant", requires = "leader_elect")]
+    lease_name: String,
+    /// Lease namespace (default: the kubeconfig context's, or the pod's in-cluster).
+    #[arg(long, requires = "leader_elect")]
+    lease_namespace: Option<String>,
+    /// Seconds a lease stays valid after its last renewal; the renew deadline is 2/3 of it.
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=86400), requires = "leader_elect")]
+    lease_duration: u64,
+    /// This replica's identity in the Lease (default: hostname plus a random suffix).
+    #[arg(long, requires = "leader_elect")]
+    identity: Option<String>,
+}
+
+impl Election {
+    /// The Lease configuration, when `--leader-elect` is on.
+    fn config(&self, client: &kube::Client) -> Option<LeaseConfig> {
+        if !self.leader_elect {
+            return None;
+        }
+        let namespace = self
+            .lease_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let identity = self.identity.clone().unwrap_or_else(default_identity);
+        Some(
+            LeaseConfig::new(&self.lease_name, namespace, identity)
+                .with_lease_duration(Duration::from_secs(self.lease_duration)),
+        )
+    }
+}
+
+/// `HOSTNAME-RANDOM`: the pod name in a pod, and unique even for two processes on one host.
+fn default_identity() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "informant".into());
+    format!("{host}-{:08x}", rand::random::<u32>())
+}
+
+/// Runs until SIGINT or SIGTERM; with `--leader-elect`, only while holding the Lease.
+///
+/// Losing the Lease stops the informers and plugins (within the lease's safety margin) and
+/// returns an error, so the process exits non-zero and its pod restarts as a standby: a fresh
+/// process is simpler to trust than one that half-stopped, and the restarted replica replays
+/// its plugins' caches like any first start.
+pub async fn run(args: Args) -> Result<()> {
+    let client = super::client(args.kubeconfig.as_deref()).await?;
+    let opts = RuntimeOptions {
+        plugins: args.plugins,
+        watches: args.watches,
+        scope: WatchScope {
+            namespace: args.namespace,
+            label_selector: args.selector,
+        },
+        admin: args.admin,
+        config: super::host_config(args.config.as_deref())?,
+        config_path: args.config.clone(),
+        ..Default::default()
+    };
+    let lease = args.election.config(&client);
+    let mut replica = Replica::start(client, opts, lease)?;
+    tokio::select! {
+        r = replica.finished() => Ok(r.context("running")?),
+        r = super::shutdown_signal() => {
+            r?;
+            Ok(replica.shutdown().await?)
+        }
+    }
+}

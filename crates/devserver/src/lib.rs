@@ -1,0 +1,336 @@
+//! Embedded Kubernetes-compatible API server, for development mode and as the test harness.
+//!
+//! It speaks enough of the real API for `kubectl` (1.27–1.33) and kube-rs 5 (including
+//! kube-runtime's `watcher` in list-watch and streaming-list mode): discovery, get/list/watch,
+//! create/update/patch/delete, CustomResourceDefinitions that start serving their resources,
+//! and metav1.Status errors with the real codes.
+//!
+//! Contract, in the terms a client cares about:
+//! - Every write takes the next value of ONE global resourceVersion counter (like etcd), so
+//!   resourceVersions are comparable across resources; a list's resourceVersion is the counter
+//!   at list time and a watch from it misses nothing.
+//! - The watch history keeps the last [`DevServerConfig::watch_history`] events (all resources
+//!   together). A watch from an older resourceVersion gets the apiserver's 410 Expired ERROR
+//!   event, which drives clients down their relist path.
+//! - Objects are stored as serialized JSON bytes, shared between the store, the watch history and
+//!   every response that carries them.
+//! - [`Faults`] injects the failures informers must survive: closed watches, compaction, a network
+//!   partition (pause/resume) and a restart that keeps the data.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), informant_devserver::Error> {
+//! use informant_devserver::{DevServer, DevServerConfig};
+//! let server = DevServer::start(DevServerConfig::default()).await?;
+//! server.create(serde_json::json!({
+//!     "apiVersion": "v1", "kind": "ConfigMap",
+//!     "metadata": {"name": "demo", "namespace": "default"}, "data": {"k": "v"}
+//! }))?;
+//! let client = server.client();
+//! # let _ = client;
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+#![warn(missing_docs)]
+
+mod api;
+mod faults;
+mod handlers;
+mod kubeconfig;
+mod metadata;
+mod openapi;
+mod patch;
+mod protobuf;
+mod resources;
+mod selector;
+mod server;
+mod store;
+mod table;
+mod watch;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use faults::Faults;
+
+/// Result alias for this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in the embedded API server; HTTP responses map each variant to
+/// the metav1.Status code and reason a real apiserver would send.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The listen address could not be bound.
+    #[error("devserver: cannot listen on {addr}")]
+    Bind {
+        /// The address we tried.
+        addr: SocketAddr,
+        /// Why binding failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing the kubeconfig file failed.
+    #[error("devserver: cannot write kubeconfig `{path}`")]
+    WriteKubeconfig {
+        /// The file we tried to write.
+        path: PathBuf,
+        /// Why writing failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The request names a resource (or apiVersion/kind) this server does not serve.
+    #[error("the server could not find the requested resource ({what})")]
+    UnknownResource {
+        /// The resource path, or apiVersion/kind, that was asked for.
+        what: String,
+    },
+    /// The named object does not exist.
+    #[error("{resource} \"{name}\" not found")]
+    NotFound {
+        /// Resource plural with group, e.g. `deployments.apps`.
+        resource: String,
+        /// The object name.
+        name: String,
+    },
+    /// Create of an object whose name is taken.
+    #[error("{resource} \"{name}\" already exists")]
+    AlreadyExists {
+        /// Resource plural with group.
+        resource: String,
+        /// The object name.
+        name: String,
+    },
+    /// Optimistic-concurrency failure: the caller's resourceVersion (or uid precondition) is stale.
+    #[error(
+        "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    )]
+    Conflict {
+        /// Resource plural with group.
+        resource: String,
+        /// The object name.
+        name: String,
+    },
+    /// The object fails validation (422 Invalid).
+    #[error("{kind} \"{name}\" is invalid: {message}")]
+    Invalid {
+        /// Kind of the rejected object.
+        kind: String,
+        /// Name of the rejected object (may be empty when the name is the problem).
+        name: String,
+        /// Which field is wrong and why.
+        message: String,
+    },
+    /// The request itself is malformed: bad JSON, wrong kind/apiVersion, bad selector (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The requested resourceVersion is older than the retained history (410 Expired).
+    #[error("too old resource version: {requested} ({oldest})")]
+    Expired {
+        /// resourceVersion the client asked for.
+        requested: u64,
+        /// Oldest resourceVersion still resumable.
+        oldest: u64,
+    },
+    /// The verb is not supported on this path (405).
+    #[error("the server does not allow this method on the requested resource ({0})")]
+    MethodNotAllowed(String),
+    /// The request body exceeds [`DevServerConfig::max_body_bytes`] (413).
+    #[error("Request entity too large: limit is {limit}")]
+    TooLarge {
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// The patch content type is unknown or not allowed for this resource (415).
+    #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
+    UnsupportedMediaType(String),
+}
+
+impl Error {
+    /// HTTP status code and metav1.Status reason a real apiserver uses for this error.
+    pub fn code_and_reason(&self) -> (u16, &'static str) {
+        match self {
+            Error::UnknownResource { .. } | Error::NotFound { .. } => (404, "NotFound"),
+            Error::AlreadyExists { .. } => (409, "AlreadyExists"),
+            Error::Conflict { .. } => (409, "Conflict"),
+            Error::Invalid { .. } => (422, "Invalid"),
+            Error::BadRequest(_) => (400, "BadRequest"),
+            Error::Expired { .. } => (410, "Expired"),
+            Error::MethodNotAllowed(_) => (405, "MethodNotAllowed"),
+            Error::TooLarge { .. } => (413, "RequestEntityTooLarge"),
+            Error::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
+            Error::Bind { .. } | Error::WriteKubeconfig { .. } => (500, "InternalError"),
+        }
+    }
+
+    /// The error as a metav1.Status object.
+    pub fn to_status(&self) -> serde_json::Value {
+        let (code, reason) = self.code_and_reason();
+        let mut status = serde_json::json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.to_string(),
+            "reason": reason,
+            "code": code,
+        });
+        let details = match self {
+            Error::NotFound { resource, name }
+            | Error::AlreadyExists { resource, name }
+            | Error::Conflict { resource, name } => {
+                let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
+                Some(serde_json::json!({"name": name, "group": group, "kind": kind}))
+            }
+            Error::Invalid { kind, name, .. } => {
+                Some(serde_json::json!({"name": name, "kind": kind}))
+            }
+            _ => None,
+        };
+        if let Some(details) = details {
+            status["details"] = details;
+        }
+        status
+    }
+}
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct DevServerConfig {
+    /// Where to listen; port 0 picks a free port. Plain HTTP, meant for loopback.
+    pub listen: SocketAddr,
+    /// How many watch events (across all resources) stay resumable before 410 Expired.
+    pub watch_history: usize,
+    /// How often a watch that asked for bookmarks gets one.
+    pub bookmark_interval: Duration,
+    /// Largest accepted request body, in bytes (Kubernetes uses 3 MiB).
+    pub max_body_bytes: usize,
+}
+
+impl Default for DevServerConfig {
+    fn default() -> Self {
+        DevServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            watch_history: 10_000,
+            bookmark_interval: Duration::from_secs(1),
+            max_body_bytes: 3 * 1024 * 1024,
+        }
+    }
+}
+
+/// State shared by the listener, the handlers, watches and [`Faults`].
+pub(crate) struct Shared {
+    pub(crate) api: api::Api,
+    pub(crate) config: DevServerConfig,
+    pub(crate) faults: faults::FaultState,
+    pub(crate) listener: server::ListenerSlot,
+}
+
+/// A running embedded API server. Dropping it stops the listener; prefer [`DevServer::shutdown`].
+pub struct DevServer {
+    shared: Arc<Shared>,
+}
+
+impl DevServer {
+    /// Binds the listener and starts serving; the `default` namespace exists from the start.
+    pub async fn start(config: DevServerConfig) -> Result<DevServer> {
+        let shared = Arc::new(Shared {
+            api: api::Api::new(config.watch_history),
+            faults: faults::FaultState::default(),
+            listener: server::ListenerSlot::default(),
+            config,
+        });
+        shared.api.create(
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
+            &api::WriteOpts::default(),
+        )?;
+        server::start(&shared, shared.config.listen).await?;
+        Ok(DevServer { shared })
+    }
+
+    /// The bound address (with the real port when configured with port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.shared.listener.addr()
+    }
+
+    /// Base URL, e.g. `http://127.0.0.1:43117`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr())
+    }
+
+    /// A kubeconfig with one cluster/user/context (`informant`) pointing at this server.
+    pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
+        kubeconfig::kubeconfig(&self.url())
+    }
+
+    /// Writes [`DevServer::kubeconfig`] as YAML to `path`.
+    pub fn write_kubeconfig(&self, path: &Path) -> Result<()> {
+        kubeconfig::write(&self.url(), path)
+    }
+
+    /// A plain-HTTP kube client for this server, default namespace `default`.
+    /// Must be called inside a tokio runtime (kube's client spawns its buffer worker).
+    pub fn client(&self) -> kube::Client {
+        kubeconfig::client(&self.url())
+    }
+
+    /// Handle for fault injection; cheap to clone and usable from any task.
+    pub fn faults(&self) -> Faults {
+        Faults::new(self.shared.clone())
+    }
+
+    /// Creates an object directly in the store (works while paused); the resource comes from
+    /// apiVersion/kind, a namespaced object without namespace lands in `default`.
+    pub fn create(&self, obj: serde_json::Value) -> Result<serde_json::Value> {
+        self.shared.api.create(obj, &api::WriteOpts::default())
+    }
+
+    /// Replaces an object directly (status included); a set `metadata.resourceVersion` must
+    /// match the stored one, an absent one makes the update unconditional.
+    pub fn update(&self, obj: serde_json::Value) -> Result<serde_json::Value> {
+        self.shared.api.update_direct(obj)
+    }
+
+    /// Deletes an object directly; cascades like the HTTP path (namespaces, CRDs).
+    pub fn delete(
+        &self,
+        api_version: &str,
+        kind: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<()> {
+        let res = self.shared.api.resolve_kind(api_version, kind)?;
+        self.shared
+            .api
+            .delete(&res, namespace, name, &api::WriteOpts::default())
+            .map(drop)
+    }
+
+    /// Creates many objects under one lock; returns how many were created.
+    pub fn seed(&self, objs: impl IntoIterator<Item = serde_json::Value>) -> Result<usize> {
+        self.shared.api.seed(objs)
+    }
+
+    /// Stops listening, drops open connections and ends every watch.
+    pub async fn shutdown(self) {
+        self.shared.faults.close_watches();
+        server::stop(&self.shared).await;
+    }
+}
+
+impl Drop for DevServer {
+    fn drop(&mut self) {
+        // Without this the accept loop (which holds `shared`) would outlive a forgotten server.
+        self.shared.listener.abort();
+    }
+}
+
+/// Whether a built-in kind is namespaced, as this server serves it; `None` for kinds it does
+/// not know (CRDs). Lets offline tools such as `informant check` judge a kind's scope.
+pub fn builtin_scope(api_version: &str, kind: &str) -> Option<bool> {
+    resources::Registry::builtin()
+        .by_kind(api_version, kind)
+        .ok()
+        .map(|r| r.namespaced)
+}

@@ -1,0 +1,272 @@
+//! The informer factory: one [`SharedInformer`] per (resource, namespace scope, label selector),
+//! shared by every consumer that asks for the same thing (client-go's
+//! `SharedInformerFactory`).
+//!
+//! Resources are named as users write them (`apps/v1`, `Deployment`) and resolved through the
+//! server's discovery, so CRDs work like built-ins. Informers asked for after
+//! [`start`](InformerFactory::start) start at once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::Api;
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::discovery::{self, Scope};
+use parking_lot::Mutex;
+
+use super::reflector::{InitialList, ReflectorConfig};
+use super::shared_informer::SharedInformer;
+use super::store::StoreOptions;
+use super::{Error, Result};
+use informant_selector::LabelSelector;
+
+/// A resource as discovery resolved it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedResource {
+    /// Group, version, kind and plural.
+    pub api_resource: ApiResource,
+    /// Whether objects live in namespaces.
+    pub namespaced: bool,
+}
+
+/// Which slice of a resource an informer watches.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct WatchScope {
+    /// Only this namespace (all namespaces when `None`).
+    pub namespace: Option<String>,
+    /// Only objects matching this label selector (server-side).
+    pub label_selector: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct InformerKey {
+    group: String,
+    version: String,
+    plural: String,
+    namespace: Option<String>,
+    label_selector: Option<String>,
+}
+
+/// Options every informer of a factory shares.
+#[derive(Debug, Clone, Default)]
+pub struct FactoryOptions {
+    /// How initial lists are fetched.
+    pub initial_list: InitialList,
+    /// Store options (managedFields stripping).
+    pub store: StoreOptions,
+    /// Page size for paginated lists.
+    pub page_size: Option<u32>,
+}
+
+/// Creates, shares, starts and stops informers; an informer lives until every claim on it is
+/// released.
+pub struct InformerFactory {
+    client: Client,
+    options: FactoryOptions,
+    /// Each informer with the number of claims on it (asks not yet released).
+    informers: Mutex<HashMap<InformerKey, (Arc<SharedInformer>, usize)>>,
+    discovered: Mutex<HashMap<GroupVersionKind, ResolvedResource>>,
+    started: Mutex<bool>,
+}
+
+impl InformerFactory {
+    /// A factory whose informers use `client`.
+    pub fn new(client: Client, options: FactoryOptions) -> Self {
+        InformerFactory {
+            client,
+            options,
+            informers: Mutex::new(HashMap::new()),
+            discovered: Mutex::new(HashMap::new()),
+            started: Mutex::new(false),
+        }
+    }
+
+    /// Resolves `apiVersion` + `kind` through discovery (cached per factory).
+    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<ResolvedResource> {
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        if version.is_empty() || kind.is_empty() || group.contains('/') || version.contains('/') {
+            return Err(Error::InvalidResource {
+                api_version: api_version.to_string(),
+                kind: kind.to_string(),
+                reason: "expected apiVersion `GROUP/VERSION` (or `VERSION` for core) and a kind"
+                    .into(),
+            });
+        }
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        if let Some(r) = self.discovered.lock().get(&gvk) {
+            return Ok(r.clone());
+        }
+        let (api_resource, caps) =
+            discovery::pinned_kind(&self.client, &gvk)
+                .await
+                .map_err(|e| match e {
+                    kube::Error::Discovery(_) => Error::UnknownResource {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                        reason: e.to_string(),
+                    },
+                    kube::Error::Api(s) if s.code == 404 => Error::UnknownResource {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                        reason: format!("group/version `{api_version}` is not served"),
+                    },
+                    other => Error::Discovery {
+                        api_version: api_version.to_string(),
+                        kind: kind.to_string(),
+                        source: Box::new(other),
+                    },
+                })?;
+        let resolved = ResolvedResource {
+            api_resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        };
+        self.discovered.lock().insert(gvk, resolved.clone());
+        Ok(resolved)
+    }
+
+    /// The shared informer for `apiVersion`/`kind` within `scope`, created on first use.
+    pub async fn informer(
+        &self,
+        api_version: &str,
+        kind: &str,
+        scope: WatchScope,
+    ) -> Result<Arc<SharedInformer>> {
+        let resolved = self.resolve(api_version, kind).await?;
+        self.informer_for(&resolved, scope)
+    }
+
+    /// The shared informer for an already resolved resource within `scope`.
+    pub fn informer_for(
+        &self,
+        resolved: &ResolvedResource,
+        scope: WatchScope,
+    ) -> Result<Arc<SharedInformer>> {
+        let ar = &resolved.api_resource;
+        if let (Some(ns), false) = (&scope.namespace, resolved.namespaced) {
+            return Err(Error::ClusterScoped {
+                kind: ar.kind.clone(),
+                namespace: ns.clone(),
+            });
+        }
+        // Normalise the selector so `a=1` and `a==1` share one informer.
+        let label_selector = match &scope.label_selector {
+            Some(s) => {
+                let parsed = LabelSelector::parse(s)?;
+                (!parsed.is_empty()).then(|| parsed.to_string())
+            }
+            None => None,
+        };
+        let key = InformerKey {
+            group: ar.group.clone(),
+            version: ar.version.clone(),
+            plural: ar.plural.clone(),
+            namespace: scope.namespace.clone(),
+            label_selector: label_selector.clone(),
+        };
+        let mut informers = self.informers.lock();
+        if let Some((i, claims)) = informers.get_mut(&key) {
+            *claims += 1;
+            return Ok(i.clone());
+        }
+        let api: Api<super::RawObject> = match &scope.namespace {
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
+            None => Api::all_with(self.client.clone(), ar),
+        };
+        let mut description = format!("{} {}", ar.api_version, ar.plural);
+        if let Some(ns) = &scope.namespace {
+            description.push_str(&format!(" in {ns}"));
+        }
+        if let Some(l) = &label_selector {
+            description.push_str(&format!(" [{l}]"));
+        }
+        let config = ReflectorConfig {
+            label_selector,
+            field_selector: None,
+            initial_list: self.options.initial_list,
+            page_size: self.options.page_size,
+        };
+        let informer = SharedInformer::new(
+            api,
+            ar.clone(),
+            description,
+            config,
+            self.options.store.clone(),
+        );
+        if *self.started.lock() {
+            informer.start();
+        }
+        informers.insert(key, (informer.clone(), 1));
+        Ok(informer)
+    }
+
+    /// Every informer created so far.
+    pub fn informers(&self) -> Vec<Arc<SharedInformer>> {
+        self.informers
+            .lock()
+            .values()
+            .map(|(i, _)| i.clone())
+            .collect()
+    }
+
+    /// Starts every informer, and any created later.
+    pub fn start(&self) {
+        *self.started.lock() = true;
+        for i in self.informers() {
+            i.start();
+        }
+    }
+
+    /// Waits until every informer created so far has synced, or fails naming those that have not.
+    pub async fn wait_for_sync(&self, timeout: Duration) -> Result<()> {
+        let informers = self.informers();
+        let all = futures::future::join_all(informers.iter().map(|i| i.wait_for_sync()));
+        if tokio::time::timeout(timeout, all).await.is_ok() {
+            return Ok(());
+        }
+        let pending: Vec<String> = informers
+            .iter()
+            .filter(|i| !i.has_synced())
+            .map(|i| i.description().to_string())
+            .collect();
+        Err(Error::SyncTimeout {
+            timeout,
+            pending: pending.join(", "),
+        })
+    }
+
+    /// Gives back one claim: every [`informer`](Self::informer) or
+    /// [`informer_for`](Self::informer_for) call is one. The last release stops the informer
+    /// and forgets it; returns whether it did. A claim held by a consumer that has not
+    /// registered its handlers yet (a plugin version being swapped in) keeps the informer alive.
+    pub fn release(&self, informer: &Arc<SharedInformer>) -> bool {
+        let mut informers = self.informers.lock();
+        let Some(key) = informers
+            .iter()
+            .find(|(_, (i, _))| Arc::ptr_eq(i, informer))
+            .map(|(k, _)| k.clone())
+        else {
+            return false;
+        };
+        let claims = &mut informers.get_mut(&key).expect("found above").1;
+        *claims -= 1;
+        if *claims > 0 {
+            return false;
+        }
+        informers.remove(&key);
+        informer.stop();
+        true
+    }
+
+    /// Stops every informer.
+    pub fn stop(&self) {
+        *self.started.lock() = false;
+        for i in self.informers() {
+            i.stop();
+        }
+    }
+}

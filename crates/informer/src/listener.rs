@@ -1,0 +1,421 @@
+//! One handler's queue: bounded by coalescing per object key (client-go's `processorListener`
+//! without its unbounded ring).
+//!
+//! Contract:
+//! - Per key, events come out in the order they went in.
+//! - A pending `Updated` absorbs later updates of the same key: old object of the first, new
+//!   object of the last. `Added` absorbs updates too (the handler never saw the older version).
+//! - A `Deleted` is never merged away or dropped; events after it queue behind it.
+//! - Hence the queue holds at most one entry per key plus two per delete not yet delivered,
+//!   however far the handler falls behind.
+//! - Keys are served in the order they first became pending, like DeltaFIFO.
+//!
+//! A [`Slot::Synced`] marker may be queued between keys; the consumer sees it once everything
+//! queued before it was delivered, which is how a handler learns its initial replay is done.
+
+use std::collections::{HashMap, VecDeque};
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+
+use super::event::{Event, EventType};
+use super::object::ObjectKey;
+
+enum Slot {
+    Key(ObjectKey),
+    Synced,
+}
+
+/// What the consumer of a [`Listener`] receives.
+#[derive(Debug)]
+pub enum Delivery {
+    /// The next event.
+    Event(Event),
+    /// Everything queued before [`Listener::mark_synced`] has been delivered.
+    Synced,
+}
+
+#[derive(Default)]
+struct Queue {
+    order: VecDeque<Slot>,
+    pending: HashMap<ObjectKey, VecDeque<Event>>,
+    len: usize,
+    /// Events accepted while open, before coalescing (kept under the lock push already takes).
+    received: u64,
+    closed: bool,
+}
+
+/// A coalescing, per-key-ordered queue with an async consumer side.
+#[derive(Default)]
+pub struct Listener {
+    queue: Mutex<Queue>,
+    notify: Notify,
+}
+
+impl Listener {
+    /// An empty, open queue.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Enqueues an event, merging it into what is already pending for its key.
+    pub fn push(&self, event: Event) {
+        let mut guard = self.queue.lock();
+        if guard.closed {
+            return;
+        }
+        guard.received += 1;
+        let key = event.key().clone();
+        let q = &mut *guard;
+        match q.pending.get_mut(&key) {
+            Some(events) => {
+                if !coalesce(events, event) {
+                    return;
+                }
+                q.len += 1;
+            }
+            None => {
+                q.pending.insert(key.clone(), VecDeque::from([event]));
+                q.order.push_back(Slot::Key(key));
+                q.len += 1;
+            }
+        }
+        drop(guard);
+        self.notify.notify_one();
+    }
+
+    /// Queues a synced marker behind everything pending now.
+    pub fn mark_synced(&self) {
+        let mut q = self.queue.lock();
+        if !q.closed {
+            q.order.push_back(Slot::Synced);
+            drop(q);
+            self.notify.notify_one();
+        }
+    }
+
+    /// Takes the next delivery without waiting.
+    pub fn try_pop(&self) -> Option<Delivery> {
+        let mut q = self.queue.lock();
+        let q = &mut *q;
+        loop {
+            match q.order.front()? {
+                Slot::Synced => {
+                    q.order.pop_front();
+                    return Some(Delivery::Synced);
+                }
+                Slot::Key(key) => {
+                    let Some(events) = q.pending.get_mut(key) else {
+                        q.order.pop_front();
+                        continue;
+                    };
+                    let event = events.pop_front();
+                    if events.is_empty() {
+                        // Only now does the key leave the front: later events for it must
+                        // queue behind the ones being delivered, never beside them.
+                        q.pending.remove(key);
+                        q.order.pop_front();
+                    }
+                    if let Some(e) = event {
+                        q.len -= 1;
+                        return Some(Delivery::Event(e));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Waits for the next delivery; `None` once the listener is closed.
+    pub async fn pop(&self) -> Option<Delivery> {
+        loop {
+            if let Some(d) = self.try_pop() {
+                return Some(d);
+            }
+            if self.queue.lock().closed {
+                return None;
+            }
+            self.notify.notified().await;
+        }
+    }
+
+    /// Events waiting to be delivered (after coalescing).
+    pub fn backlog(&self) -> usize {
+        self.queue.lock().len
+    }
+
+    /// Events pushed while open, before coalescing: what the handler was offered.
+    pub fn received(&self) -> u64 {
+        self.queue.lock().received
+    }
+
+    /// Distinct keys with pending events.
+    pub fn pending_keys(&self) -> usize {
+        self.queue.lock().pending.len()
+    }
+
+    /// Stops accepting events and wakes the consumer, which drains nothing more.
+    pub fn close(&self) {
+        let mut q = self.queue.lock();
+        q.closed = true;
+        q.order.clear();
+        q.pending.clear();
+        q.len = 0;
+        drop(q);
+        self.notify.notify_one();
+    }
+
+    /// Whether [`close`](Self::close) was called.
+    pub fn is_closed(&self) -> bool {
+        self.queue.lock().closed
+    }
+}
+
+/// Folds `next` into the events pending for its key; returns whether the queue grew.
+fn coalesce(events: &mut VecDeque<Event>, next: Event) -> bool {
+    use EventType::*;
+    let Some(last) = events.back_mut() else {
+        events.push_back(next);
+        return true;
+    };
+    match (last.event_type, next.event_type) {
+        // Deletes are kept, and nothing merges across one.
+        (Deleted, _) | (_, Deleted) => {
+            events.push_back(next);
+            return true;
+        }
+        // The handler has not seen `last` yet, so it still needs it as an add.
+        (Added, Updated | Added) => last.object = next.object,
+        // Old of the first, new of the last.
+        (Updated, Updated | Added) => last.object = next.object,
+        // A resync carries the object the handler already has: it is the update's "old".
+        (Resync, Updated) => {
+            let old = std::mem::replace(&mut last.object, next.object);
+            last.old_object = Some(next.old_object.unwrap_or(old));
+            last.event_type = Updated;
+        }
+        (Resync, Added) => *last = next,
+        (Resync, Resync) => last.object = next.object,
+        // A pending add or update already delivers the current state.
+        (Added | Updated, Resync) => {}
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::CachedObject;
+    use kube::core::{ApiResource, GroupVersionKind};
+    use std::sync::Arc;
+
+    fn obj(name: &str, rv: u64) -> Arc<CachedObject> {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let json = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}}}}"#
+        );
+        Arc::new(CachedObject::from_json(&json, &ar, true).unwrap())
+    }
+
+    fn drain(l: &Listener) -> Vec<Event> {
+        std::iter::from_fn(|| l.try_pop())
+            .filter_map(|d| match d {
+                Delivery::Event(e) => Some(e),
+                Delivery::Synced => None,
+            })
+            .collect()
+    }
+
+    fn rv(o: &Option<Arc<CachedObject>>) -> Option<&str> {
+        o.as_deref().map(CachedObject::resource_version)
+    }
+
+    #[test]
+    fn stalled_handler_stays_bounded_and_sees_final_state() {
+        let l = Listener::new();
+        let keys = 1_000u64;
+        let mut latest = vec![0u64; keys as usize];
+        for k in 0..keys {
+            l.push(Event::added(obj(&format!("k{k}"), k + 1), true));
+            latest[k as usize] = k + 1;
+        }
+        // 100k updates over 1k keys, one delete every 1,000 updates, while nothing is consumed.
+        let mut deleted = Vec::new();
+        let mut rv_next = keys + 1;
+        for i in 0..100_000u64 {
+            let k = (i * 7919) % keys;
+            let name = format!("k{k}");
+            if i % 1_000 == 999 {
+                l.push(Event::deleted(obj(&name, rv_next), false));
+                deleted.push((name.clone(), rv_next));
+                rv_next += 1;
+                l.push(Event::added(obj(&name, rv_next), false));
+            } else {
+                let old = obj(&name, latest[k as usize]);
+                l.push(Event::updated(old, obj(&name, rv_next)));
+            }
+            latest[k as usize] = rv_next;
+            rv_next += 1;
+            assert!(l.pending_keys() <= keys as usize);
+            assert!(l.backlog() <= keys as usize + 2 * deleted.len());
+        }
+
+        let events = drain(&l);
+        assert_eq!(l.backlog(), 0);
+        assert!(events.len() <= keys as usize + 2 * deleted.len());
+
+        // Every delete survived, with its own final state.
+        let got_deletes: Vec<(String, u64)> = events
+            .iter()
+            .filter(|e| e.event_type == EventType::Deleted)
+            .map(|e| {
+                (
+                    e.object.name().to_string(),
+                    e.object.resource_version().parse().unwrap(),
+                )
+            })
+            .collect();
+        let mut want = deleted.clone();
+        want.sort();
+        let mut got = got_deletes;
+        got.sort();
+        assert_eq!(got, want);
+
+        // The last event per key carries its final state, and per key order is kept.
+        let mut last_rv: HashMap<String, u64> = HashMap::new();
+        for e in &events {
+            let r: u64 = e.object.resource_version().parse().unwrap();
+            let prev = last_rv.insert(e.object.name().to_string(), r);
+            assert!(
+                prev.is_none_or(|p| p < r),
+                "out of order for {}",
+                e.object.name()
+            );
+        }
+        for k in 0..keys {
+            assert_eq!(
+                last_rv[&format!("k{k}")],
+                latest[k as usize],
+                "final state of k{k}"
+            );
+        }
+    }
+
+    #[test]
+    fn updates_merge_old_of_first_new_of_last() {
+        let l = Listener::new();
+        l.push(Event::updated(obj("a", 1), obj("a", 2)));
+        l.push(Event::updated(obj("a", 2), obj("a", 3)));
+        l.push(Event::updated(obj("a", 3), obj("a", 4)));
+        let e = drain(&l);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].event_type, EventType::Updated);
+        assert_eq!(rv(&e[0].old_object), Some("1"));
+        assert_eq!(e[0].object.resource_version(), "4");
+    }
+
+    #[test]
+    fn add_then_update_is_one_add_and_delete_breaks_merging() {
+        let l = Listener::new();
+        l.push(Event::added(obj("a", 1), false));
+        l.push(Event::updated(obj("a", 1), obj("a", 2)));
+        l.push(Event::deleted(obj("a", 3), false));
+        l.push(Event::added(obj("a", 4), false));
+        l.push(Event::updated(obj("a", 4), obj("a", 5)));
+        let e: Vec<_> = drain(&l)
+            .into_iter()
+            .map(|e| (e.event_type, e.object.resource_version().to_string()))
+            .collect();
+        assert_eq!(
+            e,
+            vec![
+                (EventType::Added, "2".into()),
+                (EventType::Deleted, "3".into()),
+                (EventType::Added, "5".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn resync_folds_into_pending_and_becomes_old() {
+        let l = Listener::new();
+        l.push(Event::resync(obj("a", 1)));
+        l.push(Event::resync(obj("a", 1)));
+        l.push(Event::updated(obj("a", 1), obj("a", 2)));
+        l.push(Event::resync(obj("a", 2)));
+        let e = drain(&l);
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].event_type, EventType::Updated);
+        assert_eq!(rv(&e[0].old_object), Some("1"));
+        assert_eq!(e[0].object.resource_version(), "2");
+    }
+
+    #[test]
+    fn keys_served_in_first_pending_order_and_requeued_behind() {
+        let l = Listener::new();
+        l.push(Event::added(obj("a", 1), false));
+        l.push(Event::added(obj("b", 2), false));
+        l.push(Event::deleted(obj("a", 3), false));
+        // Take a's add: its delete is still pending and keeps a at the front.
+        let first = drain_one(&l);
+        assert_eq!(
+            (first.object.name(), first.event_type),
+            ("a", EventType::Added)
+        );
+        let second = drain_one(&l);
+        assert_eq!(
+            (second.object.name(), second.event_type),
+            ("a", EventType::Deleted)
+        );
+        l.push(Event::added(obj("a", 4), false));
+        let rest: Vec<_> = drain(&l)
+            .iter()
+            .map(|e| e.object.name().to_string())
+            .collect();
+        assert_eq!(rest, ["b", "a"]);
+    }
+
+    fn drain_one(l: &Listener) -> Event {
+        match l.try_pop() {
+            Some(Delivery::Event(e)) => e,
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn synced_marker_comes_after_what_was_queued_before_it() {
+        let l = Listener::new();
+        l.push(Event::added(obj("a", 1), true));
+        l.mark_synced();
+        l.push(Event::added(obj("b", 2), false));
+        // b's later update merges into b, which sits after the marker.
+        assert!(matches!(l.try_pop(), Some(Delivery::Event(e)) if e.object.name() == "a"));
+        assert!(matches!(l.try_pop(), Some(Delivery::Synced)));
+        assert!(matches!(l.try_pop(), Some(Delivery::Event(e)) if e.object.name() == "b"));
+        assert!(l.try_pop().is_none());
+    }
+
+    #[tokio::test]
+    async fn pop_waits_for_push_and_ends_on_close() {
+        let l = Arc::new(Listener::new());
+        let consumer = {
+            let l = l.clone();
+            tokio::spawn(async move {
+                let mut names = Vec::new();
+                while let Some(d) = l.pop().await {
+                    if let Delivery::Event(e) = d {
+                        names.push(e.object.name().to_string());
+                        if names.len() == 2 {
+                            l.close();
+                        }
+                    }
+                }
+                names
+            })
+        };
+        l.push(Event::added(obj("a", 1), false));
+        l.push(Event::added(obj("b", 2), false));
+        assert_eq!(consumer.await.unwrap(), ["a", "b"]);
+        l.push(Event::added(obj("c", 3), false));
+        assert_eq!(l.backlog(), 0, "a closed listener takes nothing");
+    }
+}

@@ -1,0 +1,309 @@
+//! The SharedProcessor: fans each store event out to every registered handler's own
+//! [`Listener`], and runs one task per handler that drains it.
+//!
+//! Contract:
+//! - [`SharedProcessor::distribute`] never blocks on a handler: it only pushes into queues, so a
+//!   slow or stuck handler delays nobody else (its own queue stays bounded by coalescing).
+//! - Each handler runs in its own tokio task, one event at a time, per key in order.
+//! - A handler that panics ends its own task; the processor and other handlers carry on.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use parking_lot::RwLock;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::event::Event;
+use super::listener::{Delivery, Listener};
+use super::object::CachedObject;
+
+/// Which objects a handler is shown: events, replays and resyncs of other objects never reach
+/// its queue (so they cost it no backlog either). Tenancy grants are applied this way.
+#[derive(Clone)]
+pub struct EventFilter(Arc<dyn Fn(&CachedObject) -> bool + Send + Sync>);
+
+impl EventFilter {
+    /// A filter accepting the objects for which `accepts` returns true.
+    pub fn new(accepts: impl Fn(&CachedObject) -> bool + Send + Sync + 'static) -> Self {
+        EventFilter(Arc::new(accepts))
+    }
+
+    /// Whether events of `object` pass.
+    pub fn accepts(&self, object: &CachedObject) -> bool {
+        (self.0)(object)
+    }
+}
+
+impl std::fmt::Debug for EventFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EventFilter")
+    }
+}
+
+/// Receives events from an informer.
+///
+/// Called from the handler's own task, one event at a time; per object key, in order. The
+/// objects are shared and immutable: keep them, don't expect to modify them.
+pub trait Handler: Send + 'static {
+    /// Handles one event. A slow future here only delays this handler.
+    fn handle(&mut self, event: Event) -> impl Future<Output = ()> + Send;
+}
+
+/// Adapts a synchronous closure into a [`Handler`].
+///
+/// ```
+/// use informant_informer::{Event, FnHandler};
+/// let _h = FnHandler(|e: Event| println!("{:?} {}", e.event_type, e.key()));
+/// ```
+pub struct FnHandler<F>(pub F);
+
+impl<F: FnMut(Event) + Send + 'static> Handler for FnHandler<F> {
+    fn handle(&mut self, event: Event) -> impl Future<Output = ()> + Send {
+        (self.0)(event);
+        std::future::ready(())
+    }
+}
+
+/// The per-handler state the processor and the handle share.
+pub(crate) struct ListenerState {
+    pub(crate) name: String,
+    pub(crate) listener: Listener,
+    filter: Option<EventFilter>,
+    synced: watch::Sender<bool>,
+    marked: AtomicBool,
+    delivered: AtomicU64,
+}
+
+impl ListenerState {
+    fn new(name: &str, filter: Option<EventFilter>) -> Arc<Self> {
+        Arc::new(ListenerState {
+            name: name.to_string(),
+            listener: Listener::new(),
+            filter,
+            synced: watch::channel(false).0,
+            marked: AtomicBool::new(false),
+            delivered: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether the handler's filter lets events of `object` through.
+    pub(crate) fn accepts(&self, object: &CachedObject) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.accepts(object))
+    }
+
+    /// Queues `event` unless the handler's filter rejects its object.
+    pub(crate) fn offer(&self, event: Event) {
+        if self.accepts(&event.object) {
+            self.listener.push(event);
+        }
+    }
+
+    /// Queues the synced marker once, however often this is called.
+    pub(crate) fn mark_synced(&self) {
+        if !self.marked.swap(true, Ordering::AcqRel) {
+            self.listener.mark_synced();
+        }
+    }
+}
+
+/// Fans events out to the listeners of one informer.
+#[derive(Default)]
+pub struct SharedProcessor {
+    listeners: RwLock<Vec<(u64, Arc<ListenerState>)>>,
+    next_id: AtomicU64,
+}
+
+impl SharedProcessor {
+    /// A processor with no listeners.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    /// Pushes `event` into the queue of every listener whose filter accepts it.
+    pub fn distribute(&self, event: &Event) {
+        for (_, l) in self.listeners.read().iter() {
+            if l.accepts(&event.object) {
+                l.listener.push(event.clone());
+            }
+        }
+    }
+
+    /// Queues the synced marker on every listener that has not had it yet.
+    pub fn mark_synced(&self) {
+        for (_, l) in self.listeners.read().iter() {
+            l.mark_synced();
+        }
+    }
+
+    /// Counters and gauges of every registered listener, read now (for metrics).
+    pub fn listener_stats(&self) -> Vec<ListenerStats> {
+        self.listeners
+            .read()
+            .iter()
+            .map(|(_, l)| ListenerStats {
+                name: l.name.clone(),
+                backlog: l.listener.backlog(),
+                received: l.listener.received(),
+                delivered: l.delivered.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+
+    /// Number of registered listeners.
+    pub fn len(&self) -> usize {
+        self.listeners.read().len()
+    }
+
+    /// Whether no listener is registered.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A new listener, not yet receiving events: fill it, then [`attach`](Self::attach) it.
+    pub(crate) fn prepare(&self, name: &str, filter: Option<EventFilter>) -> Arc<ListenerState> {
+        ListenerState::new(name, filter)
+    }
+
+    /// Starts receiving events into `state` and spawns the task feeding `handler`.
+    ///
+    /// The caller must hold the store's consistent-read lock across filling the listener with
+    /// the replay and this call, so no event falls between the two.
+    pub(crate) fn attach<H: Handler>(
+        self: &Arc<Self>,
+        state: Arc<ListenerState>,
+        mut handler: H,
+    ) -> ListenerHandle {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.listeners.write().push((id, state.clone()));
+        let task_state = state.clone();
+        let task = tokio::spawn(async move {
+            while let Some(delivery) = task_state.listener.pop().await {
+                match delivery {
+                    Delivery::Event(e) => {
+                        handler.handle(e).await;
+                        task_state.delivered.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Delivery::Synced => {
+                        task_state.synced.send_replace(true);
+                    }
+                }
+            }
+        });
+        ListenerHandle {
+            id,
+            state,
+            processor: self.clone(),
+            task,
+        }
+    }
+
+    fn remove(&self, id: u64) {
+        self.listeners.write().retain(|(i, _)| *i != id);
+    }
+}
+
+/// One listener's counters at the moment they were read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerStats {
+    /// The name given at registration.
+    pub name: String,
+    /// Events queued and not yet handled (after coalescing).
+    pub backlog: usize,
+    /// Events offered to the listener, before coalescing.
+    pub received: u64,
+    /// Events handled.
+    pub delivered: u64,
+}
+
+/// One handler's queue figures, read when asked; cheap to clone and keep (for metrics).
+#[derive(Clone)]
+pub struct ListenerGauges(Arc<ListenerState>);
+
+impl ListenerGauges {
+    /// Events queued and not yet handled (after coalescing).
+    pub fn backlog(&self) -> usize {
+        self.0.listener.backlog()
+    }
+
+    /// Events offered, before coalescing.
+    pub fn received(&self) -> u64 {
+        self.0.listener.received()
+    }
+}
+
+/// A registered handler: its synced signal, backlog gauge and removal.
+///
+/// Dropping the handle does not unregister the handler; call [`remove`](Self::remove).
+pub struct ListenerHandle {
+    id: u64,
+    state: Arc<ListenerState>,
+    processor: Arc<SharedProcessor>,
+    task: JoinHandle<()>,
+}
+
+impl ListenerHandle {
+    /// The name given at registration.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// Events queued for this handler and not yet handled (after coalescing).
+    pub fn backlog(&self) -> usize {
+        self.state.listener.backlog()
+    }
+
+    /// Events offered to this handler so far, before coalescing.
+    pub fn received(&self) -> u64 {
+        self.state.listener.received()
+    }
+
+    /// Events handled so far.
+    pub fn delivered(&self) -> u64 {
+        self.state.delivered.load(Ordering::Relaxed)
+    }
+
+    /// Whether this handler has handled its whole initial replay (or first list).
+    pub fn is_synced(&self) -> bool {
+        *self.state.synced.borrow()
+    }
+
+    /// Waits until [`is_synced`](Self::is_synced).
+    pub async fn wait_synced(&self) {
+        let mut rx = self.state.synced.subscribe();
+        // The sender lives in `state`, which we hold, so this cannot fail.
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    /// Whether the handler's task has ended (removed, or its handler panicked).
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
+    pub(crate) fn state(&self) -> &Arc<ListenerState> {
+        &self.state
+    }
+
+    /// A view of this handler's queue figures that can be kept apart from the handle.
+    pub fn gauges(&self) -> ListenerGauges {
+        ListenerGauges(self.state.clone())
+    }
+
+    /// Unregisters the handler; queued events are dropped and its task ends.
+    pub fn remove(self) {
+        self.detach();
+    }
+
+    /// Unregisters the handler and waits until its in-flight event (if any) is finished, so a
+    /// replacement registered afterwards never overlaps with it.
+    pub async fn shutdown(self) {
+        self.detach();
+        let _ = self.task.await;
+    }
+
+    fn detach(&self) {
+        self.processor.remove(self.id);
+        self.state.listener.close();
+    }
+}

@@ -1,0 +1,518 @@
+//! A shared informer: one reflector feeding one store, whose changes the processor fans out to
+//! any number of handlers.
+//!
+//! Contract:
+//! - Every store write and its distribution to handlers happen under the store's write lock; a
+//!   handler registration snapshots the store under its read lock and joins the processor before
+//!   releasing it. So a handler registered at any moment gets `Added (initial)` for every cached
+//!   object, then every later change: no gap, no duplicate.
+//! - A handler is synced once it has handled the informer's first list (registered early) or
+//!   its replay (registered late).
+//! - Resync is per handler: every period, the handler is re-sent each cached object as `Resync`,
+//!   folded into whatever it already has pending.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::Api;
+use kube::core::ApiResource;
+use parking_lot::Mutex;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use super::event::Event;
+use super::object::RawObject;
+use super::processor::{EventFilter, Handler, ListenerHandle, ListenerStats, SharedProcessor};
+use super::reflector::{self, Delta, InitialList, ReflectorConfig, ReflectorStats};
+use super::store::{Store, StoreOptions};
+
+/// Options of a handler registration.
+#[derive(Debug, Clone, Default)]
+pub struct HandlerOptions {
+    /// Re-deliver every cached object this often as `Resync` (never when `None`).
+    pub resync_period: Option<Duration>,
+    /// Only objects this accepts reach the handler (live, replay and resync alike).
+    pub filter: Option<EventFilter>,
+}
+
+/// One resource's list/watch, cache and handlers.
+pub struct SharedInformer {
+    api: Api<RawObject>,
+    description: String,
+    config: ReflectorConfig,
+    store: Arc<Store>,
+    processor: Arc<SharedProcessor>,
+    stats: Arc<ReflectorStats>,
+    synced: watch::Sender<bool>,
+    task: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for SharedInformer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedInformer")
+            .field("description", &self.description)
+            .field("objects", &self.store.len())
+            .field("handlers", &self.processor.len())
+            .field("synced", &self.has_synced())
+            .finish()
+    }
+}
+
+impl SharedInformer {
+    /// An informer over `api` (already scoped to a namespace or not), not yet started.
+    pub fn new(
+        api: Api<RawObject>,
+        api_resource: ApiResource,
+        description: String,
+        config: ReflectorConfig,
+        store_options: StoreOptions,
+    ) -> Arc<Self> {
+        Arc::new(SharedInformer {
+            api,
+            description,
+            config,
+            store: Arc::new(Store::new(api_resource, store_options)),
+            processor: SharedProcessor::new(),
+            stats: Arc::new(ReflectorStats::default()),
+            synced: watch::channel(false).0,
+            task: Mutex::new(None),
+        })
+    }
+
+    /// What this informer watches, for logs and errors (e.g. `apps/v1 deployments in ns`).
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    /// The cache; read it freely, it is never written from outside this informer.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Reflector counters (lists, errors, 410s, objects received).
+    pub fn stats(&self) -> &Arc<ReflectorStats> {
+        &self.stats
+    }
+
+    /// Backlog and counters of every registered handler, read now (for metrics).
+    pub fn handler_stats(&self) -> Vec<ListenerStats> {
+        self.processor.listener_stats()
+    }
+
+    /// Number of registered handlers.
+    pub fn handler_count(&self) -> usize {
+        self.processor.len()
+    }
+
+    /// Starts list/watch in the background; calling it again does nothing.
+    pub fn start(self: &Arc<Self>) {
+        let mut task = self.task.lock();
+        if task.is_some() {
+            return;
+        }
+        let me = self.clone();
+        *task = Some(tokio::spawn(async move { me.run().await }));
+    }
+
+    /// Stops list/watch; the cache and handlers stay as they are.
+    pub fn stop(&self) {
+        if let Some(t) = self.task.lock().take() {
+            t.abort();
+        }
+    }
+
+    /// Whether the first complete list has been applied.
+    pub fn has_synced(&self) -> bool {
+        *self.synced.borrow()
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced).
+    pub async fn wait_for_sync(&self) {
+        let mut rx = self.synced.subscribe();
+        let _ = rx.wait_for(|s| *s).await;
+    }
+
+    async fn run(self: Arc<Self>) {
+        let streaming = match self.config.initial_list {
+            InitialList::Streaming => true,
+            InitialList::Paginated => false,
+            InitialList::Auto => reflector::supports_streaming_lists(&self.api).await,
+        };
+        tracing::debug!(informer = %self.description, streaming, "starting list/watch");
+        let deltas = reflector::reflect(
+            self.api.clone(),
+            &self.config,
+            streaming,
+            self.stats.clone(),
+            self.description.clone(),
+        );
+        let mut deltas = std::pin::pin!(deltas);
+        while let Some(delta) = deltas.next().await {
+            self.apply(delta);
+        }
+    }
+
+    /// Applies one delta to the store and hands its events to the handlers, exactly as the
+    /// reflector does; public so recorded streams can be replayed and pipelines benchmarked.
+    pub fn apply(&self, delta: Delta) {
+        let processor = &self.processor;
+        let mut sink = |e: Event| processor.distribute(&e);
+        match delta {
+            Delta::Apply(o) => self.store.apply(o, &mut sink),
+            Delta::Delete(o) => self.store.delete(o, &mut sink),
+            Delta::Replace(objs) => {
+                let n = objs.len();
+                self.store.replace(objs, &mut sink);
+                if !self.has_synced() {
+                    tracing::info!(informer = %self.description, objects = n, "synced");
+                }
+                self.processor.mark_synced();
+                self.synced.send_replace(true);
+            }
+        }
+    }
+
+    /// Registers a handler: it first gets `Added (initial)` for every cached object, then live
+    /// events.
+    pub fn add_handler<H: Handler>(
+        self: &Arc<Self>,
+        name: &str,
+        handler: H,
+        options: HandlerOptions,
+    ) -> ListenerHandle {
+        let state = self.processor.prepare(name, options.filter);
+        let handle = self.store.read_consistent(|synced, objects| {
+            for o in objects {
+                state.offer(Event::added(o.clone(), true));
+            }
+            if synced {
+                state.mark_synced();
+            }
+            self.processor.attach(state.clone(), handler)
+        });
+        if let Some(period) = options.resync_period {
+            self.spawn_resync(&handle, period);
+        }
+        handle
+    }
+
+    fn spawn_resync(&self, handle: &ListenerHandle, period: Duration) {
+        let state = handle.state().clone();
+        let store = self.store.clone();
+        tokio::spawn(async move {
+            let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            loop {
+                ticks.tick().await;
+                if state.listener.is_closed() {
+                    break;
+                }
+                store.read_consistent(|_, objects| {
+                    for o in objects {
+                        state.offer(Event::resync(o.clone()));
+                    }
+                });
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventType;
+    use crate::processor::FnHandler;
+    use kube::core::GroupVersionKind;
+    use std::collections::HashMap;
+
+    /// An informer that is never started: tests drive `apply` directly, as the reflector would.
+    fn informer() -> Arc<SharedInformer> {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let api = Api::all_with(client, &ar);
+        SharedInformer::new(
+            api,
+            ar,
+            "test".into(),
+            ReflectorConfig::default(),
+            StoreOptions::default(),
+        )
+    }
+
+    fn cm(name: &str, rv: u64) -> RawObject {
+        serde_json::from_str(&format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}},"data":{{"v":"{rv}"}}}}"#
+        ))
+        .unwrap()
+    }
+
+    /// What a handler believes the world is, rebuilt from its events; any gap or duplicate
+    /// shows up as an event that does not fit the state before it.
+    #[derive(Default)]
+    struct Mirror {
+        objects: HashMap<String, String>,
+        violations: Vec<String>,
+        seen_end: bool,
+    }
+
+    impl Mirror {
+        fn apply(&mut self, e: &Event) {
+            let key = e.key().to_string();
+            let rv = e.object.resource_version().to_string();
+            if key == "ns/end" {
+                self.seen_end = true;
+                return;
+            }
+            match e.event_type {
+                EventType::Added => {
+                    if let Some(prev) = self.objects.insert(key.clone(), rv) {
+                        self.violations
+                            .push(format!("duplicate add of {key} (had {prev})"));
+                    }
+                }
+                EventType::Updated => {
+                    let old = e
+                        .old_object
+                        .as_ref()
+                        .map(|o| o.resource_version().to_string());
+                    let had = self.objects.insert(key.clone(), rv);
+                    if had != old {
+                        self.violations
+                            .push(format!("update of {key} from {old:?} but had {had:?}"));
+                    }
+                }
+                EventType::Deleted => {
+                    if self.objects.remove(&key).is_none() {
+                        self.violations.push(format!("delete of unknown {key}"));
+                    }
+                }
+                EventType::Resync => {}
+            }
+        }
+    }
+
+    fn mirror_handler(
+        m: Arc<parking_lot::Mutex<Mirror>>,
+        done: Arc<tokio::sync::Notify>,
+    ) -> impl Handler {
+        FnHandler(move |e: Event| {
+            let mut m = m.lock();
+            m.apply(&e);
+            if m.seen_end {
+                done.notify_one();
+            }
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn late_registration_under_concurrent_writes_has_no_gap_and_no_duplicate() {
+        let inf = informer();
+        inf.apply(Delta::Replace(
+            (0..200).map(|i| cm(&format!("k{i}"), i + 1)).collect(),
+        ));
+
+        let writer = {
+            let inf = inf.clone();
+            std::thread::spawn(move || {
+                let mut rv = 1_000u64;
+                for i in 0..40_000u64 {
+                    let name = format!("k{}", (i * 31) % 300);
+                    rv += 1;
+                    if i % 97 == 0 {
+                        inf.apply(Delta::Delete(cm(&name, rv)));
+                    } else {
+                        inf.apply(Delta::Apply(cm(&name, rv)));
+                    }
+                }
+            })
+        };
+
+        let mut handlers = Vec::new();
+        for n in 0..8 {
+            let mirror = Arc::new(parking_lot::Mutex::new(Mirror::default()));
+            let done = Arc::new(tokio::sync::Notify::new());
+            let h = inf.add_handler(
+                &format!("h{n}"),
+                mirror_handler(mirror.clone(), done.clone()),
+                HandlerOptions::default(),
+            );
+            handlers.push((h, mirror, done));
+            tokio::task::yield_now().await;
+            std::thread::sleep(Duration::from_micros(300)); // spread registrations across the writes
+        }
+        writer.join().unwrap();
+        inf.apply(Delta::Apply(cm("end", 1_000_000)));
+
+        let expected: HashMap<String, String> = inf.store().read_consistent(|_, objs| {
+            objs.filter(|o| o.name() != "end")
+                .map(|o| (o.key().to_string(), o.resource_version().to_string()))
+                .collect()
+        });
+        for (h, mirror, done) in handlers {
+            tokio::time::timeout(Duration::from_secs(30), async {
+                while !mirror.lock().seen_end {
+                    done.notified().await;
+                }
+            })
+            .await
+            .expect("handler did not reach the end marker");
+            let m = mirror.lock();
+            assert!(
+                m.violations.is_empty(),
+                "{}: {:?}",
+                h.name(),
+                &m.violations[..m.violations.len().min(5)]
+            );
+            assert_eq!(
+                m.objects,
+                expected,
+                "{} ends with the store's state",
+                h.name()
+            );
+            assert!(
+                h.is_synced(),
+                "{} was registered after sync and replayed",
+                h.name()
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stalled_handler_delays_nobody_and_stays_bounded() {
+        let inf = informer();
+        inf.apply(Delta::Replace(vec![]));
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        struct Stalled(Arc<tokio::sync::Semaphore>);
+        impl Handler for Stalled {
+            async fn handle(&mut self, _e: Event) {
+                let _ = self.0.acquire().await;
+            }
+        }
+        let stalled = inf.add_handler("stalled", Stalled(gate.clone()), HandlerOptions::default());
+        let mirror = Arc::new(parking_lot::Mutex::new(Mirror::default()));
+        let done = Arc::new(tokio::sync::Notify::new());
+        let fast = inf.add_handler(
+            "fast",
+            mirror_handler(mirror.clone(), done.clone()),
+            HandlerOptions::default(),
+        );
+        for i in 0..20_000u64 {
+            inf.apply(Delta::Apply(cm(&format!("k{}", i % 50), i + 1)));
+        }
+        inf.apply(Delta::Apply(cm("end", 1_000_000)));
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while !mirror.lock().seen_end {
+                done.notified().await;
+            }
+        })
+        .await
+        .expect("the fast handler was held up");
+        assert_eq!(mirror.lock().objects.len(), 50);
+        assert!(
+            stalled.backlog() <= 51,
+            "stalled backlog {} is bounded by keys",
+            stalled.backlog()
+        );
+        assert!(fast.is_synced());
+        gate.close();
+        stalled.remove();
+        fast.remove();
+        assert_eq!(inf.handler_count(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resync_redelivers_the_cache_per_handler() {
+        let inf = informer();
+        inf.apply(Delta::Replace(vec![cm("a", 1), cm("b", 2)]));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let h = inf.add_handler(
+            "resyncing",
+            FnHandler(move |e: Event| {
+                let _ = tx.send((e.event_type, e.object.name().to_string(), e.initial));
+            }),
+            HandlerOptions {
+                resync_period: Some(Duration::from_secs(60)),
+                ..Default::default()
+            },
+        );
+        let mut initial = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
+        initial.sort();
+        assert_eq!(
+            initial,
+            vec![
+                (EventType::Added, "a".into(), true),
+                (EventType::Added, "b".into(), true)
+            ]
+        );
+        h.wait_synced().await;
+        // Paused time jumps to the next tick as soon as everything is idle.
+        let mut resynced = vec![rx.recv().await.unwrap(), rx.recv().await.unwrap()];
+        resynced.sort();
+        assert_eq!(
+            resynced,
+            vec![
+                (EventType::Resync, "a".into(), false),
+                (EventType::Resync, "b".into(), false)
+            ]
+        );
+        // A handler without a period never gets resyncs.
+        let (tx2, mut rx2) = tokio::sync::mpsc::unbounded_channel();
+        let _quiet = inf.add_handler(
+            "quiet",
+            FnHandler(move |e: Event| {
+                let _ = tx2.send(e.event_type);
+            }),
+            HandlerOptions::default(),
+        );
+        tokio::time::sleep(Duration::from_secs(600)).await;
+        let mut kinds = Vec::new();
+        while let Ok(k) = rx2.try_recv() {
+            kinds.push(k);
+        }
+        assert_eq!(kinds, vec![EventType::Added, EventType::Added]);
+    }
+
+    #[tokio::test]
+    async fn handler_registered_before_sync_is_synced_after_the_first_list() {
+        let inf = informer();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let h = inf.add_handler(
+            "early",
+            FnHandler(move |e: Event| {
+                let _ = tx.send(e.initial);
+            }),
+            HandlerOptions::default(),
+        );
+        assert!(!h.is_synced());
+        inf.apply(Delta::Replace(vec![cm("a", 1)]));
+        h.wait_synced().await;
+        assert!(rx.recv().await.unwrap(), "first-list events are initial");
+        assert!(inf.has_synced());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_filter_hides_other_objects_in_replay_live_and_resync() {
+        let inf = informer();
+        inf.apply(Delta::Replace(vec![cm("a", 1), cm("b", 2)]));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let h = inf.add_handler(
+            "only-a",
+            FnHandler(move |e: Event| {
+                let _ = tx.send((e.event_type, e.object.name().to_string()));
+            }),
+            HandlerOptions {
+                resync_period: Some(Duration::from_secs(60)),
+                filter: Some(EventFilter::new(|o| o.name() == "a")),
+            },
+        );
+        // Received before the update so the queue cannot coalesce the two.
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Added, "a".into()));
+        inf.apply(Delta::Apply(cm("b", 3)));
+        inf.apply(Delta::Apply(cm("a", 4)));
+        inf.apply(Delta::Delete(cm("b", 5)));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Updated, "a".into()));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Resync, "a".into()));
+        assert_eq!(h.backlog(), 0, "rejected events never queue");
+    }
+}

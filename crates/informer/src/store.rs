@@ -1,0 +1,513 @@
+//! The thread-safe cache of one informer: objects by key plus their indexes (client-go's
+//! `Indexer` over a `ThreadSafeStore`).
+//!
+//! Writes come only from the informer's reflector loop, and each write hands its resulting
+//! [`Event`]s to a sink *while the write lock is still held*. Readers that must see a consistent
+//! cut together with the event stream (registering a late handler, resyncing one) run under
+//! [`Store::read_consistent`], which excludes writers; so a handler that snapshots there and then
+//! receives sink events sees every change exactly once.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::core::ApiResource;
+use parking_lot::RwLock;
+
+use super::event::Event;
+use super::index::{IndexError, IndexSpec, IndexValues, Indices, LABEL, NAMESPACE};
+use super::object::{CachedObject, ObjectKey, RawObject};
+use informant_selector::LabelSelector;
+
+/// A query against the store named something it does not have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueryError {
+    /// No index of that name is declared on this informer.
+    #[error("unknown index `{index}` (declared: {declared})")]
+    UnknownIndex {
+        /// The index asked for.
+        index: String,
+        /// Comma-separated names that do exist.
+        declared: String,
+    },
+}
+
+/// Options fixed when a store is created.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Drop `metadata.managedFields` from cached objects (default: true; they are large and
+    /// hardly any handler reads them).
+    pub strip_managed_fields: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            strip_managed_fields: true,
+        }
+    }
+}
+
+struct Entry {
+    object: Arc<CachedObject>,
+    index_values: IndexValues,
+}
+
+#[derive(Default)]
+struct Inner {
+    objects: HashMap<ObjectKey, Entry>,
+    indices: Indices,
+    synced: bool,
+}
+
+impl Inner {
+    fn insert(&mut self, key: ObjectKey, entry: Entry) -> Option<Entry> {
+        let old = self.objects.insert(key.clone(), entry);
+        let new_values = &self.objects[&key].index_values;
+        match &old {
+            // Most updates touch neither labels, owners nor indexed fields.
+            Some(old) if old.index_values == *new_values => {}
+            Some(old) => {
+                self.indices.remove(&key, &old.index_values);
+                self.indices.insert(&key, new_values);
+            }
+            None => self.indices.insert(&key, new_values),
+        }
+        old
+    }
+
+    fn remove(&mut self, key: &ObjectKey) -> Option<Entry> {
+        let old = self.objects.remove(key)?;
+        self.indices.remove(key, &old.index_values);
+        Some(old)
+    }
+}
+
+/// The cache of one informer: objects by key, indexes, and the synced flag.
+pub struct Store {
+    api_resource: ApiResource,
+    options: StoreOptions,
+    inner: RwLock<Inner>,
+}
+
+impl Store {
+    /// An empty, unsynced store for objects of `api_resource`.
+    pub fn new(api_resource: ApiResource, options: StoreOptions) -> Self {
+        Store {
+            api_resource,
+            options,
+            inner: RwLock::new(Inner::default()),
+        }
+    }
+
+    /// The resource this store caches.
+    pub fn api_resource(&self) -> &ApiResource {
+        &self.api_resource
+    }
+
+    fn freeze(&self, raw: &mut RawObject) -> CachedObject {
+        CachedObject::from_raw(raw, &self.api_resource, self.options.strip_managed_fields)
+    }
+
+    /// Applies an added or modified object; emits `Added` or `Updated`, or nothing when the
+    /// store already holds this exact resourceVersion (a watch resumed over known ground).
+    pub fn apply(&self, mut raw: RawObject, sink: &mut impl FnMut(Event)) {
+        let object = Arc::new(self.freeze(&mut raw));
+        let mut inner = self.inner.write();
+        if let Some(cur) = inner.objects.get(object.key())
+            && cur.object.resource_version() == object.resource_version()
+        {
+            return;
+        }
+        let index_values = inner.indices.compute(&raw, &object);
+        let key = object.key().clone();
+        let entry = Entry {
+            object: object.clone(),
+            index_values,
+        };
+        match inner.insert(key, entry) {
+            Some(old) => sink(Event::updated(old.object, object)),
+            None => sink(Event::added(object, false)),
+        }
+    }
+
+    /// Applies a delete carrying the object's final state; unknown keys are ignored, as
+    /// client-go's DeltaFIFO does, since no handler ever saw them.
+    pub fn delete(&self, mut raw: RawObject, sink: &mut impl FnMut(Event)) {
+        let object = Arc::new(self.freeze(&mut raw));
+        let mut inner = self.inner.write();
+        if inner.remove(object.key()).is_some() {
+            sink(Event::deleted(object, false));
+        }
+    }
+
+    /// Replaces the whole content with a fresh list, emitting the difference: `Added` for new
+    /// keys, `Updated` for changed resourceVersions, `Deleted` with final-state-unknown for keys
+    /// that vanished. The first replace marks the store synced and its events `initial`.
+    pub fn replace(&self, raws: Vec<RawObject>, sink: &mut impl FnMut(Event)) {
+        // Serialization is the expensive part: do it before taking the lock.
+        let frozen: Vec<(RawObject, Arc<CachedObject>)> = raws
+            .into_iter()
+            .map(|mut raw| {
+                let obj = Arc::new(self.freeze(&mut raw));
+                (raw, obj)
+            })
+            .collect();
+        let mut inner = self.inner.write();
+        let initial = !inner.synced;
+        let mut listed: HashSet<ObjectKey> = HashSet::with_capacity(frozen.len());
+        for (raw, object) in frozen {
+            let key = object.key().clone();
+            listed.insert(key.clone());
+            if let Some(cur) = inner.objects.get(&key)
+                && cur.object.resource_version() == object.resource_version()
+            {
+                continue;
+            }
+            let index_values = inner.indices.compute(&raw, &object);
+            let entry = Entry {
+                object: object.clone(),
+                index_values,
+            };
+            match inner.insert(key, entry) {
+                Some(old) => sink(Event::updated(old.object, object)),
+                None => sink(Event::added(object, initial)),
+            }
+        }
+        let vanished: Vec<ObjectKey> = inner
+            .objects
+            .keys()
+            .filter(|k| !listed.contains(*k))
+            .cloned()
+            .collect();
+        for key in vanished {
+            if let Some(old) = inner.remove(&key) {
+                sink(Event::deleted(old.object, true));
+            }
+        }
+        inner.synced = true;
+    }
+
+    /// Whether the first full list has been applied.
+    pub fn has_synced(&self) -> bool {
+        self.inner.read().synced
+    }
+
+    /// Number of cached objects.
+    pub fn len(&self) -> usize {
+        self.inner.read().objects.len()
+    }
+
+    /// Whether the cache is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The object under `namespace/name` (or `name` when cluster-scoped).
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
+        self.get_key(&ObjectKey::new(namespace, name))
+    }
+
+    /// The object under a key.
+    pub fn get_key(&self, key: &ObjectKey) -> Option<Arc<CachedObject>> {
+        self.inner.read().objects.get(key).map(|e| e.object.clone())
+    }
+
+    /// Objects in `namespace` (all when `None`) matching `selector`.
+    ///
+    /// Narrows through the namespace or label index when it can, so the cost follows the
+    /// smaller candidate set rather than the cache size.
+    pub fn list(
+        &self,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+    ) -> Vec<Arc<CachedObject>> {
+        let inner = self.inner.read();
+        let mut lookups: Vec<(Option<usize>, String)> = Vec::new();
+        if let Some(ns) = namespace {
+            lookups.push((inner.indices.position(NAMESPACE), ns.to_string()));
+        }
+        let label_idx = inner.indices.position(LABEL);
+        lookups.extend(
+            selector
+                .required_pairs()
+                .map(|(k, v)| (label_idx, format!("{k}={v}"))),
+        );
+        let mut candidates: Option<&HashSet<ObjectKey>> = None;
+        for (idx, value) in &lookups {
+            match idx.and_then(|i| inner.indices.lookup(i, value)) {
+                // A required value no object has: nothing can match.
+                None => return Vec::new(),
+                Some(set) if candidates.is_none_or(|c| set.len() < c.len()) => {
+                    candidates = Some(set)
+                }
+                Some(_) => {}
+            }
+        }
+        let keep = |o: &CachedObject| {
+            namespace.is_none_or(|ns| o.namespace() == Some(ns)) && selector.matches(|k| o.label(k))
+        };
+        match candidates {
+            Some(keys) => keys
+                .iter()
+                .filter_map(|k| inner.objects.get(k))
+                .filter(|e| keep(&e.object))
+                .map(|e| e.object.clone())
+                .collect(),
+            None => inner
+                .objects
+                .values()
+                .filter(|e| keep(&e.object))
+                .map(|e| e.object.clone())
+                .collect(),
+        }
+    }
+
+    /// Objects whose index `index` has value `value`; costs O(matches).
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<CachedObject>>, QueryError> {
+        let inner = self.inner.read();
+        let idx = inner
+            .indices
+            .position(index)
+            .ok_or_else(|| QueryError::UnknownIndex {
+                index: index.to_string(),
+                declared: inner.indices.names().collect::<Vec<_>>().join(", "),
+            })?;
+        Ok(inner
+            .indices
+            .lookup(idx, value)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| inner.objects.get(k).map(|e| e.object.clone()))
+            .collect())
+    }
+
+    /// Declares an index; a no-op if the same name already has the same spec, an error if it
+    /// has a different one. Existing objects are indexed now (one JSON parse each).
+    pub fn add_index(&self, name: &str, spec: IndexSpec) -> Result<(), IndexError> {
+        let mut inner = self.inner.write();
+        if let Some(existing) = inner.indices.spec(name) {
+            if *existing == spec {
+                return Ok(());
+            }
+            return Err(IndexError {
+                name: name.to_string(),
+                path: format!("{spec:?}"),
+                reason: format!("already declared with a different definition ({existing:?})"),
+            });
+        }
+        let inner = &mut *inner;
+        let keys: Vec<ObjectKey> = inner.objects.keys().cloned().collect();
+        let values = inner
+            .indices
+            .add(name, spec, keys.iter().map(|k| &*inner.objects[k].object));
+        for (key, vals) in keys.iter().zip(values) {
+            if let Some(entry) = inner.objects.get_mut(key) {
+                let mut all = std::mem::take(&mut entry.index_values).into_vec();
+                all.push(vals);
+                entry.index_values = all.into_boxed_slice();
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `f` over every cached object while writers are excluded, so that whatever `f`
+    /// enqueues is ordered exactly between the writes before and after it.
+    /// `f` also learns whether the store has synced, consistently with the objects it sees.
+    pub fn read_consistent<R>(
+        &self,
+        f: impl FnOnce(bool, &mut dyn Iterator<Item = &Arc<CachedObject>>) -> R,
+    ) -> R {
+        let inner = self.inner.read();
+        let mut iter = inner.objects.values().map(|e| &e.object);
+        f(inner.synced, &mut iter)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventType;
+    use kube::core::GroupVersionKind;
+
+    fn store() -> Store {
+        Store::new(
+            ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")),
+            StoreOptions::default(),
+        )
+    }
+
+    fn pod(ns: &str, name: &str, rv: u32, labels: &str, owner: Option<&str>) -> RawObject {
+        let owners = owner
+            .map(|o| format!(r#","ownerReferences":[{{"apiVersion":"v1","kind":"X","name":"o","uid":"{o}"}}]"#))
+            .unwrap_or_default();
+        let json = format!(
+            r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","uid":"uid-{name}","resourceVersion":"{rv}","labels":{{{labels}}}{owners}}},"spec":{{"nodeName":"node-{rv}"}}}}"#
+        );
+        serde_json::from_str(&json).unwrap()
+    }
+
+    fn collect(f: impl FnOnce(&mut dyn FnMut(Event))) -> Vec<(EventType, String, bool)> {
+        let mut out = Vec::new();
+        f(&mut |e: Event| out.push((e.event_type, e.key().to_string(), e.final_state_unknown)));
+        out.sort_by(|a, b| a.1.cmp(&b.1));
+        out
+    }
+
+    fn names(v: Vec<Arc<CachedObject>>) -> Vec<String> {
+        let mut n: Vec<String> = v.iter().map(|o| o.key().to_string()).collect();
+        n.sort();
+        n
+    }
+
+    fn sel(s: &str) -> LabelSelector {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn indexes_follow_add_update_delete_and_label_changes() {
+        let s = store();
+        let mut sink = |_e: Event| {};
+        s.apply(pod("a", "p1", 1, r#""app":"web""#, Some("rs1")), &mut sink);
+        s.apply(pod("a", "p2", 2, r#""app":"db""#, Some("rs1")), &mut sink);
+        s.apply(pod("b", "p3", 3, r#""app":"web""#, None), &mut sink);
+        assert_eq!(
+            names(s.by_index("label", "app=web").unwrap()),
+            ["a/p1", "b/p3"]
+        );
+        assert_eq!(names(s.by_index("owner", "rs1").unwrap()), ["a/p1", "a/p2"]);
+        assert_eq!(
+            names(s.by_index("namespace", "a").unwrap()),
+            ["a/p1", "a/p2"]
+        );
+
+        // Label change moves the key between index values; owner removed.
+        s.apply(pod("a", "p1", 4, r#""app":"db""#, None), &mut sink);
+        assert_eq!(names(s.by_index("label", "app=web").unwrap()), ["b/p3"]);
+        assert_eq!(
+            names(s.by_index("label", "app=db").unwrap()),
+            ["a/p1", "a/p2"]
+        );
+        assert_eq!(names(s.by_index("owner", "rs1").unwrap()), ["a/p2"]);
+
+        // Update that keeps a value must keep it indexed.
+        s.apply(pod("a", "p2", 5, r#""app":"db""#, Some("rs1")), &mut sink);
+        assert_eq!(names(s.by_index("owner", "rs1").unwrap()), ["a/p2"]);
+
+        s.delete(pod("a", "p2", 6, r#""app":"db""#, Some("rs1")), &mut sink);
+        assert!(s.by_index("owner", "rs1").unwrap().is_empty());
+        assert_eq!(names(s.by_index("label", "app=db").unwrap()), ["a/p1"]);
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn field_index_added_late_and_maintained() {
+        let s = store();
+        let mut sink = |_e: Event| {};
+        s.apply(pod("a", "p1", 1, "", None), &mut sink);
+        s.add_index("node", IndexSpec::field("node", "spec.nodeName").unwrap())
+            .unwrap();
+        assert_eq!(names(s.by_index("node", "node-1").unwrap()), ["a/p1"]);
+        s.apply(pod("a", "p1", 2, "", None), &mut sink);
+        s.apply(pod("a", "p9", 2, "", None), &mut sink);
+        assert!(s.by_index("node", "node-1").unwrap().is_empty());
+        assert_eq!(
+            names(s.by_index("node", "node-2").unwrap()),
+            ["a/p1", "a/p9"]
+        );
+        // Same definition again is fine; a different one is refused.
+        s.add_index("node", IndexSpec::field("node", "spec.nodeName").unwrap())
+            .unwrap();
+        let err = s
+            .add_index("node", IndexSpec::field("node", "spec.other").unwrap())
+            .unwrap_err();
+        assert!(err.reason.contains("already declared"));
+        let err = s.by_index("nodes", "x").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown index `nodes` (declared: namespace, label, owner, node)"
+        );
+    }
+
+    #[test]
+    fn list_by_namespace_and_selector() {
+        let s = store();
+        let mut sink = |_e: Event| {};
+        s.apply(
+            pod("a", "p1", 1, r#""app":"web","tier":"fe""#, None),
+            &mut sink,
+        );
+        s.apply(pod("a", "p2", 2, r#""app":"web""#, None), &mut sink);
+        s.apply(
+            pod("b", "p3", 3, r#""app":"web","tier":"fe""#, None),
+            &mut sink,
+        );
+        assert_eq!(names(s.list(None, &sel(""))), ["a/p1", "a/p2", "b/p3"]);
+        assert_eq!(names(s.list(Some("a"), &sel("app=web"))), ["a/p1", "a/p2"]);
+        assert_eq!(names(s.list(Some("a"), &sel("tier"))), ["a/p1"]);
+        assert_eq!(names(s.list(None, &sel("app=web,!tier"))), ["a/p2"]);
+        assert_eq!(
+            names(s.list(None, &sel("tier in (fe),app"))),
+            ["a/p1", "b/p3"]
+        );
+        assert!(s.list(Some("zzz"), &sel("")).is_empty());
+        assert!(s.list(None, &sel("app=nope")).is_empty());
+    }
+
+    #[test]
+    fn replace_diffs_against_the_store() {
+        let s = store();
+        let first = collect(|sink| {
+            s.replace(
+                vec![
+                    pod("a", "keep", 1, "", None),
+                    pod("a", "change", 1, "", None),
+                    pod("a", "gone", 1, "", None),
+                ],
+                &mut |e| sink(e),
+            )
+        });
+        assert!(s.has_synced());
+        assert_eq!(first.len(), 3);
+        assert!(first.iter().all(|(t, _, _)| *t == EventType::Added));
+
+        let mut initial_flags = Vec::new();
+        let events = collect(|sink| {
+            s.replace(
+                vec![
+                    pod("a", "keep", 1, "", None),
+                    pod("a", "change", 2, "", None),
+                    pod("a", "new", 3, "", None),
+                ],
+                &mut |e| {
+                    initial_flags.push(e.initial);
+                    sink(e)
+                },
+            )
+        });
+        assert_eq!(
+            events,
+            vec![
+                (EventType::Updated, "a/change".to_string(), false),
+                (EventType::Deleted, "a/gone".to_string(), true),
+                (EventType::Added, "a/new".to_string(), false),
+            ]
+        );
+        assert!(
+            initial_flags.iter().all(|i| !i),
+            "only the first list is initial"
+        );
+        assert!(s.get(Some("a"), "gone").is_none());
+        assert_eq!(s.get(Some("a"), "change").unwrap().resource_version(), "2");
+    }
+
+    #[test]
+    fn same_resource_version_is_not_an_event_and_unknown_deletes_are_ignored() {
+        let s = store();
+        let events = collect(|sink| {
+            s.apply(pod("a", "p", 1, "", None), &mut |e| sink(e));
+            s.apply(pod("a", "p", 1, "", None), &mut |e| sink(e));
+            s.delete(pod("a", "ghost", 1, "", None), &mut |e| sink(e));
+        });
+        assert_eq!(events, vec![(EventType::Added, "a/p".to_string(), false)]);
+    }
+}

@@ -1,0 +1,341 @@
+//! Plugin manifests (`NAME.toml` beside `NAME.wasm`): what a plugin watches, its limits, its config.
+//!
+//! The one parser the host's loader, `informant check`, `replay` and the Rust SDK's native test
+//! harness share, so a manifest the host loads is one a plugin's unit tests accept, and the
+//! other way round.
+//!
+//! Validated while deserializing: unknown fields are refused, selectors and index paths are
+//! parsed, so every error names the file, the field (with TOML line and column) and the reason.
+//!
+//! ```toml
+//! description = "one line"          # optional
+//! resync-seconds = 300              # optional; absent or 0 = no resync
+//! [limits]                          # optional; clamped by the host's ceilings
+//! memory-mib = 32
+//! deadline-ms = 200
+//! [[watch]]                         # one or more
+//! api-version = "apps/v1"
+//! kind = "ReplicaSet"
+//! namespace = "default"             # optional
+//! label-selector = "app=web"        # optional
+//! [watch.indexes]                   # optional extra field indexes: name = JSON field path
+//! by-node = "spec.nodeName"
+//! [config]                          # free table handed to the plugin's init as JSON
+//! ignore-status = true
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+pub use informant_selector::{FieldPath, LabelSelector};
+
+pub mod toml_error;
+
+/// Index names the host builds in for every resource; a manifest cannot declare them.
+pub const BUILTIN_INDEXES: [&str; 3] = ["namespace", "label", "owner"];
+
+/// A manifest that could not be read or is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// The file could not be read.
+    #[error("manifest `{path}`: {source}")]
+    Io {
+        /// The manifest file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TOML is malformed or a field is invalid; the message names field, line and column.
+    #[error("manifest `{path}`: {message}")]
+    Invalid {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong, where.
+        message: String,
+    },
+}
+
+/// A validated `apiVersion`, `GROUP/VERSION` or `VERSION`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
+#[serde(try_from = "String")]
+pub struct ApiVersion(String);
+
+impl ApiVersion {
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    /// (group, version); the group is empty for core.
+    pub fn split(&self) -> (&str, &str) {
+        self.0.split_once('/').unwrap_or(("", &self.0))
+    }
+}
+
+impl TryFrom<String> for ApiVersion {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        let ok_part = |p: &str| {
+            !p.is_empty()
+                && p.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
+        };
+        let valid = match s.split_once('/') {
+            Some((g, v)) => ok_part(g) && ok_part(v),
+            None => ok_part(&s),
+        };
+        if valid {
+            Ok(ApiVersion(s))
+        } else {
+            Err(format!(
+                "invalid api-version `{s}` (expected GROUP/VERSION, or VERSION for core)"
+            ))
+        }
+    }
+}
+
+/// A label selector checked while deserializing.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct SelectorText(pub String);
+
+impl TryFrom<String> for SelectorText {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        LabelSelector::parse(&s).map_err(|e| e.to_string())?;
+        Ok(SelectorText(s))
+    }
+}
+
+/// A field path checked while deserializing.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct FieldPathText(pub FieldPath);
+
+impl TryFrom<String> for FieldPathText {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+            .map(FieldPathText)
+            .map_err(|reason| format!("invalid field path `{s}`: {reason}"))
+    }
+}
+
+/// One resource a plugin watches.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Watch {
+    /// `GROUP/VERSION`, or `VERSION` for core.
+    pub api_version: ApiVersion,
+    /// The kind, e.g. `Deployment`.
+    pub kind: String,
+    /// Only this namespace.
+    pub namespace: Option<String>,
+    /// Only objects matching this label selector.
+    pub label_selector: Option<SelectorText>,
+    /// Extra field indexes, name -> JSON field path.
+    #[serde(default)]
+    pub indexes: BTreeMap<String, FieldPathText>,
+}
+
+impl Watch {
+    /// The label selector's text, if any.
+    pub fn label_selector(&self) -> Option<&str> {
+        self.label_selector.as_ref().map(|s| s.0.as_str())
+    }
+
+    /// The declared field indexes: name and parsed path.
+    pub fn field_indexes(&self) -> impl Iterator<Item = (&str, &FieldPath)> {
+        self.indexes.iter().map(|(n, p)| (n.as_str(), &p.0))
+    }
+}
+
+/// Limits a plugin asks for; the host clamps them to its ceilings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Limits {
+    /// Linear memory cap in MiB.
+    pub memory_mib: Option<u32>,
+    /// Per-event deadline in milliseconds.
+    pub deadline_ms: Option<u32>,
+}
+
+/// A plugin's manifest.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Manifest {
+    /// One line about the plugin.
+    pub description: Option<String>,
+    /// Re-deliver the cache as `resync` events this often (seconds; 0 = never).
+    pub resync_seconds: Option<u64>,
+    /// Limits.
+    #[serde(default)]
+    pub limits: Limits,
+    /// What to watch.
+    pub watch: Vec<Watch>,
+    /// Handed to `init` as JSON.
+    #[serde(default)]
+    pub config: toml::Table,
+    /// Only read to refuse it with a reason better than "unknown field".
+    #[serde(default, rename = "tenant")]
+    tenant_claim: Option<toml::Value>,
+}
+
+impl Manifest {
+    /// Parses manifest text; `path` is only for messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Manifest, ManifestError> {
+        let invalid = |message: String| ManifestError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let mut manifest: Manifest = toml_error::from_str(text).map_err(invalid)?;
+        if manifest.tenant_claim.is_some() {
+            return Err(invalid(
+                "field `tenant`: a plugin's tenant is the directory it sits in, never its \
+                 manifest; remove the field"
+                    .into(),
+            ));
+        }
+        if manifest.watch.is_empty() {
+            return Err(invalid(
+                "field `watch`: at least one [[watch]] table is required".into(),
+            ));
+        }
+        for (i, w) in manifest.watch.iter_mut().enumerate() {
+            if w.kind.is_empty() {
+                return Err(invalid(format!(
+                    "field `watch[{i}].kind`: must not be empty"
+                )));
+            }
+            if w.indexes.contains_key("") {
+                return Err(invalid(format!(
+                    "field `watch[{i}].indexes`: an index name must not be empty"
+                )));
+            }
+            if let Some(name) = w
+                .indexes
+                .keys()
+                .find(|n| BUILTIN_INDEXES.contains(&n.as_str()))
+            {
+                return Err(invalid(format!(
+                    "field `watch[{i}].indexes.{name}`: `{name}` is a built-in index; choose another name"
+                )));
+            }
+        }
+        for (field, value) in [
+            ("limits.memory-mib", manifest.limits.memory_mib),
+            ("limits.deadline-ms", manifest.limits.deadline_ms),
+        ] {
+            if value == Some(0) {
+                return Err(invalid(format!("field `{field}`: must be greater than 0")));
+            }
+        }
+        Ok(manifest)
+    }
+
+    /// Reads and parses a manifest file.
+    pub fn load(path: &Path) -> Result<Manifest, ManifestError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+
+    /// The resync period, if any.
+    pub fn resync_period(&self) -> Option<Duration> {
+        self.resync_seconds
+            .filter(|s| *s > 0)
+            .map(Duration::from_secs)
+    }
+
+    /// `config` as JSON text for `init`.
+    pub fn config_json(&self) -> String {
+        serde_json::to_string(&self.config).unwrap_or_else(|_| "{}".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Manifest, String> {
+        Manifest::parse(text, Path::new("plugins/demo.toml")).map_err(|e| e.to_string())
+    }
+
+    const GOOD: &str = r#"
+description = "demo"
+resync-seconds = 30
+[limits]
+memory-mib = 16
+deadline-ms = 50
+[[watch]]
+api-version = "apps/v1"
+kind = "Deployment"
+namespace = "default"
+label-selector = "app in (web,db)"
+[watch.indexes]
+by-node = "spec.nodeName"
+[config]
+ignore-status = true
+"#;
+
+    #[test]
+    fn parses_a_full_manifest() {
+        let m = parse(GOOD).unwrap();
+        assert_eq!(m.resync_period(), Some(Duration::from_secs(30)));
+        assert_eq!(m.limits.memory_mib, Some(16));
+        assert_eq!(m.watch[0].api_version.split(), ("apps", "v1"));
+        assert_eq!(m.watch[0].field_indexes().next().unwrap().0, "by-node");
+        assert_eq!(m.config_json(), r#"{"ignore-status":true}"#);
+    }
+
+    #[test]
+    fn errors_name_file_field_and_position() {
+        for (text, needles) in [
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\ncolour = \"red\"\n",
+                &["plugins/demo.toml", "line 4", "unknown field `colour`"][..],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nlabel-selector = \"app in (web\"\n",
+                &["line 4", "invalid label selector `app in (web`"],
+            ),
+            (
+                "[[watch]]\napi-version = \"a/b/c\"\nkind = \"Pod\"\n",
+                &["line 2", "invalid api-version `a/b/c`"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[watch.indexes]\nx = \"spec..a\"\n",
+                &["line 5", "invalid field path `spec..a`"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[watch.indexes]\nlabel = \"spec.a\"\n",
+                &["watch[0].indexes", "built-in"],
+            ),
+            (
+                "[limits]\nmemory-mib = -1\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+                &["line 2", "field `limits.memory-mib`", "expected u32"],
+            ),
+            (
+                "[limits]\ndeadline-ms = 0\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+                &["limits.deadline-ms", "greater than 0"],
+            ),
+            (
+                "tenant = \"b\"\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+                &["field `tenant`", "the directory it sits in"],
+            ),
+            ("description = \"x\"\n", &["missing field `watch`"]),
+            ("watch = []\n", &["at least one [[watch]]"]),
+            ("[[watch]\n", &["line 1"]),
+        ] {
+            let err = parse(text).unwrap_err();
+            for n in needles {
+                assert!(err.contains(n), "`{text}` -> `{err}` lacks `{n}`");
+            }
+        }
+    }
+}

@@ -1,0 +1,369 @@
+//! The host config file, `informant.toml`: plugin limits and tenants with their grants.
+//!
+//! Validated while reading: unknown keys, malformed globs and resources, limits that are not
+//! positive, defaults above ceilings and namespaces granted to two tenants are refused, each
+//! error naming the file, the key and the reason. A [`ConfigWatcher`] applies changes to the file
+//! without a restart.
+//!
+//! ```toml
+//! operator-plugins = true      # top-level plugins run with full access (default: false here;
+//!                              # without any config file they do)
+//! [limits]                     # defaults and ceilings for what manifests ask
+//! default-memory-mib = 64
+//! max-memory-mib = 256
+//! default-deadline-ms = 200
+//! max-deadline-ms = 10000
+//!
+//! [tenants.team-a]             # plugins in PLUGINS_DIR/team-a/
+//! namespaces = ["team-a", "team-a-*"]       # exact names and globs (`*`, `?`)
+//! resources = ["v1/ConfigMap", "apps/v1/*"] # APIVERSION/KIND, APIVERSION/*, or "*" (default)
+//! cluster-scoped = false       # cluster-scoped objects visible (default false)
+//! max-plugins = 10             # default 10
+//! max-memory-mib = 64          # per plugin; default: the host ceiling
+//! max-deadline-ms = 500        # per event; default: the host ceiling
+//! events-per-second = 1000     # shared by the tenant's plugins; default: unlimited
+//! ```
+
+mod watch;
+
+pub use watch::ConfigWatcher;
+
+use std::collections::BTreeMap;
+use std::num::NonZeroU32;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::Deserialize;
+
+use crate::plugin::HostConfig;
+use crate::tenancy::{Budget, Grant, NamespacePattern, ResourceRule, Tenancy, TenantPolicy};
+
+/// Plugins a tenant may run when its table does not say.
+pub const DEFAULT_MAX_PLUGINS: u32 = 10;
+
+/// `informant.toml` could not be read or is invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("config `{path}`: {source}")]
+    Io {
+        /// The config file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A key is unknown or its value invalid; the message names the key and the reason.
+    #[error("config `{path}`: {message}")]
+    Invalid {
+        /// The config file.
+        path: PathBuf,
+        /// What is wrong, where.
+        message: String,
+    },
+}
+
+/// A whole number greater than zero, refused with a clear message otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "i64")]
+struct Positive(NonZeroU32);
+
+impl TryFrom<i64> for Positive {
+    type Error = String;
+    fn try_from(n: i64) -> Result<Self, String> {
+        u32::try_from(n)
+            .ok()
+            .and_then(NonZeroU32::new)
+            .map(Positive)
+            .ok_or_else(|| format!("must be a whole number from 1 to {}, got {n}", u32::MAX))
+    }
+}
+
+impl Positive {
+    fn get(self) -> u32 {
+        self.0.get()
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct File {
+    operator_plugins: Option<bool>,
+    #[serde(default)]
+    limits: FileLimits,
+    #[serde(default)]
+    tenants: BTreeMap<String, FileTenant>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileLimits {
+    default_memory_mib: Option<Positive>,
+    max_memory_mib: Option<Positive>,
+    default_deadline_ms: Option<Positive>,
+    max_deadline_ms: Option<Positive>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileTenant {
+    #[serde(default)]
+    namespaces: Vec<NamespacePattern>,
+    resources: Option<Vec<ResourceRule>>,
+    #[serde(default)]
+    cluster_scoped: bool,
+    max_plugins: Option<Positive>,
+    max_memory_mib: Option<Positive>,
+    max_deadline_ms: Option<Positive>,
+    events_per_second: Option<Positive>,
+}
+
+/// Reads and validates `informant.toml` into the host's plugin settings.
+pub fn load(path: &Path) -> Result<HostConfig, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Parses config text; `path` is only for messages.
+pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
+    let invalid = |message: String| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        message,
+    };
+    let file: File = informant_manifest::toml_error::from_str(text).map_err(invalid)?;
+    let mut host = HostConfig::default();
+    let l = &file.limits;
+    for (value, slot) in [
+        (l.default_memory_mib, &mut host.default_memory_mib),
+        (l.max_memory_mib, &mut host.max_memory_mib),
+        (l.default_deadline_ms, &mut host.default_deadline_ms),
+        (l.max_deadline_ms, &mut host.max_deadline_ms),
+    ] {
+        if let Some(v) = value {
+            *slot = v.get();
+        }
+    }
+    for (default, max, what) in [
+        (host.default_memory_mib, host.max_memory_mib, "memory-mib"),
+        (
+            host.default_deadline_ms,
+            host.max_deadline_ms,
+            "deadline-ms",
+        ),
+    ] {
+        if default > max {
+            return Err(invalid(format!(
+                "key `limits.default-{what}`: {default} is above `limits.max-{what}` ({max})"
+            )));
+        }
+    }
+    let mut tenants = BTreeMap::new();
+    let mut claimed: Vec<(&str, &NamespacePattern)> = Vec::new();
+    for (name, t) in &file.tenants {
+        let key = |k: &str| format!("key `tenants.{name}.{k}`");
+        check_tenant_name(name)
+            .map_err(|why| invalid(format!("table `[tenants.{name}]`: {why}")))?;
+        if t.namespaces.is_empty() && !t.cluster_scoped {
+            return Err(invalid(format!(
+                "table `[tenants.{name}]`: grants nothing: give `namespaces` or `cluster-scoped = true`"
+            )));
+        }
+        for p in &t.namespaces {
+            if let Some((other, q)) = claimed.iter().find(|(_, q)| p.overlaps(q)) {
+                let whose = if *other == name.as_str() {
+                    "its own".to_string()
+                } else {
+                    format!("tenant `{other}`'s")
+                };
+                return Err(invalid(format!(
+                    "{}: `{}` overlaps {whose} `{}`: a namespace may be granted once, to one tenant",
+                    key("namespaces"),
+                    p.as_str(),
+                    q.as_str()
+                )));
+            }
+            claimed.push((name, p));
+        }
+        for (value, ceiling, what) in [
+            (t.max_memory_mib, host.max_memory_mib, "max-memory-mib"),
+            (t.max_deadline_ms, host.max_deadline_ms, "max-deadline-ms"),
+        ] {
+            if let Some(v) = value
+                && v.get() > ceiling
+            {
+                return Err(invalid(format!(
+                    "{}: {} is above the host's `limits.{what}` ({ceiling})",
+                    key(what),
+                    v.get()
+                )));
+            }
+        }
+        let resources = t
+            .resources
+            .clone()
+            .unwrap_or_else(|| vec![ResourceRule::try_from("*".to_string()).expect("valid")]);
+        let policy = TenantPolicy {
+            grant: Arc::new(Grant::new(
+                name,
+                t.namespaces.clone(),
+                resources,
+                t.cluster_scoped,
+            )),
+            max_plugins: t.max_plugins.map_or(DEFAULT_MAX_PLUGINS, Positive::get) as usize,
+            max_memory_mib: t.max_memory_mib.map(Positive::get),
+            max_deadline_ms: t.max_deadline_ms.map(Positive::get),
+            budget: t.events_per_second.map(|r| Budget::per_second(r.0)),
+        };
+        tenants.insert(name.clone(), Arc::new(policy));
+    }
+    host.tenancy = Tenancy::new(file.operator_plugins.unwrap_or(false), tenants);
+    Ok(host)
+}
+
+/// A tenant is a directory name: keep it to what is safe and unambiguous on every system.
+fn check_tenant_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && !name.starts_with(['.', '-'])
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "tenant name `{name}` must be a directory name of lowercase letters, digits, `-`, `_` \
+             or `.`, not starting with `.` or `-`, at most 63 characters"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<HostConfig, String> {
+        super::parse(text, Path::new("/etc/informant.toml")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_full_config_parses_with_defaults_filled() {
+        let c = parse(
+            r#"
+operator-plugins = true
+[limits]
+max-memory-mib = 128
+[tenants.team-a]
+namespaces = ["team-a", "team-a-*"]
+resources = ["v1/ConfigMap", "apps/v1/*"]
+max-plugins = 2
+max-memory-mib = 32
+events-per-second = 100
+[tenants.ops]
+cluster-scoped = true
+"#,
+        )
+        .unwrap();
+        assert_eq!(c.max_memory_mib, 128);
+        assert_eq!(
+            c.default_deadline_ms,
+            HostConfig::default().default_deadline_ms
+        );
+        let a = c.tenancy.policy("team-a").unwrap();
+        assert_eq!(a.max_plugins, 2);
+        assert_eq!(a.max_memory_mib, Some(32));
+        assert_eq!(a.budget.as_ref().unwrap().rate().get(), 100);
+        assert!(a.grant.allows_namespace(Some("team-a-dev")));
+        assert!(!a.grant.allows_namespace(Some("team-b")));
+        assert!(a.grant.allows_resource("apps", "v1", "StatefulSet"));
+        assert!(!a.grant.allows_resource("", "v1", "Secret"));
+        let ops = c.tenancy.policy("ops").unwrap();
+        assert_eq!(ops.max_plugins, DEFAULT_MAX_PLUGINS as usize);
+        assert!(ops.grant.allows_resource("", "v1", "Node"));
+        assert!(ops.grant.allows_namespace(None));
+        assert!(!ops.grant.allows_namespace(Some("team-a")));
+        assert!(c.tenancy.policy("").is_ok());
+        assert!(c.tenancy.policy("nobody").is_err());
+    }
+
+    #[test]
+    fn operator_plugins_need_the_config_to_say_so() {
+        let c = parse("[tenants.a]\nnamespaces = [\"a\"]\n").unwrap();
+        let e = c.tenancy.policy("").unwrap_err().to_string();
+        assert!(e.contains("operator-plugins = true"), "{e}");
+        // Without any config file, the single-user default applies.
+        assert!(HostConfig::default().tenancy.policy("").is_ok());
+    }
+
+    #[test]
+    fn bad_input_names_the_key_and_the_reason() {
+        for (text, needles) in [
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\ncolour = 1\n",
+                &["/etc/informant.toml", "line 3", "unknown field `colour`"][..],
+            ),
+            ("verbose = true\n", &["unknown field `verbose`"]),
+            (
+                "[tenants.a]\nnamespaces = [\"team_[a]\"]\n",
+                &[
+                    "line 2",
+                    "tenants.a.namespaces",
+                    "bad namespace glob `team_[a]`",
+                ],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nresources = [\"ConfigMap\"]\n",
+                &["line 3", "bad resource `ConfigMap`"],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"team-a\"]\n[tenants.b]\nnamespaces = [\"team-*\"]\n",
+                &[
+                    "key `tenants.b.namespaces`",
+                    "`team-*` overlaps tenant `a`'s `team-a`",
+                ],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"x-*\", \"x-1\"]\n",
+                &["tenants.a.namespaces", "overlaps its own"],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nmax-memory-mib = -5\n",
+                &[
+                    "line 3",
+                    "tenants.a.max-memory-mib",
+                    "whole number from 1",
+                    "got -5",
+                ],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nmax-plugins = 0\n",
+                &["tenants.a.max-plugins", "got 0"],
+            ),
+            (
+                "[limits]\ndefault-deadline-ms = 500\nmax-deadline-ms = 100\n",
+                &[
+                    "limits.default-deadline-ms",
+                    "above `limits.max-deadline-ms`",
+                ],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nmax-deadline-ms = 99999\n",
+                &["tenants.a.max-deadline-ms", "above the host's"],
+            ),
+            ("[tenants.a]\n", &["[tenants.a]", "grants nothing"]),
+            (
+                "[tenants.\"../b\"]\nnamespaces = [\"a\"]\n",
+                &["tenant name `../b`"],
+            ),
+            ("[tenants.a\n", &["line 1"]),
+        ] {
+            let err = parse(text).unwrap_err();
+            for n in needles {
+                assert!(err.contains(n), "`{text}` -> `{err}` lacks `{n}`");
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+//! `informant new NAME`: a plugin crate on `informant-sdk` with its manifest `NAME.toml` and a
+//! passing unit test, from the templates in `host/templates/plugin/`.
+//!
+//! The SDK dependency: `informant-sdk` is not published to a registry, so by default the crate
+//! depends on the SDK source this binary was built from, by path (relative when the crate sits
+//! in the same tree, e.g. `plugins/` of this repository; absolute otherwise), and copies that
+//! workspace's `Cargo.lock`, pinning the dependency versions the SDK is tested with. A binary
+//! installed without its source falls back to a version requirement on `informant-sdk`. The
+//! crate is a workspace of its own (an empty `[workspace]` table), so it builds standalone and
+//! also when created inside another workspace's directory.
+
+use std::path::{Component, Path, PathBuf};
+
+use super::DevLoopError;
+
+const CARGO_TOML: &str = include_str!("../../templates/plugin/Cargo.toml.tmpl");
+const LIB_RS: &str = include_str!("../../templates/plugin/lib.rs.tmpl");
+const MANIFEST: &str = include_str!("../../templates/plugin/manifest.toml.tmpl");
+const GITIGNORE: &str = include_str!("../../templates/plugin/gitignore.tmpl");
+
+/// How the new crate depends on the SDK.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SdkDependency {
+    /// `informant-sdk = { path = ... }`: the SDK source directory.
+    Path(PathBuf),
+    /// `informant-sdk = "..."`: a version requirement.
+    Version(String),
+}
+
+impl SdkDependency {
+    /// The SDK source this binary was built from, if it is still there; else this version.
+    pub fn detect() -> SdkDependency {
+        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk");
+        match std::fs::canonicalize(&source) {
+            Ok(p) if p.join("Cargo.toml").is_file() => SdkDependency::Path(p),
+            _ => SdkDependency::Version(env!("CARGO_PKG_VERSION").to_string()),
+        }
+    }
+}
+
+/// A crate written by [`scaffold`].
+#[derive(Debug, Clone)]
+pub struct Scaffold {
+    /// The crate's directory.
+    pub dir: PathBuf,
+    /// The SDK dependency it was given.
+    pub sdk: SdkDependency,
+    /// Whether a `Cargo.lock` was copied from the SDK's workspace.
+    pub pinned: bool,
+}
+
+/// Writes a new plugin crate `NAME` under `parent` (`parent/NAME/`): `Cargo.toml`,
+/// `NAME.toml`, `src/lib.rs` with unit tests, `.gitignore`. Refuses an existing non-empty
+/// directory and names that are not valid crate names.
+pub fn scaffold(name: &str, parent: &Path, sdk: SdkDependency) -> Result<Scaffold, DevLoopError> {
+    check_name(name).map_err(|r| DevLoopError::Scaffold(format!("plugin name `{name}`: {r}")))?;
+    let dir = parent.join(name);
+    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(DevLoopError::Scaffold(format!(
+            "`{}` already exists and is not empty",
+            dir.display()
+        )));
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DevLoopError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir.join("src")).map_err(io(&dir))?;
+    let abs_dir = std::fs::canonicalize(&dir).map_err(io(&dir))?;
+    let dependency = match &sdk {
+        SdkDependency::Path(p) => {
+            let shown = relative(&abs_dir, p).unwrap_or_else(|| p.clone());
+            format!(
+                "informant-sdk = {{ path = {} }}",
+                toml_string(&shown.to_string_lossy())
+            )
+        }
+        SdkDependency::Version(v) => format!("informant-sdk = {}", toml_string(v)),
+    };
+    let struct_name: String = name
+        .split(['-', '_'])
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    let fill = |t: &str| {
+        t.replace("{{name}}", name)
+            .replace("{{struct_name}}", &struct_name)
+            .replace("{{sdk_dependency}}", &dependency)
+    };
+    let files = [
+        (dir.join("Cargo.toml"), fill(CARGO_TOML)),
+        (dir.join(format!("{name}.toml")), fill(MANIFEST)),
+        (dir.join("src/lib.rs"), fill(LIB_RS)),
+        (dir.join(".gitignore"), GITIGNORE.to_string()),
+    ];
+    for (path, text) in files {
+        std::fs::write(&path, text).map_err(io(&path))?;
+    }
+    let mut pinned = false;
+    if let SdkDependency::Path(p) = &sdk
+        && let Some(lock) = p.parent().map(|w| w.join("Cargo.lock"))
+        && lock.is_file()
+    {
+        let to = dir.join("Cargo.lock");
+        std::fs::copy(&lock, &to).map_err(io(&to))?;
+        pinned = true;
+    }
+    Ok(Scaffold { dir, sdk, pinned })
+}
+
+/// Cargo's rules, narrowed to what also makes a good file and plugin name.
+fn check_name(name: &str) -> Result<(), &'static str> {
+    let mut chars = name.chars();
+    if !chars.next().is_some_and(|c| c.is_ascii_lowercase()) {
+        return Err("must start with a lowercase ASCII letter");
+    }
+    if !chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_') {
+        return Err("may only hold lowercase ASCII letters, digits, `-` and `_`");
+    }
+    if name.len() > 64 {
+        return Err("must be at most 64 characters");
+    }
+    if [
+        "test",
+        "core",
+        "std",
+        "alloc",
+        "proc_macro",
+        "self",
+        "crate",
+        "super",
+    ]
+    .contains(&name)
+    {
+        return Err("is reserved by Rust");
+    }
+    Ok(())
+}
+
+/// `to` relative to `from` when they share more than the filesystem root.
+fn relative(from: &Path, to: &Path) -> Option<PathBuf> {
+    let (f, t): (Vec<Component>, Vec<Component>) =
+        (from.components().collect(), to.components().collect());
+    let common = f.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    if common <= 1 {
+        return None;
+    }
+    let mut out = PathBuf::new();
+    for _ in common..f.len() {
+        out.push("..");
+    }
+    for c in &t[common..] {
+        out.push(c);
+    }
+    Some(out)
+}
+
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_a_crate_with_a_relative_sdk_path_inside_one_tree() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(root.join("sdk")).unwrap();
+        std::fs::write(root.join("Cargo.lock"), "# lock\n").unwrap();
+        let s = scaffold(
+            "my-hook",
+            &root.join("plugins"),
+            SdkDependency::Path(root.join("sdk")),
+        )
+        .unwrap();
+        let cargo = std::fs::read_to_string(s.dir.join("Cargo.toml")).unwrap();
+        assert!(
+            cargo.contains(r#"informant-sdk = { path = "../../sdk" }"#),
+            "{cargo}"
+        );
+        assert!(cargo.contains(r#"name = "my-hook""#));
+        let lib = std::fs::read_to_string(s.dir.join("src/lib.rs")).unwrap();
+        assert!(lib.contains("pub struct MyHook") && lib.contains("../my-hook.toml"));
+        assert!(s.dir.join("my-hook.toml").is_file() && s.pinned);
+        let manifest = std::fs::read_to_string(s.dir.join("my-hook.toml")).unwrap();
+        crate::plugin::Manifest::parse(&manifest, Path::new("my-hook.toml")).unwrap();
+        // Not over an existing crate.
+        let again = scaffold("my-hook", &root.join("plugins"), s.sdk.clone());
+        assert!(again.unwrap_err().to_string().contains("not empty"));
+    }
+
+    #[test]
+    fn refuses_bad_names() {
+        let d = tempfile::tempdir().unwrap();
+        for bad in ["", "My", "1st", "a b", "test"] {
+            let err = scaffold(bad, d.path(), SdkDependency::Version("0.1.0".into()));
+            assert!(
+                err.unwrap_err().to_string().contains("plugin name"),
+                "{bad}"
+            );
+        }
+    }
+}

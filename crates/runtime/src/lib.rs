@@ -1,0 +1,34 @@
+//! Informant: a Kubernetes event-hook runtime.
+//!
+//! Where things live:
+//! - [`informer`]: shared informers, indexers and the SharedProcessor for any resource
+//!   (reflector -> store -> processor -> per-handler listener).
+//! - [`tenancy`]: tenant grants and quotas, applied to plugin loads, events and cache queries.
+//! - [`plugin`]: the WebAssembly plugin runtime (manifests, engine, WIT host, supervision).
+//! - [`config`]: the host config file `informant.toml` (limits, tenants).
+//! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/plugins`), reading
+//!   the informers and plugins from above.
+//! - [`leader`]: leader election through a coordination.k8s.io Lease (active/standby replicas).
+//! - [`devloop`]: `informant dev` with plugin sources (build, watch, rebuild) and `informant new`.
+//! - [`replay`]: recording live event streams and replaying them offline into one plugin.
+//! - [`runtime`]: the startup wiring `informant run` and `dev` use ([`runtime::Runtime`],
+//!   [`runtime::Replica`] with leader election), so tests start exactly what the binary starts.
+//!
+//! The informers are the `informant-informer` crate (re-exported as [`informer`]), plugin
+//! manifests `informant-manifest` ([`manifest`]), selectors and field paths
+//! `informant-selector` ([`selector`]); the embedded API server is `informant-devserver`. The
+//! `informant` binary (crate `informant`) is a thin CLI over these.
+#![warn(missing_docs)]
+
+pub mod admin;
+pub mod config;
+pub mod devloop;
+pub mod leader;
+pub mod plugin;
+pub mod replay;
+pub mod runtime;
+pub mod tenancy;
+
+pub use informant_informer as informer;
+pub use informant_manifest as manifest;
+pub use informant_selector as selector;

@@ -1,0 +1,347 @@
+//! The host side of the WIT contract: bindings, per-instance state, and the `cache` and `log`
+//! imports.
+//!
+//! `cache` answers from the informer stores the plugin's manifest names, through its tenant's
+//! grant, and nothing else; the [`CacheView`] is the whole of what a plugin can see.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::broadcast;
+use wasmtime::component::ResourceTable;
+use wasmtime::{StoreLimits, StoreLimitsBuilder};
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+use crate::informer::{CachedObject, Store};
+use crate::selector::LabelSelector;
+use crate::tenancy::Grant;
+
+/// Generated from `wit/`: the contract's types and traits, hidden behind the re-exports below.
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "plugin",
+    });
+}
+
+use bindings::informant;
+pub use bindings::{Plugin, PluginPre};
+pub use informant::plugin::log::Level;
+pub use informant::plugin::types::{
+    Event as WitEvent, EventType as WitEventType, ObjectMeta as WitObjectMeta, QueryError,
+    Resource as WitResource,
+};
+
+impl From<&kube::core::ApiResource> for WitResource {
+    /// How a plugin names a resolved resource.
+    fn from(ar: &kube::core::ApiResource) -> Self {
+        WitResource {
+            group: ar.group.clone(),
+            version: ar.version.clone(),
+            kind: ar.kind.clone(),
+        }
+    }
+}
+
+/// `(group, version, kind)`: how a plugin names a resource in queries.
+pub type Gvk = (String, String, String);
+
+/// The informer stores one plugin may query, by resource, seen through its tenant's grant.
+///
+/// A query naming a namespace (or, with none, a cluster-scoped object) outside the grant is
+/// `forbidden` whether or not anything is there; broad lists and index lookups return only
+/// objects inside the grant, so nothing about the rest — not even how many — shows.
+#[derive(Clone)]
+pub struct CacheView {
+    stores: HashMap<Gvk, Vec<Arc<Store>>>,
+    grant: Arc<Grant>,
+}
+
+impl Default for CacheView {
+    /// An empty view with the operator's (full) grant.
+    fn default() -> Self {
+        CacheView::new(Arc::new(Grant::full()))
+    }
+}
+
+impl CacheView {
+    /// An empty view limited to `grant`.
+    pub fn new(grant: Arc<Grant>) -> Self {
+        CacheView {
+            stores: HashMap::new(),
+            grant,
+        }
+    }
+
+    /// Adds a store (a plugin may watch one resource in several scopes).
+    pub fn add(&mut self, store: Arc<Store>) {
+        let ar = store.api_resource();
+        let gvk = (ar.group.clone(), ar.version.clone(), ar.kind.clone());
+        let stores = self.stores.entry(gvk).or_default();
+        if !stores.iter().any(|s| Arc::ptr_eq(s, &store)) {
+            stores.push(store);
+        }
+    }
+
+    fn stores(&self, r: &WitResource) -> Result<&[Arc<Store>], QueryError> {
+        let gvk = (r.group.clone(), r.version.clone(), r.kind.clone());
+        self.stores.get(&gvk).map(Vec::as_slice).ok_or_else(|| {
+            let api_version = if r.group.is_empty() {
+                r.version.clone()
+            } else {
+                format!("{}/{}", r.group, r.version)
+            };
+            QueryError::NotWatched(format!(
+                "`{api_version}` `{}` is not watched by this plugin: add it to the manifest's [[watch]]",
+                r.kind
+            ))
+        })
+    }
+
+    /// One object, from whichever scope holds it.
+    pub fn get(
+        &self,
+        r: &WitResource,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<CachedObject>>, QueryError> {
+        let stores = self.stores(r)?;
+        self.grant
+            .check_namespace(namespace)
+            .map_err(QueryError::Forbidden)?;
+        Ok(stores.iter().find_map(|s| s.get(namespace, name)))
+    }
+
+    /// Objects matching namespace and selector, once each across scopes.
+    pub fn list(
+        &self,
+        r: &WitResource,
+        namespace: Option<&str>,
+        selector: Option<&str>,
+    ) -> Result<Vec<Arc<CachedObject>>, QueryError> {
+        let stores = self.stores(r)?;
+        if namespace.is_some() {
+            self.grant
+                .check_namespace(namespace)
+                .map_err(QueryError::Forbidden)?;
+        }
+        let selector = match selector {
+            Some(s) => {
+                LabelSelector::parse(s).map_err(|e| QueryError::BadSelector(e.to_string()))?
+            }
+            None => LabelSelector::default(),
+        };
+        if let (None, Some(namespaces)) = (namespace, self.grant.exact_namespaces()) {
+            // Ask the namespace index for each granted namespace rather than filter them all.
+            let selector = &selector;
+            return Ok(self.visible(
+                namespaces
+                    .into_iter()
+                    .flat_map(|ns| stores.iter().flat_map(move |s| s.list(Some(ns), selector))),
+            ));
+        }
+        Ok(self.visible(stores.iter().flat_map(|s| s.list(namespace, &selector))))
+    }
+
+    /// Objects under an index value, once each across scopes.
+    pub fn by_index(
+        &self,
+        r: &WitResource,
+        index: &str,
+        value: &str,
+    ) -> Result<Vec<Arc<CachedObject>>, QueryError> {
+        let mut all = Vec::new();
+        for s in self.stores(r)? {
+            all.extend(
+                s.by_index(index, value)
+                    .map_err(|e| QueryError::UnknownIndex(e.to_string()))?,
+            );
+        }
+        Ok(self.visible(all.into_iter()))
+    }
+
+    /// The objects inside the grant, once each (a plugin may watch a resource in two scopes).
+    fn visible(&self, objs: impl Iterator<Item = Arc<CachedObject>>) -> Vec<Arc<CachedObject>> {
+        let mut seen = std::collections::HashSet::new();
+        objs.filter(|o| self.grant.allows(o) && seen.insert(o.key().clone()))
+            .collect()
+    }
+}
+
+/// One line a plugin logged, as broadcast to subscribers (tests, `replay`).
+#[derive(Debug, Clone)]
+pub struct PluginLog {
+    /// The plugin's name.
+    pub plugin: Arc<str>,
+    /// Its tenant (empty for the operator's top-level plugins).
+    pub tenant: Arc<str>,
+    /// Severity.
+    pub level: Level,
+    /// The message.
+    pub message: String,
+}
+
+/// Per-instance state inside the wasmtime `Store`.
+pub struct State {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    pub(crate) limits: StoreLimits,
+    plugin: Arc<str>,
+    tenant: Arc<str>,
+    cache: Arc<CacheView>,
+    logs: broadcast::Sender<PluginLog>,
+}
+
+impl State {
+    /// Fresh state: a WASI context granting nothing, a memory cap, the plugin's cache view.
+    pub fn new(
+        plugin: Arc<str>,
+        tenant: Arc<str>,
+        memory_bytes: usize,
+        cache: Arc<CacheView>,
+        logs: broadcast::Sender<PluginLog>,
+    ) -> Self {
+        State {
+            // No preopened dirs, env, args or sockets; stdio discarded: `log` is the only voice.
+            wasi: WasiCtx::builder().build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(memory_bytes)
+                .instances(32)
+                .tables(64)
+                .memories(32)
+                .trap_on_grow_failure(true)
+                .build(),
+            plugin,
+            tenant,
+            cache,
+            logs,
+        }
+    }
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl informant::plugin::types::Host for State {}
+
+impl informant::plugin::cache::Host for State {
+    fn get(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        name: String,
+    ) -> Result<Option<String>, QueryError> {
+        Ok(self
+            .cache
+            .get(&r, namespace.as_deref(), &name)?
+            .map(|o| o.json().to_string()))
+    }
+
+    fn list(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        label_selector: Option<String>,
+    ) -> Result<Vec<String>, QueryError> {
+        let objs = self
+            .cache
+            .list(&r, namespace.as_deref(), label_selector.as_deref())?;
+        Ok(objs.iter().map(|o| o.json().to_string()).collect())
+    }
+
+    fn by_index(
+        &mut self,
+        r: WitResource,
+        index: String,
+        value: String,
+    ) -> Result<Vec<String>, QueryError> {
+        let objs = self.cache.by_index(&r, &index, &value)?;
+        Ok(objs.iter().map(|o| o.json().to_string()).collect())
+    }
+}
+
+impl informant::plugin::log::Host for State {
+    fn log(&mut self, level: Level, message: String) {
+        let (plugin, tenant) = (&*self.plugin, &*self.tenant);
+        match level {
+            Level::Trace => tracing::trace!(plugin, tenant, "{message}"),
+            Level::Debug => tracing::debug!(plugin, tenant, "{message}"),
+            Level::Info => tracing::info!(plugin, tenant, "{message}"),
+            Level::Warn => tracing::warn!(plugin, tenant, "{message}"),
+            Level::Error => tracing::error!(plugin, tenant, "{message}"),
+        }
+        // Nobody listening is the normal case outside tests and replay.
+        let _ = self.logs.send(PluginLog {
+            plugin: self.plugin.clone(),
+            tenant: self.tenant.clone(),
+            level,
+            message,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::informer::{RawObject, StoreOptions};
+    use crate::tenancy::{NamespacePattern, ResourceRule};
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    fn store() -> Arc<Store> {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let store = Arc::new(Store::new(ar, StoreOptions::default()));
+        for (ns, name, team) in [("a", "1", "x"), ("a-dev", "2", "x"), ("b", "3", "x")] {
+            let raw: RawObject = serde_json::from_str(&format!(
+                r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","resourceVersion":"1","labels":{{"team":"{team}"}}}}}}"#
+            ))
+            .unwrap();
+            store.apply(raw, &mut |_| {});
+        }
+        store
+    }
+
+    fn view(patterns: &[&str]) -> CacheView {
+        let namespaces = patterns
+            .iter()
+            .map(|p| NamespacePattern::try_from(p.to_string()).unwrap())
+            .collect();
+        let all = vec![ResourceRule::try_from("*".to_string()).unwrap()];
+        let mut v = CacheView::new(Arc::new(Grant::new("t", namespaces, all, false)));
+        v.add(store());
+        v
+    }
+
+    fn names(objs: Vec<Arc<CachedObject>>) -> Vec<String> {
+        let mut n: Vec<String> = objs.iter().map(|o| o.key().to_string()).collect();
+        n.sort();
+        n
+    }
+
+    #[test]
+    fn broad_lists_answer_the_same_through_exact_names_and_globs() {
+        let r = WitResource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let want = vec!["a-dev/2".to_string(), "a/1".to_string()];
+        for v in [view(&["a", "a-dev"]), view(&["a", "a-*"])] {
+            assert_eq!(names(v.list(&r, None, None).unwrap()), want);
+            assert_eq!(names(v.list(&r, None, Some("team=x")).unwrap()), want);
+            assert_eq!(names(v.by_index(&r, "label", "team=x").unwrap()), want);
+            assert!(matches!(
+                v.list(&r, Some("b"), None),
+                Err(QueryError::Forbidden(_))
+            ));
+        }
+    }
+}

@@ -1,0 +1,860 @@
+//! The plugin directory: `NAME.wasm` + `NAME.toml` at the top level (the operator's plugins) or in
+//! `TENANT/` subdirectories; reconciled against what is loaded, so the same code serves the first
+//! load and every hot reload.
+//!
+//! Contract of a reconcile:
+//! - New plugins are loaded, get `init`, a replay of the cache, then live events.
+//! - A changed plugin (wasm or manifest bytes) is fully loaded first; if that fails the old
+//!   version keeps running and the error names the file and the reason. If it succeeds, the old
+//!   version is unregistered and its in-flight event finished before the new one is registered:
+//!   no key's event reaches both versions after the swap.
+//! - A removed plugin is unregistered; informers nobody uses any more are released.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use sha2::{Digest, Sha256};
+use tokio::sync::{Mutex, broadcast};
+
+use super::PluginError;
+use super::admission::{Admitted, WatchFacts, admit, describe};
+use super::engine::PluginEngine;
+use super::host::{CacheView, PluginLog, WitResource};
+use super::instance::InstanceSpec;
+use super::manifest::{Manifest, ManifestError};
+use super::supervisor::{PluginState, RestartPolicy, Supervisor};
+use crate::informer::{
+    EventFilter, HandlerOptions, InformerFactory, ListenerGauges, ListenerHandle, SharedInformer,
+};
+use crate::tenancy::{Budgeted, Tenancy, TenantPolicy};
+
+/// How long a reconcile waits for a plugin's informers to sync before registering it anyway.
+const SYNC_WAIT: Duration = Duration::from_secs(30);
+
+/// Host-wide plugin settings: defaults and ceilings for what manifests ask.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Memory cap when a manifest names none (MiB).
+    pub default_memory_mib: u32,
+    /// Highest memory cap a manifest may get (MiB).
+    pub max_memory_mib: u32,
+    /// Deadline when a manifest names none (ms).
+    pub default_deadline_ms: u32,
+    /// Longest deadline a manifest may get (ms).
+    pub max_deadline_ms: u32,
+    /// Restart and quarantine policy.
+    pub restart: RestartPolicy,
+    /// Plugin log lines buffered for slow subscribers before they miss some.
+    pub log_buffer: usize,
+    /// Tenants, their grants and quotas; whether top-level plugins run.
+    pub tenancy: Tenancy,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            default_memory_mib: 64,
+            max_memory_mib: 256,
+            default_deadline_ms: 200,
+            max_deadline_ms: 10_000,
+            restart: RestartPolicy::default(),
+            log_buffer: 4096,
+            tenancy: Tenancy::default(),
+        }
+    }
+}
+
+/// Which plugin: its tenant (empty for top-level plugins) and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct PluginId {
+    /// The subdirectory it sits in, or empty.
+    pub tenant: String,
+    /// The file stem.
+    pub name: String,
+}
+
+impl PluginId {
+    /// Stands for a whole directory in errors: the plugins directory (`tenant` empty) or a
+    /// tenant's.
+    pub fn directory(tenant: &str) -> Self {
+        PluginId {
+            tenant: tenant.to_string(),
+            name: "*".into(),
+        }
+    }
+}
+
+impl std::fmt::Display for PluginId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.tenant.is_empty() {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "{}/{}", self.tenant, self.name)
+        }
+    }
+}
+
+/// A plugin found on disk, with the bytes read (and checked) during the scan: the load uses
+/// these, never the files again, so what was checked is what runs.
+#[derive(Debug, Clone)]
+struct Found {
+    wasm: PathBuf,
+    manifest: PathBuf,
+    wasm_bytes: Arc<[u8]>,
+    manifest_bytes: Arc<[u8]>,
+    fingerprint: String,
+}
+
+struct Loaded {
+    supervisor: Arc<Supervisor>,
+    fingerprint: String,
+    handles: Vec<(Arc<SharedInformer>, ListenerHandle)>,
+    /// What it was admitted under; a config reload that changes either re-admits it.
+    policy: Arc<TenantPolicy>,
+    config: Arc<HostConfig>,
+}
+
+/// A running plugin: its supervisor (counters, state) and its queues' figures summed over the
+/// informers it watches.
+#[derive(Clone)]
+pub struct RunningPlugin {
+    /// Which plugin.
+    pub id: PluginId,
+    /// Its supervisor.
+    pub supervisor: Arc<Supervisor>,
+    /// Events offered to its queues, before coalescing.
+    pub received: u64,
+    /// Events queued and not yet handled.
+    pub backlog: usize,
+}
+
+/// One plugin's status, for `/plugins` and logs.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PluginStatus {
+    /// Name.
+    pub name: String,
+    /// Tenant (empty for the operator's).
+    pub tenant: String,
+    /// sha256 of the wasm.
+    pub version: String,
+    /// Running, backing off or quarantined.
+    pub state: PluginState,
+    /// Events handled.
+    pub handled: u64,
+    /// Events failed.
+    pub failed: u64,
+    /// Events queued across its handlers.
+    pub backlog: usize,
+    /// The most recent failure.
+    pub last_error: Option<String>,
+}
+
+/// What a reconcile did.
+#[derive(Debug, Default)]
+pub struct ReconcileReport {
+    /// Plugins loaded for the first time.
+    pub loaded: Vec<PluginId>,
+    /// Plugins swapped to a new version.
+    pub replaced: Vec<PluginId>,
+    /// Plugins unregistered.
+    pub removed: Vec<PluginId>,
+    /// Plugins that could not be loaded (an older version may still run).
+    pub errors: Vec<(PluginId, PluginError)>,
+    /// Set by [`crate::config::ConfigWatcher`] when a changed `informant.toml` was refused (the
+    /// previous config stays in force): the file, the key and the reason.
+    pub config_error: Option<String>,
+}
+
+/// Loads plugins from a directory and keeps them registered with the informers.
+pub struct PluginHost {
+    dir: PathBuf,
+    engine: Arc<PluginEngine>,
+    factory: Arc<InformerFactory>,
+    /// Replaced whole by [`PluginHost::set_config`]; each reconcile works from one snapshot.
+    config: RwLock<Arc<HostConfig>>,
+    logs: broadcast::Sender<PluginLog>,
+    loaded: Mutex<BTreeMap<PluginId, Loaded>>,
+    /// What is running, republished after every change to `loaded`: readers (status, the
+    /// admin endpoints) never wait for a reconcile, which holds `loaded` while plugins load.
+    running: RwLock<BTreeMap<PluginId, Running>>,
+}
+
+/// A running plugin as readers see it.
+#[derive(Clone)]
+struct Running {
+    supervisor: Arc<Supervisor>,
+    queues: Vec<ListenerGauges>,
+}
+
+impl PluginHost {
+    /// A host for the plugins in `dir`; nothing is loaded until [`reconcile`](Self::reconcile).
+    pub fn new(
+        dir: PathBuf,
+        engine: Arc<PluginEngine>,
+        factory: Arc<InformerFactory>,
+        config: HostConfig,
+    ) -> Self {
+        PluginHost {
+            dir,
+            engine,
+            factory,
+            logs: broadcast::channel(config.log_buffer.max(1)).0,
+            config: RwLock::new(Arc::new(config)),
+            loaded: Mutex::new(BTreeMap::new()),
+            running: RwLock::new(BTreeMap::new()),
+        }
+    }
+
+    /// Broadcasts plugins' log lines on `logs` instead of a channel of the host's own, so a
+    /// subscriber can exist before anything loads.
+    pub fn with_logs(mut self, logs: broadcast::Sender<PluginLog>) -> Self {
+        self.logs = logs;
+        self
+    }
+
+    /// Makes `loaded` what readers see.
+    fn publish(&self, loaded: &BTreeMap<PluginId, Loaded>) {
+        *self.running.write() = loaded
+            .iter()
+            .map(|(id, l)| {
+                let queues = l.handles.iter().map(|(_, h)| h.gauges()).collect();
+                let supervisor = l.supervisor.clone();
+                (id.clone(), Running { supervisor, queues })
+            })
+            .collect();
+    }
+
+    /// The host config plugins are admitted under.
+    pub fn config(&self) -> Arc<HostConfig> {
+        self.config.read().clone()
+    }
+
+    /// Takes the limits and tenants of a reloaded `informant.toml`; the next reconcile re-admits
+    /// exactly the plugins whose tenant policy or the host limits changed. Settings the file
+    /// does not hold (restart policy, log buffer) stay. Refused, keeping the old config, when it
+    /// allows more memory per plugin than the engine's slots were sized for at start.
+    pub fn set_config(&self, new: HostConfig) -> Result<(), String> {
+        let slot_mib = self.engine.options().max_memory_bytes >> 20;
+        if new.max_memory_mib as usize > slot_mib {
+            return Err(format!(
+                "key `limits.max-memory-mib`: {} is above the {slot_mib} MiB the plugin engine was \
+                 started with; raising it needs a restart",
+                new.max_memory_mib
+            ));
+        }
+        let mut current = self.config.write();
+        let mut next = HostConfig {
+            default_memory_mib: new.default_memory_mib,
+            max_memory_mib: new.max_memory_mib,
+            default_deadline_ms: new.default_deadline_ms,
+            max_deadline_ms: new.max_deadline_ms,
+            tenancy: new.tenancy,
+            ..(**current).clone()
+        };
+        next.tenancy.keep_unchanged(&current.tenancy);
+        *current = Arc::new(next);
+        Ok(())
+    }
+
+    /// The plugins directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The supervisor of a running plugin; never waits for a reconcile in progress.
+    pub fn supervisor(&self, id: &PluginId) -> Option<Arc<Supervisor>> {
+        self.running.read().get(id).map(|r| r.supervisor.clone())
+    }
+
+    /// Every line plugins log from now on.
+    pub fn subscribe_logs(&self) -> broadcast::Receiver<PluginLog> {
+        self.logs.subscribe()
+    }
+
+    /// Every running plugin with its supervisor and queue figures, read in one go; never waits
+    /// for a reconcile in progress.
+    pub fn running(&self) -> Vec<RunningPlugin> {
+        self.running
+            .read()
+            .iter()
+            .map(|(id, r)| RunningPlugin {
+                id: id.clone(),
+                supervisor: r.supervisor.clone(),
+                received: r.queues.iter().map(ListenerGauges::received).sum(),
+                backlog: r.queues.iter().map(ListenerGauges::backlog).sum(),
+            })
+            .collect()
+    }
+
+    /// Status of every running plugin; never waits for a reconcile in progress.
+    pub fn status(&self) -> Vec<PluginStatus> {
+        self.running()
+            .into_iter()
+            .map(|r| PluginStatus {
+                version: r.supervisor.version().to_string(),
+                state: r.supervisor.state(),
+                handled: r.supervisor.handled(),
+                failed: r.supervisor.failed(),
+                backlog: r.backlog,
+                last_error: r.supervisor.last_error(),
+                name: r.id.name,
+                tenant: r.id.tenant,
+            })
+            .collect()
+    }
+
+    /// Brings the loaded plugins in line with the directory.
+    pub async fn reconcile(&self) -> ReconcileReport {
+        let mut report = ReconcileReport::default();
+        let found = match scan(&self.dir) {
+            Ok(f) => f,
+            Err(e) => {
+                report.errors.push((PluginId::directory(""), e));
+                return report;
+            }
+        };
+        let config = self.config();
+        let mut loaded = self.loaded.lock().await;
+        let gone: Vec<PluginId> = loaded
+            .keys()
+            .filter(|id| !found.contains_key(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            if let Some(old) = loaded.remove(&id) {
+                self.publish(&loaded);
+                self.unregister(old).await;
+                tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin removed");
+                report.removed.push(id);
+            }
+        }
+        for (id, f) in found {
+            let found_err = |e| (id.clone(), e);
+            let policy = config.tenancy.policy(&id.tenant);
+            // Whether a running version was admitted under the policy and limits now in force.
+            let admitted_now = |l: &Loaded| {
+                policy.as_ref().is_ok_and(|p| Arc::ptr_eq(&l.policy, p))
+                    && same_limits(&l.config, &config)
+            };
+            let f = match f {
+                Ok(f) => f,
+                Err(e) => {
+                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
+                        .await;
+                    report.errors.push(found_err(e));
+                    continue;
+                }
+            };
+            let refused = |reason: String| PluginError::Refused {
+                plugin: id.to_string(),
+                path: f.wasm.clone(),
+                reason,
+            };
+            let policy = match &policy {
+                Ok(p) => p.clone(),
+                Err(denied) => {
+                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
+                        .await;
+                    report.errors.push(found_err(refused(denied.to_string())));
+                    continue;
+                }
+            };
+            if loaded
+                .get(&id)
+                .is_some_and(|l| l.fingerprint == f.fingerprint && admitted_now(l))
+            {
+                continue;
+            }
+            let running = loaded.keys().filter(|k| k.tenant == id.tenant).count();
+            if !loaded.contains_key(&id) && running >= policy.max_plugins {
+                let reason = format!(
+                    "tenant `{}` already runs its maximum of {} plugins (`max-plugins` in informant.toml)",
+                    id.tenant, policy.max_plugins
+                );
+                tracing::error!(plugin = %id.name, tenant = %id.tenant, "{reason}");
+                report.errors.push(found_err(refused(reason)));
+                continue;
+            }
+            match self.prepare(&id, &f, &policy, &config).await {
+                Ok(Prepared {
+                    supervisor,
+                    watches,
+                    resync,
+                    filter,
+                }) => {
+                    self.wait_synced(&id, &watches).await;
+                    let replaced = match loaded.remove(&id) {
+                        Some(old) => {
+                            self.publish(&loaded);
+                            self.unregister(old).await;
+                            true
+                        }
+                        None => false,
+                    };
+                    let handles = watches
+                        .into_iter()
+                        .map(|(informer, resource)| {
+                            let options = HandlerOptions {
+                                resync_period: resync,
+                                filter: filter.clone(),
+                            };
+                            let (name, handler) = (id.to_string(), supervisor.handler(resource));
+                            let h = match &policy.budget {
+                                Some(b) => informer.add_handler(
+                                    &name,
+                                    Budgeted::new(b.clone(), handler),
+                                    options,
+                                ),
+                                None => informer.add_handler(&name, handler, options),
+                            };
+                            (informer, h)
+                        })
+                        .collect();
+                    tracing::info!(plugin = %id.name, tenant = %id.tenant, version = &supervisor.version()[..12], replaced, "plugin loaded");
+                    loaded.insert(
+                        id.clone(),
+                        Loaded {
+                            supervisor,
+                            fingerprint: f.fingerprint,
+                            handles,
+                            policy,
+                            config: config.clone(),
+                        },
+                    );
+                    self.publish(&loaded);
+                    if replaced {
+                        report.replaced.push(id);
+                    } else {
+                        report.loaded.push(id);
+                    }
+                }
+                Err(e) => {
+                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
+                        .await;
+                    let kept = loaded.contains_key(&id);
+                    tracing::error!(plugin = %id.name, tenant = %id.tenant, error = %e, kept_old_version = kept, "plugin not loaded");
+                    report.errors.push((id, e));
+                }
+            }
+        }
+        report
+    }
+
+    /// When `id`'s new version could not be loaded: its running version keeps running only if
+    /// it was admitted under the policy and limits in force (just its files changed). One loaded
+    /// under a grant or limits a config reload has since changed must not outlive them.
+    async fn drop_stale(
+        &self,
+        loaded: &mut BTreeMap<PluginId, Loaded>,
+        id: &PluginId,
+        admitted_now: impl Fn(&Loaded) -> bool,
+        report: &mut ReconcileReport,
+    ) {
+        if loaded.get(id).is_some_and(|l| !admitted_now(l))
+            && let Some(old) = loaded.remove(id)
+        {
+            self.publish(loaded);
+            self.unregister(old).await;
+            tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin removed: the config it was admitted under changed");
+            report.removed.push(id.clone());
+        }
+    }
+
+    /// Unregisters every plugin.
+    pub async fn shutdown(&self) {
+        let mut loaded = self.loaded.lock().await;
+        self.running.write().clear();
+        for (_, l) in std::mem::take(&mut *loaded) {
+            self.unregister(l).await;
+        }
+    }
+
+    /// Starts the plugin's informers and waits (bounded) until all have synced, so its replay
+    /// sees every cache it may query complete — a cross-kind check made during the replay must
+    /// not find a half-listed kind.
+    async fn wait_synced(&self, id: &PluginId, watches: &[(Arc<SharedInformer>, WitResource)]) {
+        self.factory.start();
+        let all = futures::future::join_all(watches.iter().map(|(i, _)| i.wait_for_sync()));
+        if tokio::time::timeout(SYNC_WAIT, all).await.is_err() {
+            let pending: Vec<&str> = watches
+                .iter()
+                .filter(|(i, _)| !i.has_synced())
+                .map(|(i, _)| i.description())
+                .collect();
+            tracing::warn!(plugin = %id, ?pending, "informers not synced yet; registering the plugin anyway");
+        }
+    }
+
+    /// Unregisters a version and releases its claims on informers (an informer a replacement
+    /// has already claimed keeps running).
+    async fn unregister(&self, old: Loaded) {
+        for (informer, handle) in old.handles {
+            handle.shutdown().await;
+            self.factory.release(&informer);
+        }
+    }
+
+    /// Loads and starts one plugin version without registering it anywhere yet.
+    async fn prepare(
+        &self,
+        id: &PluginId,
+        found: &Found,
+        policy: &TenantPolicy,
+        config: &HostConfig,
+    ) -> Result<Prepared, PluginError> {
+        let manifest = std::str::from_utf8(&found.manifest_bytes)
+            .map_err(|e| ManifestError::Invalid {
+                path: found.manifest.clone(),
+                message: format!("not UTF-8 text: {e}"),
+            })
+            .and_then(|text| Manifest::parse(text, &found.manifest))
+            .map_err(|source| PluginError::Manifest {
+                plugin: id.to_string(),
+                source,
+            })?;
+        let mut resolved = Vec::new();
+        for (index, w) in manifest.watch.iter().enumerate() {
+            let r = self
+                .factory
+                .resolve(w.api_version.as_str(), &w.kind)
+                .await
+                .map_err(|source| PluginError::Watch {
+                    plugin: id.to_string(),
+                    index,
+                    source,
+                })?;
+            resolved.push(r);
+        }
+        let facts: Vec<WatchFacts> = resolved
+            .iter()
+            .map(|r| WatchFacts {
+                group: r.api_resource.group.clone(),
+                version: r.api_resource.version.clone(),
+                kind: r.api_resource.kind.clone(),
+                namespaced: Some(r.namespaced),
+            })
+            .collect();
+        let Admitted {
+            memory_mib,
+            deadline_ms,
+        } = admit(&manifest, &id.tenant, policy, config, &facts).map_err(|refusals| {
+            PluginError::Refused {
+                plugin: id.to_string(),
+                path: found.manifest.clone(),
+                reason: describe(&refusals),
+            }
+        })?;
+        let (engine, name) = (self.engine.clone(), id.to_string());
+        let (wasm, bytes) = (found.wasm.clone(), found.wasm_bytes.clone());
+        let component =
+            tokio::task::spawn_blocking(move || engine.load_bytes(&name, &wasm, &bytes))
+                .await
+                .map_err(|e| PluginError::Engine(e.to_string()))??;
+
+        let grant = &policy.grant;
+        let mut watches = Vec::new();
+        let started = async {
+            let mut cache = CacheView::new(grant.clone());
+            for ((index, w), resolved) in manifest.watch.iter().enumerate().zip(&resolved) {
+                let watch_err = |source| PluginError::Watch {
+                    plugin: id.to_string(),
+                    index,
+                    source,
+                };
+                let informer = self
+                    .factory
+                    .informer_for(resolved, super::watch_scope(w))
+                    .map_err(watch_err)?;
+                // Claimed from here on: pushed first so a failure below releases it.
+                watches.push((informer.clone(), WitResource::from(&resolved.api_resource)));
+                super::add_field_indexes(w, informer.store()).map_err(watch_err)?;
+                cache.add(informer.store().clone());
+            }
+            let spec = InstanceSpec {
+                name: id.name.as_str().into(),
+                tenant: id.tenant.as_str().into(),
+                component,
+                config_json: manifest.config_json(),
+                memory_bytes: (memory_mib as usize) << 20,
+                deadline: Duration::from_millis(deadline_ms as u64),
+                cache: Arc::new(cache),
+                logs: self.logs.clone(),
+            };
+            let policy = config.restart.clone();
+            let plugin = id.to_string();
+            tokio::task::spawn_blocking(move || Supervisor::start(spec, policy))
+                .await
+                .map_err(|e| PluginError::Engine(e.to_string()))?
+                .map_err(|source| PluginError::Init { plugin, source })
+        }
+        .await;
+        match started {
+            Ok(supervisor) => Ok(Prepared {
+                supervisor,
+                watches,
+                resync: manifest.resync_period(),
+                filter: grant.event_filter(),
+            }),
+            Err(e) => {
+                for (informer, _) in &watches {
+                    self.factory.release(informer);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Whether the host limits a manifest is admitted against are the same.
+fn same_limits(a: &HostConfig, b: &HostConfig) -> bool {
+    (
+        a.default_memory_mib,
+        a.max_memory_mib,
+        a.default_deadline_ms,
+        a.max_deadline_ms,
+    ) == (
+        b.default_memory_mib,
+        b.max_memory_mib,
+        b.default_deadline_ms,
+        b.max_deadline_ms,
+    )
+}
+
+/// A loaded, initialised plugin version, not yet receiving events.
+struct Prepared {
+    supervisor: Arc<Supervisor>,
+    watches: Vec<(Arc<SharedInformer>, WitResource)>,
+    resync: Option<Duration>,
+    filter: Option<EventFilter>,
+}
+
+type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;
+
+/// Finds `NAME.wasm` + `NAME.toml` pairs at the top level and one level down (tenants).
+///
+/// Links are followed only when they stay in the directory holding them: a tenant's link to
+/// another tenant's plugin, a tenant directory that is itself a link, or an operator link into
+/// a tenant's directory would run someone's code under someone else's grant, so each is
+/// refused with an error naming the link.
+fn scan(dir: &Path) -> Result<Scan, PluginError> {
+    let mut out = Scan::new();
+    let unreadable = |e: std::io::Error| PluginError::Load {
+        plugin: "*".into(),
+        path: dir.to_path_buf(),
+        reason: format!("cannot read the plugins directory: {e}"),
+    };
+    let root = dir.canonicalize().map_err(unreadable)?;
+    for entry in std::fs::read_dir(dir).map_err(unreadable)?.flatten() {
+        let path = entry.path();
+        let Ok(file_type) = entry.file_type() else {
+            continue;
+        };
+        if file_type.is_symlink() && path.is_dir() {
+            let tenant = entry.file_name().to_string_lossy().into_owned();
+            let id = PluginId::directory(&tenant);
+            let reason = format!(
+                "tenant directory `{tenant}` is a link (to `{}`); links out of a tenant's directory are refused",
+                std::fs::read_link(&path).unwrap_or_default().display()
+            );
+            out.insert(
+                id.clone(),
+                Err(PluginError::Refused {
+                    plugin: id.to_string(),
+                    path,
+                    reason,
+                }),
+            );
+        } else if file_type.is_dir() {
+            let tenant = entry.file_name().to_string_lossy().into_owned();
+            if let (Ok(inner), Ok(real)) = (std::fs::read_dir(&path), path.canonicalize()) {
+                for e in inner.flatten() {
+                    collect(&mut out, &tenant, &real, &e.path());
+                }
+            }
+        } else {
+            collect(&mut out, "", &root, &path);
+        }
+    }
+    Ok(out)
+}
+
+fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path) {
+    let (Some(stem), Some(ext)) = (path.file_stem(), path.extension()) else {
+        return;
+    };
+    if ext != "wasm" && ext != "toml" {
+        return;
+    }
+    let id = PluginId {
+        tenant: tenant.to_string(),
+        name: stem.to_string_lossy().into_owned(),
+    };
+    if out.contains_key(&id) {
+        return;
+    }
+    let wasm = path.with_extension("wasm");
+    let manifest = path.with_extension("toml");
+    let missing = |p: &Path, what: &str| PluginError::Load {
+        plugin: id.to_string(),
+        path: p.to_path_buf(),
+        reason: format!("missing {what}"),
+    };
+    let found = if !wasm.is_file() {
+        Err(missing(&wasm, "the component (.wasm) for this manifest"))
+    } else if !manifest.is_file() {
+        Err(missing(
+            &manifest,
+            "the manifest (.toml) for this component",
+        ))
+    } else {
+        read_within(&wasm, real_dir, &id).and_then(|wasm_bytes| {
+            let manifest_bytes = read_within(&manifest, real_dir, &id)?;
+            Ok(Found {
+                fingerprint: fingerprint(&wasm_bytes, &manifest_bytes),
+                wasm,
+                manifest,
+                wasm_bytes: wasm_bytes.into(),
+                manifest_bytes: manifest_bytes.into(),
+            })
+        })
+    };
+    out.insert(id, found);
+}
+
+/// Reads a plugin file found in `real_dir` (that directory, canonical). A link is followed only
+/// when it stays in `real_dir`. The check is made on the file actually opened, so a link swapped
+/// in between check and read cannot slip past.
+fn read_within(path: &Path, real_dir: &Path, id: &PluginId) -> Result<Vec<u8>, PluginError> {
+    let unreadable = |e: std::io::Error| PluginError::Load {
+        plugin: id.to_string(),
+        path: path.to_path_buf(),
+        reason: format!("cannot read: {e}"),
+    };
+    let mut file = open_nonblocking(path).map_err(unreadable)?;
+    let opened = file.metadata().map_err(unreadable)?;
+    let target = path.canonicalize().map_err(unreadable)?;
+    let checked = std::fs::metadata(&target).map_err(unreadable)?;
+    let changed = |reason: &str| PluginError::Load {
+        plugin: id.to_string(),
+        path: path.to_path_buf(),
+        reason: format!("{reason} (it is read again on its next change)"),
+    };
+    if !opened.is_file() {
+        return Err(changed("is not a regular file"));
+    }
+    if !same_file(&opened, &checked) {
+        return Err(changed("changed while it was being read"));
+    }
+    if target.parent() != Some(real_dir) {
+        let whose = if id.tenant.is_empty() {
+            "the plugins directory's top level".to_string()
+        } else {
+            format!("tenant `{}`'s directory", id.tenant)
+        };
+        return Err(PluginError::Refused {
+            plugin: id.to_string(),
+            path: path.to_path_buf(),
+            reason: format!(
+                "it is a link to `{}`, outside {whose}; links out of a plugin's directory are refused",
+                target.display()
+            ),
+        });
+    }
+    let mut bytes = Vec::with_capacity(opened.len() as usize);
+    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(unreadable)?;
+    Ok(bytes)
+}
+
+/// Opens for reading without blocking on a FIFO swapped in for a plugin file (a tenant must not
+/// be able to hang every reconcile); for regular files the flag changes nothing.
+fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    options.open(path)
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    true
+}
+
+fn fingerprint(wasm: &[u8], manifest: &[u8]) -> String {
+    let mut h = Sha256::new();
+    for bytes in [wasm, manifest] {
+        h.update((bytes.len() as u64).to_le_bytes());
+        h.update(bytes);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use super::*;
+
+    fn id() -> PluginId {
+        PluginId {
+            tenant: "a".into(),
+            name: "p".into(),
+        }
+    }
+
+    #[test]
+    fn reads_files_and_links_that_stay_in_their_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join("real.wasm"), b"bytes").unwrap();
+        std::os::unix::fs::symlink("real.wasm", dir.join("p.wasm")).unwrap();
+        let real = dir.canonicalize().unwrap();
+        assert_eq!(
+            read_within(&dir.join("real.wasm"), &real, &id()).unwrap(),
+            b"bytes"
+        );
+        assert_eq!(
+            read_within(&dir.join("p.wasm"), &real, &id()).unwrap(),
+            b"bytes"
+        );
+    }
+
+    #[test]
+    fn refuses_a_link_out_of_its_directory() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::fs::write(b.join("p.wasm"), b"b's plugin").unwrap();
+        std::os::unix::fs::symlink(b.join("p.wasm"), a.join("p.wasm")).unwrap();
+        let err = read_within(&a.join("p.wasm"), &a.canonicalize().unwrap(), &id()).unwrap_err();
+        let PluginError::Refused { path, reason, .. } = err else {
+            panic!("expected a refusal, got {err:?}")
+        };
+        assert_eq!(path, a.join("p.wasm"));
+        assert!(
+            reason.contains("outside tenant `a`'s directory"),
+            "{reason}"
+        );
+    }
+
+    /// Reading a FIFO would block the reconcile (every tenant's loads) until someone writes.
+    #[test]
+    fn a_fifo_is_refused_without_blocking() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("p.wasm");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let err = read_within(&fifo, &tmp.path().canonicalize().unwrap(), &id()).unwrap_err();
+        assert!(err.to_string().contains("is not a regular file"), "{err}");
+    }
+}

@@ -1,0 +1,107 @@
+//! The WebAssembly plugin runtime: sandboxed component-model plugins fed by the informers.
+//!
+//! - [`manifest`]: `NAME.toml`, validated while parsing.
+//! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
+//! - [`check`]: the offline check behind `informant check`.
+//! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines) and the compile cache.
+//! - [`host`]: the WIT bindings and the `cache`/`log` imports, reading only the plugin's stores.
+//! - [`instance`]: one live instance, `init` and `handle` under a deadline and a memory cap.
+//! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
+//! - [`loader`]: the plugins directory, reconciled on start and on every change.
+//! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
+
+pub mod admission;
+pub mod check;
+pub mod engine;
+pub mod host;
+pub mod instance;
+pub mod loader;
+pub use informant_manifest as manifest;
+pub mod reload;
+pub mod supervisor;
+
+pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
+pub use host::{CacheView, Level, PluginLog};
+pub use instance::{CallError, InstanceSpec};
+pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport, RunningPlugin};
+pub use manifest::{Manifest, ManifestError};
+pub use reload::Reloader;
+pub use supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
+
+use std::path::PathBuf;
+
+/// Errors loading or running plugins; each names the plugin and, where there is one, the file.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The wasmtime engine could not be set up.
+    #[error("plugin engine: {0}")]
+    Engine(String),
+    /// A `.wasm` could not be read, compiled or linked against the plugin world.
+    #[error("plugin `{plugin}`: `{path}`: {reason}")]
+    Load {
+        /// The plugin's name.
+        plugin: String,
+        /// The wasm file.
+        path: PathBuf,
+        /// What went wrong.
+        reason: String,
+    },
+    /// The plugin asks for more than its tenant may have, or its tenant may not run plugins.
+    #[error("plugin `{plugin}`: `{path}`: refused: {reason}")]
+    Refused {
+        /// The plugin's name.
+        plugin: String,
+        /// The file (manifest or component) the refusal is about.
+        path: PathBuf,
+        /// What was asked and what the grant allows.
+        reason: String,
+    },
+    /// The manifest is invalid.
+    #[error("plugin `{plugin}`: {source}")]
+    Manifest {
+        /// The plugin's name.
+        plugin: String,
+        /// The manifest error (names file and field).
+        #[source]
+        source: ManifestError,
+    },
+    /// `init` failed, trapped or missed its deadline.
+    #[error("plugin `{plugin}`: init {source}")]
+    Init {
+        /// The plugin's name.
+        plugin: String,
+        /// The failure.
+        #[source]
+        source: CallError,
+    },
+    /// A watched resource could not be resolved or watched.
+    #[error("plugin `{plugin}`: watch {index}: {source}")]
+    Watch {
+        /// The plugin's name.
+        plugin: String,
+        /// Which `[[watch]]` (0-based).
+        index: usize,
+        /// The informer error.
+        #[source]
+        source: crate::informer::Error,
+    },
+}
+
+/// The informer scope a manifest's `[[watch]]` asks for.
+pub fn watch_scope(w: &manifest::Watch) -> crate::informer::WatchScope {
+    crate::informer::WatchScope {
+        namespace: w.namespace.clone(),
+        label_selector: w.label_selector().map(str::to_string),
+    }
+}
+
+/// Adds a watch's declared field indexes to the informer's store.
+pub fn add_field_indexes(
+    w: &manifest::Watch,
+    store: &crate::informer::Store,
+) -> Result<(), crate::informer::Error> {
+    for (name, path) in w.field_indexes() {
+        store.add_index(name, crate::informer::IndexSpec::Field(path.clone()))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,499 @@
+//! Startup wiring: what `informant run` and `informant dev` start, in the library so the tests
+//! start exactly what the binary starts.
+//!
+//! - [`Runtime`]: informers, the plugin host with hot reload, the config watcher, the admin
+//!   server and `--watch` loggers, started over one [`InformerFactory`] and stopped in order.
+//! - [`Replica`]: a [`Runtime`] run as one replica of a deployment: without leader election it
+//!   runs at once; with it, only while holding the Lease (a standby serves a ready `/readyz`
+//!   and starts nothing; a leader that loses the Lease stops within the lease's safety margin
+//!   and ends with an error, so its process exits and restarts as a standby).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinHandle;
+
+use crate::admin::{AdminServer, AdminState};
+use crate::config::ConfigWatcher;
+use crate::informer::{
+    Event, FactoryOptions, FnHandler, HandlerOptions, InformerFactory, SharedInformer, WatchScope,
+};
+use crate::leader::{LeaderElector, Leadership, LeaseConfig};
+use crate::plugin::{
+    EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, Reloader,
+};
+
+/// Errors starting or running a [`Runtime`] or [`Replica`]; each names what failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The plugin engine could not be created.
+    #[error(transparent)]
+    Plugin(#[from] crate::plugin::PluginError),
+    /// An informer could not be resolved, watched or synced.
+    #[error("{what}: {source}")]
+    Informer {
+        /// Which watch.
+        what: String,
+        /// The informer error.
+        #[source]
+        source: crate::informer::Error,
+    },
+    /// A `--watch` argument is not `APIVERSION/KIND`.
+    #[error("--watch `{0}`: expected APIVERSION/KIND, e.g. v1/Pod or apps/v1/Deployment")]
+    BadWatch(String),
+    /// The admin server could not bind.
+    #[error("admin server: {0}")]
+    Admin(String),
+    /// The config file could not be watched.
+    #[error("config watcher: {0}")]
+    Config(String),
+    /// The plugins directory could not be watched.
+    #[error("plugins directory watcher: {0}")]
+    Reloader(String),
+    /// Leader election failed to start, or ended before this replica led.
+    #[error(transparent)]
+    Leader(#[from] crate::leader::Error),
+    /// This replica led and lost the Lease: the process should exit and restart as a standby.
+    #[error("lost the lease {lease} ({state:?}); exiting to restart as a standby")]
+    LostLease {
+        /// `namespace/name`.
+        lease: String,
+        /// How it was lost.
+        state: Leadership,
+    },
+}
+
+/// Result alias for this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What `dev` and `run` start on top of an informer factory.
+#[derive(Clone, Default)]
+pub struct RuntimeOptions {
+    /// Plugins directory, hot-reloaded.
+    pub plugins: Option<PathBuf>,
+    /// `APIVERSION/KIND` resources whose events are logged (default without plugins:
+    /// `v1/Pod`, `v1/ConfigMap`, `apps/v1/Deployment`).
+    pub watches: Vec<String>,
+    /// Scope of the logged resources.
+    pub scope: WatchScope,
+    /// Where to serve `/metrics`, `/healthz`, `/readyz` and `/plugins`.
+    pub admin: Option<SocketAddr>,
+    /// Plugin limits and tenants (from `--config informant.toml`).
+    pub config: HostConfig,
+    /// That file, watched so changes apply without a restart.
+    pub config_path: Option<PathBuf>,
+    /// How the informers list and watch.
+    pub factory: FactoryOptions,
+    /// The plugin engine to share (default: a new one sized by `config`).
+    pub engine: Option<Arc<PluginEngine>>,
+    /// Where plugins' log lines are also broadcast (tests, embedders); the host makes its own
+    /// channel otherwise.
+    pub plugin_logs: Option<broadcast::Sender<PluginLog>>,
+}
+
+/// Informers, plugins and the reloader of a running `dev` or `run`.
+pub struct Runtime {
+    /// The informers.
+    pub factory: Arc<InformerFactory>,
+    /// The plugins, when a directory was given.
+    pub host: Option<Arc<PluginHost>>,
+    reloader: Option<Reloader>,
+    config_watcher: Option<ConfigWatcher>,
+    admin: Option<AdminServer>,
+}
+
+impl Runtime {
+    /// Loads the plugins (if any) with hot reload, adds event loggers, and waits for sync.
+    pub async fn start(client: kube::Client, opts: RuntimeOptions) -> Result<Runtime> {
+        let factory = Arc::new(InformerFactory::new(client, opts.factory.clone()));
+        let mut watches = opts.watches;
+        if opts.plugins.is_none() && watches.is_empty() {
+            watches = ["v1/Pod", "v1/ConfigMap", "apps/v1/Deployment"]
+                .map(String::from)
+                .to_vec();
+        }
+        let host = match &opts.plugins {
+            Some(dir) => {
+                let engine = match opts.engine {
+                    Some(engine) => engine,
+                    // The engine's memory slots must fit the largest cap a manifest may get.
+                    None => Arc::new(PluginEngine::new(EngineOptions {
+                        max_memory_bytes: (opts.config.max_memory_mib as usize) << 20,
+                        ..Default::default()
+                    })?),
+                };
+                let mut host =
+                    PluginHost::new(dir.clone(), engine, factory.clone(), opts.config.clone());
+                if let Some(logs) = opts.plugin_logs {
+                    host = host.with_logs(logs);
+                }
+                Some(Arc::new(host))
+            }
+            None => None,
+        };
+        // Up before anything loads, so probes see "not ready" rather than nothing during startup.
+        let (admin, admin_state) = match opts.admin {
+            Some(addr) => {
+                let state = AdminState::new(factory.clone(), host.clone());
+                let server = AdminServer::start(addr, state.clone())
+                    .await
+                    .map_err(|e| Error::Admin(e.to_string()))?;
+                (Some(server), Some(state))
+            }
+            None => (None, None),
+        };
+        let (reloader, config_watcher) = match &host {
+            Some(host) => {
+                let report = host.reconcile().await;
+                for (id, e) in &report.errors {
+                    tracing::error!(plugin = %id, error = %e, "plugin not loaded");
+                }
+                tracing::info!(dir = %host.dir().display(), loaded = report.loaded.len(), failed = report.errors.len(), "plugins loaded; watching for changes");
+                let reports = admin_state.as_ref().map(|state| {
+                    state.record_reconcile(&report);
+                    follow_reconciles(state.clone())
+                });
+                let config_watcher = match &opts.config_path {
+                    Some(path) => Some(
+                        ConfigWatcher::start(path, host.clone(), reports.clone())
+                            .map_err(|e| Error::Config(e.to_string()))?,
+                    ),
+                    None => None,
+                };
+                let reloader = Reloader::start(host.clone(), reports)
+                    .map_err(|e| Error::Reloader(e.to_string()))?;
+                (Some(reloader), config_watcher)
+            }
+            None => (None, None),
+        };
+        watch_and_log(&factory, &watches, opts.scope).await?;
+        if let Some(state) = &admin_state {
+            state.startup_complete();
+        }
+        Ok(Runtime {
+            factory,
+            host,
+            reloader,
+            config_watcher,
+            admin,
+        })
+    }
+
+    /// Unregisters the plugins and stops the informers.
+    pub async fn stop(self) {
+        drop(self.config_watcher);
+        drop(self.reloader);
+        if let Some(host) = &self.host {
+            host.shutdown().await;
+        }
+        self.factory.stop();
+        if let Some(admin) = self.admin {
+            admin.shutdown().await;
+        }
+    }
+}
+
+/// A channel for the reloader's reports, each recorded for `/readyz`; ends with the reloader.
+fn follow_reconciles(state: Arc<AdminState>) -> mpsc::UnboundedSender<ReconcileReport> {
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Some(report) = rx.recv().await {
+            state.record_reconcile(&report);
+        }
+    });
+    tx
+}
+
+/// The host config from `informant.toml`, or the single-user defaults without one.
+pub fn host_config(path: Option<&Path>) -> Result<HostConfig, crate::config::ConfigError> {
+    let Some(path) = path else {
+        return Ok(HostConfig::default());
+    };
+    let config = crate::config::load(path)?;
+    tracing::info!(
+        config = %path.display(),
+        tenants = config.tenancy.tenants.len(),
+        operator_plugins = config.tenancy.operator_plugins,
+        "host config loaded"
+    );
+    Ok(config)
+}
+
+/// The informer for a `--watch APIVERSION/KIND` argument.
+pub async fn watch_informer(
+    factory: &InformerFactory,
+    watch: &str,
+    scope: WatchScope,
+) -> Result<Arc<SharedInformer>> {
+    let (api_version, kind) = watch
+        .rsplit_once('/')
+        .ok_or_else(|| Error::BadWatch(watch.to_string()))?;
+    factory
+        .informer(api_version, kind, scope)
+        .await
+        .map_err(|source| Error::Informer {
+            what: format!("--watch `{watch}`"),
+            source,
+        })
+}
+
+/// Starts one informer per `APIVERSION/KIND` with a handler logging each event.
+async fn watch_and_log(
+    factory: &InformerFactory,
+    watches: &[String],
+    scope: WatchScope,
+) -> Result<()> {
+    for w in watches {
+        let informer = watch_informer(factory, w, scope.clone()).await?;
+        let resource = w.clone();
+        informer.add_handler(
+            "log",
+            FnHandler(move |e: Event| {
+                tracing::info!(
+                    resource = %resource,
+                    event = ?e.event_type,
+                    key = %e.key(),
+                    resource_version = e.object.resource_version(),
+                    initial = e.initial,
+                    final_state_unknown = e.final_state_unknown,
+                    "event"
+                )
+            }),
+            HandlerOptions::default(),
+        );
+    }
+    factory.start();
+    factory
+        .wait_for_sync(Duration::from_secs(60))
+        .await
+        .map_err(|source| Error::Informer {
+            what: "initial sync".into(),
+            source,
+        })?;
+    tracing::info!(
+        informers = factory.informers().len(),
+        "all informers synced"
+    );
+    Ok(())
+}
+
+/// Where a [`Replica`] stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplicaState {
+    /// Waiting to acquire the Lease; nothing started.
+    Standby,
+    /// Leading (or not elected): starting informers and plugins.
+    Starting,
+    /// Informers synced and plugins loaded.
+    Running,
+    /// Stopped: shut down, aborted, or the Lease was lost.
+    Stopped,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    No,
+    /// Stop the runtime, then release the Lease.
+    Graceful,
+    /// Stop without releasing, as a crashed process would.
+    Abort,
+}
+
+/// A [`Runtime`] as one replica of a deployment, with or without leader election: what
+/// `informant run` runs until SIGTERM.
+pub struct Replica {
+    stop: watch::Sender<Stop>,
+    state: watch::Receiver<ReplicaState>,
+    leadership: Option<watch::Receiver<Leadership>>,
+    task: JoinHandle<Result<()>>,
+}
+
+impl Replica {
+    /// Starts the runtime at once (`lease` is `None`), or campaigns for the Lease and starts it
+    /// only while leading.
+    pub fn start(
+        client: kube::Client,
+        opts: RuntimeOptions,
+        lease: Option<LeaseConfig>,
+    ) -> Result<Replica> {
+        let (stop, stop_rx) = watch::channel(Stop::No);
+        let first = if lease.is_some() {
+            ReplicaState::Standby
+        } else {
+            ReplicaState::Starting
+        };
+        let (state_tx, state) = watch::channel(first);
+        let elector = match lease {
+            Some(lease) => {
+                tracing::info!(lease = %format!("{}/{}", lease.namespace, lease.name), identity = %lease.identity, "standby: waiting to acquire the lease");
+                Some(LeaderElector::start(client.clone(), lease)?)
+            }
+            None => None,
+        };
+        let leadership = elector.as_ref().map(LeaderElector::subscribe);
+        let task = tokio::spawn(async move {
+            let result = match elector {
+                Some(elector) => elected(client, opts, elector, stop_rx, &state_tx).await,
+                None => unelected(client, opts, stop_rx, &state_tx).await,
+            };
+            state_tx.send_replace(ReplicaState::Stopped);
+            result
+        });
+        Ok(Replica {
+            stop,
+            state,
+            leadership,
+            task,
+        })
+    }
+
+    /// Follows the replica's state.
+    pub fn state(&self) -> watch::Receiver<ReplicaState> {
+        self.state.clone()
+    }
+
+    /// Follows the election (`None` without leader election).
+    pub fn leadership(&self) -> Option<watch::Receiver<Leadership>> {
+        self.leadership.clone()
+    }
+
+    /// Waits until the replica ends by itself: with an error when it lost the Lease or could
+    /// not start; never, while it runs or waits for the Lease.
+    pub async fn finished(&mut self) -> Result<()> {
+        join(&mut self.task).await
+    }
+
+    /// Stops the plugins and informers, then releases the Lease (if held) so a standby takes
+    /// over at once.
+    pub async fn shutdown(mut self) -> Result<()> {
+        self.stop.send_replace(Stop::Graceful);
+        join(&mut self.task).await
+    }
+
+    /// Stops at once without releasing the Lease, as a crashed process would: other
+    /// candidates take over only once it expires.
+    pub async fn abort(mut self) {
+        self.stop.send_replace(Stop::Abort);
+        let _ = join(&mut self.task).await;
+    }
+}
+
+async fn join(task: &mut JoinHandle<Result<()>>) -> Result<()> {
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Ok(()),
+    }
+}
+
+/// Resolves with how to stop, once asked.
+async fn stop_requested(stop: &mut watch::Receiver<Stop>) -> Stop {
+    match stop.wait_for(|s| *s != Stop::No).await {
+        Ok(s) => *s,
+        // The Replica was dropped: nobody can ask any more; stop as a crash would.
+        Err(_) => Stop::Abort,
+    }
+}
+
+async fn unelected(
+    client: kube::Client,
+    opts: RuntimeOptions,
+    mut stop: watch::Receiver<Stop>,
+    state: &watch::Sender<ReplicaState>,
+) -> Result<()> {
+    let runtime = tokio::select! {
+        r = Runtime::start(client, opts) => r?,
+        _ = stop_requested(&mut stop) => return Ok(()),
+    };
+    state.send_replace(ReplicaState::Running);
+    stop_requested(&mut stop).await;
+    runtime.stop().await;
+    Ok(())
+}
+
+async fn elected(
+    client: kube::Client,
+    opts: RuntimeOptions,
+    elector: LeaderElector,
+    mut stop: watch::Receiver<Stop>,
+    state: &watch::Sender<ReplicaState>,
+) -> Result<()> {
+    let lease = elector.config();
+    let margin = lease.lease_duration - lease.renew_deadline;
+    let name = format!("{}/{}", lease.namespace, lease.name);
+    let standby_admin = match opts.admin {
+        Some(addr) => Some(standby_admin(addr, &client).await?),
+        None => None,
+    };
+    let acquired = tokio::select! {
+        r = elector.acquired() => Ok(r),
+        how = stop_requested(&mut stop) => Err(how),
+    };
+    if let Some(admin) = standby_admin {
+        // The leader's runtime serves the admin endpoints on the same address from here on.
+        admin.shutdown().await;
+    }
+    match acquired {
+        Ok(r) => r?,
+        Err(Stop::Graceful) => return Ok(elector.release().await?),
+        Err(_) => return Ok(()),
+    }
+    state.send_replace(ReplicaState::Starting);
+    let runtime = tokio::select! {
+        r = Runtime::start(client, opts) => r?,
+        lost = elector.lost() => return Err(Error::LostLease { lease: name, state: lost }),
+        how = stop_requested(&mut stop) => {
+            if how == Stop::Graceful {
+                elector.release().await?;
+            }
+            return Ok(());
+        }
+    };
+    state.send_replace(ReplicaState::Running);
+    let outcome = tokio::select! {
+        lost = elector.lost() => Err(lost),
+        how = stop_requested(&mut stop) => Ok(how),
+    };
+    match outcome {
+        Err(lost) => {
+            // Another replica may take over once the lease expires: stop before that.
+            if tokio::time::timeout(margin, runtime.stop()).await.is_err() {
+                tracing::error!(lease = %name, "plugins did not stop within the lease's safety margin");
+            }
+            Err(Error::LostLease {
+                lease: name,
+                state: lost,
+            })
+        }
+        Ok(Stop::Graceful) => {
+            // Stop first, then release: the standby starts only after this replica's plugins
+            // are done.
+            runtime.stop().await;
+            Ok(elector.release().await?)
+        }
+        Ok(_) => {
+            // A crash: the Lease stays held until it expires.
+            drop(elector);
+            runtime.stop().await;
+            Ok(())
+        }
+    }
+}
+
+/// The standby's admin endpoints: `/healthz` for liveness, and a `/readyz` that answers ready
+/// (ready to take over), so that a Deployment counts the standby available and rolling updates
+/// proceed; `/metrics` and `/plugins` are empty until this replica leads.
+async fn standby_admin(addr: SocketAddr, client: &kube::Client) -> Result<AdminServer> {
+    let idle = Arc::new(InformerFactory::new(
+        client.clone(),
+        FactoryOptions::default(),
+    ));
+    let state = AdminState::new(idle, None);
+    state.startup_complete();
+    AdminServer::start(addr, state)
+        .await
+        .map_err(|e| Error::Admin(e.to_string()))
+}

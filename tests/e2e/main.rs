@@ -1,0 +1,13 @@
+//! End-to-end tests: the embedded API server over loopback HTTP, the real informer, real
+//! compiled plugins and real clients (kubectl, kube-rs). One module per area.
+
+mod admin;
+mod chart;
+mod devloop;
+mod example_plugins;
+mod informer;
+mod leader;
+mod new;
+mod plugins;
+mod replay;
+mod tenancy;
