@@ -129,6 +129,7 @@ async fn throughput(
             spec(engine, wasm, &format!("p{p}"), mode, cache.clone(), &logs),
             RestartPolicy::default(),
         )
+        .await
         .expect("start");
         let timed = Timed {
             inner: sup.handler(resource.clone()),
@@ -216,6 +217,7 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
             ),
             RestartPolicy::default(),
         )
+        .await
         .expect("start");
         let timed = Timed {
             inner: sup.handler(resource.clone()),
@@ -364,8 +366,9 @@ async fn main() {
     let logs = broadcast::channel(16).0;
     let cache = Arc::new(CacheView::default());
     let before = rss_bytes();
-    let sups: Vec<_> = (0..50)
-        .map(|i| {
+    let mut sups = Vec::new();
+    for i in 0..50 {
+        sups.push(
             Supervisor::start(
                 spec(
                     &engine,
@@ -377,9 +380,10 @@ async fn main() {
                 ),
                 RestartPolicy::default(),
             )
-            .unwrap()
-        })
-        .collect();
+            .await
+            .unwrap(),
+        );
+    }
     let per = (rss_bytes().saturating_sub(before)) / sups.len();
     println!(
         "\n2. memory per plugin instance (RSS growth over {} instances): {:.0} KB",

@@ -11,10 +11,10 @@ use informant_runtime::admin::{AdminServer, AdminState};
 use informant_runtime::plugin::{HostConfig, PluginId, PluginState};
 use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
 use informant_runtime::tenancy::{Tenancy, TenantPolicy};
+use informant_tests::http::{free_addr, get, get_until};
 use informant_tests::plugins::{PluginEnv, fast_restarts, wasm};
 use informant_tests::{GUARD, configmap, guarded};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// The hostile test plugin in `mode`, watching every ConfigMap.
 fn hostile(mode: &str, tag: &str) -> String {
@@ -31,44 +31,6 @@ fn config() -> HostConfig {
         tenancy: Tenancy::new(true, tenants),
         ..Default::default()
     }
-}
-
-/// `GET path` over a fresh connection: status, `Content-Type` and body.
-async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
-    guarded(&format!("GET {path}"), async {
-        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.expect("send");
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).await.expect("read");
-        let text = String::from_utf8(raw).expect("utf-8 response");
-        let (head, body) = text.split_once("\r\n\r\n").expect("a header block");
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .expect("a status code");
-        let header = |name: &str| {
-            head.lines()
-                .filter_map(|l| l.split_once(':'))
-                .find(|(k, _)| k.eq_ignore_ascii_case(name))
-                .map(|(_, v)| v.trim().to_string())
-        };
-        assert!(
-            header("transfer-encoding").is_none(),
-            "admin answers are sent whole"
-        );
-        let length: usize = header("content-length")
-            .and_then(|l| l.parse().ok())
-            .expect("a Content-Length");
-        assert_eq!(body.len(), length, "body of {path} is complete");
-        (
-            status,
-            header("content-type").unwrap_or_default(),
-            body.to_string(),
-        )
-    })
-    .await
 }
 
 /// One parsed scrape, with lookups that fail the test naming what is missing.
@@ -363,39 +325,6 @@ async fn metrics_count_what_the_plugins_handled_and_failed() {
     admin.shutdown().await;
     env.host.shutdown().await;
     env.factory.stop();
-}
-
-/// GETs `path` until `pred(status, body)` holds. The endpoints offer no change signal to wait
-/// on, so this polls (the condition is the point; the interval only spares the CPU), failing
-/// after [`GUARD`]. Connection refusals count as "not yet": the server may not be up.
-async fn get_until(
-    addr: SocketAddr,
-    path: &str,
-    what: &str,
-    pred: impl Fn(u16, &str) -> bool,
-) -> String {
-    let deadline = tokio::time::Instant::now() + GUARD;
-    let mut last = String::new();
-    loop {
-        if tokio::net::TcpStream::connect(addr).await.is_ok() {
-            let (status, _, body) = get(addr, path).await;
-            if pred(status, &body) {
-                return body;
-            }
-            last = format!("{status} {body}");
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}; last answer: {last}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// A loopback address nothing listens on (the OS picked the port for a moment ago).
-fn free_addr() -> SocketAddr {
-    let l = std::net::TcpListener::bind(("127.0.0.1", 0)).expect("bind");
-    l.local_addr().expect("local addr")
 }
 
 /// Startup as `informant run` does it (the library's `Replica`, no leader election): the admin

@@ -5,6 +5,7 @@ mod admin;
 mod chart;
 mod devloop;
 mod example_plugins;
+mod execution;
 mod informer;
 mod leader;
 mod new;

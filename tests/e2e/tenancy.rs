@@ -408,11 +408,15 @@ async fn a_spinning_tenant_does_not_hold_up_another() {
             .find(|s| s.name == "a-spin")
             .map(|s| s.backlog)
             .unwrap();
-        assert!(spin.failed() > 0, "a's plugin does spin to its deadline");
         assert!(
             a_done < N && a_backlog > 0,
             "b finished while a had handled {a_done} of {N} (backlog {a_backlog})"
         );
+        // And a does spin to its deadline. Failure counts have no change signal: poll them
+        // (the condition is the point; the interval only spares the CPU).
+        while spin.failed() == 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
         env.host.shutdown().await;
     })
     .await;

@@ -2,6 +2,7 @@
 //! conditions (events received), never on sleeps; plugin building and a plugin host in
 //! [`plugins`].
 
+pub mod http;
 pub mod plugins;
 
 use std::future::Future;

@@ -76,7 +76,8 @@ pub struct Logs {
 }
 
 impl Logs {
-    fn record(mut rx: broadcast::Receiver<PluginLog>) -> Self {
+    /// Records every line sent on `rx` from now on.
+    pub fn record(mut rx: broadcast::Receiver<PluginLog>) -> Self {
         let logs = Logs {
             lines: Arc::default(),
             count: Arc::new(watch::channel(0).0),

@@ -147,24 +147,27 @@ impl Runtime {
         };
         let (reloader, config_watcher) = match &host {
             Some(host) => {
+                let reports = admin_state.as_ref().map(|s| follow_reconciles(s.clone()));
+                // Watching before the first reconcile: a plugin dropped in while it runs is
+                // reconciled by the next one, not left until some later change.
+                let reloader = Reloader::start(host.clone(), reports.clone())
+                    .map_err(|e| Error::Reloader(e.to_string()))?;
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "plugin not loaded");
                 }
                 tracing::info!(dir = %host.dir().display(), loaded = report.loaded.len(), failed = report.errors.len(), "plugins loaded; watching for changes");
-                let reports = admin_state.as_ref().map(|state| {
-                    state.record_reconcile(&report);
-                    follow_reconciles(state.clone())
-                });
+                if let Some(r) = &reports {
+                    // Through the reloader's channel, so reports are recorded in order.
+                    let _ = r.send(report);
+                }
                 let config_watcher = match &opts.config_path {
                     Some(path) => Some(
-                        ConfigWatcher::start(path, host.clone(), reports.clone())
+                        ConfigWatcher::start(path, host.clone(), reports)
                             .map_err(|e| Error::Config(e.to_string()))?,
                     ),
                     None => None,
                 };
-                let reloader = Reloader::start(host.clone(), reports)
-                    .map_err(|e| Error::Reloader(e.to_string()))?;
                 (Some(reloader), config_watcher)
             }
             None => (None, None),

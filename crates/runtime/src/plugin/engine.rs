@@ -8,8 +8,6 @@
 
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -19,7 +17,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 use super::PluginError;
 use super::host::{Plugin, PluginPre, State};
 
-/// How often the epoch advances: the granularity of per-event deadlines.
+/// How often the epoch advances: a computing guest yields to the executor this often, so its
+/// deadline (a timer) can cut it off.
 pub const EPOCH_TICK: Duration = Duration::from_millis(2);
 
 /// Engine-wide settings.
@@ -62,7 +61,6 @@ pub struct PluginEngine {
     linker: Linker<State>,
     options: EngineOptions,
     engine_hash: String,
-    ticker_stop: Arc<AtomicBool>,
 }
 
 impl PluginEngine {
@@ -84,7 +82,7 @@ impl PluginEngine {
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config).map_err(|e| PluginError::Engine(e.to_string()))?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PluginError::Engine(e.to_string()))?;
         Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
             .map_err(|e| PluginError::Engine(e.to_string()))?;
@@ -93,12 +91,13 @@ impl PluginEngine {
         engine.precompile_compatibility_hash().hash(&mut h);
         let engine_hash = format!("{:016x}", h.finish());
 
-        let ticker_stop = Arc::new(AtomicBool::new(false));
-        let (weak, stop) = (engine.weak(), ticker_stop.clone());
+        // The ticker lives as long as the engine itself (every store holds it), not as long as
+        // this struct: a call still running after the host let go must still reach its deadline.
+        let weak = engine.weak();
         std::thread::Builder::new()
             .name("informant-epoch".into())
             .spawn(move || {
-                while !stop.load(Ordering::Relaxed) {
+                loop {
                     std::thread::sleep(EPOCH_TICK);
                     match weak.upgrade() {
                         Some(engine) => engine.increment_epoch(),
@@ -112,7 +111,6 @@ impl PluginEngine {
             linker,
             options,
             engine_hash,
-            ticker_stop,
         })
     }
 
@@ -201,12 +199,6 @@ impl PluginEngine {
             tracing::warn!(path = %path.display(), error = %e, "could not write compile cache");
         }
         Ok(component)
-    }
-}
-
-impl Drop for PluginEngine {
-    fn drop(&mut self) {
-        self.ticker_stop.store(true, Ordering::Relaxed);
     }
 }
 

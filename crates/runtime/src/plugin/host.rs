@@ -23,6 +23,10 @@ pub mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
         world: "plugin",
+        // Async on both sides: a call is a future the caller can cut off at its deadline,
+        // whatever the guest is doing — spinning (epoch yields) or blocked in a host call.
+        imports: { default: async },
+        exports: { default: async },
     });
 }
 
@@ -234,7 +238,7 @@ impl WasiView for State {
 impl informant::plugin::types::Host for State {}
 
 impl informant::plugin::cache::Host for State {
-    fn get(
+    async fn get(
         &mut self,
         r: WitResource,
         namespace: Option<String>,
@@ -246,7 +250,7 @@ impl informant::plugin::cache::Host for State {
             .map(|o| o.json().to_string()))
     }
 
-    fn list(
+    async fn list(
         &mut self,
         r: WitResource,
         namespace: Option<String>,
@@ -258,7 +262,7 @@ impl informant::plugin::cache::Host for State {
         Ok(objs.iter().map(|o| o.json().to_string()).collect())
     }
 
-    fn by_index(
+    async fn by_index(
         &mut self,
         r: WitResource,
         index: String,
@@ -270,7 +274,7 @@ impl informant::plugin::cache::Host for State {
 }
 
 impl informant::plugin::log::Host for State {
-    fn log(&mut self, level: Level, message: String) {
+    async fn log(&mut self, level: Level, message: String) {
         let (plugin, tenant) = (&*self.plugin, &*self.tenant);
         match level {
             Level::Trace => tracing::trace!(plugin, tenant, "{message}"),

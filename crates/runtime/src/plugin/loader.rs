@@ -467,9 +467,9 @@ impl PluginHost {
     pub async fn shutdown(&self) {
         let mut loaded = self.loaded.lock().await;
         self.running.write().clear();
-        for (_, l) in std::mem::take(&mut *loaded) {
-            self.unregister(l).await;
-        }
+        let all = std::mem::take(&mut *loaded);
+        // All at once: shutdown takes the longest in-flight call, not the sum of them.
+        futures::future::join_all(all.into_values().map(|l| self.unregister(l))).await;
     }
 
     /// Starts the plugin's informers and waits (bounded) until all have synced, so its replay
@@ -490,10 +490,14 @@ impl PluginHost {
 
     /// Unregisters a version and releases its claims on informers (an informer a replacement
     /// has already claimed keeps running).
+    /// Stops a version: no new call starts, its in-flight call (bounded by its deadline) ends,
+    /// then its informer claims are released.
     async fn unregister(&self, old: Loaded) {
-        for (informer, handle) in old.handles {
-            handle.shutdown().await;
-            self.factory.release(&informer);
+        old.supervisor.close();
+        let (informers, handles): (Vec<_>, Vec<_>) = old.handles.into_iter().unzip();
+        futures::future::join_all(handles.into_iter().map(ListenerHandle::shutdown)).await;
+        for informer in &informers {
+            self.factory.release(informer);
         }
     }
 
@@ -585,9 +589,8 @@ impl PluginHost {
             };
             let policy = config.restart.clone();
             let plugin = id.to_string();
-            tokio::task::spawn_blocking(move || Supervisor::start(spec, policy))
+            Supervisor::start(spec, policy)
                 .await
-                .map_err(|e| PluginError::Engine(e.to_string()))?
                 .map_err(|source| PluginError::Init { plugin, source })
         }
         .await;

@@ -9,6 +9,9 @@
 //!   a plugin that traps every few events is still quarantined after `quarantine_after` of them.
 //! - Quarantined plugins drop their events and are reported as such.
 //! - An error *returned* by the plugin is counted and logged; the instance stays.
+//! - Calls are async and bounded by their deadline; they never hold a runtime worker or a
+//!   lock anyone outside this plugin waits on. The instance sits behind an async mutex that
+//!   only this plugin's own handlers (one per watched informer) take, one call at a time.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -60,7 +63,6 @@ pub enum PluginState {
 
 struct Inner {
     instance: Option<Instance>,
-    state: PluginState,
     consecutive_failures: u32,
     successes_in_row: u32,
     restart_at: Option<Instant>,
@@ -70,25 +72,26 @@ struct Inner {
 pub struct Supervisor {
     spec: InstanceSpec,
     policy: RestartPolicy,
-    inner: Mutex<Inner>,
+    inner: tokio::sync::Mutex<Inner>,
     handled: AtomicU64,
     failed: AtomicU64,
     dropped: AtomicU64,
     latency: Histogram,
     state_tx: watch::Sender<PluginState>,
     last_error: Mutex<Option<String>>,
+    closed: watch::Sender<bool>,
 }
 
 impl Supervisor {
-    /// Creates the first instance now, so a plugin whose `init` fails is refused at load.
-    pub fn start(spec: InstanceSpec, policy: RestartPolicy) -> Result<Arc<Self>, CallError> {
-        let instance = Instance::create(&spec)?;
+    /// Creates the first instance now, so a plugin whose `init` fails (or misses its deadline)
+    /// is refused at load.
+    pub async fn start(spec: InstanceSpec, policy: RestartPolicy) -> Result<Arc<Self>, CallError> {
+        let instance = Instance::create(&spec).await?;
         Ok(Arc::new(Supervisor {
             spec,
             policy,
-            inner: Mutex::new(Inner {
+            inner: tokio::sync::Mutex::new(Inner {
                 instance: Some(instance),
-                state: PluginState::Running,
                 consecutive_failures: 0,
                 successes_in_row: 0,
                 restart_at: None,
@@ -99,6 +102,7 @@ impl Supervisor {
             latency: latency_histogram(),
             state_tx: watch::channel(PluginState::Running).0,
             last_error: Mutex::new(None),
+            closed: watch::channel(false).0,
         }))
     }
 
@@ -114,7 +118,7 @@ impl Supervisor {
 
     /// Current state.
     pub fn state(&self) -> PluginState {
-        self.inner.lock().state
+        *self.state_tx.borrow()
     }
 
     /// Follows state changes (running, backing off, quarantined).
@@ -127,8 +131,7 @@ impl Supervisor {
         self.last_error.lock().clone()
     }
 
-    fn set_state(&self, inner: &mut Inner, state: PluginState) {
-        inner.state = state;
+    fn set_state(&self, state: PluginState) {
         self.state_tx.send_replace(state);
     }
 
@@ -160,26 +163,41 @@ impl Supervisor {
         }
     }
 
-    fn backoff_remaining(&self) -> Option<Duration> {
-        let inner = self.inner.lock();
-        inner
-            .restart_at
-            .and_then(|at| at.checked_duration_since(Instant::now()))
+    /// Starts no call from now on (the version is being unregistered); a call in flight ends
+    /// within its deadline.
+    pub fn close(&self) {
+        self.closed.send_replace(true);
     }
 
-    /// Delivers one event synchronously (call from a blocking thread).
-    fn deliver(&self, resource: &WitResource, event: &Event) {
-        let mut inner = self.inner.lock();
-        if inner.state == PluginState::Quarantined {
+    /// Delivers one event: waits out a restart backoff, recreates the instance if needed, and
+    /// calls `handle` under the deadline. Only this plugin's own handlers wait for it.
+    async fn deliver(&self, resource: &WitResource, event: &Event) {
+        let mut inner = self.inner.lock().await;
+        if *self.closed.borrow() {
+            return;
+        }
+        if self.state() == PluginState::Quarantined {
             self.dropped.fetch_add(1, Ordering::Relaxed);
             return;
         }
+        if let Some(wait) = inner
+            .restart_at
+            .and_then(|at| at.checked_duration_since(Instant::now()))
+        {
+            // The restart backoff itself: only this plugin's queue waits, and unregistering
+            // does not wait for it.
+            let mut closed = self.closed.subscribe();
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = closed.wait_for(|c| *c) => return,
+            }
+        }
         if inner.instance.is_none() {
-            match Instance::create(&self.spec) {
+            match Instance::create(&self.spec).await {
                 Ok(i) => {
                     tracing::info!(plugin = %self.spec.name, tenant = %self.spec.tenant, "plugin instance recreated");
                     inner.instance = Some(i);
-                    self.set_state(&mut inner, PluginState::Running);
+                    self.set_state(PluginState::Running);
                     inner.restart_at = None;
                 }
                 Err(e) => return self.fail(&mut inner, event, &e, "init"),
@@ -188,7 +206,7 @@ impl Supervisor {
         let started = Instant::now();
         let wit = to_wit(resource, event);
         let result = match inner.instance.as_mut() {
-            Some(instance) => instance.handle(&wit),
+            Some(instance) => instance.handle(&wit).await,
             None => return,
         };
         self.latency.observe(started.elapsed().as_secs_f64());
@@ -216,13 +234,13 @@ impl Supervisor {
         inner.successes_in_row = 0;
         inner.consecutive_failures += 1;
         if inner.consecutive_failures >= self.policy.quarantine_after {
-            self.set_state(inner, PluginState::Quarantined);
+            self.set_state(PluginState::Quarantined);
             tracing::error!(plugin, tenant, key, call, error = %error, failures = inner.consecutive_failures, "plugin quarantined");
             return;
         }
         let exp = inner.consecutive_failures.saturating_sub(1).min(20);
         let backoff = (self.policy.initial_backoff * 2u32.pow(exp)).min(self.policy.max_backoff);
-        self.set_state(inner, PluginState::BackingOff);
+        self.set_state(PluginState::BackingOff);
         inner.restart_at = Some(Instant::now() + backoff);
         tracing::warn!(plugin, tenant, key, call, error = %error, ?backoff, "plugin failed an event; restarting after backoff");
     }
@@ -236,13 +254,7 @@ pub struct PluginHandler {
 
 impl Handler for PluginHandler {
     async fn handle(&mut self, event: Event) {
-        if let Some(wait) = self.supervisor.backoff_remaining() {
-            // The restart backoff itself: only this plugin's queue waits.
-            tokio::time::sleep(wait).await;
-        }
-        let (supervisor, resource) = (self.supervisor.clone(), self.resource.clone());
-        // wasm runs synchronously up to its deadline: keep it off the async workers.
-        let _ = tokio::task::spawn_blocking(move || supervisor.deliver(&resource, &event)).await;
+        self.supervisor.deliver(&self.resource, &event).await;
     }
 }
 

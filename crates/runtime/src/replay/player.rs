@@ -197,9 +197,8 @@ pub async fn replay(
     };
     let policy = host.restart.clone();
     let plugin = name.clone();
-    let supervisor = tokio::task::spawn_blocking(move || Supervisor::start(spec, policy))
+    let supervisor = Supervisor::start(spec, policy)
         .await
-        .map_err(|e| PluginError::Engine(e.to_string()))?
         .map_err(|source| PluginError::Init { plugin, source })?;
     // A step waits for at most one backoff plus one deadline per event it caused, and slack.
     let step_guard = host.restart.max_backoff

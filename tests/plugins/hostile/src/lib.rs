@@ -2,6 +2,9 @@
 //! - `echo`: logs one JSON line per event (`tag`, `type`, `key`, `rv`, `initial`, `fsu`);
 //! - `spin`: loops forever on every event (the deadline must stop it);
 //! - `hog`: allocates until its memory cap traps it;
+//! - `sleep`: sleeps an hour in every event, blocked in a WASI poll (a host call, not wasm code:
+//!   the deadline must stop it all the same);
+//! - `sleep-init`: sleeps an hour in `init`;
 //! - `flaky`: echoes, but traps (panics) on every third event;
 //! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
 //! - `noop`: does nothing (the benchmark's trivial plugin);
@@ -31,6 +34,10 @@ impl Hostile {
                 loop {
                     x = std::hint::black_box(x.wrapping_add(1));
                 }
+            }
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(())
             }
             "hog" => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
@@ -123,6 +130,9 @@ impl Hostile {
 impl Plugin for Hostile {
     fn init(config: serde_json::Value) -> Result<Self, String> {
         let text = |k: &str| config.get(k).and_then(|v| v.as_str()).map(str::to_string);
+        if text("mode").as_deref() == Some("sleep-init") {
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
         Ok(Hostile {
             mode: text("mode").ok_or("config `mode` is required")?,
             tag: text("tag").unwrap_or_default(),

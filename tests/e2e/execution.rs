@@ -1,0 +1,289 @@
+//! The execution core under a hostile tenant, through the whole startup path (`Replica`, as
+//! `informant run` starts it): a plugin blocked in a host call (a WASI sleep, not wasm code)
+//! fails at its deadline like a spinning one, and while it is blocked on several watches at
+//! once, another tenant's plugin gets every event, `/healthz` answers, a new plugin of a third
+//! tenant loads, and shutdown ends within the largest deadline plus a second. A plugin that
+//! hangs in `init` is refused at its deadline, and one dropped in during that slow reconcile
+//! loads with no further change.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::plugin::{HostConfig, RestartPolicy};
+use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
+use informant_tests::http::{free_addr, get, get_until};
+use informant_tests::plugins::{Logs, wasm};
+use informant_tests::{configmap, guarded};
+use serde_json::{Value, json};
+use tokio::sync::broadcast;
+
+const DEADLINE_MS: u64 = 500;
+
+/// Tenants `team-a`, `team-b`, `team-c`, each granted its own namespace; failures never
+/// quarantine (so the sleeper stays busy) and restart at once.
+fn config() -> HostConfig {
+    let text = r#"
+[tenants.team-a]
+namespaces = ["team-a"]
+[tenants.team-b]
+namespaces = ["team-b"]
+[tenants.team-c]
+namespaces = ["team-c"]
+"#;
+    let mut config =
+        informant_runtime::config::parse(text, Path::new("informant.toml")).expect("config");
+    config.restart = RestartPolicy {
+        initial_backoff: Duration::from_millis(5),
+        max_backoff: Duration::from_millis(20),
+        quarantine_after: u32::MAX,
+        healthy_after: 10,
+    };
+    config
+}
+
+/// A manifest for the hostile plugin in `mode`, watching `kinds` in `namespace`.
+fn manifest(mode: &str, tag: &str, namespace: &str, kinds: &[(&str, &str)]) -> String {
+    let mut m = format!("[limits]\ndeadline-ms = {DEADLINE_MS}\nmemory-mib = 16\n");
+    for (api_version, kind) in kinds {
+        m.push_str(&format!(
+            "[[watch]]\napi-version = \"{api_version}\"\nkind = \"{kind}\"\nnamespace = \"{namespace}\"\n"
+        ));
+    }
+    m.push_str(&format!("[config]\nmode = \"{mode}\"\ntag = \"{tag}\"\n"));
+    m
+}
+
+fn install(dir: &Path, tenant: &str, name: &str, manifest: &str) {
+    let dir = dir.join(tenant);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Manifest first: the reloader must never see the component without it.
+    std::fs::write(dir.join(format!("{name}.toml")), manifest).unwrap();
+    std::fs::copy(wasm("hostile"), dir.join(format!("{name}.wasm"))).unwrap();
+}
+
+fn object(kind: &str, ns: &str, name: &str) -> Value {
+    match kind {
+        "ConfigMap" => configmap(ns, name, "v"),
+        "Secret" => json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": name, "namespace": ns}, "data": {"k": "dg=="}}),
+        _ => json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": ns}}),
+    }
+}
+
+/// Keys echoed by the plugins tagged `tag`.
+fn echoed(logs: &Logs, plugin: &str, tag: &str) -> Vec<String> {
+    logs.json_of(plugin)
+        .into_iter()
+        .filter(|l| l["tag"] == tag)
+        .filter_map(|l| l["key"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// The `/plugins` entry of `name`.
+fn entry(plugins: &str, name: &str) -> Value {
+    let v: Value = serde_json::from_str(plugins).expect("/plugins JSON");
+    v["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+async fn start(dir: &Path, server: &DevServer) -> (Replica, Logs, std::net::SocketAddr) {
+    let logs = broadcast::channel(1 << 16).0;
+    let recorded = Logs::record(logs.subscribe());
+    let addr = free_addr();
+    let replica = Replica::start(
+        server.client(),
+        RuntimeOptions {
+            plugins: Some(dir.to_path_buf()),
+            admin: Some(addr),
+            config: config(),
+            plugin_logs: Some(logs),
+            ..Default::default()
+        },
+        None,
+    )
+    .expect("replica");
+    (replica, recorded, addr)
+}
+
+async fn server() -> DevServer {
+    informant_tests::init_tracing();
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    for ns in ["team-a", "team-b", "team-c"] {
+        server
+            .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            .unwrap();
+    }
+    server
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_blocked_in_a_host_call_fails_at_its_deadline_and_holds_up_nobody() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kinds = [
+        ("v1", "ConfigMap"),
+        ("v1", "Secret"),
+        ("v1", "ServiceAccount"),
+    ];
+    install(
+        dir.path(),
+        "team-a",
+        "sleeper",
+        &manifest("sleep", "a", "team-a", &kinds),
+    );
+    install(
+        dir.path(),
+        "team-b",
+        "echo",
+        &manifest("echo", "b", "team-b", &kinds[..1]),
+    );
+    let (replica, logs, addr) = start(dir.path(), &server).await;
+    let mut state = replica.state();
+    guarded(
+        "the replica to run",
+        state.wait_for(|s| *s == ReplicaState::Running),
+    )
+    .await
+    .unwrap();
+
+    // The sleeper gets one event on each of its three watches: three listeners waiting on it.
+    for (_, kind) in kinds {
+        server.create(object(kind, "team-a", "bait")).unwrap();
+    }
+    let plugins = get_until(
+        addr,
+        "/plugins",
+        "the sleeper to miss its deadline",
+        |_, b| entry(b, "sleeper")["failed"].as_u64() >= Some(1),
+    )
+    .await;
+    let sleeper = entry(&plugins, "sleeper");
+    let error = sleeper["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&format!("missed its {DEADLINE_MS}ms deadline")),
+        "{sleeper}"
+    );
+
+    // Meanwhile, another tenant's plugin receives every event.
+    const N: usize = 50;
+    for i in 0..N {
+        server
+            .create(configmap("team-b", &format!("b{i}"), "v"))
+            .unwrap();
+    }
+    logs.wait_until("team-b's plugin to echo every event", || {
+        (0..N).all(|i| echoed(&logs, "echo", "b").contains(&format!("team-b/b{i}")))
+    })
+    .await;
+    let (status, _, body) = get(addr, "/healthz").await;
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
+
+    // A new plugin of a third tenant loads (hot reload) and gets its events.
+    install(
+        dir.path(),
+        "team-c",
+        "late",
+        &manifest("echo", "c", "team-c", &kinds[..1]),
+    );
+    get_until(addr, "/plugins", "team-c's plugin to load", |_, b| {
+        entry(b, "late")["state"] == "running"
+    })
+    .await;
+    server.create(configmap("team-c", "c0", "v")).unwrap();
+    logs.wait_until("team-c's plugin to echo its event", || {
+        echoed(&logs, "late", "c").contains(&"team-c/c0".to_string())
+    })
+    .await;
+
+    // Keep the sleeper blocked (each failure restarts it on the next event), then shut down.
+    for i in 0..3 {
+        server
+            .create(object("Secret", "team-a", &format!("more{i}")))
+            .unwrap();
+    }
+    let started = Instant::now();
+    guarded("shutdown", replica.shutdown())
+        .await
+        .expect("shutdown");
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_millis(DEADLINE_MS) + Duration::from_secs(1),
+        "shutdown took {took:?} with a plugin blocked in a host call"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_hanging_in_init_is_refused_at_its_deadline_and_one_dropped_in_meanwhile_loads() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let cms = [("v1", "ConfigMap")];
+    install(
+        dir.path(),
+        "team-b",
+        "echo",
+        &manifest("echo", "b", "team-b", &cms),
+    );
+    // A plugin whose init sleeps makes the very first reconcile slow.
+    let sleepy = manifest("sleep-init", "a", "team-a", &cms).replace(
+        &format!("deadline-ms = {DEADLINE_MS}"),
+        "deadline-ms = 3000",
+    );
+    install(dir.path(), "team-a", "sleepy", &sleepy);
+    let (replica, logs, addr) = start(dir.path(), &server).await;
+
+    // Its informer is claimed: the reconcile is in the sleepy plugin's init. Drop another in.
+    get_until(addr, "/metrics", "the sleepy plugin's informer", |_, b| {
+        b.contains(r#"informant_informer_synced{informer="v1 configmaps in team-a"}"#)
+    })
+    .await;
+    install(
+        dir.path(),
+        "team-c",
+        "late",
+        &manifest("echo", "c", "team-c", &cms),
+    );
+
+    let mut state = replica.state();
+    guarded(
+        "the replica to run",
+        state.wait_for(|s| *s == ReplicaState::Running),
+    )
+    .await
+    .unwrap();
+    let body = get_until(addr, "/readyz", "the sleepy plugin refused", |_, b| {
+        b.contains("plugin `team-a/sleepy` is on disk but not loaded")
+    })
+    .await;
+    assert!(
+        body.contains("init") && body.contains("missed its 3s deadline"),
+        "{body}"
+    );
+    // Loaded by the reconcile after the slow one, with no further change.
+    get_until(
+        addr,
+        "/plugins",
+        "the plugin dropped in meanwhile to load",
+        |_, b| entry(b, "late")["state"] == "running",
+    )
+    .await;
+    server.create(configmap("team-c", "c0", "v")).unwrap();
+    server.create(configmap("team-b", "b0", "v")).unwrap();
+    logs.wait_until("both well-behaved plugins to echo", || {
+        echoed(&logs, "late", "c").contains(&"team-c/c0".to_string())
+            && echoed(&logs, "echo", "b").contains(&"team-b/b0".to_string())
+    })
+    .await;
+    guarded("shutdown", replica.shutdown())
+        .await
+        .expect("shutdown");
+    server.shutdown().await;
+}
