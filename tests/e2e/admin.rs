@@ -380,13 +380,7 @@ async fn readyz_waits_for_sync_and_for_every_plugin_on_disk() {
         s == 200 && b == "ok\n"
     })
     .await;
-    let mut state = replica.state();
-    guarded(
-        "the replica to run",
-        state.wait_for(|s| *s == ReplicaState::Running),
-    )
-    .await
-    .unwrap();
+    assert!(guarded("the replica to run", replica.wait_running()).await);
     let m = Scrape::take(addr).await;
     assert_eq!(m.value("informant_informer_synced", CONFIGMAPS), 1.0);
 

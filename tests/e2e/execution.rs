@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::plugin::{HostConfig, RestartPolicy};
-use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
+use informant_runtime::runtime::{Replica, RuntimeOptions};
 use informant_tests::http::{free_addr, get, get_until};
 use informant_tests::plugins::{Logs, wasm};
 use informant_tests::{configmap, guarded};
@@ -146,13 +146,7 @@ async fn a_plugin_blocked_in_a_host_call_fails_at_its_deadline_and_holds_up_nobo
         &manifest("echo", "b", "team-b", &kinds[..1]),
     );
     let (replica, logs, addr) = start(dir.path(), &server).await;
-    let mut state = replica.state();
-    guarded(
-        "the replica to run",
-        state.wait_for(|s| *s == ReplicaState::Running),
-    )
-    .await
-    .unwrap();
+    assert!(guarded("the replica to run", replica.wait_running()).await);
 
     // The sleeper gets one event on each of its three watches: three listeners waiting on it.
     for (_, kind) in kinds {
@@ -252,13 +246,7 @@ async fn a_plugin_hanging_in_init_is_refused_at_its_deadline_and_one_dropped_in_
         &manifest("echo", "c", "team-c", &cms),
     );
 
-    let mut state = replica.state();
-    guarded(
-        "the replica to run",
-        state.wait_for(|s| *s == ReplicaState::Running),
-    )
-    .await
-    .unwrap();
+    assert!(guarded("the replica to run", replica.wait_running()).await);
     let body = get_until(addr, "/readyz", "the sleepy plugin refused", |_, b| {
         b.contains("plugin `team-a/sleepy` is on disk but not loaded")
     })

@@ -7,7 +7,7 @@
 //!    skips item bodies so the figure is the server's;
 //! 4. events/s for a stream of writes fanned out to 10 concurrent HTTP watchers.
 //!
-//! `cargo bench -p informant --bench devserver` (BENCH_PODS=N to change the object count).
+//! `cargo bench -p informant-devserver --bench devserver` (BENCH_PODS=N to change the object count).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicIsize, Ordering};

@@ -1,21 +1,20 @@
-//! API semantics on top of the store: metadata stamping (uid, resourceVersion, generation,
-//! creationTimestamp), optimistic concurrency, subresources, patches and cascades (namespace and
-//! CRD deletion). Both the HTTP handlers and the direct Rust API go through here, so both emit
-//! the same watch events.
+//! API semantics on top of the store: metadata stamping (uid, resourceVersion,
+//! creationTimestamp; generation by the rules in `strategy`), optimistic concurrency, the status
+//! and scale subresources, patches and cascades (namespace and CRD deletion). Both the HTTP
+//! handlers and the direct Rust API go through here, so both emit the same watch events.
 
 use std::sync::Arc;
 
 use parking_lot::{RwLock, RwLockReadGuard};
 use serde_json::{Value, json};
 
-use super::metadata::{
-    check_type, generate_suffix, meta, meta_mut, new_uid, now, spec_part, valid_name,
-};
+use super::metadata::{check_type, generate_suffix, meta, meta_mut, new_uid, now, valid_name};
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector, labels_match};
 use super::store::{EventType, Obj, Store, Tx};
 use super::{Error, Result};
+use super::{scale, strategy};
 
 /// Per-request write options (query parameters and DeleteOptions).
 #[derive(Debug, Default, Clone)]
@@ -39,6 +38,7 @@ pub(crate) struct WriteOpts {
 pub(crate) enum Sub {
     Main,
     Status,
+    Scale,
 }
 
 /// The API layer.
@@ -141,6 +141,8 @@ impl Api {
                 "the namespace of the provided object does not match the namespace sent on the request".into(),
             ));
         }
+        let own_status = strategy::brings_status(&obj, opts.http);
+        strategy::prepare_create(res, &mut obj, opts.http);
         let mut name = meta(&obj, "name");
         let generate = meta(&obj, "generateName");
         if name.is_empty() && !generate.is_empty() {
@@ -211,9 +213,12 @@ impl Api {
         m.insert("uid".into(), new_uid().into());
         m.insert("resourceVersion".into(), rv.to_string().into());
         m.insert("creationTimestamp".into(), now().into());
-        m.insert("generation".into(), 1.into());
         m.remove("deletionTimestamp");
         m.remove("managedFields");
+        strategy::init_generation(res, &mut obj);
+        if !own_status {
+            strategy::no_controllers(res, &mut obj);
+        }
         tx.put(&res.key, ns, &name, EventType::Added, &obj, rv);
         if is_crd {
             let mut reg = self.registry.write();
@@ -298,23 +303,8 @@ impl Api {
             });
         }
         let old = old.value();
-        let mut new = match sub {
-            Sub::Status => {
-                let mut v = old.clone();
-                v["status"] = obj.get("status").cloned().unwrap_or(Value::Null);
-                v
-            }
-            Sub::Main if opts.http && res.status_subresource => {
-                match old.get("status") {
-                    Some(s) => obj["status"] = s.clone(),
-                    None => {
-                        obj.as_object_mut().map(|m| m.remove("status"));
-                    }
-                }
-                obj
-            }
-            Sub::Main => obj,
-        };
+        let own_status = sub == Sub::Main && strategy::brings_status(&obj, opts.http);
+        let mut new = strategy::merge_update(res, &old, obj, sub, opts.http);
         for field in [
             "uid",
             "creationTimestamp",
@@ -335,9 +325,8 @@ impl Api {
         if is_crd {
             resources::validate_crd(&new)?;
         }
-        if spec_part(&new) != spec_part(&old) {
-            let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
-            meta_mut(&mut new).insert("generation".into(), generation.into());
+        if strategy::bump_generation(res, &old, &mut new, sub) && !own_status {
+            strategy::no_controllers(res, &mut new);
         }
         if opts.dry_run {
             return Ok(new);
@@ -415,6 +404,72 @@ impl Api {
         meta_mut(&mut patched).insert("name".into(), name.into());
         self.replace(&mut tx, res, ns, name, patched, sub, opts)
             .map(|v| (v, false))
+    }
+
+    /// The object's Scale (`.../scale` GET).
+    pub fn get_scale(&self, res: &ResourceType, ns: &str, name: &str) -> Result<Value> {
+        Ok(scale::scale_of(res, &self.get(res, ns, name)?.value()))
+    }
+
+    /// `.../scale` PUT: sets the object's replicas from a Scale; returns the new Scale.
+    pub fn update_scale(
+        &self,
+        res: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        body: Value,
+        opts: &WriteOpts,
+    ) -> Result<Value> {
+        let mut tx = self.store.write();
+        self.write_scale(&mut tx, res, ns, name, body, opts)
+    }
+
+    /// `.../scale` PATCH: the patch applies to the current Scale, which is then written.
+    pub fn patch_scale(
+        &self,
+        res: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        ptype: PatchType,
+        body: &[u8],
+        opts: &WriteOpts,
+    ) -> Result<Value> {
+        let mut tx = self.store.write();
+        let old = tx.get(&res.key, ns, name).ok_or_else(|| Error::NotFound {
+            resource: res.qualified(),
+            name: name.into(),
+        })?;
+        let current = scale::scale_of(res, &old.value());
+        let patched = patch::apply(ptype, &current, body, "Scale", name)?;
+        self.write_scale(&mut tx, res, ns, name, patched, opts)
+    }
+
+    fn write_scale(
+        &self,
+        tx: &mut Tx<'_>,
+        res: &Arc<ResourceType>,
+        ns: &str,
+        name: &str,
+        body: Value,
+        opts: &WriteOpts,
+    ) -> Result<Value> {
+        let replicas = scale::replicas(&body, name)?;
+        let old = tx.get(&res.key, ns, name).ok_or_else(|| Error::NotFound {
+            resource: res.qualified(),
+            name: name.into(),
+        })?;
+        // The Scale's resourceVersion is the object's: a stale one is a conflict.
+        let want_rv = meta(&body, "resourceVersion");
+        if !want_rv.is_empty() && want_rv != old.rv.to_string() {
+            return Err(Error::Conflict {
+                resource: res.qualified(),
+                name: name.into(),
+            });
+        }
+        let mut obj = old.value();
+        scale::set_replicas(res, &mut obj, replicas);
+        let new = self.replace(tx, res, ns, name, obj, Sub::Main, opts)?;
+        Ok(scale::scale_of(res, &new))
     }
 
     /// Deletes one object (cascading for namespaces and CRDs); returns its final state.

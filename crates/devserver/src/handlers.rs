@@ -20,10 +20,12 @@ use serde_json::{Value, json};
 use super::api::{Sub, WriteOpts};
 use super::patch::PatchType;
 use super::resources::ResourceType;
-use super::selector::{FieldSelector, LabelSelector, labels_match, parse_labels};
-use super::store::{Key, Obj};
+use super::selector::{FieldSelector, LabelSelector, parse_labels};
 use super::watch::{self, WatchRequest};
 use super::{Error, Result, Shared, openapi, protobuf, server, table};
+
+mod list;
+use list::list;
 
 /// The router for one server.
 pub(crate) fn router(shared: Arc<Shared>) -> Router {
@@ -259,6 +261,7 @@ fn parse_target(
     let sub = match sub {
         None => Sub::Main,
         Some("status") if res.status_subresource => Sub::Status,
+        Some("scale") if res.scale.is_some() => Sub::Scale,
         Some(_) => return Err(unknown()),
     };
     if res.namespaced && namespace.is_none() && name.is_some() {
@@ -328,7 +331,7 @@ fn parse_object(body: &[u8], content_type: Option<&str>) -> Result<Value> {
     }
     let yaml = content_type.is_some_and(|ct| ct.contains("yaml"));
     let v: Value = if yaml {
-        serde_yaml::from_slice(body)
+        serde_saphyr::from_slice(body)
             .map_err(|e| Error::BadRequest(format!("error decoding YAML body: {e}")))?
     } else {
         serde_json::from_slice(body).map_err(|e| {
@@ -347,6 +350,9 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
+    if let (Sub::Scale, Some(name)) = (t.sub, &t.name) {
+        return scale(shared, &t, name, &q, req).await;
+    }
     match (&method, &t.name) {
         (&Method::GET, None) if flag(&q, "watch") => watch_response(shared, &t, &q, wants_table),
         (&Method::GET, None) => list(shared, &t, &q, wants_table),
@@ -396,16 +402,16 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
         }
         (&Method::DELETE, Some(name)) => {
             let mut opts = write_opts(&q, &t.version);
-            let (body, _) = read_body(shared, req).await?;
-            delete_options(&body, &mut opts)?;
+            let (body, ct) = read_body(shared, req).await?;
+            delete_options(&body, ct.as_deref(), &mut opts)?;
             let obj = shared.api.delete(&t.res, Some(&ns), name, &opts)?;
             Ok(json_value(StatusCode::OK, &obj))
         }
         (&Method::DELETE, None) => {
             let mut opts = write_opts(&q, &t.version);
             let (labels, fields) = selectors(&q)?;
-            let (body, _) = read_body(shared, req).await?;
-            delete_options(&body, &mut opts)?;
+            let (body, ct) = read_body(shared, req).await?;
+            delete_options(&body, ct.as_deref(), &mut opts)?;
             let n = shared.api.delete_collection(
                 &t.res,
                 t.namespace.as_deref(),
@@ -425,12 +431,50 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
     }
 }
 
-fn delete_options(body: &[u8], opts: &mut WriteOpts) -> Result<()> {
+/// `.../scale`: GET, PUT and PATCH of the autoscaling/v1 Scale.
+async fn scale(
+    shared: &Arc<Shared>,
+    t: &Target,
+    name: &str,
+    q: &Params,
+    req: Request,
+) -> Result<Response> {
+    let ns = t.namespace.clone().unwrap_or_default();
+    let method = req.method().clone();
+    let opts = write_opts(q, &t.version);
+    let scale = match method {
+        Method::GET => shared.api.get_scale(&t.res, &ns, name)?,
+        Method::PUT => {
+            let (body, ct) = read_body(shared, req).await?;
+            let body = parse_object(&body, ct.as_deref())?;
+            shared.api.update_scale(&t.res, &ns, name, body, &opts)?
+        }
+        Method::PATCH => {
+            let (body, ct) = read_body(shared, req).await?;
+            let ptype = PatchType::from_content_type(ct.as_deref().unwrap_or_default())?;
+            shared
+                .api
+                .patch_scale(&t.res, &ns, name, ptype, &body, &opts)?
+        }
+        _ => {
+            return Err(Error::MethodNotAllowed(format!(
+                "{method} {}/scale",
+                t.res.plural
+            )));
+        }
+    };
+    Ok(json_value(StatusCode::OK, &scale))
+}
+
+fn delete_options(body: &[u8], content_type: Option<&str>, opts: &mut WriteOpts) -> Result<()> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(());
     }
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| Error::BadRequest(format!("couldn't decode DeleteOptions: {e}")))?;
+    let v = match content_type {
+        Some(ct) if ct.starts_with(protobuf::CONTENT_TYPE) => protobuf::decode(body)?,
+        _ => serde_json::from_slice(body)
+            .map_err(|e| Error::BadRequest(format!("couldn't decode DeleteOptions: {e}")))?,
+    };
     let s = |v: &Value| v.as_str().map(String::from);
     opts.precondition_uid = s(&v["preconditions"]["uid"]);
     opts.precondition_rv = s(&v["preconditions"]["resourceVersion"]);
@@ -466,111 +510,6 @@ fn parse_rv(q: &Params) -> Result<Option<u64>> {
             ))
         }),
     }
-}
-
-fn encode_continue(rv: u64, key: &Key) -> String {
-    format!("{rv}/{}/{}", key.0, key.1)
-        .bytes()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn decode_continue(token: &str) -> Result<(u64, Key)> {
-    let bad = || Error::BadRequest(format!("continue key is not valid: {token:?}"));
-    let bytes: Vec<u8> = (0..token.len())
-        .step_by(2)
-        .map(|i| {
-            token
-                .get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect::<Option<_>>()
-        .ok_or_else(bad)?;
-    let text = String::from_utf8(bytes).map_err(|_| bad())?;
-    let mut parts = text.splitn(3, '/');
-    let rv = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
-    let ns = parts.next().ok_or_else(bad)?;
-    let name = parts.next().ok_or_else(bad)?;
-    Ok((rv, (ns.into(), name.into())))
-}
-
-fn list(shared: &Shared, t: &Target, q: &Params, wants_table: bool) -> Result<Response> {
-    let (labels, fields) = selectors(q)?;
-    let limit = match q.get("limit").map(String::as_str) {
-        None | Some("") => 0,
-        Some(l) => l
-            .parse::<i64>()
-            .map_err(|_| Error::BadRequest(format!("limit: Invalid value: \"{l}\"")))?
-            .max(0) as usize,
-    };
-    let (token_rv, after) = match q.get("continue").filter(|c| !c.is_empty()) {
-        Some(c) => {
-            let (rv, key) = decode_continue(c)?;
-            (Some(rv), Some(key))
-        }
-        None => (None, None),
-    };
-    let requested = parse_rv(q)?;
-    let mut items: Vec<Arc<Obj>> = Vec::new();
-    let mut last: Option<Key> = None;
-    let mut more = false;
-    let current = shared.api.store.scan(
-        &t.res.key,
-        t.namespace.as_deref(),
-        after.as_ref(),
-        |k, obj| {
-            if !labels_match(&labels, &obj.labels) || !fields.matches(&k.0, &k.1, obj) {
-                return true;
-            }
-            if limit > 0 && items.len() == limit {
-                more = true;
-                return false;
-            }
-            items.push(obj.clone());
-            last = Some(k.clone());
-            true
-        },
-    );
-    if q.get("resourceVersionMatch").is_some_and(|m| m == "Exact")
-        && let Some(rv) = requested
-        && rv != current
-        && token_rv.is_none()
-    {
-        // Only the present is kept; an exact older snapshot is as gone as after compaction.
-        return Err(Error::Expired {
-            requested: rv,
-            oldest: current,
-        });
-    }
-    let rv = token_rv.unwrap_or(current);
-    if wants_table {
-        return Ok(json_value(
-            StatusCode::OK,
-            &table::table(&t.res, &items, rv),
-        ));
-    }
-    let cont = match (more, &last) {
-        (true, Some(key)) => format!(",\"continue\":\"{}\"", encode_continue(rv, key)),
-        _ => String::new(),
-    };
-    let total: usize = items.iter().map(|o| o.json.len() + 1).sum();
-    let mut buf = BytesMut::with_capacity(total + 256);
-    buf.extend_from_slice(
-        format!(
-            "{{\"kind\":\"{}List\",\"apiVersion\":\"{}\",\"metadata\":{{\"resourceVersion\":\"{rv}\"{cont}}},\"items\":[",
-            t.res.kind,
-            t.res.api_version(&t.version)
-        )
-        .as_bytes(),
-    );
-    for (i, obj) in items.iter().enumerate() {
-        if i > 0 {
-            buf.extend_from_slice(b",");
-        }
-        buf.extend_from_slice(&obj.json);
-    }
-    buf.extend_from_slice(b"]}");
-    Ok(json_bytes(StatusCode::OK, buf.freeze()))
 }
 
 fn watch_response(

@@ -2,8 +2,16 @@
 //!
 //! It speaks enough of the real API for `kubectl` (1.27–1.33) and kube-rs 5 (including
 //! kube-runtime's `watcher` in list-watch and streaming-list mode): discovery, get/list/watch,
-//! create/update/patch/delete, CustomResourceDefinitions that start serving their resources,
-//! and metav1.Status errors with the real codes.
+//! create/update/patch/delete, the `status` and `scale` subresources, JSON, YAML and protobuf
+//! request bodies, CustomResourceDefinitions that start serving their resources, and
+//! metav1.Status errors with the real codes.
+//!
+//! Where things live: `handlers` routes HTTP (lists in `handlers/list`, watches in `watch`);
+//! `api` is the write path both HTTP and [`DevServer`]'s direct calls take, with the per-kind
+//! rules in `strategy` (status vs main resource, `metadata.generation`) and `scale`; `store`
+//! holds objects and the watch history; `resources` is the registry and discovery; `protobuf`
+//! decodes protobuf bodies with Kubernetes' own schema (`proto/`, compiled by `build.rs`);
+//! `patch` does the four patch types; `openapi` the skeletal OpenAPI kubectl checks.
 //!
 //! Contract, in the terms a client cares about:
 //! - Every write takes the next value of ONE global resourceVersion counter (like etcd), so
@@ -14,6 +22,15 @@
 //!   event, which drives clients down their relist path.
 //! - Objects are stored as serialized JSON bytes, shared between the store, the watch history and
 //!   every response that carries them.
+//! - `metadata.generation` behaves as kube-apiserver 1.33's: 1 on create and +1 when `.spec`
+//!   changes for workloads (for a Deployment also its annotations), any non-metadata change for
+//!   custom resources, none at all for kinds such as ConfigMap, Secret, Namespace or Service;
+//!   status-subresource writes never bump it. Over HTTP, main-resource writes to a kind with a
+//!   status subresource keep the stored status, and status writes change only status.
+//! - No controllers run. So that `kubectl rollout status` fails at once instead of waiting
+//!   forever, a Deployment's new generation is marked observed with a `Progressing` condition
+//!   of reason `ProgressDeadlineExceeded` whose message says so. Direct writes that carry their
+//!   own status (a test playing the controller) are stored as given.
 //! - [`Faults`] injects the failures informers must survive: closed watches, compaction, a network
 //!   partition (pause/resume) and a restart that keeps the data.
 //!
@@ -42,9 +59,11 @@ mod openapi;
 mod patch;
 mod protobuf;
 mod resources;
+mod scale;
 mod selector;
 mod server;
 mod store;
+mod strategy;
 mod table;
 mod watch;
 

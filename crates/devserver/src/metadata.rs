@@ -1,6 +1,6 @@
 //! Object metadata rules shared by every write: kind/apiVersion checks against the URL's
 //! resource, name validation, server-assigned fields (uid, creationTimestamp, generateName
-//! suffixes) and what counts as a spec change for `generation`.
+//! suffixes). When `generation` moves is per kind, in `strategy`.
 
 use serde_json::{Map, Value, json};
 
@@ -58,16 +58,6 @@ pub(crate) fn valid_name(name: &str) -> bool {
         && name.chars().all(ok_char)
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
-}
-
-/// The object without metadata and status: what `generation` tracks.
-pub(crate) fn spec_part(obj: &Value) -> Value {
-    let mut v = obj.clone();
-    if let Some(m) = v.as_object_mut() {
-        m.remove("metadata");
-        m.remove("status");
-    }
-    v
 }
 
 /// Checks (and fills in when absent) kind and apiVersion against the resource.

@@ -14,7 +14,8 @@ use std::hash::{DefaultHasher, Hash, Hasher};
 
 use serde_json::{Value, json};
 
-use super::protobuf::Encoder;
+use prost_reflect::prost::encoding::{WireType, encode_key, encode_varint};
+
 use super::resources::Registry;
 
 fn gv_path(group: &str, version: &str) -> String {
@@ -131,6 +132,44 @@ pub(crate) fn v2_json(reg: &Registry) -> Value {
     })
 }
 
+/// Builds one protobuf message field by field, for the one protobuf document we serve (whose
+/// schema, gnostic's OpenAPIv2.proto, is not vendored). Nested messages are built by closures,
+/// so their lengths are known before they are written.
+#[derive(Default)]
+struct Encoder {
+    buf: Vec<u8>,
+}
+
+impl Encoder {
+    /// A length-delimited field.
+    fn bytes(&mut self, field: u32, b: &[u8]) -> &mut Self {
+        encode_key(field, WireType::LengthDelimited, &mut self.buf);
+        encode_varint(b.len() as u64, &mut self.buf);
+        self.buf.extend_from_slice(b);
+        self
+    }
+
+    fn string(&mut self, field: u32, s: &str) -> &mut Self {
+        self.bytes(field, s.as_bytes())
+    }
+
+    /// A bool field; false is the proto3 default and so is not written.
+    fn bool(&mut self, field: u32, v: bool) -> &mut Self {
+        if v {
+            encode_key(field, WireType::Varint, &mut self.buf);
+            encode_varint(1, &mut self.buf);
+        }
+        self
+    }
+
+    /// An embedded message field, built by `build`.
+    fn message(&mut self, field: u32, build: impl FnOnce(&mut Encoder)) -> &mut Self {
+        let mut inner = Encoder::default();
+        build(&mut inner);
+        self.bytes(field, &inner.buf)
+    }
+}
+
 /// `/openapi/v2` as a gnostic `openapi.v2.Document`, the only form kubectl < 1.29 accepts.
 ///
 /// Those kubectls decide whether the server validates fields by finding the PATCH operation
@@ -158,7 +197,7 @@ pub(crate) fn v2_protobuf(reg: &Registry) -> Vec<u8> {
                 });
             }
         });
-    doc.finish()
+    doc.buf
 }
 
 /// One gnostic `Operation`.
@@ -224,17 +263,35 @@ pub(crate) fn index(reg: &Registry) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protobuf::test_fields;
+    use prost_reflect::prost::bytes::Buf;
+    use prost_reflect::prost::encoding::{DecodeContext, decode_key, decode_varint, skip_field};
+
+    /// The fields of a protobuf message: number, and the bytes of length-delimited ones.
+    fn test_fields(mut buf: &[u8]) -> Vec<(u32, Option<&[u8]>)> {
+        let mut out = Vec::new();
+        while buf.has_remaining() {
+            let (n, wire) = decode_key(&mut buf).unwrap();
+            if wire == WireType::LengthDelimited {
+                let len = decode_varint(&mut buf).unwrap() as usize;
+                out.push((n, Some(&buf[..len])));
+                buf = &buf[len..];
+            } else {
+                skip_field(wire, n, &mut buf, DecodeContext::default()).unwrap();
+                out.push((n, None));
+            }
+        }
+        out
+    }
 
     /// The single length-delimited field `n` of `buf`, or every one of them.
-    fn all(buf: &[u8], n: u64) -> Vec<&[u8]> {
+    fn all(buf: &[u8], n: u32) -> Vec<&[u8]> {
         test_fields(buf)
             .into_iter()
             .filter_map(|(f, b)| (f == n).then_some(b).flatten())
             .collect()
     }
 
-    fn one(buf: &[u8], n: u64) -> &[u8] {
+    fn one(buf: &[u8], n: u32) -> &[u8] {
         let found = all(buf, n);
         assert_eq!(found.len(), 1, "field {n}");
         found[0]

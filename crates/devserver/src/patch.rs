@@ -40,7 +40,7 @@ fn parse_json(body: &[u8]) -> Result<Value> {
 
 /// Parses an apply configuration (YAML, or JSON which is YAML).
 pub(crate) fn parse_apply(body: &[u8]) -> Result<Value> {
-    let v: Value = serde_yaml::from_slice(body)
+    let v: Value = serde_saphyr::from_slice(body)
         .map_err(|e| Error::BadRequest(format!("error decoding YAML: {e}")))?;
     if !v.is_object() {
         return Err(Error::BadRequest(

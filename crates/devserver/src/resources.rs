@@ -6,6 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::scale::ScalePaths;
+use super::strategy::Generation;
 use super::{Error, Result};
 
 /// One served resource. Objects of every served version share one storage table.
@@ -20,6 +22,10 @@ pub(crate) struct ResourceType {
     pub short_names: Vec<String>,
     pub categories: Vec<String>,
     pub status_subresource: bool,
+    /// When `metadata.generation` moves.
+    pub generation: Generation,
+    /// Where the `scale` subresource reads and writes, if the resource has one.
+    pub scale: Option<ScalePaths>,
     /// False for CRD-defined resources: they get merge patch only, like real servers.
     pub builtin: bool,
     /// Storage table key, `plural.group`; stable across versions.
@@ -67,159 +73,148 @@ impl ResourceType {
             out.push(json!({"name": format!("{}/status", self.plural), "singularName": "",
                 "namespaced": self.namespaced, "kind": self.kind, "verbs": ["get", "patch", "update"]}));
         }
+        if self.scale.is_some() {
+            // The scale client finds the Scale's group-version here.
+            out.push(
+                json!({"name": format!("{}/scale", self.plural), "singularName": "",
+                "namespaced": self.namespaced, "group": "autoscaling", "version": "v1",
+                "kind": "Scale", "verbs": ["get", "patch", "update"]}),
+            );
+        }
         out
     }
 }
 
-/// (group, version, plural, kind, namespaced, short names, status subresource, in category "all")
-type Builtin = (
-    &'static str,
-    &'static str,
-    &'static str,
-    &'static str,
-    bool,
-    &'static [&'static str],
-    bool,
-    bool,
-);
+/// One built-in resource as kube-apiserver 1.33 serves it.
+struct Builtin {
+    group: &'static str,
+    plural: &'static str,
+    kind: &'static str,
+    namespaced: bool,
+    short_names: &'static [&'static str],
+    /// Has a `status` subresource.
+    status: bool,
+    /// In the `all` category (`kubectl get all`).
+    all: bool,
+    generation: Generation,
+    /// Has a `scale` subresource (spec.replicas, status.replicas, spec.selector).
+    scale: bool,
+}
+
+/// The defaults most rows share; each row says where it differs.
+const fn builtin(group: &'static str, plural: &'static str, kind: &'static str) -> Builtin {
+    Builtin {
+        group,
+        plural,
+        kind,
+        namespaced: true,
+        short_names: &[],
+        status: false,
+        all: false,
+        generation: Generation::None,
+        scale: false,
+    }
+}
+
+/// A workload: namespaced, with status, in `all`, generation following `.spec`.
+const fn workload(group: &'static str, plural: &'static str, kind: &'static str) -> Builtin {
+    Builtin {
+        status: true,
+        all: true,
+        generation: Generation::Spec,
+        ..builtin(group, plural, kind)
+    }
+}
 
 const BUILTINS: &[Builtin] = &[
-    (
-        "",
-        "v1",
-        "namespaces",
-        "Namespace",
-        false,
-        &["ns"],
-        true,
-        false,
-    ),
-    ("", "v1", "pods", "Pod", true, &["po"], true, true),
-    (
-        "",
-        "v1",
-        "configmaps",
-        "ConfigMap",
-        true,
-        &["cm"],
-        false,
-        false,
-    ),
-    ("", "v1", "secrets", "Secret", true, &[], false, false),
-    ("", "v1", "services", "Service", true, &["svc"], true, true),
-    (
-        "",
-        "v1",
-        "serviceaccounts",
-        "ServiceAccount",
-        true,
-        &["sa"],
-        false,
-        false,
-    ),
-    (
-        "",
-        "v1",
-        "endpoints",
-        "Endpoints",
-        true,
-        &["ep"],
-        false,
-        false,
-    ),
-    ("", "v1", "events", "Event", true, &["ev"], false, false),
-    ("", "v1", "nodes", "Node", false, &["no"], true, false),
-    (
-        "",
-        "v1",
-        "persistentvolumes",
-        "PersistentVolume",
-        false,
-        &["pv"],
-        true,
-        false,
-    ),
-    (
-        "",
-        "v1",
-        "persistentvolumeclaims",
-        "PersistentVolumeClaim",
-        true,
-        &["pvc"],
-        true,
-        false,
-    ),
-    (
-        "apps",
-        "v1",
-        "deployments",
-        "Deployment",
-        true,
-        &["deploy"],
-        true,
-        true,
-    ),
-    (
-        "apps",
-        "v1",
-        "replicasets",
-        "ReplicaSet",
-        true,
-        &["rs"],
-        true,
-        true,
-    ),
-    (
-        "apps",
-        "v1",
-        "statefulsets",
-        "StatefulSet",
-        true,
-        &["sts"],
-        true,
-        true,
-    ),
-    (
-        "apps",
-        "v1",
-        "daemonsets",
-        "DaemonSet",
-        true,
-        &["ds"],
-        true,
-        true,
-    ),
-    ("batch", "v1", "jobs", "Job", true, &[], true, true),
-    (
-        "batch",
-        "v1",
-        "cronjobs",
-        "CronJob",
-        true,
-        &["cj"],
-        true,
-        true,
-    ),
-    (
-        "coordination.k8s.io",
-        "v1",
-        "leases",
-        "Lease",
-        true,
-        &[],
-        false,
-        false,
-    ),
-    (
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
-        false,
-        &["crd", "crds"],
-        true,
-        false,
-    ),
+    Builtin {
+        namespaced: false,
+        short_names: &["ns"],
+        status: true,
+        ..builtin("", "namespaces", "Namespace")
+    },
+    Builtin {
+        short_names: &["po"],
+        ..workload("", "pods", "Pod")
+    },
+    Builtin {
+        short_names: &["cm"],
+        ..builtin("", "configmaps", "ConfigMap")
+    },
+    builtin("", "secrets", "Secret"),
+    Builtin {
+        short_names: &["svc"],
+        status: true,
+        all: true,
+        ..builtin("", "services", "Service")
+    },
+    Builtin {
+        short_names: &["sa"],
+        ..builtin("", "serviceaccounts", "ServiceAccount")
+    },
+    Builtin {
+        short_names: &["ep"],
+        ..builtin("", "endpoints", "Endpoints")
+    },
+    Builtin {
+        short_names: &["ev"],
+        ..builtin("", "events", "Event")
+    },
+    Builtin {
+        namespaced: false,
+        short_names: &["no"],
+        status: true,
+        ..builtin("", "nodes", "Node")
+    },
+    Builtin {
+        namespaced: false,
+        short_names: &["pv"],
+        status: true,
+        ..builtin("", "persistentvolumes", "PersistentVolume")
+    },
+    Builtin {
+        short_names: &["pvc"],
+        status: true,
+        ..builtin("", "persistentvolumeclaims", "PersistentVolumeClaim")
+    },
+    Builtin {
+        short_names: &["deploy"],
+        // Annotations are copied to the ReplicaSets, so changing them is a new generation too.
+        generation: Generation::SpecAndAnnotations,
+        scale: true,
+        ..workload("apps", "deployments", "Deployment")
+    },
+    Builtin {
+        short_names: &["rs"],
+        scale: true,
+        ..workload("apps", "replicasets", "ReplicaSet")
+    },
+    Builtin {
+        short_names: &["sts"],
+        scale: true,
+        ..workload("apps", "statefulsets", "StatefulSet")
+    },
+    Builtin {
+        short_names: &["ds"],
+        ..workload("apps", "daemonsets", "DaemonSet")
+    },
+    workload("batch", "jobs", "Job"),
+    Builtin {
+        short_names: &["cj"],
+        ..workload("batch", "cronjobs", "CronJob")
+    },
+    builtin("coordination.k8s.io", "leases", "Lease"),
+    Builtin {
+        namespaced: false,
+        short_names: &["crd", "crds"],
+        status: true,
+        generation: Generation::Spec,
+        ..builtin(
+            "apiextensions.k8s.io",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+        )
+    },
 ];
 
 /// All served resources, indexed by (group, version, plural) and by (group, kind).
@@ -242,19 +237,22 @@ impl Registry {
     /// The built-in resources.
     pub fn builtin() -> Registry {
         let mut reg = Registry::default();
-        for &(group, version, plural, kind, namespaced, short, status, all) in BUILTINS {
+        for b in BUILTINS {
             reg.add(ResourceType {
-                group: group.into(),
-                versions: vec![version.into()],
-                plural: plural.into(),
-                singular: kind.to_lowercase(),
-                kind: kind.into(),
-                namespaced,
-                short_names: short.iter().map(|s| s.to_string()).collect(),
-                categories: if all { vec!["all".into()] } else { vec![] },
-                status_subresource: status,
+                group: b.group.into(),
+                // Every built-in this server serves is at v1 of its group.
+                versions: vec!["v1".into()],
+                plural: b.plural.into(),
+                singular: b.kind.to_lowercase(),
+                kind: b.kind.into(),
+                namespaced: b.namespaced,
+                short_names: b.short_names.iter().map(|s| s.to_string()).collect(),
+                categories: if b.all { vec!["all".into()] } else { vec![] },
+                status_subresource: b.status,
+                generation: b.generation,
+                scale: b.scale.then(ScalePaths::builtin),
                 builtin: true,
-                key: key_of(group, plural),
+                key: key_of(b.group, b.plural),
             });
         }
         reg
@@ -315,11 +313,13 @@ impl Registry {
         let plural = s(&names["plural"]);
         let mut versions: Vec<(bool, String)> = Vec::new();
         let mut status = false;
+        let mut scale = None;
         for v in spec["versions"].as_array().into_iter().flatten() {
             if v["served"].as_bool() == Some(false) {
                 continue;
             }
             status |= v["subresources"]["status"].is_object();
+            scale = scale.or_else(|| ScalePaths::from_crd(&v["subresources"]["scale"]));
             // The storage version goes first: it is the one discovery calls preferred.
             versions.push((v["storage"].as_bool() != Some(true), s(&v["name"])));
         }
@@ -337,6 +337,10 @@ impl Registry {
             short_names: list(&names["shortNames"]),
             categories: list(&names["categories"]),
             status_subresource: status,
+            // Custom resources: any change outside metadata (and, on the main resource of one
+            // with a status subresource, status is kept anyway) is a new generation.
+            generation: Generation::NonMetadata,
+            scale,
             builtin: false,
             key: key.clone(),
             group,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use informant_devserver::{DevServer, DevServerConfig};
+use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
@@ -524,5 +525,108 @@ async fn bad_input_gets_status_errors_while_others_keep_working() {
         .await
         .unwrap_err();
     assert_eq!(api_code(&err), 400);
+    srv.shutdown().await;
+}
+
+fn deployment(name: &str, replicas: i32) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": "nginx"}]}}},
+        // Over HTTP a create cannot set the status of a kind with a status subresource.
+        "status": {"replicas": 5},
+    }))
+    .expect("valid Deployment")
+}
+
+/// `metadata.generation`, the status and scale subresources, and the no-controllers notice,
+/// through kube-rs' own subresource calls.
+#[tokio::test]
+async fn generation_status_and_scale_subresources() {
+    let srv = server().await;
+    let cms: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let mut c = cms
+        .create(&PostParams::default(), &cm("c", "default"))
+        .await
+        .unwrap();
+    assert_eq!(c.metadata.generation, None);
+    c.data = Some([("k".to_string(), "v2".to_string())].into());
+    let c = cms.replace("c", &PostParams::default(), &c).await.unwrap();
+    assert_eq!(c.metadata.generation, None, "ConfigMaps have no generation");
+
+    let api: Api<Deployment> = Api::namespaced(srv.client(), "default");
+    let d = api
+        .create(&PostParams::default(), &deployment("web", 1))
+        .await
+        .unwrap();
+    assert_eq!(d.metadata.generation, Some(1));
+    let status = d.status.unwrap();
+    assert_eq!(
+        (status.replicas, status.observed_generation),
+        (None, Some(1))
+    );
+    let progressing = &status.conditions.unwrap()[0];
+    assert_eq!(
+        progressing.reason.as_deref(),
+        Some("ProgressDeadlineExceeded")
+    );
+
+    // Scale: a merge patch, a stale resourceVersion, a negative count.
+    let scale = api
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scale.spec.unwrap().replicas, Some(3));
+    assert_eq!(scale.status.unwrap().selector.as_deref(), Some("app=web"));
+    let d = api.get("web").await.unwrap();
+    assert_eq!(d.metadata.generation, Some(2));
+    assert_eq!(d.status.unwrap().observed_generation, Some(2));
+    let stale = json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
+        "metadata": {"name": "web", "resourceVersion": "1"}, "spec": {"replicas": 4}});
+    let err = api
+        .replace_scale(
+            "web",
+            &PostParams::default(),
+            &serde_json::from_value(stale).unwrap(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), 409);
+    let err = api
+        .patch_scale(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": -1}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&err), 422);
+
+    // Status writes change status only and start no generation.
+    let patched = api
+        .patch_status(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"readyReplicas": 2}, "spec": {"replicas": 9}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.spec.unwrap().replicas, Some(3));
+    assert_eq!(patched.status.unwrap().ready_replicas, Some(2));
+    assert_eq!(patched.metadata.generation, Some(2));
+
+    // A direct write plays the controller: its status is kept as given.
+    let mut direct = serde_json::to_value(api.get("web").await.unwrap()).unwrap();
+    direct["spec"]["replicas"] = 6.into();
+    direct["status"] = json!({"observedGeneration": 3, "replicas": 6, "readyReplicas": 6});
+    let updated = srv.update(direct.clone()).unwrap();
+    assert_eq!(updated["metadata"]["generation"], 3);
+    assert_eq!(updated["status"], direct["status"]);
     srv.shutdown().await;
 }

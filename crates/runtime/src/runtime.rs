@@ -358,6 +358,15 @@ impl Replica {
         self.state.clone()
     }
 
+    /// Waits until the informers and plugins run; `false` if the replica stopped first.
+    pub async fn wait_running(&self) -> bool {
+        let mut state = self.state.clone();
+        state
+            .wait_for(|s| matches!(s, ReplicaState::Running | ReplicaState::Stopped))
+            .await
+            .is_ok_and(|s| *s == ReplicaState::Running)
+    }
+
     /// Follows the election (`None` without leader election).
     pub fn leadership(&self) -> Option<watch::Receiver<Leadership>> {
         self.leadership.clone()
