@@ -1,6 +1,8 @@
 //! One event as a plugin sees it.
 
+use std::cell::OnceCell;
 use std::fmt;
+use std::rc::Rc;
 
 use serde::de::DeserializeOwned;
 
@@ -48,17 +50,65 @@ impl fmt::Display for EventType {
     }
 }
 
+/// An object's JSON: fetched from the host the first time it is read (then kept), or text the
+/// test harness built.
+#[derive(Clone)]
+pub(crate) struct Json(Rc<Source>);
+
+enum Source {
+    Host {
+        handle: wit::Object,
+        text: OnceCell<String>,
+    },
+    Text(String),
+}
+
+impl Json {
+    /// JSON text already at hand.
+    pub(crate) fn text(text: String) -> Self {
+        Json(Rc::new(Source::Text(text)))
+    }
+
+    fn host(handle: wit::Object) -> Self {
+        Json(Rc::new(Source::Host {
+            handle,
+            text: OnceCell::new(),
+        }))
+    }
+
+    fn get(&self) -> &str {
+        match &*self.0 {
+            Source::Host { handle, text } => text.get_or_init(|| handle.json()),
+            Source::Text(text) => text,
+        }
+    }
+}
+
+/// Shows the JSON if it was read, without fetching it.
+impl fmt::Debug for Json {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &*self.0 {
+            Source::Host { text, .. } => match text.get() {
+                Some(t) => fmt::Debug::fmt(t, f),
+                None => f.write_str("<not fetched>"),
+            },
+            Source::Text(t) => fmt::Debug::fmt(t, f),
+        }
+    }
+}
+
 /// One event for one plugin.
 ///
-/// The metadata is parsed by the host; the object itself is JSON that this plugin decodes only if
-/// it asks ([`Event::object`], [`Event::value`]), since a full parse costs far more than the call.
+/// The metadata is parsed by the host; the object itself stays in the host until this plugin
+/// reads it ([`Event::json`], [`Event::object`], [`Event::value`]): a plugin that needs only the
+/// metadata never has the JSON copied in, let alone parsed.
 #[derive(Debug, Clone)]
 pub struct Event {
     pub(crate) event_type: EventType,
     pub(crate) resource: Resource,
     pub(crate) meta: wit::ObjectMeta,
-    pub(crate) object: String,
-    pub(crate) old_object: Option<String>,
+    pub(crate) object: Json,
+    pub(crate) old_object: Option<Json>,
     pub(crate) initial: bool,
     pub(crate) final_state_unknown: bool,
 }
@@ -71,8 +121,8 @@ impl Event {
             event_type: EventType::from_wit(e.event_type),
             resource: Resource::from_wit(e.resource),
             meta: e.meta,
-            object: e.object,
-            old_object: e.old_object,
+            object: Json::host(e.object),
+            old_object: e.old_object.map(Json::host),
             initial: e.initial,
             final_state_unknown: e.final_state_unknown,
         }
@@ -93,14 +143,14 @@ impl Event {
         Meta(&self.meta)
     }
 
-    /// The object as JSON (managedFields removed).
+    /// The object as JSON (managedFields removed); fetched from the host on first use.
     pub fn json(&self) -> &str {
-        &self.object
+        self.object.get()
     }
 
-    /// For `updated`: the previous version as JSON.
+    /// For `updated`: the previous version as JSON; fetched from the host on first use.
     pub fn old_json(&self) -> Option<&str> {
-        self.old_object.as_deref()
+        self.old_object.as_ref().map(Json::get)
     }
 
     /// Part of an initial replay (first list, new plugin, reload, instance restart).
@@ -115,13 +165,12 @@ impl Event {
 
     /// Decodes the object, e.g. into a `k8s-openapi` type or `serde_json::Value`.
     pub fn object<T: DeserializeOwned>(&self) -> Result<T, String> {
-        decode(&self.object, "object", self)
+        decode(self.json(), "object", self)
     }
 
     /// Decodes the previous version; `None` unless this is an update.
     pub fn old_object<T: DeserializeOwned>(&self) -> Result<Option<T>, String> {
-        self.old_object
-            .as_deref()
+        self.old_json()
             .map(|json| decode(json, "old object", self))
             .transpose()
     }

@@ -158,7 +158,11 @@ pub mod __private {
 
     /// `handle` export: routes the event to the instance, refusing it before `init`.
     pub fn handle_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, e: crate::wit::Event) -> Outcome {
-        let ev = Event::from_wit(e);
+        handle_event_in(slot, Event::from_wit(e))
+    }
+
+    /// What `handle` does once the host's record is wrapped.
+    pub fn handle_event_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, ev: Event) -> Outcome {
         slot.with(|s| match s.borrow_mut().as_mut() {
             Some(plugin) => dispatch(plugin, &ev),
             None => Err(NOT_INITIALIZED.to_string()),
@@ -194,7 +198,8 @@ pub mod __private {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::__private::{Slot, empty, handle_in, init_in};
+    use super::__private::{Slot, empty, handle_event_in, init_in};
+    use crate::event::Json;
     use super::*;
     use crate::wit::informant::plugin::types as wit;
 
@@ -234,14 +239,11 @@ mod tests {
         static SLOT: Slot<Counter> = const { empty() };
     }
 
-    fn wit_event(event_type: wit::EventType, labels: &[(&str, &str)]) -> wit::Event {
-        wit::Event {
+    /// An event as `from_wit` makes it, its JSON already fetched (natively there is no host).
+    fn host_event(event_type: EventType, labels: &[(&str, &str)]) -> Event {
+        Event {
             event_type,
-            resource: wit::Resource {
-                group: "apps".into(),
-                version: "v1".into(),
-                kind: "Deployment".into(),
-            },
+            resource: Resource::new("apps", "v1", "Deployment"),
             meta: wit::ObjectMeta {
                 namespace: Some("default".into()),
                 name: "web".into(),
@@ -252,7 +254,7 @@ mod tests {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
             },
-            object: json!({"spec": {"replicas": 2}}).to_string(),
+            object: Json::text(json!({"spec": {"replicas": 2}}).to_string()),
             old_object: None,
             initial: true,
             final_state_unknown: false,
@@ -261,7 +263,7 @@ mod tests {
 
     #[test]
     fn export_glue_refuses_events_before_init_and_dispatches_after() {
-        let err = handle_in(&SLOT, wit_event(wit::EventType::Added, &[])).unwrap_err();
+        let err = handle_event_in(&SLOT, host_event(EventType::Added, &[])).unwrap_err();
         assert_eq!(err, __private::NOT_INITIALIZED);
         assert_eq!(init_in(&SLOT, "{}").unwrap_err(), "no prefix");
         assert!(
@@ -270,14 +272,14 @@ mod tests {
                 .starts_with("config is not valid JSON")
         );
         init_in(&SLOT, r#"{"prefix": "p"}"#).unwrap();
-        handle_in(&SLOT, wit_event(wit::EventType::Added, &[])).unwrap();
-        handle_in(&SLOT, wit_event(wit::EventType::Updated, &[])).unwrap();
-        handle_in(&SLOT, wit_event(wit::EventType::Deleted, &[])).unwrap();
-        let err = handle_in(&SLOT, wit_event(wit::EventType::Added, &[("fail", "")])).unwrap_err();
+        handle_event_in(&SLOT, host_event(EventType::Added, &[])).unwrap();
+        handle_event_in(&SLOT, host_event(EventType::Updated, &[])).unwrap();
+        handle_event_in(&SLOT, host_event(EventType::Deleted, &[])).unwrap();
+        let err = handle_event_in(&SLOT, host_event(EventType::Added, &[("fail", "")])).unwrap_err();
         assert_eq!(err, "p: told to fail");
         SLOT.with(|s| assert_eq!(s.borrow().as_ref().unwrap().seen, ["added", "deleted"]));
         init_in(&SLOT, "[]").unwrap_err();
-        let err = handle_in(&SLOT, wit_event(wit::EventType::Added, &[])).unwrap_err();
+        let err = handle_event_in(&SLOT, host_event(EventType::Added, &[])).unwrap_err();
         assert_eq!(
             err,
             __private::NOT_INITIALIZED,
@@ -287,7 +289,7 @@ mod tests {
 
     #[test]
     fn event_accessors_read_the_host_record() {
-        let ev = Event::from_wit(wit_event(wit::EventType::Resync, &[("a", "1"), ("b", "2")]));
+        let ev = host_event(EventType::Resync, &[("a", "1"), ("b", "2")]);
         assert_eq!(ev.event_type(), EventType::Resync);
         assert_eq!(
             ev.resource(),

@@ -19,6 +19,10 @@ use super::event::Event;
 use super::listener::{Delivery, Listener};
 use super::object::CachedObject;
 
+/// Deliveries a handler's task takes from its queue per lock: a busy queue costs its producer
+/// and consumer one lock round-trip per batch instead of one per event.
+const BATCH: usize = 64;
+
 /// Which objects a handler is shown: events, replays and resyncs of other objects never reach
 /// its queue (so they cost it no backlog either). Tenancy grants are applied this way.
 #[derive(Clone)]
@@ -100,6 +104,12 @@ impl ListenerState {
         }
     }
 
+    /// Makes the objects the filter accepts the initial replay (see [`Listener::set_replay`]).
+    pub(crate) fn offer_replay<'a>(&self, objects: impl Iterator<Item = &'a Arc<CachedObject>>) {
+        let accepted = objects.filter(|o| self.accepts(o)).cloned().collect();
+        self.listener.set_replay(accepted);
+    }
+
     /// Queues the synced marker once, however often this is called.
     pub(crate) fn mark_synced(&self) {
         if !self.marked.swap(true, Ordering::AcqRel) {
@@ -179,14 +189,22 @@ impl SharedProcessor {
         self.listeners.write().push((id, state.clone()));
         let task_state = state.clone();
         let task = tokio::spawn(async move {
-            while let Some(delivery) = task_state.listener.pop().await {
-                match delivery {
-                    Delivery::Event(e) => {
-                        handler.handle(e).await;
-                        task_state.delivered.fetch_add(1, Ordering::Relaxed);
+            let listener = &task_state.listener;
+            let mut batch = Vec::with_capacity(BATCH);
+            while listener.pop_batch(&mut batch, BATCH).await {
+                for delivery in batch.drain(..) {
+                    // Removal drops what was queued, including the rest of a batch taken.
+                    if listener.is_closed() {
+                        break;
                     }
-                    Delivery::Synced => {
-                        task_state.synced.send_replace(true);
+                    match delivery {
+                        Delivery::Event(e) => {
+                            handler.handle(e).await;
+                            task_state.delivered.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Delivery::Synced => {
+                            task_state.synced.send_replace(true);
+                        }
                     }
                 }
             }

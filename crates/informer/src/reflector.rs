@@ -101,11 +101,14 @@ pub async fn supports_streaming_lists(api: &Api<RawObject>) -> bool {
 
 /// Lists and watches `api` forever, yielding deltas; errors are counted, logged and retried.
 ///
-/// `streaming` must already be resolved (see [`supports_streaming_lists`]).
+/// `streaming` must already be resolved (see [`supports_streaming_lists`]). With
+/// `strip_managed_fields`, objects lose `metadata.managedFields` as they arrive: a list is held
+/// whole until it completes, and managedFields, decoded, are most of a typical object's memory.
 pub fn reflect(
     api: Api<RawObject>,
     config: &ReflectorConfig,
     streaming: bool,
+    strip_managed_fields: bool,
     stats: Arc<ReflectorStats>,
     resource: String,
 ) -> impl Stream<Item = Delta> + Send {
@@ -140,8 +143,11 @@ pub fn reflect(
                     buffer = Some(Vec::new());
                     None
                 }
-                Ok(WatcherEvent::InitApply(o)) => {
+                Ok(WatcherEvent::InitApply(mut o)) => {
                     ReflectorStats::bump(&stats.objects_received);
+                    if strip_managed_fields {
+                        o.metadata.managed_fields = None;
+                    }
                     buffer.get_or_insert_with(Vec::new).push(o);
                     None
                 }

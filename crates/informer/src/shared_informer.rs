@@ -144,6 +144,7 @@ impl SharedInformer {
             self.api.clone(),
             &self.config,
             streaming,
+            self.store.options().strip_managed_fields,
             self.stats.clone(),
             self.description.clone(),
         );
@@ -183,9 +184,7 @@ impl SharedInformer {
     ) -> ListenerHandle {
         let state = self.processor.prepare(name, options.filter);
         let handle = self.store.read_consistent(|synced, objects| {
-            for o in objects {
-                state.offer(Event::added(o.clone(), true));
-            }
+            state.offer_replay(objects);
             if synced {
                 state.mark_synced();
             }

@@ -99,6 +99,11 @@ impl Store {
         }
     }
 
+    /// The options the store was created with.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
     /// The resource this store caches.
     pub fn api_resource(&self) -> &ApiResource {
         &self.api_resource

@@ -42,6 +42,7 @@ pub use self::cache::MemCache;
 /// The level of a captured log record.
 pub use crate::log::Level;
 use crate::wit::informant::plugin::types as wit;
+use crate::event::Json;
 use crate::{Event, EventType, Plugin, QueryError, Resource};
 use informant_manifest::Manifest;
 
@@ -300,8 +301,11 @@ impl EventBuilder {
             event_type: self.event_type,
             resource,
             meta,
-            object: object.to_string(),
-            old_object: self.old_object.transpose()?.map(|o| o.to_string()),
+            object: Json::text(object.to_string()),
+            old_object: self
+                .old_object
+                .transpose()?
+                .map(|o| Json::text(o.to_string())),
             initial: self.initial,
             final_state_unknown: self.final_state_unknown,
         })

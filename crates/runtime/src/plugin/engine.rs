@@ -15,7 +15,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::PluginError;
-use super::host::{Plugin, PluginPre, State};
+use super::host::{Plugin, PluginPre, State, WIT_PACKAGE};
 
 /// How often the epoch advances: a computing guest yields to the executor this often, so its
 /// deadline (a timer) can cut it off.
@@ -173,10 +173,15 @@ impl PluginEngine {
             }
             None => self.compile(bytes, cached.as_deref()).map_err(load_err)?,
         };
-        let instance_pre = self
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| load_err(format!("cannot be linked: {e:#}")))?;
+        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
+            load_err(match self.contract_of(&component) {
+                Some(other) => format!(
+                    "was built for `{other}`, but this host speaks `{WIT_PACKAGE}`: rebuild it \
+                     with the informant-sdk (or bindings) of this release"
+                ),
+                None => format!("cannot be linked: {e:#}"),
+            })
+        })?;
         let pre = PluginPre::new(instance_pre).map_err(|e| {
             load_err(format!(
                 "does not implement the informant:plugin world: {e:#}"
@@ -188,6 +193,17 @@ impl PluginEngine {
             from_cache,
             load_time: start.elapsed(),
         })
+    }
+
+    /// The `informant:plugin` package version a component imports, when it is not this host's.
+    fn contract_of(&self, component: &Component) -> Option<String> {
+        let package = WIT_PACKAGE.split('@').next().unwrap_or(WIT_PACKAGE);
+        component
+            .component_type()
+            .imports(&self.engine)
+            .filter_map(|(name, _)| name.strip_prefix(package)?.split_once('@').map(|(_, v)| v))
+            .find(|version| !WIT_PACKAGE.ends_with(&format!("@{version}")))
+            .map(|version| format!("{package}@{version}"))
     }
 
     fn compile(&self, bytes: &[u8], cache_path: Option<&Path>) -> Result<Component, String> {

@@ -3,16 +3,20 @@
 //!
 //! `cache` answers from the informer stores the plugin's manifest names, through its tenant's
 //! grant, and nothing else; the [`CacheView`] is the whole of what a plugin can see.
+//!
+//! An event's object goes to the plugin as an `object` handle on the cached object itself: its
+//! JSON is copied into the plugin only when the plugin asks for it, and the handles lent for a
+//! call are reclaimed when the call returns, whatever the plugin did with them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
-use wasmtime::component::ResourceTable;
+use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::informer::{CachedObject, Store};
+use crate::informer::{CachedObject, Event, EventType, Store};
 use crate::selector::LabelSelector;
 use crate::tenancy::Grant;
 
@@ -25,17 +29,32 @@ pub mod bindings {
         world: "plugin",
         // Async on both sides: a call is a future the caller can cut off at its deadline,
         // whatever the guest is doing — spinning (epoch yields) or blocked in a host call.
-        imports: { default: async },
+        imports: {
+            // A stale handle (kept past its call) is a guest bug: trap rather than answer.
+            "informant:plugin/types.[method]object.json": async | trappable,
+            default: async,
+        },
         exports: { default: async },
+        // The event record is lowered straight from the cached object's fields: no owned copy
+        // of its strings is built on the host for each call.
+        ownership: Borrowing { duplicate_if_necessary: true },
+        with: { "informant:plugin/types.object": super::ObjectRef },
     });
 }
+
+/// The WIT package this host implements; plugins built for another version are refused at load
+/// with this named.
+pub const WIT_PACKAGE: &str = "informant:plugin@0.2.0";
+
+/// A cached object lent to a plugin as an `object` handle for one call.
+pub struct ObjectRef(Arc<CachedObject>);
 
 use bindings::informant;
 pub use bindings::{Plugin, PluginPre};
 pub use informant::plugin::log::Level;
 pub use informant::plugin::types::{
     Event as WitEvent, EventType as WitEventType, ObjectMeta as WitObjectMeta, QueryError,
-    Resource as WitResource,
+    ResourceParam as WitResourceParam, ResourceResult as WitResource,
 };
 
 impl From<&kube::core::ApiResource> for WitResource {
@@ -196,6 +215,8 @@ pub struct State {
     tenant: Arc<str>,
     cache: Arc<CacheView>,
     logs: broadcast::Sender<PluginLog>,
+    /// Table slots of the `object` handles lent for the call in progress and not yet dropped.
+    lent: Vec<u32>,
 }
 
 impl State {
@@ -222,7 +243,63 @@ impl State {
             tenant,
             cache,
             logs,
+            lent: Vec::new(),
         }
+    }
+
+    /// Lends `object` to the plugin for the call about to be made.
+    pub(crate) fn lend(&mut self, object: &Arc<CachedObject>) -> Resource<ObjectRef> {
+        let handle = self
+            .table
+            .push(ObjectRef(object.clone()))
+            .expect("a plugin's resource table never holds 2^32 entries");
+        self.lent.push(handle.rep());
+        handle
+    }
+
+    /// Takes back every handle lent for the call that just returned: a plugin that kept one
+    /// gets a trap if it uses it later, and the host holds no object for it.
+    pub(crate) fn reclaim(&mut self) {
+        for rep in self.lent.drain(..) {
+            // Still ours: the slot was never freed, so it was never reused either.
+            let _ = self.table.delete(Resource::<ObjectRef>::new_own(rep));
+        }
+    }
+}
+
+/// Lowers an informer event for `handle`, borrowing its strings from the cached object; the
+/// objects go as handles lent from `state`.
+pub(crate) fn wit_event<'a>(
+    state: &mut State,
+    resource: &'a WitResource,
+    e: &'a Event,
+    labels: &'a mut Vec<(&'a str, &'a str)>,
+) -> WitEvent<'a> {
+    let o = &e.object;
+    labels.extend(o.labels());
+    WitEvent {
+        event_type: match e.event_type {
+            EventType::Added => WitEventType::Added,
+            EventType::Updated => WitEventType::Updated,
+            EventType::Deleted => WitEventType::Deleted,
+            EventType::Resync => WitEventType::Resync,
+        },
+        resource: WitResourceParam {
+            group: &resource.group,
+            version: &resource.version,
+            kind: &resource.kind,
+        },
+        meta: WitObjectMeta {
+            namespace: o.namespace(),
+            name: o.name(),
+            uid: o.uid(),
+            resource_version: o.resource_version(),
+            labels,
+        },
+        object: state.lend(o),
+        old_object: e.old_object.as_ref().map(|old| state.lend(old)),
+        initial: e.initial,
+        final_state_unknown: e.final_state_unknown,
     }
 }
 
@@ -236,6 +313,19 @@ impl WasiView for State {
 }
 
 impl informant::plugin::types::Host for State {}
+
+impl informant::plugin::types::HostObject for State {
+    async fn json(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<String> {
+        Ok(self.table.get(&object)?.0.json().to_string())
+    }
+
+    async fn drop(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<()> {
+        let rep = object.rep();
+        self.table.delete(object)?;
+        self.lent.retain(|r| *r != rep);
+        Ok(())
+    }
+}
 
 impl informant::plugin::cache::Host for State {
     async fn get(
@@ -328,6 +418,12 @@ mod tests {
         let mut n: Vec<String> = objs.iter().map(|o| o.key().to_string()).collect();
         n.sort();
         n
+    }
+
+    #[test]
+    fn the_declared_package_is_the_one_in_wit() {
+        let wit = include_str!("../../../../wit/plugin.wit");
+        assert!(wit.contains(&format!("package {WIT_PACKAGE};")));
     }
 
     #[test]

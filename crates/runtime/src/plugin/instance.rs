@@ -16,7 +16,8 @@ use tokio::sync::broadcast;
 use wasmtime::Store;
 
 use super::engine::LoadedComponent;
-use super::host::{CacheView, Plugin, PluginLog, State, WitEvent};
+use super::host::{CacheView, Plugin, PluginLog, State, WitResource, wit_event};
+use crate::informer::Event;
 
 /// Everything needed to create instances of one plugin version.
 pub struct InstanceSpec {
@@ -105,17 +106,21 @@ impl Instance {
         })
     }
 
-    /// Delivers one event. After any error but [`CallError::Guest`] the instance must be
-    /// dropped: a call cut off at its deadline leaves the guest mid-way.
-    pub async fn handle(&mut self, event: &WitEvent) -> Result<(), CallError> {
+    /// Delivers one event of `resource`. After any error but [`CallError::Guest`] the instance
+    /// must be dropped: a call cut off at its deadline leaves the guest mid-way.
+    pub async fn handle(&mut self, resource: &WitResource, event: &Event) -> Result<(), CallError> {
+        let mut labels = Vec::new();
+        let wit = wit_event(self.store.data_mut(), resource, event, &mut labels);
         let call = async {
             self.bindings
-                .call_handle(&mut self.store, event)
+                .call_handle(&mut self.store, wit)
                 .await
                 .map_err(classify)?
                 .map_err(CallError::Guest)
         };
-        within(self.deadline, call).await
+        let result = within(self.deadline, call).await;
+        self.store.data_mut().reclaim();
+        result
     }
 }
 

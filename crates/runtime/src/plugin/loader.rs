@@ -10,7 +10,7 @@
 //!   no key's event reaches both versions after the swap.
 //! - A removed plugin is unregistered; informers nobody uses any more are released.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -331,6 +331,10 @@ impl PluginHost {
                 report.removed.push(id);
             }
         }
+        // Decide first, then prepare every new version at once: compiling and `init` (each
+        // bounded by its deadline) take as long as the slowest plugin, not the sum of them.
+        let mut wanted = Vec::new();
+        let mut starting: HashMap<String, usize> = HashMap::new();
         for (id, f) in found {
             let found_err = |e| (id.clone(), e);
             let policy = config.tenancy.policy(&id.tenant);
@@ -368,7 +372,8 @@ impl PluginHost {
             {
                 continue;
             }
-            let running = loaded.keys().filter(|k| k.tenant == id.tenant).count();
+            let new = starting.entry(id.tenant.clone()).or_default();
+            let running = loaded.keys().filter(|k| k.tenant == id.tenant).count() + *new;
             if !loaded.contains_key(&id) && running >= policy.max_plugins {
                 let reason = format!(
                     "tenant `{}` already runs its maximum of {} plugins (`max-plugins` in informant.toml)",
@@ -378,7 +383,19 @@ impl PluginHost {
                 report.errors.push(found_err(refused(reason)));
                 continue;
             }
-            match self.prepare(&id, &f, &policy, &config).await {
+            if !loaded.contains_key(&id) {
+                *new += 1;
+            }
+            wanted.push((id, f, policy));
+        }
+        let prepared = futures::future::join_all(
+            wanted
+                .iter()
+                .map(|(id, f, policy)| self.prepare(id, f, policy, &config)),
+        )
+        .await;
+        for ((id, f, policy), prepared) in wanted.into_iter().zip(prepared) {
+            match prepared {
                 Ok(Prepared {
                     supervisor,
                     watches,
@@ -432,6 +449,9 @@ impl PluginHost {
                     }
                 }
                 Err(e) => {
+                    let admitted_now = |l: &Loaded| {
+                        Arc::ptr_eq(&l.policy, &policy) && same_limits(&l.config, &config)
+                    };
                     self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
                         .await;
                     let kept = loaded.contains_key(&id);

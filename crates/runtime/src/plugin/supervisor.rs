@@ -21,9 +21,9 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use tokio::sync::watch;
 
-use super::host::{WitEvent, WitEventType, WitObjectMeta, WitResource};
+use super::host::WitResource;
 use super::instance::{CallError, Instance, InstanceSpec};
-use crate::informer::{Event, EventType, Handler};
+use crate::informer::{Event, Handler};
 
 /// Restart and quarantine policy.
 #[derive(Debug, Clone)]
@@ -204,9 +204,8 @@ impl Supervisor {
             }
         }
         let started = Instant::now();
-        let wit = to_wit(resource, event);
         let result = match inner.instance.as_mut() {
-            Some(instance) => instance.handle(&wit).await,
+            Some(instance) => instance.handle(resource, event).await,
             None => return,
         };
         self.latency.observe(started.elapsed().as_secs_f64());
@@ -262,31 +261,4 @@ impl Handler for PluginHandler {
 /// the 10 s ceiling's last bucket, +Inf).
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(25e-6, 2.0, 19))
-}
-
-fn to_wit(resource: &WitResource, e: &Event) -> WitEvent {
-    let o = &e.object;
-    WitEvent {
-        event_type: match e.event_type {
-            EventType::Added => WitEventType::Added,
-            EventType::Updated => WitEventType::Updated,
-            EventType::Deleted => WitEventType::Deleted,
-            EventType::Resync => WitEventType::Resync,
-        },
-        resource: resource.clone(),
-        meta: WitObjectMeta {
-            namespace: o.namespace().map(str::to_string),
-            name: o.name().to_string(),
-            uid: o.uid().to_string(),
-            resource_version: o.resource_version().to_string(),
-            labels: o
-                .labels()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        },
-        object: o.json().to_string(),
-        old_object: e.old_object.as_ref().map(|old| old.json().to_string()),
-        initial: e.initial,
-        final_state_unknown: e.final_state_unknown,
-    }
 }
