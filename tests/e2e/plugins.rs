@@ -83,9 +83,10 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
     env.install(None, "spin", "hostile", &hostile("spin", "spin"));
     env.install(None, "hog", "hostile", &hostile("hog", "hog"));
     env.install(None, "flaky", "hostile", &hostile("flaky", "flaky"));
+    env.install(None, "keep", "hostile", &hostile("keep", "keep"));
     let report = env.reconcile().await;
     assert!(report.errors.is_empty(), "{:?}", report.errors);
-    assert_eq!(report.loaded.len(), 4);
+    assert_eq!(report.loaded.len(), 5);
 
     for i in 0..12 {
         env.server
@@ -108,6 +109,8 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
     wait_state(&env, "spin", PluginState::Quarantined).await;
     wait_state(&env, "hog", PluginState::Quarantined).await;
     wait_state(&env, "flaky", PluginState::Quarantined).await;
+    // An object handle lives for its own call only: used later, it is a trap, not a read.
+    wait_state(&env, "keep", PluginState::Quarantined).await;
     let status: BTreeMap<String, _> = env
         .host
         .status()
@@ -145,6 +148,11 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
         status["flaky"].handled >= 2,
         "flaky handled some events between traps: {:?}",
         status["flaky"]
+    );
+    let keep = &status["keep"];
+    assert!(
+        keep.last_error.as_deref().unwrap().contains("trapped") && keep.handled >= 2,
+        "{keep:?}"
     );
     assert_eq!(status["echo"].state, PluginState::Running);
     assert_eq!(status["echo"].failed, 0);

@@ -46,8 +46,17 @@ pub mod bindings {
 /// with this named.
 pub const WIT_PACKAGE: &str = "informant:plugin@0.2.0";
 
-/// A cached object lent to a plugin as an `object` handle for one call.
-pub struct ObjectRef(Arc<CachedObject>);
+/// A cached object lent to a plugin as an `object` handle for one call; `None` once that call
+/// has returned.
+///
+/// A handle the plugin keeps past its call is emptied, not deleted: its table slot stays taken
+/// until the plugin drops it, so a later event's object never lands in a slot an old handle
+/// still names, and using the old handle is a trap instead of a read of someone else's event.
+pub struct ObjectRef(Option<Arc<CachedObject>>);
+
+/// Emptied handles a plugin may hold before its instance is dropped (each costs the host a
+/// table slot until the plugin lets go of it).
+pub const MAX_KEPT_HANDLES: usize = 1024;
 
 use bindings::informant;
 pub use bindings::{Plugin, PluginPre};
@@ -217,6 +226,8 @@ pub struct State {
     logs: broadcast::Sender<PluginLog>,
     /// Table slots of the `object` handles lent for the call in progress and not yet dropped.
     lent: Vec<u32>,
+    /// Handles kept past their call (emptied, still held by the plugin).
+    kept: usize,
 }
 
 impl State {
@@ -244,6 +255,7 @@ impl State {
             cache,
             logs,
             lent: Vec::new(),
+            kept: 0,
         }
     }
 
@@ -251,19 +263,23 @@ impl State {
     pub(crate) fn lend(&mut self, object: &Arc<CachedObject>) -> Resource<ObjectRef> {
         let handle = self
             .table
-            .push(ObjectRef(object.clone()))
+            .push(ObjectRef(Some(object.clone())))
             .expect("a plugin's resource table never holds 2^32 entries");
         self.lent.push(handle.rep());
         handle
     }
 
-    /// Takes back every handle lent for the call that just returned: a plugin that kept one
-    /// gets a trap if it uses it later, and the host holds no object for it.
-    pub(crate) fn reclaim(&mut self) {
+    /// Takes back the objects lent for the call that just returned. Handles the plugin still
+    /// holds are emptied (see [`ObjectRef`]); returns how many it holds in all.
+    pub(crate) fn reclaim(&mut self) -> usize {
         for rep in self.lent.drain(..) {
-            // Still ours: the slot was never freed, so it was never reused either.
-            let _ = self.table.delete(Resource::<ObjectRef>::new_own(rep));
+            // Still in the table: the plugin has not dropped it, so the slot was never reused.
+            if let Ok(kept) = self.table.get_mut(&Resource::<ObjectRef>::new_own(rep)) {
+                kept.0 = None;
+                self.kept += 1;
+            }
         }
+        self.kept
     }
 }
 
@@ -316,12 +332,19 @@ impl informant::plugin::types::Host for State {}
 
 impl informant::plugin::types::HostObject for State {
     async fn json(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<String> {
-        Ok(self.table.get(&object)?.0.json().to_string())
+        match &self.table.get(&object)?.0 {
+            Some(o) => Ok(o.json().to_string()),
+            None => Err(wasmtime::format_err!(
+                "an event's object was read after the `handle` call it came with had returned"
+            )),
+        }
     }
 
     async fn drop(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<()> {
         let rep = object.rep();
-        self.table.delete(object)?;
+        if self.table.delete(object)?.0.is_none() {
+            self.kept -= 1;
+        }
         self.lent.retain(|r| *r != rep);
         Ok(())
     }

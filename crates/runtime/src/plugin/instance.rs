@@ -16,7 +16,7 @@ use tokio::sync::broadcast;
 use wasmtime::Store;
 
 use super::engine::LoadedComponent;
-use super::host::{CacheView, Plugin, PluginLog, State, WitResource, wit_event};
+use super::host::{CacheView, MAX_KEPT_HANDLES, Plugin, PluginLog, State, WitResource, wit_event};
 use crate::informer::Event;
 
 /// Everything needed to create instances of one plugin version.
@@ -119,7 +119,12 @@ impl Instance {
                 .map_err(CallError::Guest)
         };
         let result = within(self.deadline, call).await;
-        self.store.data_mut().reclaim();
+        let kept = self.store.data_mut().reclaim();
+        if kept > MAX_KEPT_HANDLES && result.is_ok() {
+            return Err(CallError::Trap(format!(
+                "holds {kept} event objects past their calls (at most {MAX_KEPT_HANDLES})"
+            )));
+        }
         result
     }
 }

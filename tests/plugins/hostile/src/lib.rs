@@ -6,6 +6,8 @@
 //!   the deadline must stop it all the same);
 //! - `sleep-init`: sleeps an hour in `init`;
 //! - `flaky`: echoes, but traps (panics) on every third event;
+//! - `keep`: echoes, and keeps each event past its call without reading its object, then reads
+//!   the kept object's JSON in the next call (the host has reclaimed that handle: a trap);
 //! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
 //! - `noop`: does nothing (the benchmark's trivial plugin);
 //! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin);
@@ -22,6 +24,7 @@ pub struct Hostile {
     tag: String,
     seen: u64,
     probes: Vec<Value>,
+    kept: Option<Event>,
 }
 
 impl Hostile {
@@ -68,6 +71,13 @@ impl Hostile {
                     self.snoop();
                 }
                 Ok(())
+            }
+            "keep" => {
+                if let Some(old) = self.kept.take() {
+                    std::hint::black_box(old.json());
+                }
+                self.kept = Some(ev.clone());
+                self.echo(ev)
             }
             "noop" => Ok(()),
             "parse" => {
@@ -137,6 +147,7 @@ impl Plugin for Hostile {
             mode: text("mode").ok_or("config `mode` is required")?,
             tag: text("tag").unwrap_or_default(),
             seen: 0,
+            kept: None,
             probes: config
                 .get("probes")
                 .and_then(Value::as_array)
