@@ -214,7 +214,8 @@ impl Api {
         m.insert("resourceVersion".into(), rv.to_string().into());
         m.insert("creationTimestamp".into(), now().into());
         m.remove("deletionTimestamp");
-        m.remove("managedFields");
+        // managedFields a client supplies are kept as given, as the API server does (it records
+        // its own entries too; this server does not track field ownership yet).
         strategy::init_generation(res, &mut obj);
         if !own_status {
             strategy::no_controllers(res, &mut obj);
@@ -317,7 +318,12 @@ impl Api {
                 None => meta_mut(&mut new).remove(field),
             };
         }
-        meta_mut(&mut new).remove("managedFields");
+        // An update that omits managedFields keeps the stored ones, as the API server does.
+        if new["metadata"].get("managedFields").is_none()
+            && let Some(kept) = old["metadata"].get("managedFields")
+        {
+            meta_mut(&mut new).insert("managedFields".into(), kept.clone());
+        }
         if new == old {
             return Ok(old);
         }
