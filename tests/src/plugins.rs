@@ -17,7 +17,13 @@ use crate::GUARD;
 use tokio::sync::{broadcast, watch};
 
 /// Plugin crates the tests load.
-const PACKAGES: &[&str] = &["kubediff", "orphans", "label-policy", "hostile"];
+const PACKAGES: &[&str] = &[
+    "kubediff",
+    "orphans",
+    "label-policy",
+    "hostile",
+    "bench-plugin",
+];
 
 /// Builds every test plugin once per process (installing the wasm target if needed) and returns
 /// the path of `package`'s component.

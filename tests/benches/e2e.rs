@@ -1,0 +1,1159 @@
+//! End-to-end benchmark, the user's path: HTTP in, plugins out. Prints figures; asserts nothing
+//! about speed, but fails loudly when something is wrong (a plugin fails an event, miscounts, a
+//! watch relists, or a client stops making progress for `E2E_STALL_SECS`).
+//!
+//! The parent process runs the embedded API server with `E2E_PODS` pods (default 100 000) of
+//! realistic JSON (~2.4 KB as written, ~1 KB of it `metadata.managedFields`; note that the
+//! devserver drops managedFields on every write, so clients receive ~1.5 KB per pod) and, for
+//! each configuration, re-executes this binary as a client in a child process (so the client's
+//! RSS and CPU are its own) and pushes `E2E_MODS` modifications (default 200 000, rounded up to a
+//! whole number of rounds over the pods) in-process as fast as it can. Configurations
+//! (`E2E_CONFIGS`, comma-separated, run in the order given; default all five):
+//! - `kube`: the baseline, `kube::runtime::watcher` + `reflector` over `Api<Pod>` with 10 inline
+//!   closures that read the labels of every event;
+//! - `meta1`, `meta10`, `meta50`: Informant started as `informant run` starts it
+//!   (`Runtime::start` over a plugins directory) with 1, 10, 50 copies of the bench plugin
+//!   (`tests/plugins/bench`) reading the label from the host-parsed metadata;
+//! - `parse10`: 10 plugins that parse the object's JSON and read the label from it.
+//!
+//! Completion is counted, never guessed: modification `m` sets label `round` on pod
+//! `m % pods`, so the last round touches every pod last. Each plugin (and each kube handler)
+//! counts the replay and the events carrying the configuration's final round, and reports when
+//! both reach the pod count (the host coalesces per key, but every key's final version arrives
+//! exactly once).
+//!
+//! Per configuration it prints (one line as it finishes, a table at the end, progress every few
+//! seconds in between):
+//! - sync: the informer's first list applied (kube: the first `InitDone`; Informant: the
+//!   informer's own `synced` event, caught by a tracing layer), and start: `Runtime::start`
+//!   returned, i.e. every plugin loaded and registered (kube: the same as sync);
+//! - replay: every handler had its initial replay;
+//! - the informer's watch events/s, from the first modification until it had received them all;
+//! - final: from the first modification until every handler saw every key's final version, and
+//!   events/s from that (against the baseline's in `vs kube`); handler (plugin) calls/s then;
+//! - the client's RSS per pod at sync and at the end, its CPU over the whole run and the push;
+//! - the pusher's rate (the devserver's writes, in-process) and `others%`: CPU the rest of the
+//!   machine (other processes, a hypervisor's steal) took meanwhile. Server, pusher and client
+//!   share the machine's cores, and anything but ~0 there skews every figure.
+//!
+//! `cargo bench -p informant-tests --bench e2e` (builds the plugins for wasm32-wasip2 first);
+//! small: `E2E_PODS=5000 E2E_MODS=10000 E2E_CONFIGS=kube,meta10 cargo bench -p informant-tests --bench e2e`.
+//! The full default run takes about three and a half minutes on two cores.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, OnceLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog, PluginState};
+use informant_runtime::runtime::{Runtime, RuntimeOptions};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event as WatcherEvent};
+use kube::runtime::{WatchStreamExt, reflector};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::broadcast;
+
+/// Where the pods live.
+const NAMESPACE: &str = "bench";
+/// Handlers of the kube-runtime baseline.
+const KUBE_HANDLERS: usize = 10;
+/// How often the client samples its counters (for the informer's receive time and stall checks).
+const SAMPLE: Duration = Duration::from_millis(50);
+/// How often the client reports progress.
+const PROGRESS: Duration = Duration::from_secs(3);
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    // One binary, two roles: the parent re-executes itself as the measured client, so that the
+    // client's RSS and CPU are its own and not the server's.
+    let client = std::env::var("E2E_ROLE").as_deref() == Ok("client");
+    init_tracing(client);
+    if client {
+        runtime.block_on(client::run());
+    } else {
+        runtime.block_on(parent::run());
+    }
+}
+
+/// Warnings and errors only (unless `RUST_LOG` says otherwise), on stderr: the child's stdout is
+/// its report channel. The client also listens for its informer's `synced` event.
+fn init_tracing(client: bool) {
+    use tracing_subscriber::filter::{EnvFilter, Targets};
+    use tracing_subscriber::prelude::*;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let list_applied = client.then(|| {
+        client::ListApplied
+            .with_filter(Targets::new().with_target("informant_informer", tracing::Level::INFO))
+    });
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(list_applied)
+        .try_init();
+}
+
+fn env_number(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .replace('_', "")
+            .parse()
+            .unwrap_or_else(|e| panic!("{name}={v:?}: {e}")),
+        Err(_) => default,
+    }
+}
+
+/// One configuration of the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Setup {
+    /// kube-runtime watcher + reflector with inline handlers.
+    Kube,
+    /// Informant with this many bench plugins, parsing the JSON or not.
+    Informant { plugins: usize, parse: bool },
+}
+
+impl Setup {
+    fn parse(name: &str) -> Setup {
+        let name = name.trim();
+        if name == "kube" {
+            return Setup::Kube;
+        }
+        let (parse, count) = if let Some(n) = name.strip_prefix("meta") {
+            (false, n)
+        } else if let Some(n) = name.strip_prefix("parse") {
+            (true, n)
+        } else {
+            panic!("unknown configuration `{name}`: expected kube, metaN or parseN");
+        };
+        let plugins = count
+            .parse()
+            .ok()
+            .filter(|n| *n > 0)
+            .unwrap_or_else(|| panic!("`{name}`: expected a plugin count > 0 after the mode"));
+        Setup::Informant { plugins, parse }
+    }
+
+    fn name(self) -> String {
+        match self {
+            Setup::Kube => "kube".into(),
+            Setup::Informant { plugins, parse } => {
+                format!("{}{plugins}", if parse { "parse" } else { "meta" })
+            }
+        }
+    }
+
+    /// Handlers (or plugins) each seeing every event.
+    fn handlers(self) -> usize {
+        match self {
+            Setup::Kube => KUBE_HANDLERS,
+            Setup::Informant { plugins, .. } => plugins,
+        }
+    }
+}
+
+/// One line the client writes to stdout: a phase reached, or progress.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Report {
+    /// `starting`, `synced`, `ready` (every handler had its replay), `progress` or `done`.
+    phase: String,
+    /// Seconds since the client started.
+    t: f64,
+    /// Resident set size, bytes.
+    rss: u64,
+    /// CPU time (user + system) since the client started, seconds.
+    cpu: f64,
+    /// Objects the informer received (listed and watched), cumulative.
+    received: u64,
+    /// Handler (plugin) calls completed, cumulative.
+    calls: u64,
+    /// Handlers that reached the goal of the current phase.
+    finished: usize,
+    /// Client time at which the informer had received every modification (in `done`).
+    received_all: Option<f64>,
+    /// When the informer's first list was applied (in `synced`).
+    list_t: f64,
+    /// The RSS then.
+    list_rss: u64,
+}
+
+/// The client's resident set size in bytes, from `/proc/self/status`.
+fn rss_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kib| kib * 1024)
+}
+
+/// Clock ticks per second, the unit of `/proc`'s CPU times.
+static TICKS: LazyLock<f64> = LazyLock::new(|| {
+    // SAFETY: sysconf only reads a system constant.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 { t as f64 } else { 100.0 }
+});
+
+/// CPU seconds the whole machine was busy (steal included: this may be a VM), from `/proc/stat`.
+fn machine_busy_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| ticks.get(i).copied().unwrap_or(0);
+    // user nice system idle iowait irq softirq steal; guest time is already in user.
+    (at(0) + at(1) + at(2) + at(5) + at(6) + at(7)) as f64 / *TICKS
+}
+
+/// CPU seconds (user + system) this process used, from `/proc/self/stat`.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The command name (field 2) may hold spaces; fields are counted after its closing paren.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let field = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    // utime and stime are fields 14 and 15; `rest` starts at field 3.
+    (field(11) + field(12)) as f64 / *TICKS
+}
+
+/// A pod as a ReplicaSet's controller and the kubelet leave it: labels, an owner, managedFields
+/// of both, a spec with two containers, env, resources and a volume, a running status.
+const POD: &str = r#"{
+ "apiVersion": "v1", "kind": "Pod",
+ "metadata": {
+  "name": "", "generateName": "web-7d9f8b6c5d-", "namespace": "bench",
+  "labels": {"app": "web", "pod-template-hash": "7d9f8b6c5d", "round": "0"},
+  "annotations": {"bench.informant.dev/seq": "0"},
+  "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8b6c5d",
+   "uid": "6f1c2a4e-8b3d-4c5e-9f7a-1b2c3d4e5f60", "controller": true, "blockOwnerDeletion": true}],
+  "managedFields": [
+   {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
+    "time": "2025-06-01T12:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {
+     "f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}},
+      "f:ownerReferences": {".": {}, "k:{\"uid\":\"6f1c2a4e-8b3d-4c5e-9f7a-1b2c3d4e5f60\"}": {}}},
+     "f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {},
+       "f:ports": {".": {}, "k:{\"containerPort\":8080,\"protocol\":\"TCP\"}": {".": {},
+        "f:containerPort": {}, "f:protocol": {}}},
+       "f:resources": {".": {}, "f:limits": {".": {}, "f:memory": {}},
+        "f:requests": {".": {}, "f:cpu": {}, "f:memory": {}}}}},
+      "f:volumes": {".": {}, "k:{\"name\":\"config\"}": {".": {}, "f:configMap": {".": {},
+       "f:name": {}}, "f:name": {}}}}}},
+   {"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
+    "time": "2025-06-01T12:00:04Z", "fieldsType": "FieldsV1", "subresource": "status",
+    "fieldsV1": {"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:status": {},
+     "f:type": {}}}, "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {}}}}
+  ]
+ },
+ "spec": {
+  "containers": [
+   {"name": "web", "image": "registry.example.com/shop/web:1.42.3",
+    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+    "env": [{"name": "LOG_LEVEL", "value": "info"}],
+    "resources": {"limits": {"memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
+    "volumeMounts": [{"name": "config", "mountPath": "/etc/web"}]},
+   {"name": "proxy", "image": "registry.example.com/infra/proxy:2.7.0",
+    "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}}}
+  ],
+  "volumes": [{"name": "config", "configMap": {"name": "web-config"}}],
+  "restartPolicy": "Always", "serviceAccountName": "web", "nodeName": ""
+ },
+ "status": {
+  "phase": "Running",
+  "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2025-06-01T12:00:04Z"}],
+  "hostIP": "", "podIP": "",
+  "containerStatuses": [{"name": "web", "ready": true, "restartCount": 0,
+   "image": "registry.example.com/shop/web:1.42.3", "containerID": "",
+   "state": {"running": {"startedAt": "2025-06-01T12:00:03Z"}}}]
+ }
+}"#;
+
+fn pod_name(i: usize) -> String {
+    format!("web-7d9f8b6c5d-{i:06}")
+}
+
+/// Pod `i` as modification `seq` of round `round` leaves it (round 0, seq 0: as seeded).
+fn pod(i: usize, round: u64, seq: usize) -> Value {
+    static TEMPLATE: LazyLock<Value> =
+        LazyLock::new(|| serde_json::from_str(POD).expect("the pod template is valid JSON"));
+    let mut p = TEMPLATE.clone();
+    let m = &mut p["metadata"];
+    m["name"] = pod_name(i).into();
+    m["labels"]["round"] = round.to_string().into();
+    m["annotations"]["bench.informant.dev/seq"] = seq.to_string().into();
+    p["spec"]["nodeName"] = format!("node-{:03}", i % 500).into();
+    let s = &mut p["status"];
+    s["hostIP"] = format!("192.168.{}.{}", (i % 500) / 250, i % 250).into();
+    s["podIP"] = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255).into();
+    s["containerStatuses"][0]["containerID"] = format!("containerd://{i:064x}").into();
+    p
+}
+
+mod parent {
+    //! The server, the pusher, the children and the table.
+
+    use super::*;
+
+    /// What one configuration measured.
+    struct Outcome {
+        setup: Setup,
+        synced: Report,
+        ready: Report,
+        done: Report,
+        /// From the first modification until the client reported every final version handled.
+        final_time: Duration,
+        /// Wall time of the push, and the part of it spent inside `DevServer::update`.
+        push_time: Duration,
+        in_update: Duration,
+        /// CPU the rest of the machine (other processes, the hypervisor's steal) took while the
+        /// client ran, in % of one core: anything but ~0 skews the figures.
+        others: f64,
+    }
+
+    /// Sizes, in one place for the children's environment and the report.
+    struct Sizes {
+        pods: usize,
+        mods: usize,
+        rounds: u64,
+    }
+
+    pub(super) async fn run() {
+        let begun = Instant::now();
+        let pods = env_number("E2E_PODS", 100_000).max(1);
+        let asked = env_number("E2E_MODS", 200_000).max(1);
+        // Whole rounds, so that the last round is the last write of every pod.
+        let rounds = asked.div_ceil(pods) as u64;
+        let sizes = Sizes {
+            pods,
+            mods: rounds as usize * pods,
+            rounds,
+        };
+        let setups: Vec<Setup> = std::env::var("E2E_CONFIGS")
+            .unwrap_or_else(|_| "kube,meta1,meta10,meta50,parse10".into())
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(Setup::parse)
+            .collect();
+        let stall = env_number("E2E_STALL_SECS", 120);
+
+        let wasm = setups
+            .iter()
+            .any(|s| matches!(s, Setup::Informant { .. }))
+            .then(|| {
+                let wasm = informant_tests::plugins::wasm("bench-plugin");
+                warm_compile_cache(&wasm);
+                wasm
+            });
+
+        let server = Arc::new(
+            DevServer::start(DevServerConfig {
+                // Every event of one configuration's push stays resumable: a client that falls
+                // behind is measured slow rather than sent down the relist path.
+                watch_history: sizes.mods + sizes.pods + 10_000,
+                ..Default::default()
+            })
+            .await
+            .expect("start the API server"),
+        );
+        server
+            .create(
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+            )
+            .expect("create the namespace");
+        let seeding = Instant::now();
+        let seeded = server
+            .seed((0..pods).map(|i| pod(i, 0, 0)))
+            .expect("seed the pods");
+        assert_eq!(seeded, pods);
+        let seed_time = seeding.elapsed();
+
+        let written = serde_json::to_vec(&pod(0, 0, 0)).expect("pod JSON").len();
+        let managed = serde_json::to_vec(&pod(0, 0, 0)["metadata"]["managedFields"])
+            .expect("managedFields JSON")
+            .len();
+        let served = served_size(&server).await;
+        println!(
+            "e2e: {pods} pods, {} modifications per configuration ({rounds} rounds), configurations: {}",
+            sizes.mods,
+            setups
+                .iter()
+                .map(|s| s.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        println!(
+            "     pod JSON: {written} B as written ({managed} B managedFields), {served} B as the server serves it{}",
+            if served + managed / 2 < written {
+                " (the devserver drops managedFields on write)"
+            } else {
+                ""
+            }
+        );
+        println!(
+            "     seeded in {:.1}s; {} cores; server and pusher in this process, each client in its own",
+            seed_time.as_secs_f64(),
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        );
+
+        let mut outcomes = Vec::new();
+        for (k, setup) in setups.iter().enumerate() {
+            let dir = tempfile::tempdir().expect("plugins dir");
+            let final_round = (k as u64 + 1) * sizes.rounds;
+            if let Setup::Informant { plugins, parse } = *setup {
+                let wasm = wasm.as_deref().expect("plugins were built");
+                install(dir.path(), wasm, plugins, parse, pods, final_round);
+            }
+            let outcome = run_one(&server, *setup, &sizes, final_round, dir.path(), stall).await;
+            let baseline = outcomes.iter().find(|o: &&Outcome| o.setup == Setup::Kube);
+            print_line(&outcome, &sizes, baseline);
+            outcomes.push(outcome);
+        }
+        print_table(&outcomes, &sizes);
+        println!("\nwhole run: {:.0}s", begun.elapsed().as_secs_f64());
+        match Arc::try_unwrap(server) {
+            Ok(server) => server.shutdown().await,
+            Err(_) => unreachable!("the pushers have finished"),
+        }
+    }
+
+    /// Compiles the plugin into the default on-disk compile cache with the engine settings
+    /// `Runtime::start` uses, so no configuration's start-up pays the one-off compile.
+    fn warm_compile_cache(wasm: &Path) {
+        let engine = PluginEngine::new(EngineOptions {
+            max_memory_bytes: (HostConfig::default().max_memory_mib as usize) << 20,
+            ..Default::default()
+        })
+        .expect("plugin engine");
+        let loaded = engine.load("bench", wasm).expect("load the bench plugin");
+        println!(
+            "e2e: bench plugin {} KiB, {} in {:.0} ms",
+            std::fs::metadata(wasm).map_or(0, |m| m.len() / 1024),
+            if loaded.from_cache {
+                "found in the compile cache"
+            } else {
+                "compiled"
+            },
+            loaded.load_time.as_secs_f64() * 1e3
+        );
+    }
+
+    /// The size of one pod as a client receives it.
+    async fn served_size(server: &DevServer) -> usize {
+        let request = kube::core::Request::new(format!("/api/v1/namespaces/{NAMESPACE}/pods"))
+            .get(&pod_name(0), &Default::default())
+            .expect("GET request");
+        let body = server
+            .client()
+            .request_text(request)
+            .await
+            .expect("GET one pod");
+        // Compact, as watch events carry it.
+        let v: Value = serde_json::from_str(&body).expect("pod JSON");
+        serde_json::to_vec(&v).expect("pod JSON").len()
+    }
+
+    /// `pNN.wasm` + `pNN.toml` for `plugins` copies of the bench plugin.
+    fn install(
+        dir: &Path,
+        wasm: &Path,
+        plugins: usize,
+        parse: bool,
+        pods: usize,
+        final_round: u64,
+    ) {
+        let mode = if parse { "parse" } else { "meta" };
+        // The longest deadline a host allows: two busy cores may preempt a call for a while, and
+        // a call cut off would lose an event and fail the run.
+        let manifest = format!(
+            "description = \"e2e benchmark\"\n[limits]\ndeadline-ms = {}\n\
+             [[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"{NAMESPACE}\"\n\
+             [config]\nmode = \"{mode}\"\npods = {pods}\nfinal-round = {final_round}\n",
+            HostConfig::default().max_deadline_ms
+        );
+        for p in 0..plugins {
+            // Manifest first: the reloader must never see the component without it.
+            std::fs::write(dir.join(format!("p{p:02}.toml")), &manifest).expect("write manifest");
+            std::fs::copy(wasm, dir.join(format!("p{p:02}.wasm"))).expect("copy wasm");
+        }
+    }
+
+    /// Runs one client through sync, replay and the push; fails loudly if it does not finish.
+    async fn run_one(
+        server: &Arc<DevServer>,
+        setup: Setup,
+        sizes: &Sizes,
+        final_round: u64,
+        plugins_dir: &Path,
+        stall: usize,
+    ) -> Outcome {
+        let name = setup.name();
+        println!("\n[{name}] starting the client");
+        let (wall0, busy0, ours0) = (Instant::now(), machine_busy_seconds(), cpu_seconds());
+        let exe = std::env::current_exe().expect("this benchmark's executable");
+        let mut child = tokio::process::Command::new(exe)
+            .env("E2E_ROLE", "client")
+            .env("E2E_SERVER", server.url())
+            .env("E2E_SETUP", &name)
+            .env("E2E_PODS", sizes.pods.to_string())
+            .env("E2E_MODS", sizes.mods.to_string())
+            .env("E2E_FINAL_ROUND", final_round.to_string())
+            .env("E2E_PLUGINS", plugins_dir)
+            .env("E2E_STALL_SECS", stall.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the client");
+        let mut lines = BufReader::new(child.stdout.take().expect("client stdout")).lines();
+        let pushed = Arc::new(AtomicU64::new(0));
+        let (mut synced, mut ready, mut pusher) = (None, None, None);
+        let mut push_started = None;
+        // The previous report, for the client's CPU use between two of them.
+        let mut last = Report::default();
+        let done = loop {
+            let line = match lines.next_line().await {
+                Ok(Some(line)) => line,
+                Ok(None) | Err(_) => {
+                    let status = child.wait().await;
+                    panic!("[{name}] the client ended before finishing: {status:?}");
+                }
+            };
+            let report: Report = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("[{name}] unreadable client line {line:?}: {e}"));
+            let previous = std::mem::replace(&mut last, report.clone());
+            match report.phase.as_str() {
+                "synced" => {
+                    println!(
+                        "[{name}] first list applied at {:.1}s (RSS {:.0} MiB); started at {:.1}s (RSS {:.0} MiB)",
+                        report.list_t,
+                        mib(report.list_rss),
+                        report.t,
+                        mib(report.rss)
+                    );
+                    synced = Some(report);
+                }
+                "ready" => {
+                    println!(
+                        "[{name}] every handler had its replay at {:.1}s; pushing {} modifications",
+                        report.t, sizes.mods
+                    );
+                    ready = Some(report);
+                    push_started = Some(Instant::now());
+                    let (server, pushed) = (server.clone(), pushed.clone());
+                    let (pods, mods) = (sizes.pods, sizes.mods);
+                    let base = final_round - sizes.rounds;
+                    pusher = Some(tokio::task::spawn_blocking(move || {
+                        push(&server, pods, mods, base, &pushed)
+                    }));
+                }
+                "done" => break report,
+                _ => {
+                    let goal = if ready.is_some() { "final" } else { "replay" };
+                    let push = match push_started {
+                        Some(_) => {
+                            format!("  pushed {}/{}", pushed.load(Ordering::Relaxed), sizes.mods)
+                        }
+                        None => String::new(),
+                    };
+                    println!(
+                        "[{name}] {:>6.1}s  received {:>9}  calls {:>10}  {goal} {}/{}{push}  RSS {:.0} MiB  CPU {:.0}%",
+                        report.t,
+                        report.received,
+                        report.calls,
+                        report.finished,
+                        setup.handlers(),
+                        mib(report.rss),
+                        100.0 * (report.cpu - previous.cpu) / (report.t - previous.t).max(1e-9),
+                    );
+                }
+            }
+        };
+        let final_time = push_started.expect("the push started").elapsed();
+        let others = machine_busy_seconds() - busy0 - (cpu_seconds() - ours0) - done.cpu;
+        let others = 100.0 * others.max(0.0) / wall0.elapsed().as_secs_f64();
+        let (push_time, in_update) = pusher
+            .expect("the push started")
+            .await
+            .expect("the pusher panicked");
+        let status = child.wait().await.expect("wait for the client");
+        assert!(status.success(), "[{name}] the client failed: {status}");
+        Outcome {
+            setup,
+            synced: synced.expect("a synced report"),
+            ready: ready.expect("a ready report"),
+            done,
+            final_time,
+            push_time,
+            in_update,
+            others,
+        }
+    }
+
+    /// Modifications `0..mods` in-process, as fast as one thread can: modification `m` moves pod
+    /// `m % pods` to round `base + m / pods + 1`. Returns the wall time and the part of it inside
+    /// the server's `update`.
+    fn push(
+        server: &DevServer,
+        pods: usize,
+        mods: usize,
+        base: u64,
+        pushed: &AtomicU64,
+    ) -> (Duration, Duration) {
+        let started = Instant::now();
+        let mut in_update = Duration::ZERO;
+        for m in 0..mods {
+            let object = pod(m % pods, base + (m / pods) as u64 + 1, m);
+            let t = Instant::now();
+            server.update(object).expect("update a pod");
+            in_update += t.elapsed();
+            pushed.store(m as u64 + 1, Ordering::Relaxed);
+        }
+        (started.elapsed(), in_update)
+    }
+
+    fn mib(bytes: u64) -> f64 {
+        bytes as f64 / (1 << 20) as f64
+    }
+
+    /// The figures of one outcome, derived once for the line and the table.
+    struct Figures {
+        sync: f64,
+        start: f64,
+        replay: f64,
+        received_per_s: f64,
+        final_s: f64,
+        events_per_s: f64,
+        calls_per_s: f64,
+        rss_sync: u64,
+        rss_end: u64,
+        cpu_run: f64,
+        cpu_push: f64,
+        push_per_s: f64,
+        update_share: f64,
+    }
+
+    fn figures(o: &Outcome, sizes: &Sizes) -> Figures {
+        let mods = sizes.mods as f64;
+        let phase = (o.done.t - o.ready.t).max(1e-9);
+        let received_window = o.done.received_all.unwrap_or(o.done.t) - o.ready.t;
+        Figures {
+            sync: o.synced.list_t,
+            start: o.synced.t,
+            replay: o.ready.t,
+            received_per_s: (o.done.received - o.ready.received) as f64 / received_window.max(1e-9),
+            final_s: o.final_time.as_secs_f64(),
+            events_per_s: mods / o.final_time.as_secs_f64(),
+            calls_per_s: (o.done.calls - o.ready.calls) as f64 / phase,
+            rss_sync: o.synced.list_rss,
+            rss_end: o.done.rss,
+            cpu_run: 100.0 * o.done.cpu / o.done.t,
+            cpu_push: 100.0 * (o.done.cpu - o.ready.cpu) / phase,
+            push_per_s: mods / o.push_time.as_secs_f64(),
+            update_share: o.in_update.as_secs_f64() / o.push_time.as_secs_f64(),
+        }
+    }
+
+    fn ratio(f: &Figures, o: &Outcome, baseline: Option<&Outcome>, sizes: &Sizes) -> String {
+        match baseline {
+            Some(b) if b.setup == Setup::Kube && o.setup != Setup::Kube => {
+                format!("{:.2}x", f.events_per_s / figures(b, sizes).events_per_s)
+            }
+            _ => "-".into(),
+        }
+    }
+
+    fn print_line(o: &Outcome, sizes: &Sizes, baseline: Option<&Outcome>) {
+        let f = figures(o, sizes);
+        println!(
+            "[{}] done: sync {:.1}s, started {:.1}s, replay {:.1}s, watch {:.0} ev/s received, \
+             final versions {:.1}s after the first modification = {:.0} ev/s{}, {:.0} calls/s, \
+             RSS {:.0} -> {:.0} MiB, CPU {:.0}% (push {:.0}%); push {:.0}/s ({:.0}% inside \
+             update); other processes {:.0}% CPU",
+            o.setup.name(),
+            f.sync,
+            f.start,
+            f.replay,
+            f.received_per_s,
+            f.final_s,
+            f.events_per_s,
+            match ratio(&f, o, baseline, sizes).as_str() {
+                "-" => String::new(),
+                r => format!(" ({r} kube's)"),
+            },
+            f.calls_per_s,
+            mib(f.rss_sync),
+            mib(f.rss_end),
+            f.cpu_run,
+            f.cpu_push,
+            f.push_per_s,
+            100.0 * f.update_share,
+            o.others,
+        );
+    }
+
+    fn print_table(outcomes: &[Outcome], sizes: &Sizes) {
+        let baseline = outcomes.iter().find(|o| o.setup == Setup::Kube);
+        let per_pod = |bytes: u64| bytes as f64 / 1024.0 / sizes.pods as f64;
+        println!(
+            "\n{} pods, {} modifications per configuration; times from the client's start \
+             (sync: first list applied; start: ready to serve, plugins loaded; replay) or from \
+             the first modification (final)",
+            sizes.pods, sizes.mods
+        );
+        println!(
+            "{:<8} {:>6} {:>7} {:>8} {:>10} {:>8} {:>9} {:>10} {:>12} {:>11} {:>16} {:>5} {:>8} {:>7} {:>8} {:>7}",
+            "config",
+            "sync s",
+            "start s",
+            "replay s",
+            "recv ev/s",
+            "final s",
+            "ev/s",
+            "calls/s",
+            "KiB/pod@sync",
+            "KiB/pod@end",
+            "RSS MiB sync/end",
+            "CPU%",
+            "CPU%push",
+            "vs kube",
+            "push/s",
+            "others%",
+        );
+        for o in outcomes {
+            let f = figures(o, sizes);
+            println!(
+                "{:<8} {:>6.1} {:>7.1} {:>8.1} {:>10.0} {:>8.1} {:>9.0} {:>10.0} {:>12.2} {:>11.2} {:>16} {:>5.0} {:>8.0} {:>7} {:>8.0} {:>7.0}",
+                o.setup.name(),
+                f.sync,
+                f.start,
+                f.replay,
+                f.received_per_s,
+                f.final_s,
+                f.events_per_s,
+                f.calls_per_s,
+                per_pod(f.rss_sync),
+                per_pod(f.rss_end),
+                format!("{:.0}/{:.0}", mib(f.rss_sync), mib(f.rss_end)),
+                f.cpu_run,
+                f.cpu_push,
+                ratio(&f, o, baseline, sizes),
+                f.push_per_s,
+                o.others,
+            );
+        }
+    }
+}
+
+mod client {
+    //! The measured client: a kube-runtime baseline or an Informant runtime, reporting on stdout.
+
+    use super::*;
+
+    /// The client's settings, from the parent's environment.
+    struct Settings {
+        setup: Setup,
+        pods: u64,
+        mods: u64,
+        final_round: String,
+        plugins: PathBuf,
+        stall: Duration,
+    }
+
+    fn var(name: &str) -> String {
+        std::env::var(name).unwrap_or_else(|_| panic!("client: {name} is not set"))
+    }
+
+    pub(super) async fn run() {
+        let started = Instant::now();
+        let settings = Settings {
+            setup: Setup::parse(&var("E2E_SETUP")),
+            pods: var("E2E_PODS").parse().expect("E2E_PODS"),
+            mods: var("E2E_MODS").parse().expect("E2E_MODS"),
+            final_round: var("E2E_FINAL_ROUND"),
+            plugins: PathBuf::from(var("E2E_PLUGINS")),
+            stall: Duration::from_secs(var("E2E_STALL_SECS").parse().expect("E2E_STALL_SECS")),
+        };
+        let uri = var("E2E_SERVER").parse().expect("E2E_SERVER is a URI");
+        let client =
+            kube::Client::try_from(kube::Config::new(uri)).expect("plain-http kube client");
+        let mut out = Out {
+            started,
+            phase: Phase::Replay,
+            ready: Report::default(),
+            received_all: None,
+            stall: Stall::new(settings.stall),
+            last_progress: Instant::now(),
+        };
+        match settings.setup {
+            Setup::Kube => kube_client(client, &settings, &mut out).await,
+            Setup::Informant { .. } => informant_client(client, &settings, &mut out).await,
+        }
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    enum Phase {
+        Replay,
+        Final,
+    }
+
+    /// Writes reports, tracks the phase and watches for stalls.
+    struct Out {
+        started: Instant,
+        phase: Phase,
+        /// The counters when every handler had its replay.
+        ready: Report,
+        received_all: Option<f64>,
+        stall: Stall,
+        last_progress: Instant,
+    }
+
+    impl Out {
+        fn report(&self, phase: &str, received: u64, calls: u64, finished: usize) -> Report {
+            Report {
+                phase: phase.into(),
+                t: self.started.elapsed().as_secs_f64(),
+                rss: rss_bytes(),
+                cpu: cpu_seconds(),
+                received,
+                calls,
+                finished,
+                received_all: self.received_all,
+                ..Default::default()
+            }
+        }
+
+        fn emit(&self, report: &Report) {
+            let mut stdout = std::io::stdout().lock();
+            // The parent reads lines; a broken pipe means it is gone, and so should we be.
+            serde_json::to_writer(&mut stdout, report).expect("write a report");
+            stdout.write_all(b"\n").expect("write a report");
+            stdout.flush().expect("write a report");
+        }
+
+        fn phase(&mut self, phase: &str, received: u64, calls: u64, finished: usize) {
+            let report = self.report(phase, received, calls, finished);
+            self.emit(&report);
+            if phase == "ready" {
+                self.phase = Phase::Final;
+                self.ready = report;
+            }
+        }
+
+        /// Notes when the informer has received every modification, reports progress now and
+        /// then, and fails the run when nothing moves for the stall limit.
+        fn sample(&mut self, received: u64, calls: u64, finished: usize, mods: u64) {
+            if self.phase == Phase::Final
+                && self.received_all.is_none()
+                && received - self.ready.received >= mods
+            {
+                self.received_all = Some(self.started.elapsed().as_secs_f64());
+            }
+            self.stall.check(received, calls);
+            if self.last_progress.elapsed() >= PROGRESS {
+                self.last_progress = Instant::now();
+                let report = self.report("progress", received, calls, finished);
+                self.emit(&report);
+            }
+        }
+    }
+
+    /// Fails the run when the counters have not moved for `limit`: a lost event or a hung
+    /// plugin would otherwise leave it waiting forever.
+    struct Stall {
+        limit: Duration,
+        last: (u64, u64),
+        since: Instant,
+    }
+
+    impl Stall {
+        fn new(limit: Duration) -> Self {
+            Stall {
+                limit,
+                last: (0, 0),
+                since: Instant::now(),
+            }
+        }
+
+        fn check(&mut self, received: u64, calls: u64) {
+            if (received, calls) != self.last {
+                self.last = (received, calls);
+                self.since = Instant::now();
+            }
+            assert!(
+                self.since.elapsed() < self.limit,
+                "client: no event received or handled for {:?} (received {received}, calls {calls})",
+                self.limit
+            );
+        }
+    }
+
+    /// When the informer applied its first list, and the RSS then.
+    static LIST_APPLIED: OnceLock<(Instant, u64)> = OnceLock::new();
+
+    /// A tracing layer catching the informer's `synced` event (logged as it applies its first
+    /// list): the one moment `Runtime::start` does not expose, as it returns only after every
+    /// plugin is loaded and registered.
+    pub(crate) struct ListApplied;
+
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for ListApplied {
+        fn on_event(
+            &self,
+            event: &tracing::Event<'_>,
+            _: tracing_subscriber::layer::Context<'_, S>,
+        ) {
+            struct IsSynced(bool);
+            impl tracing::field::Visit for IsSynced {
+                fn record_debug(
+                    &mut self,
+                    field: &tracing::field::Field,
+                    value: &dyn std::fmt::Debug,
+                ) {
+                    if field.name() == "message" {
+                        self.0 = format!("{value:?}") == "synced";
+                    }
+                }
+            }
+            let mut synced = IsSynced(false);
+            event.record(&mut synced);
+            if synced.0 {
+                LIST_APPLIED.get_or_init(|| (Instant::now(), rss_bytes()));
+            }
+        }
+    }
+
+    /// Counters of one inline handler of the baseline.
+    #[derive(Default)]
+    struct Tally {
+        calls: AtomicU64,
+        replayed: AtomicU64,
+        finals: AtomicU64,
+    }
+
+    /// One inline handler of the baseline.
+    type KubeHandler = Box<dyn FnMut(&WatcherEvent<Pod>) + Send>;
+
+    /// The baseline as kube-rs users write it: a reflector-backed watcher stream, each event
+    /// handed to every handler inline.
+    async fn kube_client(client: kube::Client, s: &Settings, out: &mut Out) {
+        let api: Api<Pod> = Api::namespaced(client, NAMESPACE);
+        let (store, writer) = reflector::store();
+        let stream =
+            reflector(writer, watcher::watcher(api, watcher::Config::default())).default_backoff();
+        let mut stream = std::pin::pin!(stream);
+        let tallies: Vec<Arc<Tally>> = (0..KUBE_HANDLERS).map(|_| Arc::default()).collect();
+        let mut handlers: Vec<KubeHandler> = tallies
+            .iter()
+            .map(|tally| {
+                let (tally, final_round) = (tally.clone(), s.final_round.clone());
+                Box::new(move |ev: &WatcherEvent<Pod>| {
+                    let (pod, initial) = match ev {
+                        WatcherEvent::InitApply(p) => (p, true),
+                        WatcherEvent::Apply(p) | WatcherEvent::Delete(p) => (p, false),
+                        WatcherEvent::Init | WatcherEvent::InitDone => return,
+                    };
+                    let round = pod.metadata.labels.as_ref().and_then(|l| l.get("round"));
+                    tally.calls.fetch_add(1, Ordering::Relaxed);
+                    if initial {
+                        tally.replayed.fetch_add(1, Ordering::Relaxed);
+                    } else if round == Some(&final_round) {
+                        tally.finals.fetch_add(1, Ordering::Relaxed);
+                    }
+                }) as KubeHandler
+            })
+            .collect();
+        let calls = || -> u64 {
+            tallies
+                .iter()
+                .map(|t| t.calls.load(Ordering::Relaxed))
+                .sum()
+        };
+        let reached = |count: fn(&Tally) -> &AtomicU64| {
+            tallies
+                .iter()
+                .filter(|t| count(t).load(Ordering::Relaxed) >= s.pods)
+                .count()
+        };
+        let mut received = 0u64;
+        let mut lists = 0;
+        let mut tick = tokio::time::interval(SAMPLE);
+        loop {
+            tokio::select! {
+                item = stream.next() => {
+                    let ev = match item {
+                        Some(Ok(ev)) => ev,
+                        Some(Err(e)) => {
+                            eprintln!("client: watch error (kube-runtime retries): {e}");
+                            continue;
+                        }
+                        None => panic!("client: the watch stream ended"),
+                    };
+                    if matches!(ev, WatcherEvent::InitApply(_) | WatcherEvent::Apply(_) | WatcherEvent::Delete(_)) {
+                        received += 1;
+                    }
+                    for handler in &mut handlers {
+                        handler(&ev);
+                    }
+                    match ev {
+                        WatcherEvent::Init if lists > 0 => {
+                            panic!("client: the watcher relisted; the run would count the replay twice")
+                        }
+                        WatcherEvent::InitDone => {
+                            lists += 1;
+                            assert_eq!(store.state().len() as u64, s.pods, "pods in the store after the list");
+                            let mut synced = out.report("synced", received, calls(), 0);
+                            (synced.list_t, synced.list_rss) = (synced.t, synced.rss);
+                            out.emit(&synced);
+                            let replayed = reached(|t| &t.replayed);
+                            assert_eq!(replayed, KUBE_HANDLERS, "every handler saw the list");
+                            out.phase("ready", received, calls(), replayed);
+                        }
+                        _ => {}
+                    }
+                    if out.phase == Phase::Final && reached(|t| &t.finals) == KUBE_HANDLERS {
+                        out.sample(received, calls(), KUBE_HANDLERS, s.mods);
+                        out.phase("done", received, calls(), KUBE_HANDLERS);
+                        break;
+                    }
+                }
+                _ = tick.tick() => {
+                    let finished = match out.phase {
+                        Phase::Replay => reached(|t| &t.replayed),
+                        Phase::Final => reached(|t| &t.finals),
+                    };
+                    out.sample(received, calls(), finished, s.mods);
+                }
+            }
+        }
+        let miscounted = tallies
+            .iter()
+            .map(|t| t.finals.load(Ordering::Relaxed))
+            .find(|f| *f != s.pods);
+        assert_eq!(
+            miscounted, None,
+            "a handler counted more final versions than pods"
+        );
+    }
+
+    /// Informant as `informant run` starts it, over a directory of bench plugins.
+    async fn informant_client(client: kube::Client, s: &Settings, out: &mut Out) {
+        let Setup::Informant { plugins, .. } = s.setup else {
+            unreachable!("an Informant setup")
+        };
+        // Subscribed before anything loads: a plugin's lines cannot be missed.
+        let (logs_tx, mut logs) = broadcast::channel::<PluginLog>(1 << 16);
+        let options = RuntimeOptions {
+            plugins: Some(s.plugins.clone()),
+            plugin_logs: Some(logs_tx),
+            config: HostConfig::default(),
+            ..Default::default()
+        };
+        let mut tick = tokio::time::interval(SAMPLE);
+        let runtime = {
+            // On a worker, as `Replica::start` runs it for `informant run`, not on this thread.
+            let mut start = tokio::spawn(Runtime::start(client, options));
+            loop {
+                tokio::select! {
+                    r = &mut start => break r.expect("the start task").expect("start the runtime"),
+                    _ = tick.tick() => {
+                        if out.last_progress.elapsed() >= PROGRESS {
+                            out.last_progress = Instant::now();
+                            let report = out.report("starting", 0, 0, 0);
+                            out.emit(&report);
+                        }
+                    }
+                }
+            }
+        };
+        let host = runtime.host.clone().expect("a plugin host");
+        let factory = runtime.factory.clone();
+        let received = || -> u64 {
+            factory
+                .informers()
+                .iter()
+                .map(|i| i.stats().objects_received.load(Ordering::Relaxed))
+                .sum()
+        };
+        let calls = || -> u64 { host.running().iter().map(|r| r.supervisor.handled()).sum() };
+        let running = host.running().len();
+        assert_eq!(
+            running, plugins,
+            "plugins running after start (see the errors above)"
+        );
+        let (list_at, list_rss) = *LIST_APPLIED.get().expect(
+            "the informer's `synced` event was not seen (did its message or target change?)",
+        );
+        let mut synced = out.report("synced", received(), calls(), 0);
+        synced.list_t = list_at.duration_since(out.started).as_secs_f64();
+        synced.list_rss = list_rss;
+        out.emit(&synced);
+
+        let mut replayed = BTreeSet::new();
+        let mut done = BTreeSet::new();
+        loop {
+            tokio::select! {
+                line = logs.recv() => {
+                    let line = line.expect("plugin logs (a lag would lose a report)");
+                    let Ok(message) = serde_json::from_str::<Value>(&line.message) else {
+                        panic!("plugin {}: unexpected log line {:?}", line.plugin, line.message);
+                    };
+                    if message.get("replayed").is_some() {
+                        assert!(replayed.insert(line.plugin.clone()), "{} replayed twice", line.plugin);
+                    } else if message.get("done").is_some() {
+                        assert!(out.phase == Phase::Final, "{} done before the push", line.plugin);
+                        assert!(done.insert(line.plugin.clone()), "{} done twice", line.plugin);
+                    }
+                    if out.phase == Phase::Replay && replayed.len() == plugins {
+                        out.phase("ready", received(), calls(), plugins);
+                    } else if done.len() == plugins {
+                        out.sample(received(), calls(), plugins, s.mods);
+                        out.phase("done", received(), calls(), plugins);
+                        break;
+                    }
+                }
+                _ = tick.tick() => {
+                    for p in host.status() {
+                        assert!(
+                            p.failed == 0 && p.state == PluginState::Running,
+                            "plugin {} is {:?} after {} failed events: {:?}",
+                            p.name, p.state, p.failed, p.last_error
+                        );
+                    }
+                    let finished = match out.phase {
+                        Phase::Replay => replayed.len(),
+                        Phase::Final => done.len(),
+                    };
+                    out.sample(received(), calls(), finished, s.mods);
+                }
+            }
+        }
+        let lists: u64 = factory
+            .informers()
+            .iter()
+            .map(|i| i.stats().lists.load(Ordering::Relaxed))
+            .sum();
+        assert_eq!(lists, 1, "the informer relisted during the run");
+        runtime.stop().await;
+    }
+}
