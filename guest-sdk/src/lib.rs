@@ -199,8 +199,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::__private::{Slot, empty, handle_event_in, init_in};
-    use crate::event::Json;
     use super::*;
+    use crate::event::Json;
     use crate::wit::informant::plugin::types as wit;
 
     /// Counts events per type and fails on a `fail` label, to observe dispatch.
@@ -275,7 +275,8 @@ mod tests {
         handle_event_in(&SLOT, host_event(EventType::Added, &[])).unwrap();
         handle_event_in(&SLOT, host_event(EventType::Updated, &[])).unwrap();
         handle_event_in(&SLOT, host_event(EventType::Deleted, &[])).unwrap();
-        let err = handle_event_in(&SLOT, host_event(EventType::Added, &[("fail", "")])).unwrap_err();
+        let err =
+            handle_event_in(&SLOT, host_event(EventType::Added, &[("fail", "")])).unwrap_err();
         assert_eq!(err, "p: told to fail");
         SLOT.with(|s| assert_eq!(s.borrow().as_ref().unwrap().seen, ["added", "deleted"]));
         init_in(&SLOT, "[]").unwrap_err();

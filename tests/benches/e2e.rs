@@ -3,8 +3,8 @@
 //! watch relists, or a client stops making progress for `E2E_STALL_SECS`).
 //!
 //! The parent process runs the embedded API server with `E2E_PODS` pods (default 100 000) of
-//! realistic JSON (~2.4 KB as written, ~1 KB of it `metadata.managedFields`; note that the
-//! devserver drops managedFields on every write, so clients receive ~1.5 KB per pod) and, for
+//! realistic JSON (~2.4 KB as written, ~1 KB of it `metadata.managedFields`, which the server
+//! keeps and sends, as a real API server does) and, for
 //! each configuration, re-executes this binary as a client in a child process (so the client's
 //! RSS and CPU are its own) and pushes `E2E_MODS` modifications (default 200 000, rounded up to a
 //! whole number of rounds over the pods) in-process as fast as it can. Configurations
@@ -40,6 +40,10 @@
 //! small: `E2E_PODS=5000 E2E_MODS=10000 E2E_CONFIGS=kube,meta10 cargo bench -p informant-tests --bench e2e`.
 //! The full default run takes about three and a half minutes on two cores.
 
+/// The allocator `informant run` uses, so the client's RSS is the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -50,6 +54,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::informer::{FactoryOptions, InitialList};
 use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog, PluginState};
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use k8s_openapi::api::core::v1::Pod;
@@ -1067,6 +1072,14 @@ mod client {
             plugins: Some(s.plugins.clone()),
             plugin_logs: Some(logs_tx),
             config: HostConfig::default(),
+            factory: FactoryOptions {
+                initial_list: match std::env::var("E2E_INITIAL_LIST").as_deref() {
+                    Ok("paginated") => InitialList::Paginated,
+                    Ok("streaming") => InitialList::Streaming,
+                    _ => InitialList::Auto,
+                },
+                ..Default::default()
+            },
             ..Default::default()
         };
         let mut tick = tokio::time::interval(SAMPLE);

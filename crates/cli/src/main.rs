@@ -43,6 +43,11 @@ enum Command {
     Replay(cli::replay::Args),
 }
 
+/// mimalloc rather than glibc's malloc: a list's decoding garbage is handed back to the system
+/// after sync (end-to-end bench, 20k pods with managedFields: 19.5 -> 8.9 KiB RSS per pod).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> Result<()> {
     let cli = Cli::parse();

@@ -39,10 +39,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use self::cache::MemCache;
+use crate::event::Json;
 /// The level of a captured log record.
 pub use crate::log::Level;
 use crate::wit::informant::plugin::types as wit;
-use crate::event::Json;
 use crate::{Event, EventType, Plugin, QueryError, Resource};
 use informant_manifest::Manifest;
 
