@@ -18,7 +18,8 @@
 //! pushed afterwards. Per key the order still holds (the replayed version, then what changed
 //! since), and a replay of 100k objects costs 800 KB instead of 100k queue entries.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -26,7 +27,7 @@ use parking_lot::Mutex;
 use tokio::sync::Notify;
 
 use super::event::{Event, EventType};
-use super::object::{CachedObject, ObjectKey};
+use super::object::{CachedObject, KeyMap, ObjectKey};
 
 enum Slot {
     Key(ObjectKey),
@@ -47,7 +48,7 @@ struct Queue {
     /// The initial replay, served before `order`.
     replay: std::vec::IntoIter<Arc<CachedObject>>,
     order: VecDeque<Slot>,
-    pending: HashMap<ObjectKey, VecDeque<Event>>,
+    pending: KeyMap<VecDeque<Event>>,
     len: usize,
     /// Events accepted while open, before coalescing (kept under the lock push already takes).
     received: u64,
@@ -76,23 +77,27 @@ impl Listener {
             return;
         }
         guard.received += 1;
-        let key = event.key().clone();
         let q = &mut *guard;
-        match q.pending.get_mut(&key) {
-            Some(events) => {
-                if !coalesce(events, event) {
+        // The consumer waits only after finding the queue empty, so only the push that ends
+        // that needs to wake it.
+        let was_empty = q.order.is_empty() && q.replay.len() == 0;
+        let key = event.key().clone();
+        match q.pending.entry(key) {
+            Entry::Occupied(mut pending) => {
+                if !coalesce(pending.get_mut(), event) {
                     return;
                 }
-                q.len += 1;
             }
-            None => {
-                q.pending.insert(key.clone(), VecDeque::from([event]));
-                q.order.push_back(Slot::Key(key));
-                q.len += 1;
+            Entry::Vacant(slot) => {
+                q.order.push_back(Slot::Key(slot.key().clone()));
+                slot.insert(VecDeque::from([event]));
             }
         }
+        q.len += 1;
         drop(guard);
-        self.notify.notify_one();
+        if was_empty {
+            self.notify.notify_one();
+        }
     }
 
     /// Makes `objects` the initial replay, delivered as `Added (initial)` before anything pushed
@@ -340,7 +345,7 @@ mod tests {
         assert_eq!(got, want);
 
         // The last event per key carries its final state, and per key order is kept.
-        let mut last_rv: HashMap<String, u64> = HashMap::new();
+        let mut last_rv: std::collections::HashMap<String, u64> = Default::default();
         for e in &events {
             let r: u64 = e.object.resource_version().parse().unwrap();
             let prev = last_rv.insert(e.object.name().to_string(), r);

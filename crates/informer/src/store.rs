@@ -7,7 +7,7 @@
 //! [`Store::read_consistent`], which excludes writers; so a handler that snapshots there and then
 //! receives sink events sees every change exactly once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use kube::core::ApiResource;
@@ -15,7 +15,7 @@ use parking_lot::RwLock;
 
 use super::event::Event;
 use super::index::{IndexError, IndexSpec, IndexValues, Indices, LABEL, NAMESPACE};
-use super::object::{CachedObject, ObjectKey, RawObject};
+use super::object::{CachedObject, KeyMap, KeySet, ObjectKey, RawObject};
 use informant_selector::LabelSelector;
 
 /// A query against the store named something it does not have.
@@ -54,7 +54,7 @@ struct Entry {
 
 #[derive(Default)]
 struct Inner {
-    objects: HashMap<ObjectKey, Entry>,
+    objects: KeyMap<Entry>,
     indices: Indices,
     synced: bool,
 }
@@ -159,7 +159,7 @@ impl Store {
             .collect();
         let mut inner = self.inner.write();
         let initial = !inner.synced;
-        let mut listed: HashSet<ObjectKey> = HashSet::with_capacity(frozen.len());
+        let mut listed = KeySet::with_capacity_and_hasher(frozen.len(), Default::default());
         for (raw, object) in frozen {
             let key = object.key().clone();
             listed.insert(key.clone());
