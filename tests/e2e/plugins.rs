@@ -167,6 +167,29 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_hoarding_object_handles_is_stopped_at_the_cap() {
+    let env = PluginEnv::start(fast_restarts()).await;
+    env.install(None, "hoard", "hostile", &hostile("hoard", "hoard"));
+    env.install(None, "echo", "hostile", &hostile("echo", "echo"));
+    env.reconcile().await;
+    // One event more than the cap: the plugin then holds 1,025 handles after its last call.
+    let n = informant_runtime::plugin::host::MAX_KEPT_HANDLES + 1;
+    env.server
+        .seed((0..n).map(|i| configmap("a", &format!("cm{i}"), "v")))
+        .unwrap();
+    wait_state(&env, "hoard", PluginState::BackingOff).await;
+    let hoard = env.host.supervisor(&id("hoard")).unwrap();
+    let error = hoard.last_error().unwrap();
+    assert!(error.contains("past their calls"), "{error}");
+    assert_eq!((hoard.handled(), hoard.failed()), (n as u64 - 1, 1));
+    env.logs
+        .wait_until("echo to see every object", || {
+            echoed(&env, "echo", "echo").len() == n
+        })
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wasi_grants_nothing() {
     let env = PluginEnv::start(HostConfig::default()).await;
     env.install(None, "fs", "hostile", &hostile("fs", "fs"));

@@ -8,6 +8,7 @@
 //! - `flaky`: echoes, but traps (panics) on every third event;
 //! - `keep`: echoes, and keeps each event past its call without reading its object, then reads
 //!   the kept object's JSON in the next call (the host has reclaimed that handle: a trap);
+//! - `hoard`: keeps every event it is given, never reading or dropping their objects;
 //! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
 //! - `noop`: does nothing (the benchmark's trivial plugin);
 //! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin);
@@ -25,6 +26,7 @@ pub struct Hostile {
     seen: u64,
     probes: Vec<Value>,
     kept: Option<Event>,
+    hoard: Vec<Event>,
 }
 
 impl Hostile {
@@ -78,6 +80,10 @@ impl Hostile {
                 }
                 self.kept = Some(ev.clone());
                 self.echo(ev)
+            }
+            "hoard" => {
+                self.hoard.push(ev.clone());
+                Ok(())
             }
             "noop" => Ok(()),
             "parse" => {
@@ -148,6 +154,7 @@ impl Plugin for Hostile {
             tag: text("tag").unwrap_or_default(),
             seen: 0,
             kept: None,
+            hoard: Vec::new(),
             probes: config
                 .get("probes")
                 .and_then(Value::as_array)
