@@ -389,12 +389,15 @@ impl informant::plugin::cache::Host for State {
 impl informant::plugin::log::Host for State {
     async fn log(&mut self, level: Level, message: String) {
         let (plugin, tenant) = (&*self.plugin, &*self.tenant);
+        let message = truncated(message, MAX_LOG_BYTES);
+        // Escaped for the host's log: a newline must not start a line that looks like the host's.
+        let line = escape_controls(&message);
         match level {
-            Level::Trace => tracing::trace!(plugin, tenant, "{message}"),
-            Level::Debug => tracing::debug!(plugin, tenant, "{message}"),
-            Level::Info => tracing::info!(plugin, tenant, "{message}"),
-            Level::Warn => tracing::warn!(plugin, tenant, "{message}"),
-            Level::Error => tracing::error!(plugin, tenant, "{message}"),
+            Level::Trace => tracing::trace!(plugin, tenant, "{line}"),
+            Level::Debug => tracing::debug!(plugin, tenant, "{line}"),
+            Level::Info => tracing::info!(plugin, tenant, "{line}"),
+            Level::Warn => tracing::warn!(plugin, tenant, "{line}"),
+            Level::Error => tracing::error!(plugin, tenant, "{line}"),
         }
         // Nobody listening is the normal case outside tests and replay.
         let _ = self.logs.send(PluginLog {
@@ -404,6 +407,38 @@ impl informant::plugin::log::Host for State {
             message,
         });
     }
+}
+
+/// Longest log message a plugin may write; the rest is cut.
+pub const MAX_LOG_BYTES: usize = 64 << 10;
+
+/// `text` cut to at most `max` bytes (on a character boundary), saying how long it was.
+pub fn truncated(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let total = text.len();
+        let cut = (0..=max)
+            .rev()
+            .find(|i| text.is_char_boundary(*i))
+            .unwrap_or(0);
+        text.truncate(cut);
+        text.push_str(&format!("… ({total} bytes in all)"));
+    }
+    text
+}
+
+/// `text` with control characters (newlines included) written as escapes, so it stays on one
+/// line of the host's log whatever a plugin put in it.
+pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains(char::is_control) {
+        return text.into();
+    }
+    text.chars()
+        .map(|c| match c.is_control() {
+            true => c.escape_default().to_string(),
+            false => c.to_string(),
+        })
+        .collect::<String>()
+        .into()
 }
 
 #[cfg(test)]
@@ -441,6 +476,19 @@ mod tests {
         let mut n: Vec<String> = objs.iter().map(|o| o.key().to_string()).collect();
         n.sort();
         n
+    }
+
+    #[test]
+    fn plugin_text_stays_on_one_line_and_within_bounds() {
+        let forged =
+            "ok\n2026-11-23T00:00:00Z  INFO plugin=\"b\" tenant=\"team-b\" forged\r\u{1b}[2J";
+        let line = escape_controls(forged);
+        assert!(!line.contains(char::is_control), "{line}");
+        assert!(line.starts_with("ok\\n2026"), "{line}");
+        assert_eq!(escape_controls("plain, ünïcode"), "plain, ünïcode");
+        let long = truncated("é".repeat(10), 5);
+        assert_eq!(long, "éé… (20 bytes in all)");
+        assert_eq!(truncated("short".into(), 5), "short");
     }
 
     #[test]

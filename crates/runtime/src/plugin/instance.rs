@@ -16,7 +16,10 @@ use tokio::sync::broadcast;
 use wasmtime::Store;
 
 use super::engine::LoadedComponent;
-use super::host::{CacheView, MAX_KEPT_HANDLES, Plugin, PluginLog, State, WitResource, wit_event};
+use super::host::{
+    CacheView, MAX_KEPT_HANDLES, Plugin, PluginLog, State, WitResource, escape_controls, truncated,
+    wit_event,
+};
 use crate::informer::Event;
 
 /// Everything needed to create instances of one plugin version.
@@ -95,7 +98,7 @@ impl Instance {
                 .call_init(&mut store, &spec.config_json)
                 .await
                 .map_err(classify)?
-                .map_err(CallError::Guest)?;
+                .map_err(guest_error)?;
             Ok(bindings)
         };
         let bindings = within(deadline, create).await?;
@@ -116,7 +119,7 @@ impl Instance {
                 .call_handle(&mut self.store, wit)
                 .await
                 .map_err(classify)?
-                .map_err(CallError::Guest)
+                .map_err(guest_error)
         };
         let result = within(self.deadline, call).await;
         let kept = self.store.data_mut().reclaim();
@@ -139,6 +142,19 @@ async fn within<T>(
         .unwrap_or(Err(CallError::Deadline(deadline)))
 }
 
+/// Longest error text kept from a plugin: it is logged and shown by `/plugins`.
+pub const MAX_ERROR_BYTES: usize = 4 << 10;
+
+/// Plugin-made text (an error it returned, a trap's backtrace with its function names),
+/// bounded and on one line.
+fn bounded(message: String) -> String {
+    escape_controls(&truncated(message, MAX_ERROR_BYTES)).into_owned()
+}
+
+fn guest_error(message: String) -> CallError {
+    CallError::Guest(bounded(message))
+}
+
 fn classify(e: wasmtime::Error) -> CallError {
-    CallError::Trap(format!("{e:#}"))
+    CallError::Trap(bounded(format!("{e:#}")))
 }
