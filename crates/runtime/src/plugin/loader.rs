@@ -786,10 +786,33 @@ fn read_within(path: &Path, real_dir: &Path, id: &PluginId) -> Result<Vec<u8>, P
             ),
         });
     }
+    let too_big = |len: u64| PluginError::Refused {
+        plugin: id.to_string(),
+        path: path.to_path_buf(),
+        reason: format!(
+            "it is {len} bytes; a plugin's files may be at most {MAX_PLUGIN_FILE_BYTES} bytes"
+        ),
+    };
+    // The length is the file's claim (a sparse file claims anything): never allocate by it, and
+    // stop reading one byte past the limit in case it grows meanwhile.
+    if opened.len() > MAX_PLUGIN_FILE_BYTES {
+        return Err(too_big(opened.len()));
+    }
     let mut bytes = Vec::with_capacity(opened.len() as usize);
-    std::io::Read::read_to_end(&mut file, &mut bytes).map_err(unreadable)?;
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(&mut file, MAX_PLUGIN_FILE_BYTES + 1),
+        &mut bytes,
+    )
+    .map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_PLUGIN_FILE_BYTES {
+        return Err(too_big(bytes.len() as u64));
+    }
     Ok(bytes)
 }
+
+/// Largest `.wasm` or manifest the loader reads: components are a few MiB; anything far larger
+/// is a mistake or an attack on the host's memory.
+pub const MAX_PLUGIN_FILE_BYTES: u64 = 128 << 20;
 
 /// Opens for reading without blocking on a FIFO swapped in for a plugin file (a tenant must not
 /// be able to hang every reconcile); for regular files the flag changes nothing.
@@ -866,6 +889,21 @@ mod tests {
         assert!(
             reason.contains("outside tenant `a`'s directory"),
             "{reason}"
+        );
+    }
+
+    /// A sparse file claims any length without using the disk; the loader must not believe it.
+    #[test]
+    fn a_huge_sparse_file_is_refused_without_reading_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("p.wasm");
+        let file = std::fs::File::create(&path).unwrap();
+        file.set_len(64 << 30).unwrap();
+        let err = read_within(&path, &tmp.path().canonicalize().unwrap(), &id()).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("it is 68719476736 bytes; a plugin's files may be at most"),
+            "{err}"
         );
     }
 
