@@ -187,19 +187,6 @@ impl Listener {
         }
     }
 
-    /// Waits for the next delivery; `None` once the listener is closed.
-    pub async fn pop(&self) -> Option<Delivery> {
-        loop {
-            if let Some(d) = self.try_pop() {
-                return Some(d);
-            }
-            if self.queue.lock().closed {
-                return None;
-            }
-            self.notify.notified().await;
-        }
-    }
-
     /// Events waiting to be delivered (after coalescing).
     pub fn backlog(&self) -> usize {
         self.queue.lock().len
@@ -521,8 +508,10 @@ mod tests {
             let l = l.clone();
             tokio::spawn(async move {
                 let mut names = Vec::new();
-                while let Some(d) = l.pop().await {
-                    if let Delivery::Event(e) = d {
+                let mut batch = Vec::new();
+                // One at a time: every push must wake a consumer that found the queue empty.
+                while l.pop_batch(&mut batch, 1).await {
+                    if let Some(Delivery::Event(e)) = batch.pop() {
                         names.push(e.object.name().to_string());
                         if names.len() == 2 {
                             l.close();

@@ -491,6 +491,49 @@ mod tests {
         assert_eq!(truncated("short".into(), 5), "short");
     }
 
+    /// A buffer the test's log subscriber writes into.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<parking_lot::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_plugin_cannot_write_a_host_log_line() {
+        let captured = Captured::default();
+        let writer = {
+            let c = captured.clone();
+            move || c.clone()
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(writer)
+            .with_ansi(false)
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let logs = broadcast::channel(4).0;
+        let mut rx = logs.subscribe();
+        let cache = Arc::new(CacheView::default());
+        let mut state = State::new("a".into(), "team-a".into(), 1 << 20, cache, logs);
+        let forged =
+            "done\n2026-11-23T00:00:00Z  ERROR informant: plugin=\"b\" tenant=\"team-b\" forged";
+        let huge = format!("{forged}{}", "x".repeat(MAX_LOG_BYTES));
+        informant::plugin::log::Host::log(&mut state, Level::Info, huge).await;
+        let text = String::from_utf8(captured.0.lock().clone()).unwrap();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(text.contains("done\\n2026"), "{text}");
+        assert!(text.len() < MAX_LOG_BYTES + 512, "{} bytes", text.len());
+        // Subscribers (tests, replay) get the text as written, bounded.
+        let sent = rx.recv().await.unwrap().message;
+        assert!(sent.starts_with(forged) && sent.len() < MAX_LOG_BYTES + 64);
+    }
+
     #[test]
     fn the_declared_package_is_the_one_in_wit() {
         let wit = include_str!("../../../../wit/plugin.wit");

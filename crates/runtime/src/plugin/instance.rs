@@ -158,3 +158,23 @@ fn guest_error(message: String) -> CallError {
 fn classify(e: wasmtime::Error) -> CallError {
     CallError::Trap(bounded(format!("{e:#}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugins_error_text_is_bounded_and_on_one_line() {
+        let returned = format!("bad\nforged host line{}", "x".repeat(40 << 20));
+        let CallError::Guest(kept) = guest_error(returned) else {
+            panic!("a returned error stays a guest error")
+        };
+        assert!(
+            kept.starts_with("bad\\nforged host line"),
+            "{}",
+            &kept[..40]
+        );
+        assert!(kept.len() < MAX_ERROR_BYTES + 64, "{} bytes", kept.len());
+        assert!(kept.ends_with(&format!("({} bytes in all)", (40 << 20) + 20)));
+    }
+}

@@ -117,6 +117,13 @@ struct Loaded {
     config: Arc<HostConfig>,
 }
 
+impl Loaded {
+    /// Whether this version was admitted under exactly `policy` and `config`'s limits.
+    fn admitted_under(&self, policy: &Arc<TenantPolicy>, config: &HostConfig) -> bool {
+        Arc::ptr_eq(&self.policy, policy) && same_limits(&self.config, config)
+    }
+}
+
 /// A running plugin: its supervisor (counters, state) and its queues' figures summed over the
 /// informers it watches.
 #[derive(Clone)]
@@ -339,10 +346,8 @@ impl PluginHost {
             let found_err = |e| (id.clone(), e);
             let policy = config.tenancy.policy(&id.tenant);
             // Whether a running version was admitted under the policy and limits now in force.
-            let admitted_now = |l: &Loaded| {
-                policy.as_ref().is_ok_and(|p| Arc::ptr_eq(&l.policy, p))
-                    && same_limits(&l.config, &config)
-            };
+            let admitted_now =
+                |l: &Loaded| policy.as_ref().is_ok_and(|p| l.admitted_under(p, &config));
             let f = match f {
                 Ok(f) => f,
                 Err(e) => {
@@ -449,9 +454,7 @@ impl PluginHost {
                     }
                 }
                 Err(e) => {
-                    let admitted_now = |l: &Loaded| {
-                        Arc::ptr_eq(&l.policy, &policy) && same_limits(&l.config, &config)
-                    };
+                    let admitted_now = |l: &Loaded| l.admitted_under(&policy, &config);
                     self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
                         .await;
                     let kept = loaded.contains_key(&id);
