@@ -7,9 +7,9 @@
 
 use informant_selector::FieldPath;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
-use super::object::{CachedObject, ObjectKey, RawObject};
+use super::object::{CachedObject, KeySet, ObjectKey, RawObject};
 
 /// Built-in index on `metadata.namespace`.
 pub const NAMESPACE: &str = "namespace";
@@ -121,7 +121,7 @@ impl IndexSpec {
 
     fn builtin_values(&self, obj: &CachedObject) -> Vec<String> {
         match self {
-            IndexSpec::Namespace => obj.namespace().map(str::to_string).into_iter().collect(),
+            IndexSpec::Namespace => vec![obj.namespace().unwrap_or("").to_string()],
             IndexSpec::Label => obj.labels().map(|(k, v)| format!("{k}={v}")).collect(),
             IndexSpec::Owner => obj.owner_uids().map(str::to_string).collect(),
             IndexSpec::Field(p) => p.values_in(&obj.to_value()),
@@ -132,113 +132,270 @@ impl IndexSpec {
 /// The index values computed for one object version, kept so removal needs no recomputation.
 pub(crate) type IndexValues = Box<[Box<[Box<str>]>]>;
 
-/// The inverted maps of every declared index.
+/// Keys under one index value, grouped by namespace (`""` for cluster-scoped objects).
+///
+/// A lookup limited to some namespaces touches only their groups: what other namespaces hold
+/// under the same value, or how much of it, costs nothing and so shows nothing.
+#[derive(Debug)]
+pub(crate) enum Buckets {
+    /// Most values live in one namespace: no second map.
+    One(Box<str>, KeySet),
+    /// A value found in several namespaces.
+    Many(HashMap<Box<str>, KeySet>),
+}
+
+/// The namespace group of `key`.
+pub(crate) fn bucket_of(key: &ObjectKey) -> &str {
+    key.namespace().unwrap_or("")
+}
+
+impl Buckets {
+    fn new(key: &ObjectKey) -> Self {
+        let mut set = KeySet::default();
+        set.insert(key.clone());
+        Buckets::One(bucket_of(key).into(), set)
+    }
+
+    fn insert(&mut self, key: &ObjectKey) {
+        let ns = bucket_of(key);
+        match self {
+            Buckets::One(only, set) if **only == *ns => {
+                set.insert(key.clone());
+            }
+            Buckets::One(..) => {
+                let Buckets::One(only, set) =
+                    std::mem::replace(self, Buckets::Many(HashMap::new()))
+                else {
+                    unreachable!()
+                };
+                let Buckets::Many(map) = self else {
+                    unreachable!()
+                };
+                map.insert(only, set);
+                map.entry(ns.into()).or_default().insert(key.clone());
+            }
+            Buckets::Many(map) => {
+                map.entry(ns.into()).or_default().insert(key.clone());
+            }
+        }
+    }
+
+    /// Removes `key`; whether no key is left.
+    fn remove(&mut self, key: &ObjectKey) -> bool {
+        let ns = bucket_of(key);
+        match self {
+            Buckets::One(only, set) => {
+                if **only == *ns {
+                    set.remove(key);
+                }
+                set.is_empty()
+            }
+            Buckets::Many(map) => {
+                if let Some(set) = map.get_mut(ns) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        map.remove(ns);
+                    }
+                }
+                map.is_empty()
+            }
+        }
+    }
+
+    /// The keys in one namespace group.
+    pub(crate) fn get(&self, ns: &str) -> Option<&KeySet> {
+        match self {
+            Buckets::One(only, set) => (**only == *ns).then_some(set),
+            Buckets::Many(map) => map.get(ns),
+        }
+    }
+
+    /// Every namespace group.
+    pub(crate) fn groups(&self) -> Box<dyn Iterator<Item = (&str, &KeySet)> + '_> {
+        match self {
+            Buckets::One(ns, set) => Box::new(std::iter::once((&**ns, set))),
+            Buckets::Many(map) => Box::new(map.iter().map(|(ns, set)| (&**ns, set))),
+        }
+    }
+}
+
+/// A declared index and its inverted map.
+#[derive(Debug)]
+struct Slot {
+    spec: IndexSpec,
+    /// Holders of a field index; built-ins are never released.
+    users: usize,
+    map: HashMap<Box<str>, Buckets>,
+}
+
+/// The inverted maps of every declared index. Positions are stable: a released field index
+/// leaves an empty slot that the next new one reuses.
 #[derive(Debug)]
 pub(crate) struct Indices {
-    specs: Vec<(String, IndexSpec)>,
-    maps: Vec<HashMap<Box<str>, HashSet<ObjectKey>>>,
+    slots: Vec<Option<Slot>>,
 }
 
 impl Default for Indices {
     fn default() -> Self {
-        let mut me = Indices {
-            specs: Vec::new(),
-            maps: Vec::new(),
-        };
-        for (name, spec) in [
+        let slots = [
             (NAMESPACE, IndexSpec::Namespace),
             (LABEL, IndexSpec::Label),
             (OWNER, IndexSpec::Owner),
-        ] {
-            me.specs.push((name.to_string(), spec));
-            me.maps.push(HashMap::new());
-        }
-        me
+        ]
+        .into_iter()
+        .map(|(_, spec)| {
+            Some(Slot {
+                spec,
+                users: 1,
+                map: HashMap::new(),
+            })
+        })
+        .collect();
+        Indices { slots }
     }
 }
 
 impl Indices {
-    /// Position of a named index.
-    pub(crate) fn position(&self, name: &str) -> Option<usize> {
-        self.specs.iter().position(|(n, _)| n == name)
+    /// Position of a built-in index.
+    pub(crate) fn builtin(name: &str) -> Option<usize> {
+        [NAMESPACE, LABEL, OWNER].iter().position(|n| *n == name)
     }
 
-    /// Names of every index.
-    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
-        self.specs.iter().map(|(n, _)| n.as_str())
+    /// Names of the built-in indexes.
+    pub(crate) fn builtin_names() -> [&'static str; 3] {
+        [NAMESPACE, LABEL, OWNER]
     }
 
-    /// The spec of an index.
-    pub(crate) fn spec(&self, name: &str) -> Option<&IndexSpec> {
-        self.position(name).map(|i| &self.specs[i].1)
+    /// Number of declared field indexes (held by someone).
+    pub(crate) fn field_count(&self) -> usize {
+        self.slots.iter().skip(3).flatten().count()
     }
 
     /// Computes every index's values for a new object version. Built-in indexes read the
     /// cached object's parsed fields; field indexes parse each top-level field they need once.
     pub(crate) fn compute(&self, raw: &RawObject, obj: &CachedObject) -> IndexValues {
         let mut parsed = Parsed::default();
-        self.specs
+        self.slots
             .iter()
-            .map(|(_, spec)| to_boxed(spec.values_raw(raw, obj, &mut parsed)))
+            .map(|slot| match slot {
+                Some(slot) => to_boxed(slot.spec.values_raw(raw, obj, &mut parsed)),
+                None => Box::default(),
+            })
             .collect()
     }
 
     /// Adds `key` under each of its values.
     pub(crate) fn insert(&mut self, key: &ObjectKey, values: &IndexValues) {
-        for (map, vals) in self.maps.iter_mut().zip(values.iter()) {
+        for (slot, vals) in self.slots.iter_mut().zip(values.iter()) {
+            let Some(slot) = slot else { continue };
             for v in vals.iter() {
-                match map.get_mut(v) {
-                    Some(set) => {
-                        set.insert(key.clone());
-                    }
+                match slot.map.get_mut(v) {
+                    Some(buckets) => buckets.insert(key),
                     None => {
-                        map.insert(v.clone(), HashSet::from([key.clone()]));
+                        slot.map.insert(v.clone(), Buckets::new(key));
                     }
                 }
             }
         }
     }
 
-    /// Removes `key` from under each of its values, dropping emptied sets.
+    /// Removes `key` from under each of its values, dropping emptied entries.
     pub(crate) fn remove(&mut self, key: &ObjectKey, values: &IndexValues) {
-        for (map, vals) in self.maps.iter_mut().zip(values.iter()) {
+        for (slot, vals) in self.slots.iter_mut().zip(values.iter()) {
+            let Some(slot) = slot else { continue };
             for v in vals.iter() {
-                if let Some(set) = map.get_mut(v) {
-                    set.remove(key);
-                    if set.is_empty() {
-                        map.remove(v);
-                    }
+                if let Some(buckets) = slot.map.get_mut(v)
+                    && buckets.remove(key)
+                {
+                    slot.map.remove(v);
                 }
             }
         }
     }
 
-    /// Keys under `value` of index number `idx`.
-    pub(crate) fn lookup(&self, idx: usize, value: &str) -> Option<&HashSet<ObjectKey>> {
-        self.maps.get(idx).and_then(|m| m.get(value))
+    /// Keys under `value` of index number `idx`, by namespace.
+    pub(crate) fn lookup(&self, idx: usize, value: &str) -> Option<&Buckets> {
+        self.slots.get(idx)?.as_ref()?.map.get(value)
     }
 
-    /// Declares a new index and fills it from the existing objects (registration time only).
-    ///
-    /// Returns the per-object values the caller must append to each entry, in `objects` order.
-    pub(crate) fn add<'a>(
+    /// Every value of index number `idx` (the namespaces, for [`NAMESPACE`]).
+    pub(crate) fn values(&self, idx: usize) -> impl Iterator<Item = (&str, &Buckets)> {
+        self.slots
+            .get(idx)
+            .and_then(Option::as_ref)
+            .into_iter()
+            .flat_map(|s| s.map.iter().map(|(v, b)| (&**v, b)))
+    }
+
+    /// Takes a hold on the field index computing `path`, declaring it if nobody holds one:
+    /// its position, and for a new one the per-object values the caller must store in each
+    /// entry, in `objects` order.
+    pub(crate) fn hold_field<'a>(
         &mut self,
-        name: &str,
-        spec: IndexSpec,
+        path: FieldPath,
         objects: impl Iterator<Item = &'a CachedObject>,
-    ) -> Vec<Box<[Box<str>]>> {
-        let mut map: HashMap<Box<str>, HashSet<ObjectKey>> = HashMap::new();
+    ) -> (usize, Option<Vec<Box<[Box<str>]>>>) {
+        let spec = IndexSpec::Field(path);
+        if let Some(at) = self
+            .slots
+            .iter()
+            .position(|s| s.as_ref().is_some_and(|s| s.spec == spec))
+        {
+            self.slots[at].as_mut().expect("found above").users += 1;
+            return (at, None);
+        }
+        let mut map: HashMap<Box<str>, Buckets> = HashMap::new();
         let mut per_object = Vec::new();
         for obj in objects {
             let vals = to_boxed(spec.builtin_values(obj));
             for v in vals.iter() {
-                map.entry(v.clone()).or_default().insert(obj.key().clone());
+                match map.get_mut(v) {
+                    Some(b) => b.insert(obj.key()),
+                    None => {
+                        map.insert(v.clone(), Buckets::new(obj.key()));
+                    }
+                }
             }
             per_object.push(vals);
         }
-        self.specs.push((name.to_string(), spec));
-        self.maps.push(map);
-        per_object
+        let slot = Some(Slot {
+            spec,
+            users: 1,
+            map,
+        });
+        let at = match self.slots.iter().position(Option::is_none) {
+            Some(free) => {
+                self.slots[free] = slot;
+                free
+            }
+            None => {
+                self.slots.push(slot);
+                self.slots.len() - 1
+            }
+        };
+        (at, Some(per_object))
+    }
+
+    /// Lets go of a hold taken with [`Indices::hold_field`]; whether the index is now gone
+    /// (the caller then empties that position in every entry).
+    pub(crate) fn release_field(&mut self, at: usize) -> bool {
+        let Some(Some(slot)) = self.slots.get_mut(at) else {
+            return false;
+        };
+        if at < 3 {
+            return false;
+        }
+        slot.users -= 1;
+        if slot.users > 0 {
+            return false;
+        }
+        self.slots[at] = None;
+        true
+    }
+
+    /// Number of positions (entries' value lists have this length).
+    pub(crate) fn width(&self) -> usize {
+        self.slots.len()
     }
 }
 

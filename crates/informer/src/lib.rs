@@ -64,7 +64,7 @@ pub use processor::{
 };
 pub use reflector::{Delta, InitialList, ReflectorConfig, ReflectorStats};
 pub use shared_informer::{HandlerOptions, SharedInformer};
-pub use store::{QueryError, Store, StoreOptions};
+pub use store::{FieldIndex, IndexId, QueryError, Store, StoreOptions, Visibility};
 
 use std::time::Duration;
 

@@ -7,16 +7,70 @@
 //! [`Store::read_consistent`], which excludes writers; so a handler that snapshots there and then
 //! receives sink events sees every change exactly once.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use kube::core::ApiResource;
 use parking_lot::RwLock;
 
 use super::event::Event;
-use super::index::{IndexError, IndexSpec, IndexValues, Indices, LABEL, NAMESPACE};
+use super::index::{Buckets, IndexValues, Indices};
 use super::object::{CachedObject, KeyMap, KeySet, ObjectKey, RawObject};
-use informant_selector::LabelSelector;
+use informant_selector::{FieldPath, LabelSelector};
+
+/// Positions of the built-in indexes.
+const NAMESPACE_AT: usize = 0;
+const LABEL_AT: usize = 1;
+
+/// Which namespaces a query may touch.
+#[derive(Clone, Copy)]
+pub enum Visibility<'a> {
+    /// Every namespace, and cluster-scoped objects.
+    All,
+    /// Only the namespaces the predicate admits (`None`: cluster-scoped objects). Objects
+    /// elsewhere are not only left out of the answer but never touched while computing it, so
+    /// how many there are does not show in how long the query takes.
+    Only(&'a (dyn Fn(Option<&str>) -> bool + 'a)),
+}
+
+impl Visibility<'_> {
+    /// Whether a namespace group (`""`: cluster-scoped) may be touched.
+    fn allows(&self, group: &str) -> bool {
+        match self {
+            Visibility::All => true,
+            Visibility::Only(f) => f((!group.is_empty()).then_some(group)),
+        }
+    }
+}
+
+/// An index of a store, as returned by [`Store::builtin_index`] or held by a [`FieldIndex`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IndexId(usize);
+
+/// A hold on a field index of one store: the index is computed while someone holds it, and
+/// identical paths share one index. Dropping the last hold removes it.
+pub struct FieldIndex {
+    store: Arc<Store>,
+    at: usize,
+}
+
+impl FieldIndex {
+    /// The index, for [`Store::lookup`].
+    pub fn id(&self) -> IndexId {
+        IndexId(self.at)
+    }
+}
+
+impl std::fmt::Debug for FieldIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "FieldIndex({})", self.at)
+    }
+}
+
+impl Drop for FieldIndex {
+    fn drop(&mut self) {
+        self.store.release_field(self.at);
+    }
+}
 
 /// A query against the store named something it does not have.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -207,8 +261,13 @@ impl Store {
         self.len() == 0
     }
 
-    /// The object under `namespace/name` (or `name` when cluster-scoped).
+    /// The object under `namespace/name` (or `name` when cluster-scoped). A name or namespace
+    /// no object can have (with a `/`, or an empty namespace) finds nothing, so no spelling of
+    /// one key reaches another.
     pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<CachedObject>> {
+        if name.contains('/') || namespace.is_some_and(|ns| ns.is_empty() || ns.contains('/')) {
+            return None;
+        }
         self.get_key(&ObjectKey::new(namespace, name))
     }
 
@@ -218,101 +277,167 @@ impl Store {
     }
 
     /// Objects in `namespace` (all when `None`) matching `selector`.
-    ///
-    /// Narrows through the namespace or label index when it can, so the cost follows the
-    /// smaller candidate set rather than the cache size.
     pub fn list(
         &self,
         namespace: Option<&str>,
         selector: &LabelSelector,
     ) -> Vec<Arc<CachedObject>> {
+        self.list_in(namespace, selector, Visibility::All)
+    }
+
+    /// Objects in `namespace` (all visible ones when `None`) matching `selector`.
+    ///
+    /// Narrows through the namespace and label indexes, namespace by namespace, so the cost
+    /// follows the smaller candidate set inside the visible namespaces, never the cache size.
+    pub fn list_in(
+        &self,
+        namespace: Option<&str>,
+        selector: &LabelSelector,
+        visibility: Visibility<'_>,
+    ) -> Vec<Arc<CachedObject>> {
         let inner = self.inner.read();
-        let mut lookups: Vec<(Option<usize>, String)> = Vec::new();
-        if let Some(ns) = namespace {
-            lookups.push((inner.indices.position(NAMESPACE), ns.to_string()));
-        }
-        let label_idx = inner.indices.position(LABEL);
-        lookups.extend(
-            selector
-                .required_pairs()
-                .map(|(k, v)| (label_idx, format!("{k}={v}"))),
-        );
-        let mut candidates: Option<&HashSet<ObjectKey>> = None;
-        for (idx, value) in &lookups {
-            match idx.and_then(|i| inner.indices.lookup(i, value)) {
+        let mut required: Vec<&Buckets> = Vec::new();
+        for (k, v) in selector.required_pairs() {
+            match inner.indices.lookup(LABEL_AT, &format!("{k}={v}")) {
+                Some(b) => required.push(b),
                 // A required value no object has: nothing can match.
                 None => return Vec::new(),
-                Some(set) if candidates.is_none_or(|c| set.len() < c.len()) => {
-                    candidates = Some(set)
-                }
-                Some(_) => {}
             }
         }
         let keep = |o: &CachedObject| {
             namespace.is_none_or(|ns| o.namespace() == Some(ns)) && selector.matches(|k| o.label(k))
         };
-        match candidates {
-            Some(keys) => keys
-                .iter()
-                .filter_map(|k| inner.objects.get(k))
-                .filter(|e| keep(&e.object))
-                .map(|e| e.object.clone())
-                .collect(),
-            None => inner
-                .objects
-                .values()
-                .filter(|e| keep(&e.object))
-                .map(|e| e.object.clone())
-                .collect(),
-        }
-    }
-
-    /// Objects whose index `index` has value `value`; costs O(matches).
-    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<CachedObject>>, QueryError> {
-        let inner = self.inner.read();
-        let idx = inner
-            .indices
-            .position(index)
-            .ok_or_else(|| QueryError::UnknownIndex {
-                index: index.to_string(),
-                declared: inner.indices.names().collect::<Vec<_>>().join(", "),
-            })?;
-        Ok(inner
-            .indices
-            .lookup(idx, value)
-            .into_iter()
-            .flatten()
-            .filter_map(|k| inner.objects.get(k).map(|e| e.object.clone()))
-            .collect())
-    }
-
-    /// Declares an index; a no-op if the same name already has the same spec, an error if it
-    /// has a different one. Existing objects are indexed now (one JSON parse each).
-    pub fn add_index(&self, name: &str, spec: IndexSpec) -> Result<(), IndexError> {
-        let mut inner = self.inner.write();
-        if let Some(existing) = inner.indices.spec(name) {
-            if *existing == spec {
-                return Ok(());
+        let mut out = Vec::new();
+        // The smallest candidate set of one namespace group, filtered.
+        let mut visit = |group: &str, base: Option<&KeySet>| {
+            if !visibility.allows(group) {
+                return;
             }
-            return Err(IndexError {
-                name: name.to_string(),
-                path: format!("{spec:?}"),
-                reason: format!("already declared with a different definition ({existing:?})"),
-            });
+            let mut best = base;
+            for b in &required {
+                match b.get(group) {
+                    None => return,
+                    Some(set) if best.is_none_or(|c| set.len() < c.len()) => best = Some(set),
+                    Some(_) => {}
+                }
+            }
+            for key in best.into_iter().flatten() {
+                if let Some(e) = inner.objects.get(key)
+                    && keep(&e.object)
+                {
+                    out.push(e.object.clone());
+                }
+            }
+        };
+        match (namespace, required.first()) {
+            (Some(ns), _) => {
+                if let Some(keys) = inner
+                    .indices
+                    .lookup(NAMESPACE_AT, ns)
+                    .and_then(|b| b.get(ns))
+                    .filter(|_| !ns.is_empty())
+                {
+                    visit(ns, Some(keys));
+                }
+            }
+            (None, Some(first)) => {
+                for (group, _) in first.groups() {
+                    visit(group, None);
+                }
+            }
+            (None, None) if matches!(visibility, Visibility::All) => {
+                return inner
+                    .objects
+                    .values()
+                    .filter(|e| keep(&e.object))
+                    .map(|e| e.object.clone())
+                    .collect();
+            }
+            (None, None) => {
+                for (group, b) in inner.indices.values(NAMESPACE_AT) {
+                    visit(group, b.get(group));
+                }
+            }
         }
+        out
+    }
+
+    /// A built-in index (`namespace`, `label`, `owner`) by name.
+    pub fn builtin_index(name: &str) -> Option<IndexId> {
+        Indices::builtin(name).map(IndexId)
+    }
+
+    /// Objects under value `value` of a built-in index; costs O(matches).
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<CachedObject>>, QueryError> {
+        let id = Store::builtin_index(index).ok_or_else(|| QueryError::UnknownIndex {
+            index: index.to_string(),
+            declared: Indices::builtin_names().join(", "),
+        })?;
+        Ok(self.lookup(id, value, Visibility::All))
+    }
+
+    /// Objects under value `value` of an index, in the visible namespaces only; costs
+    /// O(matches there).
+    pub fn lookup(
+        &self,
+        index: IndexId,
+        value: &str,
+        visibility: Visibility<'_>,
+    ) -> Vec<Arc<CachedObject>> {
+        // The namespace index keeps cluster-scoped objects under "", which is no namespace.
+        if index.0 == NAMESPACE_AT && value.is_empty() {
+            return Vec::new();
+        }
+        let inner = self.inner.read();
+        let Some(buckets) = inner.indices.lookup(index.0, value) else {
+            return Vec::new();
+        };
+        buckets
+            .groups()
+            .filter(|(group, _)| visibility.allows(group))
+            .flat_map(|(_, keys)| keys.iter())
+            .filter_map(|k| inner.objects.get(k).map(|e| e.object.clone()))
+            .collect()
+    }
+
+    /// Holds the field index computing `path`, declaring it (one JSON parse per cached
+    /// object) unless someone holds it already.
+    pub fn add_field_index(self: &Arc<Self>, path: FieldPath) -> FieldIndex {
+        let mut inner = self.inner.write();
         let inner = &mut *inner;
-        let keys: Vec<ObjectKey> = inner.objects.keys().cloned().collect();
-        let values = inner
+        let (at, values) = inner
             .indices
-            .add(name, spec, keys.iter().map(|k| &*inner.objects[k].object));
-        for (key, vals) in keys.iter().zip(values) {
-            if let Some(entry) = inner.objects.get_mut(key) {
+            .hold_field(path, inner.objects.values().map(|e| &*e.object));
+        if let Some(values) = values {
+            let width = inner.indices.width();
+            // Same map, unchanged since: the same iteration order as `hold_field` saw.
+            for (entry, vals) in inner.objects.values_mut().zip(values) {
                 let mut all = std::mem::take(&mut entry.index_values).into_vec();
-                all.push(vals);
+                all.resize(width, Box::default());
+                all[at] = vals;
                 entry.index_values = all.into_boxed_slice();
             }
         }
-        Ok(())
+        FieldIndex {
+            store: self.clone(),
+            at,
+        }
+    }
+
+    fn release_field(&self, at: usize) {
+        let mut inner = self.inner.write();
+        if inner.indices.release_field(at) {
+            for entry in inner.objects.values_mut() {
+                if let Some(vals) = entry.index_values.get_mut(at) {
+                    *vals = Box::default();
+                }
+            }
+        }
+    }
+
+    /// How many field indexes are declared (each costs work on every change).
+    pub fn field_index_count(&self) -> usize {
+        self.inner.read().indices.field_count()
     }
 
     /// Runs `f` over every cached object while writers are excluded, so that whatever `f`
@@ -405,32 +530,77 @@ mod tests {
     }
 
     #[test]
-    fn field_index_added_late_and_maintained() {
-        let s = store();
+    fn field_indexes_are_held_shared_and_released() {
+        let s = Arc::new(store());
         let mut sink = |_e: Event| {};
         s.apply(pod("a", "p1", 1, "", None), &mut sink);
-        s.add_index("node", IndexSpec::field("node", "spec.nodeName").unwrap())
-            .unwrap();
-        assert_eq!(names(s.by_index("node", "node-1").unwrap()), ["a/p1"]);
+        let node: FieldPath = "spec.nodeName".parse().unwrap();
+        let held = s.add_field_index(node.clone());
+        let look = |id, v: &str| names(s.lookup(id, v, Visibility::All));
+        assert_eq!(look(held.id(), "node-1"), ["a/p1"]);
         s.apply(pod("a", "p1", 2, "", None), &mut sink);
         s.apply(pod("a", "p9", 2, "", None), &mut sink);
-        assert!(s.by_index("node", "node-1").unwrap().is_empty());
-        assert_eq!(
-            names(s.by_index("node", "node-2").unwrap()),
-            ["a/p1", "a/p9"]
-        );
-        // Same definition again is fine; a different one is refused.
-        s.add_index("node", IndexSpec::field("node", "spec.nodeName").unwrap())
-            .unwrap();
-        let err = s
-            .add_index("node", IndexSpec::field("node", "spec.other").unwrap())
-            .unwrap_err();
-        assert!(err.reason.contains("already declared"));
+        assert!(look(held.id(), "node-1").is_empty());
+        assert_eq!(look(held.id(), "node-2"), ["a/p1", "a/p9"]);
+        // The same path again shares the index; another path gets its own.
+        let again = s.add_field_index(node);
+        assert_eq!(again.id(), held.id());
+        let other = s.add_field_index("metadata.uid".parse().unwrap());
+        assert_ne!(other.id(), held.id());
+        assert_eq!(s.field_index_count(), 2);
+        drop(held);
+        assert_eq!(look(again.id(), "node-2"), ["a/p1", "a/p9"], "still held");
+        drop(again);
+        assert_eq!(s.field_index_count(), 1);
+        // A freed position is reused, and filled from the objects already cached.
+        let reused = s.add_field_index("spec.nodeName".parse().unwrap());
+        assert_eq!(look(reused.id(), "node-2"), ["a/p1", "a/p9"]);
+        assert_eq!(look(other.id(), "uid-p1"), ["a/p1"]);
         let err = s.by_index("nodes", "x").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unknown index `nodes` (declared: namespace, label, owner, node)"
+            "unknown index `nodes` (declared: namespace, label, owner)"
         );
+    }
+
+    #[test]
+    fn odd_spellings_of_a_key_find_nothing() {
+        let s = store();
+        let mut sink = |_e: Event| {};
+        s.apply(pod("team-b", "b-secret", 1, "", None), &mut sink);
+        assert!(s.get(Some("team-b"), "b-secret").is_some());
+        assert!(s.get(None, "team-b/b-secret").is_none());
+        assert!(s.get(Some("team-b/b-secret"), "").is_none());
+        assert!(s.get(Some(""), "team-b/b-secret").is_none());
+        assert!(s.get(Some("team"), "b/b-secret").is_none());
+        assert!(s.list(Some(""), &sel("")).is_empty());
+        assert!(s.by_index("namespace", "").unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_limited_query_never_touches_other_namespaces() {
+        let s = store();
+        let mut sink = |_e: Event| {};
+        s.apply(pod("a", "p1", 1, r#""app":"web""#, None), &mut sink);
+        for i in 0..50 {
+            s.apply(
+                pod("b", &format!("q{i}"), 2, r#""app":"web""#, None),
+                &mut sink,
+            );
+        }
+        let asked = std::cell::RefCell::new(Vec::new());
+        let only_a = |ns: Option<&str>| {
+            asked.borrow_mut().push(ns.map(str::to_string));
+            ns == Some("a")
+        };
+        let vis = Visibility::Only(&only_a);
+        assert_eq!(names(s.list_in(None, &sel("app=web"), vis)), ["a/p1"]);
+        assert_eq!(names(s.list_in(None, &sel(""), vis)), ["a/p1"]);
+        assert_eq!(names(s.list_in(None, &sel("!tier"), vis)), ["a/p1"]);
+        let label = Store::builtin_index("label").unwrap();
+        assert_eq!(names(s.lookup(label, "app=web", vis)), ["a/p1"]);
+        // Each query asked about each namespace group once, not about each of b's objects.
+        assert_eq!(asked.borrow().len(), 8, "{:?}", asked.borrow());
     }
 
     #[test]

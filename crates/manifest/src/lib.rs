@@ -210,6 +210,11 @@ impl Manifest {
                     "field `watch[{i}].kind`: must not be empty"
                 )));
             }
+            if let Some(ns) = &w.namespace
+                && let Err(why) = informant_selector::names::check_namespace(ns)
+            {
+                return Err(invalid(format!("field `watch[{i}].namespace`: {why}")));
+            }
             if w.indexes.contains_key("") {
                 return Err(invalid(format!(
                     "field `watch[{i}].indexes`: an index name must not be empty"
@@ -327,6 +332,10 @@ ignore-status = true
             (
                 "tenant = \"b\"\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
                 &["field `tenant`", "the directory it sits in"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"team-a-x/../team-b\"\n",
+                &["field `watch[0].namespace`", "not a namespace name", "`/`"],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

@@ -1,4 +1,4 @@
-//! Label selectors and JSON field paths, parsed once with the API server's rules and shared by
+//! Label selectors, JSON field paths and object names, parsed once with the API server's rules and shared by
 //! the informer, the embedded API server, plugin manifests and the SDK's test harness.
 //!
 //! Label selectors: the Kubernetes string syntax, matched against any label lookup — the
@@ -10,6 +10,7 @@
 //! this accepts is one the server accepts too.
 
 mod field_path;
+pub mod names;
 
 pub use field_path::FieldPath;
 

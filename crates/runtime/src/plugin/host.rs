@@ -8,7 +8,7 @@
 //! JSON is copied into the plugin only when the plugin asks for it, and the handles lent for a
 //! call are reclaimed when the call returns, whatever the plugin did with them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
@@ -16,8 +16,9 @@ use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::informer::{CachedObject, Event, EventType, Store};
-use crate::selector::LabelSelector;
+use crate::informer::{CachedObject, Event, EventType, FieldIndex, Store, Visibility};
+use crate::manifest::BUILTIN_INDEXES;
+use crate::selector::{FieldPath, LabelSelector, names};
 use crate::tenancy::Grant;
 
 /// Generated from `wit/`: the contract's types and traits, hidden behind the re-exports below.
@@ -84,11 +85,23 @@ pub type Gvk = (String, String, String);
 ///
 /// A query naming a namespace (or, with none, a cluster-scoped object) outside the grant is
 /// `forbidden` whether or not anything is there; broad lists and index lookups return only
-/// objects inside the grant, so nothing about the rest — not even how many — shows.
+/// objects inside the grant and never touch the others, so nothing about the rest — not even
+/// how many, not even through how long the answer takes — shows.
+///
+/// The field indexes a plugin's manifest declares are its own: their names mean something only
+/// in this view (a plugin cannot see, squat or collide with another plugin's), while identical
+/// paths share one index in the store behind the scenes.
 #[derive(Clone)]
 pub struct CacheView {
-    stores: HashMap<Gvk, Vec<Arc<Store>>>,
+    stores: HashMap<Gvk, Vec<Scope>>,
     grant: Arc<Grant>,
+}
+
+/// One store of a view and the field indexes the plugin declared on it, by the plugin's names.
+#[derive(Clone)]
+struct Scope {
+    store: Arc<Store>,
+    indexes: BTreeMap<String, Arc<FieldIndex>>,
 }
 
 impl Default for CacheView {
@@ -109,15 +122,46 @@ impl CacheView {
 
     /// Adds a store (a plugin may watch one resource in several scopes).
     pub fn add(&mut self, store: Arc<Store>) {
+        self.add_with_indexes(store, std::iter::empty());
+    }
+
+    /// Adds a store with the field indexes (name, path) the plugin declared on it.
+    pub fn add_with_indexes<'a>(
+        &mut self,
+        store: Arc<Store>,
+        indexes: impl IntoIterator<Item = (&'a str, &'a FieldPath)>,
+    ) {
         let ar = store.api_resource();
         let gvk = (ar.group.clone(), ar.version.clone(), ar.kind.clone());
-        let stores = self.stores.entry(gvk).or_default();
-        if !stores.iter().any(|s| Arc::ptr_eq(s, &store)) {
-            stores.push(store);
+        let scopes = self.stores.entry(gvk).or_default();
+        let at = match scopes.iter().position(|s| Arc::ptr_eq(&s.store, &store)) {
+            Some(at) => at,
+            None => {
+                scopes.push(Scope {
+                    store: store.clone(),
+                    indexes: BTreeMap::new(),
+                });
+                scopes.len() - 1
+            }
+        };
+        for (name, path) in indexes {
+            scopes[at]
+                .indexes
+                .entry(name.to_string())
+                .or_insert_with(|| Arc::new(store.add_field_index(path.clone())));
         }
     }
 
-    fn stores(&self, r: &WitResource) -> Result<&[Arc<Store>], QueryError> {
+    /// How many distinct field indexes this view holds.
+    pub fn field_indexes(&self) -> usize {
+        self.stores
+            .values()
+            .flatten()
+            .map(|s| s.indexes.len())
+            .sum()
+    }
+
+    fn scopes(&self, r: &WitResource) -> Result<&[Scope], QueryError> {
         let gvk = (r.group.clone(), r.version.clone(), r.kind.clone());
         self.stores.get(&gvk).map(Vec::as_slice).ok_or_else(|| {
             let api_version = if r.group.is_empty() {
@@ -132,6 +176,25 @@ impl CacheView {
         })
     }
 
+    /// Refuses a namespace that is not a namespace name or lies outside the grant.
+    fn check_namespace(&self, namespace: Option<&str>) -> Result<(), QueryError> {
+        if let Some(ns) = namespace {
+            names::check_namespace(ns).map_err(QueryError::Forbidden)?;
+        }
+        self.grant
+            .check_namespace(namespace)
+            .map_err(QueryError::Forbidden)
+    }
+
+    /// What a broad query may touch: the grant's namespaces only.
+    fn visibility<'g>(&self, allows: &'g (dyn Fn(Option<&str>) -> bool + 'g)) -> Visibility<'g> {
+        if self.grant.is_full() {
+            Visibility::All
+        } else {
+            Visibility::Only(allows)
+        }
+    }
+
     /// One object, from whichever scope holds it.
     pub fn get(
         &self,
@@ -139,11 +202,10 @@ impl CacheView {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<Option<Arc<CachedObject>>, QueryError> {
-        let stores = self.stores(r)?;
-        self.grant
-            .check_namespace(namespace)
-            .map_err(QueryError::Forbidden)?;
-        Ok(stores.iter().find_map(|s| s.get(namespace, name)))
+        let scopes = self.scopes(r)?;
+        self.check_namespace(namespace)?;
+        names::check_name(name).map_err(QueryError::Forbidden)?;
+        Ok(scopes.iter().find_map(|s| s.store.get(namespace, name)))
     }
 
     /// Objects matching namespace and selector, once each across scopes.
@@ -153,11 +215,9 @@ impl CacheView {
         namespace: Option<&str>,
         selector: Option<&str>,
     ) -> Result<Vec<Arc<CachedObject>>, QueryError> {
-        let stores = self.stores(r)?;
+        let scopes = self.scopes(r)?;
         if namespace.is_some() {
-            self.grant
-                .check_namespace(namespace)
-                .map_err(QueryError::Forbidden)?;
+            self.check_namespace(namespace)?;
         }
         let selector = match selector {
             Some(s) => {
@@ -168,28 +228,56 @@ impl CacheView {
         if let (None, Some(namespaces)) = (namespace, self.grant.exact_namespaces()) {
             // Ask the namespace index for each granted namespace rather than filter them all.
             let selector = &selector;
-            return Ok(self.visible(
-                namespaces
-                    .into_iter()
-                    .flat_map(|ns| stores.iter().flat_map(move |s| s.list(Some(ns), selector))),
-            ));
+            return Ok(self.visible(namespaces.into_iter().flat_map(|ns| {
+                scopes
+                    .iter()
+                    .flat_map(move |s| s.store.list(Some(ns), selector))
+            })));
         }
-        Ok(self.visible(stores.iter().flat_map(|s| s.list(namespace, &selector))))
+        let allows = |ns: Option<&str>| self.grant.allows_namespace(ns);
+        let visibility = self.visibility(&allows);
+        Ok(self.visible(
+            scopes
+                .iter()
+                .flat_map(|s| s.store.list_in(namespace, &selector, visibility)),
+        ))
     }
 
-    /// Objects under an index value, once each across scopes.
+    /// Objects under an index value, once each across scopes: a built-in index, or one this
+    /// plugin declared.
     pub fn by_index(
         &self,
         r: &WitResource,
         index: &str,
         value: &str,
     ) -> Result<Vec<Arc<CachedObject>>, QueryError> {
+        let scopes = self.scopes(r)?;
+        let allows = |ns: Option<&str>| self.grant.allows_namespace(ns);
+        let visibility = self.visibility(&allows);
         let mut all = Vec::new();
-        for s in self.stores(r)? {
-            all.extend(
-                s.by_index(index, value)
-                    .map_err(|e| QueryError::UnknownIndex(e.to_string()))?,
-            );
+        for s in scopes {
+            let id = match Store::builtin_index(index) {
+                Some(id) => id,
+                None => match s.indexes.get(index) {
+                    Some(held) => held.id(),
+                    None => {
+                        let mut declared: Vec<&str> = BUILTIN_INDEXES.to_vec();
+                        declared.extend(
+                            scopes
+                                .iter()
+                                .flat_map(|s| s.indexes.keys())
+                                .map(String::as_str),
+                        );
+                        declared.dedup();
+                        return Err(QueryError::UnknownIndex(format!(
+                            "unknown index `{index}` (this plugin's indexes on `{}`: {})",
+                            r.kind,
+                            declared.join(", ")
+                        )));
+                    }
+                },
+            };
+            all.extend(s.store.lookup(id, value, visibility));
         }
         Ok(self.visible(all.into_iter()))
     }

@@ -597,8 +597,7 @@ impl PluginHost {
                     .map_err(watch_err)?;
                 // Claimed from here on: pushed first so a failure below releases it.
                 watches.push((informer.clone(), WitResource::from(&resolved.api_resource)));
-                super::add_field_indexes(w, informer.store()).map_err(watch_err)?;
-                cache.add(informer.store().clone());
+                cache.add_with_indexes(informer.store().clone(), w.field_indexes());
             }
             let spec = InstanceSpec {
                 name: id.name.as_str().into(),

@@ -94,14 +94,3 @@ pub fn watch_scope(w: &manifest::Watch) -> crate::informer::WatchScope {
         label_selector: w.label_selector().map(str::to_string),
     }
 }
-
-/// Adds a watch's declared field indexes to the informer's store.
-pub fn add_field_indexes(
-    w: &manifest::Watch,
-    store: &crate::informer::Store,
-) -> Result<(), crate::informer::Error> {
-    for (name, path) in w.field_indexes() {
-        store.add_index(name, crate::informer::IndexSpec::Field(path.clone()))?;
-    }
-    Ok(())
-}

@@ -133,11 +133,7 @@ pub async fn replay(
         .await
         .map_err(|e| PluginError::Engine(e.to_string()))??;
 
-    let scopes = scopes(&name, &manifest)?;
-    let mut cache = CacheView::default();
-    for s in &scopes {
-        cache.add(s.informer.store().clone());
-    }
+    let (scopes, cache) = scopes(&name, &manifest)?;
 
     // Log lines, in order; a marker line from us ends the collection after the last event.
     let (logs_tx, mut logs_rx) = broadcast::channel::<PluginLog>(config.host.log_buffer.max(1024));
@@ -286,11 +282,12 @@ fn split_initial(records: Vec<Record>) -> (Vec<Record>, Vec<Record>) {
 }
 
 /// One informer per distinct `[[watch]]` (resource, namespace, selector), never started: no
-/// request is ever made through its client.
-fn scopes(plugin: &str, manifest: &Manifest) -> Result<Vec<Scoped>, ReplayError> {
+/// request is ever made through its client; and the plugin's view of their stores.
+fn scopes(plugin: &str, manifest: &Manifest) -> Result<(Vec<Scoped>, CacheView), ReplayError> {
     let config = kube::Config::new(http::Uri::from_static("http://127.0.0.1:9"));
     let client = kube::Client::try_from(config).map_err(|e| ReplayError::Run(e.to_string()))?;
     let mut scopes: Vec<Scoped> = Vec::new();
+    let mut cache = CacheView::default();
     for (index, w) in manifest.watch.iter().enumerate() {
         let watch_err = |source| PluginError::Watch {
             plugin: plugin.to_string(),
@@ -330,9 +327,9 @@ fn scopes(plugin: &str, manifest: &Manifest) -> Result<Vec<Scoped>, ReplayError>
                 informer
             }
         };
-        crate::plugin::add_field_indexes(w, informer.store()).map_err(watch_err)?;
+        cache.add_with_indexes(informer.store().clone(), w.field_indexes());
     }
-    Ok(scopes)
+    Ok((scopes, cache))
 }
 
 struct Player {

@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use crate::informer::{CachedObject, EventFilter};
+use crate::selector::names;
 
 /// A namespace name or glob (`*` any run of characters, `?` one character), validated.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
@@ -246,7 +247,10 @@ impl Grant {
         match (namespace, &self.namespaces) {
             (None, _) => self.cluster_scoped,
             (Some(_), None) => true,
-            (Some(ns), Some(patterns)) => patterns.iter().any(|p| p.matches(ns)),
+            // A glob's `*` would match `/` or `..`: only namespace names can be inside.
+            (Some(ns), Some(patterns)) => {
+                names::check_namespace(ns).is_ok() && patterns.iter().any(|p| p.matches(ns))
+            }
         }
     }
 
@@ -415,6 +419,7 @@ mod tests {
         let exact = Grant::new("b", vec![pat("x"), pat("y")], vec![], false);
         assert_eq!(exact.exact_namespaces(), Some(vec!["x", "y"]));
         assert!(g.check_namespace(Some("team-a")).is_ok());
+        assert!(g.check_namespace(Some("team-a-x/../team-b")).is_err());
         let full = Grant::full();
         assert!(full.is_full() && full.check_namespace(None).is_ok());
     }
