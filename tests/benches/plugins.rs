@@ -19,7 +19,8 @@ use informant_runtime::informer::{
 };
 use informant_runtime::plugin::host::WitResource;
 use informant_runtime::plugin::{
-    CacheView, EngineOptions, InstanceSpec, PluginEngine, RestartPolicy, Supervisor,
+    CacheView, EngineOptions, InstanceSpec, LogRate, PluginEngine, RestartPolicy, Supervisor,
+    TextLimits,
 };
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
 use kube::api::Api;
@@ -105,6 +106,8 @@ fn spec(
         deadline: Duration::from_secs(1),
         cache,
         logs: logs.clone(),
+        text: TextLimits::default(),
+        log_rate: LogRate::new(u32::MAX),
     }
 }
 

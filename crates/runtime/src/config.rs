@@ -13,6 +13,12 @@
 //! max-memory-mib = 256
 //! default-deadline-ms = 200
 //! max-deadline-ms = 10000
+//! max-wasm-mib = 128           # largest .wasm read (never allocated from a file's length)
+//! max-manifest-kib = 256       # largest manifest read
+//! max-watches = 16             # [[watch]] tables per manifest
+//! max-log-bytes = 65536        # per plugin log line; the rest is cut and marked
+//! max-error-bytes = 4096       # per plugin error (returned or trap); cut and marked
+//! log-lines-per-second = 1000  # per plugin, into the host's log; the excess is counted
 //!
 //! [tenants.team-a]             # plugins in PLUGINS_DIR/team-a/
 //! namespaces = ["team-a", "team-a-*"]       # exact names and globs (`*`, `?`)
@@ -22,6 +28,8 @@
 //! max-memory-mib = 64          # per plugin; default: the host ceiling
 //! max-deadline-ms = 500        # per event; default: the host ceiling
 //! events-per-second = 1000     # shared by the tenant's plugins; default: unlimited
+//! max-informers = 32           # informers its plugins use together; default 32
+//! max-field-indexes = 16       # field indexes its plugins declare together; default 16
 //! ```
 
 mod watch;
@@ -40,6 +48,12 @@ use crate::tenancy::{Budget, Grant, NamespacePattern, ResourceRule, Tenancy, Ten
 
 /// Plugins a tenant may run when its table does not say.
 pub const DEFAULT_MAX_PLUGINS: u32 = 10;
+
+/// Informers a tenant's plugins may use together when its table does not say.
+pub const DEFAULT_MAX_INFORMERS: u32 = 32;
+
+/// Field indexes a tenant's plugins may declare together when its table does not say.
+pub const DEFAULT_MAX_FIELD_INDEXES: u32 = 16;
 
 /// `informant.toml` could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +116,12 @@ struct FileLimits {
     max_memory_mib: Option<Positive>,
     default_deadline_ms: Option<Positive>,
     max_deadline_ms: Option<Positive>,
+    max_wasm_mib: Option<Positive>,
+    max_manifest_kib: Option<Positive>,
+    max_watches: Option<Positive>,
+    max_log_bytes: Option<Positive>,
+    max_error_bytes: Option<Positive>,
+    log_lines_per_second: Option<Positive>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,6 +136,8 @@ struct FileTenant {
     max_memory_mib: Option<Positive>,
     max_deadline_ms: Option<Positive>,
     events_per_second: Option<Positive>,
+    max_informers: Option<Positive>,
+    max_field_indexes: Option<Positive>,
 }
 
 /// Reads and validates `informant.toml` into the host's plugin settings.
@@ -145,6 +167,24 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         if let Some(v) = value {
             *slot = v.get();
         }
+    }
+    if let Some(v) = l.max_wasm_mib {
+        host.max_wasm_bytes = u64::from(v.get()) << 20;
+    }
+    if let Some(v) = l.max_manifest_kib {
+        host.max_manifest_bytes = u64::from(v.get()) << 10;
+    }
+    if let Some(v) = l.max_watches {
+        host.max_watches = v.get();
+    }
+    if let Some(v) = l.max_log_bytes {
+        host.text.log_bytes = v.get() as usize;
+    }
+    if let Some(v) = l.max_error_bytes {
+        host.text.error_bytes = v.get() as usize;
+    }
+    if let Some(v) = l.log_lines_per_second {
+        host.text.log_lines_per_second = v.get();
     }
     for (default, max, what) in [
         (host.default_memory_mib, host.max_memory_mib, "memory-mib"),
@@ -216,6 +256,11 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
             max_memory_mib: t.max_memory_mib.map(Positive::get),
             max_deadline_ms: t.max_deadline_ms.map(Positive::get),
             budget: t.events_per_second.map(|r| Budget::per_second(r.0)),
+            max_informers: t.max_informers.map_or(DEFAULT_MAX_INFORMERS, Positive::get) as usize,
+            max_field_indexes: t
+                .max_field_indexes
+                .map_or(DEFAULT_MAX_FIELD_INDEXES, Positive::get)
+                as usize,
         };
         tenants.insert(name.clone(), Arc::new(policy));
     }
@@ -262,6 +307,8 @@ resources = ["v1/ConfigMap", "apps/v1/*"]
 max-plugins = 2
 max-memory-mib = 32
 events-per-second = 100
+max-informers = 3
+max-field-indexes = 1
 [tenants.ops]
 cluster-scoped = true
 "#,
@@ -276,12 +323,14 @@ cluster-scoped = true
         assert_eq!(a.max_plugins, 2);
         assert_eq!(a.max_memory_mib, Some(32));
         assert_eq!(a.budget.as_ref().unwrap().rate().get(), 100);
+        assert_eq!((a.max_informers, a.max_field_indexes), (3, 1));
         assert!(a.grant.allows_namespace(Some("team-a-dev")));
         assert!(!a.grant.allows_namespace(Some("team-b")));
         assert!(a.grant.allows_resource("apps", "v1", "StatefulSet"));
         assert!(!a.grant.allows_resource("", "v1", "Secret"));
         let ops = c.tenancy.policy("ops").unwrap();
         assert_eq!(ops.max_plugins, DEFAULT_MAX_PLUGINS as usize);
+        assert_eq!(ops.max_informers, DEFAULT_MAX_INFORMERS as usize);
         assert!(ops.grant.allows_resource("", "v1", "Node"));
         assert!(ops.grant.allows_namespace(None));
         assert!(!ops.grant.allows_namespace(Some("team-a")));
@@ -354,6 +403,14 @@ cluster-scoped = true
                 &["tenants.a.max-deadline-ms", "above the host's"],
             ),
             ("[tenants.a]\n", &["[tenants.a]", "grants nothing"]),
+            (
+                "[limits]\nmax-watches = 0\n",
+                &["line 2", "limits.max-watches", "got 0"],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nmax-field-indexes = -1\n",
+                &["line 3", "tenants.a.max-field-indexes", "got -1"],
+            ),
             (
                 "[tenants.\"../b\"]\nnamespaces = [\"a\"]\n",
                 &["tenant name `../b`"],

@@ -63,6 +63,31 @@ pub fn admit(
     facts: &[WatchFacts],
 ) -> Result<Admitted, Vec<Refusal>> {
     let mut refusals = Vec::new();
+    let who = if tenant.is_empty() {
+        "the operator".to_string()
+    } else {
+        format!("tenant `{tenant}`")
+    };
+    if manifest.watch.len() > host.max_watches as usize {
+        refusals.push(Refusal {
+            field: "watch".into(),
+            reason: format!(
+                "{} [[watch]] tables; a manifest may have at most {} (`limits.max-watches` in informant.toml)",
+                manifest.watch.len(),
+                host.max_watches
+            ),
+        });
+    }
+    let indexes: usize = manifest.watch.iter().map(|w| w.indexes.len()).sum();
+    if indexes > policy.max_field_indexes {
+        refusals.push(Refusal {
+            field: "watch.indexes".into(),
+            reason: format!(
+                "{indexes} field indexes; {who}'s plugins may declare at most {} together (`max-field-indexes`)",
+                policy.max_field_indexes
+            ),
+        });
+    }
     for (index, (w, f)) in manifest.watch.iter().zip(facts).enumerate() {
         if let Err(reason) = policy.grant.check_watch(
             (&f.group, &f.version, &f.kind),
@@ -198,6 +223,37 @@ mod tests {
                 .contains("tenant `a`'s ceiling of 32 MiB")
         );
         assert!(refusals[3].reason.contains("the host's ceiling"));
+    }
+
+    #[test]
+    fn many_watches_and_indexes_are_refused_before_any_informer() {
+        let mut text = String::new();
+        for i in 0..300 {
+            text.push_str(&format!(
+                "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[watch.indexes]\ni{i} = \"data.k{i}\"\n"
+            ));
+        }
+        let m = Manifest::parse(&text, Path::new("p.toml")).unwrap();
+        let policy = TenantPolicy {
+            max_field_indexes: 16,
+            ..policy()
+        };
+        let facts = vec![facts("ConfigMap", Some(true)); 300];
+        let refusals = admit(&m, "a", &policy, &HostConfig::default(), &facts).unwrap_err();
+        assert_eq!(refusals[0].field, "watch");
+        assert!(
+            refusals[0]
+                .reason
+                .contains("300 [[watch]] tables; a manifest may have at most 16")
+        );
+        assert_eq!(refusals[1].field, "watch.indexes");
+        assert!(
+            refusals[1]
+                .reason
+                .contains("300 field indexes; tenant `a`'s plugins may declare at most 16"),
+            "{}",
+            refusals[1].reason
+        );
     }
 
     #[test]

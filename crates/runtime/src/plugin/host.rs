@@ -316,6 +316,8 @@ pub struct State {
     lent: Vec<u32>,
     /// Handles kept past their call (emptied, still held by the plugin).
     kept: usize,
+    text: TextLimits,
+    log_rate: Arc<LogRate>,
 }
 
 impl State {
@@ -326,6 +328,7 @@ impl State {
         memory_bytes: usize,
         cache: Arc<CacheView>,
         logs: broadcast::Sender<PluginLog>,
+        (text, log_rate): (TextLimits, Arc<LogRate>),
     ) -> Self {
         State {
             // No preopened dirs, env, args or sockets; stdio discarded: `log` is the only voice.
@@ -344,6 +347,8 @@ impl State {
             logs,
             lent: Vec::new(),
             kept: 0,
+            text,
+            log_rate,
         }
     }
 
@@ -477,10 +482,23 @@ impl informant::plugin::cache::Host for State {
 impl informant::plugin::log::Host for State {
     async fn log(&mut self, level: Level, message: String) {
         let (plugin, tenant) = (&*self.plugin, &*self.tenant);
-        let message = truncated(message, MAX_LOG_BYTES);
+        let message = truncated(message, self.text.log_bytes);
+        // The host's log is shared by every tenant: a flood is cut to the plugin's rate, and
+        // what was cut is said once it may speak again. Subscribers still get every line.
+        let dropped = self.log_rate.admit();
+        if let Some(dropped) = dropped.filter(|n| *n > 0) {
+            let rate = self.text.log_lines_per_second;
+            tracing::warn!(
+                plugin,
+                tenant,
+                dropped,
+                "log lines dropped from the host's log: over {rate} per second (`limits.log-lines-per-second`)"
+            );
+        }
         // Escaped for the host's log: a newline must not start a line that looks like the host's.
         let line = escape_controls(&message);
         match level {
+            _ if dropped.is_none() => {}
             Level::Trace => tracing::trace!(plugin, tenant, "{line}"),
             Level::Debug => tracing::debug!(plugin, tenant, "{line}"),
             Level::Info => tracing::info!(plugin, tenant, "{line}"),
@@ -497,8 +515,61 @@ impl informant::plugin::log::Host for State {
     }
 }
 
-/// Longest log message a plugin may write; the rest is cut.
+/// Default longest log message a plugin may write; the rest is cut.
 pub const MAX_LOG_BYTES: usize = 64 << 10;
+
+/// Default longest error text kept from a plugin: it is logged and shown by `/plugins`.
+pub const MAX_ERROR_BYTES: usize = 4 << 10;
+
+/// What a plugin's own text may cost the host (`[limits]` in informant.toml).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextLimits {
+    /// Longest log message; the rest is cut and marked.
+    pub log_bytes: usize,
+    /// Longest error text (returned errors, traps); the rest is cut and marked.
+    pub error_bytes: usize,
+    /// Log lines per second one plugin may write into the host's log.
+    pub log_lines_per_second: u32,
+}
+
+impl Default for TextLimits {
+    fn default() -> Self {
+        TextLimits {
+            log_bytes: MAX_LOG_BYTES,
+            error_bytes: MAX_ERROR_BYTES,
+            log_lines_per_second: 1000,
+        }
+    }
+}
+
+/// One plugin version's log rate (shared by its instances, so a restart does not refill it)
+/// and the lines it had dropped since it last spoke.
+#[derive(Debug)]
+pub struct LogRate {
+    limiter: governor::DefaultDirectRateLimiter,
+    dropped: std::sync::atomic::AtomicU64,
+}
+
+impl LogRate {
+    /// `per_second` lines, with a burst of one second's worth.
+    pub fn new(per_second: u32) -> Arc<Self> {
+        let rate = std::num::NonZeroU32::new(per_second).unwrap_or(std::num::NonZeroU32::MIN);
+        Arc::new(LogRate {
+            limiter: governor::RateLimiter::direct(governor::Quota::per_second(rate)),
+            dropped: Default::default(),
+        })
+    }
+
+    /// `None` when this line is over the rate (and counted); else how many were dropped before it.
+    fn admit(&self) -> Option<u64> {
+        use std::sync::atomic::Ordering::Relaxed;
+        if self.limiter.check().is_err() {
+            self.dropped.fetch_add(1, Relaxed);
+            return None;
+        }
+        Some(self.dropped.swap(0, Relaxed))
+    }
+}
 
 /// `text` cut to at most `max` bytes (on a character boundary), saying how long it was.
 pub fn truncated(mut text: String, max: usize) -> String {
@@ -605,10 +676,12 @@ mod tests {
             .with_ansi(false)
             .finish();
         let _default = tracing::subscriber::set_default(subscriber);
-        let logs = broadcast::channel(4).0;
+        let logs = broadcast::channel(8).0;
         let mut rx = logs.subscribe();
         let cache = Arc::new(CacheView::default());
-        let mut state = State::new("a".into(), "team-a".into(), 1 << 20, cache, logs);
+        let text = TextLimits::default();
+        let rate = (text, LogRate::new(2));
+        let mut state = State::new("a".into(), "team-a".into(), 1 << 20, cache, logs, rate);
         let forged =
             "done\n2026-11-23T00:00:00Z  ERROR informant: plugin=\"b\" tenant=\"team-b\" forged";
         let huge = format!("{forged}{}", "x".repeat(MAX_LOG_BYTES));
@@ -620,6 +693,23 @@ mod tests {
         // Subscribers (tests, replay) get the text as written, bounded.
         let sent = rx.recv().await.unwrap().message;
         assert!(sent.starts_with(forged) && sent.len() < MAX_LOG_BYTES + 64);
+        // A flood: the host's log takes the burst (2 lines), subscribers take every line.
+        for i in 0..5 {
+            informant::plugin::log::Host::log(&mut state, Level::Info, format!("flood {i}")).await;
+        }
+        let text = String::from_utf8(captured.0.lock().clone()).unwrap();
+        assert_eq!(text.lines().count(), 2, "{text}");
+        for i in 0..5 {
+            assert_eq!(rx.recv().await.unwrap().message, format!("flood {i}"));
+        }
+        assert_eq!(
+            state
+                .log_rate
+                .dropped
+                .load(std::sync::atomic::Ordering::Relaxed),
+            4,
+            "counted, to be reported when the plugin may log again"
+        );
     }
 
     #[test]

@@ -17,8 +17,8 @@ use wasmtime::Store;
 
 use super::engine::LoadedComponent;
 use super::host::{
-    CacheView, MAX_KEPT_HANDLES, Plugin, PluginLog, State, WitResource, escape_controls, truncated,
-    wit_event,
+    CacheView, LogRate, MAX_KEPT_HANDLES, Plugin, PluginLog, State, TextLimits, WitResource,
+    escape_controls, truncated, wit_event,
 };
 use crate::informer::Event;
 
@@ -40,6 +40,10 @@ pub struct InstanceSpec {
     pub cache: Arc<CacheView>,
     /// Where `log` lines are broadcast.
     pub logs: broadcast::Sender<PluginLog>,
+    /// What the plugin's own text may cost.
+    pub text: TextLimits,
+    /// The plugin version's log rate, shared by its instances.
+    pub log_rate: Arc<LogRate>,
 }
 
 /// Why a call into a plugin failed.
@@ -61,6 +65,17 @@ impl CallError {
     pub fn is_fatal(&self) -> bool {
         !matches!(self, CallError::Guest(_))
     }
+
+    /// Plugin-made text (an error it returned, a trap's backtrace with its function names) cut
+    /// to `max` bytes and kept on one line: it is logged and shown by `/plugins`.
+    fn bounded(self, max: usize) -> Self {
+        let bound = |m: String| escape_controls(&truncated(m, max)).into_owned();
+        match self {
+            CallError::Trap(m) => CallError::Trap(bound(m)),
+            CallError::Guest(m) => CallError::Guest(bound(m)),
+            deadline => deadline,
+        }
+    }
 }
 
 /// A running instance.
@@ -68,6 +83,7 @@ pub struct Instance {
     store: Store<State>,
     bindings: Plugin,
     deadline: Duration,
+    error_bytes: usize,
 }
 
 impl Instance {
@@ -80,6 +96,7 @@ impl Instance {
             spec.memory_bytes,
             spec.cache.clone(),
             spec.logs.clone(),
+            (spec.text, spec.log_rate.clone()),
         );
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
@@ -101,11 +118,15 @@ impl Instance {
                 .map_err(guest_error)?;
             Ok(bindings)
         };
-        let bindings = within(deadline, create).await?;
+        let error_bytes = spec.text.error_bytes;
+        let bindings = within(deadline, create)
+            .await
+            .map_err(|e| e.bounded(error_bytes))?;
         Ok(Instance {
             store,
             bindings,
             deadline,
+            error_bytes,
         })
     }
 
@@ -121,7 +142,9 @@ impl Instance {
                 .map_err(classify)?
                 .map_err(guest_error)
         };
-        let result = within(self.deadline, call).await;
+        let result = within(self.deadline, call)
+            .await
+            .map_err(|e| e.bounded(self.error_bytes));
         let kept = self.store.data_mut().reclaim();
         if kept > MAX_KEPT_HANDLES && result.is_ok() {
             return Err(CallError::Trap(format!(
@@ -142,31 +165,23 @@ async fn within<T>(
         .unwrap_or(Err(CallError::Deadline(deadline)))
 }
 
-/// Longest error text kept from a plugin: it is logged and shown by `/plugins`.
-pub const MAX_ERROR_BYTES: usize = 4 << 10;
-
-/// Plugin-made text (an error it returned, a trap's backtrace with its function names),
-/// bounded and on one line.
-fn bounded(message: String) -> String {
-    escape_controls(&truncated(message, MAX_ERROR_BYTES)).into_owned()
-}
-
 fn guest_error(message: String) -> CallError {
-    CallError::Guest(bounded(message))
+    CallError::Guest(message)
 }
 
 fn classify(e: wasmtime::Error) -> CallError {
-    CallError::Trap(bounded(format!("{e:#}")))
+    CallError::Trap(format!("{e:#}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plugin::host::MAX_ERROR_BYTES;
 
     #[test]
     fn a_plugins_error_text_is_bounded_and_on_one_line() {
         let returned = format!("bad\nforged host line{}", "x".repeat(40 << 20));
-        let CallError::Guest(kept) = guest_error(returned) else {
+        let CallError::Guest(kept) = guest_error(returned).bounded(MAX_ERROR_BYTES) else {
             panic!("a returned error stays a guest error")
         };
         assert!(

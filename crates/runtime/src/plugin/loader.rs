@@ -22,7 +22,7 @@ use tokio::sync::{Mutex, broadcast};
 use super::PluginError;
 use super::admission::{Admitted, WatchFacts, admit, describe};
 use super::engine::PluginEngine;
-use super::host::{CacheView, PluginLog, WitResource};
+use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
 use super::instance::InstanceSpec;
 use super::manifest::{Manifest, ManifestError};
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
@@ -49,6 +49,14 @@ pub struct HostConfig {
     pub restart: RestartPolicy,
     /// Plugin log lines buffered for slow subscribers before they miss some.
     pub log_buffer: usize,
+    /// Largest `.wasm` the loader reads (bytes).
+    pub max_wasm_bytes: u64,
+    /// Largest manifest the loader reads (bytes).
+    pub max_manifest_bytes: u64,
+    /// Most `[[watch]]` tables one manifest may have.
+    pub max_watches: u32,
+    /// What a plugin's own text (log lines, errors) may cost the host.
+    pub text: TextLimits,
     /// Tenants, their grants and quotas; whether top-level plugins run.
     pub tenancy: Tenancy,
 }
@@ -62,6 +70,10 @@ impl Default for HostConfig {
             max_deadline_ms: 10_000,
             restart: RestartPolicy::default(),
             log_buffer: 4096,
+            max_wasm_bytes: MAX_PLUGIN_FILE_BYTES,
+            max_manifest_bytes: 256 << 10,
+            max_watches: 16,
+            text: TextLimits::default(),
             tenancy: Tenancy::default(),
         }
     }
@@ -115,6 +127,8 @@ struct Loaded {
     /// What it was admitted under; a config reload that changes either re-admits it.
     policy: Arc<TenantPolicy>,
     config: Arc<HostConfig>,
+    /// Field indexes its manifest declares.
+    field_indexes: usize,
 }
 
 impl Loaded {
@@ -316,14 +330,18 @@ impl PluginHost {
     /// Brings the loaded plugins in line with the directory.
     pub async fn reconcile(&self) -> ReconcileReport {
         let mut report = ReconcileReport::default();
-        let found = match scan(&self.dir) {
+        let config = self.config();
+        let sizes = FileSizes {
+            wasm: config.max_wasm_bytes,
+            manifest: config.max_manifest_bytes,
+        };
+        let found = match scan(&self.dir, sizes) {
             Ok(f) => f,
             Err(e) => {
                 report.errors.push((PluginId::directory(""), e));
                 return report;
             }
         };
-        let config = self.config();
         let mut loaded = self.loaded.lock().await;
         let gone: Vec<PluginId> = loaded
             .keys()
@@ -406,7 +424,23 @@ impl PluginHost {
                     watches,
                     resync,
                     filter,
+                    field_indexes,
                 }) => {
+                    if let Err(reason) = tenant_room(&loaded, &id, &policy, &watches, field_indexes)
+                    {
+                        supervisor.close();
+                        for (informer, _) in &watches {
+                            self.factory.release(informer);
+                        }
+                        let e = PluginError::Refused {
+                            plugin: id.to_string(),
+                            path: f.manifest.clone(),
+                            reason,
+                        };
+                        tracing::error!(plugin = %id.name, tenant = %id.tenant, error = %e, "plugin not loaded");
+                        report.errors.push((id, e));
+                        continue;
+                    }
                     self.wait_synced(&id, &watches).await;
                     let replaced = match loaded.remove(&id) {
                         Some(old) => {
@@ -444,6 +478,7 @@ impl PluginHost {
                             handles,
                             policy,
                             config: config.clone(),
+                            field_indexes,
                         },
                     );
                     self.publish(&loaded);
@@ -608,6 +643,8 @@ impl PluginHost {
                 deadline: Duration::from_millis(deadline_ms as u64),
                 cache: Arc::new(cache),
                 logs: self.logs.clone(),
+                text: config.text,
+                log_rate: LogRate::new(config.text.log_lines_per_second),
             };
             let policy = config.restart.clone();
             let plugin = id.to_string();
@@ -622,6 +659,7 @@ impl PluginHost {
                 watches,
                 resync: manifest.resync_period(),
                 filter: grant.event_filter(),
+                field_indexes: manifest.watch.iter().map(|w| w.indexes.len()).sum(),
             }),
             Err(e) => {
                 for (informer, _) in &watches {
@@ -635,17 +673,17 @@ impl PluginHost {
 
 /// Whether the host limits a manifest is admitted against are the same.
 fn same_limits(a: &HostConfig, b: &HostConfig) -> bool {
-    (
-        a.default_memory_mib,
-        a.max_memory_mib,
-        a.default_deadline_ms,
-        a.max_deadline_ms,
-    ) == (
-        b.default_memory_mib,
-        b.max_memory_mib,
-        b.default_deadline_ms,
-        b.max_deadline_ms,
-    )
+    let limits = |c: &HostConfig| {
+        (
+            c.default_memory_mib,
+            c.max_memory_mib,
+            c.default_deadline_ms,
+            c.max_deadline_ms,
+            c.max_watches,
+            c.text,
+        )
+    };
+    limits(a) == limits(b)
 }
 
 /// A loaded, initialised plugin version, not yet receiving events.
@@ -654,6 +692,46 @@ struct Prepared {
     watches: Vec<(Arc<SharedInformer>, WitResource)>,
     resync: Option<Duration>,
     filter: Option<EventFilter>,
+    field_indexes: usize,
+}
+
+/// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`,
+/// next to its other running plugins (a running version of `id` itself is being replaced).
+fn tenant_room(
+    loaded: &BTreeMap<PluginId, Loaded>,
+    id: &PluginId,
+    policy: &TenantPolicy,
+    watches: &[(Arc<SharedInformer>, WitResource)],
+    field_indexes: usize,
+) -> Result<(), String> {
+    let others = loaded
+        .iter()
+        .filter(|(k, _)| k.tenant == id.tenant && *k != id)
+        .map(|(_, l)| l);
+    let mut informers: Vec<*const SharedInformer> = Vec::new();
+    let mut indexes = field_indexes;
+    for l in others {
+        informers.extend(l.handles.iter().map(|(i, _)| Arc::as_ptr(i)));
+        indexes += l.field_indexes;
+    }
+    informers.extend(watches.iter().map(|(i, _)| Arc::as_ptr(i)));
+    informers.sort();
+    informers.dedup();
+    let who = format!("tenant `{}`", id.tenant);
+    if informers.len() > policy.max_informers {
+        return Err(format!(
+            "{who}'s plugins would use {} informers together; at most {} (`max-informers` in informant.toml)",
+            informers.len(),
+            policy.max_informers
+        ));
+    }
+    if indexes > policy.max_field_indexes {
+        return Err(format!(
+            "{who}'s plugins would declare {indexes} field indexes together; at most {} (`max-field-indexes` in informant.toml)",
+            policy.max_field_indexes
+        ));
+    }
+    Ok(())
 }
 
 type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;
@@ -664,7 +742,7 @@ type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;
 /// another tenant's plugin, a tenant directory that is itself a link, or an operator link into
 /// a tenant's directory would run someone's code under someone else's grant, so each is
 /// refused with an error naming the link.
-fn scan(dir: &Path) -> Result<Scan, PluginError> {
+fn scan(dir: &Path, sizes: FileSizes) -> Result<Scan, PluginError> {
     let mut out = Scan::new();
     let unreadable = |e: std::io::Error| PluginError::Load {
         plugin: "*".into(),
@@ -696,17 +774,24 @@ fn scan(dir: &Path) -> Result<Scan, PluginError> {
             let tenant = entry.file_name().to_string_lossy().into_owned();
             if let (Ok(inner), Ok(real)) = (std::fs::read_dir(&path), path.canonicalize()) {
                 for e in inner.flatten() {
-                    collect(&mut out, &tenant, &real, &e.path());
+                    collect(&mut out, &tenant, &real, &e.path(), sizes);
                 }
             }
         } else {
-            collect(&mut out, "", &root, &path);
+            collect(&mut out, "", &root, &path, sizes);
         }
     }
     Ok(out)
 }
 
-fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path) {
+/// The largest plugin files the loader reads (bytes).
+#[derive(Debug, Clone, Copy)]
+struct FileSizes {
+    wasm: u64,
+    manifest: u64,
+}
+
+fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path, sizes: FileSizes) {
     let (Some(stem), Some(ext)) = (path.file_stem(), path.extension()) else {
         return;
     };
@@ -735,24 +820,38 @@ fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path) {
             "the manifest (.toml) for this component",
         ))
     } else {
-        read_within(&wasm, real_dir, &id).and_then(|wasm_bytes| {
-            let manifest_bytes = read_within(&manifest, real_dir, &id)?;
-            Ok(Found {
-                fingerprint: fingerprint(&wasm_bytes, &manifest_bytes),
-                wasm,
-                manifest,
-                wasm_bytes: wasm_bytes.into(),
-                manifest_bytes: manifest_bytes.into(),
-            })
-        })
+        read_within(&wasm, real_dir, &id, (sizes.wasm, "limits.max-wasm-mib")).and_then(
+            |wasm_bytes| {
+                let manifest_bytes = read_within(
+                    &manifest,
+                    real_dir,
+                    &id,
+                    (sizes.manifest, "limits.max-manifest-kib"),
+                )?;
+                Ok(Found {
+                    fingerprint: fingerprint(&wasm_bytes, &manifest_bytes),
+                    wasm,
+                    manifest,
+                    wasm_bytes: wasm_bytes.into(),
+                    manifest_bytes: manifest_bytes.into(),
+                })
+            },
+        )
     };
     out.insert(id, found);
 }
 
-/// Reads a plugin file found in `real_dir` (that directory, canonical). A link is followed only
-/// when it stays in `real_dir`. The check is made on the file actually opened, so a link swapped
-/// in between check and read cannot slip past.
-fn read_within(path: &Path, real_dir: &Path, id: &PluginId) -> Result<Vec<u8>, PluginError> {
+/// Reads a plugin file found in `real_dir` (that directory, canonical), of at most `max` bytes
+/// (`key` names the setting in errors). A symbolic link is followed only when it stays in
+/// `real_dir`; a file with several hard links is refused, since nothing tells where its other
+/// names are. The checks are made on the file actually opened, so a link swapped in between
+/// check and read cannot slip past.
+fn read_within(
+    path: &Path,
+    real_dir: &Path,
+    id: &PluginId,
+    (max, key): (u64, &str),
+) -> Result<Vec<u8>, PluginError> {
     let unreadable = |e: std::io::Error| PluginError::Load {
         plugin: id.to_string(),
         path: path.to_path_buf(),
@@ -773,47 +872,50 @@ fn read_within(path: &Path, real_dir: &Path, id: &PluginId) -> Result<Vec<u8>, P
     if !same_file(&opened, &checked) {
         return Err(changed("changed while it was being read"));
     }
+    let refused = |reason: String| PluginError::Refused {
+        plugin: id.to_string(),
+        path: path.to_path_buf(),
+        reason,
+    };
+    let links = hard_links(&opened);
+    if links > 1 {
+        return Err(refused(format!(
+            "it has {links} hard links; a plugin's files must have one, since another name of the \
+             same file may be another tenant's plugin (copy the file instead of linking it)"
+        )));
+    }
     if target.parent() != Some(real_dir) {
         let whose = if id.tenant.is_empty() {
             "the plugins directory's top level".to_string()
         } else {
             format!("tenant `{}`'s directory", id.tenant)
         };
-        return Err(PluginError::Refused {
-            plugin: id.to_string(),
-            path: path.to_path_buf(),
-            reason: format!(
-                "it is a link to `{}`, outside {whose}; links out of a plugin's directory are refused",
-                target.display()
-            ),
-        });
+        return Err(refused(format!(
+            "it is a link to `{}`, outside {whose}; links out of a plugin's directory are refused",
+            target.display()
+        )));
     }
-    let too_big = |len: u64| PluginError::Refused {
-        plugin: id.to_string(),
-        path: path.to_path_buf(),
-        reason: format!(
-            "it is {len} bytes; a plugin's files may be at most {MAX_PLUGIN_FILE_BYTES} bytes"
-        ),
+    let too_big = |len: u64| {
+        refused(format!(
+            "it is {len} bytes; this file may be at most {max} bytes (`{key}` in informant.toml)"
+        ))
     };
     // The length is the file's claim (a sparse file claims anything): never allocate by it, and
     // stop reading one byte past the limit in case it grows meanwhile.
-    if opened.len() > MAX_PLUGIN_FILE_BYTES {
+    if opened.len() > max {
         return Err(too_big(opened.len()));
     }
     let mut bytes = Vec::with_capacity(opened.len() as usize);
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(&mut file, MAX_PLUGIN_FILE_BYTES + 1),
-        &mut bytes,
-    )
-    .map_err(unreadable)?;
-    if bytes.len() as u64 > MAX_PLUGIN_FILE_BYTES {
+    std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, max + 1), &mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > max {
         return Err(too_big(bytes.len() as u64));
     }
     Ok(bytes)
 }
 
-/// Largest `.wasm` or manifest the loader reads: components are a few MiB; anything far larger
-/// is a mistake or an attack on the host's memory.
+/// Default largest `.wasm` the loader reads: components are a few MiB; anything far larger is
+/// a mistake or an attack on the host's memory.
 pub const MAX_PLUGIN_FILE_BYTES: u64 = 128 << 20;
 
 /// Opens for reading without blocking on a FIFO swapped in for a plugin file (a tenant must not
@@ -837,6 +939,16 @@ fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
     true
 }
 
+#[cfg(unix)]
+fn hard_links(m: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::nlink(m)
+}
+
+#[cfg(not(unix))]
+fn hard_links(_: &std::fs::Metadata) -> u64 {
+    1
+}
+
 fn fingerprint(wasm: &[u8], manifest: &[u8]) -> String {
     let mut h = Sha256::new();
     for bytes in [wasm, manifest] {
@@ -849,6 +961,8 @@ fn fingerprint(wasm: &[u8], manifest: &[u8]) -> String {
 #[cfg(all(test, unix))]
 mod tests {
     use super::*;
+
+    const SIZE: (u64, &str) = (MAX_PLUGIN_FILE_BYTES, "limits.max-wasm-mib");
 
     fn id() -> PluginId {
         PluginId {
@@ -866,11 +980,11 @@ mod tests {
         std::os::unix::fs::symlink("real.wasm", dir.join("p.wasm")).unwrap();
         let real = dir.canonicalize().unwrap();
         assert_eq!(
-            read_within(&dir.join("real.wasm"), &real, &id()).unwrap(),
+            read_within(&dir.join("real.wasm"), &real, &id(), SIZE).unwrap(),
             b"bytes"
         );
         assert_eq!(
-            read_within(&dir.join("p.wasm"), &real, &id()).unwrap(),
+            read_within(&dir.join("p.wasm"), &real, &id(), SIZE).unwrap(),
             b"bytes"
         );
     }
@@ -883,7 +997,8 @@ mod tests {
         std::fs::create_dir(&b).unwrap();
         std::fs::write(b.join("p.wasm"), b"b's plugin").unwrap();
         std::os::unix::fs::symlink(b.join("p.wasm"), a.join("p.wasm")).unwrap();
-        let err = read_within(&a.join("p.wasm"), &a.canonicalize().unwrap(), &id()).unwrap_err();
+        let err =
+            read_within(&a.join("p.wasm"), &a.canonicalize().unwrap(), &id(), SIZE).unwrap_err();
         let PluginError::Refused { path, reason, .. } = err else {
             panic!("expected a refusal, got {err:?}")
         };
@@ -901,12 +1016,37 @@ mod tests {
         let path = tmp.path().join("p.wasm");
         let file = std::fs::File::create(&path).unwrap();
         file.set_len(64 << 30).unwrap();
-        let err = read_within(&path, &tmp.path().canonicalize().unwrap(), &id()).unwrap_err();
+        let err = read_within(&path, &tmp.path().canonicalize().unwrap(), &id(), SIZE).unwrap_err();
         assert!(
             err.to_string()
-                .contains("it is 68719476736 bytes; a plugin's files may be at most"),
+                .contains("it is 68719476736 bytes; this file may be at most 134217728 bytes (`limits.max-wasm-mib`"),
             "{err}"
         );
+    }
+
+    /// A hard link names the same file as another name that may sit in another tenant's
+    /// directory: nothing tells where, so no file with several names is loaded.
+    #[test]
+    fn refuses_a_hard_link_and_the_file_it_shares() {
+        let tmp = tempfile::tempdir().unwrap();
+        let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::fs::write(b.join("p.wasm"), b"b's plugin").unwrap();
+        std::fs::hard_link(b.join("p.wasm"), a.join("p.wasm")).unwrap();
+        for dir in [&a, &b] {
+            let err = read_within(
+                &dir.join("p.wasm"),
+                &dir.canonicalize().unwrap(),
+                &id(),
+                SIZE,
+            )
+            .unwrap_err();
+            assert!(err.to_string().contains("it has 2 hard links"), "{err}");
+        }
+        std::fs::remove_file(a.join("p.wasm")).unwrap();
+        let b_real = b.canonicalize().unwrap();
+        assert!(read_within(&b.join("p.wasm"), &b_real, &id(), SIZE).is_ok());
     }
 
     /// Reading a FIFO would block the reconcile (every tenant's loads) until someone writes.
@@ -917,7 +1057,7 @@ mod tests {
         let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let err = read_within(&fifo, &tmp.path().canonicalize().unwrap(), &id()).unwrap_err();
+        let err = read_within(&fifo, &tmp.path().canonicalize().unwrap(), &id(), SIZE).unwrap_err();
         assert!(err.to_string().contains("is not a regular file"), "{err}");
     }
 }

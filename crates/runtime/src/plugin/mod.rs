@@ -21,7 +21,7 @@ pub mod reload;
 pub mod supervisor;
 
 pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
-pub use host::{CacheView, Level, PluginLog};
+pub use host::{CacheView, Level, LogRate, PluginLog, TextLimits};
 pub use instance::{CallError, InstanceSpec};
 pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport, RunningPlugin};
 pub use manifest::{Manifest, ManifestError};

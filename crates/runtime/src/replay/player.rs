@@ -36,8 +36,8 @@ use crate::plugin::admission::{Admitted, WatchFacts, admit, describe};
 use crate::plugin::check::manifest_beside;
 use crate::plugin::host::WitResource;
 use crate::plugin::{
-    CacheView, HostConfig, InstanceSpec, Manifest, PluginEngine, PluginError, PluginHandler,
-    PluginLog, Supervisor,
+    CacheView, HostConfig, InstanceSpec, LogRate, Manifest, PluginEngine, PluginError,
+    PluginHandler, PluginLog, Supervisor,
 };
 use crate::tenancy::TenantPolicy;
 
@@ -190,6 +190,8 @@ pub async fn replay(
         deadline: Duration::from_millis(deadline_ms as u64),
         cache: Arc::new(cache),
         logs: logs_tx.clone(),
+        text: host.text,
+        log_rate: LogRate::new(host.text.log_lines_per_second),
     };
     let policy = host.restart.clone();
     let plugin = name.clone();

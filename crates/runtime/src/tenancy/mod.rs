@@ -46,6 +46,10 @@ pub struct TenantPolicy {
     pub max_deadline_ms: Option<u32>,
     /// Events per second shared by its plugins; unlimited when `None`.
     pub budget: Option<Arc<Budget>>,
+    /// Informers its plugins may use together (each is a list+watch and a cache).
+    pub max_informers: usize,
+    /// Field indexes its plugins may declare together (each costs work on every change).
+    pub max_field_indexes: usize,
 }
 
 /// Equal when they admit and limit alike; budgets compare by rate, not by their buckets.
@@ -55,6 +59,8 @@ impl PartialEq for TenantPolicy {
             && self.max_plugins == other.max_plugins
             && self.max_memory_mib == other.max_memory_mib
             && self.max_deadline_ms == other.max_deadline_ms
+            && self.max_informers == other.max_informers
+            && self.max_field_indexes == other.max_field_indexes
             && self.budget.as_ref().map(|b| b.rate()) == other.budget.as_ref().map(|b| b.rate())
     }
 }
@@ -68,6 +74,8 @@ impl TenantPolicy {
             max_memory_mib: None,
             max_deadline_ms: None,
             budget: None,
+            max_informers: usize::MAX,
+            max_field_indexes: usize::MAX,
         }
     }
 }
