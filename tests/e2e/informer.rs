@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::{
     Error, EventType, FactoryOptions, HandlerOptions, IndexSpec, InformerFactory, InitialList,
-    LabelSelector, WatchScope,
+    LabelSelector, Visibility, WatchScope,
 };
 use informant_tests::{Recorder, configmap, guarded};
 
@@ -225,20 +225,18 @@ async fn crd_objects_are_watched_through_discovery() {
         .informer("example.com/v1", "Widget", WatchScope::default())
         .await
         .unwrap();
-    informer
+    let owner_field = informer
         .store()
-        .add_index(
-            "owner-field",
-            IndexSpec::field("owner-field", "spec.owner").unwrap(),
-        )
-        .unwrap();
+        .add_field_index("spec.owner".parse().unwrap());
     let rec = Recorder::new();
     informer.add_handler("rec", rec.clone(), HandlerOptions::default());
     factory.start();
     guarded("sync", informer.wait_for_sync()).await;
     server.create(widget("larger", "red")).unwrap();
     rec.wait_until("both widgets", |evs| evs.len() == 2).await;
-    let red = informer.store().by_index("owner-field", "red").unwrap();
+    let red = informer
+        .store()
+        .lookup(owner_field.id(), "red", Visibility::All);
     assert_eq!(red.len(), 1);
     assert_eq!(red[0].name(), "larger");
     let blue = informer

@@ -296,6 +296,26 @@ async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
                 format!("[limits]\nmemory-mib = 64\n{}", watch("")),
                 &["limits.memory-mib", "above tenant `a`'s ceiling of 32 MiB"],
             ),
+            // Matched by the glob `team-a-*`, but no namespace: it used to get 404s for ever.
+            (
+                "dotdot",
+                watch("namespace = \"team-a-x/../team-b\"\n"),
+                &["field `watch[0].namespace`", "not a namespace name", "`/`"],
+            ),
+            (
+                "many-watches",
+                "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n".repeat(300)
+                    + "[config]\nmode = \"echo\"\n",
+                &["field `watch`", "300 [[watch]] tables", "at most 16", "limits.max-watches"],
+            ),
+            (
+                "many-indexes",
+                watch(&format!(
+                    "[watch.indexes]\n{}",
+                    (0..200).map(|i| format!("i{i} = \"data.k{i}\"\n")).collect::<String>()
+                )),
+                &["watch.indexes", "200 field indexes", "at most 16", "max-field-indexes"],
+            ),
         ];
         for (name, manifest, _) in &refusals {
             env.install(Some("a"), name, "hostile", manifest);
@@ -342,6 +362,11 @@ async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
             report.errors
         );
 
+        // Nothing was opened for the refused manifests: one ConfigMap informer, no index.
+        let informers = env.factory.informers();
+        assert_eq!(informers.len(), 1, "{:?}", informers.iter().map(|i| i.description()).collect::<Vec<_>>());
+        assert_eq!(informers[0].store().field_index_count(), 0);
+
         // The victim is unaffected: it keeps receiving all of its events.
         for i in 0..10 {
             env.server
@@ -354,6 +379,154 @@ async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
             })
             .await;
         assert_eq!(env.host.status().len(), 1, "nothing else was loaded");
+        env.host.shutdown().await;
+    })
+    .await;
+}
+
+/// Tenant a may see cluster-scoped objects and declares few indexes; b holds the secrets.
+const ODD_CONFIG: &str = r#"
+[tenants.a]
+namespaces = ["team-a", "team-a-*"]
+resources = ["v1/ConfigMap"]
+cluster-scoped = true
+max-field-indexes = 2
+[tenants.b]
+namespaces = ["team-b"]
+resources = ["v1/ConfigMap"]
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_spelling_of_a_key_or_an_index_crosses_a_grant() {
+    guarded("odd spellings", async {
+        let cfg = config::parse(ODD_CONFIG, Path::new("informant.toml")).unwrap();
+        let env = PluginEnv::start(cfg).await;
+        env.server.create(object("team-a", "a1", "a")).unwrap();
+        env.server.create(object("team-b", "b1", "b")).unwrap();
+        // b declares `color` first, as something else than a's `color`, plus one of its own.
+        let b_manifest = "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[watch.indexes]\ncolor = \"metadata.name\"\nb-only = \"data.color\"\n[config]\nmode = \"echo\"\ntag = \"b\"\n";
+        env.install(Some("b"), "b-echo", "hostile", b_manifest);
+        let report = env.reconcile().await;
+        assert_eq!(report.loaded, vec![id("b", "b-echo")], "{:?}", report.errors);
+
+        let probes = [
+            // The name of b's object spelled as a cluster-scoped name.
+            json!({"op": "get", "name": "team-b/b1"}),
+            json!({"op": "get", "namespace": "team-a-x/../team-b", "name": "b1"}),
+            json!({"op": "list", "namespace": "team-a-x/../team-b"}),
+            json!({"op": "get", "namespace": "team-a", "name": "../team-b/b1"}),
+            json!({"op": "by-index", "index": "color", "value": "blue"}),
+            json!({"op": "by-index", "index": "b-only", "value": "blue"}),
+            json!({"op": "by-index", "index": "namespace", "value": ""}),
+            json!({"op": "list"}),
+        ];
+        let mut manifest = String::from(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[watch.indexes]\ncolor = \"data.color\"\n[config]\nmode = \"snoop\"\ntag = \"snoop\"\n",
+        );
+        for p in &probes {
+            manifest.push_str("[[config.probes]]\n");
+            for (k, v) in p.as_object().unwrap() {
+                manifest.push_str(&format!("{k} = {v}\n"));
+            }
+        }
+        env.install(Some("a"), "a-snoop", "hostile", &manifest);
+        // Two more indexes would take tenant a over its ceiling of 2.
+        let more = "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[watch.indexes]\nx = \"data.x\"\ny = \"data.y\"\n[config]\nmode = \"echo\"\n";
+        env.install(Some("a"), "z-more", "hostile", more);
+        let report = env.reconcile().await;
+        assert_eq!(report.loaded, vec![id("a", "a-snoop")], "a's `color` does not collide with b's");
+        let (_, e) = &report.errors[0];
+        assert!(
+            e.to_string().contains("would declare 3 field indexes together; at most 2"),
+            "{e}"
+        );
+
+        env.server.create(object("team-a", "probe", "a")).unwrap();
+        env.logs
+            .wait_until("the snoop's probe results", || {
+                env.logs.json_of("a-snoop").iter().any(|v| v["probes"].is_array())
+            })
+            .await;
+        let lines = env.logs.json_of("a-snoop");
+        let results = lines.iter().find(|v| v["probes"].is_array()).unwrap()["probes"]
+            .as_array()
+            .unwrap()
+            .clone();
+        let err = |i: usize| results[i]["err"].as_str().unwrap_or_else(|| panic!("{}: {}", probes[i], results[i])).to_string();
+        let ok = |i: usize| -> Vec<String> {
+            let mut keys: Vec<String> = results[i]["ok"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{}: {}", probes[i], results[i]))
+                .iter()
+                .map(|k| k.as_str().unwrap().to_string())
+                .collect();
+            keys.sort();
+            keys
+        };
+        assert!(err(0).starts_with("forbidden: `team-b/b1` is not an object name"), "{}", err(0));
+        assert!(err(1).starts_with("forbidden: `team-a-x/../team-b` is not a namespace name"), "{}", err(1));
+        assert!(err(2).contains("not a namespace name"), "{}", err(2));
+        assert!(err(3).contains("is not an object name"), "{}", err(3));
+        assert_eq!(ok(4), ["team-a/a1", "team-a/probe"], "a's own `color`, not b's");
+        assert_eq!(
+            err(5),
+            "unknown index: unknown index `b-only` (this plugin's indexes on `ConfigMap`: namespace, label, owner, color)",
+            "nothing of b's indexes shows"
+        );
+        assert_eq!(ok(6), Vec::<String>::new());
+        assert_eq!(ok(7), ["team-a/a1", "team-a/probe"]);
+
+        // b still gets its events, and its `color` answers by its own definition.
+        env.server.create(object("team-b", "b2", "b")).unwrap();
+        env.logs
+            .wait_until("b's live event", || {
+                keys_of(&env.logs.json_of("b-echo"), "b").contains("team-b/b2")
+            })
+            .await;
+        env.host.shutdown().await;
+        // Unloaded plugins let go of their indexes.
+        for informer in env.factory.informers() {
+            assert_eq!(informer.store().field_index_count(), 0, "{}", informer.description());
+        }
+    })
+    .await;
+}
+
+/// A hard link in a's directory to b's component would run b's code under a's grant: no file
+/// with several names is loaded, and b's running version keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hard_link_to_another_tenants_plugin_is_refused() {
+    guarded("hard links", async {
+        let env = PluginEnv::start(host_config()).await;
+        env.server.create(object("team-b", "b1", "b")).unwrap();
+        env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
+        assert_eq!(env.reconcile().await.loaded, vec![id("b", "b-echo")]);
+        let dir = env.dir();
+        std::fs::hard_link(dir.join("b/b-echo.wasm"), dir.join("a/twin.wasm"))
+            .or_else(|_| {
+                std::fs::create_dir_all(dir.join("a"))?;
+                std::fs::hard_link(dir.join("b/b-echo.wasm"), dir.join("a/twin.wasm"))
+            })
+            .unwrap();
+        std::fs::write(dir.join("a/twin.toml"), echo_manifest("twin")).unwrap();
+        let report = env.reconcile().await;
+        assert!(report.loaded.is_empty(), "{:?}", report.loaded);
+        for who in [id("a", "twin"), id("b", "b-echo")] {
+            let (_, e) = report
+                .errors
+                .iter()
+                .find(|(i, _)| *i == who)
+                .unwrap_or_else(|| panic!("no error for {who}: {:?}", report.errors));
+            assert!(e.to_string().contains("it has 2 hard links"), "{e}");
+        }
+        // b's version loaded before the link keeps running and receiving its events.
+        env.server.create(object("team-b", "b2", "b")).unwrap();
+        env.logs
+            .wait_until("b's live event", || {
+                keys_of(&env.logs.json_of("b-echo"), "b").contains("team-b/b2")
+            })
+            .await;
+        assert_eq!(env.host.status().len(), 1);
         env.host.shutdown().await;
     })
     .await;
