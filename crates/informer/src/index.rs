@@ -1,9 +1,11 @@
 //! Index definitions and the inverted maps behind by-index queries.
 //!
 //! An index maps each object to zero or more values; the [`Indices`] keep, per index, `value ->
-//! set of keys`, so a lookup costs O(matches). Three indexes always exist: [`NAMESPACE`],
-//! [`LABEL`] (values `key=value`) and [`OWNER`] (owner uids). Others are declared as JSON field
-//! paths ([`FieldPath`]) and computed once per object version when it enters the store.
+//! keys grouped by namespace`, so a lookup costs O(matches) and a lookup limited to some
+//! namespaces touches only theirs. Three indexes always exist: [`NAMESPACE`], [`LABEL`] (values
+//! `key=value`) and [`OWNER`] (owner uids). Field indexes are JSON field paths ([`FieldPath`]),
+//! held by whoever declared them and shared by identical paths, computed once per object version
+//! when it enters the store.
 
 use informant_selector::FieldPath;
 use serde_json::Value;
@@ -129,8 +131,11 @@ impl IndexSpec {
     }
 }
 
+/// One index's values for one object version.
+pub(crate) type Values = Box<[Box<str>]>;
+
 /// The index values computed for one object version, kept so removal needs no recomputation.
-pub(crate) type IndexValues = Box<[Box<[Box<str>]>]>;
+pub(crate) type IndexValues = Box<[Values]>;
 
 /// Keys under one index value, grouped by namespace (`""` for cluster-scoped objects).
 ///
@@ -334,7 +339,7 @@ impl Indices {
         &mut self,
         path: FieldPath,
         objects: impl Iterator<Item = &'a CachedObject>,
-    ) -> (usize, Option<Vec<Box<[Box<str>]>>>) {
+    ) -> (usize, Option<Vec<Values>>) {
         let spec = IndexSpec::Field(path);
         if let Some(at) = self
             .slots
@@ -399,7 +404,7 @@ impl Indices {
     }
 }
 
-fn to_boxed(v: Vec<String>) -> Box<[Box<str>]> {
+fn to_boxed(v: Vec<String>) -> Values {
     v.into_iter().map(String::into_boxed_str).collect()
 }
 
