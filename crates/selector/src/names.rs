@@ -63,12 +63,12 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The start of a long input, escaped, for an error message.
-fn shown(s: &str) -> String {
+/// An input as error messages show it: escaped (one line, no control characters) and cut
+/// after 80 characters.
+pub fn shown(s: &str) -> String {
     const MAX: usize = 80;
-    let cut = s.char_indices().nth(MAX).map_or(s, |(i, _)| &s[..i]);
-    let mut out: String = cut.escape_debug().collect();
-    if cut.len() < s.len() {
+    let mut out: String = s.chars().take(MAX).flat_map(char::escape_debug).collect();
+    if s.chars().nth(MAX).is_some() {
         out.push('…');
     }
     out

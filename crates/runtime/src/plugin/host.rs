@@ -270,8 +270,9 @@ impl CacheView {
                         );
                         declared.dedup();
                         return Err(QueryError::UnknownIndex(format!(
-                            "unknown index `{index}` (this plugin's indexes on `{}`: {})",
-                            r.kind,
+                            "unknown index `{}` (this plugin's indexes on `{}`: {})",
+                            names::shown(index),
+                            names::shown(&r.kind),
                             declared.join(", ")
                         )));
                     }
@@ -734,6 +735,89 @@ mod tests {
                 v.list(&r, Some("b"), None),
                 Err(QueryError::Forbidden(_))
             ));
+        }
+    }
+
+    mod queries {
+        //! Whatever a plugin passes to `cache`: no panic, nothing outside the grant, and every
+        //! refusal names what it refused.
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Strings near the edges: other tenants' names, separators, traversal, odd characters.
+        fn text() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just(String::new()),
+                prop::sample::select(vec![
+                    "a",
+                    "a-dev",
+                    "b",
+                    "b/3",
+                    "a/1",
+                    "3",
+                    "1",
+                    "..",
+                    ".",
+                    "a/../b",
+                    "a-x/../b",
+                    "team=x",
+                    "team",
+                    "label",
+                    "namespace",
+                    "owner",
+                    "color",
+                    "%2F",
+                    "a\n",
+                    "*",
+                ])
+                .prop_map(str::to_string),
+                "[a-z0-9./%=!,()*-]{0,12}",
+                any::<String>(),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn any_query_stays_inside_the_grant(
+                glob in any::<bool>(),
+                ns in prop::option::of(text()),
+                name in text(),
+                selector in prop::option::of(text()),
+                index in text(),
+                value in text(),
+            ) {
+                let v = if glob { view(&["a", "a-*"]) } else { view(&["a", "a-dev"]) };
+                let r = WitResource { group: String::new(), version: "v1".into(), kind: "ConfigMap".into() };
+                let inside = |objs: &[Arc<CachedObject>]| {
+                    objs.iter().all(|o| matches!(o.namespace(), Some("a" | "a-dev")))
+                };
+                let named = |e: &QueryError, what: &str| {
+                    let m = match e {
+                        QueryError::Forbidden(m) | QueryError::NotWatched(m)
+                        | QueryError::BadSelector(m) | QueryError::UnknownIndex(m) => m,
+                    };
+                    // The refused input is shown, escaped and cut if it is long.
+                    let raw: String = what.chars().take(20).collect();
+                    m.contains(&raw) || m.contains(&names::shown(&raw)) || what.is_empty() || matches!(e, QueryError::Forbidden(_) if m.contains("tenant `t`"))
+                };
+                match v.get(&r, ns.as_deref(), &name) {
+                    Ok(found) => prop_assert!(inside(&found.into_iter().collect::<Vec<_>>())),
+                    Err(e) => prop_assert!(named(&e, ns.as_deref().unwrap_or(&name)) || named(&e, &name), "{e:?}"),
+                }
+                match v.list(&r, ns.as_deref(), selector.as_deref()) {
+                    Ok(found) => prop_assert!(inside(&found)),
+                    Err(e) => prop_assert!(
+                        named(&e, ns.as_deref().unwrap_or_default()) || named(&e, selector.as_deref().unwrap_or_default()),
+                        "{e:?}"
+                    ),
+                }
+                match v.by_index(&r, &index, &value) {
+                    Ok(found) => prop_assert!(inside(&found)),
+                    Err(e) => prop_assert!(named(&e, &index), "{e:?}"),
+                }
+            }
         }
     }
 }
