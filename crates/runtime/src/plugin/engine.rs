@@ -1,13 +1,13 @@
 //! The one wasmtime `Engine` and `Linker` of the process, the epoch ticker that enforces
-//! deadlines, and the on-disk cache of compiled components.
+//! deadlines, and loading components through the compile cache.
 //!
 //! Compiling a component costs tens of milliseconds; deserializing a precompiled one ~0.1 ms. So
-//! compiled artifacts are cached under `CACHE_DIR/<sha256 of the wasm>-<engine hash>.cwasm`, and
-//! each plugin version gets one `PluginPre` at load time: nothing is compiled or linked on the
-//! event path.
+//! compiled artifacts are cached as `<sha256 of the wasm>-<engine hash>.cwasm` in a checked
+//! directory (see [`super::cache`]), and each plugin version gets one `PluginPre` at load time:
+//! nothing is compiled or linked on the event path.
 
 use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -15,6 +15,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::PluginError;
+use super::cache::{CacheDir, CompileCache};
 use super::host::{Plugin, PluginPre, State, WIT_PACKAGE};
 
 /// How often the epoch advances: a computing guest yields to the executor this often, so its
@@ -24,8 +25,8 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(2);
 /// Engine-wide settings.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
-    /// Where compiled components are cached (`None`: no disk cache).
-    pub cache_dir: Option<PathBuf>,
+    /// Where compiled components are cached on disk, if anywhere.
+    pub compile_cache: CompileCache,
     /// Largest linear memory any plugin may have, in bytes (the pooling allocator's slot size).
     pub max_memory_bytes: usize,
     /// How many plugin instances may exist at once.
@@ -35,7 +36,7 @@ pub struct EngineOptions {
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
-            cache_dir: Some(std::env::temp_dir().join("informant-component-cache")),
+            compile_cache: CompileCache::Default,
             max_memory_bytes: 256 << 20,
             max_instances: 256,
         }
@@ -61,10 +62,16 @@ pub struct PluginEngine {
     linker: Linker<State>,
     options: EngineOptions,
     engine_hash: String,
+    cache: Option<CacheDir>,
 }
 
 impl PluginEngine {
-    /// Builds the engine (pooling allocator, epoch interruption) and starts the epoch ticker.
+    /// Builds the engine (pooling allocator, epoch interruption), starts the epoch ticker, and
+    /// creates and checks the compile cache directory.
+    ///
+    /// A cache directory that cannot be created or fails its checks (the default or an explicit
+    /// one alike) is a warning naming the path and the reason, not an error: the cache only
+    /// saves time, and plugins load without it by compiling.
     pub fn new(options: EngineOptions) -> Result<Self, PluginError> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(options.max_instances)
@@ -106,11 +113,19 @@ impl PluginEngine {
                 }
             })
             .map_err(|e| PluginError::Engine(format!("epoch ticker: {e}")))?;
+        let cache = match CacheDir::open(&options.compile_cache) {
+            Ok(cache) => cache,
+            Err(e) => {
+                tracing::warn!(error = %e, "running without the compile cache: every plugin load compiles");
+                None
+            }
+        };
         Ok(PluginEngine {
             engine,
             linker,
             options,
             engine_hash,
+            cache,
         })
     }
 
@@ -122,6 +137,11 @@ impl PluginEngine {
     /// Engine-wide settings.
     pub fn options(&self) -> &EngineOptions {
         &self.options
+    }
+
+    /// The compile cache directory in use, once checked (`None`: every load compiles).
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache.as_ref().map(CacheDir::path)
     }
 
     /// Reads a plugin's wasm file and loads it (see [`PluginEngine::load_bytes`]).
@@ -150,29 +170,8 @@ impl PluginEngine {
             path: wasm_path.to_path_buf(),
             reason,
         };
-        let cached = self
-            .options
-            .cache_dir
-            .as_ref()
-            .map(|d| d.join(format!("{sha256}-{}.cwasm", self.engine_hash)));
-        let mut from_cache = false;
-        let component = match cached.as_ref().filter(|p| p.is_file()) {
-            Some(path) => {
-                // SAFETY: the file is an artifact this engine configuration serialized into our
-                // own cache directory, named by the source's hash and the engine's hash.
-                match unsafe { Component::deserialize_file(&self.engine, path) } {
-                    Ok(c) => {
-                        from_cache = true;
-                        c
-                    }
-                    Err(e) => {
-                        tracing::warn!(plugin = name, path = %path.display(), error = %e, "ignoring unusable compile cache entry");
-                        self.compile(bytes, cached.as_deref()).map_err(load_err)?
-                    }
-                }
-            }
-            None => self.compile(bytes, cached.as_deref()).map_err(load_err)?,
-        };
+        let entry = format!("{sha256}-{}.cwasm", self.engine_hash);
+        let (component, from_cache) = self.component(name, bytes, &entry).map_err(load_err)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             load_err(match self.contract_of(&component) {
                 Some(other) => format!(
@@ -206,27 +205,48 @@ impl PluginEngine {
             .map(|version| format!("{package}@{version}"))
     }
 
-    fn compile(&self, bytes: &[u8], cache_path: Option<&Path>) -> Result<Component, String> {
+    /// The component from cache entry `entry` when it is there and passes its checks, else
+    /// compiled (and written to the cache); `true` when it came from the cache.
+    fn component(
+        &self,
+        plugin: &str,
+        bytes: &[u8],
+        entry: &str,
+    ) -> Result<(Component, bool), String> {
+        if let Some(cache) = &self.cache {
+            match cache.read(entry) {
+                Ok(Some(artifact)) => {
+                    // SAFETY: `read` checked the very descriptor these bytes came from: a regular
+                    // file with one link, owned by this process's user and writable by no one
+                    // else, in a directory with the same properties. So it is an artifact this
+                    // user serialized, named by the hashes of the wasm and the engine; wasmtime
+                    // checks the engine compatibility again itself.
+                    match unsafe { Component::deserialize(&self.engine, &artifact) } {
+                        Ok(component) => return Ok((component, true)),
+                        Err(e) => {
+                            tracing::warn!(plugin, path = %cache.path().join(entry).display(), error = %e, "ignoring an unusable compile cache entry; recompiling")
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(plugin, error = %e, "ignoring a compile cache entry; recompiling")
+                }
+            }
+        }
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
-        if let Some(path) = cache_path
-            && let Err(e) = write_cache(&component, path)
-        {
-            tracing::warn!(path = %path.display(), error = %e, "could not write compile cache");
+        if let Some(cache) = &self.cache {
+            let written = component
+                .serialize()
+                .map_err(|e| e.to_string())
+                .and_then(|artifact| cache.write(entry, &artifact).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                tracing::warn!(plugin, path = %cache.path().join(entry).display(), error = %e, "could not write the compile cache");
+            }
         }
-        Ok(component)
+        Ok((component, false))
     }
-}
-
-/// Writes atomically (temp file + rename) so a concurrent reader never sees half an artifact.
-fn write_cache(component: &Component, path: &Path) -> Result<(), String> {
-    let bytes = component.serialize().map_err(|e| e.to_string())?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
 }
 
 fn hex(bytes: &[u8]) -> String {
