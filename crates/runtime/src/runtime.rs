@@ -23,7 +23,8 @@ use crate::informer::{
 };
 use crate::leader::{LeaderElector, Leadership, LeaseConfig};
 use crate::plugin::{
-    CompileCache, EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, Reloader,
+    CompileCache, EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport,
+    Reloader,
 };
 
 /// Errors starting or running a [`Runtime`] or [`Replica`]; each names what failed.

@@ -25,8 +25,9 @@ pub struct CompileCacheArgs {
     #[arg(long, value_name = "DIR", env = "INFORMANT_CACHE_DIR")]
     cache_dir: Option<PathBuf>,
     /// Never read or write the compile cache: every plugin load compiles (for read-only
-    /// filesystems). Overrides --cache-dir.
-    #[arg(long, env = "INFORMANT_NO_COMPILE_CACHE")]
+    /// filesystems). Overrides --cache-dir. The environment variable takes 1/0, true/false,
+    /// yes/no or on/off.
+    #[arg(long, env = "INFORMANT_NO_COMPILE_CACHE", value_parser = clap::builder::BoolishValueParser::new())]
     no_compile_cache: bool,
 }
 

@@ -16,8 +16,7 @@
 //!   reader never sees half an artifact.
 
 use std::ffi::OsString;
-use std::fs::{self, Metadata};
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 /// Largest entry read back; the biggest real artifacts are a few tens of MiB.
@@ -76,13 +75,6 @@ fn io_error(path: &Path, what: &'static str) -> impl FnOnce(io::Error) -> Error 
     move |source| Error::Io { path, what, source }
 }
 
-fn refuse<T>(path: &Path, reason: impl Into<String>) -> Result<T> {
-    Err(Error::Unsafe {
-        path: path.to_path_buf(),
-        reason: reason.into(),
-    })
-}
-
 /// The default `informant` directory: under an absolute `XDG_CACHE_HOME` (relative values are
 /// invalid per the XDG Base Directory spec and ignored), else under an absolute `$HOME/.cache`.
 pub fn default_parent(xdg_cache_home: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
@@ -106,11 +98,9 @@ impl CacheDir {
             CompileCache::Off => Ok(None),
             CompileCache::Dir(dir) => Self::checked(&[dir]).map(Some),
             CompileCache::Default => {
-                let parent = default_parent(
-                    std::env::var_os("XDG_CACHE_HOME"),
-                    std::env::var_os("HOME"),
-                )
-                .ok_or(Error::NoDefault)?;
+                let parent =
+                    default_parent(std::env::var_os("XDG_CACHE_HOME"), std::env::var_os("HOME"))
+                        .ok_or(Error::NoDefault)?;
                 Self::checked(&[&parent, &parent.join("components")]).map(Some)
             }
         }
@@ -154,9 +144,18 @@ impl CacheDir {
 
 #[cfg(unix)]
 mod imp {
+    use std::fs::{self, Metadata};
+    use std::io::Read;
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 
     use super::*;
+
+    fn refuse<T>(path: &Path, reason: impl Into<String>) -> Result<T> {
+        Err(Error::Unsafe {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        })
+    }
 
     /// Owned by this process's effective user and writable by no one else.
     fn owned_and_private(path: &Path, md: &Metadata) -> Result<()> {
@@ -193,7 +192,8 @@ mod imp {
             Err(e) => return Err(io_error(dir, "cannot inspect the directory")(e)),
             Ok(_) => {}
         }
-        let md = fs::symlink_metadata(dir).map_err(io_error(dir, "cannot inspect the directory"))?;
+        let md =
+            fs::symlink_metadata(dir).map_err(io_error(dir, "cannot inspect the directory"))?;
         if md.file_type().is_symlink() {
             return refuse(dir, "a symbolic link; the cache must be a real directory");
         }
@@ -263,6 +263,7 @@ mod imp {
 
 #[cfg(all(test, unix))]
 mod tests {
+    use std::fs;
     use std::os::unix::fs::{PermissionsExt, symlink};
 
     use super::*;
@@ -401,7 +402,10 @@ mod tests {
         fs::create_dir(&parent).unwrap();
         chmod(&parent, 0o777);
         let err = CacheDir::checked(&[&parent, &parent.join("components")]).unwrap_err();
-        assert!(matches!(&err, Error::Unsafe { path, .. } if *path == parent), "{err}");
+        assert!(
+            matches!(&err, Error::Unsafe { path, .. } if *path == parent),
+            "{err}"
+        );
         assert!(!parent.join("components").exists());
     }
 
@@ -437,8 +441,9 @@ mod tests {
         cache.write("shared.cwasm", b"artifact").unwrap();
         chmod(&entry("shared.cwasm"), 0o620);
         fs::create_dir(entry("dir.cwasm")).unwrap();
-        let fifo = std::ffi::CString::new(entry("fifo.cwasm").into_os_string().into_encoded_bytes())
-            .unwrap();
+        let fifo =
+            std::ffi::CString::new(entry("fifo.cwasm").into_os_string().into_encoded_bytes())
+                .unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
 
@@ -446,7 +451,10 @@ mod tests {
             ("sym.cwasm", "a symbolic link"),
             ("hard.cwasm", "2 hard links"),
             ("real.cwasm", "2 hard links"),
-            ("shared.cwasm", "writable by its group or others (mode 0620)"),
+            (
+                "shared.cwasm",
+                "writable by its group or others (mode 0620)",
+            ),
             ("dir.cwasm", "not a regular file"),
             ("fifo.cwasm", "not a regular file"),
         ] {
@@ -461,7 +469,10 @@ mod tests {
 
         // Writing replaces the link itself, never what it points at.
         cache.write("sym.cwasm", b"fresh").unwrap();
-        assert_eq!(cache.read("sym.cwasm").unwrap().as_deref(), Some(&b"fresh"[..]));
+        assert_eq!(
+            cache.read("sym.cwasm").unwrap().as_deref(),
+            Some(&b"fresh"[..])
+        );
         assert_eq!(fs::read(entry("hard.cwasm")).unwrap(), b"artifact");
     }
 }

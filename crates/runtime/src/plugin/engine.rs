@@ -252,3 +252,188 @@ impl PluginEngine {
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// The smallest component: compiles, links nothing; enough for the cache's paths.
+    const EMPTY: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    fn engine(cache: CompileCache) -> PluginEngine {
+        PluginEngine::new(EngineOptions {
+            compile_cache: cache,
+            max_memory_bytes: 1 << 20,
+            max_instances: 1,
+        })
+        .unwrap()
+    }
+
+    /// The engine built with `cache`, and what it logged meanwhile.
+    fn engine_logging(cache: CompileCache) -> (PluginEngine, String) {
+        let captured = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let writer = {
+            let c = captured.clone();
+            move || Captured(c.clone())
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(writer)
+            .with_ansi(false)
+            .finish();
+        let engine = tracing::subscriber::with_default(subscriber, || engine(cache));
+        let logs = String::from_utf8(captured.lock().clone()).unwrap();
+        (engine, logs)
+    }
+
+    struct Captured(Arc<parking_lot::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Loads `EMPTY` through the cache: whether it came from there.
+    fn load(engine: &PluginEngine) -> bool {
+        engine.component("t", EMPTY, &entry(engine)).unwrap().1
+    }
+
+    fn entry(engine: &PluginEngine) -> String {
+        format!(
+            "{}-{}.cwasm",
+            hex(&Sha256::digest(EMPTY)),
+            engine.engine_hash
+        )
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn compiles_once_then_loads_from_a_fresh_0700_directory_leaving_no_temp_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("informant/components");
+        let engine = engine(CompileCache::Dir(dir.clone()));
+        assert_eq!(engine.cache_dir(), Some(dir.as_path()));
+        assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o7777, 0o700);
+        assert!(!load(&engine), "first load compiles");
+        assert!(load(&engine), "second load deserializes");
+        assert_eq!(names(&dir), [entry(&engine)]);
+        assert_eq!(
+            fs::metadata(dir.join(entry(&engine))).unwrap().mode() & 0o7777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn a_directory_others_may_write_is_refused_with_a_warning_and_plugins_still_compile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("shared");
+        fs::create_dir(&dir).unwrap();
+        chmod(&dir, 0o777);
+        let (engine, logs) = engine_logging(CompileCache::Dir(dir.clone()));
+        assert_eq!(engine.cache_dir(), None);
+        assert!(logs.contains("WARN"), "{logs}");
+        assert!(logs.contains(&format!("`{}`", dir.display())), "{logs}");
+        assert!(
+            logs.contains("refused: writable by its group or others (mode 0777)"),
+            "{logs}"
+        );
+        assert!(!load(&engine));
+        assert!(!load(&engine));
+        assert!(names(&dir).is_empty(), "nothing written: {:?}", names(&dir));
+    }
+
+    #[test]
+    fn a_symlinked_directory_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        fs::create_dir(&real).unwrap();
+        chmod(&real, 0o700);
+        let link = tmp.path().join("link");
+        symlink(&real, &link).unwrap();
+        let (engine, logs) = engine_logging(CompileCache::Dir(link.clone()));
+        assert_eq!(engine.cache_dir(), None);
+        assert!(logs.contains(&format!("`{}`", link.display())), "{logs}");
+        assert!(logs.contains("symbolic link"), "{logs}");
+        assert!(!load(&engine));
+        assert!(names(&real).is_empty());
+    }
+
+    /// Each planted entry holds a valid artifact, so `from_cache` would be true had it been
+    /// deserialized; instead it is recompiled and replaced by a private regular file.
+    #[test]
+    fn planted_entries_are_recompiled_and_replaced_never_deserialized() {
+        type Plant = fn(&Path, &Path);
+        let plants: [(&str, Plant); 3] = [
+            ("a symlink to a valid artifact", |entry, dir| {
+                let elsewhere = dir.join("elsewhere");
+                fs::rename(entry, &elsewhere).unwrap();
+                symlink(&elsewhere, entry).unwrap();
+            }),
+            ("a hard link", |entry, dir| {
+                fs::hard_link(entry, dir.join("other")).unwrap();
+            }),
+            ("group-writable", |entry, _| chmod(entry, 0o620)),
+        ];
+        for (what, plant) in plants {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir: PathBuf = tmp.path().join("c");
+            let engine = engine(CompileCache::Dir(dir.clone()));
+            let path = dir.join(entry(&engine));
+            assert!(!load(&engine), "{what}");
+            assert!(load(&engine), "{what}");
+            let original = fs::read(&path).unwrap();
+            plant(&path, &dir);
+
+            assert!(!load(&engine), "{what}: deserialized");
+            let md = fs::symlink_metadata(&path).unwrap();
+            assert!(md.file_type().is_file(), "{what}: not replaced");
+            assert_eq!(md.nlink(), 1, "{what}");
+            assert_eq!(md.mode() & 0o7777, 0o600, "{what}");
+            assert_eq!(fs::read(&path).unwrap(), original, "{what}");
+            assert!(load(&engine), "{what}: the replacement is used");
+        }
+    }
+
+    #[test]
+    fn an_entry_that_does_not_deserialize_is_recompiled_and_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("c");
+        let engine = engine(CompileCache::Dir(dir.clone()));
+        let path = dir.join(entry(&engine));
+        assert!(!load(&engine));
+        let original = fs::read(&path).unwrap();
+        fs::write(&path, b"not an artifact").unwrap();
+        assert!(!load(&engine));
+        assert_eq!(fs::read(&path).unwrap(), original);
+        assert!(load(&engine));
+    }
+
+    #[test]
+    fn the_cache_can_be_off() {
+        let engine = engine(CompileCache::Off);
+        assert_eq!(engine.cache_dir(), None);
+        assert!(!load(&engine));
+        assert!(!load(&engine));
+    }
+}
