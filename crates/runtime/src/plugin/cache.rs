@@ -14,6 +14,11 @@
 //! - An entry is written into a fresh temp file (`O_EXCL`, random name, 0600) in the directory,
 //!   synced and renamed into place: no one can predict or pre-create the temp file, and a
 //!   reader never sees half an artifact.
+//!
+//! Not covered: the directories are checked once, when the engine starts. Someone who may
+//! write the directory *above* a checked one could later swap it for their own, where they
+//! could rename this user's artifacts (they cannot write one the entry checks accept); the
+//! default location's `informant` directory is checked for exactly that reason.
 
 use std::ffi::OsString;
 use std::io::{self, Write};

@@ -218,9 +218,10 @@ impl PluginEngine {
                 Ok(Some(artifact)) => {
                     // SAFETY: `read` checked the very descriptor these bytes came from: a regular
                     // file with one link, owned by this process's user and writable by no one
-                    // else, in a directory with the same properties. So it is an artifact this
-                    // user serialized, named by the hashes of the wasm and the engine; wasmtime
-                    // checks the engine compatibility again itself.
+                    // else, in a directory that passed the same checks when the engine started.
+                    // So only this user can have written it: an artifact serialized by this
+                    // code, named by the hashes of the wasm and the engine (whose compatibility
+                    // wasmtime checks again itself).
                     match unsafe { Component::deserialize(&self.engine, &artifact) } {
                         Ok(component) => return Ok((component, true)),
                         Err(e) => {
