@@ -19,8 +19,8 @@ use informant_runtime::informer::{
 };
 use informant_runtime::plugin::host::WitResource;
 use informant_runtime::plugin::{
-    CacheView, EngineOptions, InstanceSpec, LogRate, PluginEngine, RestartPolicy, Supervisor,
-    TextLimits,
+    CacheView, CompileCache, EngineOptions, InstanceSpec, LogRate, PluginEngine, RestartPolicy,
+    Supervisor, TextLimits,
 };
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
 use kube::api::Api;
@@ -330,7 +330,7 @@ async fn main() {
     let wasm = informant_tests::plugins::wasm("hostile");
     let cache_dir = tempfile::tempdir().unwrap();
     let engine = PluginEngine::new(EngineOptions {
-        cache_dir: Some(cache_dir.path().to_path_buf()),
+        compile_cache: CompileCache::Dir(cache_dir.path().to_path_buf()),
         ..Default::default()
     })
     .unwrap();

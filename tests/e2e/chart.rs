@@ -255,6 +255,7 @@ fn default_values_render_every_kind_with_least_privilege() {
         "--lease-duration=15",
         "--admin=0.0.0.0:9090",
         "--plugins=/plugins",
+        "--cache-dir=/var/cache/informant/components",
     ] {
         assert!(
             args.iter().any(|a| a == want),
@@ -277,8 +278,25 @@ fn default_values_render_every_kind_with_least_privilege() {
         .collect();
     assert_eq!(
         volumes,
-        ["config", "plugins", "tmp"].map(String::from).into()
+        ["compile-cache", "config", "plugins"]
+            .map(String::from)
+            .into()
     );
+    // The compile cache is a subdirectory the process creates in its own emptyDir.
+    let cache = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "compile-cache")
+        .unwrap();
+    assert_eq!(cache["emptyDir"], json!({}));
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    let mount = mounts
+        .iter()
+        .find(|m| m["name"] == "compile-cache")
+        .unwrap();
+    assert_eq!(mount["mountPath"], "/var/cache/informant");
+    assert_ne!(mount["readOnly"], true);
 }
 
 #[test]

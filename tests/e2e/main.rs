@@ -3,6 +3,7 @@
 
 mod admin;
 mod chart;
+mod compile_cache;
 mod devloop;
 mod example_plugins;
 mod execution;

@@ -23,7 +23,8 @@ use crate::informer::{
 };
 use crate::leader::{LeaderElector, Leadership, LeaseConfig};
 use crate::plugin::{
-    EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, Reloader,
+    CompileCache, EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport,
+    Reloader,
 };
 
 /// Errors starting or running a [`Runtime`] or [`Replica`]; each names what failed.
@@ -89,6 +90,8 @@ pub struct RuntimeOptions {
     pub factory: FactoryOptions,
     /// The plugin engine to share (default: a new one sized by `config`).
     pub engine: Option<Arc<PluginEngine>>,
+    /// Where that new engine caches compiled plugins (unused with `engine`).
+    pub compile_cache: CompileCache,
     /// Where plugins' log lines are also broadcast (tests, embedders); the host makes its own
     /// channel otherwise.
     pub plugin_logs: Option<broadcast::Sender<PluginLog>>,
@@ -122,6 +125,7 @@ impl Runtime {
                     // The engine's memory slots must fit the largest cap a manifest may get.
                     None => Arc::new(PluginEngine::new(EngineOptions {
                         max_memory_bytes: (opts.config.max_memory_mib as usize) << 20,
+                        compile_cache: opts.compile_cache.clone(),
                         ..Default::default()
                     })?),
                 };

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{Result, bail};
 use informant_devserver::builtin_scope;
 use informant_runtime::plugin::check::{CheckRequest, check, manifest_beside};
-use informant_runtime::plugin::{EngineOptions, PluginEngine};
+use informant_runtime::plugin::{CompileCache, EngineOptions, PluginEngine};
 
 /// Arguments of `informant check`.
 #[derive(clap::Args)]
@@ -34,7 +34,7 @@ pub async fn run(args: Args) -> Result<()> {
         tenant: args.tenant.unwrap_or_default(),
     };
     let engine = PluginEngine::new(EngineOptions {
-        cache_dir: None,
+        compile_cache: CompileCache::Off,
         max_instances: 1,
         ..Default::default()
     })?;

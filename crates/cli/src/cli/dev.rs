@@ -46,6 +46,8 @@ pub struct Args {
     /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 127.0.0.1:9090).
     #[arg(long, value_name = "ADDR")]
     admin: Option<SocketAddr>,
+    #[command(flatten)]
+    cache: super::CompileCacheArgs,
 }
 
 /// Runs until SIGINT (Ctrl-C) or SIGTERM.
@@ -81,6 +83,7 @@ pub async fn run(args: Args) -> Result<()> {
             admin: args.admin,
             config: super::host_config(args.config.as_deref())?,
             config_path: args.config.clone(),
+            compile_cache: args.cache.compile_cache(),
             ..Default::default()
         },
     )

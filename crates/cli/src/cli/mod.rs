@@ -9,10 +9,38 @@ pub mod record;
 pub mod replay;
 pub mod run;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use informant_runtime::plugin::CompileCache;
 pub use informant_runtime::runtime::{host_config, watch_informer};
+
+/// Compile cache flags of the commands that load plugins.
+#[derive(clap::Args)]
+pub struct CompileCacheArgs {
+    /// Where compiled plugins are cached (default: $XDG_CACHE_HOME/informant/components, else
+    /// ~/.cache/informant/components). Created 0700 if missing; used only if it is a real
+    /// directory (not a symlink) owned by this user and writable by no one else, otherwise a
+    /// warning says why and plugins load by compiling.
+    #[arg(long, value_name = "DIR", env = "INFORMANT_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
+    /// Never read or write the compile cache: every plugin load compiles (for read-only
+    /// filesystems). Overrides --cache-dir. The environment variable takes 1/0, true/false,
+    /// yes/no or on/off.
+    #[arg(long, env = "INFORMANT_NO_COMPILE_CACHE", value_parser = clap::builder::BoolishValueParser::new())]
+    no_compile_cache: bool,
+}
+
+impl CompileCacheArgs {
+    /// The engine's compile cache setting.
+    pub fn compile_cache(&self) -> CompileCache {
+        match (&self.cache_dir, self.no_compile_cache) {
+            (_, true) => CompileCache::Off,
+            (Some(dir), false) => CompileCache::Dir(dir.clone()),
+            (None, false) => CompileCache::Default,
+        }
+    }
+}
 
 /// A client from a kubeconfig file, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).
 pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client> {

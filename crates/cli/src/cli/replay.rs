@@ -22,6 +22,8 @@ pub struct Args {
     /// Objects in the cache before the first event (multi-document YAML).
     #[arg(long, value_name = "FILE.yaml")]
     objects: Option<PathBuf>,
+    #[command(flatten)]
+    cache: super::CompileCacheArgs,
 }
 
 /// Prints the plugin's log lines on stdout as they come, and a summary on stderr.
@@ -31,7 +33,10 @@ pub async fn run(args: Args) -> Result<()> {
         Some(f) => read_yaml_objects(f)?,
         None => Vec::new(),
     };
-    let engine = Arc::new(PluginEngine::new(EngineOptions::default())?);
+    let engine = Arc::new(PluginEngine::new(EngineOptions {
+        compile_cache: args.cache.compile_cache(),
+        ..Default::default()
+    })?);
     let config = ReplayConfig {
         wasm: args.plugin.clone(),
         manifest: args.manifest,

@@ -37,6 +37,8 @@ pub struct Args {
     admin: Option<SocketAddr>,
     #[command(flatten)]
     election: Election,
+    #[command(flatten)]
+    cache: super::CompileCacheArgs,
 }
 
 /// Leader-election flags: with `--leader-elect`, replicas run active/standby.
@@ -107,6 +109,7 @@ pub async fn run(args: Args) -> Result<()> {
         admin: args.admin,
         config: super::host_config(args.config.as_deref())?,
         config_path: args.config.clone(),
+        compile_cache: args.cache.compile_cache(),
         ..Default::default()
     };
     let lease = args.election.config(&client);

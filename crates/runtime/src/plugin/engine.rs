@@ -1,13 +1,13 @@
 //! The one wasmtime `Engine` and `Linker` of the process, the epoch ticker that enforces
-//! deadlines, and the on-disk cache of compiled components.
+//! deadlines, and loading components through the compile cache.
 //!
 //! Compiling a component costs tens of milliseconds; deserializing a precompiled one ~0.1 ms. So
-//! compiled artifacts are cached under `CACHE_DIR/<sha256 of the wasm>-<engine hash>.cwasm`, and
-//! each plugin version gets one `PluginPre` at load time: nothing is compiled or linked on the
-//! event path.
+//! compiled artifacts are cached as `<sha256 of the wasm>-<engine hash>.cwasm` in a checked
+//! directory (see [`super::cache`]), and each plugin version gets one `PluginPre` at load time:
+//! nothing is compiled or linked on the event path.
 
 use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
@@ -15,6 +15,7 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use super::PluginError;
+use super::cache::{CacheDir, CompileCache};
 use super::host::{Plugin, PluginPre, State, WIT_PACKAGE};
 
 /// How often the epoch advances: a computing guest yields to the executor this often, so its
@@ -24,8 +25,8 @@ pub const EPOCH_TICK: Duration = Duration::from_millis(2);
 /// Engine-wide settings.
 #[derive(Debug, Clone)]
 pub struct EngineOptions {
-    /// Where compiled components are cached (`None`: no disk cache).
-    pub cache_dir: Option<PathBuf>,
+    /// Where compiled components are cached on disk, if anywhere.
+    pub compile_cache: CompileCache,
     /// Largest linear memory any plugin may have, in bytes (the pooling allocator's slot size).
     pub max_memory_bytes: usize,
     /// How many plugin instances may exist at once.
@@ -35,7 +36,7 @@ pub struct EngineOptions {
 impl Default for EngineOptions {
     fn default() -> Self {
         EngineOptions {
-            cache_dir: Some(std::env::temp_dir().join("informant-component-cache")),
+            compile_cache: CompileCache::Default,
             max_memory_bytes: 256 << 20,
             max_instances: 256,
         }
@@ -61,10 +62,16 @@ pub struct PluginEngine {
     linker: Linker<State>,
     options: EngineOptions,
     engine_hash: String,
+    cache: Option<CacheDir>,
 }
 
 impl PluginEngine {
-    /// Builds the engine (pooling allocator, epoch interruption) and starts the epoch ticker.
+    /// Builds the engine (pooling allocator, epoch interruption), starts the epoch ticker, and
+    /// creates and checks the compile cache directory.
+    ///
+    /// A cache directory that cannot be created or fails its checks (the default or an explicit
+    /// one alike) is a warning naming the path and the reason, not an error: the cache only
+    /// saves time, and plugins load without it by compiling.
     pub fn new(options: EngineOptions) -> Result<Self, PluginError> {
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(options.max_instances)
@@ -106,11 +113,19 @@ impl PluginEngine {
                 }
             })
             .map_err(|e| PluginError::Engine(format!("epoch ticker: {e}")))?;
+        let cache = match CacheDir::open(&options.compile_cache) {
+            Ok(cache) => cache,
+            Err(e) => {
+                tracing::warn!(error = %e, "running without the compile cache: every plugin load compiles");
+                None
+            }
+        };
         Ok(PluginEngine {
             engine,
             linker,
             options,
             engine_hash,
+            cache,
         })
     }
 
@@ -122,6 +137,11 @@ impl PluginEngine {
     /// Engine-wide settings.
     pub fn options(&self) -> &EngineOptions {
         &self.options
+    }
+
+    /// The compile cache directory in use, once checked (`None`: every load compiles).
+    pub fn cache_dir(&self) -> Option<&Path> {
+        self.cache.as_ref().map(CacheDir::path)
     }
 
     /// Reads a plugin's wasm file and loads it (see [`PluginEngine::load_bytes`]).
@@ -150,29 +170,8 @@ impl PluginEngine {
             path: wasm_path.to_path_buf(),
             reason,
         };
-        let cached = self
-            .options
-            .cache_dir
-            .as_ref()
-            .map(|d| d.join(format!("{sha256}-{}.cwasm", self.engine_hash)));
-        let mut from_cache = false;
-        let component = match cached.as_ref().filter(|p| p.is_file()) {
-            Some(path) => {
-                // SAFETY: the file is an artifact this engine configuration serialized into our
-                // own cache directory, named by the source's hash and the engine's hash.
-                match unsafe { Component::deserialize_file(&self.engine, path) } {
-                    Ok(c) => {
-                        from_cache = true;
-                        c
-                    }
-                    Err(e) => {
-                        tracing::warn!(plugin = name, path = %path.display(), error = %e, "ignoring unusable compile cache entry");
-                        self.compile(bytes, cached.as_deref()).map_err(load_err)?
-                    }
-                }
-            }
-            None => self.compile(bytes, cached.as_deref()).map_err(load_err)?,
-        };
+        let entry = format!("{sha256}-{}.cwasm", self.engine_hash);
+        let (component, from_cache) = self.component(name, bytes, &entry).map_err(load_err)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             load_err(match self.contract_of(&component) {
                 Some(other) => format!(
@@ -206,29 +205,236 @@ impl PluginEngine {
             .map(|version| format!("{package}@{version}"))
     }
 
-    fn compile(&self, bytes: &[u8], cache_path: Option<&Path>) -> Result<Component, String> {
+    /// The component from cache entry `entry` when it is there and passes its checks, else
+    /// compiled (and written to the cache); `true` when it came from the cache.
+    fn component(
+        &self,
+        plugin: &str,
+        bytes: &[u8],
+        entry: &str,
+    ) -> Result<(Component, bool), String> {
+        if let Some(cache) = &self.cache {
+            match cache.read(entry) {
+                Ok(Some(artifact)) => {
+                    // SAFETY: `read` checked the very descriptor these bytes came from: a regular
+                    // file with one link, owned by this process's user and writable by no one
+                    // else, in a directory that passed the same checks when the engine started.
+                    // So only this user can have written it: an artifact serialized by this
+                    // code, named by the hashes of the wasm and the engine (whose compatibility
+                    // wasmtime checks again itself).
+                    match unsafe { Component::deserialize(&self.engine, &artifact) } {
+                        Ok(component) => return Ok((component, true)),
+                        Err(e) => {
+                            tracing::warn!(plugin, path = %cache.path().join(entry).display(), error = %e, "ignoring an unusable compile cache entry; recompiling")
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(plugin, error = %e, "ignoring a compile cache entry; recompiling")
+                }
+            }
+        }
         let component = Component::new(&self.engine, bytes)
             .map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
-        if let Some(path) = cache_path
-            && let Err(e) = write_cache(&component, path)
-        {
-            tracing::warn!(path = %path.display(), error = %e, "could not write compile cache");
+        if let Some(cache) = &self.cache {
+            let written = component
+                .serialize()
+                .map_err(|e| e.to_string())
+                .and_then(|artifact| cache.write(entry, &artifact).map_err(|e| e.to_string()));
+            if let Err(e) = written {
+                tracing::warn!(plugin, path = %cache.path().join(entry).display(), error = %e, "could not write the compile cache");
+            }
         }
-        Ok(component)
+        Ok((component, false))
     }
-}
-
-/// Writes atomically (temp file + rename) so a concurrent reader never sees half an artifact.
-fn write_cache(component: &Component, path: &Path) -> Result<(), String> {
-    let bytes = component.serialize().map_err(|e| e.to_string())?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    std::fs::write(&tmp, bytes).map_err(|e| e.to_string())?;
-    std::fs::rename(&tmp, path).map_err(|e| e.to_string())
 }
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    use std::fs;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::*;
+
+    /// The smallest component: compiles, links nothing; enough for the cache's paths.
+    const EMPTY: &[u8] = b"\0asm\x0d\0\x01\0";
+
+    fn engine(cache: CompileCache) -> PluginEngine {
+        PluginEngine::new(EngineOptions {
+            compile_cache: cache,
+            max_memory_bytes: 1 << 20,
+            max_instances: 1,
+        })
+        .unwrap()
+    }
+
+    /// The engine built with `cache`, and what it logged meanwhile.
+    fn engine_logging(cache: CompileCache) -> (PluginEngine, String) {
+        let captured = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let writer = {
+            let c = captured.clone();
+            move || Captured(c.clone())
+        };
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(writer)
+            .with_ansi(false)
+            .finish();
+        let engine = tracing::subscriber::with_default(subscriber, || engine(cache));
+        let logs = String::from_utf8(captured.lock().clone()).unwrap();
+        (engine, logs)
+    }
+
+    struct Captured(Arc<parking_lot::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Loads `EMPTY` through the cache: whether it came from there.
+    fn load(engine: &PluginEngine) -> bool {
+        engine.component("t", EMPTY, &entry(engine)).unwrap().1
+    }
+
+    fn entry(engine: &PluginEngine) -> String {
+        format!(
+            "{}-{}.cwasm",
+            hex(&Sha256::digest(EMPTY)),
+            engine.engine_hash
+        )
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+    }
+
+    #[test]
+    fn compiles_once_then_loads_from_a_fresh_0700_directory_leaving_no_temp_files() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("informant/components");
+        let engine = engine(CompileCache::Dir(dir.clone()));
+        assert_eq!(engine.cache_dir(), Some(dir.as_path()));
+        assert_eq!(fs::metadata(&dir).unwrap().mode() & 0o7777, 0o700);
+        assert!(!load(&engine), "first load compiles");
+        assert!(load(&engine), "second load deserializes");
+        assert_eq!(names(&dir), [entry(&engine)]);
+        assert_eq!(
+            fs::metadata(dir.join(entry(&engine))).unwrap().mode() & 0o7777,
+            0o600
+        );
+    }
+
+    #[test]
+    fn a_directory_others_may_write_is_refused_with_a_warning_and_plugins_still_compile() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("shared");
+        fs::create_dir(&dir).unwrap();
+        chmod(&dir, 0o777);
+        let (engine, logs) = engine_logging(CompileCache::Dir(dir.clone()));
+        assert_eq!(engine.cache_dir(), None);
+        assert!(logs.contains("WARN"), "{logs}");
+        assert!(logs.contains(&format!("`{}`", dir.display())), "{logs}");
+        assert!(
+            logs.contains("refused: writable by its group or others (mode 0777)"),
+            "{logs}"
+        );
+        assert!(!load(&engine));
+        assert!(!load(&engine));
+        assert!(names(&dir).is_empty(), "nothing written: {:?}", names(&dir));
+    }
+
+    #[test]
+    fn a_symlinked_directory_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("real");
+        fs::create_dir(&real).unwrap();
+        chmod(&real, 0o700);
+        let link = tmp.path().join("link");
+        symlink(&real, &link).unwrap();
+        let (engine, logs) = engine_logging(CompileCache::Dir(link.clone()));
+        assert_eq!(engine.cache_dir(), None);
+        assert!(logs.contains(&format!("`{}`", link.display())), "{logs}");
+        assert!(logs.contains("symbolic link"), "{logs}");
+        assert!(!load(&engine));
+        assert!(names(&real).is_empty());
+    }
+
+    /// Each planted entry holds a valid artifact, so `from_cache` would be true had it been
+    /// deserialized; instead it is recompiled and replaced by a private regular file.
+    #[test]
+    fn planted_entries_are_recompiled_and_replaced_never_deserialized() {
+        type Plant = fn(&Path, &Path);
+        let plants: [(&str, Plant); 3] = [
+            ("a symlink to a valid artifact", |entry, dir| {
+                let elsewhere = dir.join("elsewhere");
+                fs::rename(entry, &elsewhere).unwrap();
+                symlink(&elsewhere, entry).unwrap();
+            }),
+            ("a hard link", |entry, dir| {
+                fs::hard_link(entry, dir.join("other")).unwrap();
+            }),
+            ("group-writable", |entry, _| chmod(entry, 0o620)),
+        ];
+        for (what, plant) in plants {
+            let tmp = tempfile::tempdir().unwrap();
+            let dir: PathBuf = tmp.path().join("c");
+            let engine = engine(CompileCache::Dir(dir.clone()));
+            let path = dir.join(entry(&engine));
+            assert!(!load(&engine), "{what}");
+            assert!(load(&engine), "{what}");
+            let original = fs::read(&path).unwrap();
+            plant(&path, &dir);
+
+            assert!(!load(&engine), "{what}: deserialized");
+            let md = fs::symlink_metadata(&path).unwrap();
+            assert!(md.file_type().is_file(), "{what}: not replaced");
+            assert_eq!(md.nlink(), 1, "{what}");
+            assert_eq!(md.mode() & 0o7777, 0o600, "{what}");
+            assert_eq!(fs::read(&path).unwrap(), original, "{what}");
+            assert!(load(&engine), "{what}: the replacement is used");
+        }
+    }
+
+    #[test]
+    fn an_entry_that_does_not_deserialize_is_recompiled_and_replaced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("c");
+        let engine = engine(CompileCache::Dir(dir.clone()));
+        let path = dir.join(entry(&engine));
+        assert!(!load(&engine));
+        let original = fs::read(&path).unwrap();
+        fs::write(&path, b"not an artifact").unwrap();
+        assert!(!load(&engine));
+        assert_eq!(fs::read(&path).unwrap(), original);
+        assert!(load(&engine));
+    }
+
+    #[test]
+    fn the_cache_can_be_off() {
+        let engine = engine(CompileCache::Off);
+        assert_eq!(engine.cache_dir(), None);
+        assert!(!load(&engine));
+        assert!(!load(&engine));
+    }
 }

@@ -3,7 +3,8 @@
 //! - [`manifest`]: `NAME.toml`, validated while parsing.
 //! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
 //! - [`check`]: the offline check behind `informant check`.
-//! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines) and the compile cache.
+//! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
+//! - [`cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
 //! - [`host`]: the WIT bindings and the `cache`/`log` imports, reading only the plugin's stores.
 //! - [`instance`]: one live instance, `init` and `handle` under a deadline and a memory cap.
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
@@ -11,6 +12,7 @@
 //! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
 
 pub mod admission;
+pub mod cache;
 pub mod check;
 pub mod engine;
 pub mod host;
@@ -20,6 +22,7 @@ pub use informant_manifest as manifest;
 pub mod reload;
 pub mod supervisor;
 
+pub use cache::CompileCache;
 pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
 pub use host::{CacheView, Level, LogRate, PluginLog, TextLimits};
 pub use instance::{CallError, InstanceSpec};
