@@ -146,11 +146,22 @@ impl PluginEngine {
 
     /// Reads a plugin's wasm file and loads it (see [`PluginEngine::load_bytes`]).
     pub fn load(&self, name: &str, wasm_path: &Path) -> Result<LoadedComponent, PluginError> {
-        let bytes = std::fs::read(wasm_path).map_err(|e| PluginError::Load {
+        let failed = |reason: String| PluginError::Load {
             plugin: name.to_string(),
             path: wasm_path.to_path_buf(),
-            reason: format!("cannot read: {e}"),
-        })?;
+            reason,
+        };
+        let unreadable = |e: std::io::Error| failed(format!("cannot read: {e}"));
+        let mut file = std::fs::File::open(wasm_path).map_err(unreadable)?;
+        let opened = file.metadata().map_err(unreadable)?;
+        let max = super::loader::MAX_PLUGIN_FILE_BYTES;
+        let bytes = super::loader::read_capped(&mut file, &opened, max)
+            .map_err(unreadable)?
+            .map_err(|len| {
+                failed(format!(
+                    "it is {len} bytes; a component may be at most {max}"
+                ))
+            })?;
         self.load_bytes(name, wasm_path, &bytes)
     }
 

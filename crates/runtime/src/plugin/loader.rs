@@ -900,18 +900,28 @@ fn read_within(
             "it is {len} bytes; this file may be at most {max} bytes (`{key}` in informant.toml)"
         ))
     };
-    // The length is the file's claim (a sparse file claims anything): never allocate by it, and
-    // stop reading one byte past the limit in case it grows meanwhile.
+    read_capped(&mut file, &opened, max)
+        .map_err(unreadable)?
+        .map_err(too_big)
+}
+
+/// Reads `file` (whose metadata is `opened`) if it holds at most `max` bytes; otherwise its
+/// length. The length is the file's claim (a sparse file claims anything): it is never allocated
+/// by, and reading stops one byte past `max` in case the file grows meanwhile.
+pub(crate) fn read_capped(
+    file: &mut std::fs::File,
+    opened: &std::fs::Metadata,
+    max: u64,
+) -> std::io::Result<Result<Vec<u8>, u64>> {
     if opened.len() > max {
-        return Err(too_big(opened.len()));
+        return Ok(Err(opened.len()));
     }
     let mut bytes = Vec::with_capacity(opened.len() as usize);
-    std::io::Read::read_to_end(&mut std::io::Read::take(&mut file, max + 1), &mut bytes)
-        .map_err(unreadable)?;
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, max + 1), &mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(too_big(bytes.len() as u64));
+        return Ok(Err(bytes.len() as u64));
     }
-    Ok(bytes)
+    Ok(Ok(bytes))
 }
 
 /// Default largest `.wasm` the loader reads: components are a few MiB; anything far larger is
