@@ -28,6 +28,8 @@ pub mod plugin;
 pub mod replay;
 pub mod runtime;
 pub mod tenancy;
+#[cfg(test)]
+mod testing;
 
 pub use informant_informer as informer;
 pub use informant_manifest as manifest;

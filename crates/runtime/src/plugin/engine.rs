@@ -270,7 +270,6 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
     use std::path::PathBuf;
-    use std::sync::Arc;
 
     use super::*;
 
@@ -288,30 +287,9 @@ mod tests {
 
     /// The engine built with `cache`, and what it logged meanwhile.
     fn engine_logging(cache: CompileCache) -> (PluginEngine, String) {
-        let captured = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let writer = {
-            let c = captured.clone();
-            move || Captured(c.clone())
-        };
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(writer)
-            .with_ansi(false)
-            .finish();
-        let engine = tracing::subscriber::with_default(subscriber, || engine(cache));
-        let logs = String::from_utf8(captured.lock().clone()).unwrap();
-        (engine, logs)
-    }
-
-    struct Captured(Arc<parking_lot::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+        let captured = crate::testing::CapturedLogs::default();
+        let engine = tracing::subscriber::with_default(captured.subscriber(), || engine(cache));
+        (engine, captured.text())
     }
 
     /// Loads `EMPTY` through the cache: whether it came from there.

@@ -651,32 +651,10 @@ mod tests {
         assert_eq!(truncated("short".into(), 5), "short");
     }
 
-    /// A buffer the test's log subscriber writes into.
-    #[derive(Clone, Default)]
-    struct Captured(Arc<parking_lot::Mutex<Vec<u8>>>);
-
-    impl std::io::Write for Captured {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().extend_from_slice(buf);
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[tokio::test]
     async fn a_plugin_cannot_write_a_host_log_line() {
-        let captured = Captured::default();
-        let writer = {
-            let c = captured.clone();
-            move || c.clone()
-        };
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(writer)
-            .with_ansi(false)
-            .finish();
-        let _default = tracing::subscriber::set_default(subscriber);
+        let captured = crate::testing::CapturedLogs::default();
+        let _default = tracing::subscriber::set_default(captured.subscriber());
         let logs = broadcast::channel(8).0;
         let mut rx = logs.subscribe();
         let cache = Arc::new(CacheView::default());
@@ -687,7 +665,7 @@ mod tests {
             "done\n2026-11-23T00:00:00Z  ERROR informant: plugin=\"b\" tenant=\"team-b\" forged";
         let huge = format!("{forged}{}", "x".repeat(MAX_LOG_BYTES));
         informant::plugin::log::Host::log(&mut state, Level::Info, huge).await;
-        let text = String::from_utf8(captured.0.lock().clone()).unwrap();
+        let text = captured.text();
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(text.contains("done\\n2026"), "{text}");
         assert!(text.len() < MAX_LOG_BYTES + 512, "{} bytes", text.len());
@@ -698,7 +676,7 @@ mod tests {
         for i in 0..5 {
             informant::plugin::log::Host::log(&mut state, Level::Info, format!("flood {i}")).await;
         }
-        let text = String::from_utf8(captured.0.lock().clone()).unwrap();
+        let text = captured.text();
         assert_eq!(text.lines().count(), 2, "{text}");
         for i in 0..5 {
             assert_eq!(rx.recv().await.unwrap().message, format!("flood {i}"));
