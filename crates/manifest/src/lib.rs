@@ -34,6 +34,12 @@ pub use informant_selector::{FieldPath, LabelSelector};
 
 pub mod toml_error;
 
+#[cfg(any(test, feature = "proptest"))]
+#[doc(hidden)]
+pub mod mutate;
+#[cfg(test)]
+mod proptests;
+
 /// Index names the host builds in for every resource; a manifest cannot declare them.
 pub const BUILTIN_INDEXES: [&str; 3] = ["namespace", "label", "owner"];
 
@@ -124,6 +130,26 @@ impl TryFrom<String> for FieldPathText {
     }
 }
 
+/// A namespace checked while deserializing. An empty or malformed one is refused here rather
+/// than sent to the API server, where `""` would make a request path with an empty segment.
+fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    let b = s.as_bytes();
+    let ok = (1..=63).contains(&b.len())
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-');
+    if ok {
+        Ok(Some(s))
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "invalid namespace `{s}` (1-63 lowercase letters, digits and `-`, starting and \
+             ending with a letter or digit)"
+        )))
+    }
+}
+
 /// One resource a plugin watches.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -132,7 +158,8 @@ pub struct Watch {
     pub api_version: ApiVersion,
     /// The kind, e.g. `Deployment`.
     pub kind: String,
-    /// Only this namespace.
+    /// Only this namespace; a DNS-1123 label, as the API server requires.
+    #[serde(default, deserialize_with = "namespace")]
     pub namespace: Option<String>,
     /// Only objects matching this label selector.
     pub label_selector: Option<SelectorText>,
@@ -177,11 +204,23 @@ pub struct Manifest {
     /// What to watch.
     pub watch: Vec<Watch>,
     /// Handed to `init` as JSON.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "config_table")]
     pub config: toml::Table,
     /// Only read to refuse it with a reason better than "unknown field".
     #[serde(default, rename = "tenant")]
     tenant_claim: Option<toml::Value>,
+}
+
+/// `[config]` read as a value first: read as a table directly, a TOML datetime would pass as the
+/// table `{"$__toml_private_datetime" = ...}` and reach the plugin's `init` as that.
+fn config_table<'de, D: serde::Deserializer<'de>>(d: D) -> Result<toml::Table, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::Table(t) => Ok(t),
+        other => Err(serde::de::Error::custom(format!(
+            "invalid type: {}, expected a table",
+            other.type_str()
+        ))),
+    }
 }
 
 impl Manifest {
@@ -305,6 +344,18 @@ ignore-status = true
                 &["line 4", "invalid label selector `app in (web`"],
             ),
             (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"\"\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespace`",
+                    "invalid namespace ``",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"Team_A\"\n",
+                &["field `watch[0].namespace`", "invalid namespace `Team_A`"],
+            ),
+            (
                 "[[watch]]\napi-version = \"a/b/c\"\nkind = \"Pod\"\n",
                 &["line 2", "invalid api-version `a/b/c`"],
             ),
@@ -327,6 +378,10 @@ ignore-status = true
             (
                 "tenant = \"b\"\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
                 &["field `tenant`", "the directory it sits in"],
+            ),
+            (
+                "config = 1979-05-27T07:32:00Z\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+                &["line 1", "field `config`", "datetime, expected a table"],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

@@ -330,7 +330,7 @@ proptest! {
     /// `values_in` never panics, and finds no more values than the object holds scalars.
     #[test]
     fn values_in_any_json_is_bounded((_, text) in written_path(), root in json_value()) {
-        let p: FieldPath = text.parse().map_err(|e| TestCaseError::fail(e))?;
+        let p: FieldPath = text.parse().map_err(TestCaseError::fail)?;
         prop_assert!(p.values_in(&root).len() <= scalar_count(&root));
     }
 
@@ -345,7 +345,7 @@ proptest! {
             any::<bool>().prop_map(Value::Bool),
         ],
     ) {
-        let p: FieldPath = text.parse().map_err(|e| TestCaseError::fail(e))?;
+        let p: FieldPath = text.parse().map_err(TestCaseError::fail)?;
         let expected = match &leaf {
             Value::String(s) => s.clone(),
             other => other.to_string(),
