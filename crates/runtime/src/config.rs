@@ -24,6 +24,8 @@
 //! events-per-second = 1000     # shared by the tenant's plugins; default: unlimited
 //! ```
 
+#[cfg(test)]
+mod proptests;
 mod watch;
 
 pub use watch::ConfigWatcher;
