@@ -34,6 +34,12 @@ pub use informant_selector::{FieldPath, LabelSelector};
 
 pub mod toml_error;
 
+#[cfg(any(test, feature = "proptest"))]
+#[doc(hidden)]
+pub mod mutate;
+#[cfg(test)]
+mod proptests;
+
 /// Index names the host builds in for every resource; a manifest cannot declare them.
 pub const BUILTIN_INDEXES: [&str; 3] = ["namespace", "label", "owner"];
 
@@ -124,6 +130,15 @@ impl TryFrom<String> for FieldPathText {
     }
 }
 
+/// A namespace checked while deserializing. An empty or malformed one is refused here rather
+/// than sent to the API server, where `""` would make a request path with an empty segment.
+fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let s = String::deserialize(d)?;
+    informant_selector::names::check_namespace(&s)
+        .map_err(|why| serde::de::Error::custom(format!("invalid namespace: {why}")))?;
+    Ok(Some(s))
+}
+
 /// One resource a plugin watches.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -132,7 +147,8 @@ pub struct Watch {
     pub api_version: ApiVersion,
     /// The kind, e.g. `Deployment`.
     pub kind: String,
-    /// Only this namespace.
+    /// Only this namespace; a DNS-1123 label, as the API server requires.
+    #[serde(default, deserialize_with = "namespace")]
     pub namespace: Option<String>,
     /// Only objects matching this label selector.
     pub label_selector: Option<SelectorText>,
@@ -177,11 +193,23 @@ pub struct Manifest {
     /// What to watch.
     pub watch: Vec<Watch>,
     /// Handed to `init` as JSON.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "config_table")]
     pub config: toml::Table,
     /// Only read to refuse it with a reason better than "unknown field".
     #[serde(default, rename = "tenant")]
     tenant_claim: Option<toml::Value>,
+}
+
+/// `[config]` read as a value first: read as a table directly, a TOML datetime would pass as the
+/// table `{"$__toml_private_datetime" = ...}` and reach the plugin's `init` as that.
+fn config_table<'de, D: serde::Deserializer<'de>>(d: D) -> Result<toml::Table, D::Error> {
+    match toml::Value::deserialize(d)? {
+        toml::Value::Table(t) => Ok(t),
+        other => Err(serde::de::Error::custom(format!(
+            "invalid type: {}, expected a table",
+            other.type_str()
+        ))),
+    }
 }
 
 impl Manifest {
@@ -209,11 +237,6 @@ impl Manifest {
                 return Err(invalid(format!(
                     "field `watch[{i}].kind`: must not be empty"
                 )));
-            }
-            if let Some(ns) = &w.namespace
-                && let Err(why) = informant_selector::names::check_namespace(ns)
-            {
-                return Err(invalid(format!("field `watch[{i}].namespace`: {why}")));
             }
             if w.indexes.contains_key("") {
                 return Err(invalid(format!(
@@ -310,6 +333,21 @@ ignore-status = true
                 &["line 4", "invalid label selector `app in (web`"],
             ),
             (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"\"\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespace`",
+                    "invalid namespace: `` is not a namespace name: it is empty",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"Team_A\"\n",
+                &[
+                    "field `watch[0].namespace`",
+                    "invalid namespace: `Team_A` is not a namespace name",
+                ],
+            ),
+            (
                 "[[watch]]\napi-version = \"a/b/c\"\nkind = \"Pod\"\n",
                 &["line 2", "invalid api-version `a/b/c`"],
             ),
@@ -336,6 +374,10 @@ ignore-status = true
             (
                 "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"team-a-x/../team-b\"\n",
                 &["field `watch[0].namespace`", "not a namespace name", "`/`"],
+            ),
+            (
+                "config = 1979-05-27T07:32:00Z\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+                &["line 1", "field `config`", "datetime, expected a table"],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

@@ -32,6 +32,8 @@
 //! max-field-indexes = 16       # field indexes its plugins declare together; default 16
 //! ```
 
+#[cfg(test)]
+mod proptests;
 mod watch;
 
 pub use watch::ConfigWatcher;

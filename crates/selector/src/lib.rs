@@ -11,6 +11,8 @@
 
 mod field_path;
 pub mod names;
+#[cfg(test)]
+mod proptests;
 
 pub use field_path::FieldPath;
 
@@ -199,8 +201,14 @@ impl Parser<'_> {
         }
         let word = self.word();
         match word {
-            "in" => Ok(Requirement::In(key, self.value_set()?)),
-            "notin" => Ok(Requirement::NotIn(key, self.value_set()?)),
+            "in" => {
+                let set = self.value_set(&key)?;
+                Ok(Requirement::In(key, set))
+            }
+            "notin" => {
+                let set = self.value_set(&key)?;
+                Ok(Requirement::NotIn(key, set))
+            }
             "" => Err(format!(
                 "unexpected `{}` after key `{key}` at offset {}",
                 self.rest().chars().next().unwrap_or(' '),
@@ -232,7 +240,7 @@ impl Parser<'_> {
         Ok(v.to_string())
     }
 
-    fn value_set(&mut self) -> Result<BTreeSet<String>, String> {
+    fn value_set(&mut self, key: &str) -> Result<BTreeSet<String>, String> {
         self.skip_ws();
         self.expect("(")?;
         let mut set = BTreeSet::new();
@@ -246,7 +254,9 @@ impl Parser<'_> {
             self.expect(",")?;
         }
         if set.len() == 1 && set.contains("") {
-            return Err("a value set needs at least one value".into());
+            return Err(format!(
+                "the value set of key `{key}` needs at least one value"
+            ));
         }
         Ok(set)
     }
@@ -442,7 +452,10 @@ mod tests {
             ("=web", "expected a label key"),
             ("app in x", "expected `(`"),
             ("app in (a,b", "expected `,`"),
-            ("app notin ()", "at least one value"),
+            (
+                "app notin ()",
+                "value set of key `app` needs at least one value",
+            ),
             ("app foo bar", "unknown operator `foo`"),
             ("-bad=1", "label key `-bad`"),
             ("Bad_Prefix./x=1", "invalid prefix"),
