@@ -280,9 +280,27 @@ impl Manifest {
             .map(Duration::from_secs)
     }
 
-    /// `config` as JSON text for `init`.
+    /// `config` as JSON text for `init`; TOML dates and times become their RFC 3339 text.
     pub fn config_json(&self) -> String {
-        serde_json::to_string(&self.config).unwrap_or_else(|_| "{}".into())
+        let table = toml::Value::Table(self.config.clone());
+        json_of(&table).to_string()
+    }
+}
+
+/// A TOML value as JSON. serde would write a datetime as an object with a private key
+/// (`$__toml_private_datetime`); a plugin expects the text it wrote.
+fn json_of(v: &toml::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        toml::Value::String(s) => J::String(s.clone()),
+        toml::Value::Integer(i) => J::from(*i),
+        toml::Value::Float(f) => J::from(*f),
+        toml::Value::Boolean(b) => J::Bool(*b),
+        toml::Value::Datetime(d) => J::String(d.to_string()),
+        toml::Value::Array(a) => J::Array(a.iter().map(json_of).collect()),
+        toml::Value::Table(t) => {
+            J::Object(t.iter().map(|(k, v)| (k.clone(), json_of(v))).collect())
+        }
     }
 }
 
@@ -319,6 +337,20 @@ ignore-status = true
         assert_eq!(m.watch[0].api_version.split(), ("apps", "v1"));
         assert_eq!(m.watch[0].field_indexes().next().unwrap().0, "by-node");
         assert_eq!(m.config_json(), r#"{"ignore-status":true}"#);
+    }
+
+    #[test]
+    fn config_dates_reach_the_plugin_as_text() {
+        let m = parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nsince = 1979-05-27T07:32:00Z\nday = 1979-05-27\nnested = [{ at = 07:32:00 }]\n",
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&m.config_json()).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"since": "1979-05-27T07:32:00Z", "day": "1979-05-27",
+                "nested": [{"at": "07:32:00"}]})
+        );
     }
 
     #[test]
