@@ -126,5 +126,18 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether the same request may succeed later without any change on our side: the kind is
+    /// not served yet (a CRD not installed yet) or discovery itself failed (API server
+    /// unreachable, overloaded, or refusing us for now). Everything else is a mistake in what
+    /// was asked.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            Error::UnknownResource { .. } | Error::Discovery { .. }
+        )
+    }
+}
+
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
