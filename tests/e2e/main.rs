@@ -12,3 +12,4 @@ mod new;
 mod plugins;
 mod replay;
 mod tenancy;
+mod waiting;
