@@ -118,7 +118,10 @@ async fn a_plugin_waiting_for_its_crd_loads_when_the_crd_is_created() {
     );
     assert_eq!(entry(&plugins, "configmaps")["state"], "running");
     let (status, _, body) = get(addr, "/readyz").await;
-    assert_eq!(status, 200, "a plugin waiting for a kind does not make the host unready: {body}");
+    assert_eq!(
+        status, 200,
+        "a plugin waiting for a kind does not make the host unready: {body}"
+    );
     assert!(
         body.starts_with("ok\n") && body.contains("plugin `widgets` waits for kind `Widget`"),
         "{body}"
@@ -153,7 +156,10 @@ async fn a_plugin_waiting_for_its_crd_loads_when_the_crd_is_created() {
     assert_eq!(waiting("widgets"), 1, "waiting was logged once in all");
     let loaded = host_log.lines("plugin loaded");
     assert_eq!(
-        loaded.iter().filter(|l| l.field("plugin") == "widgets").count(),
+        loaded
+            .iter()
+            .filter(|l| l.field("plugin") == "widgets")
+            .count(),
         1,
         "{loaded:?}"
     );
@@ -175,10 +181,9 @@ async fn a_host_started_before_its_api_server_loads_its_plugins_once_it_is_up() 
     echo(dir.path(), "configmaps", "v1", "ConfigMap");
     // Nothing listens there yet.
     let api = free_addr();
-    let client = kube::Client::try_from(kube::Config::new(
-        format!("http://{api}").parse().unwrap(),
-    ))
-    .unwrap();
+    let client =
+        kube::Client::try_from(kube::Config::new(format!("http://{api}").parse().unwrap()))
+            .unwrap();
     let admin = free_addr();
     let (replica, logs) = replica(client, dir.path(), admin);
     let mut state = replica.state();

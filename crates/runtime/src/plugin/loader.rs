@@ -297,7 +297,10 @@ impl PluginHost {
     /// reconcile in progress.
     pub fn waiting(&self) -> Vec<(PluginId, Waiting)> {
         let waiting = self.waiting.read();
-        waiting.iter().map(|(id, w)| (id.clone(), w.clone())).collect()
+        waiting
+            .iter()
+            .map(|(id, w)| (id.clone(), w.clone()))
+            .collect()
     }
 
     /// Follows how many plugins wait.
@@ -555,7 +558,8 @@ impl PluginHost {
         }
         let count = waiting.len();
         *self.waiting.write() = waiting;
-        self.waiting_count.send_if_modified(|c| std::mem::replace(c, count) != count);
+        self.waiting_count
+            .send_if_modified(|c| std::mem::replace(c, count) != count);
         report
     }
 

@@ -97,8 +97,12 @@ impl RetryPlan {
     }
 }
 
-type CrdEvents =
-    Pin<Box<dyn Stream<Item = watcher::Result<Event<PartialObjectMeta<CustomResourceDefinition>>>> + Send>>;
+type CrdEvents = Pin<
+    Box<
+        dyn Stream<Item = watcher::Result<Event<PartialObjectMeta<CustomResourceDefinition>>>>
+            + Send,
+    >,
+>;
 
 /// Changes to the cluster's CRDs, debounced.
 struct CrdChanges {
@@ -171,7 +175,14 @@ mod tests {
 
     #[test]
     fn backoff_doubles_from_one_second_to_thirty_with_jitter() {
-        for (attempt, base) in [(0, 1.0), (1, 2.0), (2, 4.0), (4, 16.0), (5, 30.0), (40, 30.0)] {
+        for (attempt, base) in [
+            (0, 1.0),
+            (1, 2.0),
+            (2, 4.0),
+            (4, 16.0),
+            (5, 30.0),
+            (40, 30.0),
+        ] {
             let d = backoff(attempt).as_secs_f64();
             assert!(
                 (base * 0.8..=base * 1.2).contains(&d),

@@ -32,6 +32,7 @@ impl WaitingFor {
     /// What `error` waits for, when it is a refusal that may go away by itself.
     pub fn of(error: &PluginError) -> Option<WaitingFor> {
         match error {
+            PluginError::Watch { source, .. } if !source.is_transient() => None,
             PluginError::Watch {
                 source:
                     crate::informer::Error::UnknownResource {
@@ -123,7 +124,7 @@ mod tests {
     }
 
     #[test]
-    fn only_kinds_not_served_and_failed_discovery_wait() {
+    fn only_kinds_not_served_yet_and_failed_discovery_wait() {
         assert_eq!(
             WaitingFor::of(&not_served("Widget")),
             Some(WaitingFor::Kind {
@@ -137,6 +138,16 @@ mod tests {
             source: Box::new(kube::Error::LinesCodecMaxLineLengthExceeded),
         });
         assert_eq!(WaitingFor::of(&unreachable), Some(WaitingFor::ApiServer));
+        let typo = watch_error(crate::informer::Error::UnknownResource {
+            api_version: "v1".into(),
+            kind: "Pdo".into(),
+            reason: "no such kind".into(),
+        });
+        assert_eq!(
+            WaitingFor::of(&typo),
+            None,
+            "no CRD adds kinds to the core group"
+        );
         let scoped = watch_error(crate::informer::Error::ClusterScoped {
             kind: "Node".into(),
             namespace: "a".into(),
