@@ -369,23 +369,19 @@ impl PluginHost {
 
     /// Brings the loaded plugins in line with the directory.
     pub async fn reconcile(&self) -> ReconcileReport {
-        self.reconcile_only(None).await
+        self.reconcile_some(false).await
     }
 
     /// Tries the waiting plugins again, and only them: the others stay as they are (a broken
     /// plugin is not recompiled, nor its error logged again, on every retry). Plugins gone from
     /// disk are still removed.
     pub async fn retry_waiting(&self) -> ReconcileReport {
-        let only: BTreeSet<PluginId> = self.waiting.read().keys().cloned().collect();
-        self.reconcile_only(Some(only)).await
+        self.reconcile_some(true).await
     }
 
-    /// A reconcile of every plugin, or of `only` those.
-    async fn reconcile_only(&self, only: Option<BTreeSet<PluginId>>) -> ReconcileReport {
-        let mut report = ReconcileReport {
-            only: only.as_ref().map(|o| o.iter().cloned().collect()),
-            ..Default::default()
-        };
+    /// A reconcile of every plugin, or of the waiting ones only.
+    async fn reconcile_some(&self, waiting_only: bool) -> ReconcileReport {
+        let mut report = ReconcileReport::default();
         let found = match scan(&self.dir) {
             Ok(f) => f,
             Err(e) => {
@@ -395,6 +391,10 @@ impl PluginHost {
         };
         let config = self.config();
         let mut loaded = self.loaded.lock().await;
+        // Read under `loaded`, which every writer of `waiting` holds: no wait can slip by.
+        let only: Option<BTreeSet<PluginId>> =
+            waiting_only.then(|| self.waiting.read().keys().cloned().collect());
+        report.only = only.as_ref().map(|o| o.iter().cloned().collect());
         let gone: Vec<PluginId> = loaded
             .keys()
             .filter(|id| !found.contains_key(*id))
