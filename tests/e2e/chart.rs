@@ -213,7 +213,8 @@ fn default_values_render_every_kind_with_least_privilege() {
 
     assert_least_privilege(&r);
     let rules = rules(&r);
-    // The ClusterRole is exactly the watched resources, read-only.
+    // The ClusterRole is exactly the watched resources, read-only, and the CRDs (list, watch)
+    // that tell the host a waiting plugin's kind is served.
     let cluster: BTreeSet<(String, String)> = rules
         .iter()
         .filter(|x| x.0 == "ClusterRole")
@@ -224,6 +225,7 @@ fn default_values_render_every_kind_with_least_privilege() {
         ("", "configmaps"),
         ("apps", "deployments"),
         ("apps", "replicasets"),
+        ("apiextensions.k8s.io", "customresourcedefinitions"),
     ]
     .map(|(g, r)| (g.to_string(), r.to_string()))
     .into();
@@ -324,6 +326,11 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
         vec![
             (vec![String::new()], vec!["services".into()], read.clone()),
             (vec!["example.com".into()], vec!["widgets".into()], read),
+            (
+                vec!["apiextensions.k8s.io".into()],
+                vec!["customresourcedefinitions".into()],
+                vec!["list".into(), "watch".into()],
+            ),
         ]
     );
     assert_eq!(

@@ -13,3 +13,4 @@ mod new;
 mod plugins;
 mod replay;
 mod tenancy;
+mod waiting;

@@ -1,7 +1,8 @@
 //! Shared harness for the end-to-end tests: a recording handler whose waits are on real
 //! conditions (events received), never on sleeps; plugin building and a plugin host in
-//! [`plugins`].
+//! [`plugins`]; the host's own log lines in [`host_log`].
 
+pub mod host_log;
 pub mod http;
 pub mod plugins;
 

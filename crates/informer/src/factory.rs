@@ -83,7 +83,14 @@ impl InformerFactory {
         }
     }
 
-    /// Resolves `apiVersion` + `kind` through discovery (cached per factory).
+    /// The client its informers use.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Resolves `apiVersion` + `kind` through discovery. Answers are cached per factory; failures
+    /// never are, so a kind served later (a CRD installed, the API server back) resolves on the
+    /// next call.
     pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<ResolvedResource> {
         let (group, version) = match api_version.split_once('/') {
             Some((g, v)) => (g, v),

@@ -126,5 +126,19 @@ pub enum Error {
     },
 }
 
+impl Error {
+    /// Whether the same request may succeed later without any change on our side: the kind is
+    /// not served yet (a CRD not installed yet) or discovery itself failed (API server
+    /// unreachable, overloaded, or refusing us for now). Everything else is a mistake in what
+    /// was asked — including a kind the core group (`v1`) lacks, since no CRD can add one there.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::UnknownResource { api_version, .. } => api_version.contains('/'),
+            Error::Discovery { .. } => true,
+            _ => false,
+        }
+    }
+}
+
 /// `Result` with this module's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -3,6 +3,10 @@
 //!
 //! - [`Runtime`]: informers, the plugin host with hot reload, the config watcher, the admin
 //!   server and `--watch` loggers, started over one [`InformerFactory`] and stopped in order.
+//!   Nothing the cluster may fix by itself stops it: an API server not reachable yet, a kind
+//!   not served yet (a CRD not installed yet) or an informer that never syncs are waited for
+//!   and retried — plugins by the reloader (see [`crate::plugin::waiting`]), `--watch` kinds
+//!   by a task each — never a reason to exit.
 //! - [`Replica`]: a [`Runtime`] run as one replica of a deployment: without leader election it
 //!   runs at once; with it, only while holding the Lease (a standby serves a ready `/readyz`
 //!   and starts nothing; a leader that loses the Lease stops within the lease's safety margin
@@ -14,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
 use crate::admin::{AdminServer, AdminState};
 use crate::config::ConfigWatcher;
@@ -106,10 +110,15 @@ pub struct Runtime {
     reloader: Option<Reloader>,
     config_watcher: Option<ConfigWatcher>,
     admin: Option<AdminServer>,
+    /// `--watch` kinds not served yet, retried until they are; aborted when dropped.
+    _watch_retries: JoinSet<()>,
 }
 
 impl Runtime {
-    /// Loads the plugins (if any) with hot reload, adds event loggers, and waits for sync.
+    /// Loads the plugins (if any) with hot reload, adds event loggers, and waits (bounded) for
+    /// the loggers' informers to sync. Plugins and `--watch` kinds that must wait (API server
+    /// not answering, kind not served) are retried in the background; only a mistake in what
+    /// was asked (a malformed `--watch`, an unusable address or directory) is an error.
     pub async fn start(client: kube::Client, opts: RuntimeOptions) -> Result<Runtime> {
         let factory = Arc::new(InformerFactory::new(client, opts.factory.clone()));
         let mut watches = opts.watches;
@@ -160,7 +169,7 @@ impl Runtime {
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "plugin not loaded");
                 }
-                tracing::info!(dir = %host.dir().display(), loaded = report.loaded.len(), failed = report.errors.len(), "plugins loaded; watching for changes");
+                tracing::info!(dir = %host.dir().display(), loaded = report.loaded.len(), failed = report.errors.len(), waiting = report.waiting.len(), "plugins loaded; watching for changes");
                 if let Some(r) = &reports {
                     // Through the reloader's channel, so reports are recorded in order.
                     let _ = r.send(report);
@@ -176,7 +185,7 @@ impl Runtime {
             }
             None => (None, None),
         };
-        watch_and_log(&factory, &watches, opts.scope).await?;
+        let watch_retries = watch_and_log(&factory, &watches, opts.scope).await?;
         if let Some(state) = &admin_state {
             state.startup_complete();
         }
@@ -186,11 +195,13 @@ impl Runtime {
             reloader,
             config_watcher,
             admin,
+            _watch_retries: watch_retries,
         })
     }
 
     /// Unregisters the plugins and stops the informers.
     pub async fn stop(self) {
+        drop(self._watch_retries);
         drop(self.config_watcher);
         drop(self.reloader);
         if let Some(host) = &self.host {
@@ -235,9 +246,7 @@ pub async fn watch_informer(
     watch: &str,
     scope: WatchScope,
 ) -> Result<Arc<SharedInformer>> {
-    let (api_version, kind) = watch
-        .rsplit_once('/')
-        .ok_or_else(|| Error::BadWatch(watch.to_string()))?;
+    let (api_version, kind) = parse_watch(watch)?;
     factory
         .informer(api_version, kind, scope)
         .await
@@ -247,44 +256,119 @@ pub async fn watch_informer(
         })
 }
 
-/// Starts one informer per `APIVERSION/KIND` with a handler logging each event.
+/// `APIVERSION/KIND` split at its last `/`.
+fn parse_watch(watch: &str) -> Result<(&str, &str)> {
+    watch
+        .rsplit_once('/')
+        .ok_or_else(|| Error::BadWatch(watch.to_string()))
+}
+
+/// How long startup waits for the `--watch` informers' first lists; past it, they keep
+/// retrying in the background and startup goes on.
+const WATCH_SYNC_WAIT: Duration = Duration::from_secs(60);
+
+/// Starts one informer per `APIVERSION/KIND` with a handler logging each event. A kind that
+/// cannot be resolved yet (not served, or the API server not answering) gets a task retrying it
+/// with backoff, in the set returned; only a malformed or impossible watch is an error.
 async fn watch_and_log(
-    factory: &InformerFactory,
+    factory: &Arc<InformerFactory>,
     watches: &[String],
     scope: WatchScope,
-) -> Result<()> {
+) -> Result<JoinSet<()>> {
+    let mut informers = Vec::new();
+    let mut retries = JoinSet::new();
     for w in watches {
-        let informer = watch_informer(factory, w, scope.clone()).await?;
-        let resource = w.clone();
-        informer.add_handler(
-            "log",
-            FnHandler(move |e: Event| {
-                tracing::info!(
-                    resource = %resource,
-                    event = ?e.event_type,
-                    key = %e.key(),
-                    resource_version = e.object.resource_version(),
-                    initial = e.initial,
-                    final_state_unknown = e.final_state_unknown,
-                    "event"
-                )
-            }),
-            HandlerOptions::default(),
-        );
+        let (api_version, kind) = parse_watch(w)?;
+        match factory.informer(api_version, kind, scope.clone()).await {
+            Ok(informer) => {
+                log_events(&informer, w);
+                informers.push(informer);
+            }
+            Err(e) if e.is_transient() => {
+                tracing::warn!(watch = %w, error = %e, "--watch waits: retried with backoff until served");
+                let (factory, w, scope) = (factory.clone(), w.clone(), scope.clone());
+                retries.spawn(async move { retry_watch(&factory, &w, scope, e).await });
+            }
+            Err(source) => {
+                return Err(Error::Informer {
+                    what: format!("--watch `{w}`"),
+                    source,
+                });
+            }
+        }
     }
     factory.start();
-    factory
-        .wait_for_sync(Duration::from_secs(60))
-        .await
-        .map_err(|source| Error::Informer {
-            what: "initial sync".into(),
-            source,
-        })?;
-    tracing::info!(
-        informers = factory.informers().len(),
-        "all informers synced"
+    // Only these informers: the plugins' are their host's business, and a plugin's informer
+    // that never syncs (say its list is forbidden) must not hold up or end the process.
+    let synced = futures::future::join_all(informers.iter().map(|i| i.wait_for_sync()));
+    if tokio::time::timeout(WATCH_SYNC_WAIT, synced).await.is_err() {
+        let pending: Vec<&str> = informers
+            .iter()
+            .filter(|i| !i.has_synced())
+            .map(|i| i.description())
+            .collect();
+        tracing::warn!(?pending, timeout = ?WATCH_SYNC_WAIT, "--watch informers not synced yet; they keep retrying, startup goes on");
+    } else if !informers.is_empty() {
+        tracing::info!(informers = informers.len(), "--watch informers synced");
+    }
+    Ok(retries)
+}
+
+/// Retries a `--watch` kind that could not be resolved (`first`) until it is, then logs its
+/// events; logs again only when why it waits changes, or when it is given up as impossible.
+async fn retry_watch(
+    factory: &InformerFactory,
+    watch: &str,
+    scope: WatchScope,
+    first: crate::informer::Error,
+) {
+    let Ok((api_version, kind)) = parse_watch(watch) else {
+        return;
+    };
+    let mut why = std::mem::discriminant(&first);
+    for attempt in 0.. {
+        tokio::time::sleep(crate::plugin::retry::backoff(attempt)).await;
+        match factory.informer(api_version, kind, scope.clone()).await {
+            Ok(informer) => {
+                log_events(&informer, watch);
+                tracing::info!(watch = %watch, "--watch kind served; logging its events");
+                return;
+            }
+            Err(e) if e.is_transient() => {
+                let now = std::mem::discriminant(&e);
+                if now != why {
+                    why = now;
+                    tracing::warn!(watch = %watch, error = %e, "--watch still waits, now for another reason");
+                } else {
+                    tracing::debug!(watch = %watch, error = %e, attempt, "--watch still waits");
+                }
+            }
+            Err(e) => {
+                tracing::error!(watch = %watch, error = %e, "--watch cannot be watched; given up");
+                return;
+            }
+        }
+    }
+}
+
+/// Logs every event of `informer`, naming the `--watch` argument.
+fn log_events(informer: &Arc<SharedInformer>, watch: &str) {
+    let resource = watch.to_string();
+    informer.add_handler(
+        "log",
+        FnHandler(move |e: Event| {
+            tracing::info!(
+                resource = %resource,
+                event = ?e.event_type,
+                key = %e.key(),
+                resource_version = e.object.resource_version(),
+                initial = e.initial,
+                final_state_unknown = e.final_state_unknown,
+                "event"
+            )
+        }),
+        HandlerOptions::default(),
     );
-    Ok(())
 }
 
 /// Where a [`Replica`] stands.
@@ -294,7 +378,8 @@ pub enum ReplicaState {
     Standby,
     /// Leading (or not elected): starting informers and plugins.
     Starting,
-    /// Informers synced and plugins loaded.
+    /// Started: the first reconcile done and the `--watch` informers synced (or waited for, in
+    /// the background). Waiting plugins and kinds are retried from here on.
     Running,
     /// Stopped: shut down, aborted, or the Lease was lost.
     Stopped,

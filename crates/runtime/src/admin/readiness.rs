@@ -5,11 +5,16 @@
 //! (the refusal is logged); a plugin that never loaded keeps the process unready until the next
 //! reconcile loads it or it is removed. A quarantined plugin is loaded: it shows in `/plugins` and
 //! the `informant_plugin_state` metric instead, since restarting the process would not fix it.
+//!
+//! A waiting plugin (see [`crate::plugin::waiting`]) that waits for the API server to answer
+//! keeps the process unready: it cannot do its work. One that waits for a kind to be served
+//! does not: a CRD may be installed much later or never, and a host unready for that would
+//! block rollouts for no fault of its own; it is listed under the `ok` instead ([`notes`]).
 
 use parking_lot::Mutex;
 
 use super::AdminState;
-use crate::plugin::{PluginId, ReconcileReport};
+use crate::plugin::{PluginId, ReconcileReport, Waiting, WaitingFor};
 
 /// Readiness facts only the runtime knows: that startup is over, and what the last reconcile
 /// could not load.
@@ -35,11 +40,18 @@ impl Readiness {
     pub(crate) fn record_reconcile(&self, report: &ReconcileReport) {
         let mut f = self.inner.lock();
         f.reconciled = true;
-        f.refused = report
+        let refused = report
             .errors
             .iter()
-            .map(|(id, e)| (id.clone(), e.to_string()))
-            .collect();
+            .map(|(id, e)| (id.clone(), e.to_string()));
+        match &report.only {
+            // A retry of some plugins says nothing new about the others.
+            Some(tried) => {
+                f.refused.retain(|(id, _)| !tried.contains(id));
+                f.refused.extend(refused);
+            }
+            None => f.refused = refused.collect(),
+        }
     }
 }
 
@@ -73,6 +85,40 @@ pub fn check(state: &AdminState) -> Vec<String> {
                 reasons.push(format!("plugin `{id}` is on disk but not loaded: {error}"));
             }
         }
+        for (id, w) in waiting(state) {
+            if w.waiting_for == WaitingFor::ApiServer {
+                reasons.push(format!(
+                    "plugin `{id}` waits for {} (attempt {}): {}",
+                    w.waiting_for, w.attempts, w.reason
+                ));
+            }
+        }
     }
     reasons
+}
+
+/// What waits without making the process unready, one line each: plugins waiting for a kind.
+pub fn notes(state: &AdminState) -> Vec<String> {
+    waiting(state)
+        .into_iter()
+        .filter(|(_, w)| w.waiting_for != WaitingFor::ApiServer)
+        .map(|(id, w)| {
+            format!(
+                "plugin `{id}` waits for {} (attempt {})",
+                w.waiting_for, w.attempts
+            )
+        })
+        .collect()
+}
+
+/// The waiting plugins that have no version running (a running one does its work meanwhile).
+fn waiting(state: &AdminState) -> Vec<(PluginId, Waiting)> {
+    let Some(host) = state.host() else {
+        return Vec::new();
+    };
+    let loaded = state.plugins();
+    host.waiting()
+        .into_iter()
+        .filter(|(id, _)| !loaded.iter().any(|r| &r.id == id))
+        .collect()
 }

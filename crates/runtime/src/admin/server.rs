@@ -3,9 +3,9 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /healthz` | 200 `ok` while the process serves requests |
-//! | `GET /readyz` | 200 `ok`, or 503 with one line per reason (see [`super::readiness`]) |
+//! | `GET /readyz` | 200 `ok` (then a line per plugin waiting for a kind), or 503 with one line per reason (see [`super::readiness`]) |
 //! | `GET /metrics` | OpenMetrics text (see [`super::metrics`]) |
-//! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::PluginStatus) per running plugin |
+//! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::PluginStatus) per running or waiting plugin |
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -95,7 +95,17 @@ async fn healthz() -> &'static str {
 async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
     let reasons = readiness::check(&state);
     if reasons.is_empty() {
-        return (StatusCode::OK, "ok\n").into_response();
+        let mut body = String::from("ok\n");
+        let notes = readiness::notes(&state);
+        if !notes.is_empty() {
+            body.push_str("waiting (not blocking readiness):\n");
+            for n in notes {
+                body.push_str("- ");
+                body.push_str(&n);
+                body.push('\n');
+            }
+        }
+        return (StatusCode::OK, body).into_response();
     }
     let mut body = String::from("not ready:\n");
     for r in reasons {

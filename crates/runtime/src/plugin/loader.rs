@@ -9,15 +9,18 @@
 //!   version is unregistered and its in-flight event finished before the new one is registered:
 //!   no key's event reaches both versions after the swap.
 //! - A removed plugin is unregistered; informers nobody uses any more are released.
+//! - A plugin refused for a reason that goes away by itself (a kind not served yet, the API
+//!   server not answering discovery) is not an error but *waiting* (see [`super::waiting`]);
+//!   [`PluginHost::retry_waiting`] tries exactly those again.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
-use tokio::sync::{Mutex, broadcast};
+use tokio::sync::{Mutex, broadcast, watch};
 
 use super::PluginError;
 use super::admission::{Admitted, WatchFacts, admit, describe};
@@ -26,6 +29,7 @@ use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
 use super::instance::InstanceSpec;
 use super::manifest::{Manifest, ManifestError};
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
+use super::waiting::{Waiting, WaitingFor};
 use crate::informer::{
     EventFilter, HandlerOptions, InformerFactory, ListenerGauges, ListenerHandle, SharedInformer,
 };
@@ -171,6 +175,8 @@ pub struct PluginStatus {
     pub backlog: usize,
     /// The most recent failure.
     pub last_error: Option<String>,
+    /// Why it, or for a running plugin its new version, is not loaded yet (retried until it is).
+    pub waiting: Option<Waiting>,
 }
 
 /// What a reconcile did.
@@ -184,6 +190,11 @@ pub struct ReconcileReport {
     pub removed: Vec<PluginId>,
     /// Plugins that could not be loaded (an older version may still run).
     pub errors: Vec<(PluginId, PluginError)>,
+    /// Plugins refused for a reason that goes away by itself: waiting, and retried.
+    pub waiting: Vec<(PluginId, PluginError)>,
+    /// Set by [`PluginHost::retry_waiting`]: only these plugins were tried, so what this report
+    /// does not say about the others still stands from earlier reports.
+    pub only: Option<Vec<PluginId>>,
     /// Set by [`crate::config::ConfigWatcher`] when a changed `informant.toml` was refused (the
     /// previous config stays in force): the file, the key and the reason.
     pub config_error: Option<String>,
@@ -201,6 +212,10 @@ pub struct PluginHost {
     /// What is running, republished after every change to `loaded`: readers (status, the
     /// admin endpoints) never wait for a reconcile, which holds `loaded` while plugins load.
     running: RwLock<BTreeMap<PluginId, Running>>,
+    /// The plugins waiting, replaced at the end of each reconcile; the count is for whoever
+    /// schedules retries.
+    waiting: RwLock<BTreeMap<PluginId, Waiting>>,
+    waiting_count: watch::Sender<usize>,
 }
 
 /// A running plugin as readers see it.
@@ -226,6 +241,8 @@ impl PluginHost {
             config: RwLock::new(Arc::new(config)),
             loaded: Mutex::new(BTreeMap::new()),
             running: RwLock::new(BTreeMap::new()),
+            waiting: RwLock::new(BTreeMap::new()),
+            waiting_count: watch::channel(0).0,
         }
     }
 
@@ -285,6 +302,26 @@ impl PluginHost {
         &self.dir
     }
 
+    /// The informers plugins are registered with.
+    pub fn factory(&self) -> &Arc<InformerFactory> {
+        &self.factory
+    }
+
+    /// The plugins (or new versions of running plugins) waiting to load; never waits for a
+    /// reconcile in progress.
+    pub fn waiting(&self) -> Vec<(PluginId, Waiting)> {
+        let waiting = self.waiting.read();
+        waiting
+            .iter()
+            .map(|(id, w)| (id.clone(), w.clone()))
+            .collect()
+    }
+
+    /// Follows how many plugins wait.
+    pub fn subscribe_waiting(&self) -> watch::Receiver<usize> {
+        self.waiting_count.subscribe()
+    }
+
     /// The supervisor of a running plugin; never waits for a reconcile in progress.
     pub fn supervisor(&self, id: &PluginId) -> Option<Arc<Supervisor>> {
         self.running.read().get(id).map(|r| r.supervisor.clone())
@@ -310,9 +347,12 @@ impl PluginHost {
             .collect()
     }
 
-    /// Status of every running plugin; never waits for a reconcile in progress.
+    /// Status of every running or waiting plugin, by tenant and name; never waits for a
+    /// reconcile in progress.
     pub fn status(&self) -> Vec<PluginStatus> {
-        self.running()
+        let mut waiting = self.waiting.read().clone();
+        let mut all: Vec<PluginStatus> = self
+            .running()
             .into_iter()
             .map(|r| PluginStatus {
                 version: r.supervisor.version().to_string(),
@@ -321,14 +361,40 @@ impl PluginHost {
                 failed: r.supervisor.failed(),
                 backlog: r.backlog,
                 last_error: r.supervisor.last_error(),
+                waiting: waiting.remove(&r.id),
                 name: r.id.name,
                 tenant: r.id.tenant,
             })
-            .collect()
+            .collect();
+        all.extend(waiting.into_iter().map(|(id, w)| PluginStatus {
+            name: id.name,
+            tenant: id.tenant,
+            version: w.version.clone(),
+            state: PluginState::Waiting,
+            handled: 0,
+            failed: 0,
+            backlog: 0,
+            last_error: None,
+            waiting: Some(w),
+        }));
+        all.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
+        all
     }
 
     /// Brings the loaded plugins in line with the directory.
     pub async fn reconcile(&self) -> ReconcileReport {
+        self.reconcile_some(false).await
+    }
+
+    /// Tries the waiting plugins again, and only them: the others stay as they are (a broken
+    /// plugin is not recompiled, nor its error logged again, on every retry). Plugins gone from
+    /// disk are still removed.
+    pub async fn retry_waiting(&self) -> ReconcileReport {
+        self.reconcile_some(true).await
+    }
+
+    /// A reconcile of every plugin, or of the waiting ones only.
+    async fn reconcile_some(&self, waiting_only: bool) -> ReconcileReport {
         let mut report = ReconcileReport::default();
         let config = self.config();
         let sizes = FileSizes {
@@ -343,6 +409,10 @@ impl PluginHost {
             }
         };
         let mut loaded = self.loaded.lock().await;
+        // Read under `loaded`, which every writer of `waiting` holds: no wait can slip by.
+        let only: Option<BTreeSet<PluginId>> =
+            waiting_only.then(|| self.waiting.read().keys().cloned().collect());
+        report.only = only.as_ref().map(|o| o.iter().cloned().collect());
         let gone: Vec<PluginId> = loaded
             .keys()
             .filter(|id| !found.contains_key(*id))
@@ -361,6 +431,9 @@ impl PluginHost {
         let mut wanted = Vec::new();
         let mut starting: HashMap<String, usize> = HashMap::new();
         for (id, f) in found {
+            if only.as_ref().is_some_and(|o| !o.contains(&id)) {
+                continue;
+            }
             let found_err = |e| (id.clone(), e);
             let policy = config.tenancy.policy(&id.tenant);
             // Whether a running version was admitted under the policy and limits now in force.
@@ -417,6 +490,8 @@ impl PluginHost {
                 .map(|(id, f, policy)| self.prepare(id, f, policy, &config)),
         )
         .await;
+        let waited = self.waiting.read().clone();
+        let mut waiting = BTreeMap::new();
         for ((id, f, policy), prepared) in wanted.into_iter().zip(prepared) {
             match prepared {
                 Ok(Prepared {
@@ -493,11 +568,33 @@ impl PluginHost {
                     self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
                         .await;
                     let kept = loaded.contains_key(&id);
+                    if let Some(waiting_for) = WaitingFor::of(&e) {
+                        let version = hex(&Sha256::digest(&f.wasm_bytes));
+                        let (w, changed) = Waiting::next(waited.get(&id), waiting_for, &e, version);
+                        if changed {
+                            tracing::warn!(plugin = %id.name, tenant = %id.tenant, waiting_for = %w.waiting_for, error = %e, kept_old_version = kept, "plugin waiting; retried with backoff and whenever CRDs change");
+                        } else {
+                            tracing::debug!(plugin = %id.name, tenant = %id.tenant, error = %e, attempts = w.attempts, "plugin still waiting");
+                        }
+                        waiting.insert(id.clone(), w);
+                        report.waiting.push((id, e));
+                        continue;
+                    }
                     tracing::error!(plugin = %id.name, tenant = %id.tenant, error = %e, kept_old_version = kept, "plugin not loaded");
                     report.errors.push((id, e));
                 }
             }
         }
+        // Every waiting plugin was tried above, so what waits now is exactly what just waited.
+        for id in waited.keys().filter(|id| !waiting.contains_key(*id)) {
+            if !loaded.contains_key(id) && !report.errors.iter().any(|(e, _)| e == id) {
+                tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin no longer waiting: it is gone");
+            }
+        }
+        let count = waiting.len();
+        *self.waiting.write() = waiting;
+        self.waiting_count
+            .send_if_modified(|c| std::mem::replace(c, count) != count);
         report
     }
 
@@ -525,6 +622,8 @@ impl PluginHost {
     pub async fn shutdown(&self) {
         let mut loaded = self.loaded.lock().await;
         self.running.write().clear();
+        self.waiting.write().clear();
+        self.waiting_count.send_replace(0);
         let all = std::mem::take(&mut *loaded);
         // All at once: shutdown takes the longest in-flight call, not the sum of them.
         futures::future::join_all(all.into_values().map(|l| self.unregister(l))).await;
@@ -965,7 +1064,11 @@ fn fingerprint(wasm: &[u8], manifest: &[u8]) -> String {
         h.update((bytes.len() as u64).to_le_bytes());
         h.update(bytes);
     }
-    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+    hex(&h.finalize())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(all(test, unix))]

@@ -10,6 +10,8 @@
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
 //! - [`loader`]: the plugins directory, reconciled on start and on every change.
 //! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
+//! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.
+//! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
 
 pub mod admission;
 pub mod cache;
@@ -20,7 +22,9 @@ pub mod instance;
 pub mod loader;
 pub use informant_manifest as manifest;
 pub mod reload;
+pub mod retry;
 pub mod supervisor;
+pub mod waiting;
 
 pub use cache::CompileCache;
 pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
@@ -30,6 +34,7 @@ pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport
 pub use manifest::{Manifest, ManifestError};
 pub use reload::Reloader;
 pub use supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
+pub use waiting::{Waiting, WaitingFor};
 
 use std::path::PathBuf;
 

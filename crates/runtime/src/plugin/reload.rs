@@ -4,6 +4,9 @@
 //! half-written `.wasm` (and fail) or a new `.wasm` with the old manifest. So events are debounced:
 //! the reconcile runs once the directory has been quiet for the debounce period. A reconcile that
 //! fails for a plugin keeps its old version running (see [`super::loader`]).
+//!
+//! The same loop retries waiting plugins (see [`super::waiting`]) when [`super::retry`] says:
+//! a retry is just another reconcile, serialised with the others by the host.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use tokio::sync::mpsc;
 
 use super::PluginError;
 use super::loader::{PluginHost, ReconcileReport};
+use super::retry::RetryPlan;
 
 /// How long the directory must be quiet before a reconcile.
 pub const DEBOUNCE: Duration = Duration::from_millis(250);
@@ -29,12 +33,25 @@ pub async fn settled<T>(rx: &mut mpsc::UnboundedReceiver<T>) -> Option<Vec<T>> {
 }
 
 /// Settled bursts of changes in a watched directory (see [`DirWatch`]).
-pub struct Bursts(mpsc::UnboundedReceiver<()>);
+pub struct Bursts {
+    rx: mpsc::UnboundedReceiver<()>,
+    /// A burst has begun and not been reported yet (kept across cancellations).
+    begun: bool,
+}
 
 impl Bursts {
-    /// Waits for the next settled burst; `false` once watching has ended.
+    /// Waits for the next settled burst; `false` once watching has ended. Cancel-safe: a burst
+    /// begun under a cancelled call is reported by the next one.
     pub async fn next(&mut self) -> bool {
-        settled(&mut self.0).await.is_some()
+        if !self.begun {
+            if self.rx.recv().await.is_none() {
+                return false;
+            }
+            self.begun = true;
+        }
+        while let Ok(Some(())) = tokio::time::timeout(DEBOUNCE, self.rx.recv()).await {}
+        self.begun = false;
+        true
     }
 }
 
@@ -63,7 +80,7 @@ impl DirWatch {
         watcher.watch(dir, mode).map_err(cannot)?;
         Ok(DirWatch {
             _watcher: watcher,
-            task: tokio::spawn(consume(Bursts(rx))),
+            task: tokio::spawn(consume(Bursts { rx, begun: false })),
         })
     }
 }
@@ -74,8 +91,9 @@ impl Drop for DirWatch {
     }
 }
 
-/// Watches `host.dir()` until dropped; each settled burst of changes triggers one reconcile, whose
-/// report is sent on `reports` (if given).
+/// Watches `host.dir()` until dropped; each settled burst of changes triggers one reconcile, and
+/// each retry of waiting plugins one [`PluginHost::retry_waiting`]; their reports are sent on
+/// `reports` (if given).
 pub struct Reloader {
     _watch: DirWatch,
 }
@@ -88,8 +106,31 @@ impl Reloader {
     ) -> Result<Self, PluginError> {
         let dir = host.dir().to_path_buf();
         let watch = DirWatch::start(&dir, RecursiveMode::Recursive, |mut bursts| async move {
-            while bursts.next().await {
-                let report = host.reconcile().await;
+            let mut waiting = host.subscribe_waiting();
+            let mut retry = RetryPlan::new(host.factory().client().clone());
+            loop {
+                retry.update(*waiting.borrow_and_update() > 0);
+                let retrying = tokio::select! {
+                    more = bursts.next() => {
+                        if !more {
+                            break;
+                        }
+                        false
+                    }
+                    () = retry.due() => true,
+                    // A reconcile made elsewhere (the first one, a config reload) changed it.
+                    changed = waiting.changed() => {
+                        if changed.is_err() {
+                            break;
+                        }
+                        continue;
+                    }
+                };
+                let report = if retrying {
+                    host.retry_waiting().await
+                } else {
+                    host.reconcile().await
+                };
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "reload failed; any previous version keeps running");
                 }

@@ -59,6 +59,10 @@ pub enum PluginState {
     BackingOff,
     /// Stopped after too many failures; events are dropped.
     Quarantined,
+    /// Not loaded yet: a kind it watches is not served yet, or the API server did not answer
+    /// discovery; retried until it loads. Never a supervisor's state, only the host's (see
+    /// [`PluginHost::status`](super::PluginHost::status)).
+    Waiting,
 }
 
 struct Inner {
