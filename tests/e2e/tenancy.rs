@@ -327,6 +327,13 @@ async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
         std::os::unix::fs::symlink(dir.join("b/b-echo.toml"), dir.join("a/stolen.toml")).unwrap();
         std::os::unix::fs::symlink(dir.join("b"), dir.join("a-twin")).unwrap();
         env.install(None, "top", "hostile", &echo_manifest("top"));
+        // A sparse 64 GiB component: it used to be allocated by its claimed length, aborting
+        // the host.
+        std::fs::File::create(dir.join("a/huge.wasm"))
+            .unwrap()
+            .set_len(64 << 30)
+            .unwrap();
+        std::fs::write(dir.join("a/huge.toml"), watch("")).unwrap();
 
         let report = env.reconcile().await;
         assert_eq!(report.loaded, vec![id("b", "b-echo")]);
@@ -347,6 +354,11 @@ async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
         }
         let e = error_of(&id("a", "stolen"));
         assert!(e.contains("link") && e.contains("outside tenant `a`'s directory"), "{e}");
+        let e = error_of(&id("a", "huge"));
+        assert!(
+            e.contains("a/huge.wasm") && e.contains("68719476736 bytes") && e.contains("limits.max-wasm-mib"),
+            "{e}"
+        );
         let e = error_of(&id("a-twin", "*"));
         assert!(e.contains("tenant directory `a-twin` is a link"), "{e}");
         let e = error_of(&id("b", "b-extra"));
