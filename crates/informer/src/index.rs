@@ -304,6 +304,36 @@ impl Indices {
         }
     }
 
+    /// Moves `key` from its `old` values to its `new` ones, touching only the values that
+    /// differ: a label change moves one entry, not every entry of every index.
+    pub(crate) fn update(&mut self, key: &ObjectKey, old: &IndexValues, new: &IndexValues) {
+        for (at, slot) in self.slots.iter_mut().enumerate() {
+            let Some(slot) = slot else { continue };
+            let (before, after) = (
+                old.get(at).map_or(&[][..], |v| &v[..]),
+                new.get(at).map_or(&[][..], |v| &v[..]),
+            );
+            if before == after {
+                continue;
+            }
+            for v in before.iter().filter(|v| !after.contains(v)) {
+                if let Some(buckets) = slot.map.get_mut(v)
+                    && buckets.remove(key)
+                {
+                    slot.map.remove(v);
+                }
+            }
+            for v in after.iter().filter(|v| !before.contains(v)) {
+                match slot.map.get_mut(v) {
+                    Some(buckets) => buckets.insert(key),
+                    None => {
+                        slot.map.insert(v.clone(), Buckets::new(key));
+                    }
+                }
+            }
+        }
+    }
+
     /// Removes `key` from under each of its values, dropping emptied entries.
     pub(crate) fn remove(&mut self, key: &ObjectKey, values: &IndexValues) {
         for (slot, vals) in self.slots.iter_mut().zip(values.iter()) {

@@ -120,10 +120,7 @@ impl Inner {
         match &old {
             // Most updates touch neither labels, owners nor indexed fields.
             Some(old) if old.index_values == *new_values => {}
-            Some(old) => {
-                self.indices.remove(&key, &old.index_values);
-                self.indices.insert(&key, new_values);
-            }
+            Some(old) => self.indices.update(&key, &old.index_values, new_values),
             None => self.indices.insert(&key, new_values),
         }
         old
