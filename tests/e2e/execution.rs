@@ -14,7 +14,7 @@ use informant_runtime::plugin::{HostConfig, RestartPolicy};
 use informant_runtime::runtime::{Replica, RuntimeOptions};
 use informant_tests::http::{free_addr, get, get_until};
 use informant_tests::plugins::{Logs, wasm};
-use informant_tests::{configmap, guarded};
+use informant_tests::{configmap, guarded, plugin_entry};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -78,18 +78,6 @@ fn echoed(logs: &Logs, plugin: &str, tag: &str) -> Vec<String> {
         .filter(|l| l["tag"] == tag)
         .filter_map(|l| l["key"].as_str().map(str::to_string))
         .collect()
-}
-
-/// The `/plugins` entry of `name`.
-fn entry(plugins: &str, name: &str) -> Value {
-    let v: Value = serde_json::from_str(plugins).expect("/plugins JSON");
-    v["plugins"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == name)
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 async fn start(dir: &Path, server: &DevServer) -> (Replica, Logs, std::net::SocketAddr) {
@@ -156,10 +144,10 @@ async fn a_plugin_blocked_in_a_host_call_fails_at_its_deadline_and_holds_up_nobo
         addr,
         "/plugins",
         "the sleeper to miss its deadline",
-        |_, b| entry(b, "sleeper")["failed"].as_u64() >= Some(1),
+        |_, b| plugin_entry(b, "sleeper")["failed"].as_u64() >= Some(1),
     )
     .await;
-    let sleeper = entry(&plugins, "sleeper");
+    let sleeper = plugin_entry(&plugins, "sleeper");
     let error = sleeper["last_error"].as_str().unwrap_or_default();
     assert!(
         error.contains(&format!("missed its {DEADLINE_MS}ms deadline")),
@@ -188,7 +176,7 @@ async fn a_plugin_blocked_in_a_host_call_fails_at_its_deadline_and_holds_up_nobo
         &manifest("echo", "c", "team-c", &kinds[..1]),
     );
     get_until(addr, "/plugins", "team-c's plugin to load", |_, b| {
-        entry(b, "late")["state"] == "running"
+        plugin_entry(b, "late")["state"] == "running"
     })
     .await;
     server.create(configmap("team-c", "c0", "v")).unwrap();
@@ -260,7 +248,7 @@ async fn a_plugin_hanging_in_init_is_refused_at_its_deadline_and_one_dropped_in_
         addr,
         "/plugins",
         "the plugin dropped in meanwhile to load",
-        |_, b| entry(b, "late")["state"] == "running",
+        |_, b| plugin_entry(b, "late")["state"] == "running",
     )
     .await;
     server.create(configmap("team-c", "c0", "v")).unwrap();

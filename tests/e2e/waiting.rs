@@ -11,7 +11,7 @@ use informant_runtime::runtime::{Replica, ReplicaState, Runtime, RuntimeOptions}
 use informant_tests::host_log::HostLog;
 use informant_tests::http::{free_addr, get, get_until};
 use informant_tests::plugins::{Logs, wasm};
-use informant_tests::{configmap, guarded};
+use informant_tests::{configmap, guarded, plugin_entry};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
@@ -44,18 +44,6 @@ async fn create_crd(client: kube::Client, kind: &str) {
         .create(&PostParams::default(), &crd)
         .await
         .expect("create the CRD");
-}
-
-/// The `/plugins` entry of `name`.
-fn entry(plugins: &str, name: &str) -> Value {
-    let v: Value = serde_json::from_str(plugins).expect("/plugins JSON");
-    v["plugins"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|p| p["name"] == name)
-        .cloned()
-        .unwrap_or(Value::Null)
 }
 
 /// Keys the echo plugin `name` saw added.
@@ -100,12 +88,12 @@ async fn a_plugin_waiting_for_its_crd_loads_when_the_crd_is_created() {
 
     // Waiting, retried (several attempts), and ready all the same: the other plugin works.
     let plugins = get_until(addr, "/plugins", "the plugin retried twice", |_, b| {
-        entry(b, "widgets")["waiting"]["attempts"]
+        plugin_entry(b, "widgets")["waiting"]["attempts"]
             .as_u64()
             .is_some_and(|n| n >= 3)
     })
     .await;
-    let widgets = entry(&plugins, "widgets");
+    let widgets = plugin_entry(&plugins, "widgets");
     assert_eq!(widgets["state"], "waiting", "{widgets}");
     assert_eq!(widgets["waiting"]["for"], "kind", "{widgets}");
     assert_eq!(widgets["waiting"]["kind"], "Widget", "{widgets}");
@@ -116,7 +104,7 @@ async fn a_plugin_waiting_for_its_crd_loads_when_the_crd_is_created() {
             .contains("example.com/v1"),
         "{widgets}"
     );
-    assert_eq!(entry(&plugins, "configmaps")["state"], "running");
+    assert_eq!(plugin_entry(&plugins, "configmaps")["state"], "running");
     let (status, _, body) = get(addr, "/readyz").await;
     assert_eq!(
         status, 200,
@@ -147,10 +135,10 @@ async fn a_plugin_waiting_for_its_crd_loads_when_the_crd_is_created() {
     })
     .await;
     let plugins = get_until(addr, "/plugins", "the plugin running", |_, b| {
-        entry(b, "widgets")["state"] == "running"
+        plugin_entry(b, "widgets")["state"] == "running"
     })
     .await;
-    assert_eq!(entry(&plugins, "widgets")["waiting"], Value::Null);
+    assert_eq!(plugin_entry(&plugins, "widgets")["waiting"], Value::Null);
     let (status, _, body) = get(addr, "/readyz").await;
     assert_eq!((status, body.as_str()), (200, "ok\n"));
     assert_eq!(waiting("widgets"), 1, "waiting was logged once in all");
@@ -190,11 +178,11 @@ async fn a_host_started_before_its_api_server_loads_its_plugins_once_it_is_up() 
 
     // It starts, and says what it waits for; unready meanwhile, since it cannot work.
     let plugins = get_until(admin, "/plugins", "the plugin waiting", |_, b| {
-        entry(b, "configmaps")["state"] == "waiting"
+        plugin_entry(b, "configmaps")["state"] == "waiting"
     })
     .await;
     assert_eq!(
-        entry(&plugins, "configmaps")["waiting"]["for"],
+        plugin_entry(&plugins, "configmaps")["waiting"]["for"],
         "api-server",
         "{plugins}"
     );

@@ -102,6 +102,18 @@ impl Handler for Recorder {
     }
 }
 
+/// The entry of plugin `name` in a `/plugins` answer (`null` when absent).
+pub fn plugin_entry(plugins: &str, name: &str) -> serde_json::Value {
+    let v: serde_json::Value = serde_json::from_str(plugins).expect("/plugins JSON");
+    v["plugins"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == name)
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
+
 /// A ConfigMap manifest.
 pub fn configmap(ns: &str, name: &str, value: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
