@@ -16,7 +16,7 @@ use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
-use crate::informer::{CachedObject, Event, EventType, FieldIndex, Store, Visibility};
+use crate::informer::{CachedObject, Event, EventType, FieldIndex, IndexId, Store, Visibility};
 use crate::manifest::BUILTIN_INDEXES;
 use crate::selector::{FieldPath, LabelSelector, names};
 use crate::tenancy::Grant;
@@ -252,32 +252,35 @@ impl CacheView {
         value: &str,
     ) -> Result<Vec<Arc<CachedObject>>, QueryError> {
         let scopes = self.scopes(r)?;
+        // A declared index lives in the scopes whose [[watch]] declared it; built-ins in all.
+        let ids: Vec<(&Scope, IndexId)> = scopes
+            .iter()
+            .filter_map(|s| {
+                let id =
+                    Store::builtin_index(index).or_else(|| s.indexes.get(index).map(|h| h.id()));
+                id.map(|id| (s, id))
+            })
+            .collect();
+        if ids.is_empty() {
+            let mut declared: Vec<&str> = scopes
+                .iter()
+                .flat_map(|s| s.indexes.keys())
+                .map(String::as_str)
+                .collect();
+            declared.sort_unstable();
+            declared.dedup();
+            let declared: Vec<&str> = BUILTIN_INDEXES.iter().copied().chain(declared).collect();
+            return Err(QueryError::UnknownIndex(format!(
+                "unknown index `{}` (this plugin's indexes on `{}`: {})",
+                names::shown(index),
+                names::shown(&r.kind),
+                declared.join(", ")
+            )));
+        }
         let allows = |ns: Option<&str>| self.grant.allows_namespace(ns);
         let visibility = self.visibility(&allows);
         let mut all = Vec::new();
-        for s in scopes {
-            let id = match Store::builtin_index(index) {
-                Some(id) => id,
-                None => match s.indexes.get(index) {
-                    Some(held) => held.id(),
-                    None => {
-                        let mut declared: Vec<&str> = BUILTIN_INDEXES.to_vec();
-                        declared.extend(
-                            scopes
-                                .iter()
-                                .flat_map(|s| s.indexes.keys())
-                                .map(String::as_str),
-                        );
-                        declared.dedup();
-                        return Err(QueryError::UnknownIndex(format!(
-                            "unknown index `{}` (this plugin's indexes on `{}`: {})",
-                            names::shown(index),
-                            names::shown(&r.kind),
-                            declared.join(", ")
-                        )));
-                    }
-                },
-            };
+        for (s, id) in ids {
             all.extend(s.store.lookup(id, value, visibility));
         }
         Ok(self.visible(all.into_iter()))
@@ -695,6 +698,27 @@ mod tests {
     fn the_declared_package_is_the_one_in_wit() {
         let wit = include_str!("../../../../wit/plugin.wit");
         assert!(wit.contains(&format!("package {WIT_PACKAGE};")));
+    }
+
+    #[test]
+    fn an_index_declared_on_one_scope_answers_from_that_scope() {
+        let r = WitResource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let team: FieldPath = "metadata.labels.team".parse().unwrap();
+        let mut v = CacheView::default();
+        v.add_with_indexes(store(), [("by-team", &team)]);
+        v.add(store());
+        assert_eq!(
+            names(v.by_index(&r, "by-team", "x").unwrap()),
+            ["a-dev/2", "a/1", "b/3"]
+        );
+        let Err(QueryError::UnknownIndex(e)) = v.by_index(&r, "nope", "x") else {
+            panic!("an undeclared index is unknown")
+        };
+        assert!(e.ends_with("namespace, label, owner, by-team)"), "{e}");
     }
 
     #[test]
