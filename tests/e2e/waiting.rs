@@ -114,6 +114,13 @@ async fn a_plugin_waiting_for_its_crd_loads_when_the_crd_is_created() {
         body.starts_with("ok\n") && body.contains("plugin `widgets` waits for kind `Widget`"),
         "{body}"
     );
+    let (_, _, metrics) = get(addr, "/metrics").await;
+    assert!(
+        metrics.contains(
+            "informant_plugin_waiting_attempts{plugin=\"widgets\",tenant=\"\",waiting_for=\"example.com/v1/Widget\"} "
+        ),
+        "{metrics}"
+    );
     // Logged once, not once per attempt.
     let waiting = |name: &str| {
         host_log

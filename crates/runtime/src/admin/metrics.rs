@@ -13,6 +13,7 @@
 //! | `informant_plugin_handler_duration_seconds` | histogram | `plugin`, `tenant` |
 //! | `informant_plugin_backlog` | gauge | `plugin`, `tenant` |
 //! | `informant_plugin_state` | gauge (0/1) | `plugin`, `tenant`, `state` |
+//! | `informant_plugin_waiting_attempts` | gauge | `plugin`, `tenant`, `waiting_for` |
 //! | `informant_informer_synced` | gauge (0/1) | `informer` |
 //! | `informant_informer_objects` | gauge | `informer` |
 //! | `informant_informer_objects_received_total` | counter | `informer` |
@@ -40,7 +41,7 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::AdminState;
-use crate::plugin::PluginState;
+use crate::plugin::{PluginState, WaitingFor};
 
 /// The `Content-Type` of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -68,6 +69,16 @@ struct PluginSample {
     latency: Histogram,
 }
 
+/// A plugin version waiting to load (see [`crate::plugin::waiting`]).
+#[derive(Debug)]
+struct WaitingSample {
+    plugin: String,
+    tenant: String,
+    /// `api-server`, or the `APIVERSION/KIND` it waits for.
+    waiting_for: String,
+    attempts: u64,
+}
+
 #[derive(Debug)]
 struct InformerSample {
     informer: String,
@@ -90,6 +101,7 @@ struct ListenerSample {
 #[derive(Debug)]
 struct Snapshot {
     plugins: Vec<PluginSample>,
+    waiting: Vec<WaitingSample>,
     informers: Vec<InformerSample>,
     /// Keyed by (informer, handler); two handlers registered under one name on one informer are
     /// summed, since a label set may appear only once per family.
@@ -141,8 +153,24 @@ impl Snapshot {
                 }
             })
             .collect();
+        let waiting = state
+            .host()
+            .map(|h| h.waiting())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(id, w)| WaitingSample {
+                plugin: escape(&id.name),
+                tenant: escape(&id.tenant),
+                waiting_for: escape(&match w.waiting_for {
+                    WaitingFor::Kind { api_version, kind } => format!("{api_version}/{kind}"),
+                    WaitingFor::ApiServer => "api-server".into(),
+                }),
+                attempts: u64::from(w.attempts),
+            })
+            .collect();
         Snapshot {
             plugins,
+            waiting,
             informers,
             listeners,
         }
@@ -218,6 +246,22 @@ impl Collector for Snapshot {
                     )
                 })
             }),
+        )?;
+
+        let waiting_labels = |w: &WaitingSample| {
+            [
+                ("plugin", w.plugin.clone()),
+                ("tenant", w.tenant.clone()),
+                ("waiting_for", w.waiting_for.clone()),
+            ]
+        };
+        family(
+            &mut enc,
+            "informant_plugin_waiting_attempts",
+            "Load attempts of a plugin (or a running plugin's new version) waiting for a kind to be served or for the API server.",
+            self.waiting
+                .iter()
+                .map(|w| (waiting_labels(w), gauge(w.attempts))),
         )?;
 
         let informer_labels = |i: &InformerSample| [("informer", i.informer.clone())];
@@ -364,6 +408,7 @@ mod tests {
     fn families_without_samples_are_left_out() {
         let snapshot = Snapshot {
             plugins: Vec::new(),
+            waiting: Vec::new(),
             informers: vec![InformerSample {
                 informer: "v1 configmaps".into(),
                 synced: true,
