@@ -15,10 +15,12 @@
 //!   synced and renamed into place: no one can predict or pre-create the temp file, and a
 //!   reader never sees half an artifact.
 //!
-//! Not covered: the directories are checked once, when the engine starts. Someone who may
-//! write the directory *above* a checked one could later swap it for their own, where they
-//! could rename this user's artifacts (they cannot write one the entry checks accept); the
-//! default location's `informant` directory is checked for exactly that reason.
+//! The directories are checked once, when the engine starts. Someone who may write the
+//! directory *above* a checked one could later swap it for their own, where they could rename
+//! this user's artifacts (they cannot write one the entry checks accept); the default location's
+//! `informant` directory is checked for exactly that reason, and the engine's entries start
+//! with the sha256 of the wasm they were compiled from, so a renamed artifact is refused rather
+//! than run as another component.
 
 use std::ffi::OsString;
 use std::io::{self, Write};

@@ -224,22 +224,33 @@ impl PluginEngine {
         bytes: &[u8],
         entry: &str,
     ) -> Result<(Component, bool), String> {
+        let source = Sha256::digest(bytes);
         if let Some(cache) = &self.cache {
             match cache.read(entry) {
-                Ok(Some(artifact)) => {
-                    // SAFETY: `read` checked the very descriptor these bytes came from: a regular
-                    // file with one link, owned by this process's user and writable by no one
-                    // else, in a directory that passed the same checks when the engine started.
-                    // So only this user can have written it: an artifact serialized by this
-                    // code, named by the hashes of the wasm and the engine (whose compatibility
-                    // wasmtime checks again itself).
-                    match unsafe { Component::deserialize(&self.engine, &artifact) } {
-                        Ok(component) => return Ok((component, true)),
-                        Err(e) => {
-                            tracing::warn!(plugin, path = %cache.path().join(entry).display(), error = %e, "ignoring an unusable compile cache entry; recompiling")
+                Ok(Some(stored)) => match stored
+                    .strip_prefix(ENTRY_MAGIC)
+                    .and_then(|rest| rest.strip_prefix(&source[..]))
+                {
+                    None => {
+                        tracing::warn!(plugin, path = %cache.path().join(entry).display(), "ignoring a compile cache entry that is not this component's (renamed, or written by something else); recompiling")
+                    }
+                    Some(artifact) => {
+                        // SAFETY: `read` checked the very descriptor these bytes came from: a regular
+                        // file with one link, owned by this process's user and writable by no one
+                        // else, in a directory that passed the same checks when the engine started.
+                        // So only this user can have written it: an artifact serialized by this
+                        // code, named by the hashes of the wasm and the engine (whose compatibility
+                        // wasmtime checks again itself).
+                        // It also starts with the sha256 of the very wasm being loaded, so an entry
+                        // renamed to another component's name is not run as that component.
+                        match unsafe { Component::deserialize(&self.engine, artifact) } {
+                            Ok(component) => return Ok((component, true)),
+                            Err(e) => {
+                                tracing::warn!(plugin, path = %cache.path().join(entry).display(), error = %e, "ignoring an unusable compile cache entry; recompiling")
+                            }
                         }
                     }
-                }
+                },
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(plugin, error = %e, "ignoring a compile cache entry; recompiling")
@@ -252,7 +263,10 @@ impl PluginEngine {
             let written = component
                 .serialize()
                 .map_err(|e| e.to_string())
-                .and_then(|artifact| cache.write(entry, &artifact).map_err(|e| e.to_string()));
+                .and_then(|artifact| {
+                    let stored = [ENTRY_MAGIC, &source[..], &artifact].concat();
+                    cache.write(entry, &stored).map_err(|e| e.to_string())
+                });
             if let Err(e) = written {
                 tracing::warn!(plugin, path = %cache.path().join(entry).display(), error = %e, "could not write the compile cache");
             }
@@ -260,6 +274,10 @@ impl PluginEngine {
         Ok((component, false))
     }
 }
+
+/// What a compile cache entry starts with, before the sha256 of its component's wasm and the
+/// serialized artifact.
+const ENTRY_MAGIC: &[u8] = b"informant-cwasm1";
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -295,6 +313,28 @@ mod tests {
     /// Loads `EMPTY` through the cache: whether it came from there.
     fn load(engine: &PluginEngine) -> bool {
         engine.component("t", EMPTY, &entry(engine)).unwrap().1
+    }
+
+    /// An entry renamed to another component's name (or a stale one under it) is not run as
+    /// that component: each entry carries the sha256 of the wasm it was compiled from.
+    #[test]
+    fn an_entry_under_another_components_name_is_not_used() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        let engine = engine(CompileCache::Dir(dir.clone()));
+        assert!(!load(&engine), "compiled and written");
+        assert!(load(&engine), "then read back");
+        // The same bytes plus a custom section named `x`: another component.
+        let other = [EMPTY, b"\0\x02\x01x"].concat();
+        let (_, from_cache) = engine.component("t", &other, &entry(&engine)).unwrap();
+        assert!(
+            !from_cache,
+            "EMPTY's artifact must not stand in for another component"
+        );
+        // Its own entry, under EMPTY's name, now holds the other component's hash: EMPTY
+        // recompiles rather than run it.
+        assert!(!load(&engine));
+        assert!(load(&engine));
     }
 
     fn entry(engine: &PluginEngine) -> String {
