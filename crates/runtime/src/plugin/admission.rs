@@ -68,15 +68,8 @@ pub fn admit(
     } else {
         format!("tenant `{tenant}`")
     };
-    if manifest.watch.len() > host.max_watches as usize {
-        refusals.push(Refusal {
-            field: "watch".into(),
-            reason: format!(
-                "{} [[watch]] tables; a manifest may have at most {} (`limits.max-watches` in informant.toml)",
-                manifest.watch.len(),
-                host.max_watches
-            ),
-        });
+    if let Err(refusal) = watch_count(manifest, host) {
+        refusals.push(refusal);
     }
     let indexes: usize = manifest.watch.iter().map(|w| w.indexes.len()).sum();
     if indexes > policy.max_field_indexes {
@@ -139,6 +132,22 @@ pub fn admit(
     } else {
         Err(refusals)
     }
+}
+
+/// Refuses a manifest with more `[[watch]]` tables than the host allows: checked first, before
+/// any of them is resolved through discovery.
+pub fn watch_count(manifest: &Manifest, host: &HostConfig) -> Result<(), Refusal> {
+    if manifest.watch.len() <= host.max_watches as usize {
+        return Ok(());
+    }
+    Err(Refusal {
+        field: "watch".into(),
+        reason: format!(
+            "{} [[watch]] tables; a manifest may have at most {} (`limits.max-watches` in informant.toml)",
+            manifest.watch.len(),
+            host.max_watches
+        ),
+    })
 }
 
 /// What a plugin gets: what it asks, else the host default lowered to the tenant's ceiling.

@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast, watch};
 
 use super::PluginError;
-use super::admission::{Admitted, WatchFacts, admit, describe};
+use super::admission::{Admitted, WatchFacts, admit, describe, watch_count};
 use super::engine::PluginEngine;
 use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
 use super::instance::InstanceSpec;
@@ -676,6 +676,11 @@ impl PluginHost {
                 plugin: id.to_string(),
                 source,
             })?;
+        watch_count(&manifest, config).map_err(|refusal| PluginError::Refused {
+            plugin: id.to_string(),
+            path: found.manifest.clone(),
+            reason: refusal.to_string(),
+        })?;
         let mut resolved = Vec::new();
         for (index, w) in manifest.watch.iter().enumerate() {
             let r = self
