@@ -230,20 +230,7 @@ impl InformerFactory {
 
     /// Waits until every informer created so far has synced, or fails naming those that have not.
     pub async fn wait_for_sync(&self, timeout: Duration) -> Result<()> {
-        let informers = self.informers();
-        let all = futures::future::join_all(informers.iter().map(|i| i.wait_for_sync()));
-        if tokio::time::timeout(timeout, all).await.is_ok() {
-            return Ok(());
-        }
-        let pending: Vec<String> = informers
-            .iter()
-            .filter(|i| !i.has_synced())
-            .map(|i| i.description().to_string())
-            .collect();
-        Err(Error::SyncTimeout {
-            timeout,
-            pending: pending.join(", "),
-        })
+        wait_all_synced(&self.informers(), timeout).await
     }
 
     /// Gives back one claim: every [`informer`](Self::informer) or
@@ -276,4 +263,22 @@ impl InformerFactory {
             i.stop();
         }
     }
+}
+
+/// Waits until every one of `informers` has applied its first complete list, for at most
+/// `timeout`; the error names those still waiting.
+pub async fn wait_all_synced(informers: &[Arc<SharedInformer>], timeout: Duration) -> Result<()> {
+    let all = futures::future::join_all(informers.iter().map(|i| i.wait_for_sync()));
+    if tokio::time::timeout(timeout, all).await.is_ok() {
+        return Ok(());
+    }
+    let pending: Vec<&str> = informers
+        .iter()
+        .filter(|i| !i.has_synced())
+        .map(|i| i.description())
+        .collect();
+    Err(Error::SyncTimeout {
+        timeout,
+        pending: pending.join(", "),
+    })
 }

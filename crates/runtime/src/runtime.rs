@@ -300,14 +300,8 @@ async fn watch_and_log(
     factory.start();
     // Only these informers: the plugins' are their host's business, and a plugin's informer
     // that never syncs (say its list is forbidden) must not hold up or end the process.
-    let synced = futures::future::join_all(informers.iter().map(|i| i.wait_for_sync()));
-    if tokio::time::timeout(WATCH_SYNC_WAIT, synced).await.is_err() {
-        let pending: Vec<&str> = informers
-            .iter()
-            .filter(|i| !i.has_synced())
-            .map(|i| i.description())
-            .collect();
-        tracing::warn!(?pending, timeout = ?WATCH_SYNC_WAIT, "--watch informers not synced yet; they keep retrying, startup goes on");
+    if let Err(e) = crate::informer::wait_all_synced(&informers, WATCH_SYNC_WAIT).await {
+        tracing::warn!(error = %e, "--watch informers keep retrying; startup goes on");
     } else if !informers.is_empty() {
         tracing::info!(informers = informers.len(), "--watch informers synced");
     }

@@ -175,14 +175,13 @@ impl PluginEngine {
         bytes: &[u8],
     ) -> Result<LoadedComponent, PluginError> {
         let start = Instant::now();
-        let sha256 = hex(&Sha256::digest(bytes));
+        let digest = Sha256::digest(bytes);
         let load_err = |reason: String| PluginError::Load {
             plugin: name.to_string(),
             path: wasm_path.to_path_buf(),
             reason,
         };
-        let entry = format!("{sha256}-{}.cwasm", self.engine_hash);
-        let (component, from_cache) = self.component(name, bytes, &entry).map_err(load_err)?;
+        let (component, from_cache) = self.component(name, bytes, &digest).map_err(load_err)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
             load_err(match self.contract_of(&component) {
                 Some(other) => format!(
@@ -199,7 +198,7 @@ impl PluginEngine {
         })?;
         Ok(LoadedComponent {
             pre,
-            sha256,
+            sha256: hex(&digest),
             from_cache,
             load_time: start.elapsed(),
         })
@@ -216,20 +215,26 @@ impl PluginEngine {
             .map(|version| format!("{package}@{version}"))
     }
 
-    /// The component from cache entry `entry` when it is there and passes its checks, else
-    /// compiled (and written to the cache); `true` when it came from the cache.
+    /// The cache entry name of the wasm whose sha256 is `digest`, for this engine.
+    fn entry_name(&self, digest: &[u8]) -> String {
+        format!("{}-{}.cwasm", hex(digest), self.engine_hash)
+    }
+
+    /// The component `bytes` (whose sha256 is `source`) from its cache entry when that is there
+    /// and passes its checks, else compiled (and written to the cache); `true` when it came from
+    /// the cache.
     fn component(
         &self,
         plugin: &str,
         bytes: &[u8],
-        entry: &str,
+        source: &[u8],
     ) -> Result<(Component, bool), String> {
-        let source = Sha256::digest(bytes);
+        let entry = &self.entry_name(source);
         if let Some(cache) = &self.cache {
             match cache.read(entry) {
                 Ok(Some(stored)) => match stored
                     .strip_prefix(ENTRY_MAGIC)
-                    .and_then(|rest| rest.strip_prefix(&source[..]))
+                    .and_then(|rest| rest.strip_prefix(source))
                 {
                     None => {
                         tracing::warn!(plugin, path = %cache.path().join(entry).display(), "ignoring a compile cache entry that is not this component's (renamed, or written by something else); recompiling")
@@ -264,7 +269,7 @@ impl PluginEngine {
                 .serialize()
                 .map_err(|e| e.to_string())
                 .and_then(|artifact| {
-                    let stored = [ENTRY_MAGIC, &source[..], &artifact].concat();
+                    let stored = [ENTRY_MAGIC, source, &artifact].concat();
                     cache.write(entry, &stored).map_err(|e| e.to_string())
                 });
             if let Err(e) = written {
@@ -279,7 +284,8 @@ impl PluginEngine {
 /// serialized artifact.
 const ENTRY_MAGIC: &[u8] = b"informant-cwasm1";
 
-fn hex(bytes: &[u8]) -> String {
+/// Lowercase hex, as sha256 sums are shown.
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -312,7 +318,10 @@ mod tests {
 
     /// Loads `EMPTY` through the cache: whether it came from there.
     fn load(engine: &PluginEngine) -> bool {
-        engine.component("t", EMPTY, &entry(engine)).unwrap().1
+        engine
+            .component("t", EMPTY, &Sha256::digest(EMPTY))
+            .unwrap()
+            .1
     }
 
     /// An entry renamed to another component's name (or a stale one under it) is not run as
@@ -324,25 +333,30 @@ mod tests {
         let engine = engine(CompileCache::Dir(dir.clone()));
         assert!(!load(&engine), "compiled and written");
         assert!(load(&engine), "then read back");
-        // The same bytes plus a custom section named `x`: another component.
+        // The same bytes plus a custom section named `x`: another component. EMPTY's
+        // artifact, renamed to its entry, must not stand in for it.
         let other = [EMPTY, b"\0\x02\x01x"].concat();
-        let (_, from_cache) = engine.component("t", &other, &entry(&engine)).unwrap();
+        let other_digest = Sha256::digest(&other);
+        fs::rename(
+            dir.join(entry(&engine)),
+            dir.join(engine.entry_name(&other_digest)),
+        )
+        .unwrap();
+        let (_, from_cache) = engine.component("t", &other, &other_digest).unwrap();
         assert!(
             !from_cache,
-            "EMPTY's artifact must not stand in for another component"
+            "a renamed artifact is not run as another component"
         );
-        // Its own entry, under EMPTY's name, now holds the other component's hash: EMPTY
-        // recompiles rather than run it.
-        assert!(!load(&engine));
-        assert!(load(&engine));
+        let (_, from_cache) = engine.component("t", &other, &other_digest).unwrap();
+        assert!(from_cache, "its own artifact replaced the renamed one");
+        assert!(
+            !load(&engine),
+            "EMPTY's entry was renamed away: compiled again"
+        );
     }
 
     fn entry(engine: &PluginEngine) -> String {
-        format!(
-            "{}-{}.cwasm",
-            hex(&Sha256::digest(EMPTY)),
-            engine.engine_hash
-        )
+        engine.entry_name(&Sha256::digest(EMPTY))
     }
 
     fn names(dir: &Path) -> Vec<String> {

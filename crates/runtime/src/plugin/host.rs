@@ -499,15 +499,16 @@ impl informant::plugin::log::Host for State {
                 "log lines dropped from the host's log: over {rate} per second (`limits.log-lines-per-second`)"
             );
         }
-        // Escaped for the host's log: a newline must not start a line that looks like the host's.
-        let line = escape_controls(&message);
-        match level {
-            _ if dropped.is_none() => {}
-            Level::Trace => tracing::trace!(plugin, tenant, "{line}"),
-            Level::Debug => tracing::debug!(plugin, tenant, "{line}"),
-            Level::Info => tracing::info!(plugin, tenant, "{line}"),
-            Level::Warn => tracing::warn!(plugin, tenant, "{line}"),
-            Level::Error => tracing::error!(plugin, tenant, "{line}"),
+        if dropped.is_some() {
+            // Escaped: a newline must not start a line that looks like the host's.
+            let line = escape_controls(&message);
+            match level {
+                Level::Trace => tracing::trace!(plugin, tenant, "{line}"),
+                Level::Debug => tracing::debug!(plugin, tenant, "{line}"),
+                Level::Info => tracing::info!(plugin, tenant, "{line}"),
+                Level::Warn => tracing::warn!(plugin, tenant, "{line}"),
+                Level::Error => tracing::error!(plugin, tenant, "{line}"),
+            }
         }
         // Nobody listening is the normal case outside tests and replay.
         let _ = self.logs.send(PluginLog {
@@ -595,13 +596,15 @@ pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains(char::is_control) {
         return text.into();
     }
-    text.chars()
-        .map(|c| match c.is_control() {
-            true => c.escape_default().to_string(),
-            false => c.to_string(),
-        })
-        .collect::<String>()
-        .into()
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out.into()
 }
 
 #[cfg(test)]

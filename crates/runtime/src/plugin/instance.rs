@@ -115,7 +115,7 @@ impl Instance {
                 .call_init(&mut store, &spec.config_json)
                 .await
                 .map_err(classify)?
-                .map_err(guest_error)?;
+                .map_err(CallError::Guest)?;
             Ok(bindings)
         };
         let error_bytes = spec.text.error_bytes;
@@ -140,7 +140,7 @@ impl Instance {
                 .call_handle(&mut self.store, wit)
                 .await
                 .map_err(classify)?
-                .map_err(guest_error)
+                .map_err(CallError::Guest)
         };
         let result = within(self.deadline, call)
             .await
@@ -165,10 +165,6 @@ async fn within<T>(
         .unwrap_or(Err(CallError::Deadline(deadline)))
 }
 
-fn guest_error(message: String) -> CallError {
-    CallError::Guest(message)
-}
-
 fn classify(e: wasmtime::Error) -> CallError {
     CallError::Trap(format!("{e:#}"))
 }
@@ -181,7 +177,7 @@ mod tests {
     #[test]
     fn a_plugins_error_text_is_bounded_and_on_one_line() {
         let returned = format!("bad\nforged host line{}", "x".repeat(40 << 20));
-        let CallError::Guest(kept) = guest_error(returned).bounded(MAX_ERROR_BYTES) else {
+        let CallError::Guest(kept) = CallError::Guest(returned).bounded(MAX_ERROR_BYTES) else {
             panic!("a returned error stays a guest error")
         };
         assert!(

@@ -24,7 +24,7 @@ use tokio::sync::{Mutex, broadcast, watch};
 
 use super::PluginError;
 use super::admission::{Admitted, WatchFacts, admit, describe, watch_count};
-use super::engine::PluginEngine;
+use super::engine::{PluginEngine, hex};
 use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
 use super::instance::InstanceSpec;
 use super::manifest::{Manifest, ManifestError};
@@ -32,6 +32,7 @@ use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use super::waiting::{Waiting, WaitingFor};
 use crate::informer::{
     EventFilter, HandlerOptions, InformerFactory, ListenerGauges, ListenerHandle, SharedInformer,
+    wait_all_synced,
 };
 use crate::tenancy::{Budgeted, Tenancy, TenantPolicy};
 
@@ -397,11 +398,7 @@ impl PluginHost {
     async fn reconcile_some(&self, waiting_only: bool) -> ReconcileReport {
         let mut report = ReconcileReport::default();
         let config = self.config();
-        let sizes = FileSizes {
-            wasm: config.max_wasm_bytes,
-            manifest: config.max_manifest_bytes,
-        };
-        let found = match scan(&self.dir, sizes) {
+        let found = match scan(&self.dir, &config) {
             Ok(f) => f,
             Err(e) => {
                 report.errors.push((PluginId::directory(""), e));
@@ -634,14 +631,9 @@ impl PluginHost {
     /// not find a half-listed kind.
     async fn wait_synced(&self, id: &PluginId, watches: &[(Arc<SharedInformer>, WitResource)]) {
         self.factory.start();
-        let all = futures::future::join_all(watches.iter().map(|(i, _)| i.wait_for_sync()));
-        if tokio::time::timeout(SYNC_WAIT, all).await.is_err() {
-            let pending: Vec<&str> = watches
-                .iter()
-                .filter(|(i, _)| !i.has_synced())
-                .map(|(i, _)| i.description())
-                .collect();
-            tracing::warn!(plugin = %id, ?pending, "informers not synced yet; registering the plugin anyway");
+        let informers: Vec<_> = watches.iter().map(|(i, _)| i.clone()).collect();
+        if let Err(e) = wait_all_synced(&informers, SYNC_WAIT).await {
+            tracing::warn!(plugin = %id, error = %e, "registering the plugin anyway");
         }
     }
 
@@ -846,7 +838,7 @@ type Scan = BTreeMap<PluginId, Result<Found, PluginError>>;
 /// another tenant's plugin, a tenant directory that is itself a link, or an operator link into
 /// a tenant's directory would run someone's code under someone else's grant, so each is
 /// refused with an error naming the link.
-fn scan(dir: &Path, sizes: FileSizes) -> Result<Scan, PluginError> {
+fn scan(dir: &Path, config: &HostConfig) -> Result<Scan, PluginError> {
     let mut out = Scan::new();
     let unreadable = |e: std::io::Error| PluginError::Load {
         plugin: "*".into(),
@@ -878,24 +870,17 @@ fn scan(dir: &Path, sizes: FileSizes) -> Result<Scan, PluginError> {
             let tenant = entry.file_name().to_string_lossy().into_owned();
             if let (Ok(inner), Ok(real)) = (std::fs::read_dir(&path), path.canonicalize()) {
                 for e in inner.flatten() {
-                    collect(&mut out, &tenant, &real, &e.path(), sizes);
+                    collect(&mut out, &tenant, &real, &e.path(), config);
                 }
             }
         } else {
-            collect(&mut out, "", &root, &path, sizes);
+            collect(&mut out, "", &root, &path, config);
         }
     }
     Ok(out)
 }
 
-/// The largest plugin files the loader reads (bytes).
-#[derive(Debug, Clone, Copy)]
-struct FileSizes {
-    wasm: u64,
-    manifest: u64,
-}
-
-fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path, sizes: FileSizes) {
+fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path, config: &HostConfig) {
     let (Some(stem), Some(ext)) = (path.file_stem(), path.extension()) else {
         return;
     };
@@ -924,23 +909,27 @@ fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path, sizes: Fi
             "the manifest (.toml) for this component",
         ))
     } else {
-        read_within(&wasm, real_dir, &id, (sizes.wasm, "limits.max-wasm-mib")).and_then(
-            |wasm_bytes| {
-                let manifest_bytes = read_within(
-                    &manifest,
-                    real_dir,
-                    &id,
-                    (sizes.manifest, "limits.max-manifest-kib"),
-                )?;
-                Ok(Found {
-                    fingerprint: fingerprint(&wasm_bytes, &manifest_bytes),
-                    wasm,
-                    manifest,
-                    wasm_bytes: wasm_bytes.into(),
-                    manifest_bytes: manifest_bytes.into(),
-                })
-            },
+        read_within(
+            &wasm,
+            real_dir,
+            &id,
+            (config.max_wasm_bytes, "limits.max-wasm-mib"),
         )
+        .and_then(|wasm_bytes| {
+            let manifest_bytes = read_within(
+                &manifest,
+                real_dir,
+                &id,
+                (config.max_manifest_bytes, "limits.max-manifest-kib"),
+            )?;
+            Ok(Found {
+                fingerprint: fingerprint(&wasm_bytes, &manifest_bytes),
+                wasm,
+                manifest,
+                wasm_bytes: wasm_bytes.into(),
+                manifest_bytes: manifest_bytes.into(),
+            })
+        })
     };
     out.insert(id, found);
 }
@@ -1070,10 +1059,6 @@ fn fingerprint(wasm: &[u8], manifest: &[u8]) -> String {
         h.update(bytes);
     }
     hex(&h.finalize())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(all(test, unix))]
