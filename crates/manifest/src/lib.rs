@@ -188,9 +188,10 @@ pub struct Manifest {
     /// Re-deliver the cache as `resync` events this often (seconds; 0 = never).
     pub resync_seconds: Option<u64>,
     /// Limits.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "toml_error::table")]
     pub limits: Limits,
     /// What to watch.
+    #[serde(deserialize_with = "toml_error::tables")]
     pub watch: Vec<Watch>,
     /// Handed to `init` as JSON.
     #[serde(default, deserialize_with = "config_table")]
@@ -390,6 +391,14 @@ ignore-status = true
             (
                 "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[watch.indexes]\nlabel = \"spec.a\"\n",
                 &["watch[0].indexes", "built-in"],
+            ),
+            (
+                "limits = [1, 1]\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+                &["line 1", "field `limits`", "expected a table"],
+            ),
+            (
+                "watch = [[\"v1\", \"Pod\", \"default\", \"app=x\", {}]]\n",
+                &["field `watch[0]`", "expected a table"],
             ),
             (
                 "[limits]\nmemory-mib = -1\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",

@@ -1,6 +1,7 @@
 //! TOML errors described for people: the parser's own position, the full field path (tracked
 //! by `serde_path_to_error` while deserializing, never guessed from the text), and the reason.
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// Deserializes TOML text; an error reads "line L, column C: field `a.b[0].c`: reason", with
@@ -11,6 +12,39 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
         let path = e.path().to_string();
         describe(e.inner(), text, &path)
     })
+}
+
+/// A struct read from a TOML table only. serde's derive also takes a sequence for a struct,
+/// field by field, so `limits = [1, 1]` would pass as both limits.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Table<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Table<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Only<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> serde::de::Visitor<'de> for Only<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a table")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Only(std::marker::PhantomData)).map(Table)
+    }
+}
+
+/// A struct field that must be a table (`#[serde(deserialize_with = "toml_error::table")]`).
+pub fn table<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<T, D::Error> {
+    Table::deserialize(d).map(|t| t.0)
+}
+
+/// An array of tables (`[[name]]`), each of which must be a table.
+pub fn tables<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Vec<T>, D::Error> {
+    Vec::<Table<T>>::deserialize(d).map(|v| v.into_iter().map(|t| t.0).collect())
 }
 
 /// "line L, column C: field `path`: message" from a TOML error; the parts that are unknown

@@ -43,6 +43,7 @@ use std::num::NonZeroU32;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use informant_manifest::toml_error::{self, Table};
 use serde::Deserialize;
 
 use crate::plugin::HostConfig;
@@ -105,10 +106,10 @@ impl Positive {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct File {
     operator_plugins: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "toml_error::table")]
     limits: FileLimits,
     #[serde(default)]
-    tenants: BTreeMap<String, FileTenant>,
+    tenants: BTreeMap<String, Table<FileTenant>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,7 +158,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         path: path.to_path_buf(),
         message,
     };
-    let file: File = informant_manifest::toml_error::from_str(text).map_err(invalid)?;
+    let file: File = toml_error::from_str(text).map_err(invalid)?;
     let mut host = HostConfig::default();
     let l = &file.limits;
     for (value, slot) in [
@@ -204,7 +205,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     }
     let mut tenants = BTreeMap::new();
     let mut claimed: Vec<(&str, &NamespacePattern)> = Vec::new();
-    for (name, t) in &file.tenants {
+    for (name, Table(t)) in &file.tenants {
         let key = |k: &str| format!("key `tenants.{name}.{k}`");
         check_tenant_name(name)
             .map_err(|why| invalid(format!("table `[tenants.{name}]`: {why}")))?;
@@ -357,6 +358,14 @@ cluster-scoped = true
                 &["/etc/informant.toml", "line 3", "unknown field `colour`"][..],
             ),
             ("verbose = true\n", &["unknown field `verbose`"]),
+            (
+                "tenants.a = [[\"a\"], [\"v1/Pod\"], false, 1, 1, 1, 1, 1, 1]\n",
+                &["line 1", "field `tenants.a`", "expected a table"],
+            ),
+            (
+                "limits = [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n",
+                &["field `limits`", "expected a table"],
+            ),
             (
                 "[tenants.a]\nnamespaces = [\"team_[a]\"]\n",
                 &[
