@@ -50,65 +50,149 @@ impl fmt::Display for EventType {
     }
 }
 
-/// An object's JSON: fetched from the host the first time it is read (then kept), or text the
-/// test harness built.
+/// An event's object: a handle in the host whose kind, metadata and JSON are each fetched the
+/// first time they are read (then kept), or what the test harness built.
 #[derive(Clone)]
-pub(crate) struct Json(Rc<Source>);
+pub(crate) struct Object(Rc<Source>);
 
 enum Source {
     Host {
         handle: wit::Object,
-        text: OnceCell<String>,
+        head: OnceCell<Head>,
+        json: OnceCell<String>,
     },
-    Text(String),
+    // Built by the native test harness only.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    Given { head: Head, json: String },
 }
 
-impl Json {
-    /// JSON text already at hand.
-    pub(crate) fn text(text: String) -> Self {
-        Json(Rc::new(Source::Text(text)))
+/// The kind and metadata of an object.
+#[derive(Debug, Clone)]
+pub(crate) struct Head {
+    pub(crate) resource: Resource,
+    pub(crate) meta: wit::ObjectMeta,
+}
+
+impl Object {
+    /// An object the harness built.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn given(head: Head, json: String) -> Self {
+        Object(Rc::new(Source::Given { head, json }))
     }
 
     fn host(handle: wit::Object) -> Self {
-        Json(Rc::new(Source::Host {
+        Object(Rc::new(Source::Host {
             handle,
-            text: OnceCell::new(),
+            head: OnceCell::new(),
+            json: OnceCell::new(),
         }))
     }
 
-    fn get(&self) -> &str {
+    fn json(&self) -> &str {
         match &*self.0 {
-            Source::Host { handle, text } => text.get_or_init(|| handle.json()),
-            Source::Text(text) => text,
+            Source::Host { handle, json, .. } => json.get_or_init(|| handle.json()),
+            Source::Given { json, .. } => json,
+        }
+    }
+
+    fn head(&self) -> &Head {
+        match &*self.0 {
+            // One call for the kind and all the metadata: a call per field would cost more
+            // than the fields.
+            Source::Host { handle, head, .. } => {
+                head.get_or_init(|| Head::decode(&handle.header()))
+            }
+            Source::Given { head, .. } => head,
         }
     }
 }
 
-/// Shows the JSON if it was read, without fetching it.
-impl fmt::Debug for Json {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &*self.0 {
-            Source::Host { text, .. } => match text.get() {
-                Some(t) => fmt::Debug::fmt(t, f),
-                None => f.write_str("<not fetched>"),
+impl Head {
+    /// Reads `object.header`: length-prefixed fields (see `wit/plugin.wit`).
+    pub(crate) fn decode(bytes: &[u8]) -> Head {
+        let mut fields = Fields(bytes);
+        let mut field = || {
+            fields
+                .next()
+                .expect("the host's object header has every fixed field")
+        };
+        let resource = Resource::new(field(), field(), field());
+        let namespace = Some(field()).filter(|ns| !ns.is_empty());
+        let (name, uid, resource_version) = (field(), field(), field());
+        let mut labels = Vec::new();
+        while let Some(key) = fields.next() {
+            let value = fields
+                .next()
+                .expect("the host's object header pairs labels");
+            labels.push((key, value));
+        }
+        Head {
+            resource,
+            meta: wit::ObjectMeta {
+                namespace,
+                name,
+                uid,
+                resource_version,
+                labels,
             },
-            Source::Text(t) => fmt::Debug::fmt(t, f),
+        }
+    }
+}
+
+/// The fields of an object header, in order; `None` at its end.
+struct Fields<'a>(&'a [u8]);
+
+impl Fields<'_> {
+    fn next(&mut self) -> Option<String> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let (len, rest) = self
+            .0
+            .split_first_chunk::<4>()
+            .expect("the host's object header ends inside a field length");
+        let (text, rest) = rest
+            .split_at_checked(u32::from_le_bytes(*len) as usize)
+            .expect("the host's object header ends inside a field");
+        self.0 = rest;
+        Some(String::from_utf8(text.to_vec()).expect("the host's object header is UTF-8"))
+    }
+}
+
+/// Shows what was read, without fetching anything.
+impl fmt::Debug for Object {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let not_fetched = |f: &mut fmt::Formatter<'_>| f.write_str("<not fetched>");
+        match &*self.0 {
+            Source::Host { head, json, .. } => {
+                match head.get() {
+                    Some(h) => write!(f, "{} {} ", h.resource, Meta(&h.meta).key())?,
+                    None => not_fetched(f)?,
+                }
+                match json.get() {
+                    Some(t) => fmt::Debug::fmt(t, f),
+                    None => not_fetched(f),
+                }
+            }
+            Source::Given { head, json } => {
+                write!(f, "{} {} {json:?}", head.resource, Meta(&head.meta).key())
+            }
         }
     }
 }
 
 /// One event for one plugin.
 ///
-/// The metadata is parsed by the host; the object itself stays in the host until this plugin
-/// reads it ([`Event::json`], [`Event::object`], [`Event::value`]): a plugin that needs only the
-/// metadata never has the JSON copied in, let alone parsed.
+/// The object stays in the host until this plugin reads it: its kind and metadata (parsed by
+/// the host) on the first [`Event::resource`] or [`Event::meta`], its JSON on the first
+/// [`Event::json`], [`Event::object`] or [`Event::value`]. A plugin that needs only the
+/// metadata never has the JSON copied in, let alone parsed; one that needs neither pays for
+/// neither.
 #[derive(Debug, Clone)]
 pub struct Event {
     pub(crate) event_type: EventType,
-    pub(crate) resource: Resource,
-    pub(crate) meta: wit::ObjectMeta,
-    pub(crate) object: Json,
-    pub(crate) old_object: Option<Json>,
+    pub(crate) object: Object,
+    pub(crate) old_object: Option<Object>,
     pub(crate) initial: bool,
     pub(crate) final_state_unknown: bool,
 }
@@ -119,10 +203,8 @@ impl Event {
     pub fn from_wit(e: wit::Event) -> Self {
         Event {
             event_type: EventType::from_wit(e.event_type),
-            resource: Resource::from_wit(e.resource),
-            meta: e.meta,
-            object: Json::host(e.object),
-            old_object: e.old_object.map(Json::host),
+            object: Object::host(e.object),
+            old_object: e.old_object.map(Object::host),
             initial: e.initial,
             final_state_unknown: e.final_state_unknown,
         }
@@ -133,24 +215,24 @@ impl Event {
         self.event_type
     }
 
-    /// The kind of the object.
+    /// The kind of the object; fetched from the host with the metadata on first use.
     pub fn resource(&self) -> &Resource {
-        &self.resource
+        &self.object.head().resource
     }
 
-    /// The object's metadata, parsed by the host.
+    /// The object's metadata, parsed by the host; fetched with the kind on first use.
     pub fn meta(&self) -> Meta<'_> {
-        Meta(&self.meta)
+        Meta(&self.object.head().meta)
     }
 
     /// The object as JSON (managedFields removed); fetched from the host on first use.
     pub fn json(&self) -> &str {
-        self.object.get()
+        self.object.json()
     }
 
     /// For `updated`: the previous version as JSON; fetched from the host on first use.
     pub fn old_json(&self) -> Option<&str> {
-        self.old_object.as_ref().map(Json::get)
+        self.old_object.as_ref().map(Object::json)
     }
 
     /// Part of an initial replay (first list, new plugin, reload, instance restart).
@@ -185,7 +267,7 @@ fn decode<T: DeserializeOwned>(json: &str, what: &str, ev: &Event) -> Result<T, 
     serde_json::from_str(json).map_err(|e| {
         format!(
             "{} {}: cannot decode the {what} as {}: {e}",
-            ev.resource,
+            ev.resource(),
             ev.meta().key(),
             std::any::type_name::<T>()
         )
@@ -194,7 +276,7 @@ fn decode<T: DeserializeOwned>(json: &str, what: &str, ev: &Event) -> Result<T, 
 
 /// The metadata most plugins need, borrowed from the event.
 #[derive(Debug, Clone, Copy)]
-pub struct Meta<'a>(&'a wit::ObjectMeta);
+pub struct Meta<'a>(pub(crate) &'a wit::ObjectMeta);
 
 impl<'a> Meta<'a> {
     /// Absent for cluster-scoped objects.

@@ -44,12 +44,14 @@ pub mod cache;
 mod event;
 pub mod log;
 mod resource;
+mod retry;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
 pub use cache::QueryError;
 pub use event::{Event, EventType, Meta};
 pub use resource::Resource;
+pub use retry::{Retry, retry, retry_after};
 
 /// Bindings generated from `wit/`; use the documented modules instead.
 #[doc(hidden)]
@@ -65,7 +67,8 @@ pub mod wit {
 /// An event-hook plugin: built by [`Plugin::init`] from its config, then fed events one at a time.
 ///
 /// Handlers run to completion before the next event; an `Err` is logged by the host and counted
-/// against the plugin, and the instance keeps running. Handlers must finish within the manifest's
+/// against the plugin, and the instance keeps running. An `Err` made by [`retry`] asks for the
+/// object again later instead. Handlers must finish within the manifest's
 /// deadline, or the host drops the instance and continues with a fresh one after a backoff.
 pub trait Plugin: 'static {
     /// Builds the plugin from the manifest's `[config]` table (an empty object when absent).
@@ -118,7 +121,7 @@ macro_rules! export_plugin {
                     $crate::__private::init_in(&INSTANCE, &config)
                 }
 
-                fn handle(e: $crate::wit::Event) -> $crate::__private::Outcome {
+                fn handle(e: $crate::wit::Event) -> $crate::__private::Handled {
                     $crate::__private::handle_in(&INSTANCE, e)
                 }
             }
@@ -156,9 +159,26 @@ pub mod __private {
         Ok(())
     }
 
-    /// `handle` export: routes the event to the instance, refusing it before `init`.
-    pub fn handle_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, e: crate::wit::Event) -> Outcome {
-        handle_event_in(slot, Event::from_wit(e))
+    /// What the `handle` export returns.
+    pub type Handled = Result<(), crate::wit::Failure>;
+
+    /// `handle` export: routes the event to the instance, refusing it before `init`; an error
+    /// made by [`retry`](crate::retry) goes back as a retry.
+    pub fn handle_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, e: crate::wit::Event) -> Handled {
+        crate::retry::take();
+        let result = handle_event_in(slot, Event::from_wit(e));
+        let asked = crate::retry::take();
+        result.map_err(|error| match asked {
+            Some(r) => {
+                crate::wit::Failure::Retry(crate::wit::informant::plugin::types::RetryLater {
+                    reason: error,
+                    after_ms: r
+                        .after
+                        .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX)),
+                })
+            }
+            None => crate::wit::Failure::Error(error),
+        })
     }
 
     /// What `handle` does once the host's record is wrapped.
@@ -200,7 +220,8 @@ mod tests {
 
     use super::__private::{Slot, empty, handle_event_in, init_in};
     use super::*;
-    use crate::event::Json;
+    use crate::Meta;
+    use crate::event::{Head, Object};
     use crate::wit::informant::plugin::types as wit;
 
     /// Counts events per type and fails on a `fail` label, to observe dispatch.
@@ -241,8 +262,7 @@ mod tests {
 
     /// An event as `from_wit` makes it, its JSON already fetched (natively there is no host).
     fn host_event(event_type: EventType, labels: &[(&str, &str)]) -> Event {
-        Event {
-            event_type,
+        let head = Head {
             resource: Resource::new("apps", "v1", "Deployment"),
             meta: wit::ObjectMeta {
                 namespace: Some("default".into()),
@@ -254,7 +274,10 @@ mod tests {
                     .map(|(k, v)| (k.to_string(), v.to_string()))
                     .collect(),
             },
-            object: Json::text(json!({"spec": {"replicas": 2}}).to_string()),
+        };
+        Event {
+            event_type,
+            object: Object::given(head, json!({"spec": {"replicas": 2}}).to_string()),
             old_object: None,
             initial: true,
             final_state_unknown: false,
@@ -314,6 +337,111 @@ mod tests {
             err.starts_with("apps/v1/Deployment default/web: cannot decode the object"),
             "{err}"
         );
+    }
+
+    /// An object header as the host writes it.
+    fn header(fields: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for f in fields {
+            out.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            out.extend_from_slice(f.as_bytes());
+        }
+        out
+    }
+
+    #[test]
+    fn object_headers_decode_into_kind_and_metadata() {
+        let h = Head::decode(&header(&[
+            "apps",
+            "v1",
+            "Deployment",
+            "team-a",
+            "web",
+            "u1",
+            "42",
+            "app",
+            "web",
+            "note",
+            "ünï",
+        ]));
+        assert_eq!(h.resource, Resource::new("apps", "v1", "Deployment"));
+        let meta = Meta(&h.meta);
+        assert_eq!(
+            (
+                meta.namespace(),
+                meta.name(),
+                meta.uid(),
+                meta.resource_version()
+            ),
+            (Some("team-a"), "web", "u1", "42")
+        );
+        assert_eq!(
+            (meta.label("app"), meta.label("note")),
+            (Some("web"), Some("ünï"))
+        );
+        // Cluster-scoped, no labels.
+        let h = Head::decode(&header(&[
+            "",
+            "v1",
+            "Namespace",
+            "",
+            "kube-system",
+            "u2",
+            "7",
+        ]));
+        let meta = Meta(&h.meta);
+        assert_eq!(
+            (meta.namespace(), meta.key()),
+            (None, "kube-system".to_string())
+        );
+        assert!(meta.labels().is_empty());
+    }
+
+    /// Asks for a retry on `retry`-labelled objects.
+    struct Flaky;
+
+    impl Plugin for Flaky {
+        fn init(_: Value) -> Result<Self, String> {
+            Ok(Flaky)
+        }
+
+        fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+            match ev.meta().label("retry") {
+                Some("later") => Err(retry_after(
+                    "webhook down",
+                    std::time::Duration::from_secs(2),
+                )),
+                Some(_) => Err(retry("webhook down")),
+                None => Err("plain failure".into()),
+            }
+        }
+    }
+
+    #[test]
+    fn a_retry_is_told_apart_from_a_failure() {
+        let mut h = testing::Harness::<Flaky>::new("{}").unwrap();
+        let cm = |labels: Value| {
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": "c", "namespace": "default", "labels": labels}})
+        };
+        let err = h
+            .send(testing::EventBuilder::added(&cm(json!({"retry": "later"}))))
+            .unwrap_err();
+        assert_eq!(err, "webhook down");
+        assert_eq!(
+            h.retry(),
+            Some(&Retry {
+                reason: "webhook down".into(),
+                after: Some(std::time::Duration::from_secs(2))
+            })
+        );
+        h.send(testing::EventBuilder::added(&cm(json!({"retry": "now"}))))
+            .unwrap_err();
+        assert_eq!(h.retry().map(|r| r.after), Some(None));
+        let err = h
+            .send(testing::EventBuilder::added(&cm(json!({}))))
+            .unwrap_err();
+        assert_eq!((err.as_str(), h.retry()), ("plain failure", None));
     }
 
     #[test]

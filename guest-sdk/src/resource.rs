@@ -2,8 +2,6 @@
 
 use std::fmt;
 
-use crate::wit::informant::plugin::types as wit;
-
 /// A Kubernetes kind: `group` is empty for the core group (`v1`).
 #[derive(
     Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
@@ -54,19 +52,11 @@ impl Resource {
     }
 
     #[cfg(target_arch = "wasm32")]
-    pub(crate) fn to_wit(&self) -> wit::Resource {
-        wit::Resource {
+    pub(crate) fn to_wit(&self) -> crate::wit::informant::plugin::types::Resource {
+        crate::wit::informant::plugin::types::Resource {
             group: self.group.clone(),
             version: self.version.clone(),
             kind: self.kind.clone(),
-        }
-    }
-
-    pub(crate) fn from_wit(r: wit::Resource) -> Self {
-        Resource {
-            group: r.group,
-            version: r.version,
-            kind: r.kind,
         }
     }
 }

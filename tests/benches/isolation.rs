@@ -96,15 +96,19 @@ async fn case(
         logs: logs.clone(),
         text: TextLimits::default(),
         log_rate: LogRate::new(u32::MAX),
+        retry: Default::default(),
     };
     let sup = Supervisor::start(spec, RestartPolicy::default())
         .await
         .expect("start");
-    let mut handler = sup.handler(WitResource {
-        group: String::new(),
-        version: "v1".into(),
-        kind: "ConfigMap".into(),
-    });
+    let mut handler = sup.handler(
+        WitResource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+        },
+        store.clone(),
+    );
     let probe = Arc::new(
         CachedObject::from_json(
             &cm_json("team-a", "probe", "a", "a-pw").to_string(),

@@ -108,6 +108,7 @@ fn spec(
         logs: logs.clone(),
         text: TextLimits::default(),
         log_rate: LogRate::new(u32::MAX),
+        retry: Default::default(),
     }
 }
 
@@ -138,7 +139,7 @@ async fn throughput(
         .await
         .expect("start");
         let timed = Timed {
-            inner: sup.handler(resource.clone()),
+            inner: sup.handler(resource.clone(), informer.store().clone()),
             sent: sent.clone(),
             latencies: latencies.clone(),
             done: done.clone(),
@@ -234,7 +235,7 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
         .await
         .expect("start");
         let timed = Timed {
-            inner: sup.handler(resource.clone()),
+            inner: sup.handler(resource.clone(), informer.store().clone()),
             sent: Arc::default(),
             latencies: Arc::default(),
             done: done.clone(),

@@ -12,5 +12,6 @@ mod leader;
 mod new;
 mod plugins;
 mod replay;
+mod retry;
 mod tenancy;
 mod waiting;

@@ -13,6 +13,10 @@
 //! [limits]                          # optional; clamped by the host's ceilings
 //! memory-mib = 32
 //! deadline-ms = 200
+//! [retry]                           # optional; for events a plugin answers with `retry`
+//! max-attempts = 5                  # redeliveries per object, then the event fails (0: none)
+//! initial-backoff-ms = 200          # doubles per attempt
+//! max-backoff-ms = 60000
 //! [[watch]]                         # one or more
 //! api-version = "apps/v1"
 //! kind = "ReplicaSet"
@@ -179,6 +183,18 @@ pub struct Limits {
     pub deadline_ms: Option<u32>,
 }
 
+/// How a plugin's `retry` answers are redelivered (`[retry]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Retry {
+    /// Redeliveries of one object before its event counts as failed (0: never redeliver).
+    pub max_attempts: Option<u32>,
+    /// The first backoff in milliseconds; it doubles per attempt.
+    pub initial_backoff_ms: Option<u32>,
+    /// The longest backoff in milliseconds.
+    pub max_backoff_ms: Option<u32>,
+}
+
 /// A plugin's manifest.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -190,6 +206,9 @@ pub struct Manifest {
     /// Limits.
     #[serde(default, deserialize_with = "toml_error::table")]
     pub limits: Limits,
+    /// How `retry` answers are redelivered.
+    #[serde(default, deserialize_with = "toml_error::table")]
+    pub retry: Retry,
     /// What to watch.
     #[serde(deserialize_with = "toml_error::tables")]
     pub watch: Vec<Watch>,
@@ -257,6 +276,11 @@ impl Manifest {
         for (field, value) in [
             ("limits.memory-mib", manifest.limits.memory_mib),
             ("limits.deadline-ms", manifest.limits.deadline_ms),
+            (
+                "retry.initial-backoff-ms",
+                manifest.retry.initial_backoff_ms,
+            ),
+            ("retry.max-backoff-ms", manifest.retry.max_backoff_ms),
         ] {
             if value == Some(0) {
                 return Err(invalid(format!("field `{field}`: must be greater than 0")));

@@ -91,14 +91,16 @@ fn expect(a: &Applied) -> Expect {
         ["config"] => verdict(v.is_table()),
         ["description"] => verdict(v.is_str()),
         ["resync-seconds"] => int_in(v, 0, i64::MAX),
-        ["limits"] | ["watch", "indexes"] => {
+        ["limits"] | ["retry"] | ["watch", "indexes"] => {
             if v.is_table() {
                 Expect::Either
             } else {
                 Expect::Refuse
             }
         }
-        ["limits", "memory-mib" | "deadline-ms"] => int_in(v, 1, u32::MAX.into()),
+        ["limits", "memory-mib" | "deadline-ms"]
+        | ["retry", "initial-backoff-ms" | "max-backoff-ms"] => int_in(v, 1, u32::MAX.into()),
+        ["retry", "max-attempts"] => int_in(v, 0, u32::MAX.into()),
         ["watch"] if matches!(a.site.0.last(), Some(Seg::Index(_))) => {
             if v.is_table() {
                 Expect::Either

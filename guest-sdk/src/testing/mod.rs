@@ -39,11 +39,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use self::cache::MemCache;
-use crate::event::Json;
+use crate::event::{Head, Object};
 /// The level of a captured log record.
 pub use crate::log::Level;
 use crate::wit::informant::plugin::types as wit;
-use crate::{Event, EventType, Plugin, QueryError, Resource};
+use crate::{Event, EventType, Plugin, QueryError, Resource, Retry};
 use informant_manifest::Manifest;
 
 #[derive(Default)]
@@ -72,6 +72,7 @@ pub struct Harness<P: Plugin> {
     config: String,
     state: State,
     apply_to_cache: bool,
+    retry: Option<Retry>,
 }
 
 impl<P: Plugin> Harness<P> {
@@ -115,6 +116,7 @@ impl<P: Plugin> Harness<P> {
             config: config_json.to_string(),
             state,
             apply_to_cache: true,
+            retry: None,
         })
     }
 
@@ -124,16 +126,26 @@ impl<P: Plugin> Harness<P> {
         self
     }
 
-    /// Hands one event to the plugin; returns the plugin's result.
+    /// Hands one event to the plugin; returns the plugin's result (see [`Harness::retry`]
+    /// for whether an error asked for a retry).
     pub fn send(&mut self, event: impl Into<Event>) -> Result<(), String> {
         let event = event.into();
         if self.apply_to_cache {
             apply(&mut self.state.cache, &event)?;
         }
         let plugin = &mut self.plugin;
-        run_in(&mut self.state, || {
+        crate::retry::take();
+        let result = run_in(&mut self.state, || {
             crate::__private::dispatch(plugin, &event)
-        })
+        });
+        self.retry = crate::retry::take().filter(|_| result.is_err());
+        result
+    }
+
+    /// The retry the last [`Harness::send`] answered with, if its error came from
+    /// [`retry`](crate::retry) or [`retry_after`](crate::retry_after).
+    pub fn retry(&self) -> Option<&Retry> {
+        self.retry.as_ref()
     }
 
     /// Recreates the instance as the host does after a trap or reload: `init` with the same config,
@@ -207,7 +219,7 @@ fn apply(cache: &mut MemCache, event: &Event) -> Result<(), String> {
     match event.event_type {
         EventType::Deleted => {
             cache.remove(
-                &event.resource,
+                event.resource(),
                 event.meta().namespace(),
                 event.meta().name(),
             );
@@ -282,30 +294,12 @@ impl EventBuilder {
     pub fn try_build(self) -> Result<Event, String> {
         let object = self.object?;
         let (resource, _) = cache::identity(&object)?;
-        let text = |p: &str| {
-            object
-                .pointer(p)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let labels: BTreeMap<String, String> = cache::labels_of(&object);
-        let meta = wit::ObjectMeta {
-            namespace: cache::namespace_of(&object).map(str::to_string),
-            name: text("/metadata/name"),
-            uid: text("/metadata/uid"),
-            resource_version: text("/metadata/resourceVersion"),
-            labels: labels.into_iter().collect(),
-        };
+        // Both versions are of one kind: the old one need not repeat apiVersion and kind.
+        let given = |o: &Value| Object::given(head_of(o, &resource), o.to_string());
         Ok(Event {
             event_type: self.event_type,
-            resource,
-            meta,
-            object: Json::text(object.to_string()),
-            old_object: self
-                .old_object
-                .transpose()?
-                .map(|o| Json::text(o.to_string())),
+            object: given(&object),
+            old_object: self.old_object.transpose()?.as_ref().map(given),
             initial: self.initial,
             final_state_unknown: self.final_state_unknown,
         })
@@ -317,6 +311,28 @@ impl EventBuilder {
             Ok(e) => e,
             Err(e) => panic!("EventBuilder: {e}"),
         }
+    }
+}
+
+/// The kind and metadata the host would parse from `object`.
+fn head_of(object: &Value, resource: &Resource) -> Head {
+    let text = |p: &str| {
+        object
+            .pointer(p)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let labels: BTreeMap<String, String> = cache::labels_of(object);
+    Head {
+        resource: resource.clone(),
+        meta: wit::ObjectMeta {
+            namespace: cache::namespace_of(object).map(str::to_string),
+            name: text("/metadata/name"),
+            uid: text("/metadata/uid"),
+            resource_version: text("/metadata/resourceVersion"),
+            labels: labels.into_iter().collect(),
+        },
     }
 }
 

@@ -64,6 +64,7 @@ struct PluginSample {
     dispatched: u64,
     failed: u64,
     dropped: u64,
+    retried: u64,
     backlog: u64,
     state: PluginState,
     latency: Histogram,
@@ -147,6 +148,7 @@ impl Snapshot {
                     dispatched: s.handled() + s.failed(),
                     failed: s.failed(),
                     dropped: s.dropped(),
+                    retried: s.retried(),
                     backlog: r.backlog as u64,
                     state: s.state(),
                     latency: s.latency().clone(),
@@ -207,6 +209,14 @@ impl Collector for Snapshot {
             self.plugins
                 .iter()
                 .map(|p| (plugin_labels(p), counter(p.failed))),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_events_retried",
+            "Redeliveries scheduled because the plugin answered `retry` (each counted once).",
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), counter(p.retried))),
         )?;
         family(
             &mut enc,

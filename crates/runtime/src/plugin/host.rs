@@ -33,19 +33,22 @@ pub mod bindings {
         imports: {
             // A stale handle (kept past its call) is a guest bug: trap rather than answer.
             "informant:plugin/types.[method]object.json": async | trappable,
+            // Read on most events and answered from memory: plain calls, without the cost of
+            // a future each (a guest cannot block in them).
+            "informant:plugin/types.[method]object.header": trappable,
+            "informant:plugin/types.[method]object.kind": trappable,
+            "informant:plugin/types.[method]object.meta": trappable,
+            "informant:plugin/types.[drop]object": trappable,
             default: async,
         },
         exports: { default: async },
-        // The event record is lowered straight from the cached object's fields: no owned copy
-        // of its strings is built on the host for each call.
-        ownership: Borrowing { duplicate_if_necessary: true },
         with: { "informant:plugin/types.object": super::ObjectRef },
     });
 }
 
 /// The WIT package this host implements; plugins built for another version are refused at load
 /// with this named.
-pub const WIT_PACKAGE: &str = "informant:plugin@0.2.0";
+pub const WIT_PACKAGE: &str = "informant:plugin@0.3.0";
 
 /// A cached object lent to a plugin as an `object` handle for one call; `None` once that call
 /// has returned.
@@ -53,7 +56,13 @@ pub const WIT_PACKAGE: &str = "informant:plugin@0.2.0";
 /// A handle the plugin keeps past its call is emptied, not deleted: its table slot stays taken
 /// until the plugin drops it, so a later event's object never lands in a slot an old handle
 /// still names, and using the old handle is a trap instead of a read of someone else's event.
-pub struct ObjectRef(Option<Arc<CachedObject>>);
+pub struct ObjectRef(Option<Lent>);
+
+/// What an `object` handle names while its call runs: the object and the kind it was watched as.
+pub struct Lent {
+    object: Arc<CachedObject>,
+    kind: Arc<WitResource>,
+}
 
 /// Emptied handles a plugin may hold before its instance is dropped (each costs the host a
 /// table slot until the plugin lets go of it).
@@ -63,8 +72,8 @@ use bindings::informant;
 pub use bindings::{Plugin, PluginPre};
 pub use informant::plugin::log::Level;
 pub use informant::plugin::types::{
-    Event as WitEvent, EventType as WitEventType, ObjectMeta as WitObjectMeta, QueryError,
-    ResourceParam as WitResourceParam, ResourceResult as WitResource,
+    Event as WitEvent, EventType as WitEventType, Failure, ObjectMeta as WitObjectMeta, QueryError,
+    Resource as WitResource,
 };
 
 impl From<&kube::core::ApiResource> for WitResource {
@@ -356,11 +365,19 @@ impl State {
         }
     }
 
-    /// Lends `object` to the plugin for the call about to be made.
-    pub(crate) fn lend(&mut self, object: &Arc<CachedObject>) -> Resource<ObjectRef> {
+    /// Lends `object`, watched as `kind`, to the plugin for the call about to be made.
+    pub(crate) fn lend(
+        &mut self,
+        object: &Arc<CachedObject>,
+        kind: &Arc<WitResource>,
+    ) -> Resource<ObjectRef> {
+        let lent = Lent {
+            object: object.clone(),
+            kind: kind.clone(),
+        };
         let handle = self
             .table
-            .push(ObjectRef(Some(object.clone())))
+            .push(ObjectRef(Some(lent)))
             .expect("a plugin's resource table never holds 2^32 entries");
         self.lent.push(handle.rep());
         handle
@@ -380,16 +397,9 @@ impl State {
     }
 }
 
-/// Lowers an informer event for `handle`, borrowing its strings from the cached object; the
-/// objects go as handles lent from `state`.
-pub(crate) fn wit_event<'a>(
-    state: &mut State,
-    resource: &'a WitResource,
-    e: &'a Event,
-    labels: &'a mut Vec<(&'a str, &'a str)>,
-) -> WitEvent<'a> {
-    let o = &e.object;
-    labels.extend(o.labels());
+/// Lowers an informer event for `handle`: its objects go as handles lent from `state`, and
+/// nothing else is copied (the plugin fetches the kind, metadata or JSON it reads).
+pub(crate) fn wit_event(state: &mut State, kind: &Arc<WitResource>, e: &Event) -> WitEvent {
     WitEvent {
         event_type: match e.event_type {
             EventType::Added => WitEventType::Added,
@@ -397,22 +407,50 @@ pub(crate) fn wit_event<'a>(
             EventType::Deleted => WitEventType::Deleted,
             EventType::Resync => WitEventType::Resync,
         },
-        resource: WitResourceParam {
-            group: &resource.group,
-            version: &resource.version,
-            kind: &resource.kind,
-        },
-        meta: WitObjectMeta {
-            namespace: o.namespace(),
-            name: o.name(),
-            uid: o.uid(),
-            resource_version: o.resource_version(),
-            labels,
-        },
-        object: state.lend(o),
-        old_object: e.old_object.as_ref().map(|old| state.lend(old)),
+        object: state.lend(&e.object, kind),
+        old_object: e.old_object.as_ref().map(|old| state.lend(old, kind)),
         initial: e.initial,
         final_state_unknown: e.final_state_unknown,
+    }
+}
+
+/// `object.header`: the kind and metadata as length-prefixed fields (see `wit/plugin.wit`).
+pub fn header(kind: &WitResource, o: &CachedObject) -> Vec<u8> {
+    let fields = [
+        kind.group.as_str(),
+        &kind.version,
+        &kind.kind,
+        o.namespace().unwrap_or_default(),
+        o.name(),
+        o.uid(),
+        o.resource_version(),
+    ];
+    let len = fields.iter().map(|f| f.len()).sum::<usize>()
+        + o.labels().map(|(k, v)| k.len() + v.len()).sum::<usize>()
+        + 4 * (fields.len() + 2 * o.labels().len());
+    let mut out = Vec::with_capacity(len);
+    let mut put = |f: &str| {
+        // Kubernetes caps names and label values far below 4 GiB; an object that broke that
+        // would have been refused by the API server.
+        out.extend_from_slice(&u32::try_from(f.len()).unwrap_or(u32::MAX).to_le_bytes());
+        out.extend_from_slice(f.as_bytes());
+    };
+    fields.into_iter().for_each(&mut put);
+    for (k, v) in o.labels() {
+        put(k);
+        put(v);
+    }
+    out
+}
+
+impl State {
+    /// The object behind a handle lent for the call in progress; a trap once that call returned.
+    fn lent_object(&self, object: &Resource<ObjectRef>) -> wasmtime::Result<&Lent> {
+        self.table.get(object)?.0.as_ref().ok_or_else(|| {
+            wasmtime::format_err!(
+                "an event's object was read after the `handle` call it came with had returned"
+            )
+        })
     }
 }
 
@@ -429,15 +467,33 @@ impl informant::plugin::types::Host for State {}
 
 impl informant::plugin::types::HostObject for State {
     async fn json(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<String> {
-        match &self.table.get(&object)?.0 {
-            Some(o) => Ok(o.json().to_string()),
-            None => Err(wasmtime::format_err!(
-                "an event's object was read after the `handle` call it came with had returned"
-            )),
-        }
+        Ok(self.lent_object(&object)?.object.json().to_string())
     }
 
-    async fn drop(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<()> {
+    fn kind(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<WitResource> {
+        Ok(WitResource::clone(&self.lent_object(&object)?.kind))
+    }
+
+    fn meta(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<WitObjectMeta> {
+        let o = &self.lent_object(&object)?.object;
+        Ok(WitObjectMeta {
+            namespace: o.namespace().map(str::to_string),
+            name: o.name().to_string(),
+            uid: o.uid().to_string(),
+            resource_version: o.resource_version().to_string(),
+            labels: o
+                .labels()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        })
+    }
+
+    fn header(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<Vec<u8>> {
+        let lent = self.lent_object(&object)?;
+        Ok(header(&lent.kind, &lent.object))
+    }
+
+    fn drop(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<()> {
         let rep = object.rep();
         if self.table.delete(object)?.0.is_none() {
             self.kept -= 1;

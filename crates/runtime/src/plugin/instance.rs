@@ -17,8 +17,8 @@ use wasmtime::Store;
 
 use super::engine::LoadedComponent;
 use super::host::{
-    CacheView, LogRate, MAX_KEPT_HANDLES, Plugin, PluginLog, State, TextLimits, WitResource,
-    escape_controls, truncated, wit_event,
+    CacheView, Failure, LogRate, MAX_KEPT_HANDLES, Plugin, PluginLog, State, TextLimits,
+    WitResource, escape_controls, truncated, wit_event,
 };
 use crate::informer::Event;
 
@@ -44,6 +44,65 @@ pub struct InstanceSpec {
     pub text: TextLimits,
     /// The plugin version's log rate, shared by its instances.
     pub log_rate: Arc<LogRate>,
+    /// How `retry` answers are redelivered.
+    pub retry: RetryPolicy,
+}
+
+/// How `retry` answers are redelivered (the manifest's `[retry]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Redeliveries of one object before its event counts as failed.
+    pub max_attempts: u32,
+    /// The first backoff; it doubles per attempt.
+    pub initial_backoff: Duration,
+    /// The longest backoff.
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 5,
+            initial_backoff: Duration::from_millis(200),
+            max_backoff: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The manifest's `[retry]`, defaults filled in.
+    pub fn from_manifest(r: &crate::manifest::Retry) -> Self {
+        let d = RetryPolicy::default();
+        let ms = |v: Option<u32>, default: Duration| {
+            v.map_or(default, |ms| Duration::from_millis(ms.into()))
+        };
+        RetryPolicy {
+            max_attempts: r.max_attempts.unwrap_or(d.max_attempts),
+            initial_backoff: ms(r.initial_backoff_ms, d.initial_backoff),
+            max_backoff: ms(r.max_backoff_ms, d.max_backoff),
+        }
+    }
+
+    /// The wait before redelivery `attempt` (from 1), and at least what the plugin asked.
+    pub fn backoff(&self, attempt: u32, asked: Option<Duration>) -> Duration {
+        let exp = attempt.saturating_sub(1).min(20);
+        let backoff = (self.initial_backoff * 2u32.pow(exp)).min(self.max_backoff);
+        backoff.max(asked.unwrap_or_default())
+    }
+}
+
+/// How a plugin finished an event it did not fail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Handled {
+    /// Done with it.
+    Done,
+    /// Asked to see the object again later.
+    Retry {
+        /// Why, as the plugin said (bounded like an error).
+        reason: String,
+        /// The earliest redelivery the plugin accepts.
+        after: Option<Duration>,
+    },
 }
 
 /// Why a call into a plugin failed.
@@ -132,15 +191,27 @@ impl Instance {
 
     /// Delivers one event of `resource`. After any error but [`CallError::Guest`] the instance
     /// must be dropped: a call cut off at its deadline leaves the guest mid-way.
-    pub async fn handle(&mut self, resource: &WitResource, event: &Event) -> Result<(), CallError> {
-        let mut labels = Vec::new();
-        let wit = wit_event(self.store.data_mut(), resource, event, &mut labels);
+    pub async fn handle(
+        &mut self,
+        resource: &Arc<WitResource>,
+        event: &Event,
+    ) -> Result<Handled, CallError> {
+        let wit = wit_event(self.store.data_mut(), resource, event);
+        let error_bytes = self.error_bytes;
         let call = async {
-            self.bindings
+            match self
+                .bindings
                 .call_handle(&mut self.store, wit)
                 .await
                 .map_err(classify)?
-                .map_err(CallError::Guest)
+            {
+                Ok(()) => Ok(Handled::Done),
+                Err(Failure::Error(e)) => Err(CallError::Guest(e)),
+                Err(Failure::Retry(later)) => Ok(Handled::Retry {
+                    reason: escape_controls(&truncated(later.reason, error_bytes)).into_owned(),
+                    after: later.after_ms.map(|ms| Duration::from_millis(ms.into())),
+                }),
+            }
         };
         let result = within(self.deadline, call)
             .await

@@ -26,7 +26,7 @@ use super::PluginError;
 use super::admission::{Admitted, WatchFacts, admit, describe, watch_count};
 use super::engine::{PluginEngine, hex};
 use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
-use super::instance::InstanceSpec;
+use super::instance::{InstanceSpec, RetryPolicy};
 use super::manifest::{Manifest, ManifestError};
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use super::waiting::{Waiting, WaitingFor};
@@ -529,7 +529,10 @@ impl PluginHost {
                                 resync_period: resync,
                                 filter: filter.clone(),
                             };
-                            let (name, handler) = (id.to_string(), supervisor.handler(resource));
+                            let (name, handler) = (
+                                id.to_string(),
+                                supervisor.handler(resource, informer.store().clone()),
+                            );
                             let h = match &policy.budget {
                                 Some(b) => informer.add_handler(
                                     &name,
@@ -741,6 +744,7 @@ impl PluginHost {
                 logs: self.logs.clone(),
                 text: config.text,
                 log_rate: LogRate::new(config.text.log_lines_per_second),
+                retry: RetryPolicy::from_manifest(&manifest.retry),
             };
             let policy = config.restart.clone();
             let plugin = id.to_string();

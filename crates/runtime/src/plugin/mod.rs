@@ -29,7 +29,7 @@ pub mod waiting;
 pub use cache::CompileCache;
 pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
 pub use host::{CacheView, Level, LogRate, PluginLog, TextLimits};
-pub use instance::{CallError, InstanceSpec};
+pub use instance::{CallError, Handled, InstanceSpec, RetryPolicy};
 pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport, RunningPlugin};
 pub use manifest::{Manifest, ManifestError};
 pub use reload::Reloader;

@@ -9,6 +9,9 @@
 //!   a plugin that traps every few events is still quarantined after `quarantine_after` of them.
 //! - Quarantined plugins drop their events and are reported as such.
 //! - An error *returned* by the plugin is counted and logged; the instance stays.
+//! - A `retry` answer redelivers the object's latest state after a per-object exponential
+//!   backoff ([`RetryPolicy`]); a newer event for the object replaces the pending retry, and
+//!   past `max-attempts` the event counts as failed.
 //! - Calls are async and bounded by their deadline; they never hold a runtime worker or a
 //!   lock anyone outside this plugin waits on. The instance sits behind an async mutex that
 //!   only this plugin's own handlers (one per watched informer) take, one call at a time.
@@ -22,8 +25,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use tokio::sync::watch;
 
 use super::host::WitResource;
-use super::instance::{CallError, Instance, InstanceSpec};
-use crate::informer::{Event, Handler};
+use super::instance::{CallError, Handled, Instance, InstanceSpec};
+use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
 
 /// Restart and quarantine policy.
 #[derive(Debug, Clone)]
@@ -80,6 +83,7 @@ pub struct Supervisor {
     handled: AtomicU64,
     failed: AtomicU64,
     dropped: AtomicU64,
+    retried: AtomicU64,
     latency: Histogram,
     state_tx: watch::Sender<PluginState>,
     last_error: Mutex<Option<String>>,
@@ -103,6 +107,7 @@ impl Supervisor {
             handled: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            retried: AtomicU64::new(0),
             latency: latency_histogram(),
             state_tx: watch::channel(PluginState::Running).0,
             last_error: Mutex::new(None),
@@ -154,16 +159,27 @@ impl Supervisor {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// Redeliveries scheduled because the plugin answered `retry`.
+    pub fn retried(&self) -> u64 {
+        self.retried.load(Ordering::Relaxed)
+    }
+
     /// Seconds each `handle` call took (conversion to the WIT event included), whatever its outcome.
     pub fn latency(&self) -> &Histogram {
         &self.latency
     }
 
-    /// A handler feeding this supervisor events of one resource.
-    pub fn handler(self: &Arc<Self>, resource: WitResource) -> PluginHandler {
+    /// A handler feeding this supervisor events of one resource, held in `store` (where a
+    /// retry finds the object's latest state).
+    pub fn handler(self: &Arc<Self>, resource: WitResource, store: Arc<Store>) -> PluginHandler {
         PluginHandler {
             supervisor: self.clone(),
-            resource,
+            resource: Arc::new(resource),
+            retries: Arc::new(Retries {
+                store,
+                pending: Mutex::default(),
+                next_token: AtomicU64::new(0),
+            }),
         }
     }
 
@@ -175,14 +191,14 @@ impl Supervisor {
 
     /// Delivers one event: waits out a restart backoff, recreates the instance if needed, and
     /// calls `handle` under the deadline. Only this plugin's own handlers wait for it.
-    async fn deliver(&self, resource: &WitResource, event: &Event) {
+    async fn deliver(&self, resource: &Arc<WitResource>, event: &Event) -> Delivered {
         let mut inner = self.inner.lock().await;
         if *self.closed.borrow() {
-            return;
+            return Delivered::Dropped;
         }
         if self.state() == PluginState::Quarantined {
             self.dropped.fetch_add(1, Ordering::Relaxed);
-            return;
+            return Delivered::Dropped;
         }
         if let Some(wait) = inner
             .restart_at
@@ -193,7 +209,7 @@ impl Supervisor {
             let mut closed = self.closed.subscribe();
             tokio::select! {
                 _ = tokio::time::sleep(wait) => {}
-                _ = closed.wait_for(|c| *c) => return,
+                _ = closed.wait_for(|c| *c) => return Delivered::Dropped,
             }
         }
         if inner.instance.is_none() {
@@ -204,25 +220,46 @@ impl Supervisor {
                     self.set_state(PluginState::Running);
                     inner.restart_at = None;
                 }
-                Err(e) => return self.fail(&mut inner, event, &e, "init"),
+                Err(e) => {
+                    self.fail(&mut inner, event, &e, "init");
+                    return Delivered::Failed;
+                }
             }
         }
         let started = Instant::now();
         let result = match inner.instance.as_mut() {
             Some(instance) => instance.handle(resource, event).await,
-            None => return,
+            None => return Delivered::Dropped,
         };
         self.latency.observe(started.elapsed().as_secs_f64());
         match result {
-            Ok(()) => {
-                self.handled.fetch_add(1, Ordering::Relaxed);
+            Ok(handled) => {
                 inner.successes_in_row += 1;
                 if inner.successes_in_row >= self.policy.healthy_after {
                     inner.consecutive_failures = 0;
                 }
+                match handled {
+                    Handled::Done => {
+                        self.handled.fetch_add(1, Ordering::Relaxed);
+                        Delivered::Done
+                    }
+                    Handled::Retry { reason, after } => Delivered::Retry { reason, after },
+                }
             }
-            Err(e) => self.fail(&mut inner, event, &e, "handle"),
+            Err(e) => {
+                self.fail(&mut inner, event, &e, "handle");
+                Delivered::Failed
+            }
         }
+    }
+
+    /// Counts an event whose retries ran out as failed; the instance is healthy.
+    fn give_up(&self, event: &Event, attempts: u32, reason: &str) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        let (plugin, tenant, key) = (&*self.spec.name, &*self.spec.tenant, event.key().as_str());
+        let error = format!("gave up after {attempts} retries: {reason}");
+        tracing::warn!(plugin, tenant, key, error, "plugin failed an event");
+        *self.last_error.lock() = Some(format!("handle of {key}: {error}"));
     }
 
     fn fail(&self, inner: &mut Inner, event: &Event, error: &CallError, call: &str) {
@@ -249,20 +286,233 @@ impl Supervisor {
     }
 }
 
+/// What became of one delivery.
+enum Delivered {
+    Done,
+    Failed,
+    /// Not delivered: the plugin is quarantined or being removed.
+    Dropped,
+    Retry {
+        reason: String,
+        after: Option<Duration>,
+    },
+}
+
 /// Feeds one informer's events to a plugin's [`Supervisor`].
 pub struct PluginHandler {
     supervisor: Arc<Supervisor>,
-    resource: WitResource,
+    resource: Arc<WitResource>,
+    retries: Arc<Retries>,
 }
 
 impl Handler for PluginHandler {
     async fn handle(&mut self, event: Event) {
-        self.supervisor.deliver(&self.resource, &event).await;
+        // Newer than anything a pending retry would redeliver: it replaces that retry.
+        self.retries.supersede(event.key());
+        deliver(&self.supervisor, &self.resource, &self.retries, event).await;
     }
+}
+
+/// One handler's objects waiting to be redelivered, by key.
+struct Retries {
+    store: Arc<Store>,
+    pending: Mutex<std::collections::HashMap<ObjectKey, Pending>>,
+    next_token: AtomicU64,
+}
+
+/// Retries of one object since it was last handled or failed for good.
+#[derive(Default)]
+struct Pending {
+    attempts: u32,
+    /// The scheduled redelivery; `None` once a newer event replaced it.
+    token: Option<u64>,
+}
+
+impl Retries {
+    fn supersede(&self, key: &ObjectKey) {
+        if let Some(p) = self.pending.lock().get_mut(key) {
+            p.token = None;
+        }
+    }
+
+    fn forget(&self, key: &ObjectKey) {
+        self.pending.lock().remove(key);
+    }
+
+    /// Counts an attempt: its number and token, or the attempts made if they ran out.
+    fn attempt(&self, key: &ObjectKey, max: u32) -> Result<(u32, u64), u32> {
+        let mut pending = self.pending.lock();
+        let p = pending.entry(key.clone()).or_default();
+        p.attempts += 1;
+        if p.attempts > max {
+            let made = p.attempts - 1;
+            pending.remove(key);
+            return Err(made);
+        }
+        let token = self.next_token.fetch_add(1, Ordering::Relaxed);
+        p.token = Some(token);
+        Ok((p.attempts, token))
+    }
+
+    /// Whether the redelivery `token` is still the one wanted for `key`.
+    fn is_due(&self, key: &ObjectKey, token: u64) -> bool {
+        self.pending.lock().get(key).and_then(|p| p.token) == Some(token)
+    }
+
+    /// The failed event again, carrying the object's latest state; `None` when its deletion
+    /// (or re-creation) is already on its way as an event of its own.
+    fn latest(&self, failed: &Event) -> Option<Event> {
+        let key = failed.key();
+        let now = self.store.get(key.namespace(), key.name());
+        match (failed.event_type, now) {
+            (EventType::Deleted, None) => Some(failed.clone()),
+            (EventType::Deleted, Some(_)) | (_, None) => None,
+            (_, Some(object)) => Some(Event {
+                object,
+                ..failed.clone()
+            }),
+        }
+    }
+}
+
+/// Delivers `event` and schedules its redelivery if the plugin asks for one.
+async fn deliver(
+    supervisor: &Arc<Supervisor>,
+    resource: &Arc<WitResource>,
+    retries: &Arc<Retries>,
+    event: Event,
+) {
+    match supervisor.deliver(resource, &event).await {
+        Delivered::Done | Delivered::Failed => retries.forget(event.key()),
+        Delivered::Dropped => {}
+        Delivered::Retry { reason, after } => {
+            schedule_retry(supervisor, resource, retries, event, &reason, after)
+        }
+    }
+}
+
+fn schedule_retry(
+    supervisor: &Arc<Supervisor>,
+    resource: &Arc<WitResource>,
+    retries: &Arc<Retries>,
+    event: Event,
+    reason: &str,
+    after: Option<Duration>,
+) {
+    let policy = &supervisor.spec.retry;
+    let key = event.key().clone();
+    let (attempt, token) = match retries.attempt(&key, policy.max_attempts) {
+        Ok(next) => next,
+        Err(made) => return supervisor.give_up(&event, made, reason),
+    };
+    supervisor.retried.fetch_add(1, Ordering::Relaxed);
+    let wait = policy.backoff(attempt, after);
+    let (plugin, tenant) = (&*supervisor.spec.name, &*supervisor.spec.tenant);
+    tracing::debug!(
+        plugin,
+        tenant,
+        key = key.as_str(),
+        attempt,
+        ?wait,
+        reason,
+        "plugin asked to retry an event"
+    );
+    let (supervisor, resource, retries) = (supervisor.clone(), resource.clone(), retries.clone());
+    let retry: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+        let mut closed = supervisor.closed.subscribe();
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = closed.wait_for(|c| *c) => return,
+        }
+        if !retries.is_due(&key, token) {
+            return;
+        }
+        match retries.latest(&event) {
+            Some(again) => deliver(&supervisor, &resource, &retries, again).await,
+            None => retries.forget(&key),
+        }
+    });
+    tokio::spawn(retry);
 }
 
 /// Buckets from 25 µs (a trivial plugin) doubling up to ~6.5 s (past the default deadline, below
 /// the 10 s ceiling's last bucket, +Inf).
 fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(25e-6, 2.0, 19))
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::core::{ApiResource, GroupVersionKind};
+
+    use super::*;
+    use crate::informer::{RawObject, StoreOptions};
+
+    fn raw(name: &str, rv: u64) -> RawObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "a", "resourceVersion": rv.to_string()},
+        }))
+        .unwrap()
+    }
+
+    fn retries() -> Retries {
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        Retries {
+            store: Arc::new(Store::new(ar, StoreOptions::default())),
+            pending: Mutex::default(),
+            next_token: AtomicU64::new(0),
+        }
+    }
+
+    /// The events the store emits for one change.
+    fn change(r: &Retries, f: impl FnOnce(&Store, &mut dyn FnMut(Event))) -> Event {
+        let mut out = Vec::new();
+        f(&r.store, &mut |e| out.push(e));
+        out.pop().expect("one event")
+    }
+
+    #[test]
+    fn a_retry_redelivers_the_latest_state_or_nothing_once_the_object_moved_on() {
+        let r = retries();
+        let added = change(&r, |s, sink| s.apply(raw("x", 1), &mut |e| sink(e)));
+        let updated = change(&r, |s, sink| s.apply(raw("x", 2), &mut |e| sink(e)));
+        // An add that failed at version 1 is redelivered at version 2, still as an add.
+        let again = r.latest(&added).expect("the object is still there");
+        assert_eq!(again.event_type, EventType::Added);
+        assert_eq!(again.object.resource_version(), "2");
+        assert_eq!(r.latest(&updated).unwrap().object.resource_version(), "2");
+        // Deleted since: the deletion is an event of its own, the retry goes.
+        let deleted = change(&r, |s, sink| s.delete(raw("x", 3), &mut |e| sink(e)));
+        assert!(r.latest(&added).is_none());
+        // A failed deletion is redelivered as it was, unless the object came back.
+        assert_eq!(r.latest(&deleted).unwrap().event_type, EventType::Deleted);
+        change(&r, |s, sink| s.apply(raw("x", 4), &mut |e| sink(e)));
+        assert!(r.latest(&deleted).is_none());
+    }
+
+    #[test]
+    fn attempts_count_per_object_and_a_newer_event_replaces_the_pending_one() {
+        let r = retries();
+        let (x, y) = (
+            ObjectKey::new(Some("a"), "x"),
+            ObjectKey::new(Some("a"), "y"),
+        );
+        let (n, first) = r.attempt(&x, 2).unwrap();
+        assert_eq!(n, 1);
+        assert!(r.is_due(&x, first));
+        r.supersede(&x);
+        assert!(!r.is_due(&x, first), "a newer event replaced it");
+        assert_eq!(r.attempt(&y, 2).unwrap().0, 1, "counted per object");
+        let (n, second) = r.attempt(&x, 2).unwrap();
+        assert_eq!(
+            n, 2,
+            "attempts survive a newer event until the object is done"
+        );
+        assert!(r.is_due(&x, second) && !r.is_due(&x, first));
+        assert_eq!(r.attempt(&x, 2), Err(2), "out of attempts");
+        assert_eq!(r.attempt(&x, 2).unwrap().0, 1, "and counted afresh after");
+        r.forget(&y);
+        assert_eq!(r.attempt(&y, 2).unwrap().0, 1);
+    }
 }

@@ -37,7 +37,7 @@ use crate::plugin::check::manifest_beside;
 use crate::plugin::host::WitResource;
 use crate::plugin::{
     CacheView, HostConfig, InstanceSpec, LogRate, Manifest, PluginEngine, PluginError,
-    PluginHandler, PluginLog, Supervisor,
+    PluginHandler, PluginLog, RetryPolicy, Supervisor,
 };
 use crate::tenancy::TenantPolicy;
 
@@ -192,6 +192,7 @@ pub async fn replay(
         logs: logs_tx.clone(),
         text: host.text,
         log_rate: LogRate::new(host.text.log_lines_per_second),
+        retry: RetryPolicy::from_manifest(&manifest.retry),
     };
     let policy = host.restart.clone();
     let plugin = name.clone();
@@ -222,7 +223,7 @@ pub async fn replay(
             s.informer.add_handler(
                 &name,
                 Counted {
-                    inner: supervisor.handler(s.resource.clone()),
+                    inner: supervisor.handler(s.resource.clone(), s.informer.store().clone()),
                     handled: player.handled.clone(),
                 },
                 HandlerOptions::default(),

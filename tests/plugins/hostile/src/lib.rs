@@ -10,6 +10,8 @@
 //!   the kept object's JSON in the next call (the host has reclaimed that handle: a trap);
 //! - `hoard`: keeps every event it is given, never reading or dropping their objects;
 //! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
+//! - `retry`: echoes every delivery, and answers `retry` to the first N deliveries of an object
+//!   labelled `retries=N` (the reason says which attempt of how many);
 //! - `noop`: does nothing (the benchmark's trivial plugin);
 //! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin);
 //! - `snoop`: echoes, and on any event of an object named `probe` runs every query in
@@ -27,6 +29,7 @@ pub struct Hostile {
     probes: Vec<Value>,
     kept: Option<Event>,
     hoard: Vec<Event>,
+    deliveries: std::collections::HashMap<String, u64>,
 }
 
 impl Hostile {
@@ -83,6 +86,20 @@ impl Hostile {
             }
             "hoard" => {
                 self.hoard.push(ev.clone());
+                Ok(())
+            }
+            "retry" => {
+                self.echo(ev)?;
+                let wanted: u64 = ev
+                    .meta()
+                    .label("retries")
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                let n = self.deliveries.entry(ev.meta().key()).or_default();
+                *n += 1;
+                if *n <= wanted {
+                    return Err(informant_sdk::retry(format!("attempt {n} of {wanted}")));
+                }
                 Ok(())
             }
             "noop" => Ok(()),
@@ -155,6 +172,7 @@ impl Plugin for Hostile {
             seen: 0,
             kept: None,
             hoard: Vec::new(),
+            deliveries: Default::default(),
             probes: config
                 .get("probes")
                 .and_then(Value::as_array)

@@ -1,0 +1,108 @@
+//! A plugin answering `retry`: the object comes back after a backoff until the plugin is done
+//! with it or the manifest's attempts run out; a newer event replaces a pending retry.
+
+use informant_runtime::plugin::{HostConfig, PluginId};
+use informant_tests::configmap;
+use informant_tests::host_log::HostLog;
+use informant_tests::plugins::PluginEnv;
+use serde_json::json;
+
+fn retrying(tag: &str, initial_backoff_ms: u64) -> String {
+    format!(
+        "[retry]\nmax-attempts = 3\ninitial-backoff-ms = {initial_backoff_ms}\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"{tag}\"\n[config]\nmode = \"retry\"\ntag = \"{tag}\"\n"
+    )
+}
+
+/// `(type, rv)` of each delivery of `key` the plugin echoed.
+fn deliveries(env: &PluginEnv, plugin: &str, key: &str) -> Vec<(String, String)> {
+    env.logs
+        .json_of(plugin)
+        .iter()
+        .filter(|v| v["key"] == key)
+        .map(|v| {
+            let text = |f: &str| v[f].as_str().unwrap_or_default().to_string();
+            (text("type"), text("rv"))
+        })
+        .collect()
+}
+
+fn with_retries(ns: &str, name: &str, retries: u32) -> serde_json::Value {
+    let mut cm = configmap(ns, name, "v");
+    cm["metadata"]["labels"] = json!({ "retries": retries.to_string() });
+    cm
+}
+
+// Current-thread: the host's log is captured on this thread.
+#[tokio::test]
+async fn a_retried_object_comes_back_until_done_or_out_of_attempts() {
+    let (host_log, _capture) = HostLog::capture();
+    let env = PluginEnv::start(HostConfig::default()).await;
+    for ns in ["fast", "slow"] {
+        env.server
+            .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            .unwrap();
+    }
+    env.install(None, "fast", "hostile", &retrying("fast", 10));
+    env.install(None, "slow", "hostile", &retrying("slow", 600_000));
+    env.reconcile().await;
+    let id = |name: &str| PluginId {
+        tenant: String::new(),
+        name: name.into(),
+    };
+    let fast = env.host.supervisor(&id("fast")).expect("loaded");
+
+    // Two retries asked, three attempts allowed: the third delivery is done.
+    env.server.create(with_retries("fast", "twice", 2)).unwrap();
+    // Ten asked: the first delivery and three retries, then the event counts as failed.
+    env.server
+        .create(with_retries("fast", "never", 10))
+        .unwrap();
+    let failure = host_log
+        .wait_for("the plugin to give up on fast/never", |l| {
+            l.field("key") == "fast/never" && l.field("error").contains("gave up")
+        })
+        .await;
+    assert_eq!(
+        failure.field("error"),
+        "gave up after 3 retries: attempt 4 of 10"
+    );
+    env.logs
+        .wait_until("the third delivery of fast/twice", || {
+            deliveries(&env, "fast", "fast/twice").len() == 3
+        })
+        .await;
+    let twice = deliveries(&env, "fast", "fast/twice");
+    assert!(
+        twice.iter().all(|d| d == &twice[0] && d.0 == "added"),
+        "each retry redelivers the same (unchanged) object as it was: {twice:?}"
+    );
+    assert_eq!(deliveries(&env, "fast", "fast/never").len(), 4);
+    assert_eq!((fast.retried(), fast.failed()), (5, 1));
+    assert!(
+        fast.last_error()
+            .is_some_and(|e| e.contains("fast/never") && e.contains("gave up")),
+        "{:?}",
+        fast.last_error()
+    );
+
+    // A retry ten minutes away is replaced by the object's next version, delivered at once.
+    let slow = env.host.supervisor(&id("slow")).expect("loaded");
+    env.server.create(with_retries("slow", "s", 1)).unwrap();
+    env.logs
+        .wait_until("the first delivery of slow/s", || {
+            deliveries(&env, "slow", "slow/s").len() == 1
+        })
+        .await;
+    let mut changed = with_retries("slow", "s", 1);
+    changed["data"] = json!({ "k": "changed" });
+    env.server.update(changed).unwrap();
+    env.logs
+        .wait_until("the update of slow/s", || {
+            deliveries(&env, "slow", "slow/s").len() == 2
+        })
+        .await;
+    let s = deliveries(&env, "slow", "slow/s");
+    assert_eq!((s[0].0.as_str(), s[1].0.as_str()), ("added", "updated"));
+    assert_ne!(s[0].1, s[1].1, "the update carries the new version");
+    assert_eq!((slow.retried(), slow.failed()), (1, 0));
+}
