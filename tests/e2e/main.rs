@@ -14,3 +14,4 @@ mod plugins;
 mod replay;
 mod tenancy;
 mod waiting;
+mod watches;

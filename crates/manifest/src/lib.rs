@@ -16,7 +16,7 @@
 //! [[watch]]                         # one or more
 //! api-version = "apps/v1"
 //! kind = "ReplicaSet"
-//! namespace = "default"             # optional
+//! namespace = "default"             # optional; or namespaces = ["a", "b"] (one informer each)
 //! label-selector = "app=web"        # optional
 //! [watch.indexes]                   # optional extra field indexes: name = JSON field path
 //! by-node = "spec.nodeName"
@@ -139,6 +139,28 @@ fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D
     Ok(Some(s))
 }
 
+/// `namespaces = [..]` checked while deserializing: every name valid, none twice, at least one,
+/// so an error carries the TOML line of the list.
+fn namespace_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let list = Vec::<String>::deserialize(d)?;
+    if list.is_empty() {
+        return Err(serde::de::Error::custom(
+            "must name at least one namespace (omit it to watch every namespace)",
+        ));
+    }
+    for (i, ns) in list.iter().enumerate() {
+        informant_selector::names::check_namespace(ns).map_err(|why| {
+            serde::de::Error::custom(format!("invalid namespace at [{i}]: {why}"))
+        })?;
+        if list[..i].contains(ns) {
+            return Err(serde::de::Error::custom(format!(
+                "namespace `{ns}` is listed twice"
+            )));
+        }
+    }
+    Ok(list)
+}
+
 /// One resource a plugin watches.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -150,6 +172,9 @@ pub struct Watch {
     /// Only this namespace; a DNS-1123 label, as the API server requires.
     #[serde(default, deserialize_with = "namespace")]
     pub namespace: Option<String>,
+    /// Only these namespaces (one informer each, shared like any other); not with `namespace`.
+    #[serde(default, deserialize_with = "namespace_list")]
+    pub namespaces: Vec<String>,
     /// Only objects matching this label selector.
     pub label_selector: Option<SelectorText>,
     /// Extra field indexes, name -> JSON field path.
@@ -161,6 +186,15 @@ impl Watch {
     /// The label selector's text, if any.
     pub fn label_selector(&self) -> Option<&str> {
         self.label_selector.as_ref().map(|s| s.0.as_str())
+    }
+
+    /// The namespaces this watch covers, one informer each: `[None]` for every namespace.
+    pub fn scopes(&self) -> Vec<Option<&str>> {
+        match (&self.namespace, self.namespaces.as_slice()) {
+            (Some(ns), _) => vec![Some(ns.as_str())],
+            (None, []) => vec![None],
+            (None, list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
+        }
     }
 
     /// The declared field indexes: name and parsed path.
@@ -237,6 +271,11 @@ impl Manifest {
             if w.kind.is_empty() {
                 return Err(invalid(format!(
                     "field `watch[{i}].kind`: must not be empty"
+                )));
+            }
+            if w.namespace.is_some() && !w.namespaces.is_empty() {
+                return Err(invalid(format!(
+                    "field `watch[{i}].namespaces`: give either `namespace` or `namespaces`, not both"
                 )));
             }
             if w.indexes.contains_key("") {
@@ -341,6 +380,17 @@ ignore-status = true
     }
 
     #[test]
+    fn a_watch_covers_its_namespaces() {
+        let m = parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a\", \"b\"]\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"c\"\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+        )
+        .unwrap();
+        assert_eq!(m.watch[0].scopes(), [Some("a"), Some("b")]);
+        assert_eq!(m.watch[1].scopes(), [Some("c")]);
+        assert_eq!(m.watch[2].scopes(), [None]);
+    }
+
+    #[test]
     fn config_dates_reach_the_plugin_as_text() {
         let m = parse(
             "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nsince = 1979-05-27T07:32:00Z\nday = 1979-05-27\nnested = [{ at = 07:32:00 }]\n",
@@ -419,6 +469,49 @@ ignore-status = true
             (
                 "config = 1979-05-27T07:32:00Z\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
                 &["line 1", "field `config`", "datetime, expected a table"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a\", \"B\"]\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespaces`",
+                    "invalid namespace at [1]: `B` is not a namespace name",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a\", \"b\", \"a\"]\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespaces`",
+                    "namespace `a` is listed twice",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = []\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespaces`",
+                    "at least one namespace",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a/../b\"]\n",
+                &["field `watch[0].namespaces`", "not a namespace name"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = \"a\"\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespaces`",
+                    "expected a sequence",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"a\"\nnamespaces = [\"b\"]\n",
+                &[
+                    "field `watch[0].namespaces`",
+                    "either `namespace` or `namespaces`, not both",
+                ],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

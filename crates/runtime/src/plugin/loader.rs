@@ -722,13 +722,15 @@ impl PluginHost {
                     index,
                     source,
                 };
-                let informer = self
-                    .factory
-                    .informer_for(resolved, super::watch_scope(w))
-                    .map_err(watch_err)?;
-                // Claimed from here on: pushed first so a failure below releases it.
-                watches.push((informer.clone(), WitResource::from(&resolved.api_resource)));
-                cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+                for scope in super::watch_scopes(w) {
+                    let informer = self
+                        .factory
+                        .informer_for(resolved, scope)
+                        .map_err(watch_err)?;
+                    // Claimed from here on: pushed first so a failure below releases it.
+                    watches.push((informer.clone(), WitResource::from(&resolved.api_resource)));
+                    cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+                }
             }
             let spec = InstanceSpec {
                 name: id.name.as_str().into(),

@@ -95,10 +95,13 @@ pub enum PluginError {
     },
 }
 
-/// The informer scope a manifest's `[[watch]]` asks for.
-pub fn watch_scope(w: &manifest::Watch) -> crate::informer::WatchScope {
-    crate::informer::WatchScope {
-        namespace: w.namespace.clone(),
-        label_selector: w.label_selector().map(str::to_string),
-    }
+/// The informer scopes a manifest's `[[watch]]` asks for: one per namespace it lists.
+pub fn watch_scopes(w: &manifest::Watch) -> Vec<crate::informer::WatchScope> {
+    w.scopes()
+        .into_iter()
+        .map(|namespace| crate::informer::WatchScope {
+            namespace: namespace.map(str::to_string),
+            label_selector: w.label_selector().map(str::to_string),
+        })
+        .collect()
 }

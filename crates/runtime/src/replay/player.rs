@@ -303,33 +303,35 @@ fn scopes(plugin: &str, manifest: &Manifest) -> Result<(Vec<Scoped>, CacheView),
             Some(s) => LabelSelector::parse(s).map_err(|e| watch_err(e.into()))?,
             None => LabelSelector::default(),
         };
-        let existing = scopes.iter().position(|s| {
-            s.watches(w.api_version.as_str(), &w.kind)
-                && s.namespace == w.namespace
-                && s.selector.to_string() == selector.to_string()
-        });
-        let informer = match existing {
-            Some(i) => scopes[i].informer.clone(),
-            None => {
-                let informer = SharedInformer::new(
-                    Api::all_with(client.clone(), &ar),
-                    ar.clone(),
-                    format!("{} {} (replay)", ar.api_version, ar.plural),
-                    ReflectorConfig::default(),
-                    StoreOptions::default(),
-                );
-                scopes.push(Scoped {
-                    informer: informer.clone(),
-                    api_version: w.api_version.as_str().to_string(),
-                    kind: w.kind.clone(),
-                    namespace: w.namespace.clone(),
-                    selector,
-                    resource: WitResource::from(&ar),
-                });
-                informer
-            }
-        };
-        cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+        for namespace in w.scopes() {
+            let existing = scopes.iter().position(|s| {
+                s.watches(w.api_version.as_str(), &w.kind)
+                    && s.namespace.as_deref() == namespace
+                    && s.selector.to_string() == selector.to_string()
+            });
+            let informer = match existing {
+                Some(i) => scopes[i].informer.clone(),
+                None => {
+                    let informer = SharedInformer::new(
+                        Api::all_with(client.clone(), &ar),
+                        ar.clone(),
+                        format!("{} {} (replay)", ar.api_version, ar.plural),
+                        ReflectorConfig::default(),
+                        StoreOptions::default(),
+                    );
+                    scopes.push(Scoped {
+                        informer: informer.clone(),
+                        api_version: w.api_version.as_str().to_string(),
+                        kind: w.kind.clone(),
+                        namespace: namespace.map(str::to_string),
+                        selector: selector.clone(),
+                        resource: WitResource::from(&ar),
+                    });
+                    informer
+                }
+            };
+            cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+        }
     }
     Ok((scopes, cache))
 }
