@@ -12,6 +12,7 @@ mod leader;
 mod new;
 mod plugins;
 mod replay;
+mod secrets;
 mod tenancy;
 mod waiting;
 mod watches;

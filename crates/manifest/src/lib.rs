@@ -22,6 +22,7 @@
 //! by-node = "spec.nodeName"
 //! [config]                          # free table handed to the plugin's init as JSON
 //! ignore-status = true
+//! token = "${env:TOKEN}"            # resolved by the host at load (see [`config_ref`])
 //! ```
 
 use std::collections::BTreeMap;
@@ -32,7 +33,10 @@ use serde::Deserialize;
 
 pub use informant_selector::{FieldPath, LabelSelector};
 
+pub mod config_ref;
 pub mod toml_error;
+
+pub use config_ref::{ConfigRef, ConfigText};
 
 #[cfg(any(test, feature = "proptest"))]
 #[doc(hidden)]
@@ -293,6 +297,12 @@ impl Manifest {
                 )));
             }
         }
+        let mut strings = Vec::new();
+        let config = toml::Value::Table(manifest.config.clone());
+        config_ref::strings("config".into(), &config, &mut strings);
+        for (field, s) in strings {
+            config_ref::parse(s).map_err(|why| invalid(format!("field `{field}`: {why}")))?;
+        }
         for (field, value) in [
             ("limits.memory-mib", manifest.limits.memory_mib),
             ("limits.deadline-ms", manifest.limits.deadline_ms),
@@ -320,10 +330,67 @@ impl Manifest {
             .map(Duration::from_secs)
     }
 
-    /// `config` as JSON text for `init`; TOML dates and times become their RFC 3339 text.
+    /// `config` as JSON text for `init`, as written: references left as their text, escapes
+    /// not undone (the SDK's native harness, which has no host to resolve them). TOML dates
+    /// and times become their RFC 3339 text.
     pub fn config_json(&self) -> String {
         let table = toml::Value::Table(self.config.clone());
         json_of(&table).to_string()
+    }
+
+    /// The `${env:..}` / `${file:..}` references in `config`, with their fields.
+    pub fn config_refs(&self) -> Vec<(String, ConfigRef)> {
+        let mut strings = Vec::new();
+        let table = toml::Value::Table(self.config.clone());
+        config_ref::strings("config".into(), &table, &mut strings);
+        strings
+            .into_iter()
+            .filter_map(|(field, s)| match config_ref::parse(s) {
+                Ok(ConfigText::Ref(r)) => Some((field, r)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `config` as JSON text for `init`, each reference replaced by what `resolve` gives for it
+    /// and escapes undone. `Err((field, reason))` from the first reference `resolve` refuses;
+    /// the reason is `resolve`'s, which must name the reference, never a value.
+    pub fn config_json_resolved(
+        &self,
+        mut resolve: impl FnMut(&ConfigRef) -> Result<String, String>,
+    ) -> Result<String, (String, String)> {
+        fn walk(
+            field: String,
+            v: &toml::Value,
+            resolve: &mut dyn FnMut(&ConfigRef) -> Result<String, String>,
+        ) -> Result<serde_json::Value, (String, String)> {
+            use serde_json::Value as J;
+            Ok(match v {
+                toml::Value::String(s) => match config_ref::parse(s) {
+                    Ok(ConfigText::Literal(text)) => J::String(text),
+                    Ok(ConfigText::Ref(r)) => J::String(resolve(&r).map_err(|why| (field, why))?),
+                    // Refused by `parse`, so not reached for a parsed manifest.
+                    Err(why) => return Err((field, why)),
+                },
+                toml::Value::Array(a) => J::Array(
+                    a.iter()
+                        .enumerate()
+                        .map(|(i, v)| walk(format!("{field}[{i}]"), v, resolve))
+                        .collect::<Result<_, _>>()?,
+                ),
+                toml::Value::Table(t) => J::Object(
+                    t.iter()
+                        .map(|(k, v)| {
+                            let v = walk(format!("{field}.{k}"), v, resolve)?;
+                            Ok::<_, (String, String)>((k.clone(), v))
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                other => json_of(other),
+            })
+        }
+        let table = toml::Value::Table(self.config.clone());
+        Ok(walk("config".into(), &table, &mut resolve)?.to_string())
     }
 }
 
@@ -388,6 +455,46 @@ ignore-status = true
         assert_eq!(m.watch[0].scopes(), [Some("a"), Some("b")]);
         assert_eq!(m.watch[1].scopes(), [Some("c")]);
         assert_eq!(m.watch[2].scopes(), [None]);
+    }
+
+    #[test]
+    fn config_references_are_resolved_and_escapes_undone() {
+        let m = parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nplain = \"$${env:X}\"\nn = 1\n[config.slack]\nurl = \"${env:SLACK}\"\nkeys = [\"${file:/run/k}\"]\n",
+        )
+        .unwrap();
+        let mut refs = m.config_refs();
+        refs.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            refs,
+            [
+                (
+                    "config.slack.keys[0]".to_string(),
+                    ConfigRef::File("/run/k".into())
+                ),
+                (
+                    "config.slack.url".to_string(),
+                    ConfigRef::Env("SLACK".into())
+                ),
+            ]
+        );
+        let json = m.config_json_resolved(|r| Ok(format!("<{r}>"))).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"plain": "${env:X}", "n": 1,
+                "slack": {"url": "<${env:SLACK}>", "keys": ["<${file:/run/k}>"]}})
+        );
+        let refused = m
+            .config_json_resolved(|r| match r {
+                ConfigRef::Env(_) => Err(format!("`{r}`: not set")),
+                ConfigRef::File(_) => Ok(String::new()),
+            })
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            ("config.slack.url".into(), "`${env:SLACK}`: not set".into())
+        );
     }
 
     #[test]
@@ -512,6 +619,19 @@ ignore-status = true
                     "field `watch[0].namespaces`",
                     "either `namespace` or `namespaces`, not both",
                 ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config.slack]\nurl = \"${env:}\"\n",
+                &[
+                    "plugins/demo.toml",
+                    "field `config.slack.url`",
+                    "`${env:}`",
+                    "not an environment variable name",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nkeys = [\"ok\", \"${file:keys/a}\"]\n",
+                &["field `config.keys[1]`", "must be absolute"],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

@@ -705,6 +705,14 @@ impl PluginHost {
                 reason: describe(&refusals),
             }
         })?;
+        let config_json =
+            super::secrets::resolve_config(&manifest, &id.tenant).map_err(|(field, reason)| {
+                PluginError::Refused {
+                    plugin: id.to_string(),
+                    path: found.manifest.clone(),
+                    reason: format!("field `{field}`: {reason}"),
+                }
+            })?;
         let (engine, name) = (self.engine.clone(), id.to_string());
         let (wasm, bytes) = (found.wasm.clone(), found.wasm_bytes.clone());
         let component =
@@ -736,7 +744,7 @@ impl PluginHost {
                 name: id.name.as_str().into(),
                 tenant: id.tenant.as_str().into(),
                 component,
-                config_json: manifest.config_json(),
+                config_json,
                 memory_bytes: (memory_mib as usize) << 20,
                 deadline: Duration::from_millis(deadline_ms as u64),
                 cache: Arc::new(cache),

@@ -12,6 +12,7 @@
 //! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
 //! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.
 //! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
+//! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
 
 pub mod admission;
 pub mod cache;
@@ -23,6 +24,7 @@ pub mod loader;
 pub use informant_manifest as manifest;
 pub mod reload;
 pub mod retry;
+pub mod secrets;
 pub mod supervisor;
 pub mod waiting;
 

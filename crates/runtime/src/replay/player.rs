@@ -181,11 +181,20 @@ pub async fn replay(
             reason: describe(&refusals),
         }
     })?;
+    // Replay runs as the operator, so its config references resolve as an operator plugin's.
+    let config_json =
+        crate::plugin::secrets::resolve_config(&manifest, "").map_err(|(field, reason)| {
+            PluginError::Refused {
+                plugin: name.clone(),
+                path: manifest_path.clone(),
+                reason: format!("field `{field}`: {reason}"),
+            }
+        })?;
     let spec = InstanceSpec {
         name: name.as_str().into(),
         tenant: "".into(),
         component,
-        config_json: manifest.config_json(),
+        config_json,
         memory_bytes: (memory_mib as usize) << 20,
         deadline: Duration::from_millis(deadline_ms as u64),
         cache: Arc::new(cache),
