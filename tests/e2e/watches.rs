@@ -162,3 +162,142 @@ async fn a_watch_with_two_namespaces_sees_both_and_nothing_else() {
     })
     .await;
 }
+
+fn deployment(name: &str, labels: Value, replicas: u64) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "default", "labels": labels},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
+}
+
+/// `(type, key, rv)` of every echo line of a plugin, in order.
+fn seen(env: &PluginEnv, plugin: &str) -> Vec<(String, String, String)> {
+    env.logs
+        .json_of(plugin)
+        .iter()
+        .filter(|v| v["type"].is_string())
+        .map(|v| {
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            (s("type"), s("key"), s("rv"))
+        })
+        .collect()
+}
+
+fn filtered(name: &str, extra: &str) -> String {
+    format!(
+        "[[watch]]\napi-version = \"apps/v1\"\nkind = \"Deployment\"\n{extra}\n[config]\nmode = \"echo\"\ntag = \"{name}\"\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jq_filter_on_spec_suppresses_a_label_only_update_and_passes_a_spec_change() {
+    guarded("change filters", async {
+        let env = PluginEnv::start(host_config()).await;
+        env.server
+            .create(deployment("web", json!({"tier": "a"}), 1))
+            .unwrap();
+        env.install(None, "spec", "hostile", &filtered("spec", "jq-filter = \".spec\""));
+        env.install(
+            None,
+            "ignore",
+            "hostile",
+            &filtered(
+                "ignore",
+                "ignore = [\"metadata.labels\", \"metadata.resourceVersion\", \"status\"]",
+            ),
+        );
+        // Fails on every object (`web` is no number): the update passes, counted.
+        env.install(
+            None,
+            "failing",
+            "hostile",
+            &filtered("failing", "jq-filter = \".spec.template.metadata.labels.app | tonumber\""),
+        );
+        env.install(None, "all", "hostile", &filtered("all", ""));
+        // Refused at load: a program that would never end, and a tenant's jq filter.
+        env.install(None, "endless", "hostile", &filtered("endless", "jq-filter = \"def f: f; f\""));
+        env.install(
+            Some("a"),
+            "tenant-jq",
+            "hostile",
+            "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"team-a\"\njq-filter = \".data\"\n[config]\nmode = \"echo\"\n",
+        );
+        let report = env.reconcile().await;
+        assert_eq!(report.loaded.len(), 4, "{report:?}");
+        let errors: Vec<(String, String)> = report
+            .errors
+            .iter()
+            .map(|(id, e)| (id.name.clone(), e.to_string()))
+            .collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        for (name, needles) in [
+            (
+                "endless",
+                &["endless.toml", "line 4", "field `watch[0].jq-filter`", "`def` is not allowed"][..],
+            ),
+            (
+                "tenant-jq",
+                &["tenant-jq.toml", "field `watch[0].jq-filter`", "only operator plugins may use jq filters"],
+            ),
+        ] {
+            let (_, text) = errors.iter().find(|(n, _)| n == name).unwrap();
+            for n in needles {
+                assert!(text.contains(n), "{name}: `{text}` lacks `{n}`");
+            }
+        }
+
+        // A label-only update, then a marker object: per handler, a passed update of `web`
+        // would be queued ahead of the marker's Added.
+        let labelled = env
+            .server
+            .update(deployment("web", json!({"tier": "b"}), 1))
+            .unwrap();
+        let label_rv = labelled["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        env.server
+            .create(deployment("marker", json!({}), 1))
+            .unwrap();
+        let saw = |plugin: &str, kind: &str, key: &str| {
+            seen(&env, plugin).iter().any(|(t, k, _)| t == kind && k == key)
+        };
+        env.logs
+            .wait_until("every plugin to see the marker", || {
+                ["spec", "ignore", "failing", "all"]
+                    .iter()
+                    .all(|p| saw(p, "added", "default/marker"))
+            })
+            .await;
+        let label_update = ("updated".to_string(), "default/web".to_string(), label_rv);
+        for p in ["all", "failing"] {
+            assert!(seen(&env, p).contains(&label_update), "{p}: {:?}", seen(&env, p));
+        }
+        for p in ["spec", "ignore"] {
+            assert!(
+                !seen(&env, p).iter().any(|(t, _, _)| t == "updated"),
+                "{p} was woken by a label-only update: {:?}",
+                seen(&env, p)
+            );
+        }
+
+        let scaled = env
+            .server
+            .update(deployment("web", json!({"tier": "b"}), 3))
+            .unwrap();
+        let spec_rv = scaled["metadata"]["resourceVersion"].as_str().unwrap().to_string();
+        let spec_update = ("updated".to_string(), "default/web".to_string(), spec_rv);
+        env.logs
+            .wait_until("the spec change to reach the filtered plugins", || {
+                ["spec", "ignore"]
+                    .iter()
+                    .all(|p| seen(&env, p).contains(&spec_update))
+            })
+            .await;
+        let stats = env.host.change_filter_stats();
+        let failing = stats
+            .iter()
+            .find(|(d, _, _)| d.contains("tonumber"))
+            .expect("the failing filter is live");
+        assert!(failing.2 >= 1, "its failures are counted: {stats:?}");
+    })
+    .await;
+}

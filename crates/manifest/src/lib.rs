@@ -18,6 +18,8 @@
 //! kind = "ReplicaSet"
 //! namespace = "default"             # optional; or namespaces = ["a", "b"] (one informer each)
 //! label-selector = "app=web"        # optional
+//! jq-filter = ".spec"               # optional: updates reach the plugin only when this changes
+//! ignore = ["status"]               # optional: ... or when anything but these fields changes
 //! [watch.indexes]                   # optional extra field indexes: name = JSON field path
 //! by-node = "spec.nodeName"
 //! [config]                          # free table handed to the plugin's init as JSON
@@ -134,6 +136,21 @@ impl TryFrom<String> for FieldPathText {
     }
 }
 
+/// A change filter (jq program) checked and compiled while deserializing, so its error carries
+/// the TOML line; the host compiles its own copy from the text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct JqFilterText(pub String);
+
+impl TryFrom<String> for JqFilterText {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        informant_selector::jq::JqFilter::compile(&s)
+            .map_err(|why| format!("invalid jq filter: {why}"))?;
+        Ok(JqFilterText(s))
+    }
+}
+
 /// A namespace checked while deserializing. An empty or malformed one is refused here rather
 /// than sent to the API server, where `""` would make a request path with an empty segment.
 fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -184,6 +201,11 @@ pub struct Watch {
     /// Extra field indexes, name -> JSON field path.
     #[serde(default)]
     pub indexes: BTreeMap<String, FieldPathText>,
+    /// Deliver an update only when this jq program's output changed (operator plugins only).
+    pub jq_filter: Option<JqFilterText>,
+    /// Deliver an update only when the object changed outside these field paths.
+    #[serde(default)]
+    pub ignore: Vec<FieldPathText>,
 }
 
 impl Watch {
@@ -199,6 +221,11 @@ impl Watch {
             (None, []) => vec![None],
             (None, list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
         }
+    }
+
+    /// Whether updates are filtered on the host (`jq-filter` or `ignore`).
+    pub fn filters_changes(&self) -> bool {
+        self.jq_filter.is_some() || !self.ignore.is_empty()
     }
 
     /// The declared field indexes: name and parsed path.
@@ -632,6 +659,28 @@ ignore-status = true
             (
                 "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nkeys = [\"ok\", \"${file:keys/a}\"]\n",
                 &["field `config.keys[1]`", "must be absolute"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\njq-filter = \"def f: f; f\"\n",
+                &[
+                    "plugins/demo.toml",
+                    "line 4",
+                    "field `watch[0].jq-filter`",
+                    "invalid jq filter",
+                    "`def` is not allowed",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\njq-filter = \".spec |\"\n",
+                &[
+                    "line 4",
+                    "field `watch[0].jq-filter`",
+                    "is not a jq program",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nignore = [\"status..x\"]\n",
+                &["line 4", "field `watch[0].ignore[0]`", "invalid field path"],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

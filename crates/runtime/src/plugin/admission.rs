@@ -81,6 +81,16 @@ pub fn admit(
             ),
         });
     }
+    for (index, w) in manifest.watch.iter().enumerate() {
+        if !tenant.is_empty() && w.jq_filter.is_some() {
+            refusals.push(Refusal {
+                field: format!("watch[{index}].jq-filter"),
+                reason: format!(
+                    "only operator plugins may use jq filters (jq programs run on the host without a step limit); {who}'s may use `ignore`"
+                ),
+            });
+        }
+    }
     for (index, (w, f)) in manifest.watch.iter().zip(facts).enumerate() {
         // Each listed namespace is checked on its own, so the refusal names the one outside.
         for (at, ns) in w.scopes().into_iter().enumerate() {
@@ -312,6 +322,22 @@ mod tests {
             "{}",
             refusal.reason
         );
+    }
+
+    #[test]
+    fn only_operator_plugins_may_use_jq_filters() {
+        let m = Manifest::parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\njq-filter = \".spec\"\nignore = [\"status\"]\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let host = HostConfig::default();
+        let refusals = admit(&m, "a", &policy(), &host, &[facts("Pod", Some(true))]).unwrap_err();
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
+        assert_eq!(refusals[0].field, "watch[0].jq-filter");
+        assert!(refusals[0].reason.contains("only operator plugins"));
+        let operator = TenantPolicy::operator();
+        admit(&m, "", &operator, &host, &[facts("Pod", Some(true))]).unwrap();
     }
 
     #[test]

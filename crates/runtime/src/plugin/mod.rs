@@ -4,6 +4,7 @@
 //! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
 //! - [`check`]: the offline check behind `informant check`.
 //! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
+//! - [`change_filter`]: `jq-filter` / `ignore`: which updates wake a plugin, decided on the host.
 //! - [`cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
 //! - [`host`]: the WIT bindings and the `cache`/`log` imports, reading only the plugin's stores.
 //! - [`instance`]: one live instance, `init` and `handle` under a deadline and a memory cap.
@@ -16,6 +17,7 @@
 
 pub mod admission;
 pub mod cache;
+pub mod change_filter;
 pub mod check;
 pub mod engine;
 pub mod host;
