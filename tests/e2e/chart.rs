@@ -395,6 +395,39 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
         ["cp", "-R", "/plugins/.", "/plugins/"]
     );
 
+    // Secrets for config references: mounted read-only, and as environment variables.
+    let r = render(json!({
+        "secretFiles": [{"name": "slack"}],
+        "secretEnv": [{"name": "SLACK_WEBHOOK_URL", "secret": "slack", "key": "url"}],
+    }))
+    .expect("render");
+    let pod = &r.one("Deployment")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "secret-slack")
+        .expect("the Secret's volume");
+    assert_eq!(volume["secret"]["secretName"], "slack");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "secret-slack")
+        .expect("the Secret's mount");
+    assert_eq!(mount["mountPath"], "/etc/informant-secrets/slack");
+    assert_eq!(mount["readOnly"], true);
+    let env = pod["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "SLACK_WEBHOOK_URL")
+        .expect("the Secret's variable");
+    assert_eq!(
+        env["valueFrom"]["secretKeyRef"],
+        json!({"name": "slack", "key": "url"})
+    );
+
     // A single replica may run without election.
     let r =
         render(json!({"replicaCount": 1, "leaderElection": {"enabled": false}})).expect("render");
@@ -426,6 +459,11 @@ fn bad_values_fail_naming_the_field() {
             "plugins.existingClaim is required",
         ),
         (json!({"plugins": {"volume": "hostPath"}}), "volume"),
+        (json!({"secretFiles": [{"name": "../etc"}]}), "secretFiles"),
+        (
+            json!({"secretEnv": [{"name": "A-B", "secret": "s", "key": "k"}]}),
+            "secretEnv",
+        ),
         (
             json!({"leaderElection": {"leaseDurationSeconds": 1}}),
             "leaseDurationSeconds",

@@ -13,5 +13,7 @@ mod new;
 mod plugins;
 mod replay;
 mod retry;
+mod secrets;
 mod tenancy;
 mod waiting;
+mod watches;

@@ -60,7 +60,7 @@ pub use index::{IndexError, IndexSpec};
 pub use informant_selector::{FieldPath, LabelSelector, SelectorError};
 pub use object::{CachedObject, ObjectKey, RawObject};
 pub use processor::{
-    EventFilter, FnHandler, Handler, ListenerGauges, ListenerHandle, SharedProcessor,
+    ChangeFilter, EventFilter, FnHandler, Handler, ListenerGauges, ListenerHandle, SharedProcessor,
 };
 pub use reflector::{Delta, InitialList, ReflectorConfig, ReflectorStats};
 pub use shared_informer::{HandlerOptions, SharedInformer};

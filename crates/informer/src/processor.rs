@@ -46,6 +46,34 @@ impl std::fmt::Debug for EventFilter {
     }
 }
 
+/// Which updates a handler is woken for: a change filter sees every update its handler's
+/// [`EventFilter`] accepted, in the informer's order, and `false` drops it before the queue.
+/// Adds, deletes and resyncs are never offered to it: they always pass.
+///
+/// Called inline while the informer distributes (under the store's write lock), so it must be
+/// cheap and must not block; it is shared by every handler registered with it, which is how a
+/// result can be computed once per object version for all of them.
+#[derive(Clone)]
+pub struct ChangeFilter(Arc<dyn Fn(&Event) -> bool + Send + Sync>);
+
+impl ChangeFilter {
+    /// A filter passing the updates for which `changed` returns true.
+    pub fn new(changed: impl Fn(&Event) -> bool + Send + Sync + 'static) -> Self {
+        ChangeFilter(Arc::new(changed))
+    }
+
+    /// Whether `event` reaches the handler.
+    pub fn passes(&self, event: &Event) -> bool {
+        event.event_type != super::event::EventType::Updated || (self.0)(event)
+    }
+}
+
+impl std::fmt::Debug for ChangeFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ChangeFilter")
+    }
+}
+
 /// Receives events from an informer.
 ///
 /// Called from the handler's own task, one event at a time; per object key, in order. The
@@ -75,17 +103,19 @@ pub(crate) struct ListenerState {
     pub(crate) name: String,
     pub(crate) listener: Listener,
     filter: Option<EventFilter>,
+    changes: Option<ChangeFilter>,
     synced: watch::Sender<bool>,
     marked: AtomicBool,
     delivered: AtomicU64,
 }
 
 impl ListenerState {
-    fn new(name: &str, filter: Option<EventFilter>) -> Arc<Self> {
+    fn new(name: &str, filter: Option<EventFilter>, changes: Option<ChangeFilter>) -> Arc<Self> {
         Arc::new(ListenerState {
             name: name.to_string(),
             listener: Listener::new(),
             filter,
+            changes,
             synced: watch::channel(false).0,
             marked: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
@@ -131,10 +161,10 @@ impl SharedProcessor {
         Arc::new(Self::default())
     }
 
-    /// Pushes `event` into the queue of every listener whose filter accepts it.
+    /// Pushes `event` into the queue of every listener whose filters accept it.
     pub fn distribute(&self, event: &Event) {
         for (_, l) in self.listeners.read().iter() {
-            if l.accepts(&event.object) {
+            if l.accepts(&event.object) && l.changes.as_ref().is_none_or(|c| c.passes(event)) {
                 l.listener.push(event.clone());
             }
         }
@@ -172,8 +202,13 @@ impl SharedProcessor {
     }
 
     /// A new listener, not yet receiving events: fill it, then [`attach`](Self::attach) it.
-    pub(crate) fn prepare(&self, name: &str, filter: Option<EventFilter>) -> Arc<ListenerState> {
-        ListenerState::new(name, filter)
+    pub(crate) fn prepare(
+        &self,
+        name: &str,
+        filter: Option<EventFilter>,
+        changes: Option<ChangeFilter>,
+    ) -> Arc<ListenerState> {
+        ListenerState::new(name, filter, changes)
     }
 
     /// Starts receiving events into `state` and spawns the task feeding `handler`.

@@ -23,7 +23,9 @@ use tokio::task::JoinHandle;
 
 use super::event::Event;
 use super::object::RawObject;
-use super::processor::{EventFilter, Handler, ListenerHandle, ListenerStats, SharedProcessor};
+use super::processor::{
+    ChangeFilter, EventFilter, Handler, ListenerHandle, ListenerStats, SharedProcessor,
+};
 use super::reflector::{self, Delta, InitialList, ReflectorConfig, ReflectorStats};
 use super::store::{Store, StoreOptions};
 
@@ -34,6 +36,8 @@ pub struct HandlerOptions {
     pub resync_period: Option<Duration>,
     /// Only objects this accepts reach the handler (live, replay and resync alike).
     pub filter: Option<EventFilter>,
+    /// Only updates this passes reach the handler (adds, deletes, replays, resyncs all do).
+    pub changes: Option<ChangeFilter>,
 }
 
 /// One resource's list/watch, cache and handlers.
@@ -182,7 +186,9 @@ impl SharedInformer {
         handler: H,
         options: HandlerOptions,
     ) -> ListenerHandle {
-        let state = self.processor.prepare(name, options.filter);
+        let state = self
+            .processor
+            .prepare(name, options.filter, options.changes);
         let handle = self.store.read_consistent(|synced, objects| {
             state.offer_replay(objects);
             if synced {
@@ -503,6 +509,7 @@ mod tests {
             HandlerOptions {
                 resync_period: Some(Duration::from_secs(60)),
                 filter: Some(EventFilter::new(|o| o.name() == "a")),
+                ..Default::default()
             },
         );
         // Received before the update so the queue cannot coalesce the two.
@@ -513,5 +520,44 @@ mod tests {
         assert_eq!(rx.recv().await.unwrap(), (EventType::Updated, "a".into()));
         assert_eq!(rx.recv().await.unwrap(), (EventType::Resync, "a".into()));
         assert_eq!(h.backlog(), 0, "rejected events never queue");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_change_filter_drops_only_updates_it_does_not_pass() {
+        let inf = informer();
+        inf.apply(Delta::Replace(vec![cm("a", 1)]));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let offered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = offered.clone();
+        let h = inf.add_handler(
+            "odd-only",
+            FnHandler(move |e: Event| {
+                let _ = tx.send((e.event_type, e.object.resource_version().to_string()));
+            }),
+            HandlerOptions {
+                resync_period: Some(Duration::from_secs(60)),
+                // Passes an update only to an odd resourceVersion.
+                changes: Some(super::ChangeFilter::new(move |e| {
+                    counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    e.object.resource_version().parse::<u64>().unwrap() % 2 == 1
+                })),
+                ..Default::default()
+            },
+        );
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Added, "1".into()));
+        inf.apply(Delta::Apply(cm("a", 2)));
+        inf.apply(Delta::Apply(cm("a", 3)));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Updated, "3".into()));
+        inf.apply(Delta::Apply(cm("b", 4)));
+        inf.apply(Delta::Delete(cm("a", 6)));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Added, "4".into()));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Deleted, "6".into()));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Resync, "4".into()));
+        assert_eq!(
+            offered.load(std::sync::atomic::Ordering::Relaxed),
+            2,
+            "only the two updates were offered to the filter"
+        );
+        assert_eq!(h.backlog(), 0);
     }
 }

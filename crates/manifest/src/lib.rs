@@ -20,12 +20,15 @@
 //! [[watch]]                         # one or more
 //! api-version = "apps/v1"
 //! kind = "ReplicaSet"
-//! namespace = "default"             # optional
+//! namespace = "default"             # optional; or namespaces = ["a", "b"] (one informer each)
 //! label-selector = "app=web"        # optional
+//! jq-filter = ".spec"               # optional: updates reach the plugin only when this changes
+//! ignore = ["status"]               # optional: ... or when anything but these fields changes
 //! [watch.indexes]                   # optional extra field indexes: name = JSON field path
 //! by-node = "spec.nodeName"
 //! [config]                          # free table handed to the plugin's init as JSON
 //! ignore-status = true
+//! token = "${env:TOKEN}"            # resolved by the host at load (see [`config_ref`])
 //! ```
 
 use std::collections::BTreeMap;
@@ -36,7 +39,10 @@ use serde::Deserialize;
 
 pub use informant_selector::{FieldPath, LabelSelector};
 
+pub mod config_ref;
 pub mod toml_error;
+
+pub use config_ref::{ConfigRef, ConfigText};
 
 #[cfg(any(test, feature = "proptest"))]
 #[doc(hidden)]
@@ -134,6 +140,21 @@ impl TryFrom<String> for FieldPathText {
     }
 }
 
+/// A change filter (jq program) checked and compiled while deserializing, so its error carries
+/// the TOML line; the host compiles its own copy from the text.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct JqFilterText(pub String);
+
+impl TryFrom<String> for JqFilterText {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        informant_selector::jq::JqFilter::compile(&s)
+            .map_err(|why| format!("invalid jq filter: {why}"))?;
+        Ok(JqFilterText(s))
+    }
+}
+
 /// A namespace checked while deserializing. An empty or malformed one is refused here rather
 /// than sent to the API server, where `""` would make a request path with an empty segment.
 fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
@@ -141,6 +162,28 @@ fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D
     informant_selector::names::check_namespace(&s)
         .map_err(|why| serde::de::Error::custom(format!("invalid namespace: {why}")))?;
     Ok(Some(s))
+}
+
+/// `namespaces = [..]` checked while deserializing: every name valid, none twice, at least one,
+/// so an error carries the TOML line of the list.
+fn namespace_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let list = Vec::<String>::deserialize(d)?;
+    if list.is_empty() {
+        return Err(serde::de::Error::custom(
+            "must name at least one namespace (omit it to watch every namespace)",
+        ));
+    }
+    for (i, ns) in list.iter().enumerate() {
+        informant_selector::names::check_namespace(ns).map_err(|why| {
+            serde::de::Error::custom(format!("invalid namespace at [{i}]: {why}"))
+        })?;
+        if list[..i].contains(ns) {
+            return Err(serde::de::Error::custom(format!(
+                "namespace `{ns}` is listed twice"
+            )));
+        }
+    }
+    Ok(list)
 }
 
 /// One resource a plugin watches.
@@ -154,17 +197,39 @@ pub struct Watch {
     /// Only this namespace; a DNS-1123 label, as the API server requires.
     #[serde(default, deserialize_with = "namespace")]
     pub namespace: Option<String>,
+    /// Only these namespaces (one informer each, shared like any other); not with `namespace`.
+    #[serde(default, deserialize_with = "namespace_list")]
+    pub namespaces: Vec<String>,
     /// Only objects matching this label selector.
     pub label_selector: Option<SelectorText>,
     /// Extra field indexes, name -> JSON field path.
     #[serde(default)]
     pub indexes: BTreeMap<String, FieldPathText>,
+    /// Deliver an update only when this jq program's output changed (operator plugins only).
+    pub jq_filter: Option<JqFilterText>,
+    /// Deliver an update only when the object changed outside these field paths.
+    #[serde(default)]
+    pub ignore: Vec<FieldPathText>,
 }
 
 impl Watch {
     /// The label selector's text, if any.
     pub fn label_selector(&self) -> Option<&str> {
         self.label_selector.as_ref().map(|s| s.0.as_str())
+    }
+
+    /// The namespaces this watch covers, one informer each: `[None]` for every namespace.
+    pub fn scopes(&self) -> Vec<Option<&str>> {
+        match (&self.namespace, self.namespaces.as_slice()) {
+            (Some(ns), _) => vec![Some(ns.as_str())],
+            (None, []) => vec![None],
+            (None, list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
+        }
+    }
+
+    /// Whether updates are filtered on the host (`jq-filter` or `ignore`).
+    pub fn filters_changes(&self) -> bool {
+        self.jq_filter.is_some() || !self.ignore.is_empty()
     }
 
     /// The declared field indexes: name and parsed path.
@@ -258,6 +323,11 @@ impl Manifest {
                     "field `watch[{i}].kind`: must not be empty"
                 )));
             }
+            if w.namespace.is_some() && !w.namespaces.is_empty() {
+                return Err(invalid(format!(
+                    "field `watch[{i}].namespaces`: give either `namespace` or `namespaces`, not both"
+                )));
+            }
             if w.indexes.contains_key("") {
                 return Err(invalid(format!(
                     "field `watch[{i}].indexes`: an index name must not be empty"
@@ -272,6 +342,12 @@ impl Manifest {
                     "field `watch[{i}].indexes.{name}`: `{name}` is a built-in index; choose another name"
                 )));
             }
+        }
+        let mut strings = Vec::new();
+        let config = toml::Value::Table(manifest.config.clone());
+        config_ref::strings("config".into(), &config, &mut strings);
+        for (field, s) in strings {
+            config_ref::parse(s).map_err(|why| invalid(format!("field `{field}`: {why}")))?;
         }
         for (field, value) in [
             ("limits.memory-mib", manifest.limits.memory_mib),
@@ -305,10 +381,67 @@ impl Manifest {
             .map(Duration::from_secs)
     }
 
-    /// `config` as JSON text for `init`; TOML dates and times become their RFC 3339 text.
+    /// `config` as JSON text for `init`, as written: references left as their text, escapes
+    /// not undone (the SDK's native harness, which has no host to resolve them). TOML dates
+    /// and times become their RFC 3339 text.
     pub fn config_json(&self) -> String {
         let table = toml::Value::Table(self.config.clone());
         json_of(&table).to_string()
+    }
+
+    /// The `${env:..}` / `${file:..}` references in `config`, with their fields.
+    pub fn config_refs(&self) -> Vec<(String, ConfigRef)> {
+        let mut strings = Vec::new();
+        let table = toml::Value::Table(self.config.clone());
+        config_ref::strings("config".into(), &table, &mut strings);
+        strings
+            .into_iter()
+            .filter_map(|(field, s)| match config_ref::parse(s) {
+                Ok(ConfigText::Ref(r)) => Some((field, r)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// `config` as JSON text for `init`, each reference replaced by what `resolve` gives for it
+    /// and escapes undone. `Err((field, reason))` from the first reference `resolve` refuses;
+    /// the reason is `resolve`'s, which must name the reference, never a value.
+    pub fn config_json_resolved(
+        &self,
+        mut resolve: impl FnMut(&ConfigRef) -> Result<String, String>,
+    ) -> Result<String, (String, String)> {
+        fn walk(
+            field: String,
+            v: &toml::Value,
+            resolve: &mut dyn FnMut(&ConfigRef) -> Result<String, String>,
+        ) -> Result<serde_json::Value, (String, String)> {
+            use serde_json::Value as J;
+            Ok(match v {
+                toml::Value::String(s) => match config_ref::parse(s) {
+                    Ok(ConfigText::Literal(text)) => J::String(text),
+                    Ok(ConfigText::Ref(r)) => J::String(resolve(&r).map_err(|why| (field, why))?),
+                    // Refused by `parse`, so not reached for a parsed manifest.
+                    Err(why) => return Err((field, why)),
+                },
+                toml::Value::Array(a) => J::Array(
+                    a.iter()
+                        .enumerate()
+                        .map(|(i, v)| walk(format!("{field}[{i}]"), v, resolve))
+                        .collect::<Result<_, _>>()?,
+                ),
+                toml::Value::Table(t) => J::Object(
+                    t.iter()
+                        .map(|(k, v)| {
+                            let v = walk(format!("{field}.{k}"), v, resolve)?;
+                            Ok::<_, (String, String)>((k.clone(), v))
+                        })
+                        .collect::<Result<_, _>>()?,
+                ),
+                other => json_of(other),
+            })
+        }
+        let table = toml::Value::Table(self.config.clone());
+        Ok(walk("config".into(), &table, &mut resolve)?.to_string())
     }
 }
 
@@ -362,6 +495,57 @@ ignore-status = true
         assert_eq!(m.watch[0].api_version.split(), ("apps", "v1"));
         assert_eq!(m.watch[0].field_indexes().next().unwrap().0, "by-node");
         assert_eq!(m.config_json(), r#"{"ignore-status":true}"#);
+    }
+
+    #[test]
+    fn a_watch_covers_its_namespaces() {
+        let m = parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a\", \"b\"]\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"c\"\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+        )
+        .unwrap();
+        assert_eq!(m.watch[0].scopes(), [Some("a"), Some("b")]);
+        assert_eq!(m.watch[1].scopes(), [Some("c")]);
+        assert_eq!(m.watch[2].scopes(), [None]);
+    }
+
+    #[test]
+    fn config_references_are_resolved_and_escapes_undone() {
+        let m = parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nplain = \"$${env:X}\"\nn = 1\n[config.slack]\nurl = \"${env:SLACK}\"\nkeys = [\"${file:/run/k}\"]\n",
+        )
+        .unwrap();
+        let mut refs = m.config_refs();
+        refs.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            refs,
+            [
+                (
+                    "config.slack.keys[0]".to_string(),
+                    ConfigRef::File("/run/k".into())
+                ),
+                (
+                    "config.slack.url".to_string(),
+                    ConfigRef::Env("SLACK".into())
+                ),
+            ]
+        );
+        let json = m.config_json_resolved(|r| Ok(format!("<{r}>"))).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"plain": "${env:X}", "n": 1,
+                "slack": {"url": "<${env:SLACK}>", "keys": ["<${file:/run/k}>"]}})
+        );
+        let refused = m
+            .config_json_resolved(|r| match r {
+                ConfigRef::Env(_) => Err(format!("`{r}`: not set")),
+                ConfigRef::File(_) => Ok(String::new()),
+            })
+            .unwrap_err();
+        assert_eq!(
+            refused,
+            ("config.slack.url".into(), "`${env:SLACK}`: not set".into())
+        );
     }
 
     #[test]
@@ -443,6 +627,84 @@ ignore-status = true
             (
                 "config = 1979-05-27T07:32:00Z\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
                 &["line 1", "field `config`", "datetime, expected a table"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a\", \"B\"]\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespaces`",
+                    "invalid namespace at [1]: `B` is not a namespace name",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a\", \"b\", \"a\"]\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespaces`",
+                    "namespace `a` is listed twice",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = []\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespaces`",
+                    "at least one namespace",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a/../b\"]\n",
+                &["field `watch[0].namespaces`", "not a namespace name"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = \"a\"\n",
+                &[
+                    "line 4",
+                    "field `watch[0].namespaces`",
+                    "expected a sequence",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"a\"\nnamespaces = [\"b\"]\n",
+                &[
+                    "field `watch[0].namespaces`",
+                    "either `namespace` or `namespaces`, not both",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config.slack]\nurl = \"${env:}\"\n",
+                &[
+                    "plugins/demo.toml",
+                    "field `config.slack.url`",
+                    "`${env:}`",
+                    "not an environment variable name",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nkeys = [\"ok\", \"${file:keys/a}\"]\n",
+                &["field `config.keys[1]`", "must be absolute"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\njq-filter = \"def f: f; f\"\n",
+                &[
+                    "plugins/demo.toml",
+                    "line 4",
+                    "field `watch[0].jq-filter`",
+                    "invalid jq filter",
+                    "`def` is not allowed",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\njq-filter = \".spec |\"\n",
+                &[
+                    "line 4",
+                    "field `watch[0].jq-filter`",
+                    "is not a jq program",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nignore = [\"status..x\"]\n",
+                &["line 4", "field `watch[0].ignore[0]`", "invalid field path"],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

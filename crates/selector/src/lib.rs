@@ -10,6 +10,7 @@
 //! this accepts is one the server accepts too.
 
 mod field_path;
+pub mod jq;
 pub mod names;
 #[cfg(test)]
 mod proptests;

@@ -56,15 +56,13 @@ pub async fn run(args: Args) -> Result<()> {
     for path in &args.manifests {
         let manifest = Manifest::load(path)?;
         for (i, w) in manifest.watch.iter().enumerate() {
-            let informer = factory
-                .informer(
-                    w.api_version.as_str(),
-                    &w.kind,
-                    informant_runtime::plugin::watch_scope(w),
-                )
-                .await
-                .with_context(|| format!("{}: watch {i}", path.display()))?;
-            keep(informer);
+            for scope in informant_runtime::plugin::watch_scopes(w) {
+                let informer = factory
+                    .informer(w.api_version.as_str(), &w.kind, scope)
+                    .await
+                    .with_context(|| format!("{}: watch {i}", path.display()))?;
+                keep(informer);
+            }
         }
     }
     let file = std::fs::File::create(&args.out)

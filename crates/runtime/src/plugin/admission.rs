@@ -81,16 +81,36 @@ pub fn admit(
             ),
         });
     }
-    for (index, (w, f)) in manifest.watch.iter().zip(facts).enumerate() {
-        if let Err(reason) = policy.grant.check_watch(
-            (&f.group, &f.version, &f.kind),
-            f.namespaced,
-            w.namespace.as_deref(),
-        ) {
+    for (index, w) in manifest.watch.iter().enumerate() {
+        if !tenant.is_empty() && w.jq_filter.is_some() {
             refusals.push(Refusal {
-                field: format!("watch[{index}]"),
-                reason,
+                field: format!("watch[{index}].jq-filter"),
+                reason: format!(
+                    "only operator plugins may use jq filters (jq programs run on the host without a step limit); {who}'s may use `ignore`"
+                ),
             });
+        }
+    }
+    for (index, (w, f)) in manifest.watch.iter().zip(facts).enumerate() {
+        // Each listed namespace is checked on its own, so the refusal names the one outside.
+        for (at, ns) in w.scopes().into_iter().enumerate() {
+            if let Err(reason) =
+                policy
+                    .grant
+                    .check_watch((&f.group, &f.version, &f.kind), f.namespaced, ns)
+            {
+                let field = if w.namespaces.is_empty() {
+                    format!("watch[{index}]")
+                } else {
+                    format!("watch[{index}].namespaces[{at}]")
+                };
+                let duplicate = refusals.iter().any(|r: &Refusal| {
+                    r.reason == reason && r.field.starts_with(&format!("watch[{index}]"))
+                });
+                if !duplicate {
+                    refusals.push(Refusal { field, reason });
+                }
+            }
         }
     }
     let mut limit =
@@ -134,17 +154,24 @@ pub fn admit(
     }
 }
 
-/// Refuses a manifest with more `[[watch]]` tables than the host allows: checked first, before
-/// any of them is resolved through discovery.
+/// Refuses a manifest with more watches than the host allows — a `[[watch]]` counts once per
+/// namespace it lists, since each is an informer: checked first, before any of them is
+/// resolved through discovery.
 pub fn watch_count(manifest: &Manifest, host: &HostConfig) -> Result<(), Refusal> {
-    if manifest.watch.len() <= host.max_watches as usize {
+    let count: usize = manifest.watch.iter().map(|w| w.scopes().len()).sum();
+    if count <= host.max_watches as usize {
         return Ok(());
     }
+    let tables = manifest.watch.len();
+    let what = if count == tables {
+        format!("{tables} [[watch]] tables")
+    } else {
+        format!("{count} watches ({tables} [[watch]] tables, one watch per namespace listed)")
+    };
     Err(Refusal {
         field: "watch".into(),
         reason: format!(
-            "{} [[watch]] tables; a manifest may have at most {} (`limits.max-watches` in informant.toml)",
-            manifest.watch.len(),
+            "{what}; a manifest may have at most {} (`limits.max-watches` in informant.toml)",
             host.max_watches
         ),
     })
@@ -263,6 +290,54 @@ mod tests {
             "{}",
             refusals[1].reason
         );
+    }
+
+    #[test]
+    fn every_listed_namespace_is_checked_and_counted() {
+        let m = Manifest::parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"team-a\", \"team-b\"]\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let host = HostConfig::default();
+        let refusals = admit(&m, "a", &policy(), &host, &[facts("Pod", Some(true))]).unwrap_err();
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
+        assert_eq!(refusals[0].field, "watch[0].namespaces[1]");
+        assert!(refusals[0].reason.contains("namespace `team-b` is outside"));
+
+        let many = Manifest::parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespaces = [\"a\", \"b\", \"c\"]\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let host = HostConfig {
+            max_watches: 2,
+            ..HostConfig::default()
+        };
+        let refusal = watch_count(&many, &host).unwrap_err();
+        assert!(
+            refusal
+                .reason
+                .contains("3 watches (1 [[watch]] tables, one watch per namespace listed); a manifest may have at most 2"),
+            "{}",
+            refusal.reason
+        );
+    }
+
+    #[test]
+    fn only_operator_plugins_may_use_jq_filters() {
+        let m = Manifest::parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\njq-filter = \".spec\"\nignore = [\"status\"]\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let host = HostConfig::default();
+        let refusals = admit(&m, "a", &policy(), &host, &[facts("Pod", Some(true))]).unwrap_err();
+        assert_eq!(refusals.len(), 1, "{refusals:?}");
+        assert_eq!(refusals[0].field, "watch[0].jq-filter");
+        assert!(refusals[0].reason.contains("only operator plugins"));
+        let operator = TenantPolicy::operator();
+        admit(&m, "", &operator, &host, &[facts("Pod", Some(true))]).unwrap();
     }
 
     #[test]

@@ -24,6 +24,7 @@ use tokio::sync::{Mutex, broadcast, watch};
 
 use super::PluginError;
 use super::admission::{Admitted, WatchFacts, admit, describe, watch_count};
+use super::change_filter::ChangeFilters;
 use super::engine::{PluginEngine, hex};
 use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
 use super::instance::{InstanceSpec, RetryPolicy};
@@ -31,8 +32,8 @@ use super::manifest::{Manifest, ManifestError};
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use super::waiting::{Waiting, WaitingFor};
 use crate::informer::{
-    EventFilter, HandlerOptions, InformerFactory, ListenerGauges, ListenerHandle, SharedInformer,
-    wait_all_synced,
+    ChangeFilter, EventFilter, HandlerOptions, InformerFactory, ListenerGauges, ListenerHandle,
+    SharedInformer, wait_all_synced,
 };
 use crate::tenancy::{Budgeted, Tenancy, TenantPolicy};
 
@@ -217,6 +218,8 @@ pub struct PluginHost {
     /// schedules retries.
     waiting: RwLock<BTreeMap<PluginId, Waiting>>,
     waiting_count: watch::Sender<usize>,
+    /// Change filters in use, shared by every watch naming the same one.
+    change_filters: ChangeFilters,
 }
 
 /// A running plugin as readers see it.
@@ -244,7 +247,13 @@ impl PluginHost {
             running: RwLock::new(BTreeMap::new()),
             waiting: RwLock::new(BTreeMap::new()),
             waiting_count: watch::channel(0).0,
+            change_filters: ChangeFilters::default(),
         }
+    }
+
+    /// The change filters in use: (description, evaluations, runtime errors) each.
+    pub fn change_filter_stats(&self) -> Vec<(String, u64, u64)> {
+        self.change_filters.stats()
     }
 
     /// Broadcasts plugins' log lines on `logs` instead of a channel of the host's own, so a
@@ -494,6 +503,7 @@ impl PluginHost {
                 Ok(Prepared {
                     supervisor,
                     watches,
+                    changes,
                     resync,
                     filter,
                     field_indexes,
@@ -524,10 +534,12 @@ impl PluginHost {
                     };
                     let handles = watches
                         .into_iter()
-                        .map(|(informer, resource)| {
+                        .zip(changes)
+                        .map(|((informer, resource), changes)| {
                             let options = HandlerOptions {
                                 resync_period: resync,
                                 filter: filter.clone(),
+                                changes,
                             };
                             let (name, handler) = (
                                 id.to_string(),
@@ -708,6 +720,14 @@ impl PluginHost {
                 reason: describe(&refusals),
             }
         })?;
+        let config_json =
+            super::secrets::resolve_config(&manifest, &id.tenant).map_err(|(field, reason)| {
+                PluginError::Refused {
+                    plugin: id.to_string(),
+                    path: found.manifest.clone(),
+                    reason: format!("field `{field}`: {reason}"),
+                }
+            })?;
         let (engine, name) = (self.engine.clone(), id.to_string());
         let (wasm, bytes) = (found.wasm.clone(), found.wasm_bytes.clone());
         let component =
@@ -717,6 +737,7 @@ impl PluginHost {
 
         let grant = &policy.grant;
         let mut watches = Vec::new();
+        let mut changes = Vec::new();
         let started = async {
             let mut cache = CacheView::new(grant.clone());
             for ((index, w), resolved) in manifest.watch.iter().enumerate().zip(&resolved) {
@@ -725,19 +746,30 @@ impl PluginHost {
                     index,
                     source,
                 };
-                let informer = self
-                    .factory
-                    .informer_for(resolved, super::watch_scope(w))
-                    .map_err(watch_err)?;
-                // Claimed from here on: pushed first so a failure below releases it.
-                watches.push((informer.clone(), WitResource::from(&resolved.api_resource)));
-                cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+                let change_filter =
+                    self.change_filters
+                        .for_watch(w)
+                        .map_err(|reason| PluginError::Refused {
+                            plugin: id.to_string(),
+                            path: found.manifest.clone(),
+                            reason: format!("field `watch[{index}].jq-filter`: {reason}"),
+                        })?;
+                for scope in super::watch_scopes(w) {
+                    changes.push(change_filter.clone());
+                    let informer = self
+                        .factory
+                        .informer_for(resolved, scope)
+                        .map_err(watch_err)?;
+                    // Claimed from here on: pushed first so a failure below releases it.
+                    watches.push((informer.clone(), WitResource::from(&resolved.api_resource)));
+                    cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+                }
             }
             let spec = InstanceSpec {
                 name: id.name.as_str().into(),
                 tenant: id.tenant.as_str().into(),
                 component,
-                config_json: manifest.config_json(),
+                config_json,
                 memory_bytes: (memory_mib as usize) << 20,
                 deadline: Duration::from_millis(deadline_ms as u64),
                 cache: Arc::new(cache),
@@ -757,6 +789,7 @@ impl PluginHost {
             Ok(supervisor) => Ok(Prepared {
                 supervisor,
                 watches,
+                changes,
                 resync: manifest.resync_period(),
                 filter: grant.event_filter(),
                 field_indexes: manifest.watch.iter().map(|w| w.indexes.len()).sum(),
@@ -790,6 +823,8 @@ fn same_limits(a: &HostConfig, b: &HostConfig) -> bool {
 struct Prepared {
     supervisor: Arc<Supervisor>,
     watches: Vec<(Arc<SharedInformer>, WitResource)>,
+    /// Each watch's change filter, in the order of `watches`.
+    changes: Vec<Option<ChangeFilter>>,
     resync: Option<Duration>,
     filter: Option<EventFilter>,
     field_indexes: usize,

@@ -4,6 +4,7 @@
 //! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
 //! - [`check`]: the offline check behind `informant check`.
 //! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
+//! - [`change_filter`]: `jq-filter` / `ignore`: which updates wake a plugin, decided on the host.
 //! - [`cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
 //! - [`host`]: the WIT bindings and the `cache`/`log` imports, reading only the plugin's stores.
 //! - [`instance`]: one live instance, `init` and `handle` under a deadline and a memory cap.
@@ -12,9 +13,11 @@
 //! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
 //! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.
 //! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
+//! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
 
 pub mod admission;
 pub mod cache;
+pub mod change_filter;
 pub mod check;
 pub mod engine;
 pub mod host;
@@ -23,6 +26,7 @@ pub mod loader;
 pub use informant_manifest as manifest;
 pub mod reload;
 pub mod retry;
+pub mod secrets;
 pub mod supervisor;
 pub mod waiting;
 
@@ -95,10 +99,13 @@ pub enum PluginError {
     },
 }
 
-/// The informer scope a manifest's `[[watch]]` asks for.
-pub fn watch_scope(w: &manifest::Watch) -> crate::informer::WatchScope {
-    crate::informer::WatchScope {
-        namespace: w.namespace.clone(),
-        label_selector: w.label_selector().map(str::to_string),
-    }
+/// The informer scopes a manifest's `[[watch]]` asks for: one per namespace it lists.
+pub fn watch_scopes(w: &manifest::Watch) -> Vec<crate::informer::WatchScope> {
+    w.scopes()
+        .into_iter()
+        .map(|namespace| crate::informer::WatchScope {
+            namespace: namespace.map(str::to_string),
+            label_selector: w.label_selector().map(str::to_string),
+        })
+        .collect()
 }

@@ -181,11 +181,20 @@ pub async fn replay(
             reason: describe(&refusals),
         }
     })?;
+    // Replay runs as the operator, so its config references resolve as an operator plugin's.
+    let config_json =
+        crate::plugin::secrets::resolve_config(&manifest, "").map_err(|(field, reason)| {
+            PluginError::Refused {
+                plugin: name.clone(),
+                path: manifest_path.clone(),
+                reason: format!("field `{field}`: {reason}"),
+            }
+        })?;
     let spec = InstanceSpec {
         name: name.as_str().into(),
         tenant: "".into(),
         component,
-        config_json: manifest.config_json(),
+        config_json,
         memory_bytes: (memory_mib as usize) << 20,
         deadline: Duration::from_millis(deadline_ms as u64),
         cache: Arc::new(cache),
@@ -304,33 +313,35 @@ fn scopes(plugin: &str, manifest: &Manifest) -> Result<(Vec<Scoped>, CacheView),
             Some(s) => LabelSelector::parse(s).map_err(|e| watch_err(e.into()))?,
             None => LabelSelector::default(),
         };
-        let existing = scopes.iter().position(|s| {
-            s.watches(w.api_version.as_str(), &w.kind)
-                && s.namespace == w.namespace
-                && s.selector.to_string() == selector.to_string()
-        });
-        let informer = match existing {
-            Some(i) => scopes[i].informer.clone(),
-            None => {
-                let informer = SharedInformer::new(
-                    Api::all_with(client.clone(), &ar),
-                    ar.clone(),
-                    format!("{} {} (replay)", ar.api_version, ar.plural),
-                    ReflectorConfig::default(),
-                    StoreOptions::default(),
-                );
-                scopes.push(Scoped {
-                    informer: informer.clone(),
-                    api_version: w.api_version.as_str().to_string(),
-                    kind: w.kind.clone(),
-                    namespace: w.namespace.clone(),
-                    selector,
-                    resource: WitResource::from(&ar),
-                });
-                informer
-            }
-        };
-        cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+        for namespace in w.scopes() {
+            let existing = scopes.iter().position(|s| {
+                s.watches(w.api_version.as_str(), &w.kind)
+                    && s.namespace.as_deref() == namespace
+                    && s.selector.to_string() == selector.to_string()
+            });
+            let informer = match existing {
+                Some(i) => scopes[i].informer.clone(),
+                None => {
+                    let informer = SharedInformer::new(
+                        Api::all_with(client.clone(), &ar),
+                        ar.clone(),
+                        format!("{} {} (replay)", ar.api_version, ar.plural),
+                        ReflectorConfig::default(),
+                        StoreOptions::default(),
+                    );
+                    scopes.push(Scoped {
+                        informer: informer.clone(),
+                        api_version: w.api_version.as_str().to_string(),
+                        kind: w.kind.clone(),
+                        namespace: namespace.map(str::to_string),
+                        selector: selector.clone(),
+                        resource: WitResource::from(&ar),
+                    });
+                    informer
+                }
+            };
+            cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+        }
     }
     Ok((scopes, cache))
 }
