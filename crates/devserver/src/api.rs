@@ -8,13 +8,13 @@ use std::sync::Arc;
 use parking_lot::{RwLock, RwLockReadGuard};
 use serde_json::{Value, json};
 
-use super::metadata::{check_type, generate_suffix, meta, meta_mut, new_uid, now, valid_name};
+use super::metadata::{check_type, generate_suffix, meta, meta_mut, new_uid, normalize, now};
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector, labels_match};
 use super::store::{EventType, Obj, Store, Tx};
-use super::{Error, Result};
-use super::{scale, strategy};
+use super::{Cause, Error, OPTIMISTIC_LOCK, Result};
+use super::{scale, strategy, validation};
 
 /// Per-request write options (query parameters and DeleteOptions).
 #[derive(Debug, Default, Clone)]
@@ -135,6 +135,7 @@ impl Api {
         opts: &WriteOpts,
     ) -> Result<Value> {
         check_type(res, opts.version.as_deref(), &mut obj)?;
+        normalize(&mut obj);
         let body_ns = meta(&obj, "namespace");
         if res.namespaced && !body_ns.is_empty() && body_ns != ns {
             return Err(Error::BadRequest(
@@ -154,21 +155,21 @@ impl Api {
             };
         }
         if name.is_empty() {
-            return Err(Error::Invalid {
-                kind: res.kind.clone(),
-                name,
-                message: "metadata.name: Required value: name or generateName is required".into(),
-            });
+            validation::check(
+                res,
+                "",
+                vec![Cause::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            )?;
         }
-        if !valid_name(&name) {
-            return Err(Error::Invalid {
-                kind: res.kind.clone(),
-                name: name.clone(),
-                message: format!(
-                    "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-                ),
-            });
-        }
+        let mut causes = validation::name_causes(res, &name);
+        causes.extend(validation::label_causes(
+            &obj["metadata"]["labels"],
+            "metadata.labels",
+        ));
+        validation::check(res, &name, causes)?;
         if tx.get(&res.key, ns, &name).is_some() {
             return Err(Error::AlreadyExists {
                 resource: res.qualified(),
@@ -280,6 +281,7 @@ impl Api {
         opts: &WriteOpts,
     ) -> Result<Value> {
         check_type(res, opts.version.as_deref(), &mut obj)?;
+        normalize(&mut obj);
         let body_name = meta(&obj, "name");
         if body_name != name {
             return Err(Error::BadRequest(format!(
@@ -292,6 +294,13 @@ impl Api {
                 "the namespace of the provided object does not match the namespace sent on the request".into(),
             ));
         }
+        if sub == Sub::Main {
+            validation::check(
+                res,
+                name,
+                validation::label_causes(&obj["metadata"]["labels"], "metadata.labels"),
+            )?;
+        }
         let old = tx.get(&res.key, ns, name).ok_or_else(|| Error::NotFound {
             resource: res.qualified(),
             name: name.into(),
@@ -301,6 +310,7 @@ impl Api {
             return Err(Error::Conflict {
                 resource: res.qualified(),
                 name: name.into(),
+                reason: OPTIMISTIC_LOCK.into(),
             });
         }
         let old = old.value();
@@ -364,9 +374,16 @@ impl Api {
             ));
         }
         if ptype == PatchType::Apply && opts.field_manager.as_deref().is_none_or(str::is_empty) {
-            return Err(Error::BadRequest(
-                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into(),
-            ));
+            // Worded as the patch handler's ValidatePatchOptions.
+            return Err(Error::Invalid {
+                kind: "PatchOptions".into(),
+                group: "meta.k8s.io".into(),
+                name: String::new(),
+                causes: vec![Cause::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            });
         }
         let mut tx = self.store.write();
         let Some(old) = tx.get(&res.key, ns, name) else {
@@ -389,7 +406,7 @@ impl Api {
             });
         };
         let old_value = old.value();
-        let mut patched = patch::apply(ptype, &old_value, body, &res.kind, name)?;
+        let mut patched = patch::apply(ptype, &old_value, body)?;
         if patched["kind"] != old_value["kind"] || patched["apiVersion"] != old_value["apiVersion"]
         {
             // Apply patches carry their own kind/apiVersion; let check_type judge them.
@@ -405,6 +422,7 @@ impl Api {
             return Err(Error::Conflict {
                 resource: res.qualified(),
                 name: name.into(),
+                reason: OPTIMISTIC_LOCK.into(),
             });
         }
         meta_mut(&mut patched).insert("name".into(), name.into());
@@ -446,7 +464,7 @@ impl Api {
             name: name.into(),
         })?;
         let current = scale::scale_of(res, &old.value());
-        let patched = patch::apply(ptype, &current, body, "Scale", name)?;
+        let patched = patch::apply(ptype, &current, body)?;
         self.write_scale(&mut tx, res, ns, name, patched, opts)
     }
 
@@ -470,6 +488,7 @@ impl Api {
             return Err(Error::Conflict {
                 resource: res.qualified(),
                 name: name.into(),
+                reason: OPTIMISTIC_LOCK.into(),
             });
         }
         let mut obj = old.value();
@@ -497,20 +516,33 @@ impl Api {
             name: name.into(),
         })?;
         let mut value = old.value();
-        if let Some(uid) = &opts.precondition_uid
+        // The etcd3 store's precondition check, surfaced through storeerr as a Conflict that
+        // carries the storage error's text.
+        let failed = if let Some(uid) = &opts.precondition_uid
             && *uid != meta(&value, "uid")
         {
-            return Err(Error::Conflict {
-                resource: res.qualified(),
-                name: name.into(),
-            });
-        }
-        if let Some(rv) = &opts.precondition_rv
+            Some(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta(&value, "uid")
+            ))
+        } else if let Some(rv) = &opts.precondition_rv
             && *rv != old.rv.to_string()
         {
+            Some(format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                old.rv
+            ))
+        } else {
+            None
+        };
+        if let Some(failed) = failed {
             return Err(Error::Conflict {
                 resource: res.qualified(),
                 name: name.into(),
+                reason: format!(
+                    "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: {failed}",
+                    res.storage_key(ns, name)
+                ),
             });
         }
         if opts.dry_run {

@@ -22,7 +22,7 @@ use super::patch::PatchType;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector, parse_labels};
 use super::watch::{self, WatchRequest};
-use super::{Error, Result, Shared, openapi, protobuf, server, table};
+use super::{Error, Result, Shared, openapi, protobuf, server, strategy, table};
 
 mod list;
 use list::list;
@@ -405,8 +405,17 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
             let (body, ct) = read_body(shared, req).await?;
             delete_options(&body, ct.as_deref(), &mut opts)?;
             let obj = shared.api.delete(&t.res, Some(&ns), name, &opts)?;
-            Ok(json_value(StatusCode::OK, &obj))
+            if strategy::returns_deleted_object(&t.res) {
+                return Ok(json_value(StatusCode::OK, &obj));
+            }
+            Ok(json_value(
+                StatusCode::OK,
+                &strategy::delete_success(&t.res, &obj),
+            ))
         }
+        (&Method::DELETE, None) if !t.res.delete_collection() => Err(Error::MethodNotAllowed(
+            format!("DELETE {} (deletecollection)", t.res.plural),
+        )),
         (&Method::DELETE, None) => {
             let mut opts = write_opts(&q, &t.version);
             let (labels, fields) = selectors(&q)?;

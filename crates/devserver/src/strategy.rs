@@ -115,6 +115,33 @@ pub(crate) fn bump_generation(res: &ResourceType, old: &Value, new: &mut Value, 
     true
 }
 
+/// Whether DELETE answers with the deleted object rather than a `Status` of success: the
+/// registries that set `ReturnDeletedObject: true` (pods, services, serviceaccounts,
+/// storageclasses: pkg/registry/*/storage/storage.go) and the two whose own Delete returns the
+/// object (namespaces, CustomResourceDefinitions, both finalized asynchronously).
+pub(crate) fn returns_deleted_object(res: &ResourceType) -> bool {
+    matches!(
+        (res.group.as_str(), res.plural.as_str()),
+        ("", "pods" | "services" | "serviceaccounts" | "namespaces")
+            | ("storage.k8s.io", "storageclasses")
+            | ("apiextensions.k8s.io", "customresourcedefinitions")
+    )
+}
+
+/// The `Status` of success the generic registry's `finalizeDelete` answers a DELETE with:
+/// details name the resource (plural), not the kind.
+pub(crate) fn delete_success(res: &ResourceType, deleted: &Value) -> Value {
+    let mut details = json!({
+        "name": deleted["metadata"]["name"],
+        "kind": res.plural,
+        "uid": deleted["metadata"]["uid"],
+    });
+    if !res.group.is_empty() {
+        details["group"] = res.group.clone().into();
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
+}
+
 /// Why a Deployment here never rolls out, in the words its Progressing condition carries.
 pub(crate) const NO_CONTROLLERS: &str = "The embedded API server runs no controllers: no \
     ReplicaSet or Pod is created for this Deployment, so its rollout cannot progress";

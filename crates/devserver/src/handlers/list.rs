@@ -50,6 +50,10 @@ pub(super) fn list(shared: &Shared, t: &Target, q: &Params, wants_table: bool) -
     let (token_rv, after) = match q.get("continue").filter(|c| !c.is_empty()) {
         Some(c) => {
             let (rv, key) = decode_continue(c)?;
+            // etcd compacted the snapshot the token continues: the apiserver answers 410.
+            if rv < shared.api.store.floor() {
+                return Err(Error::ContinueExpired);
+            }
             (Some(rv), Some(key))
         }
         None => (None, None),
