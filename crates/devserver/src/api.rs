@@ -169,7 +169,15 @@ impl Api {
             &obj["metadata"]["labels"],
             "metadata.labels",
         ));
+        causes.extend(validation::spec_causes(res, &obj));
         validation::check(res, &name, causes)?;
+        // NamespaceLifecycle admission, which runs after the object validated.
+        if res.namespaced && tx.get(NS_KEY, "", ns).is_none() {
+            return Err(Error::NotFound {
+                resource: NS_KEY.into(),
+                name: ns.into(),
+            });
+        }
         if tx.get(&res.key, ns, &name).is_some() {
             return Err(Error::AlreadyExists {
                 resource: res.qualified(),
@@ -295,11 +303,10 @@ impl Api {
             ));
         }
         if sub == Sub::Main {
-            validation::check(
-                res,
-                name,
-                validation::label_causes(&obj["metadata"]["labels"], "metadata.labels"),
-            )?;
+            let mut causes =
+                validation::label_causes(&obj["metadata"]["labels"], "metadata.labels");
+            causes.extend(validation::spec_causes(res, &obj));
+            validation::check(res, name, causes)?;
         }
         let old = tx.get(&res.key, ns, name).ok_or_else(|| Error::NotFound {
             resource: res.qualified(),

@@ -22,7 +22,7 @@ use super::patch::PatchType;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector, parse_labels};
 use super::watch::{self, WatchRequest};
-use super::{Error, Result, Shared, openapi, protobuf, server, strategy, table};
+use super::{Error, Result, Shared, openapi, protobuf, server, strategy, table, validation};
 
 mod list;
 use list::list;
@@ -418,7 +418,7 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
         )),
         (&Method::DELETE, None) => {
             let mut opts = write_opts(&q, &t.version);
-            let (labels, fields) = selectors(&q)?;
+            let (labels, fields) = selectors(&q, &t.res)?;
             let (body, ct) = read_body(shared, req).await?;
             delete_options(&body, ct.as_deref(), &mut opts)?;
             let n = shared.api.delete_collection(
@@ -496,7 +496,7 @@ fn delete_options(body: &[u8], content_type: Option<&str>, opts: &mut WriteOpts)
     Ok(())
 }
 
-fn selectors(q: &Params) -> Result<(LabelSelector, FieldSelector)> {
+fn selectors(q: &Params, res: &ResourceType) -> Result<(LabelSelector, FieldSelector)> {
     let labels = parse_labels(
         q.get("labelSelector")
             .map(String::as_str)
@@ -507,6 +507,7 @@ fn selectors(q: &Params) -> Result<(LabelSelector, FieldSelector)> {
             .map(String::as_str)
             .unwrap_or_default(),
     )?;
+    fields.check_supported(res)?;
     Ok((labels, fields))
 }
 
@@ -527,7 +528,8 @@ fn watch_response(
     q: &Params,
     wants_table: bool,
 ) -> Result<Response> {
-    let (labels, fields) = selectors(q)?;
+    validation::list_options(q, true)?;
+    let (labels, fields) = selectors(q, &t.res)?;
     let timeout = match q.get("timeoutSeconds").map(String::as_str) {
         None | Some("") => None,
         Some(s) => Some(Duration::from_secs(s.parse().map_err(|_| {

@@ -381,7 +381,9 @@ pub struct DevServer {
 }
 
 impl DevServer {
-    /// Binds the listener and starts serving; the `default` namespace exists from the start.
+    /// Binds the listener and starts serving; the `default`, `kube-system`, `kube-public` and
+    /// `kube-node-lease` namespaces exist from the start, as on a real cluster. Objects go only
+    /// into namespaces that exist (404 otherwise, as the apiserver's NamespaceLifecycle admission).
     pub async fn start(config: DevServerConfig) -> Result<DevServer> {
         let shared = Arc::new(Shared {
             api: api::Api::new(config.watch_history),
@@ -389,10 +391,14 @@ impl DevServer {
             listener: server::ListenerSlot::default(),
             config,
         });
-        shared.api.create(
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
-            &api::WriteOpts::default(),
-        )?;
+        // The namespaces every kube-apiserver creates for itself (its system namespaces
+        // controller, pkg/controlplane/controller/systemnamespaces).
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            shared.api.create(
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                &api::WriteOpts::default(),
+            )?;
+        }
         server::start(&shared, shared.config.listen).await?;
         Ok(DevServer { shared })
     }

@@ -4,6 +4,8 @@
 //! template labels, containers). Every check yields [`Cause`]s; the caller turns them into one
 //! 422 Invalid, as `errors.NewInvalid` does.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
 use super::resources::ResourceType;
@@ -132,4 +134,237 @@ pub(crate) fn check(res: &ResourceType, name: &str, causes: Vec<Cause>) -> Resul
         name: name.into(),
         causes,
     })
+}
+
+/// `ValidateListOptions` / `validateWatchOptions` (apimachinery
+/// pkg/apis/meta/internalversion/validation/validation.go): the combinations of
+/// `resourceVersion`, `resourceVersionMatch`, `sendInitialEvents` and `continue` a real server
+/// refuses, as 422 `ListOptions.meta.k8s.io "" is invalid`.
+pub(crate) fn list_options(q: &HashMap<String, String>, watch: bool) -> Result<()> {
+    let get = |k: &str| q.get(k).map(String::as_str).filter(|v| !v.is_empty());
+    let mode = get("resourceVersionMatch");
+    let rv = get("resourceVersion");
+    let cont = get("continue");
+    let initial = get("sendInitialEvents");
+    let field = "resourceVersionMatch";
+    let mut causes = Vec::new();
+    if watch {
+        if initial.is_some() && mode != Some("NotOlderThan") {
+            causes.push(Cause::forbidden(
+                field,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if initial == Some("true") && get("allowWatchBookmarks") != Some("true") {
+            causes.push(Cause::forbidden(
+                "allowWatchBookmarks",
+                "allowWatchBookmarks must be set to true when sendInitialEvents is set to true",
+            ));
+        }
+        if let Some(m) = mode {
+            if initial.is_none() {
+                causes.push(Cause::forbidden(
+                    field,
+                    "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ));
+            }
+            if m != "NotOlderThan" {
+                causes.push(Cause::not_supported(field, m, &["NotOlderThan"]));
+            }
+            if cont.is_some() {
+                causes.push(Cause::forbidden(
+                    field,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+        }
+    } else {
+        if let Some(m) = mode {
+            if rv.is_none() {
+                causes.push(Cause::forbidden(
+                    field,
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            if cont.is_some() {
+                causes.push(Cause::forbidden(
+                    field,
+                    "resourceVersionMatch is forbidden when continue is provided",
+                ));
+            }
+            if m != "Exact" && m != "NotOlderThan" {
+                causes.push(Cause::not_supported(
+                    field,
+                    m,
+                    &["Exact", "NotOlderThan", ""],
+                ));
+            }
+            if m == "Exact" && rv == Some("0") {
+                causes.push(Cause::forbidden(
+                    field,
+                    "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+                ));
+            }
+        }
+        if initial.is_some() {
+            causes.push(Cause::forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+    }
+    if causes.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Invalid {
+        kind: "ListOptions".into(),
+        group: "meta.k8s.io".into(),
+        name: String::new(),
+        causes,
+    })
+}
+
+/// Go's `%#v` of a `map[string]string`, as validation messages print label maps.
+fn go_map(labels: &Value) -> String {
+    let mut pairs: Vec<(String, String)> = labels
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+        .collect();
+    if pairs.is_empty() {
+        return "map[string]string(nil)".into();
+    }
+    pairs.sort();
+    let body: Vec<String> = pairs.iter().map(|(k, v)| format!("{k:?}:{v:?}")).collect();
+    format!("map[string]string{{{}}}", body.join(", "))
+}
+
+/// `metav1.LabelSelectorAsSelector(sel).Matches(labels)`; a missing selector matches nothing.
+fn selector_matches(selector: &Value, labels: &Value) -> bool {
+    if !selector.is_object() {
+        return false;
+    }
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
+    let by_labels = selector["matchLabels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .all(|(k, v)| label(k) == v.as_str());
+    let by_expressions = selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|e| {
+            let key = e["key"].as_str().unwrap_or_default();
+            let values: Vec<&str> = e["values"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            match e["operator"].as_str() {
+                Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+                Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
+                Some("Exists") => label(key).is_some(),
+                Some("DoesNotExist") => label(key).is_none(),
+                _ => false,
+            }
+        });
+    by_labels && by_expressions
+}
+
+/// `ValidatePodTemplateSpec`'s checks users trip over: template labels, at least one
+/// container, each with a name and an image (pkg/apis/core/validation/validation.go).
+fn pod_template_causes(template: &Value, at: &str) -> Vec<Cause> {
+    let mut causes = label_causes(
+        &template["metadata"]["labels"],
+        &format!("{at}.metadata.labels"),
+    );
+    causes.extend(pod_spec_causes(&template["spec"], &format!("{at}.spec")));
+    causes
+}
+
+fn pod_spec_causes(spec: &Value, at: &str) -> Vec<Cause> {
+    let mut causes = Vec::new();
+    match spec["containers"].as_array().filter(|c| !c.is_empty()) {
+        None => causes.push(Cause::required(&format!("{at}.containers"), "")),
+        Some(containers) => {
+            for (i, c) in containers.iter().enumerate() {
+                for field in ["name", "image"] {
+                    if c[field].as_str().is_none_or(str::is_empty) {
+                        causes.push(Cause::required(
+                            &format!("{at}.containers[{i}].{field}"),
+                            "",
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    causes
+}
+
+/// The spec checks of the workload kinds (pkg/apis/apps/validation/validation.go
+/// ValidateDeploymentSpec, ValidateReplicaSetSpec, ValidateStatefulSetSpec,
+/// ValidateDaemonSetSpec; pkg/apis/batch/validation for Jobs; core for Pods), in their order.
+pub(crate) fn spec_causes(res: &ResourceType, obj: &Value) -> Vec<Cause> {
+    let spec = &obj["spec"];
+    let mut causes = Vec::new();
+    let replicas = |causes: &mut Vec<Cause>| {
+        if let Some(n) = spec["replicas"].as_i64().filter(|n| *n < 0) {
+            causes.push(Cause::invalid(
+                "spec.replicas",
+                &n.to_string(),
+                "must be greater than or equal to 0",
+            ));
+        }
+    };
+    let selected = |causes: &mut Vec<Cause>, what: &str| {
+        let selector = &spec["selector"];
+        if !selector.is_object() {
+            causes.push(Cause::required("spec.selector", ""));
+        } else if selector["matchLabels"]
+            .as_object()
+            .is_none_or(|m| m.is_empty())
+            && selector["matchExpressions"]
+                .as_array()
+                .is_none_or(|a| a.is_empty())
+        {
+            causes.push(Cause::invalid(
+                "spec.selector",
+                "v1.LabelSelector{MatchLabels:map[string]string(nil), MatchExpressions:[]v1.LabelSelectorRequirement(nil)}",
+                &format!("empty selector is invalid for {what}"),
+            ));
+            return;
+        }
+        let labels = &spec["template"]["metadata"]["labels"];
+        if !selector_matches(selector, labels) {
+            causes.push(Cause::invalid(
+                "spec.template.metadata.labels",
+                &go_map(labels),
+                "`selector` does not match template `labels`",
+            ));
+        }
+    };
+    match (res.group.as_str(), res.kind.as_str()) {
+        ("apps", "Deployment") => {
+            replicas(&mut causes);
+            selected(&mut causes, "deployment");
+        }
+        ("apps", "ReplicaSet") => {
+            replicas(&mut causes);
+            selected(&mut causes, "deployment");
+        }
+        ("apps", "StatefulSet") => {
+            replicas(&mut causes);
+            selected(&mut causes, "statefulset");
+        }
+        ("apps", "DaemonSet") => selected(&mut causes, "daemonset"),
+        ("batch", "Job") => {}
+        ("", "Pod") => return pod_spec_causes(spec, "spec"),
+        _ => return causes,
+    }
+    causes.extend(pod_template_causes(&spec["template"], "spec.template"));
+    causes
 }
