@@ -4,6 +4,7 @@
 //! handlers and the direct Rust API go through here, so both emit the same watch events.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard};
 use serde_json::{Value, json};
@@ -14,7 +15,7 @@ use super::resources::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector, labels_match};
 use super::store::{EventType, Obj, Store, Tx};
 use super::{Cause, Error, OPTIMISTIC_LOCK, Result};
-use super::{scale, strategy, validation};
+use super::{defaults, scale, strategy, validation};
 
 /// Per-request write options (query parameters and DeleteOptions).
 #[derive(Debug, Default, Clone)]
@@ -45,6 +46,9 @@ pub(crate) enum Sub {
 pub(crate) struct Api {
     registry: RwLock<Registry>,
     pub store: Store,
+    /// Next host number in the service CIDR 10.96.0.0/12 (10.96.0.1 is the `kubernetes`
+    /// service's on a real cluster, so allocation starts after it).
+    next_ip: AtomicU32,
 }
 
 const CRD_KEY: &str = "customresourcedefinitions.apiextensions.k8s.io";
@@ -55,7 +59,15 @@ impl Api {
         Api {
             registry: RwLock::new(Registry::builtin()),
             store: Store::new(history),
+            next_ip: AtomicU32::new(10),
         }
+    }
+
+    /// The next cluster IP; wraps within the /12 (a dev server never holds a million services).
+    fn next_cluster_ip(&self) -> String {
+        let n = self.next_ip.fetch_add(1, Ordering::Relaxed) % (1 << 20);
+        let ip = (10u32 << 24) | (96 << 16) | n.max(2);
+        std::net::Ipv4Addr::from(ip).to_string()
     }
 
     pub fn registry(&self) -> RwLockReadGuard<'_, Registry> {
@@ -144,6 +156,7 @@ impl Api {
         }
         let own_status = strategy::brings_status(&obj, opts.http);
         strategy::prepare_create(res, &mut obj, opts.http);
+        defaults::apply(res, &mut obj);
         let mut name = meta(&obj, "name");
         let generate = meta(&obj, "generateName");
         if name.is_empty() && !generate.is_empty() {
@@ -207,6 +220,9 @@ impl Api {
                 .or_insert_with(|| json!({}))
                 .as_object_mut()
                 .map(|l| l.insert("kubernetes.io/metadata.name".into(), name.clone().into()));
+        }
+        if res.group.is_empty() && res.kind == "Service" {
+            defaults::allocate_service(&mut obj, || self.next_cluster_ip());
         }
         if opts.dry_run {
             return Ok(obj);
@@ -303,6 +319,7 @@ impl Api {
             ));
         }
         if sub == Sub::Main {
+            defaults::apply(res, &mut obj);
             let mut causes =
                 validation::label_causes(&obj["metadata"]["labels"], "metadata.labels");
             causes.extend(validation::spec_causes(res, &obj));
@@ -321,6 +338,9 @@ impl Api {
             });
         }
         let old = old.value();
+        if sub == Sub::Main && res.group.is_empty() && res.kind == "Service" {
+            defaults::keep_allocated_service(&old, &mut obj);
+        }
         let own_status = sub == Sub::Main && strategy::brings_status(&obj, opts.http);
         let mut new = strategy::merge_update(res, &old, obj, sub, opts.http);
         for field in [

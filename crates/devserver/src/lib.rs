@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod api;
+mod defaults;
 mod faults;
 mod handlers;
 mod kubeconfig;

@@ -361,7 +361,21 @@ pub(crate) fn spec_causes(res: &ResourceType, obj: &Value) -> Vec<Cause> {
             selected(&mut causes, "statefulset");
         }
         ("apps", "DaemonSet") => selected(&mut causes, "daemonset"),
-        ("batch", "Job") => {}
+        ("batch", "Job") => {
+            causes.extend(pod_template_causes(&spec["template"], "spec.template"));
+            // ValidateJobSpec: a Job's pods must not restart in place.
+            let policy = spec["template"]["spec"]["restartPolicy"]
+                .as_str()
+                .unwrap_or_default();
+            if policy != "OnFailure" && policy != "Never" {
+                causes.push(Cause::not_supported(
+                    "spec.template.spec.restartPolicy",
+                    policy,
+                    &["OnFailure", "Never"],
+                ));
+            }
+            return causes;
+        }
         ("", "Pod") => return pod_spec_causes(spec, "spec"),
         _ => return causes,
     }
