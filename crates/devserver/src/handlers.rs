@@ -22,7 +22,9 @@ use super::patch::PatchType;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector, parse_labels};
 use super::watch::{self, WatchRequest};
-use super::{Error, Result, Shared, openapi, protobuf, server, strategy, table, validation};
+use super::{
+    Error, Result, Shared, discovery, openapi, protobuf, server, strategy, table, validation,
+};
 
 mod list;
 use list::list;
@@ -133,6 +135,14 @@ fn version_doc() -> Value {
 /// kube-apiserver) we answer with a `.`.
 const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
+fn wants_aggregated(req: &Request) -> bool {
+    req.headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(discovery::wants_v2)
+}
+
 fn wants_openapi_v2_protobuf(req: &Request) -> bool {
     req.headers()
         .get_all(header::ACCEPT)
@@ -154,6 +164,17 @@ async fn dispatch(shared: &Arc<Shared>, req: Request) -> Result<Response> {
     match segs.as_slice() {
         ["version"] => get_only(version_doc()),
         ["healthz" | "readyz" | "livez", ..] => Ok((StatusCode::OK, "ok").into_response()),
+        ["api" | "apis"] if req.method() == Method::GET && wants_aggregated(&req) => {
+            let doc = discovery::list(&shared.api.registry(), segs[0] == "api");
+            let mut resp = json_value(StatusCode::OK, &doc);
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(discovery::CONTENT_TYPE),
+            );
+            resp.headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("Accept"));
+            Ok(resp)
+        }
         ["api"] => get_only(json!({
             "kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": shared.listener.addr().to_string()}]

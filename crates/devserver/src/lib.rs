@@ -52,6 +52,7 @@
 
 mod api;
 mod defaults;
+mod discovery;
 mod faults;
 mod handlers;
 mod kubeconfig;

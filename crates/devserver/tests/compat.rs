@@ -11,6 +11,8 @@
 //! text. `ignore` lists JSON pointers left out of the comparison, each with its reason in
 //! `why`. `at` (a JSON pointer) compares only that part of the answer, and with `where` picks
 //! the element of that array whose fields equal it (discovery lists are not in a fixed order).
+//! `select` chains several such steps. `accept` sets the request's Accept header, and an
+//! expected `contentType` is checked against the answer's.
 //! `save` keeps a value of the answer (by JSON pointer) as `${name}` for later steps.
 
 use std::collections::BTreeMap;
@@ -19,7 +21,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use informant_devserver::{DevServer, DevServerConfig};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::timeout;
 
@@ -31,11 +33,12 @@ async fn send(
     method: &str,
     path: &str,
     content_type: &str,
+    accept: &str,
     body: &[u8],
-) -> (u16, String) {
+) -> (u16, String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nAccept: {accept}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).await.expect("send head");
@@ -56,12 +59,18 @@ async fn send(
         l.to_ascii_lowercase()
             .starts_with("transfer-encoding: chunked")
     });
+    let answered_as = head
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-type"))
+        .map(|(_, v)| v.trim().to_string())
+        .unwrap_or_default();
     let body = if chunked {
         dechunk(body)
     } else {
         body.to_string()
     };
-    (code, body)
+    (code, body, answered_as)
 }
 
 fn dechunk(mut rest: &str) -> String {
@@ -172,12 +181,19 @@ async fn replay(file: &Path) -> Result<usize, Vec<String>> {
         let method = req["method"].as_str().expect("method");
         let path = substitute(req["path"].as_str().expect("path"), &vars);
         let content_type = req["contentType"].as_str().unwrap_or("application/json");
+        let accept = req["accept"].as_str().unwrap_or("application/json");
         let body = match &req["body"] {
             Value::Null => Vec::new(),
             Value::String(s) => substitute(s, &vars).into_bytes(),
             v => serde_json::to_vec(&substitute_value(v, &vars)).expect("body"),
         };
-        let (code, text) = send(srv.addr(), method, &path, content_type, &body).await;
+        let (code, text, answered_as) =
+            send(srv.addr(), method, &path, content_type, accept, &body).await;
+        if let Some(want) = step["expect"]["contentType"].as_str()
+            && want != answered_as
+        {
+            failures.push(format!("{what}: Content-Type {answered_as}, want {want}"));
+        }
         let expect = &step["expect"];
         if expect["code"].as_u64() != Some(u64::from(code)) {
             failures.push(format!(
@@ -213,9 +229,17 @@ async fn replay(file: &Path) -> Result<usize, Vec<String>> {
             );
             remove_pointer(&mut got, ignored.as_str().expect("ignore pointer"));
         }
-        if let Some(at) = step["at"].as_str() {
+        // `at`/`where` once, or `select`: a list of such steps, each into the previous result.
+        let single = [json!({"at": step["at"], "where": step["where"]})];
+        let steps_in: &[Value] = match step["select"].as_array() {
+            Some(list) => list,
+            None if step["at"].is_string() => &single,
+            None => &[],
+        };
+        for sel in steps_in {
+            let at = sel["at"].as_str().expect("`at` is a JSON pointer");
             got = got.pointer(at).cloned().unwrap_or(Value::Null);
-            if let Some(filter) = step["where"].as_object() {
+            if let Some(filter) = sel["where"].as_object() {
                 got = got
                     .as_array()
                     .into_iter()
