@@ -177,6 +177,9 @@ impl Api {
                 )],
             )?;
         }
+        // The uid exists before the strategy prepares the object: a Job's selector carries it.
+        let uid = new_uid();
+        strategy::prepare_named(res, &mut obj, &name, &uid, opts.http);
         let mut causes = validation::name_causes(res, &name);
         causes.extend(validation::label_causes(
             &obj["metadata"]["labels"],
@@ -235,7 +238,7 @@ impl Api {
         } else {
             m.remove("namespace");
         }
-        m.insert("uid".into(), new_uid().into());
+        m.insert("uid".into(), uid.into());
         m.insert("resourceVersion".into(), rv.to_string().into());
         m.insert("creationTimestamp".into(), now().into());
         m.remove("deletionTimestamp");

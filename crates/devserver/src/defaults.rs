@@ -3,7 +3,8 @@
 //! source it mirrors. Only fields the user left out are filled in; nothing set is changed.
 //!
 //! Not mirrored: what admission plugins add (a Pod's service account token volume, tolerations,
-//! priority), a Job's generated selector and labels, and `status` a controller would write.
+//! priority) and `status` a controller would write. A Job's generated selector is the
+//! registry's, in `strategy::prepare_named`.
 
 use serde_json::{Value, json};
 
@@ -198,6 +199,7 @@ fn daemon_set(d: &mut Value) {
 }
 
 fn job(j: &mut Value) {
+    job_labels(j);
     if j["spec"]["completions"].is_null() && j["spec"]["parallelism"].is_null() {
         or_set(j, &["spec", "completions"], 1.into());
     }
@@ -216,6 +218,19 @@ fn job(j: &mut Value) {
         "TerminatingOrFailed".into(),
     );
     template(j, &["spec", "template"]);
+}
+
+/// SetDefaults_Job: a Job without labels takes its pod template's.
+pub(crate) fn job_labels(j: &mut Value) {
+    let template = &j["spec"]["template"]["metadata"]["labels"];
+    if template.as_object().is_some_and(|m| !m.is_empty())
+        && j["metadata"]["labels"]
+            .as_object()
+            .is_none_or(|m| m.is_empty())
+    {
+        let labels = template.clone();
+        j["metadata"]["labels"] = labels;
+    }
 }
 
 fn cron_job(c: &mut Value) {
