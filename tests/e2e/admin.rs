@@ -13,7 +13,7 @@ use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
 use informant_runtime::tenancy::{Tenancy, TenantPolicy};
 use informant_tests::http::{free_addr, get, get_until};
 use informant_tests::plugins::{PluginEnv, fast_restarts, wasm};
-use informant_tests::{GUARD, configmap, guarded};
+use informant_tests::{GUARD, configmap, create_namespaces, guarded};
 use openmetrics_parser::{MetricsExposition, OpenMetricsType, OpenMetricsValue};
 
 /// The hostile test plugin in `mode`, watching every ConfigMap.
@@ -142,6 +142,7 @@ const CONFIGMAPS: &[(&str, &str)] = &[("informer", "v1 configmaps")];
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_what_the_plugins_handled_and_failed() {
     let env = PluginEnv::start(config()).await;
+    create_namespaces(&env.server, &["a", "team-a"]);
     env.install(None, "echo", "hostile", &hostile("echo", "echo"));
     env.install(
         Some("team-a"),
@@ -336,6 +337,7 @@ async fn readyz_waits_for_sync_and_for_every_plugin_on_disk() {
     let server = DevServer::start(DevServerConfig::default())
         .await
         .expect("start API server");
+    create_namespaces(&server, &["a", "team-a"]);
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(wasm("hostile"), dir.path().join("echo.wasm")).unwrap();
     std::fs::write(dir.path().join("echo.toml"), hostile("echo", "echo")).unwrap();

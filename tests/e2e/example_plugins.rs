@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use informant_runtime::plugin::HostConfig;
+use informant_tests::create_namespaces;
 use informant_tests::plugins::PluginEnv;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
@@ -35,6 +36,7 @@ fn has_change(line: &Value, path: &str, old: Value, new: Value) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubediff_logs_diffs_for_kube_rs_kubectl_and_crds() {
     let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["demo", "p", "prod"]);
     env.server
         .create(deployment("demo", "web", 1, json!({"app": "web"})))
         .unwrap();
@@ -153,6 +155,7 @@ async fn kubediff_logs_diffs_for_kube_rs_kubectl_and_crds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn orphans_finds_orphans_through_get_and_by_index() {
     let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["demo", "p", "prod"]);
     let dep = env
         .server
         .create(deployment("prod", "web", 2, json!({"app": "web"})))
@@ -162,7 +165,9 @@ async fn orphans_finds_orphans_through_get_and_by_index() {
         json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": name, "namespace": "prod",
                 "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": owner, "uid": uid, "controller": true}]},
-            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": owner}}}})
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": owner}},
+                "template": {"metadata": {"labels": {"app": owner}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}})
     };
     env.server.create(rs("web-5d8f", "web", &dep_uid)).unwrap();
     env.server
@@ -211,6 +216,7 @@ async fn orphans_finds_orphans_through_get_and_by_index() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn label_policy_summaries_match_the_store() {
     let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["demo", "p", "prod"]);
     for i in 0..12 {
         let labels = if i % 3 == 0 {
             json!({"team": "a"})

@@ -9,7 +9,7 @@ use informant_runtime::informer::{
     Error, EventType, FactoryOptions, HandlerOptions, IndexSpec, InformerFactory, InitialList,
     LabelSelector, Visibility, WatchScope,
 };
-use informant_tests::{Recorder, configmap, guarded};
+use informant_tests::{Recorder, configmap, create_namespaces, guarded};
 
 async fn server() -> DevServer {
     DevServer::start(DevServerConfig::default())
@@ -29,6 +29,12 @@ fn factory(server: &DevServer, initial_list: InitialList) -> InformerFactory {
 
 async fn initial_sync_of(n: usize, initial_list: InitialList) {
     let server = server().await;
+    create_namespaces(
+        &server,
+        &[
+            "a", "w", "ns0", "ns1", "ns2", "ns3", "ns4", "ns5", "ns6", "ns7", "ns8", "ns9",
+        ],
+    );
     server
         .seed((0..n).map(|i| configmap(&format!("ns{}", i % 10), &format!("cm{i}"), "v")))
         .unwrap();
@@ -89,6 +95,12 @@ async fn auto_detects_streaming_lists_and_syncs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watch_cut_mid_flight_resumes_without_loss() {
     let server = server().await;
+    create_namespaces(
+        &server,
+        &[
+            "a", "w", "ns0", "ns1", "ns2", "ns3", "ns4", "ns5", "ns6", "ns7", "ns8", "ns9",
+        ],
+    );
     let factory = factory(&server, InitialList::Paginated);
     let informer = factory
         .informer("v1", "ConfigMap", WatchScope::default())
@@ -129,6 +141,12 @@ async fn watch_cut_mid_flight_resumes_without_loss() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compacted_history_gives_410_and_relist_reports_what_changed() {
     let server = server().await;
+    create_namespaces(
+        &server,
+        &[
+            "a", "w", "ns0", "ns1", "ns2", "ns3", "ns4", "ns5", "ns6", "ns7", "ns8", "ns9",
+        ],
+    );
     server
         .seed((0..20).map(|i| configmap("a", &format!("cm{i}"), "v")))
         .unwrap();
@@ -204,6 +222,12 @@ async fn compacted_history_gives_410_and_relist_reports_what_changed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn crd_objects_are_watched_through_discovery() {
     let server = server().await;
+    create_namespaces(
+        &server,
+        &[
+            "a", "w", "ns0", "ns1", "ns2", "ns3", "ns4", "ns5", "ns6", "ns7", "ns8", "ns9",
+        ],
+    );
     server
         .create(serde_json::json!({
             "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
@@ -252,6 +276,12 @@ async fn crd_objects_are_watched_through_discovery() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_scope_shares_one_informer() {
     let server = server().await;
+    create_namespaces(
+        &server,
+        &[
+            "a", "w", "ns0", "ns1", "ns2", "ns3", "ns4", "ns5", "ns6", "ns7", "ns8", "ns9",
+        ],
+    );
     let factory = factory(&server, InitialList::Paginated);
     let scoped = |selector: &str| WatchScope {
         namespace: Some("x".into()),
@@ -278,6 +308,12 @@ async fn same_scope_shares_one_informer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_input_gives_clear_errors() {
     let server = server().await;
+    create_namespaces(
+        &server,
+        &[
+            "a", "w", "ns0", "ns1", "ns2", "ns3", "ns4", "ns5", "ns6", "ns7", "ns8", "ns9",
+        ],
+    );
     let factory = factory(&server, InitialList::Paginated);
     let err = factory
         .informer("v1", "Pdo", WatchScope::default())

@@ -14,7 +14,7 @@ use informant_runtime::leader::{LeaderElector, Leadership, LeaseConfig};
 use informant_runtime::plugin::{EngineOptions, PluginEngine};
 use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
 use informant_tests::plugins::wasm;
-use informant_tests::{GUARD, configmap, guarded, wait_for_change};
+use informant_tests::{GUARD, configmap, create_namespaces, guarded, wait_for_change};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::Api;
 use parking_lot::Mutex;
@@ -183,6 +183,7 @@ async fn two_replicas(
     let server = DevServer::start(DevServerConfig::default())
         .await
         .expect("start API server");
+    create_namespaces(&server, &["demo"]);
     let mut keys = BTreeSet::new();
     for i in 0..5 {
         server
@@ -311,6 +312,7 @@ async fn leader_steps_down_when_another_holder_takes_the_lease() {
     let server = DevServer::start(DevServerConfig::default())
         .await
         .expect("start API server");
+    create_namespaces(&server, &["demo"]);
     let a = LeaderElector::start(server.client(), lease("a", 4)).expect("elector");
     guarded("a to lead", a.acquired()).await.expect("a leads");
 
@@ -339,6 +341,7 @@ async fn leader_steps_down_when_it_cannot_renew_within_the_deadline() {
     let server = DevServer::start(DevServerConfig::default())
         .await
         .expect("start API server");
+    create_namespaces(&server, &["demo"]);
     let a = LeaderElector::start(server.client(), lease("a", 3)).expect("elector");
     guarded("a to lead", a.acquired()).await.expect("a leads");
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use informant_runtime::plugin::{HostConfig, PluginId, PluginState, ReconcileReport, Reloader};
 use informant_tests::plugins::{PluginEnv, fast_restarts as quick_restart_policy};
-use informant_tests::{configmap, guarded};
+use informant_tests::{configmap, create_namespaces, guarded};
 
 fn fast_restarts() -> HostConfig {
     HostConfig {
@@ -79,6 +79,7 @@ async fn wait_state(env: &PluginEnv, name: &str, want: PluginState) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_plugins_are_contained_and_others_receive_every_event() {
     let env = PluginEnv::start(fast_restarts()).await;
+    create_namespaces(&env.server, &["a", "load"]);
     env.install(None, "echo", "hostile", &hostile("echo", "echo"));
     env.install(None, "spin", "hostile", &hostile("spin", "spin"));
     env.install(None, "hog", "hostile", &hostile("hog", "hog"));
@@ -171,6 +172,7 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_plugin_hoarding_object_handles_is_stopped_at_the_cap() {
     let env = PluginEnv::start(fast_restarts()).await;
+    create_namespaces(&env.server, &["a", "load"]);
     env.install(None, "hoard", "hostile", &hostile("hoard", "hoard"));
     env.install(None, "echo", "hostile", &hostile("echo", "echo"));
     env.reconcile().await;
@@ -194,6 +196,7 @@ async fn a_plugin_hoarding_object_handles_is_stopped_at_the_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wasi_grants_nothing() {
     let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["a", "load"]);
     env.install(None, "fs", "hostile", &hostile("fs", "fs"));
     env.reconcile().await;
     env.server.create(configmap("a", "x", "v")).unwrap();
@@ -211,6 +214,7 @@ async fn wasi_grants_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_plugins_are_refused_with_clear_errors_and_the_host_keeps_running() {
     let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["a", "load"]);
     env.install(None, "good", "hostile", &hostile("echo", "good"));
     std::fs::write(
         env.dir().join("garbage.wasm"),
@@ -307,6 +311,7 @@ async fn bad_plugins_are_refused_with_clear_errors_and_the_host_keeps_running() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hot_reload_under_load_swaps_versions_without_loss_or_overlap() {
     let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["a", "load"]);
     env.install(None, "echo", "hostile", &hostile("echo", "v1"));
     env.reconcile().await;
     let (reports_tx, mut reports) = tokio::sync::mpsc::unbounded_channel();
@@ -429,6 +434,7 @@ async fn hot_reload_under_load_swaps_versions_without_loss_or_overlap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_plugin_dropped_into_the_directory_is_loaded_and_replayed() {
     let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["a", "load"]);
     env.server
         .seed((0..5).map(|i| configmap("a", &format!("cm{i}"), "v")))
         .unwrap();

@@ -12,7 +12,7 @@ use informant_runtime::plugin::{
     HostConfig, PluginError, PluginId, ReconcileReport, RestartPolicy,
 };
 use informant_tests::plugins::PluginEnv;
-use informant_tests::{GUARD, guarded};
+use informant_tests::{GUARD, create_namespaces, guarded};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -271,6 +271,7 @@ async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
         let mut cfg = host_config();
         cfg.tenancy.operator_plugins = false;
         let env = PluginEnv::start(cfg).await;
+        create_namespaces(&env.server, &["team-a", "team-a-dev", "team-b", "team-c"]);
         env.server.create(object("team-b", "b1", "b")).unwrap();
         env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
         // Tenant b may run one plugin: a second one is over quota.
@@ -413,6 +414,7 @@ async fn no_spelling_of_a_key_or_an_index_crosses_a_grant() {
     guarded("odd spellings", async {
         let cfg = config::parse(ODD_CONFIG, Path::new("informant.toml")).unwrap();
         let env = PluginEnv::start(cfg).await;
+        create_namespaces(&env.server, &["team-a", "team-a-dev", "team-b", "team-c"]);
         env.server.create(object("team-a", "a1", "a")).unwrap();
         env.server.create(object("team-b", "b1", "b")).unwrap();
         // b declares `color` first, as something else than a's `color`, plus one of its own.
@@ -510,6 +512,7 @@ async fn no_spelling_of_a_key_or_an_index_crosses_a_grant() {
 async fn a_hard_link_to_another_tenants_plugin_is_refused() {
     guarded("hard links", async {
         let env = PluginEnv::start(host_config()).await;
+        create_namespaces(&env.server, &["team-a", "team-a-dev", "team-b", "team-c"]);
         env.server.create(object("team-b", "b1", "b")).unwrap();
         env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
         assert_eq!(env.reconcile().await.loaded, vec![id("b", "b-echo")]);
@@ -559,6 +562,7 @@ async fn a_spinning_tenant_does_not_hold_up_another() {
             ..host_config()
         };
         let env = PluginEnv::start(cfg).await;
+        create_namespaces(&env.server, &["team-a", "team-a-dev", "team-b", "team-c"]);
         env.install(
             Some("a"),
             "a-spin",
@@ -622,6 +626,7 @@ async fn a_flooding_tenant_is_paced_by_its_budget_and_loses_nothing() {
         );
         let env =
             PluginEnv::start(config::parse(&text, Path::new("informant.toml")).unwrap()).await;
+        create_namespaces(&env.server, &["team-a", "team-a-dev", "team-b", "team-c"]);
         env.install(Some("a"), "a-echo", "hostile", &echo_manifest("a"));
         env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
         let report = env.reconcile().await;
@@ -721,6 +726,7 @@ async fn a_changed_config_applies_without_a_restart_to_exactly_the_tenants_it_ch
         let path = config_dir.path().join("informant.toml");
         kubelet_publish(config_dir.path(), CONFIG, 1);
         let env = PluginEnv::start(config::load(&path).unwrap()).await;
+        create_namespaces(&env.server, &["team-a", "team-a-dev", "team-b", "team-c"]);
         for team in ["a", "b", "c"] {
             let ns = format!("team-{team}");
             env.server

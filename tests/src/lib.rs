@@ -114,6 +114,18 @@ pub fn plugin_entry(plugins: &str, name: &str) -> serde_json::Value {
         .unwrap_or(serde_json::Value::Null)
 }
 
+/// Creates the namespaces a test writes into: the embedded API server, like a real one, refuses
+/// objects in a namespace that does not exist. One that exists already is left as it is.
+pub fn create_namespaces(server: &informant_devserver::DevServer, names: &[&str]) {
+    for name in names {
+        let ns = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+        match server.create(ns) {
+            Ok(_) | Err(informant_devserver::Error::AlreadyExists { .. }) => {}
+            Err(e) => panic!("create namespace {name}: {e}"),
+        }
+    }
+}
+
 /// A ConfigMap manifest.
 pub fn configmap(ns: &str, name: &str, value: &str) -> serde_json::Value {
     serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -111,6 +111,12 @@ async fn run(pods: usize) {
     };
     let server = DevServer::start(config).await.expect("devserver starts");
     let client = server.client();
+    // Like a real server, this one stores objects only in namespaces that exist.
+    for ns in ["bench", "fan"] {
+        server
+            .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+            .expect("create namespace");
+    }
 
     // 1 + 2: seed, counting heap growth.
     // Objects are built lazily inside the iterator so the heap delta is only what the server keeps.

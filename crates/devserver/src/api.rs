@@ -4,17 +4,18 @@
 //! handlers and the direct Rust API go through here, so both emit the same watch events.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use parking_lot::{RwLock, RwLockReadGuard};
 use serde_json::{Value, json};
 
-use super::metadata::{check_type, generate_suffix, meta, meta_mut, new_uid, now, valid_name};
+use super::metadata::{check_type, generate_suffix, meta, meta_mut, new_uid, normalize, now};
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector, labels_match};
 use super::store::{EventType, Obj, Store, Tx};
-use super::{Error, Result};
-use super::{scale, strategy};
+use super::{Cause, Error, OPTIMISTIC_LOCK, Result};
+use super::{defaults, scale, strategy, validation};
 
 /// Per-request write options (query parameters and DeleteOptions).
 #[derive(Debug, Default, Clone)]
@@ -45,6 +46,9 @@ pub(crate) enum Sub {
 pub(crate) struct Api {
     registry: RwLock<Registry>,
     pub store: Store,
+    /// Next host number in the service CIDR 10.96.0.0/12 (10.96.0.1 is the `kubernetes`
+    /// service's on a real cluster, so allocation starts after it).
+    next_ip: AtomicU32,
 }
 
 const CRD_KEY: &str = "customresourcedefinitions.apiextensions.k8s.io";
@@ -55,7 +59,15 @@ impl Api {
         Api {
             registry: RwLock::new(Registry::builtin()),
             store: Store::new(history),
+            next_ip: AtomicU32::new(10),
         }
+    }
+
+    /// The next cluster IP; wraps within the /12 (a dev server never holds a million services).
+    fn next_cluster_ip(&self) -> String {
+        let n = self.next_ip.fetch_add(1, Ordering::Relaxed) % (1 << 20);
+        let ip = (10u32 << 24) | (96 << 16) | n.max(2);
+        std::net::Ipv4Addr::from(ip).to_string()
     }
 
     pub fn registry(&self) -> RwLockReadGuard<'_, Registry> {
@@ -135,6 +147,7 @@ impl Api {
         opts: &WriteOpts,
     ) -> Result<Value> {
         check_type(res, opts.version.as_deref(), &mut obj)?;
+        normalize(&mut obj);
         let body_ns = meta(&obj, "namespace");
         if res.namespaced && !body_ns.is_empty() && body_ns != ns {
             return Err(Error::BadRequest(
@@ -143,6 +156,7 @@ impl Api {
         }
         let own_status = strategy::brings_status(&obj, opts.http);
         strategy::prepare_create(res, &mut obj, opts.http);
+        defaults::apply(res, &mut obj);
         let mut name = meta(&obj, "name");
         let generate = meta(&obj, "generateName");
         if name.is_empty() && !generate.is_empty() {
@@ -154,19 +168,30 @@ impl Api {
             };
         }
         if name.is_empty() {
-            return Err(Error::Invalid {
-                kind: res.kind.clone(),
-                name,
-                message: "metadata.name: Required value: name or generateName is required".into(),
-            });
+            validation::check(
+                res,
+                "",
+                vec![Cause::required(
+                    "metadata.name",
+                    "name or generateName is required",
+                )],
+            )?;
         }
-        if !valid_name(&name) {
-            return Err(Error::Invalid {
-                kind: res.kind.clone(),
-                name: name.clone(),
-                message: format!(
-                    "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character"
-                ),
+        // The uid exists before the strategy prepares the object: a Job's selector carries it.
+        let uid = new_uid();
+        strategy::prepare_named(res, &mut obj, &name, &uid, opts.http);
+        let mut causes = validation::name_causes(res, &name);
+        causes.extend(validation::label_causes(
+            &obj["metadata"]["labels"],
+            "metadata.labels",
+        ));
+        causes.extend(validation::spec_causes(res, &obj));
+        validation::check(res, &name, causes)?;
+        // NamespaceLifecycle admission, which runs after the object validated.
+        if res.namespaced && tx.get(NS_KEY, "", ns).is_none() {
+            return Err(Error::NotFound {
+                resource: NS_KEY.into(),
+                name: ns.into(),
             });
         }
         if tx.get(&res.key, ns, &name).is_some() {
@@ -199,6 +224,9 @@ impl Api {
                 .as_object_mut()
                 .map(|l| l.insert("kubernetes.io/metadata.name".into(), name.clone().into()));
         }
+        if res.group.is_empty() && res.kind == "Service" {
+            defaults::allocate_service(&mut obj, || self.next_cluster_ip());
+        }
         if opts.dry_run {
             return Ok(obj);
         }
@@ -210,7 +238,7 @@ impl Api {
         } else {
             m.remove("namespace");
         }
-        m.insert("uid".into(), new_uid().into());
+        m.insert("uid".into(), uid.into());
         m.insert("resourceVersion".into(), rv.to_string().into());
         m.insert("creationTimestamp".into(), now().into());
         m.remove("deletionTimestamp");
@@ -280,6 +308,7 @@ impl Api {
         opts: &WriteOpts,
     ) -> Result<Value> {
         check_type(res, opts.version.as_deref(), &mut obj)?;
+        normalize(&mut obj);
         let body_name = meta(&obj, "name");
         if body_name != name {
             return Err(Error::BadRequest(format!(
@@ -292,6 +321,13 @@ impl Api {
                 "the namespace of the provided object does not match the namespace sent on the request".into(),
             ));
         }
+        if sub == Sub::Main {
+            defaults::apply(res, &mut obj);
+            let mut causes =
+                validation::label_causes(&obj["metadata"]["labels"], "metadata.labels");
+            causes.extend(validation::spec_causes(res, &obj));
+            validation::check(res, name, causes)?;
+        }
         let old = tx.get(&res.key, ns, name).ok_or_else(|| Error::NotFound {
             resource: res.qualified(),
             name: name.into(),
@@ -301,9 +337,13 @@ impl Api {
             return Err(Error::Conflict {
                 resource: res.qualified(),
                 name: name.into(),
+                reason: OPTIMISTIC_LOCK.into(),
             });
         }
         let old = old.value();
+        if sub == Sub::Main && res.group.is_empty() && res.kind == "Service" {
+            defaults::keep_allocated_service(&old, &mut obj);
+        }
         let own_status = sub == Sub::Main && strategy::brings_status(&obj, opts.http);
         let mut new = strategy::merge_update(res, &old, obj, sub, opts.http);
         for field in [
@@ -364,9 +404,16 @@ impl Api {
             ));
         }
         if ptype == PatchType::Apply && opts.field_manager.as_deref().is_none_or(str::is_empty) {
-            return Err(Error::BadRequest(
-                "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into(),
-            ));
+            // Worded as the patch handler's ValidatePatchOptions.
+            return Err(Error::Invalid {
+                kind: "PatchOptions".into(),
+                group: "meta.k8s.io".into(),
+                name: String::new(),
+                causes: vec![Cause::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            });
         }
         let mut tx = self.store.write();
         let Some(old) = tx.get(&res.key, ns, name) else {
@@ -389,7 +436,7 @@ impl Api {
             });
         };
         let old_value = old.value();
-        let mut patched = patch::apply(ptype, &old_value, body, &res.kind, name)?;
+        let mut patched = patch::apply(ptype, &old_value, body)?;
         if patched["kind"] != old_value["kind"] || patched["apiVersion"] != old_value["apiVersion"]
         {
             // Apply patches carry their own kind/apiVersion; let check_type judge them.
@@ -405,6 +452,7 @@ impl Api {
             return Err(Error::Conflict {
                 resource: res.qualified(),
                 name: name.into(),
+                reason: OPTIMISTIC_LOCK.into(),
             });
         }
         meta_mut(&mut patched).insert("name".into(), name.into());
@@ -446,7 +494,7 @@ impl Api {
             name: name.into(),
         })?;
         let current = scale::scale_of(res, &old.value());
-        let patched = patch::apply(ptype, &current, body, "Scale", name)?;
+        let patched = patch::apply(ptype, &current, body)?;
         self.write_scale(&mut tx, res, ns, name, patched, opts)
     }
 
@@ -470,6 +518,7 @@ impl Api {
             return Err(Error::Conflict {
                 resource: res.qualified(),
                 name: name.into(),
+                reason: OPTIMISTIC_LOCK.into(),
             });
         }
         let mut obj = old.value();
@@ -497,20 +546,33 @@ impl Api {
             name: name.into(),
         })?;
         let mut value = old.value();
-        if let Some(uid) = &opts.precondition_uid
+        // The etcd3 store's precondition check, surfaced through storeerr as a Conflict that
+        // carries the storage error's text.
+        let failed = if let Some(uid) = &opts.precondition_uid
             && *uid != meta(&value, "uid")
         {
-            return Err(Error::Conflict {
-                resource: res.qualified(),
-                name: name.into(),
-            });
-        }
-        if let Some(rv) = &opts.precondition_rv
+            Some(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta(&value, "uid")
+            ))
+        } else if let Some(rv) = &opts.precondition_rv
             && *rv != old.rv.to_string()
         {
+            Some(format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                old.rv
+            ))
+        } else {
+            None
+        };
+        if let Some(failed) = failed {
             return Err(Error::Conflict {
                 resource: res.qualified(),
                 name: name.into(),
+                reason: format!(
+                    "StorageError: invalid object, Code: 4, Key: {}, ResourceVersion: 0, AdditionalErrorMsg: {failed}",
+                    res.storage_key(ns, name)
+                ),
             });
         }
         if opts.dry_run {

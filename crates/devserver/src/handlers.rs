@@ -22,7 +22,9 @@ use super::patch::PatchType;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector, parse_labels};
 use super::watch::{self, WatchRequest};
-use super::{Error, Result, Shared, openapi, protobuf, server, table};
+use super::{
+    Error, Result, Shared, discovery, openapi, protobuf, server, strategy, table, validation,
+};
 
 mod list;
 use list::list;
@@ -133,6 +135,14 @@ fn version_doc() -> Value {
 /// kube-apiserver) we answer with a `.`.
 const OPENAPI_V2_PROTOBUF: &str = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf";
 
+fn wants_aggregated(req: &Request) -> bool {
+    req.headers()
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(discovery::wants_v2)
+}
+
 fn wants_openapi_v2_protobuf(req: &Request) -> bool {
     req.headers()
         .get_all(header::ACCEPT)
@@ -154,6 +164,17 @@ async fn dispatch(shared: &Arc<Shared>, req: Request) -> Result<Response> {
     match segs.as_slice() {
         ["version"] => get_only(version_doc()),
         ["healthz" | "readyz" | "livez", ..] => Ok((StatusCode::OK, "ok").into_response()),
+        ["api" | "apis"] if req.method() == Method::GET && wants_aggregated(&req) => {
+            let doc = discovery::list(&shared.api.registry(), segs[0] == "api");
+            let mut resp = json_value(StatusCode::OK, &doc);
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static(discovery::CONTENT_TYPE),
+            );
+            resp.headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("Accept"));
+            Ok(resp)
+        }
         ["api"] => get_only(json!({
             "kind": "APIVersions", "versions": ["v1"],
             "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": shared.listener.addr().to_string()}]
@@ -405,11 +426,20 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
             let (body, ct) = read_body(shared, req).await?;
             delete_options(&body, ct.as_deref(), &mut opts)?;
             let obj = shared.api.delete(&t.res, Some(&ns), name, &opts)?;
-            Ok(json_value(StatusCode::OK, &obj))
+            if strategy::returns_deleted_object(&t.res) {
+                return Ok(json_value(StatusCode::OK, &obj));
+            }
+            Ok(json_value(
+                StatusCode::OK,
+                &strategy::delete_success(&t.res, &obj),
+            ))
         }
+        (&Method::DELETE, None) if !t.res.delete_collection() => Err(Error::MethodNotAllowed(
+            format!("DELETE {} (deletecollection)", t.res.plural),
+        )),
         (&Method::DELETE, None) => {
             let mut opts = write_opts(&q, &t.version);
-            let (labels, fields) = selectors(&q)?;
+            let (labels, fields) = selectors(&q, &t.res)?;
             let (body, ct) = read_body(shared, req).await?;
             delete_options(&body, ct.as_deref(), &mut opts)?;
             let n = shared.api.delete_collection(
@@ -487,7 +517,7 @@ fn delete_options(body: &[u8], content_type: Option<&str>, opts: &mut WriteOpts)
     Ok(())
 }
 
-fn selectors(q: &Params) -> Result<(LabelSelector, FieldSelector)> {
+fn selectors(q: &Params, res: &ResourceType) -> Result<(LabelSelector, FieldSelector)> {
     let labels = parse_labels(
         q.get("labelSelector")
             .map(String::as_str)
@@ -498,6 +528,7 @@ fn selectors(q: &Params) -> Result<(LabelSelector, FieldSelector)> {
             .map(String::as_str)
             .unwrap_or_default(),
     )?;
+    fields.check_supported(res)?;
     Ok((labels, fields))
 }
 
@@ -518,7 +549,8 @@ fn watch_response(
     q: &Params,
     wants_table: bool,
 ) -> Result<Response> {
-    let (labels, fields) = selectors(q)?;
+    validation::list_options(q, true)?;
+    let (labels, fields) = selectors(q, &t.res)?;
     let timeout = match q.get("timeoutSeconds").map(String::as_str) {
         None | Some("") => None,
         Some(s) => Some(Duration::from_secs(s.parse().map_err(|_| {

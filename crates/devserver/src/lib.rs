@@ -51,6 +51,8 @@
 #![warn(missing_docs)]
 
 mod api;
+mod defaults;
+mod discovery;
 mod faults;
 mod handlers;
 mod kubeconfig;
@@ -65,6 +67,7 @@ mod server;
 mod store;
 mod strategy;
 mod table;
+mod validation;
 mod watch;
 
 use std::net::SocketAddr;
@@ -122,24 +125,39 @@ pub enum Error {
         name: String,
     },
     /// Optimistic-concurrency failure: the caller's resourceVersion (or uid precondition) is stale.
-    #[error(
-        "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-    )]
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {reason}")]
     Conflict {
         /// Resource plural with group.
         resource: String,
         /// The object name.
         name: String,
+        /// Why: [`OPTIMISTIC_LOCK`] for a stale resourceVersion, the storage error's words for a
+        /// failed delete precondition.
+        reason: String,
     },
-    /// The object fails validation (422 Invalid).
-    #[error("{kind} \"{name}\" is invalid: {message}")]
+    /// The object fails validation (422 Invalid), worded as apimachinery's `NewInvalid`.
+    #[error(
+        "{} \"{name}\" is invalid: {}",
+        qualified_kind(kind, group),
+        causes_text(causes)
+    )]
     Invalid {
-        /// Kind of the rejected object.
+        /// Kind of the rejected object (`Deployment`, `PatchOptions`).
         kind: String,
+        /// API group of that kind, empty for the core group.
+        group: String,
         /// Name of the rejected object (may be empty when the name is the problem).
         name: String,
-        /// Which field is wrong and why.
-        message: String,
+        /// One entry per field error, as `details.causes`.
+        causes: Vec<Cause>,
+    },
+    /// A write the apiserver itself refuses with 422 without naming fields (a JSON patch that
+    /// cannot be applied), as `NewGenericServerResponse(422, ...)` words it: the generic message,
+    /// the specific error as the single `UnexpectedServerResponse` cause.
+    #[error("the server rejected our request due to an error in our request")]
+    Unprocessable {
+        /// What went wrong, carried as the single cause's message.
+        cause: String,
     },
     /// The request itself is malformed: bad JSON, wrong kind/apiVersion, bad selector (400).
     #[error("{0}")]
@@ -152,6 +170,11 @@ pub enum Error {
         /// Oldest resourceVersion still resumable.
         oldest: u64,
     },
+    /// A `continue` token older than the retained history (410 Expired, the apiserver's words).
+    #[error(
+        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
+    )]
+    ContinueExpired,
     /// The verb is not supported on this path (405).
     #[error("the server does not allow this method on the requested resource ({0})")]
     MethodNotAllowed(String),
@@ -173,9 +196,9 @@ impl Error {
             Error::UnknownResource { .. } | Error::NotFound { .. } => (404, "NotFound"),
             Error::AlreadyExists { .. } => (409, "AlreadyExists"),
             Error::Conflict { .. } => (409, "Conflict"),
-            Error::Invalid { .. } => (422, "Invalid"),
+            Error::Invalid { .. } | Error::Unprocessable { .. } => (422, "Invalid"),
             Error::BadRequest(_) => (400, "BadRequest"),
-            Error::Expired { .. } => (410, "Expired"),
+            Error::Expired { .. } | Error::ContinueExpired => (410, "Expired"),
             Error::MethodNotAllowed(_) => (405, "MethodNotAllowed"),
             Error::TooLarge { .. } => (413, "RequestEntityTooLarge"),
             Error::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
@@ -196,21 +219,129 @@ impl Error {
             "code": code,
         });
         let details = match self {
-            Error::NotFound { resource, name }
-            | Error::AlreadyExists { resource, name }
-            | Error::Conflict { resource, name } => {
+            Error::NotFound { resource, name, .. }
+            | Error::AlreadyExists { resource, name, .. }
+            | Error::Conflict { resource, name, .. } => {
+                // apimachinery names the resource (plural), not the kind, in these errors.
                 let (kind, group) = resource.split_once('.').unwrap_or((resource, ""));
-                Some(serde_json::json!({"name": name, "group": group, "kind": kind}))
+                let mut d = serde_json::json!({"name": name, "kind": kind});
+                if !group.is_empty() {
+                    d["group"] = group.into();
+                }
+                Some(d)
             }
-            Error::Invalid { kind, name, .. } => {
-                Some(serde_json::json!({"name": name, "kind": kind}))
+            Error::Invalid {
+                kind,
+                group,
+                name,
+                causes,
+            } => {
+                let mut d = serde_json::json!({"name": name, "kind": kind,
+                    "causes": causes.iter().map(Cause::to_json).collect::<Vec<_>>()});
+                if !group.is_empty() {
+                    d["group"] = group.clone().into();
+                }
+                if name.is_empty() {
+                    d.as_object_mut().map(|m| m.remove("name"));
+                }
+                Some(d)
             }
+            Error::Unprocessable { cause } => Some(serde_json::json!({
+                "causes": [{"reason": "UnexpectedServerResponse", "message": cause}]
+            })),
             _ => None,
         };
         if let Some(details) = details {
             status["details"] = details;
         }
         status
+    }
+}
+
+/// Message of a Conflict from a stale resourceVersion, word for word the apiserver's.
+pub const OPTIMISTIC_LOCK: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// One field error of a 422 Invalid: apimachinery's `field.Error` as a `metav1.StatusCause`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cause {
+    /// `FieldValueInvalid`, `FieldValueRequired`, `FieldValueNotSupported`, ...
+    pub reason: &'static str,
+    /// Path of the field, e.g. `spec.replicas`.
+    pub field: String,
+    /// The error body, e.g. `Invalid value: -1: must be greater than or equal to 0`.
+    pub message: String,
+}
+
+impl Cause {
+    /// `field.Invalid`: `value` is already rendered as Go prints it (`"x"` for strings, `-1`).
+    pub fn invalid(field: &str, value: &str, detail: &str) -> Cause {
+        Cause {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            message: format!("Invalid value: {value}: {detail}"),
+        }
+    }
+
+    /// `field.Required`, with an optional detail.
+    pub fn required(field: &str, detail: &str) -> Cause {
+        let message = if detail.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {detail}")
+        };
+        Cause {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            message,
+        }
+    }
+
+    /// `field.NotSupported`: the value and the quoted list of supported ones.
+    pub fn not_supported(field: &str, value: &str, supported: &[&str]) -> Cause {
+        let list: Vec<String> = supported.iter().map(|s| format!("{s:?}")).collect();
+        Cause {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            message: format!(
+                "Unsupported value: {value:?}: supported values: {}",
+                list.join(", ")
+            ),
+        }
+    }
+
+    /// `field.Forbidden`.
+    pub fn forbidden(field: &str, detail: &str) -> Cause {
+        Cause {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            message: format!("Forbidden: {detail}"),
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({"reason": self.reason, "message": self.message, "field": self.field})
+    }
+}
+
+/// `Kind.group` as apimachinery's `GroupKind.String()` prints it.
+fn qualified_kind(kind: &str, group: &str) -> String {
+    if group.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}.{group}")
+    }
+}
+
+/// `field.ErrorList.ToAggregate()`: one error bare, several in brackets.
+fn causes_text(causes: &[Cause]) -> String {
+    let each: Vec<String> = causes
+        .iter()
+        .map(|c| format!("{}: {}", c.field, c.message))
+        .collect();
+    match each.as_slice() {
+        [one] => one.clone(),
+        _ => format!("[{}]", each.join(", ")),
     }
 }
 
@@ -252,7 +383,9 @@ pub struct DevServer {
 }
 
 impl DevServer {
-    /// Binds the listener and starts serving; the `default` namespace exists from the start.
+    /// Binds the listener and starts serving; the `default`, `kube-system`, `kube-public` and
+    /// `kube-node-lease` namespaces exist from the start, as on a real cluster. Objects go only
+    /// into namespaces that exist (404 otherwise, as the apiserver's NamespaceLifecycle admission).
     pub async fn start(config: DevServerConfig) -> Result<DevServer> {
         let shared = Arc::new(Shared {
             api: api::Api::new(config.watch_history),
@@ -260,10 +393,14 @@ impl DevServer {
             listener: server::ListenerSlot::default(),
             config,
         });
-        shared.api.create(
-            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}),
-            &api::WriteOpts::default(),
-        )?;
+        // The namespaces every kube-apiserver creates for itself (its system namespaces
+        // controller, pkg/controlplane/controller/systemnamespaces).
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            shared.api.create(
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                &api::WriteOpts::default(),
+            )?;
+        }
         server::start(&shared, shared.config.listen).await?;
         Ok(DevServer { shared })
     }

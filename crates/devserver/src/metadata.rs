@@ -51,13 +51,32 @@ pub(crate) fn generate_suffix() -> String {
         .collect()
 }
 
-pub(crate) fn valid_name(name: &str) -> bool {
-    let ok_char = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.';
-    !name.is_empty()
-        && name.len() <= 253
-        && name.chars().all(ok_char)
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+/// Drops what Go's `omitempty` (and, since 1.34, `omitzero` on `creationTimestamp`) keeps out
+/// of a real apiserver's JSON: empty strings, maps and lists and null values in object metadata,
+/// and the null `creationTimestamp` clients (kube-rs, protobuf bodies) leave in pod templates.
+pub(crate) fn normalize(obj: &mut Value) {
+    fn tidy(meta: &mut Value) {
+        if let Some(m) = meta.as_object_mut() {
+            m.retain(|_, v| match v {
+                Value::Null => false,
+                Value::String(s) => !s.is_empty(),
+                Value::Object(o) => !o.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                Value::Number(n) => n.as_i64() != Some(0),
+                Value::Bool(_) => true,
+            });
+        }
+    }
+    tidy(&mut obj["metadata"]);
+    for pointer in [
+        "/spec/template/metadata",
+        "/spec/jobTemplate/metadata",
+        "/spec/jobTemplate/spec/template/metadata",
+    ] {
+        if let Some(meta) = obj.pointer_mut(pointer) {
+            tidy(meta);
+        }
+    }
 }
 
 /// Checks (and fills in when absent) kind and apiVersion against the resource.

@@ -51,22 +51,14 @@ pub(crate) fn parse_apply(body: &[u8]) -> Result<Value> {
 }
 
 /// Applies a patch body to `target` and returns the patched object.
-pub(crate) fn apply(
-    ptype: PatchType,
-    target: &Value,
-    body: &[u8],
-    kind: &str,
-    name: &str,
-) -> Result<Value> {
+pub(crate) fn apply(ptype: PatchType, target: &Value, body: &[u8]) -> Result<Value> {
     let mut doc = target.clone();
     match ptype {
         PatchType::Json => {
             let ops: json_patch::Patch = serde_json::from_slice(body)
                 .map_err(|e| Error::BadRequest(format!("error decoding JSON patch: {e}")))?;
-            json_patch::patch(&mut doc, &ops).map_err(|e| Error::Invalid {
-                kind: kind.into(),
-                name: name.into(),
-                message: format!("the JSON patch could not be applied: {e}"),
+            json_patch::patch(&mut doc, &ops).map_err(|e| Error::Unprocessable {
+                cause: e.to_string(),
             })?;
         }
         PatchType::Merge => {

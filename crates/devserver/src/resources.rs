@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::scale::ScalePaths;
 use super::strategy::Generation;
-use super::{Error, Result};
+use super::{Cause, Error, Result};
 
 /// One served resource. Objects of every served version share one storage table.
 #[derive(Debug)]
@@ -42,13 +42,32 @@ impl ResourceType {
         }
     }
 
+    /// Whether the resource serves `deletecollection` (namespaces' storage does not).
+    pub fn delete_collection(&self) -> bool {
+        !(self.group.is_empty() && self.plural == "namespaces")
+    }
+
+    /// The etcd key kube-apiserver stores the object under, as storage errors quote it.
+    pub fn storage_key(&self, namespace: &str, name: &str) -> String {
+        let prefix = if self.builtin || self.group.is_empty() {
+            format!("/registry/{}", self.plural)
+        } else {
+            format!("/registry/{}/{}", self.group, self.plural)
+        };
+        if self.namespaced {
+            format!("{prefix}/{namespace}/{name}")
+        } else {
+            format!("{prefix}/{name}")
+        }
+    }
+
     /// `plural.group` as in error messages (`pods`, `deployments.apps`).
     pub fn qualified(&self) -> String {
         self.key.to_string()
     }
 
     fn discovery_entry(&self) -> Vec<Value> {
-        let verbs = [
+        let verbs: Vec<&str> = [
             "create",
             "delete",
             "deletecollection",
@@ -57,7 +76,10 @@ impl ResourceType {
             "patch",
             "update",
             "watch",
-        ];
+        ]
+        .into_iter()
+        .filter(|v| *v != "deletecollection" || self.delete_collection())
+        .collect();
         let mut out = vec![json!({
             "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
             "kind": self.kind, "verbs": verbs, "shortNames": self.short_names,
@@ -450,38 +472,46 @@ impl Registry {
 /// Checks what a CRD needs before it can be served (422 otherwise).
 pub(crate) fn validate_crd(crd: &Value) -> Result<()> {
     let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-    let invalid = |message: String| Error::Invalid {
+    let invalid = |cause: Cause| Error::Invalid {
         kind: "CustomResourceDefinition".into(),
+        group: "apiextensions.k8s.io".into(),
         name: name.to_string(),
-        message,
+        causes: vec![cause],
     };
     let spec = &crd["spec"];
     let group = spec["group"].as_str().unwrap_or_default();
     let plural = spec["names"]["plural"].as_str().unwrap_or_default();
     let kind = spec["names"]["kind"].as_str().unwrap_or_default();
     if group.is_empty() || !group.contains('.') {
-        return Err(invalid(format!(
-            "spec.group: Invalid value: \"{group}\": should be a domain with at least one dot"
+        return Err(invalid(Cause::invalid(
+            "spec.group",
+            &format!("{group:?}"),
+            "should be a domain with at least one dot",
         )));
     }
     if plural.is_empty() || plural != plural.to_lowercase() {
-        return Err(invalid(
-            "spec.names.plural: Required value: must be a lowercase name".into(),
-        ));
+        return Err(invalid(Cause::required(
+            "spec.names.plural",
+            "must be a lowercase name",
+        )));
     }
     if kind.is_empty() {
-        return Err(invalid("spec.names.kind: Required value".into()));
+        return Err(invalid(Cause::required("spec.names.kind", "")));
     }
     if name != format!("{plural}.{group}") {
-        return Err(invalid(format!(
-            "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
+        return Err(invalid(Cause::invalid(
+            "metadata.name",
+            &format!("{name:?}"),
+            "must be spec.names.plural+\".\"+spec.group",
         )));
     }
     match spec["scope"].as_str() {
         Some("Namespaced" | "Cluster") => {}
         other => {
-            return Err(invalid(format!(
-                "spec.scope: Unsupported value: {other:?}: supported values: \"Cluster\", \"Namespaced\""
+            return Err(invalid(Cause::not_supported(
+                "spec.scope",
+                other.unwrap_or_default(),
+                &["Cluster", "Namespaced"],
             )));
         }
     }
@@ -489,28 +519,23 @@ pub(crate) fn validate_crd(crd: &Value) -> Result<()> {
         .as_array()
         .map(Vec::as_slice)
         .unwrap_or_default();
-    if versions.is_empty() {
-        return Err(invalid(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
-                .into(),
-        ));
-    }
-    if versions
+    let storage = versions
         .iter()
         .filter(|v| v["storage"].as_bool() == Some(true))
-        .count()
-        != 1
-    {
-        return Err(invalid(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+        .count();
+    if storage != 1 {
+        return Err(invalid(Cause {
+            reason: "FieldValueInvalid",
+            field: "spec.versions".into(),
+            message: "Invalid value: must have exactly one version marked as storage version"
                 .into(),
-        ));
+        }));
     }
     if versions
         .iter()
         .any(|v| v["name"].as_str().is_none_or(str::is_empty))
     {
-        return Err(invalid("spec.versions[].name: Required value".into()));
+        return Err(invalid(Cause::required("spec.versions[].name", "")));
     }
     Ok(())
 }

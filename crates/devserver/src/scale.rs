@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::metadata::meta;
 use super::resources::ResourceType;
-use super::{Error, Result};
+use super::{Cause, Error, Result};
 
 /// Where one resource keeps what its Scale shows (simple dotted paths such as `.spec.replicas`).
 #[derive(Debug, Clone)]
@@ -158,22 +158,27 @@ pub(crate) fn replicas(scale: &Value, name: &str) -> Result<i64> {
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    let invalid = |message: String| Error::Invalid {
+    let invalid = |cause: Cause| Error::Invalid {
         kind: "Scale".into(),
+        group: "autoscaling".into(),
         name: name.into(),
-        message,
+        causes: vec![cause],
     };
     // Scale.spec.replicas is a plain int32: absent means zero.
     match &scale["spec"]["replicas"] {
         Value::Null => Ok(0),
         Value::Number(n) => match n.as_i64() {
             Some(r) if (0..=i64::from(i32::MAX)).contains(&r) => Ok(r),
-            _ => Err(invalid(format!(
-                "spec.replicas: Invalid value: {n}: must be greater than or equal to 0"
+            _ => Err(invalid(Cause::invalid(
+                "spec.replicas",
+                &n.to_string(),
+                "must be greater than or equal to 0",
             ))),
         },
-        other => Err(invalid(format!(
-            "spec.replicas: Invalid value: {other}: must be an integer"
+        other => Err(invalid(Cause::invalid(
+            "spec.replicas",
+            &other.to_string(),
+            "must be an integer",
         ))),
     }
 }

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 pub(crate) use informant_selector::LabelSelector;
 
+use super::resources::ResourceType;
 use super::store::Obj;
 use super::{Error, Result};
 
@@ -52,6 +53,22 @@ impl FieldSelector {
         Ok(FieldSelector(out))
     }
 
+    /// Refuses fields the resource's registry does not index, as the apiserver's field label
+    /// conversion does (400 `field label not supported: X`).
+    pub fn check_supported(&self, res: &ResourceType) -> Result<()> {
+        let extra = supported_fields(&res.group, &res.plural);
+        for (field, _, _) in &self.0 {
+            let known = matches!(field.as_str(), "metadata.name" | "metadata.namespace")
+                || extra.contains(&field.as_str());
+            if !known {
+                return Err(Error::BadRequest(format!(
+                    "field label not supported: {field}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -78,6 +95,45 @@ impl FieldSelector {
             };
             (got == *want) == *eq
         })
+    }
+}
+
+/// Field selectors beyond `metadata.name`/`metadata.namespace`, per resource, from each
+/// registry's `GetAttrs`/`SelectableFields` and field-label conversion funcs (pkg/registry/core/
+/// pod/strategy.go PodToSelectableFields, core/event, core/secret, core/namespace, core/node,
+/// core/replicationcontroller, apps/replicaset, batch/job, pkg/apis/*/v1/conversion.go).
+fn supported_fields(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("", "pods") => &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.podIPs",
+            "status.nominatedNodeName",
+        ],
+        ("", "events") | ("events.k8s.io", "events") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("", "secrets") => &["type"],
+        ("", "namespaces") => &["status.phase"],
+        ("", "nodes") => &["spec.unschedulable"],
+        ("", "replicationcontrollers") | ("apps", "replicasets") => &["status.replicas"],
+        ("batch", "jobs") => &["status.successful"],
+        _ => &[],
     }
 }
 

@@ -195,6 +195,11 @@ impl Store {
         Ok((events, inner.rv))
     }
 
+    /// The oldest resourceVersion still consistent to read from (etcd's compaction revision).
+    pub fn floor(&self) -> u64 {
+        self.inner.read().floor
+    }
+
     /// Drops the whole history: any resume from before now gets 410.
     pub fn compact(&self) {
         let mut inner = self.inner.write();

@@ -62,6 +62,80 @@ pub(crate) fn prepare_create(res: &ResourceType, obj: &mut Value, http: bool) {
     }
 }
 
+/// The create-time preparation that needs the object's name and uid (the registries'
+/// `PrepareForCreate`): a Pod created over HTTP starts `Pending` with its QoS class
+/// (pkg/registry/core/pod/strategy.go); a Job without `manualSelector` gets the generated
+/// selector and pod labels (pkg/registry/batch/job/strategy.go generateSelector).
+pub(crate) fn prepare_named(
+    res: &ResourceType,
+    obj: &mut Value,
+    name: &str,
+    uid: &str,
+    http: bool,
+) {
+    match (res.group.as_str(), res.kind.as_str()) {
+        ("", "Pod") if http => {
+            let qos = qos_class(&obj["spec"]);
+            obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+        }
+        ("batch", "Job") if obj["spec"]["manualSelector"] != true && obj["spec"].is_object() => {
+            if !obj["spec"]["template"]["metadata"]["labels"].is_object() {
+                obj["spec"]["template"]["metadata"]["labels"] = json!({});
+            }
+            let labels = &mut obj["spec"]["template"]["metadata"]["labels"];
+            for (key, value) in [
+                ("job-name", name),
+                ("batch.kubernetes.io/job-name", name),
+                ("controller-uid", uid),
+                ("batch.kubernetes.io/controller-uid", uid),
+            ] {
+                if labels.get(key).is_none() {
+                    labels[key] = value.into();
+                }
+            }
+            if !obj["spec"]["selector"]["matchLabels"].is_object() {
+                obj["spec"]["selector"]["matchLabels"] = json!({});
+            }
+            let select = &mut obj["spec"]["selector"]["matchLabels"];
+            if select.get("batch.kubernetes.io/controller-uid").is_none() {
+                select["batch.kubernetes.io/controller-uid"] = uid.into();
+            }
+            // What the apiserver answers is the stored object decoded again, with defaults:
+            // SetDefaults_Job then gives a Job without labels its template's.
+            super::defaults::job_labels(obj);
+        }
+        _ => {}
+    }
+}
+
+/// `qos.GetPodQOS`, for cpu and memory: no requests or limits at all is BestEffort; limits
+/// equal to requests for both, in every container, is Guaranteed; anything else Burstable.
+fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .flat_map(|k| spec[*k].as_array().into_iter().flatten())
+        .collect();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let (req, lim) = (&c["resources"]["requests"], &c["resources"]["limits"]);
+        for r in ["cpu", "memory"] {
+            let (q, l) = (&req[r], &lim[r]);
+            any |= !q.is_null() || !l.is_null();
+            // An unset request defaults to the limit.
+            let q = if q.is_null() { l } else { q };
+            if l.is_null() || q != l {
+                guaranteed = false;
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
 /// The generation a new object starts with; a client cannot choose it.
 pub(crate) fn init_generation(res: &ResourceType, obj: &mut Value) {
     let m = meta_mut(obj);
@@ -113,6 +187,33 @@ pub(crate) fn bump_generation(res: &ResourceType, old: &Value, new: &mut Value, 
     let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
     meta_mut(new).insert("generation".into(), generation.into());
     true
+}
+
+/// Whether DELETE answers with the deleted object rather than a `Status` of success: the
+/// registries that set `ReturnDeletedObject: true` (pods, services, serviceaccounts,
+/// storageclasses: pkg/registry/*/storage/storage.go) and the two whose own Delete returns the
+/// object (namespaces, CustomResourceDefinitions, both finalized asynchronously).
+pub(crate) fn returns_deleted_object(res: &ResourceType) -> bool {
+    matches!(
+        (res.group.as_str(), res.plural.as_str()),
+        ("", "pods" | "services" | "serviceaccounts" | "namespaces")
+            | ("storage.k8s.io", "storageclasses")
+            | ("apiextensions.k8s.io", "customresourcedefinitions")
+    )
+}
+
+/// The `Status` of success the generic registry's `finalizeDelete` answers a DELETE with:
+/// details name the resource (plural), not the kind.
+pub(crate) fn delete_success(res: &ResourceType, deleted: &Value) -> Value {
+    let mut details = json!({
+        "name": deleted["metadata"]["name"],
+        "kind": res.plural,
+        "uid": deleted["metadata"]["uid"],
+    });
+    if !res.group.is_empty() {
+        details["group"] = res.group.clone().into();
+    }
+    json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details})
 }
 
 /// Why a Deployment here never rolls out, in the words its Progressing condition carries.

@@ -49,8 +49,10 @@ impl WatchRequest {
         labels_match(&self.labels, &obj.labels) && self.fields.matches(namespace, name, obj)
     }
 
-    /// The event type this watch reports for `ev`, if any.
-    fn translate(&self, ev: &Event) -> Option<EventType> {
+    /// The event this watch reports for `ev`, if any. A change that takes an object out of the
+    /// selection is DELETED carrying the last version that matched, stamped with the event's
+    /// resourceVersion, as the apiserver's cacheWatcher sends it.
+    fn translate(&self, ev: &Event) -> Option<(EventType, Arc<Obj>)> {
         if *ev.res != *self.res.key
             || self
                 .namespace
@@ -60,19 +62,23 @@ impl WatchRequest {
             return None;
         }
         if self.labels.is_empty() && self.fields.is_empty() {
-            return Some(ev.kind);
+            return Some((ev.kind, ev.obj.clone()));
         }
         let now = self.matches(&ev.namespace, &ev.name, &ev.obj);
         let before = ev
             .prev
             .as_ref()
-            .is_some_and(|p| self.matches(&ev.namespace, &ev.name, p));
+            .filter(|p| self.matches(&ev.namespace, &ev.name, p));
         match (ev.kind, before, now) {
-            (EventType::Modified, true, true) => Some(EventType::Modified),
-            (EventType::Modified, false, true) => Some(EventType::Added),
-            (EventType::Modified, true, false) => Some(EventType::Deleted),
-            (EventType::Modified, false, false) => None,
-            (kind, _, now) => now.then_some(kind),
+            (EventType::Modified, Some(_), true) => Some((EventType::Modified, ev.obj.clone())),
+            (EventType::Modified, None, true) => Some((EventType::Added, ev.obj.clone())),
+            (EventType::Modified, Some(prev), false) => {
+                let mut last = prev.value();
+                last["metadata"]["resourceVersion"] = ev.rv.to_string().into();
+                Some((EventType::Deleted, Arc::new(Obj::new(&last, ev.rv))))
+            }
+            (EventType::Modified, None, false) => None,
+            (kind, _, now) => now.then(|| (kind, ev.obj.clone())),
         }
     }
 
@@ -204,8 +210,8 @@ async fn follow(shared: &Shared, req: &WatchRequest, sink: &mut Sink) -> Result<
                 let full = events.len() == BATCH;
                 let mut buf = BytesMut::new();
                 for ev in &events {
-                    if let Some(kind) = req.translate(ev) {
-                        push_line(&mut buf, kind, &ev.obj, req.table.then_some(&*req.res));
+                    if let Some((kind, obj)) = req.translate(ev) {
+                        push_line(&mut buf, kind, &obj, req.table.then_some(&*req.res));
                     }
                 }
                 cursor = match events.last() {

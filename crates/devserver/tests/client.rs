@@ -232,6 +232,8 @@ fn applied(name: &str) -> impl Fn(&Event<ConfigMap>) -> bool + '_ {
 async fn watcher_survives_faults(streaming: bool) {
     let srv = server().await;
     let ns = "w";
+    srv.create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
+        .unwrap();
     srv.create(serde_json::to_value(cm("seed", ns)).unwrap())
         .unwrap();
     let mut rx = spawn_watcher(&srv, ns, streaming);

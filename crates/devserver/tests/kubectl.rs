@@ -353,9 +353,35 @@ async fn deployment_edits(k: &Kubectl) {
         lines
             .next()
             .map(|l| l.split_whitespace().collect::<Vec<_>>()),
-        Some(vec!["NAME", "AGE"])
+        Some(vec!["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"])
     );
-    assert!(table.lines().any(|l| l.starts_with("web ")), "{table}");
+    // No controller runs, so nothing is ready: `0/replicas`, as on a cluster without nodes.
+    assert!(
+        table.lines().any(|l| l.starts_with("web ")
+            && l.split_whitespace()
+                .nth(1)
+                .is_some_and(|r| r.starts_with("0/"))),
+        "{table}"
+    );
+    let wide = k
+        .ok(&["get", "deployments", "-n", "demo", "-o", "wide"], None)
+        .await;
+    assert_eq!(
+        wide.lines()
+            .next()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>()),
+        Some(vec![
+            "NAME",
+            "READY",
+            "UP-TO-DATE",
+            "AVAILABLE",
+            "AGE",
+            "CONTAINERS",
+            "IMAGES",
+            "SELECTOR"
+        ]),
+        "{wide}"
+    );
 
     // A label is not a new generation; on a Deployment an annotation is.
     let web = ["deployment", "web", "-n", "demo"];

@@ -373,6 +373,13 @@ async fn main() {
     );
 
     let server = DevServer::start(DevServerConfig::default()).await.unwrap();
+    // Like a real server, this one stores objects only in namespaces that exist.
+    server
+        .seed((0..50).map(|t| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": format!("team-{t}")}})
+        }))
+        .unwrap();
     server.seed((0..n).map(|i| pod(i, 0))).unwrap();
     // Alternate the contenders and take medians: the first run in a process pays for growing
     // the heap, which would otherwise land on whoever goes first.

@@ -39,7 +39,8 @@ fn decode_continue(token: &str) -> Result<(u64, Key)> {
 }
 
 pub(super) fn list(shared: &Shared, t: &Target, q: &Params, wants_table: bool) -> Result<Response> {
-    let (labels, fields) = selectors(q)?;
+    crate::validation::list_options(q, false)?;
+    let (labels, fields) = selectors(q, &t.res)?;
     let limit = match q.get("limit").map(String::as_str) {
         None | Some("") => 0,
         Some(l) => l
@@ -50,6 +51,10 @@ pub(super) fn list(shared: &Shared, t: &Target, q: &Params, wants_table: bool) -
     let (token_rv, after) = match q.get("continue").filter(|c| !c.is_empty()) {
         Some(c) => {
             let (rv, key) = decode_continue(c)?;
+            // etcd compacted the snapshot the token continues: the apiserver answers 410.
+            if rv < shared.api.store.floor() {
+                return Err(Error::ContinueExpired);
+            }
             (Some(rv), Some(key))
         }
         None => (None, None),
