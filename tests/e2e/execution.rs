@@ -14,7 +14,7 @@ use informant_runtime::plugin::{HostConfig, RestartPolicy};
 use informant_runtime::runtime::{Replica, RuntimeOptions};
 use informant_tests::http::{free_addr, get, get_until};
 use informant_tests::plugins::{Logs, wasm};
-use informant_tests::{configmap, guarded, plugin_entry};
+use informant_tests::{configmap, create_namespaces, guarded, plugin_entry};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -104,11 +104,7 @@ async fn server() -> DevServer {
     let server = DevServer::start(DevServerConfig::default())
         .await
         .expect("start API server");
-    for ns in ["team-a", "team-b", "team-c"] {
-        server
-            .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-            .unwrap();
-    }
+    create_namespaces(&server, &["team-a", "team-b", "team-c"]);
     server
 }
 

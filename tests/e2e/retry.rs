@@ -2,9 +2,9 @@
 //! with it or the manifest's attempts run out; a newer event replaces a pending retry.
 
 use informant_runtime::plugin::{HostConfig, PluginId};
-use informant_tests::configmap;
 use informant_tests::host_log::HostLog;
 use informant_tests::plugins::PluginEnv;
+use informant_tests::{configmap, create_namespaces};
 use serde_json::json;
 
 fn retrying(tag: &str, initial_backoff_ms: u64) -> String {
@@ -37,11 +37,7 @@ fn with_retries(ns: &str, name: &str, retries: u32) -> serde_json::Value {
 async fn a_retried_object_comes_back_until_done_or_out_of_attempts() {
     let (host_log, _capture) = HostLog::capture();
     let env = PluginEnv::start(HostConfig::default()).await;
-    for ns in ["fast", "slow"] {
-        env.server
-            .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-            .unwrap();
-    }
+    create_namespaces(&env.server, &["fast", "slow"]);
     env.install(None, "fast", "hostile", &retrying("fast", 10));
     env.install(None, "slow", "hostile", &retrying("slow", 600_000));
     env.reconcile().await;

@@ -132,23 +132,11 @@ fn snoop_manifest() -> String {
     m
 }
 
-fn keys_of(lines: &[Value], tag: &str) -> BTreeSet<String> {
-    lines
-        .iter()
-        .filter(|v| v["tag"] == tag && v["key"].is_string())
-        .map(|v| v["key"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_sees_nothing_of_another_tenant() {
     guarded("tenancy isolation", async {
         let env = PluginEnv::start(host_config()).await;
-        for ns in ["team-a", "team-a-dev", "team-b"] {
-            env.server
-                .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-                .unwrap();
-        }
+        create_namespaces(&env.server, &["team-a", "team-a-dev", "team-b"]);
         env.server.create(object("team-a", "a1", "a")).unwrap();
         env.server.create(object("team-a-dev", "a2", "a")).unwrap();
         env.server.create(object("team-b", "b1", "b")).unwrap();
@@ -223,7 +211,7 @@ async fn a_tenant_sees_nothing_of_another_tenant() {
         // The operator sees everything, so what the snoop did not see really was there.
         env.logs
             .wait_until("the operator's replay", || {
-                keys_of(&env.logs.json_of("operator"), "op").contains("team-b/b2")
+                env.logs.keys_of("operator", "op").contains("team-b/b2")
             })
             .await;
 
@@ -238,21 +226,23 @@ async fn a_tenant_sees_nothing_of_another_tenant() {
         }
         env.logs
             .wait_until("b's live events", || {
-                keys_of(&env.logs.json_of("b-echo"), "b").contains("team-b/b-live-19")
+                env.logs.keys_of("b-echo", "b").contains("team-b/b-live-19")
             })
             .await;
         env.logs
             .wait_until("a's live events", || {
-                keys_of(&env.logs.json_of("a-snoop"), "snoop").contains("team-a/a-live-19")
+                env.logs
+                    .keys_of("a-snoop", "snoop")
+                    .contains("team-a/a-live-19")
             })
             .await;
-        let b_seen = keys_of(&env.logs.json_of("b-echo"), "b");
+        let b_seen = env.logs.keys_of("b-echo", "b");
         let want_b: BTreeSet<String> = ["team-b/b1".to_string(), "team-b/b2".to_string()]
             .into_iter()
             .chain((0..20).map(|i| format!("team-b/b-live-{i}")))
             .collect();
         assert_eq!(b_seen, want_b, "b sees exactly its own objects");
-        let a_seen = keys_of(&env.logs.json_of("a-snoop"), "snoop");
+        let a_seen = env.logs.keys_of("a-snoop", "snoop");
         assert!(
             a_seen
                 .iter()
@@ -388,7 +378,7 @@ async fn load_time_tricks_are_refused_and_the_victim_keeps_running() {
         }
         env.logs
             .wait_until("b's events", || {
-                keys_of(&env.logs.json_of("b-echo"), "b").len() == 11
+                env.logs.keys_of("b-echo", "b").len() == 11
             })
             .await;
         assert_eq!(env.host.status().len(), 1, "nothing else was loaded");
@@ -494,7 +484,7 @@ async fn no_spelling_of_a_key_or_an_index_crosses_a_grant() {
         env.server.create(object("team-b", "b2", "b")).unwrap();
         env.logs
             .wait_until("b's live event", || {
-                keys_of(&env.logs.json_of("b-echo"), "b").contains("team-b/b2")
+                env.logs.keys_of("b-echo", "b").contains("team-b/b2")
             })
             .await;
         env.host.shutdown().await;
@@ -538,7 +528,7 @@ async fn a_hard_link_to_another_tenants_plugin_is_refused() {
         env.server.create(object("team-b", "b2", "b")).unwrap();
         env.logs
             .wait_until("b's live event", || {
-                keys_of(&env.logs.json_of("b-echo"), "b").contains("team-b/b2")
+                env.logs.keys_of("b-echo", "b").contains("team-b/b2")
             })
             .await;
         assert_eq!(env.host.status().len(), 1);
@@ -584,7 +574,7 @@ async fn a_spinning_tenant_does_not_hold_up_another() {
         }
         env.logs
             .wait_until("all of b's events", || {
-                keys_of(&env.logs.json_of("b-echo"), "b").len() == N
+                env.logs.keys_of("b-echo", "b").len() == N
             })
             .await;
         // a needs N x 200 ms = 20 s for its queue; b is done while a is still far behind.
@@ -795,7 +785,7 @@ namespaces = ["team-c"]
                 .create(object(&format!("team-{team}"), &format!("{team}2"), team))
                 .unwrap();
         }
-        let keys = |plugin: &str, tag: &str| keys_of(&env.logs.json_of(plugin), tag);
+        let keys = |plugin: &str, tag: &str| env.logs.keys_of(plugin, tag);
         env.logs
             .wait_until("b's and c's new objects", || {
                 keys("b-echo", "b").len() == 2 && keys("c-echo", "c").len() == 2

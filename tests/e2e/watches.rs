@@ -6,8 +6,8 @@ use std::path::Path;
 
 use informant_runtime::config;
 use informant_runtime::plugin::{HostConfig, PluginError};
-use informant_tests::guarded;
 use informant_tests::plugins::PluginEnv;
+use informant_tests::{create_namespaces, guarded};
 use serde_json::{Value, json};
 
 const CONFIG: &str = r#"
@@ -27,22 +27,13 @@ fn configmap(ns: &str, name: &str) -> Value {
         "data": {"k": "v"}})
 }
 
-fn keys_of(lines: &[Value], tag: &str) -> BTreeSet<String> {
-    lines
-        .iter()
-        .filter(|v| v["tag"] == tag && v["key"].is_string())
-        .map(|v| v["key"].as_str().unwrap().to_string())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_with_two_namespaces_sees_both_and_nothing_else() {
     guarded("a watch over two namespaces", async {
         let env = PluginEnv::start(host_config()).await;
-        for ns in ["x", "y", "z", "team-a", "team-b"] {
-            env.server
-                .create(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}))
-                .unwrap();
+        let namespaces = ["x", "y", "z", "team-a", "team-b"];
+        create_namespaces(&env.server, &namespaces);
+        for ns in namespaces {
             env.server.create(configmap(ns, "before")).unwrap();
         }
         // The probes run when the `probe` object arrives: cache queries see both namespaces.
@@ -111,7 +102,7 @@ async fn a_watch_with_two_namespaces_sees_both_and_nothing_else() {
         }
         env.logs
             .wait_until("both live objects", || {
-                let seen = keys_of(&env.logs.json_of("two"), "two");
+                let seen = env.logs.keys_of("two", "two");
                 seen.contains("x/live") && seen.contains("y/live")
             })
             .await;
@@ -125,7 +116,7 @@ async fn a_watch_with_two_namespaces_sees_both_and_nothing_else() {
             .await;
         env.logs
             .wait_until("`all` to see the live objects", || {
-                let seen = keys_of(&env.logs.json_of("all"), "all");
+                let seen = env.logs.keys_of("all", "all");
                 seen.contains("z/live") && seen.contains("x/probe")
             })
             .await;
@@ -133,7 +124,7 @@ async fn a_watch_with_two_namespaces_sees_both_and_nothing_else() {
             .into_iter()
             .map(String::from)
             .collect();
-        assert_eq!(keys_of(&env.logs.json_of("two"), "two"), want);
+        assert_eq!(env.logs.keys_of("two", "two"), want);
         let probes = env
             .logs
             .json_of("two")
@@ -157,7 +148,7 @@ async fn a_watch_with_two_namespaces_sees_both_and_nothing_else() {
         assert_eq!(keys(2), want, "by-index across both namespaces");
         assert_eq!(keys(3), BTreeSet::from(["x/before".to_string()]));
         assert_eq!(keys(4), BTreeSet::new(), "an unwatched namespace holds nothing");
-        let only_x = keys_of(&env.logs.json_of("only-x"), "x");
+        let only_x = env.logs.keys_of("only-x", "x");
         assert!(only_x.iter().all(|k| k.starts_with("x/")), "{only_x:?}");
     })
     .await;

@@ -121,6 +121,15 @@ impl Logs {
             .collect()
     }
 
+    /// The `key`s of the JSON lines of `plugin` tagged `tag` (as the test plugins echo events).
+    pub fn keys_of(&self, plugin: &str, tag: &str) -> std::collections::BTreeSet<String> {
+        self.json_of(plugin)
+            .iter()
+            .filter(|v| v["tag"] == tag)
+            .filter_map(|v| v["key"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// Waits until `pred` holds (it may query these logs), failing the test after [`GUARD`].
     pub async fn wait_until(&self, what: &str, pred: impl Fn() -> bool) {
         let ok = crate::wait_for_change(&self.count, pred).await;
