@@ -143,7 +143,11 @@ const CONFIGMAPS: &[(&str, &str)] = &[("informer", "v1 configmaps")];
 async fn metrics_count_what_the_plugins_handled_and_failed() {
     let env = PluginEnv::start(config()).await;
     create_namespaces(&env.server, &["a", "team-a"]);
-    env.install(None, "echo", "hostile", &hostile("echo", "echo"));
+    let ignoring = hostile("echo", "echo").replace(
+        "kind = \"ConfigMap\"\n",
+        "kind = \"ConfigMap\"\nignore = [\"metadata.annotations\"]\n",
+    );
+    env.install(None, "echo", "hostile", &ignoring);
     env.install(
         Some("team-a"),
         "flaky",
@@ -321,6 +325,24 @@ async fn metrics_count_what_the_plugins_handled_and_failed() {
     assert_eq!(
         m.value("informant_plugin_events_dispatched", FLAKY),
         N as f64
+    );
+
+    // echo ignores annotations: an annotation-only update is projected by its change filter
+    // (counted) and never reaches it.
+    let mut annotated = configmap("a", "cm1", "v");
+    annotated["metadata"]["annotations"] = serde_json::json!({"note": "ignored"});
+    env.server.update(annotated).unwrap();
+    let filter = [("filter", "ignore metadata.annotations")];
+    let m = scrape_until(admin.addr(), "the filter's evaluation", |m| {
+        m.value("informant_change_filter_evaluations", &filter) >= 1.0
+    })
+    .await;
+    assert_eq!(m.value("informant_change_filter_errors", &filter), 0.0);
+    assert_eq!(m.value("informant_plugin_events_retried", ECHO), 0.0);
+    assert_eq!(
+        m.value("informant_plugin_events_dispatched", ECHO),
+        (N + 1) as f64,
+        "the update was filtered out"
     );
 
     admin.shutdown().await;

@@ -14,6 +14,8 @@
 //! | `informant_plugin_backlog` | gauge | `plugin`, `tenant` |
 //! | `informant_plugin_state` | gauge (0/1) | `plugin`, `tenant`, `state` |
 //! | `informant_plugin_waiting_attempts` | gauge | `plugin`, `tenant`, `waiting_for` |
+//! | `informant_change_filter_evaluations_total` | counter | `filter` |
+//! | `informant_change_filter_errors_total` | counter | `filter` |
 //! | `informant_informer_synced` | gauge (0/1) | `informer` |
 //! | `informant_informer_objects` | gauge | `informer` |
 //! | `informant_informer_objects_received_total` | counter | `informer` |
@@ -103,6 +105,8 @@ struct ListenerSample {
 struct Snapshot {
     plugins: Vec<PluginSample>,
     waiting: Vec<WaitingSample>,
+    /// (filter, evaluations, runtime errors) per distinct change filter.
+    filters: Vec<(String, u64, u64)>,
     informers: Vec<InformerSample>,
     /// Keyed by (informer, handler); two handlers registered under one name on one informer are
     /// summed, since a label set may appear only once per family.
@@ -170,9 +174,17 @@ impl Snapshot {
                 attempts: u64::from(w.attempts),
             })
             .collect();
+        let filters = state
+            .host()
+            .map(|h| h.change_filter_stats())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(filter, evaluations, errors)| (escape(&filter), evaluations, errors))
+            .collect();
         Snapshot {
             plugins,
             waiting,
+            filters,
             informers,
             listeners,
         }
@@ -272,6 +284,20 @@ impl Collector for Snapshot {
             self.waiting
                 .iter()
                 .map(|w| (waiting_labels(w), gauge(w.attempts))),
+        )?;
+
+        let filter_label = |f: &(String, u64, u64)| [("filter", f.0.clone())];
+        family(
+            &mut enc,
+            "informant_change_filter_evaluations",
+            "Objects a change filter (a watch's jq-filter and ignore) projected, once per version for all the watches sharing it.",
+            self.filters.iter().map(|f| (filter_label(f), counter(f.1))),
+        )?;
+        family(
+            &mut enc,
+            "informant_change_filter_errors",
+            "Projections that failed at run time; the update was passed on unfiltered.",
+            self.filters.iter().map(|f| (filter_label(f), counter(f.2))),
         )?;
 
         let informer_labels = |i: &InformerSample| [("informer", i.informer.clone())];

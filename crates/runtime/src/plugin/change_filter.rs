@@ -98,11 +98,13 @@ impl ChangeFilters {
 }
 
 fn describe(spec: &Spec) -> String {
+    // Also a metric label: no quotes to escape.
     let ignore: Vec<String> = spec.ignore.iter().map(|p| p.join(".")).collect();
+    let ignore = ignore.join(", ");
     match (&spec.jq, ignore.is_empty()) {
         (Some(jq), true) => format!("jq-filter `{jq}`"),
-        (Some(jq), false) => format!("jq-filter `{jq}`, ignore {ignore:?}"),
-        (None, _) => format!("ignore {ignore:?}"),
+        (Some(jq), false) => format!("jq-filter `{jq}`, ignore {ignore}"),
+        (None, _) => format!("ignore {ignore}"),
     }
 }
 
