@@ -445,6 +445,7 @@ mod tests {
         let snapshot = Snapshot {
             plugins: Vec::new(),
             waiting: Vec::new(),
+            filters: Vec::new(),
             informers: vec![InformerSample {
                 informer: "v1 configmaps".into(),
                 synced: true,
