@@ -45,6 +45,7 @@ fn schema(res: &ResourceType) -> Schema<'_> {
     Schema {
         builtin: res.builtin,
         kind: &res.kind,
+        crd: res.schema.as_deref(),
     }
 }
 

@@ -55,7 +55,7 @@ impl<'s> Walk<'s> {
             Value::Object(m) if self.path.is_empty() => Node::Map(m, MapType::Struct),
             Value::Object(m) => {
                 let t = if matches!(self.path.last(), Some(Pe::Field(_))) {
-                    self.schema.map_type(&self.parent(), field)
+                    self.schema.map_type(&self.path, &self.parent(), field)
                 } else {
                     MapType::Struct
                 };
@@ -65,10 +65,15 @@ impl<'s> Walk<'s> {
                     Node::Map(m, t)
                 }
             }
-            Value::Array(items) => match self.schema.list_type(&self.parent(), field, items) {
-                ListType::Atomic => Node::Leaf,
-                t => Node::List(items, t),
-            },
+            Value::Array(items) => {
+                match self
+                    .schema
+                    .list_type(&self.path, &self.parent(), field, items)
+                {
+                    ListType::Atomic => Node::Leaf,
+                    t => Node::List(items, t),
+                }
+            }
             _ => Node::Leaf,
         }
     }
@@ -89,8 +94,8 @@ fn item_pe(t: &ListType, item: &Value, i: usize) -> Pe {
     match t {
         ListType::Map(keys) => {
             let mut out = Vec::new();
-            for k in *keys {
-                match item.get(*k).cloned().or_else(|| key_default(k)) {
+            for k in keys {
+                match item.get(k).cloned().or_else(|| key_default(k)) {
                     Some(v) => out.push((k.to_string(), v.to_string())),
                     None => return Pe::Index(i),
                 }
@@ -325,6 +330,7 @@ mod tests {
     const DEPLOY: Schema<'static> = Schema {
         builtin: true,
         kind: "Deployment",
+        crd: None,
     };
 
     fn printed(s: &FieldSet) -> Vec<String> {
@@ -393,5 +399,44 @@ mod tests {
                 .map(Vec::len),
             Some(2)
         );
+    }
+
+    #[test]
+    fn a_crd_schema_marks_keyed_lists_sets_and_maps() {
+        let schema = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "routes": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["host"],
+                "items": {"type": "object", "properties": {"host": {"type": "string"}, "port": {"type": "integer"}}}},
+            "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "args": {"type": "array", "items": {"type": "string"}},
+            "env": {"type": "object", "additionalProperties": {"type": "string"}},
+            "ref": {"type": "object", "x-kubernetes-map-type": "atomic", "properties": {"name": {"type": "string"}}}}}}});
+        let crd = Schema {
+            builtin: false,
+            kind: "Widget",
+            crd: Some(&schema),
+        };
+        let config = json!({"spec": {"routes": [{"host": "a", "port": 1}], "tags": ["x"], "args": ["1"],
+            "env": {"K": "v"}, "ref": {"name": "r"}}});
+        assert_eq!(
+            printed(&to_field_set(crd, &config)),
+            vec![
+                ".spec.args",
+                ".spec.env.K",
+                ".spec.ref",
+                ".spec.routes[host=\"a\"]",
+                ".spec.routes[host=\"a\"].host",
+                ".spec.routes[host=\"a\"].port",
+                ".spec.tags[=\"x\"]",
+            ]
+        );
+        let live =
+            json!({"spec": {"routes": [{"host": "b", "port": 2}], "tags": ["y"], "args": ["0"]}});
+        let merged = merge(crd, &live, &config);
+        assert_eq!(
+            merged["spec"]["routes"],
+            json!([{"host": "b", "port": 2}, {"host": "a", "port": 1}])
+        );
+        assert_eq!(merged["spec"]["tags"], json!(["y", "x"]));
+        assert_eq!(merged["spec"]["args"], json!(["1"]));
     }
 }

@@ -8,7 +8,8 @@
 //! and refuses, with a 409 naming each field, to change a field another manager owns unless
 //! forced. No maintained Rust implementation of structured-merge-diff exists (searched
 //! crates.io and docs.rs), so this module is one: [`fieldset`] for paths and the FieldsV1
-//! encoding, [`merge`] for the value operations, [`schema`] for how each field merges.
+//! encoding, [`merge`] for the value operations, [`schema`] for how each field merges (a table
+//! for the built-in kinds, the CRD's schema markers for custom resources).
 
 mod fieldset;
 mod merge;
@@ -341,6 +342,7 @@ mod tests {
     const S: Schema<'static> = Schema {
         builtin: true,
         kind: "Deployment",
+        crd: None,
     };
 
     fn w<'a>(m: &'a str) -> Writer<'a> {

@@ -1,15 +1,18 @@
 //! How each field merges, from the `x-kubernetes-list-type`, `x-kubernetes-list-map-keys` and
 //! `x-kubernetes-map-type` markers of the Kubernetes OpenAPI, kept as a table for the fields of
 //! the built-in kinds this server serves (the vendored `generated.proto` carries no markers).
-//! Custom resources follow SMD's rule for CRDs without markers: lists are atomic.
+//! Custom resources follow the markers of their CRD's schema, and SMD's rule where it has
+//! none: lists are atomic.
 
 use serde_json::Value;
+
+use super::fieldset::Pe;
 
 /// How a list merges.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum ListType {
     /// `x-kubernetes-list-type: map`: items identified by these key fields.
-    Map(&'static [&'static str]),
+    Map(Vec<String>),
     /// `x-kubernetes-list-type: set`: scalar items identified by their value.
     Set,
     /// Replaced whole; one owner.
@@ -27,13 +30,19 @@ pub(crate) enum MapType {
     Atomic,
 }
 
-/// The kind being written: lists of custom resources are atomic.
+/// The kind being written: the built-in table, or a custom resource's CRD schema.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Schema<'a> {
     /// Served by the server itself (false for custom resources).
     pub builtin: bool,
     /// The object's kind, for fields whose type differs between kinds (`spec.selector`).
     pub kind: &'a str,
+    /// A custom resource's `openAPIV3Schema`.
+    pub crd: Option<&'a Value>,
+}
+
+fn keys(k: &[&str]) -> ListType {
+    ListType::Map(k.iter().map(|s| s.to_string()).collect())
 }
 
 /// Fields Go's zero value of a kind already carries (non-pointer structs, and `containers`,
@@ -53,11 +62,34 @@ pub(crate) const ZERO_VALUE_FIELDS: &[&str] = &[
 
 impl Schema<'_> {
     /// The list type of `field` whose items are `items`, under the object at `parent`.
-    pub fn list_type(&self, parent: &[&str], field: &str, items: &[Value]) -> ListType {
+    pub fn list_type(
+        &self,
+        path: &[Pe],
+        parent: &[&str],
+        field: &str,
+        items: &[Value],
+    ) -> ListType {
         if !self.builtin {
+            if let Some(node) = self.crd_node(path) {
+                match node["x-kubernetes-list-type"].as_str() {
+                    Some("map") => {
+                        let k = node["x-kubernetes-list-map-keys"].as_array();
+                        let k: Vec<String> = k
+                            .into_iter()
+                            .flatten()
+                            .filter_map(|k| k.as_str().map(String::from))
+                            .collect();
+                        if !k.is_empty() {
+                            return ListType::Map(k);
+                        }
+                    }
+                    Some("set") => return ListType::Set,
+                    _ => {}
+                }
+            }
             return match (parent, field) {
                 (["metadata"], "finalizers") => ListType::Set,
-                (["metadata"], "ownerReferences") => ListType::Map(&["uid"]),
+                (["metadata"], "ownerReferences") => keys(&["uid"]),
                 _ => ListType::Atomic,
             };
         }
@@ -68,24 +100,24 @@ impl Schema<'_> {
             | "env"
             | "volumes"
             | "imagePullSecrets"
-            | "resourceClaims" => ListType::Map(&["name"]),
+            | "resourceClaims" => keys(&["name"]),
             "ports" if items.iter().any(|i| i.get("containerPort").is_some()) => {
-                ListType::Map(&["containerPort", "protocol"])
+                keys(&["containerPort", "protocol"])
             }
-            "ports" if self.kind == "Service" => ListType::Map(&["port", "protocol"]),
-            "volumeMounts" => ListType::Map(&["mountPath"]),
-            "volumeDevices" => ListType::Map(&["devicePath"]),
-            "hostAliases" => ListType::Map(&["ip"]),
-            "conditions" => ListType::Map(&["type"]),
-            "ownerReferences" => ListType::Map(&["uid"]),
-            "topologySpreadConstraints" => ListType::Map(&["topologyKey", "whenUnsatisfiable"]),
+            "ports" if self.kind == "Service" => keys(&["port", "protocol"]),
+            "volumeMounts" => keys(&["mountPath"]),
+            "volumeDevices" => keys(&["devicePath"]),
+            "hostAliases" => keys(&["ip"]),
+            "conditions" => keys(&["type"]),
+            "ownerReferences" => keys(&["uid"]),
+            "topologySpreadConstraints" => keys(&["topologyKey", "whenUnsatisfiable"]),
             "finalizers" => ListType::Set,
             _ => ListType::Atomic,
         }
     }
 
     /// The map type of the object in `field` under `parent`.
-    pub fn map_type(&self, parent: &[&str], field: &str) -> MapType {
+    pub fn map_type(&self, path: &[Pe], parent: &[&str], field: &str) -> MapType {
         match (parent, field) {
             (["metadata"] | [.., "template", "metadata"], "labels" | "annotations") => {
                 return MapType::Granular;
@@ -96,7 +128,16 @@ impl Schema<'_> {
             _ => {}
         }
         if !self.builtin {
-            return MapType::Struct;
+            let node = self.crd_node(path);
+            return match node {
+                Some(n) if n["x-kubernetes-map-type"] == "atomic" => MapType::Atomic,
+                Some(n)
+                    if n.get("properties").is_none() && n["additionalProperties"].is_object() =>
+                {
+                    MapType::Granular
+                }
+                _ => MapType::Struct,
+            };
         }
         match field {
             "data" | "stringData" | "binaryData" | "nodeSelector" | "limits" | "requests"
@@ -107,6 +148,23 @@ impl Schema<'_> {
             | "secretRef" => MapType::Atomic,
             _ => MapType::Struct,
         }
+    }
+}
+
+impl<'a> Schema<'a> {
+    /// The CRD schema node at `path`: fields through `properties` (or `additionalProperties`),
+    /// list items through `items`.
+    fn crd_node(&self, path: &[Pe]) -> Option<&'a Value> {
+        let mut node = self.crd?;
+        for pe in path {
+            node = match pe {
+                Pe::Field(f) => node["properties"]
+                    .get(f)
+                    .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))?,
+                _ => node.get("items")?,
+            };
+        }
+        Some(node)
     }
 }
 
