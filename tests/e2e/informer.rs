@@ -60,12 +60,25 @@ async fn initial_sync_of(n: usize, initial_list: InitialList) {
     );
     let keys: BTreeSet<_> = events.iter().map(|e| e.key.clone()).collect();
     assert_eq!(keys.len(), n, "no duplicates");
-    assert_eq!(
-        informer
-            .store()
-            .list(Some("ns3"), &LabelSelector::default())
-            .len(),
-        n / 10
+    let ns3 = informer
+        .store()
+        .list(Some("ns3"), &LabelSelector::default());
+    assert_eq!(ns3.len(), n / 10);
+    // The server records managedFields on every write; the cache drops them.
+    let served =
+        kube::Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(server.client(), "ns3")
+            .get("cm3")
+            .await
+            .expect("cm3 is served");
+    assert!(
+        served
+            .metadata
+            .managed_fields
+            .is_some_and(|m| !m.is_empty())
+    );
+    assert!(
+        ns3.iter()
+            .all(|o| o.to_value()["metadata"].get("managedFields").is_none())
     );
     assert_eq!(informer.stats().lists.load(Ordering::Relaxed), 1);
     let streamed = informer.stats().streaming_lists.load(Ordering::Relaxed);

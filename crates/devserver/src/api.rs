@@ -13,9 +13,60 @@ use super::metadata::{check_type, generate_suffix, meta, meta_mut, new_uid, norm
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector, labels_match};
+use super::ssa::{self, Schema, Writer};
 use super::store::{EventType, Obj, Store, Tx};
 use super::{Cause, Error, OPTIMISTIC_LOCK, Result};
 use super::{defaults, scale, strategy, validation};
+
+/// Manager of writes through the Rust API, which have no User-Agent.
+const DIRECT_MANAGER: &str = "informant-devserver";
+
+impl WriteOpts {
+    /// The manager an Update is recorded under.
+    fn manager(&self) -> &str {
+        self.field_manager
+            .as_deref()
+            .or(self.default_manager.as_deref())
+            .unwrap_or(if self.http { "" } else { DIRECT_MANAGER })
+    }
+
+    /// The subresource name of a write to `sub`.
+    fn subresource(&self, sub: Sub) -> &'static str {
+        match (self.subresource, sub) {
+            (Some(s), _) => s,
+            (None, Sub::Status) => "status",
+            (None, Sub::Scale) => "scale",
+            (None, Sub::Main) => "",
+        }
+    }
+}
+
+fn schema(res: &ResourceType) -> Schema<'_> {
+    Schema {
+        builtin: res.builtin,
+        kind: &res.kind,
+        crd: res.schema.as_deref(),
+    }
+}
+
+/// Records the Update `old` -> `new` in `new`'s managedFields, or stores what an apply worked
+/// out.
+fn record(res: &ResourceType, old: &Value, new: &mut Value, sub: Sub, opts: &WriteOpts) {
+    if let Some(mf) = &opts.managed_fields {
+        meta_mut(new).insert("managedFields".into(), mf.clone());
+        if mf.as_array().is_some_and(Vec::is_empty) {
+            meta_mut(new).remove("managedFields");
+        }
+        return;
+    }
+    let api_version = new["apiVersion"].as_str().unwrap_or_default().to_string();
+    let w = Writer {
+        manager: opts.manager(),
+        api_version: &api_version,
+        subresource: opts.subresource(sub),
+    };
+    ssa::record_update(schema(res), res.status_subresource, old, new, &w);
+}
 
 /// Per-request write options (query parameters and DeleteOptions).
 #[derive(Debug, Default, Clone)]
@@ -28,6 +79,14 @@ pub(crate) struct WriteOpts {
     pub version: Option<String>,
     /// `fieldManager` query parameter (required for apply patches).
     pub field_manager: Option<String>,
+    /// Manager of non-apply writes without `fieldManager`: the User-Agent up to its first `/`.
+    pub default_manager: Option<String>,
+    /// `force=true`: an apply takes the fields it conflicts on.
+    pub force: bool,
+    /// The subresource a write to the object stands for (`scale`), for its managedFields entry.
+    pub subresource: Option<&'static str>,
+    /// managedFields an apply already worked out; the write stores them as they are.
+    pub managed_fields: Option<Value>,
     /// DeleteOptions.preconditions.
     pub precondition_uid: Option<String>,
     /// DeleteOptions.preconditions.
@@ -157,6 +216,9 @@ impl Api {
         let own_status = strategy::brings_status(&obj, opts.http);
         strategy::prepare_create(res, &mut obj, opts.http);
         defaults::apply(res, &mut obj);
+        // The field manager sees the object as decoded and defaulted, before the registry
+        // prepares it (generated selectors, allocated IPs): those fields are nobody's.
+        let mut owned = obj.clone();
         let mut name = meta(&obj, "name");
         let generate = meta(&obj, "generateName");
         if name.is_empty() && !generate.is_empty() {
@@ -227,6 +289,11 @@ impl Api {
         if res.group.is_empty() && res.kind == "Service" {
             defaults::allocate_service(&mut obj, || self.next_cluster_ip());
         }
+        record(res, &json!({}), &mut owned, Sub::Main, opts);
+        match owned["metadata"].get("managedFields") {
+            Some(mf) => meta_mut(&mut obj).insert("managedFields".into(), mf.clone()),
+            None => meta_mut(&mut obj).remove("managedFields"),
+        };
         if opts.dry_run {
             return Ok(obj);
         }
@@ -242,8 +309,6 @@ impl Api {
         m.insert("resourceVersion".into(), rv.to_string().into());
         m.insert("creationTimestamp".into(), now().into());
         m.remove("deletionTimestamp");
-        // managedFields a client supplies are kept as given, as the API server does (it records
-        // its own entries too; this server does not track field ownership yet).
         strategy::init_generation(res, &mut obj);
         if !own_status {
             strategy::no_controllers(res, &mut obj);
@@ -364,6 +429,7 @@ impl Api {
         {
             meta_mut(&mut new).insert("managedFields".into(), kept.clone());
         }
+        record(res, &old, &mut new, sub, opts);
         if new == old {
             return Ok(old);
         }
@@ -418,7 +484,9 @@ impl Api {
         let mut tx = self.store.write();
         let Some(old) = tx.get(&res.key, ns, name) else {
             if ptype == PatchType::Apply && sub == Sub::Main {
-                let mut obj = patch::parse_apply(body)?;
+                let config = patch::parse_apply(body)?;
+                let mut opts = opts.clone();
+                let mut obj = self.server_side_apply(res, &json!({}), &config, sub, &mut opts)?;
                 meta_mut(&mut obj)
                     .entry("name")
                     .or_insert_with(|| name.into());
@@ -428,7 +496,7 @@ impl Api {
                         meta(&obj, "name")
                     )));
                 }
-                return self.insert(&mut tx, res, ns, obj, opts).map(|v| (v, true));
+                return self.insert(&mut tx, res, ns, obj, &opts).map(|v| (v, true));
             }
             return Err(Error::NotFound {
                 resource: res.qualified(),
@@ -436,7 +504,13 @@ impl Api {
             });
         };
         let old_value = old.value();
-        let mut patched = patch::apply(ptype, &old_value, body)?;
+        let mut opts = opts.clone();
+        let mut patched = if ptype == PatchType::Apply {
+            let config = patch::parse_apply(body)?;
+            self.server_side_apply(res, &old_value, &config, sub, &mut opts)?
+        } else {
+            patch::apply(ptype, &old_value, body)?
+        };
         if patched["kind"] != old_value["kind"] || patched["apiVersion"] != old_value["apiVersion"]
         {
             // Apply patches carry their own kind/apiVersion; let check_type judge them.
@@ -456,8 +530,45 @@ impl Api {
             });
         }
         meta_mut(&mut patched).insert("name".into(), name.into());
-        self.replace(&mut tx, res, ns, name, patched, sub, opts)
+        self.replace(&mut tx, res, ns, name, patched, sub, &opts)
             .map(|v| (v, false))
+    }
+
+    /// Merges an apply configuration into `live` with field ownership; the managedFields it
+    /// works out go into `opts` for the write to store.
+    fn server_side_apply(
+        &self,
+        res: &ResourceType,
+        live: &Value,
+        config: &Value,
+        sub: Sub,
+        opts: &mut WriteOpts,
+    ) -> Result<Value> {
+        let version = opts
+            .version
+            .clone()
+            .unwrap_or_else(|| res.versions.first().cloned().unwrap_or_default());
+        let api_version = res.api_version(&version);
+        let w = Writer {
+            manager: opts.field_manager.as_deref().unwrap_or_default(),
+            api_version: &api_version,
+            subresource: opts.subresource(sub),
+        };
+        let merged = ssa::apply(
+            schema(res),
+            res.status_subresource,
+            live,
+            config,
+            &w,
+            opts.force,
+        )?;
+        opts.managed_fields = Some(
+            merged["metadata"]
+                .get("managedFields")
+                .cloned()
+                .unwrap_or_else(|| json!([])),
+        );
+        Ok(merged)
     }
 
     /// The object's Scale (`.../scale` GET).
@@ -523,7 +634,11 @@ impl Api {
         }
         let mut obj = old.value();
         scale::set_replicas(res, &mut obj, replicas);
-        let new = self.replace(tx, res, ns, name, obj, Sub::Main, opts)?;
+        let opts = WriteOpts {
+            subresource: Some("scale"),
+            ..opts.clone()
+        };
+        let new = self.replace(tx, res, ns, name, obj, Sub::Main, &opts)?;
         Ok(scale::scale_of(res, &new))
     }
 

@@ -309,8 +309,17 @@ fn flag(q: &Params, key: &str) -> bool {
     matches!(q.get(key).map(String::as_str), Some("true" | "1"))
 }
 
-fn write_opts(q: &Params, version: &str) -> WriteOpts {
+fn write_opts(q: &Params, version: &str, user_agent: Option<&str>) -> WriteOpts {
     WriteOpts {
+        default_manager: Some(
+            user_agent
+                .unwrap_or_default()
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        ),
+        force: flag(q, "force"),
         dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
         http: true,
         version: Some(version.to_string()),
@@ -366,13 +375,19 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
     let q = params(&req)?;
     let ns = t.namespace.clone().unwrap_or_default();
     let method = req.method().clone();
+    let user_agent = req
+        .headers()
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from);
+    let ua = user_agent.as_deref();
     let wants_table = req
         .headers()
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
     if let (Sub::Scale, Some(name)) = (t.sub, &t.name) {
-        return scale(shared, &t, name, &q, req).await;
+        return scale(shared, &t, name, &q, ua, req).await;
     }
     match (&method, &t.name) {
         (&Method::GET, None) if flag(&q, "watch") => watch_response(shared, &t, &q, wants_table),
@@ -394,21 +409,21 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
                     t.res.plural
                 )));
             }
-            let opts = write_opts(&q, &t.version);
+            let opts = write_opts(&q, &t.version, ua);
             let (body, ct) = read_body(shared, req).await?;
             let obj = parse_object(&body, ct.as_deref())?;
             let created = shared.api.create_in(&t.res, &ns, obj, &opts)?;
             Ok(json_value(StatusCode::CREATED, &created))
         }
         (&Method::PUT, Some(name)) => {
-            let opts = write_opts(&q, &t.version);
+            let opts = write_opts(&q, &t.version, ua);
             let (body, ct) = read_body(shared, req).await?;
             let obj = parse_object(&body, ct.as_deref())?;
             let updated = shared.api.update(&t.res, &ns, name, obj, t.sub, &opts)?;
             Ok(json_value(StatusCode::OK, &updated))
         }
         (&Method::PATCH, Some(name)) => {
-            let opts = write_opts(&q, &t.version);
+            let opts = write_opts(&q, &t.version, ua);
             let (body, ct) = read_body(shared, req).await?;
             let ptype = PatchType::from_content_type(ct.as_deref().unwrap_or_default())?;
             let (obj, created) = shared
@@ -422,7 +437,7 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
             Ok(json_value(code, &obj))
         }
         (&Method::DELETE, Some(name)) => {
-            let mut opts = write_opts(&q, &t.version);
+            let mut opts = write_opts(&q, &t.version, ua);
             let (body, ct) = read_body(shared, req).await?;
             delete_options(&body, ct.as_deref(), &mut opts)?;
             let obj = shared.api.delete(&t.res, Some(&ns), name, &opts)?;
@@ -438,7 +453,7 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
             format!("DELETE {} (deletecollection)", t.res.plural),
         )),
         (&Method::DELETE, None) => {
-            let mut opts = write_opts(&q, &t.version);
+            let mut opts = write_opts(&q, &t.version, ua);
             let (labels, fields) = selectors(&q, &t.res)?;
             let (body, ct) = read_body(shared, req).await?;
             delete_options(&body, ct.as_deref(), &mut opts)?;
@@ -467,11 +482,12 @@ async fn scale(
     t: &Target,
     name: &str,
     q: &Params,
+    user_agent: Option<&str>,
     req: Request,
 ) -> Result<Response> {
     let ns = t.namespace.clone().unwrap_or_default();
     let method = req.method().clone();
-    let opts = write_opts(q, &t.version);
+    let opts = write_opts(q, &t.version, user_agent);
     let scale = match method {
         Method::GET => shared.api.get_scale(&t.res, &ns, name)?,
         Method::PUT => {

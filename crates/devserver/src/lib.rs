@@ -11,7 +11,8 @@
 //! rules in `strategy` (status vs main resource, `metadata.generation`) and `scale`; `store`
 //! holds objects and the watch history; `resources` is the registry and discovery; `protobuf`
 //! decodes protobuf bodies with Kubernetes' own schema (`proto/`, compiled by `build.rs`);
-//! `patch` does the four patch types; `openapi` the skeletal OpenAPI kubectl checks.
+//! `patch` does the four patch types, `ssa` managedFields and server-side apply's field
+//! ownership; `openapi` the skeletal OpenAPI kubectl checks.
 //!
 //! Contract, in the terms a client cares about:
 //! - Every write takes the next value of ONE global resourceVersion counter (like etcd), so
@@ -64,6 +65,7 @@ mod resources;
 mod scale;
 mod selector;
 mod server;
+mod ssa;
 mod store;
 mod strategy;
 mod table;
@@ -184,6 +186,15 @@ pub enum Error {
         /// The configured limit in bytes.
         limit: usize,
     },
+    /// Server-side apply would change fields other managers own (409), as `NewApplyConflict`
+    /// words it; `force=true` takes them instead.
+    #[error("{message}")]
+    ApplyConflict {
+        /// `Apply failed with N conflict(s): ...`.
+        message: String,
+        /// One `FieldManagerConflict` per field.
+        causes: Vec<Cause>,
+    },
     /// The patch content type is unknown or not allowed for this resource (415).
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
@@ -195,7 +206,7 @@ impl Error {
         match self {
             Error::UnknownResource { .. } | Error::NotFound { .. } => (404, "NotFound"),
             Error::AlreadyExists { .. } => (409, "AlreadyExists"),
-            Error::Conflict { .. } => (409, "Conflict"),
+            Error::Conflict { .. } | Error::ApplyConflict { .. } => (409, "Conflict"),
             Error::Invalid { .. } | Error::Unprocessable { .. } => (422, "Invalid"),
             Error::BadRequest(_) => (400, "BadRequest"),
             Error::Expired { .. } | Error::ContinueExpired => (410, "Expired"),
@@ -246,6 +257,9 @@ impl Error {
                 }
                 Some(d)
             }
+            Error::ApplyConflict { causes, .. } => Some(serde_json::json!({
+                "causes": causes.iter().map(Cause::to_json).collect::<Vec<_>>()
+            })),
             Error::Unprocessable { cause } => Some(serde_json::json!({
                 "causes": [{"reason": "UnexpectedServerResponse", "message": cause}]
             })),

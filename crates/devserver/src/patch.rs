@@ -1,9 +1,8 @@
 //! The four patch flavours. JSON patch and JSON merge patch come from the `json-patch` crate;
 //! strategic merge patch is implemented here for what kubectl apply/label/annotate/edit send
 //! (lists merged by their Kubernetes `patchMergeKey`, `$patch`, `$retainKeys`,
-//! `$setElementOrder`, `$deleteFromPrimitiveList` directives). Server-side apply is approximated
-//! by a strategic merge of the applied configuration into the live object: fields are added and
-//! changed, but a field a manager stops applying is not removed (no managedFields tracking).
+//! `$setElementOrder`, `$deleteFromPrimitiveList` directives). Server-side apply of objects is
+//! `crate::ssa`'s; here an apply patch to the `scale` subresource is merged strategically.
 
 use serde_json::{Map, Value};
 

@@ -30,6 +30,9 @@ pub(crate) struct ResourceType {
     pub builtin: bool,
     /// Storage table key, `plural.group`; stable across versions.
     pub key: Arc<str>,
+    /// A CRD's `openAPIV3Schema` (of its storage version): its list and map markers decide how
+    /// server-side apply merges the custom resources.
+    pub schema: Option<Arc<Value>>,
 }
 
 impl ResourceType {
@@ -275,6 +278,7 @@ impl Registry {
                 scale: b.scale.then(ScalePaths::builtin),
                 builtin: true,
                 key: key_of(b.group, b.plural),
+                schema: None,
             });
         }
         reg
@@ -336,12 +340,18 @@ impl Registry {
         let mut versions: Vec<(bool, String)> = Vec::new();
         let mut status = false;
         let mut scale = None;
+        let mut schema = None;
         for v in spec["versions"].as_array().into_iter().flatten() {
             if v["served"].as_bool() == Some(false) {
                 continue;
             }
             status |= v["subresources"]["status"].is_object();
             scale = scale.or_else(|| ScalePaths::from_crd(&v["subresources"]["scale"]));
+            if v["storage"].as_bool() == Some(true) || schema.is_none() {
+                schema = v["schema"]
+                    .get("openAPIV3Schema")
+                    .map(|s| Arc::new(s.clone()));
+            }
             // The storage version goes first: it is the one discovery calls preferred.
             versions.push((v["storage"].as_bool() != Some(true), s(&v["name"])));
         }
@@ -365,6 +375,7 @@ impl Registry {
             scale,
             builtin: false,
             key: key.clone(),
+            schema,
             group,
             plural,
             singular,

@@ -13,6 +13,7 @@
 //! the element of that array whose fields equal it (discovery lists are not in a fixed order).
 //! `select` chains several such steps. `accept` sets the request's Accept header, and an
 //! expected `contentType` is checked against the answer's.
+//! `userAgent` sets the request's User-Agent (none is sent otherwise).
 //! `save` keeps a value of the answer (by JSON pointer) as `${name}` for later steps.
 
 use std::collections::BTreeMap;
@@ -34,11 +35,15 @@ async fn send(
     path: &str,
     content_type: &str,
     accept: &str,
+    user_agent: Option<&str>,
     body: &[u8],
 ) -> (u16, String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let agent = user_agent
+        .map(|ua| format!("User-Agent: {ua}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nAccept: {accept}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nAccept: {accept}\r\n{agent}Content-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).await.expect("send head");
@@ -182,13 +187,22 @@ async fn replay(file: &Path) -> Result<usize, Vec<String>> {
         let path = substitute(req["path"].as_str().expect("path"), &vars);
         let content_type = req["contentType"].as_str().unwrap_or("application/json");
         let accept = req["accept"].as_str().unwrap_or("application/json");
+        let user_agent = req["userAgent"].as_str();
         let body = match &req["body"] {
             Value::Null => Vec::new(),
             Value::String(s) => substitute(s, &vars).into_bytes(),
             v => serde_json::to_vec(&substitute_value(v, &vars)).expect("body"),
         };
-        let (code, text, answered_as) =
-            send(srv.addr(), method, &path, content_type, accept, &body).await;
+        let (code, text, answered_as) = send(
+            srv.addr(),
+            method,
+            &path,
+            content_type,
+            accept,
+            user_agent,
+            &body,
+        )
+        .await;
         if let Some(want) = step["expect"]["contentType"].as_str()
             && want != answered_as
         {

@@ -625,6 +625,42 @@ async fn apply_watch_delete(k: &Kubectl) {
     let cfg = k.get("configmap", "cfg").await;
     assert_eq!((&cfg["data"]["a"], generation(&cfg)), (&json!("2"), None));
 
+    // A second field manager changing kubectl's field is refused with kubectl's own conflict
+    // text; --force-conflicts takes the field, and the managedFields say so.
+    let ssa3 = ssa.replace("a: '1'", "a: '3'");
+    let other = ["apply", "--server-side", "--field-manager=other", "-f", "-"];
+    let (code, _, err) = k.run(&other, Some(&ssa3)).await;
+    assert_eq!(code, Some(1), "{err}");
+    assert!(
+        err.contains("Apply failed with 1 conflict: conflict with \"kubectl\": .data.a")
+            && err.contains("--force-conflicts"),
+        "{err}"
+    );
+    k.ok(&[&other[..], &["--force-conflicts"]].concat(), Some(&ssa3))
+        .await;
+    let cfg = k
+        .json(&[
+            "get",
+            "configmap",
+            "cfg",
+            "-n",
+            "demo",
+            "--show-managed-fields",
+        ])
+        .await;
+    let owners: Vec<(&str, &Value)> = cfg["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| (e["manager"].as_str().unwrap_or_default(), &e["fieldsV1"]))
+        .collect();
+    assert_eq!(cfg["data"]["a"], "3");
+    assert_eq!(
+        owners,
+        [("other", &json!({"f:data": {"f:a": {}}}))],
+        "kubectl lost .data.a, its only field, so its entry is gone"
+    );
+
     // get -w sees a later change (plain objects via jsonpath).
     let mut cmd = k.command(&[
         "get",
