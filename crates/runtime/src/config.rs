@@ -141,6 +141,8 @@ struct FileTenant {
     events_per_second: Option<Positive>,
     max_informers: Option<Positive>,
     max_field_indexes: Option<Positive>,
+    #[serde(default)]
+    allowed_outbound_hosts: Vec<crate::manifest::Origin>,
 }
 
 /// Reads and validates `informant.toml` into the host's plugin settings.
@@ -264,6 +266,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
                 .max_field_indexes
                 .map_or(DEFAULT_MAX_FIELD_INDEXES, Positive::get)
                 as usize,
+            allowed_outbound_hosts: Some(t.allowed_outbound_hosts.clone()),
         };
         tenants.insert(name.clone(), Arc::new(policy));
     }
