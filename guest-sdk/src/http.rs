@@ -197,12 +197,17 @@ fn backend(
 #[cfg(not(target_arch = "wasm32"))]
 fn backend(
     _method: &str,
-    _target: &Target<'_>,
+    target: &Target<'_>,
     _headers: &[(&str, &str)],
     _body: &[u8],
     _timeout: Duration,
 ) -> Result<Response, String> {
-    Err("outbound HTTP needs the host: not available in the native test harness".into())
+    let scheme = if target.https { "https" } else { "http" };
+    Err(format!(
+        "not sent to {scheme}://{}{}: outbound HTTP needs the host, and the native test \
+         harness has none",
+        target.authority, target.path_with_query
+    ))
 }
 
 #[cfg(test)]

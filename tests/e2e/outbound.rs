@@ -191,7 +191,7 @@ async fn only_allowed_origins_are_reached_and_the_rest_never_connect() {
         Some("team-a"),
         "ceiling",
         "hostile",
-        &poster(&[o.clone()], "team-a", &o, 5000),
+        &poster(std::slice::from_ref(&o), "team-a", &o, 5000),
     );
     // Not an origin at all.
     env.install(
@@ -322,7 +322,7 @@ async fn a_receiver_that_never_answers_costs_one_deadline_and_nothing_else() {
         None,
         "stuck",
         "hostile",
-        &poster(&[s.clone()], "ns", &format!("{s}/"), 300),
+        &poster(std::slice::from_ref(&s), "ns", &format!("{s}/"), 300),
     );
     env.install(
         None,
