@@ -3,12 +3,15 @@
 //! otherwise; redirects handed back as they came; a receiver that never answers costs one
 //! deadline. Every receiver is a TCP listener on 127.0.0.1 that counts its connections.
 
+use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 
+use informant_runtime::admin::{AdminServer, AdminState};
 use informant_runtime::config;
 use informant_runtime::plugin::{HostConfig, PluginId};
 use informant_tests::host_log::HostLog;
+use informant_tests::http::get;
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{create_namespaces, guarded};
 use serde_json::{Value, json};
@@ -308,6 +311,25 @@ async fn only_allowed_origins_are_reached_and_the_rest_never_connect() {
     assert_eq!(stats("", "op"), (1, 0, 0, sent, 2));
     assert_eq!(stats("", "to-other"), (0, 0, 1, 0, 0));
     assert_eq!(stats("team-a", "tenant"), (1, 0, 0, sent, 2));
+
+    // The same counters in /metrics.
+    let state = AdminState::new(env.factory.clone(), Some(env.host.clone()));
+    let admin = AdminServer::start(SocketAddr::from(([127, 0, 0, 1], 0)), state)
+        .await
+        .expect("admin server starts");
+    let (status, _, text) = get(admin.addr(), "/metrics").await;
+    assert_eq!(status, 200);
+    for line in [
+        "informant_plugin_http_requests_total{plugin=\"op\",tenant=\"\"} 1".to_string(),
+        "informant_plugin_http_denied_total{plugin=\"to-other\",tenant=\"\"} 1".into(),
+        format!(
+            "informant_plugin_http_sent_bytes_total{{plugin=\"tenant\",tenant=\"team-a\"}} {sent}"
+        ),
+        "informant_plugin_http_received_bytes_total{plugin=\"op\",tenant=\"\"} 2".into(),
+        "informant_plugin_http_failures_total{plugin=\"op\",tenant=\"\"} 0".into(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
 }
 
 // Current-thread: the host's log is captured on this thread.

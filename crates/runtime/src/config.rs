@@ -430,6 +430,18 @@ cluster-scoped = true
                 &["tenant name `../b`"],
             ),
             ("[tenants.a\n", &["line 1"]),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nallowed-outbound-hosts = [\"http://127.0.0.1:80\", \"https://*.slack.com\"]\n",
+                &[
+                    "line 3",
+                    "tenants.a.allowed-outbound-hosts",
+                    "invalid origin `https://*.slack.com`: host wildcards are not supported",
+                ],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nallowed-outbound-hosts = [\"http://u@h\"]\n",
+                &["tenants.a.allowed-outbound-hosts", "user info"],
+            ),
         ] {
             let err = parse(text).unwrap_err();
             for n in needles {
