@@ -266,6 +266,27 @@ mod tests {
         .unwrap()
     }
 
+    #[tokio::test]
+    async fn a_response_body_past_its_bound_fails_and_bytes_are_counted() {
+        let o = Arc::new(Outbound::new(Vec::new(), 4));
+        let body = |text: &'static str| Counted {
+            inner: http_body_util::Full::new(Bytes::from_static(text.as_bytes()))
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+            outbound: o.clone(),
+            direction: Direction::Received,
+            seen: 0,
+        };
+        assert_eq!(body("1234").collect().await.unwrap().to_bytes(), "1234");
+        assert!(matches!(
+            body("12345").collect().await,
+            Err(HttpError::HttpResponseBodySize(Some(5)))
+        ));
+        let stats = &o.stats;
+        assert_eq!(stats.bytes_received.load(Ordering::Relaxed), 4);
+        assert_eq!(stats.failures.load(Ordering::Relaxed), 1);
+    }
+
     #[test]
     fn only_allowed_origins_pass_whatever_the_spelling() {
         let o = outbound(&[
