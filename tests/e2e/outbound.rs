@@ -168,6 +168,22 @@ async fn only_allowed_origins_are_reached_and_the_rest_never_connect() {
         ("suffix", format!("http://127.0.0.1:{port}.example.com/")),
     ];
     let only_a = [a.clone()];
+    // Allowed, but nothing listens there: a failure, not a denial.
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://127.0.0.1:{}", l.local_addr().unwrap().port())
+    };
+    env.install(
+        None,
+        "closed",
+        "hostile",
+        &poster(
+            std::slice::from_ref(&closed),
+            "team-a",
+            &format!("{closed}/"),
+            5000,
+        ),
+    );
     env.install(
         None,
         "op",
@@ -235,7 +251,7 @@ async fn only_allowed_origins_are_reached_and_the_rest_never_connect() {
     );
 
     env.server.create(labelled("team-a", "hello")).unwrap();
-    let posters = ["op", "redirect", "tenant"]
+    let posters = ["op", "redirect", "tenant", "closed"]
         .into_iter()
         .chain(refused_urls.iter().map(|(n, _)| *n));
     for name in posters {
@@ -311,6 +327,12 @@ async fn only_allowed_origins_are_reached_and_the_rest_never_connect() {
     assert_eq!(stats("", "op"), (1, 0, 0, sent, 2));
     assert_eq!(stats("", "to-other"), (0, 0, 1, 0, 0));
     assert_eq!(stats("team-a", "tenant"), (1, 0, 0, sent, 2));
+    let refused = outcome("closed")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(refused.contains("ConnectionRefused"), "{refused}");
+    assert_eq!(stats("", "closed"), (1, 1, 0, 0, 0));
 
     // The same counters in /metrics.
     let state = AdminState::new(env.factory.clone(), Some(env.host.clone()));

@@ -23,6 +23,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
+use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::manifest::Origin;
@@ -126,6 +127,24 @@ type SendFuture = Box<
 >;
 
 impl WasiHttpHooks for Hooks {
+    // The default hooks log every transport error at warn without naming the plugin: one
+    // plugin retrying an unreachable receiver would flood the host's log. Its failures
+    // counter shows them; the detail goes to debug, tagged.
+    fn p2_error_from_hyper(&mut self, err: &hyper::Error) -> ErrorCode {
+        tracing::debug!(plugin = %self.plugin, tenant = %self.tenant, error = %err, "outbound HTTP protocol error");
+        ErrorCode::HttpProtocolError
+    }
+
+    fn p2_error_from_connect(&mut self, err: &std::io::Error) -> ErrorCode {
+        tracing::debug!(plugin = %self.plugin, tenant = %self.tenant, error = %err, "outbound HTTP connect error");
+        ErrorCode::ConnectionRefused
+    }
+
+    fn p2_error_from_tls(&mut self, err: &std::io::Error) -> ErrorCode {
+        tracing::debug!(plugin = %self.plugin, tenant = %self.tenant, error = %err, "outbound HTTP TLS error");
+        ErrorCode::TlsProtocolError
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
