@@ -10,6 +10,7 @@
 //! - [`cache`]: read-only queries against the host's informer cache, raw JSON or typed through
 //!   `k8s-openapi`;
 //! - [`log`](mod@log): the host's log (a plugin has no stdout);
+//! - [`http`]: outbound HTTP to the origins the manifest allows (`allowed-outbound-hosts`);
 //! - [`testing`] (native targets only): an in-memory cache, event builders and a [`testing::Harness`]
 //!   so `cargo test` exercises a plugin without a cluster or a wasm runtime.
 //!
@@ -42,6 +43,7 @@
 
 pub mod cache;
 mod event;
+pub mod http;
 pub mod log;
 mod resource;
 mod retry;
@@ -61,6 +63,9 @@ pub mod wit {
         world: "plugin",
         pub_export_macro: true,
         export_macro_name: "export",
+        // The wasi:http imports (and the wasi:io and wasi:clocks types they use) are generated
+        // here too, for `http`.
+        generate_all,
     });
 }
 

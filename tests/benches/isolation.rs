@@ -97,6 +97,7 @@ async fn case(
         text: TextLimits::default(),
         log_rate: LogRate::new(u32::MAX),
         retry: Default::default(),
+        outbound: Default::default(),
     };
     let sup = Supervisor::start(spec, RestartPolicy::default())
         .await

@@ -109,6 +109,7 @@ fn spec(
         text: TextLimits::default(),
         log_rate: LogRate::new(u32::MAX),
         retry: Default::default(),
+        outbound: Default::default(),
     }
 }
 

@@ -10,6 +10,7 @@ mod execution;
 mod informer;
 mod leader;
 mod new;
+mod outbound;
 mod plugins;
 mod replay;
 mod retry;

@@ -10,6 +10,7 @@
 //! ```toml
 //! description = "one line"          # optional
 //! resync-seconds = 300              # optional; absent or 0 = no resync
+//! allowed-outbound-hosts = ["https://hooks.slack.com"]  # optional; see [`outbound`]
 //! [limits]                          # optional; clamped by the host's ceilings
 //! memory-mib = 32
 //! deadline-ms = 200
@@ -40,9 +41,11 @@ use serde::Deserialize;
 pub use informant_selector::{FieldPath, LabelSelector};
 
 pub mod config_ref;
+pub mod outbound;
 pub mod toml_error;
 
 pub use config_ref::{ConfigRef, ConfigText};
+pub use outbound::Origin;
 
 #[cfg(any(test, feature = "proptest"))]
 #[doc(hidden)]
@@ -274,6 +277,9 @@ pub struct Manifest {
     /// How `retry` answers are redelivered.
     #[serde(default, deserialize_with = "toml_error::table")]
     pub retry: Retry,
+    /// Origins the plugin may send HTTP requests to (`scheme://host[:port]`); none when absent.
+    #[serde(default)]
+    pub allowed_outbound_hosts: Vec<Origin>,
     /// What to watch.
     #[serde(deserialize_with = "toml_error::tables")]
     pub watch: Vec<Watch>,

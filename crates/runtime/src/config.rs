@@ -141,6 +141,8 @@ struct FileTenant {
     events_per_second: Option<Positive>,
     max_informers: Option<Positive>,
     max_field_indexes: Option<Positive>,
+    #[serde(default)]
+    allowed_outbound_hosts: Vec<crate::manifest::Origin>,
 }
 
 /// Reads and validates `informant.toml` into the host's plugin settings.
@@ -264,6 +266,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
                 .max_field_indexes
                 .map_or(DEFAULT_MAX_FIELD_INDEXES, Positive::get)
                 as usize,
+            allowed_outbound_hosts: Some(t.allowed_outbound_hosts.clone()),
         };
         tenants.insert(name.clone(), Arc::new(policy));
     }
@@ -427,6 +430,18 @@ cluster-scoped = true
                 &["tenant name `../b`"],
             ),
             ("[tenants.a\n", &["line 1"]),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nallowed-outbound-hosts = [\"http://127.0.0.1:80\", \"https://*.slack.com\"]\n",
+                &[
+                    "line 3",
+                    "tenants.a.allowed-outbound-hosts",
+                    "invalid origin `https://*.slack.com`: host wildcards are not supported",
+                ],
+            ),
+            (
+                "[tenants.a]\nnamespaces = [\"a\"]\nallowed-outbound-hosts = [\"http://u@h\"]\n",
+                &["tenants.a.allowed-outbound-hosts", "user info"],
+            ),
         ] {
             let err = parse(text).unwrap_err();
             for n in needles {

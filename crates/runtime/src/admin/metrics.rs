@@ -67,6 +67,8 @@ struct PluginSample {
     failed: u64,
     dropped: u64,
     retried: u64,
+    /// Outbound HTTP: requests, failures, denied, bytes sent, bytes received.
+    http: [u64; 5],
     backlog: u64,
     state: PluginState,
     latency: Histogram,
@@ -153,6 +155,17 @@ impl Snapshot {
                     failed: s.failed(),
                     dropped: s.dropped(),
                     retried: s.retried(),
+                    http: {
+                        let o = s.outbound();
+                        [
+                            &o.requests,
+                            &o.failures,
+                            &o.denied,
+                            &o.bytes_sent,
+                            &o.bytes_received,
+                        ]
+                        .map(|c| c.load(Ordering::Relaxed))
+                    },
                     backlog: r.backlog as u64,
                     state: s.state(),
                     latency: s.latency().clone(),
@@ -247,6 +260,42 @@ impl Collector for Snapshot {
                 .iter()
                 .map(|p| (plugin_labels(p), p.latency.clone())),
         )?;
+        for (at, name, help) in [
+            (
+                0,
+                "informant_plugin_http_requests",
+                "Outbound HTTP requests the plugin sent (allowed by its allow-list).",
+            ),
+            (
+                1,
+                "informant_plugin_http_failures",
+                "Sent requests that got no response, or whose response body failed or ran over its bound.",
+            ),
+            (
+                2,
+                "informant_plugin_http_denied",
+                "Outbound HTTP requests refused by the allow-list, before any connection.",
+            ),
+            (
+                3,
+                "informant_plugin_http_sent_bytes",
+                "Request body bytes the plugin sent.",
+            ),
+            (
+                4,
+                "informant_plugin_http_received_bytes",
+                "Response body bytes the plugin read.",
+            ),
+        ] {
+            family(
+                &mut enc,
+                name,
+                help,
+                self.plugins
+                    .iter()
+                    .map(|p| (plugin_labels(p), counter(p.http[at]))),
+            )?;
+        }
         family(
             &mut enc,
             "informant_plugin_backlog",

@@ -91,6 +91,27 @@ pub fn admit(
             });
         }
     }
+    if let Some(ceiling) = &policy.allowed_outbound_hosts {
+        for (at, origin) in manifest.allowed_outbound_hosts.iter().enumerate() {
+            if !ceiling.iter().any(|c| c.covers(origin)) {
+                refusals.push(Refusal {
+                    field: format!("allowed-outbound-hosts[{at}]"),
+                    reason: format!(
+                        "`{origin}` is outside {who}'s `allowed-outbound-hosts` ceiling ({})",
+                        if ceiling.is_empty() {
+                            "empty: no outbound HTTP".to_string()
+                        } else {
+                            ceiling
+                                .iter()
+                                .map(|c| format!("`{c}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        }
+                    ),
+                });
+            }
+        }
+    }
     for (index, (w, f)) in manifest.watch.iter().zip(facts).enumerate() {
         // Each listed namespace is checked on its own, so the refusal names the one outside.
         for (at, ns) in w.scopes().into_iter().enumerate() {
@@ -322,6 +343,47 @@ mod tests {
             "{}",
             refusal.reason
         );
+    }
+
+    #[test]
+    fn outbound_origins_must_sit_under_the_tenants_ceiling() {
+        let m = Manifest::parse(
+            "allowed-outbound-hosts = [\"http://127.0.0.1:8080\", \"https://hooks.slack.com\", \"http://127.0.0.1:*\"]\n\
+             [[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n",
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        let ceiling = |list: &[&str]| TenantPolicy {
+            allowed_outbound_hosts: Some(
+                list.iter()
+                    .map(|o| crate::manifest::Origin::try_from(o.to_string()).unwrap())
+                    .collect(),
+            ),
+            ..policy()
+        };
+        let facts = [facts("ConfigMap", Some(true))];
+        let host = HostConfig::default();
+        let refusals =
+            admit(&m, "a", &ceiling(&["http://127.0.0.1:8080"]), &host, &facts).unwrap_err();
+        let fields: Vec<&str> = refusals.iter().map(|r| r.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["allowed-outbound-hosts[1]", "allowed-outbound-hosts[2]"]
+        );
+        assert!(
+            refusals[1].reason.contains(
+                "`http://127.0.0.1:*` is outside tenant `a`'s `allowed-outbound-hosts` ceiling (`http://127.0.0.1:8080`)"
+            ),
+            "{}",
+            refusals[1].reason
+        );
+        let none = admit(&m, "a", &ceiling(&[]), &host, &facts).unwrap_err();
+        assert_eq!(none.len(), 3);
+        assert!(none[0].reason.contains("empty: no outbound HTTP"));
+        let wide = ceiling(&["http://127.0.0.1:*", "https://hooks.slack.com"]);
+        assert!(admit(&m, "a", &wide, &host, &facts).is_ok());
+        // The operator's plugins have no ceiling: the manifest alone decides.
+        assert!(admit(&m, "", &TenantPolicy::operator(), &host, &facts).is_ok());
     }
 
     #[test]

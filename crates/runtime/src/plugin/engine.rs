@@ -16,7 +16,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use super::PluginError;
 use super::cache::{CacheDir, CompileCache};
-use super::host::{Plugin, PluginPre, State, WIT_PACKAGE};
+use super::host::{PluginPre, State, WIT_PACKAGE};
 
 /// How often the epoch advances: a computing guest yields to the executor this often, so its
 /// deadline (a timer) can cut it off.
@@ -91,8 +91,16 @@ impl PluginEngine {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)
             .map_err(|e| PluginError::Engine(e.to_string()))?;
-        Plugin::add_to_linker::<_, HasSelf<_>>(&mut linker, |s| s)
-            .map_err(|e| PluginError::Engine(e.to_string()))?;
+        // The world's own interfaces one by one: its `add_to_linker` would want `State` to
+        // implement wasi:http's traits, which wasmtime-wasi-http implements on its view.
+        let informant_interfaces = |linker: &mut Linker<State>| -> wasmtime::Result<()> {
+            use super::host::bindings::informant::plugin::{cache, log, types};
+            types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+            cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+            log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+            wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
+        };
+        informant_interfaces(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
 
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);

@@ -15,6 +15,9 @@ use tokio::sync::broadcast;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::outbound::{Hooks, Outbound};
 
 use crate::informer::{CachedObject, Event, EventType, FieldIndex, IndexId, Store, Visibility};
 use crate::manifest::BUILTIN_INDEXES;
@@ -42,7 +45,13 @@ pub mod bindings {
             default: async,
         },
         exports: { default: async },
-        with: { "informant:plugin/types.object": super::ObjectRef },
+        with: {
+            "informant:plugin/types.object": super::ObjectRef,
+            // wasi:http is wasmtime-wasi-http's, linked by `super::super::outbound`.
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        },
     });
 }
 
@@ -331,6 +340,8 @@ pub struct State {
     kept: usize,
     text: TextLimits,
     log_rate: Arc<LogRate>,
+    http: WasiHttpCtx,
+    hooks: Hooks,
 }
 
 impl State {
@@ -343,6 +354,7 @@ impl State {
         logs: broadcast::Sender<PluginLog>,
         (text, log_rate): (TextLimits, Arc<LogRate>),
     ) -> Self {
+        let (plugin_name, tenant_name) = (plugin.clone(), tenant.clone());
         State {
             // No preopened dirs, env, args or sockets; stdio discarded: `log` is the only voice.
             wasi: WasiCtx::builder().build(),
@@ -360,9 +372,21 @@ impl State {
             logs,
             lent: Vec::new(),
             kept: 0,
+            http: WasiHttpCtx::new(),
+            hooks: Hooks {
+                outbound: Arc::new(Outbound::default()),
+                plugin: plugin_name,
+                tenant: tenant_name,
+            },
             text,
             log_rate,
         }
+    }
+
+    /// The plugin's outbound HTTP policy (none until given).
+    pub fn with_outbound(mut self, outbound: Arc<Outbound>) -> Self {
+        self.hooks.outbound = outbound;
+        self
     }
 
     /// Lends `object`, watched as `kind`, to the plugin for the call about to be made.
@@ -459,6 +483,16 @@ impl WasiView for State {
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
+        }
+    }
+}
+
+impl WasiHttpView for State {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.hooks,
         }
     }
 }

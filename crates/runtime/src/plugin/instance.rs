@@ -20,6 +20,7 @@ use super::host::{
     CacheView, Failure, LogRate, MAX_KEPT_HANDLES, Plugin, PluginLog, State, TextLimits,
     WitResource, escape_controls, truncated, wit_event,
 };
+use super::outbound::Outbound;
 use crate::informer::Event;
 
 /// Everything needed to create instances of one plugin version.
@@ -46,6 +47,8 @@ pub struct InstanceSpec {
     pub log_rate: Arc<LogRate>,
     /// How `retry` answers are redelivered.
     pub retry: RetryPolicy,
+    /// Where the plugin may send HTTP requests, and what it sent (shared by its instances).
+    pub outbound: Arc<Outbound>,
 }
 
 /// How `retry` answers are redelivered (the manifest's `[retry]`).
@@ -156,7 +159,8 @@ impl Instance {
             spec.cache.clone(),
             spec.logs.clone(),
             (spec.text, spec.log_rate.clone()),
-        );
+        )
+        .with_outbound(spec.outbound.clone());
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
         // Yield to the executor at every tick: the deadline is the caller's timeout.

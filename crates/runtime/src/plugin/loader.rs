@@ -29,6 +29,7 @@ use super::engine::{PluginEngine, hex};
 use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
 use super::instance::{InstanceSpec, RetryPolicy};
 use super::manifest::{Manifest, ManifestError};
+use super::outbound::Outbound;
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use super::waiting::{Waiting, WaitingFor};
 use crate::informer::{
@@ -777,6 +778,10 @@ impl PluginHost {
                 text: config.text,
                 log_rate: LogRate::new(config.text.log_lines_per_second),
                 retry: RetryPolicy::from_manifest(&manifest.retry),
+                outbound: Arc::new(Outbound::new(
+                    manifest.allowed_outbound_hosts.clone(),
+                    u64::from(memory_mib) << 20,
+                )),
             };
             let policy = config.restart.clone();
             let plugin = id.to_string();

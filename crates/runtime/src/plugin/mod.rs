@@ -23,6 +23,7 @@ pub mod engine;
 pub mod host;
 pub mod instance;
 pub mod loader;
+pub mod outbound;
 pub use informant_manifest as manifest;
 pub mod reload;
 pub mod retry;

@@ -159,6 +159,11 @@ impl Supervisor {
         self.dropped.load(Ordering::Relaxed)
     }
 
+    /// The version's outbound HTTP counters (requests, failures, denied, bytes).
+    pub fn outbound(&self) -> &super::outbound::OutboundStats {
+        &self.spec.outbound.stats
+    }
+
     /// Redeliveries scheduled because the plugin answered `retry`.
     pub fn retried(&self) -> u64 {
         self.retried.load(Ordering::Relaxed)

@@ -202,6 +202,8 @@ pub async fn replay(
         text: host.text,
         log_rate: LogRate::new(host.text.log_lines_per_second),
         retry: RetryPolicy::from_manifest(&manifest.retry),
+        // A replay re-runs recorded events: it sends no HTTP (requests fail as denied).
+        outbound: Default::default(),
     };
     let policy = host.restart.clone();
     let plugin = name.clone();

@@ -50,6 +50,9 @@ pub struct TenantPolicy {
     pub max_informers: usize,
     /// Field indexes its plugins may declare together (each costs work on every change).
     pub max_field_indexes: usize,
+    /// Origins its plugins may name in `allowed-outbound-hosts`; `None`: no ceiling (the
+    /// operator's plugins: the manifest alone decides).
+    pub allowed_outbound_hosts: Option<Vec<crate::manifest::Origin>>,
 }
 
 /// Equal when they admit and limit alike; budgets compare by rate, not by their buckets.
@@ -61,6 +64,7 @@ impl PartialEq for TenantPolicy {
             && self.max_deadline_ms == other.max_deadline_ms
             && self.max_informers == other.max_informers
             && self.max_field_indexes == other.max_field_indexes
+            && self.allowed_outbound_hosts == other.allowed_outbound_hosts
             && self.budget.as_ref().map(|b| b.rate()) == other.budget.as_ref().map(|b| b.rate())
     }
 }
@@ -76,6 +80,7 @@ impl TenantPolicy {
             budget: None,
             max_informers: usize::MAX,
             max_field_indexes: usize::MAX,
+            allowed_outbound_hosts: None,
         }
     }
 }

@@ -12,6 +12,9 @@
 //! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
 //! - `retry`: echoes every delivery, and answers `retry` to the first N deliveries of an object
 //!   labelled `retries=N` (the reason says which attempt of how many);
+//! - `post`: POSTs the echo line as JSON to `config.url` and logs
+//!   `{"tag", "key", "status"}` or `{"tag", "key", "error"}` (the error is not returned: the
+//!   event succeeds either way, so the log is the record);
 //! - `noop`: does nothing (the benchmark's trivial plugin);
 //! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin);
 //! - `snoop`: echoes, and on any event of an object named `probe` runs every query in
@@ -30,6 +33,7 @@ pub struct Hostile {
     kept: Option<Event>,
     hoard: Vec<Event>,
     deliveries: std::collections::HashMap<String, u64>,
+    url: Option<String>,
 }
 
 impl Hostile {
@@ -100,6 +104,22 @@ impl Hostile {
                 if *n <= wanted {
                     return Err(informant_sdk::retry(format!("attempt {n} of {wanted}")));
                 }
+                Ok(())
+            }
+            "post" => {
+                let meta = ev.meta();
+                let line =
+                    json!({"tag": self.tag, "type": ev.event_type().as_str(), "key": meta.key()});
+                let url = self.url.as_deref().ok_or("config `url` is required")?;
+                let outcome = match informant_sdk::http::post_json(
+                    url,
+                    &line,
+                    std::time::Duration::from_secs(30),
+                ) {
+                    Ok(r) => json!({"tag": self.tag, "key": meta.key(), "status": r.status}),
+                    Err(e) => json!({"tag": self.tag, "key": meta.key(), "error": e}),
+                };
+                log::info(&outcome.to_string());
                 Ok(())
             }
             "noop" => Ok(()),
@@ -173,6 +193,7 @@ impl Plugin for Hostile {
             kept: None,
             hoard: Vec::new(),
             deliveries: Default::default(),
+            url: text("url"),
             probes: config
                 .get("probes")
                 .and_then(Value::as_array)
