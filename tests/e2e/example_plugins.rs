@@ -1,13 +1,15 @@
 //! The example plugins (`plugins/`), compiled to components and run by the host against the
-//! embedded API server: kubediff (through kube-rs, kubectl and a CRD), orphans (by-index on owner
+//! embedded API server: kubediff (through kube-rs, kubectl and a CRD; posting to a webhook and
+//! Slack on 127.0.0.1), orphans (by-index on owner
 //! uid), label-policy (list-by-selector summaries that match the store).
 
 use std::path::Path;
 use std::process::Command;
 
 use informant_runtime::plugin::HostConfig;
-use informant_tests::create_namespaces;
 use informant_tests::plugins::PluginEnv;
+use informant_tests::receiver::{Answer, Receiver};
+use informant_tests::{create_namespaces, guarded};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
@@ -150,6 +152,93 @@ async fn kubediff_logs_diffs_for_kube_rs_kubectl_and_crds() {
             .any(|l| l["kind"] == "Widget" && has_change(l, "/spec/size", json!(1), json!(2)))
     })
     .await;
+}
+
+/// kubediff's sinks: a webhook that fails twice gets each record on the third try (the plugin
+/// answers `retry`), and Slack gets its payload; for a CRD created after the host started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubediff_posts_each_record_to_its_sinks_retrying_a_failing_one() {
+    let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["demo"]);
+    let mut webhook = Receiver::start(Answer::FailFirst(2)).await;
+    let mut slack = Receiver::start(Answer::FailFirst(0)).await;
+    env.server
+        .create(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "gadgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+        .unwrap();
+    env.install(
+        None,
+        "kubediff",
+        "kubediff",
+        &format!(
+            "allowed-outbound-hosts = [\"{}\", \"{}\"]\n[limits]\ndeadline-ms = 5000\n[retry]\ninitial-backoff-ms = 10\n[[watch]]\napi-version = \"example.com/v1\"\nkind = \"Gadget\"\n[config]\nwebhook-url = \"{}/hook\"\nslack-webhook-url = \"{}/slack\"\n",
+            webhook.origin(),
+            slack.origin(),
+            webhook.origin(),
+            slack.origin()
+        ),
+    );
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let gadget = |size: i64| json!({"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g1", "namespace": "demo"}, "spec": {"size": size}});
+    env.server.create(gadget(1)).unwrap();
+    // The webhook fails the first two POSTs (500): the same record comes again each time.
+    let mut posts = Vec::new();
+    for _ in 0..3 {
+        let (head, body) = guarded("a webhook POST", webhook.requests.recv())
+            .await
+            .unwrap();
+        assert!(head.starts_with("POST /hook "), "{head}");
+        posts.push(body);
+    }
+    assert!(posts.iter().all(|p| p == &posts[0]), "{posts:?}");
+    assert_eq!(
+        posts[0],
+        json!({"event": "added", "apiVersion": "example.com/v1", "kind": "Gadget",
+            "namespace": "demo", "name": "g1"})
+    );
+    // Slack is posted after the webhook took it: once, on the third delivery.
+    let (head, body) = guarded("the Slack POST", slack.requests.recv())
+        .await
+        .unwrap();
+    assert!(head.starts_with("POST /slack "), "{head}");
+    assert_eq!(
+        body,
+        json!({"text": "*added* example.com/v1 Gadget `demo/g1`"})
+    );
+
+    // An update: one POST each (the webhook answers 200 from now on), the diff in both.
+    env.server.update(gadget(2)).unwrap();
+    let (_, body) = guarded("the update's POST", webhook.requests.recv())
+        .await
+        .unwrap();
+    assert_eq!(body["event"], "updated");
+    assert!(
+        has_change(&body, "/spec/size", json!(1), json!(2)),
+        "{body}"
+    );
+    let (_, body) = guarded("the update's Slack POST", slack.requests.recv())
+        .await
+        .unwrap();
+    let text = body["text"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("*updated* example.com/v1 Gadget `demo/g1`\n```")
+            && text.contains("/spec/size"),
+        "{text}"
+    );
+    let sup = env
+        .host
+        .supervisor(&informant_runtime::plugin::PluginId {
+            tenant: String::new(),
+            name: "kubediff".into(),
+        })
+        .unwrap();
+    assert_eq!((sup.retried(), sup.failed()), (2, 0));
+    assert_eq!(webhook.connections(), 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,7 +5,6 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 
 use informant_runtime::admin::{AdminServer, AdminState};
 use informant_runtime::config;
@@ -13,116 +12,10 @@ use informant_runtime::plugin::{HostConfig, PluginId};
 use informant_tests::host_log::HostLog;
 use informant_tests::http::get;
 use informant_tests::plugins::PluginEnv;
+use informant_tests::receiver::{Answer, Receiver};
 use informant_tests::{create_namespaces, guarded};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
-
-/// How a receiver answers.
-#[derive(Clone, Copy)]
-enum Answer {
-    /// `200 OK`, or `302` to `location` for a path starting with `/redirect`.
-    Ok { location: u16 },
-    /// Reads the request and never answers; reports when the client hangs up.
-    Never,
-}
-
-/// A one-request-per-connection HTTP/1.1 receiver.
-struct Receiver {
-    port: u16,
-    connections: watch::Receiver<usize>,
-    requests: mpsc::UnboundedReceiver<(String, Value)>,
-    hung_up: watch::Receiver<usize>,
-}
-
-impl Receiver {
-    async fn start(answer: Answer) -> Receiver {
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let port = listener.local_addr().unwrap().port();
-        let (conn_tx, connections) = watch::channel(0usize);
-        let (hung_tx, hung_up) = watch::channel(0usize);
-        let (req_tx, requests) = mpsc::unbounded_channel();
-        let hung_tx = Arc::new(hung_tx);
-        tokio::spawn(async move {
-            while let Ok((socket, _)) = listener.accept().await {
-                conn_tx.send_modify(|c| *c += 1);
-                let (req_tx, hung_tx) = (req_tx.clone(), hung_tx.clone());
-                tokio::spawn(serve(socket, answer, req_tx, hung_tx));
-            }
-        });
-        Receiver {
-            port,
-            connections,
-            requests,
-            hung_up,
-        }
-    }
-
-    fn origin(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    fn connections(&self) -> usize {
-        *self.connections.borrow()
-    }
-}
-
-async fn serve(
-    mut socket: TcpStream,
-    answer: Answer,
-    requests: mpsc::UnboundedSender<(String, Value)>,
-    hung_up: Arc<watch::Sender<usize>>,
-) {
-    let mut buf = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let (head, body_at) = loop {
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-        if let Some(at) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            break (String::from_utf8_lossy(&buf[..at]).to_string(), at + 4);
-        }
-    };
-    let length: usize = head
-        .lines()
-        .find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("content-length")
-                .then(|| v.trim().parse().ok())?
-        })
-        .unwrap_or(0);
-    while buf.len() < body_at + length {
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return;
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-    let body = serde_json::from_slice(&buf[body_at..body_at + length]).unwrap_or(Value::Null);
-    let request_line = head.lines().next().unwrap_or_default().to_string();
-    let _ = requests.send((head.clone(), body));
-    match answer {
-        Answer::Ok { location } => {
-            let response = if request_line.contains(" /redirect") {
-                format!(
-                    "HTTP/1.1 302 Found\r\nlocation: http://127.0.0.1:{location}/\r\ncontent-length: 0\r\nconnection: close\r\n\r\n"
-                )
-            } else {
-                "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok".to_string()
-            };
-            let _ = socket.write_all(response.as_bytes()).await;
-        }
-        Answer::Never => {
-            // Wait for the client to give up: a read of 0 bytes (or an error) is its hang-up.
-            let _ = socket.read(&mut chunk).await;
-            hung_up.send_modify(|c| *c += 1);
-        }
-    }
-}
 
 fn poster(allowed: &[String], namespace: &str, url: &str, deadline_ms: u32) -> String {
     let allowed: Vec<String> = allowed.iter().map(|o| format!("{o:?}")).collect();

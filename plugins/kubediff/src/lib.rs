@@ -15,8 +15,21 @@
 //!
 //! Config: `ignore-status = true` also ignores everything under `/status`, and then an update with
 //! no remaining change logs nothing. Without it every update logs a line, possibly with no changes.
+//!
+//! Sinks (each optional; its origin must be in the manifest's `allowed-outbound-hosts`):
+//! - `webhook-url`: each record is POSTed there as the same JSON;
+//! - `slack-webhook-url`: a Slack incoming-webhook payload, a `text` summary with the changes in
+//!   a code block.
+//!
+//! A sink that fails (no answer, or a status other than 2xx) makes the event a retry: the host
+//! redelivers the object's latest state after a backoff (the manifest's `[retry]`), and past its
+//! attempts counts the event failed. A retried event is posted to every sink again, so a sink
+//! that had taken it sees it twice: delivery is at least once. `sink-timeout-ms` (default 2000)
+//! bounds each request; keep the manifest's `deadline-ms` above the sum.
 
-use informant_sdk::{Event, Plugin, log};
+use std::time::Duration;
+
+use informant_sdk::{Event, Plugin, http, log, retry};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -30,6 +43,12 @@ pub struct Config {
     /// Ignore `/status` and skip updates left without changes.
     #[serde(default)]
     pub ignore_status: bool,
+    /// POST each record here as JSON.
+    pub webhook_url: Option<String>,
+    /// POST each record here as a Slack incoming-webhook message.
+    pub slack_webhook_url: Option<String>,
+    /// Bound of each request, in milliseconds.
+    pub sink_timeout_ms: Option<u64>,
 }
 
 /// The plugin instance: only its config, since every line is computed from the event alone.
@@ -73,8 +92,22 @@ impl KubeDiff {
             changes,
         };
         let json =
-            serde_json::to_string(&line).map_err(|e| format!("cannot encode the log line: {e}"))?;
+            serde_json::to_string(&line).map_err(|e| format!("cannot encode the record: {e}"))?;
         log::info(&json);
+        self.post(&line, &json)
+    }
+
+    /// Sends the record to each configured sink; a failure asks for a retry.
+    fn post(&self, line: &Line<'_>, json: &str) -> Result<(), String> {
+        let timeout = Duration::from_millis(self.config.sink_timeout_ms.unwrap_or(2000));
+        if let Some(url) = &self.config.webhook_url {
+            // The logged text itself, fields in the documented order.
+            sent(http::send("POST", url, JSON, json.as_bytes(), timeout))?;
+        }
+        if let Some(url) = &self.config.slack_webhook_url {
+            let record = serde_json::to_value(line).map_err(|e| e.to_string())?;
+            sent(http::post_json(url, &slack_message(&record), timeout))?;
+        }
         Ok(())
     }
 
@@ -128,6 +161,38 @@ impl Plugin for KubeDiff {
 }
 
 informant_sdk::export_plugin!(KubeDiff);
+
+const JSON: &[(&str, &str)] = &[("content-type", "application/json")];
+
+/// A sink's answer as the handler's result: anything but a 2xx asks for a retry.
+fn sent(answer: Result<http::Response, String>) -> Result<(), String> {
+    match answer {
+        Ok(r) if (200..300).contains(&r.status) => Ok(()),
+        Ok(r) => Err(retry(format!("sink answered {}", r.status))),
+        Err(e) => Err(retry(format!("sink unreachable: {e}"))),
+    }
+}
+
+/// A Slack incoming-webhook payload for a record: a one-line summary, and the changes (if any)
+/// as JSON in a code block.
+pub fn slack_message(record: &Value) -> Value {
+    let text = |k: &str| record[k].as_str().unwrap_or_default();
+    let object = match record["namespace"].as_str() {
+        Some(ns) => format!("{ns}/{}", text("name")),
+        None => text("name").to_string(),
+    };
+    let mut message = format!(
+        "*{}* {} {} `{object}`",
+        text("event"),
+        text("apiVersion"),
+        text("kind")
+    );
+    if let Some(changes) = record.get("changes") {
+        let pretty = serde_json::to_string_pretty(changes).unwrap_or_default();
+        message.push_str(&format!("\n```{pretty}```"));
+    }
+    serde_json::json!({ "text": message })
+}
 
 /// Appends to `out` the changes from `old` to `new` below `path`, skipping ignored paths.
 pub fn diff(
@@ -374,5 +439,44 @@ mod tests {
             .err()
             .unwrap();
         assert!(err.starts_with("kubediff config:"), "{err}");
+    }
+
+    #[test]
+    fn slack_messages_summarise_and_quote_the_changes() {
+        let record = json!({"event": "updated", "apiVersion": "apps/v1", "kind": "Deployment",
+            "namespace": "default", "name": "web",
+            "changes": [{"path": "/spec/replicas", "old": 1, "new": 3}]});
+        let text = slack_message(&record)["text"].as_str().unwrap().to_string();
+        assert!(
+            text.starts_with("*updated* apps/v1 Deployment `default/web`\n```[\n"),
+            "{text}"
+        );
+        assert!(text.contains(r#""path": "/spec/replicas""#) && text.ends_with("]```"));
+        let cluster = json!({"event": "added", "apiVersion": "v1", "kind": "Namespace",
+            "namespace": null, "name": "team-a"});
+        assert_eq!(
+            slack_message(&cluster),
+            json!({"text": "*added* v1 Namespace `team-a`"})
+        );
+    }
+
+    #[test]
+    fn a_sink_that_cannot_be_reached_asks_for_a_retry() {
+        // Natively there is no host to send through: the SDK's http fails, as a down sink would.
+        let mut h =
+            Harness::<KubeDiff>::new(r#"{"webhook-url": "http://127.0.0.1:9/hook"}"#).unwrap();
+        let err = h
+            .send(EventBuilder::added(&deployment(1, "1", 0)))
+            .unwrap_err();
+        assert!(
+            err.starts_with("sink unreachable: POST http://127.0.0.1:9/hook"),
+            "{err}"
+        );
+        assert_eq!(h.retry().map(|r| r.reason.as_str()), Some(err.as_str()));
+        assert_eq!(
+            infos(&mut h).len(),
+            1,
+            "the record is logged before it is posted"
+        );
     }
 }
