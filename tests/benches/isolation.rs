@@ -109,6 +109,7 @@ async fn case(
             kind: "ConfigMap".into(),
         },
         store.clone(),
+        None,
     );
     let probe = Arc::new(
         CachedObject::from_json(

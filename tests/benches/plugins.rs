@@ -140,7 +140,7 @@ async fn throughput(
         .await
         .expect("start");
         let timed = Timed {
-            inner: sup.handler(resource.clone(), informer.store().clone()),
+            inner: sup.handler(resource.clone(), informer.store().clone(), None),
             sent: sent.clone(),
             latencies: latencies.clone(),
             done: done.clone(),
@@ -236,7 +236,7 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
         .await
         .expect("start");
         let timed = Timed {
-            inner: sup.handler(resource.clone(), informer.store().clone()),
+            inner: sup.handler(resource.clone(), informer.store().clone(), None),
             sent: Arc::default(),
             latencies: Arc::default(),
             done: done.clone(),

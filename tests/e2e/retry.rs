@@ -102,3 +102,43 @@ async fn a_retried_object_comes_back_until_done_or_out_of_attempts() {
     assert_ne!(s[0].1, s[1].1, "the update carries the new version");
     assert_eq!((slow.retried(), slow.failed()), (1, 0));
 }
+
+/// A retry is an event of the tenant's like any other: redeliveries draw from its
+/// `events-per-second` budget, so a plugin answering `retry` cannot outrun it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retries_draw_from_the_tenants_event_budget() {
+    let config = informant_runtime::config::parse(
+        "[tenants.team-a]\nnamespaces = [\"team-a\"]\nevents-per-second = 2\n",
+        std::path::Path::new("informant.toml"),
+    )
+    .expect("valid config");
+    let env = PluginEnv::start(config).await;
+    create_namespaces(&env.server, &["team-a"]);
+    env.install(
+        Some("team-a"),
+        "r",
+        "hostile",
+        &retrying("team-a", 10).replace("max-attempts = 3", "max-attempts = 4"),
+    );
+    env.reconcile().await;
+    env.server.create(with_retries("team-a", "x", 4)).unwrap();
+    env.logs
+        .wait_until("the first delivery", || {
+            deliveries(&env, "r", "team-a/x").len() == 1
+        })
+        .await;
+    let first = std::time::Instant::now();
+    env.logs
+        .wait_until("the fifth delivery", || {
+            deliveries(&env, "r", "team-a/x").len() == 5
+        })
+        .await;
+    // Unbudgeted, the four redeliveries would come within 10 + 20 + 40 + 80 ms. At 2 a second,
+    // with the bucket's second token spent on the first redelivery, the other three wait for
+    // refills a half second apart.
+    let took = first.elapsed();
+    assert!(
+        took >= std::time::Duration::from_millis(1000),
+        "four redeliveries in {took:?} at 2 events/s"
+    );
+}

@@ -542,10 +542,13 @@ impl PluginHost {
                                 filter: filter.clone(),
                                 changes,
                             };
-                            let (name, handler) = (
-                                id.to_string(),
-                                supervisor.handler(resource, informer.store().clone()),
+                            // A retry is an event too: it draws from the tenant's budget.
+                            let handler = supervisor.handler(
+                                resource,
+                                informer.store().clone(),
+                                policy.budget.clone(),
                             );
+                            let name = id.to_string();
                             let h = match &policy.budget {
                                 Some(b) => informer.add_handler(
                                     &name,

@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use super::host::WitResource;
 use super::instance::{CallError, Handled, Instance, InstanceSpec};
 use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
+use crate::tenancy::Budget;
 
 /// Restart and quarantine policy.
 #[derive(Debug, Clone)]
@@ -175,13 +176,20 @@ impl Supervisor {
     }
 
     /// A handler feeding this supervisor events of one resource, held in `store` (where a
-    /// retry finds the object's latest state).
-    pub fn handler(self: &Arc<Self>, resource: WitResource, store: Arc<Store>) -> PluginHandler {
+    /// retry finds the object's latest state); its retries draw from `budget` (the tenant's
+    /// event rate) like the events they repeat.
+    pub fn handler(
+        self: &Arc<Self>,
+        resource: WitResource,
+        store: Arc<Store>,
+        budget: Option<Arc<Budget>>,
+    ) -> PluginHandler {
         PluginHandler {
             supervisor: self.clone(),
             resource: Arc::new(resource),
             retries: Arc::new(Retries {
                 store,
+                budget,
                 pending: Mutex::default(),
                 next_token: AtomicU64::new(0),
             }),
@@ -321,6 +329,8 @@ impl Handler for PluginHandler {
 /// One handler's objects waiting to be redelivered, by key.
 struct Retries {
     store: Arc<Store>,
+    /// The tenant's event budget, if it has one.
+    budget: Option<Arc<Budget>>,
     pending: Mutex<std::collections::HashMap<ObjectKey, Pending>>,
     next_token: AtomicU64,
 }
@@ -429,6 +439,9 @@ fn schedule_retry(
             _ = tokio::time::sleep(wait) => {}
             _ = closed.wait_for(|c| *c) => return,
         }
+        if let Some(budget) = &retries.budget {
+            budget.acquire().await;
+        }
         if !retries.is_due(&key, token) {
             return;
         }
@@ -465,6 +478,7 @@ mod tests {
         let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
         Retries {
             store: Arc::new(Store::new(ar, StoreOptions::default())),
+            budget: None,
             pending: Mutex::default(),
             next_token: AtomicU64::new(0),
         }

@@ -234,7 +234,7 @@ pub async fn replay(
             s.informer.add_handler(
                 &name,
                 Counted {
-                    inner: supervisor.handler(s.resource.clone(), s.informer.store().clone()),
+                    inner: supervisor.handler(s.resource.clone(), s.informer.store().clone(), None),
                     handled: player.handled.clone(),
                 },
                 HandlerOptions::default(),
