@@ -104,22 +104,25 @@ async fn a_retried_object_comes_back_until_done_or_out_of_attempts() {
 }
 
 /// A retry is an event of the tenant's like any other: redeliveries draw from its
-/// `events-per-second` budget, so a plugin answering `retry` cannot outrun it.
+/// `events-per-second` budget, so a plugin answering `retry` cannot outrun it; another
+/// tenant's plugin gets every event meanwhile.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retries_draw_from_the_tenants_event_budget() {
     let config = informant_runtime::config::parse(
-        "[tenants.team-a]\nnamespaces = [\"team-a\"]\nevents-per-second = 2\n",
+        "[tenants.team-a]\nnamespaces = [\"team-a\"]\nevents-per-second = 2\n[tenants.team-b]\nnamespaces = [\"team-b\"]\n",
         std::path::Path::new("informant.toml"),
     )
     .expect("valid config");
     let env = PluginEnv::start(config).await;
-    create_namespaces(&env.server, &["team-a"]);
+    create_namespaces(&env.server, &["team-a", "team-b"]);
     env.install(
         Some("team-a"),
         "r",
         "hostile",
         &retrying("team-a", 10).replace("max-attempts = 3", "max-attempts = 4"),
     );
+    // team-b's plugin answers `retry` to nothing: it only echoes.
+    env.install(Some("team-b"), "b", "hostile", &retrying("team-b", 10));
     env.reconcile().await;
     env.server.create(with_retries("team-a", "x", 4)).unwrap();
     env.logs
@@ -128,6 +131,21 @@ async fn retries_draw_from_the_tenants_event_budget() {
         })
         .await;
     let first = std::time::Instant::now();
+    // While team-a's redeliveries wait for its budget, team-b's events all arrive.
+    for i in 0..20 {
+        env.server
+            .create(configmap("team-b", &format!("b{i}"), "v"))
+            .unwrap();
+    }
+    env.logs
+        .wait_until("team-b's 20 events", || {
+            env.logs.keys_of("b", "team-b").len() == 20
+        })
+        .await;
+    assert!(
+        deliveries(&env, "r", "team-a/x").len() < 5,
+        "team-b's events did not wait for team-a's throttled retries"
+    );
     env.logs
         .wait_until("the fifth delivery", || {
             deliveries(&env, "r", "team-a/x").len() == 5

@@ -350,8 +350,9 @@ impl Manifest {
             }
         }
         let mut strings = Vec::new();
-        let config = toml::Value::Table(manifest.config.clone());
-        config_ref::strings("config".into(), &config, &mut strings);
+        for (k, v) in &manifest.config {
+            config_ref::strings(format!("config.{k}"), v, &mut strings);
+        }
         for (field, s) in strings {
             config_ref::parse(s).map_err(|why| invalid(format!("field `{field}`: {why}")))?;
         }
@@ -393,20 +394,6 @@ impl Manifest {
     pub fn config_json(&self) -> String {
         let table = toml::Value::Table(self.config.clone());
         json_of(&table).to_string()
-    }
-
-    /// The `${env:..}` / `${file:..}` references in `config`, with their fields.
-    pub fn config_refs(&self) -> Vec<(String, ConfigRef)> {
-        let mut strings = Vec::new();
-        let table = toml::Value::Table(self.config.clone());
-        config_ref::strings("config".into(), &table, &mut strings);
-        strings
-            .into_iter()
-            .filter_map(|(field, s)| match config_ref::parse(s) {
-                Ok(ConfigText::Ref(r)) => Some((field, r)),
-                _ => None,
-            })
-            .collect()
     }
 
     /// `config` as JSON text for `init`, each reference replaced by what `resolve` gives for it
@@ -520,21 +507,6 @@ ignore-status = true
             "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nplain = \"$${env:X}\"\nn = 1\n[config.slack]\nurl = \"${env:SLACK}\"\nkeys = [\"${file:/run/k}\"]\n",
         )
         .unwrap();
-        let mut refs = m.config_refs();
-        refs.sort_by(|a, b| a.0.cmp(&b.0));
-        assert_eq!(
-            refs,
-            [
-                (
-                    "config.slack.keys[0]".to_string(),
-                    ConfigRef::File("/run/k".into())
-                ),
-                (
-                    "config.slack.url".to_string(),
-                    ConfigRef::Env("SLACK".into())
-                ),
-            ]
-        );
         let json = m.config_json_resolved(|r| Ok(format!("<{r}>"))).unwrap();
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(

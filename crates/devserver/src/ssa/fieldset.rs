@@ -52,6 +52,26 @@ impl FieldSet {
         FieldSet(self.0.difference(&other.0).cloned().collect())
     }
 
+    /// Drops the members of `other`; whether any went.
+    pub fn remove_all(&mut self, other: &FieldSet) -> bool {
+        let before = self.0.len();
+        if other.0.len() < before {
+            for p in &other.0 {
+                self.0.remove(p);
+            }
+        } else {
+            self.0.retain(|p| !other.0.contains(p));
+        }
+        self.0.len() != before
+    }
+
+    /// Adds the members of `other`; whether any was new.
+    pub fn add_all(&mut self, other: &FieldSet) -> bool {
+        let before = self.0.len();
+        self.0.extend(other.0.iter().cloned());
+        self.0.len() != before
+    }
+
     /// Members of both.
     pub fn intersection(&self, other: &FieldSet) -> FieldSet {
         FieldSet(self.0.intersection(&other.0).cloned().collect())

@@ -141,7 +141,8 @@ fn to_set(w: &mut Walk<'_>, v: &Value, set: &mut FieldSet) {
     }
 }
 
-/// Compares `old` with `new` (`TypedValue.Compare`).
+/// Compares `old` with `new` (`TypedValue.Compare`); `metadata.managedFields` is nobody's
+/// field and is not compared.
 pub(crate) fn compare(schema: Schema<'_>, old: &Value, new: &Value) -> Comparison {
     let mut c = Comparison::default();
     let mut w = Walk::new(schema);
@@ -150,6 +151,12 @@ pub(crate) fn compare(schema: Schema<'_>, old: &Value, new: &Value) -> Compariso
 }
 
 fn cmp(w: &mut Walk<'_>, old: Option<&Value>, new: Option<&Value>, c: &mut Comparison) {
+    // Equal subtrees add nothing: most of an updated object is unchanged.
+    if let (Some(a), Some(b)) = (old, new)
+        && a == b
+    {
+        return;
+    }
     let on = old.map(|v| w.node(v));
     let nn = new.map(|v| w.node(v));
     // Leaves, and a map turned list or back, compare as values.
@@ -183,20 +190,23 @@ fn cmp(w: &mut Walk<'_>, old: Option<&Value>, new: Option<&Value>, c: &mut Compa
             Some(Node::List(b, _)) => b,
             _ => &[],
         };
-        let keyed = |items: &[Value]| -> Vec<(Pe, Value)> {
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| (item_pe(&t, v, i), v.clone()))
-                .collect()
-        };
-        let (ka, kb) = (keyed(a), keyed(b));
+        let keyed: Vec<Vec<(Pe, &Value)>> = [a, b]
+            .iter()
+            .map(|items| {
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (item_pe(&t, v, i), v))
+                    .collect()
+            })
+            .collect();
+        let (ka, kb) = (&keyed[0], &keyed[1]);
         let mut pes: Vec<Pe> = ka.iter().chain(kb.iter()).map(|(p, _)| p.clone()).collect();
         pes.sort();
         pes.dedup();
         for pe in pes {
-            let x = ka.iter().find(|(p, _)| *p == pe).map(|(_, v)| v);
-            let y = kb.iter().find(|(p, _)| *p == pe).map(|(_, v)| v);
+            let x = ka.iter().find(|(p, _)| *p == pe).map(|(_, v)| *v);
+            let y = kb.iter().find(|(p, _)| *p == pe).map(|(_, v)| *v);
             w.path.push(pe);
             cmp(w, x, y, c);
             w.path.pop();
@@ -214,7 +224,11 @@ fn cmp(w: &mut Walk<'_>, old: Option<&Value>, new: Option<&Value>, c: &mut Compa
         let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
         keys.sort();
         keys.dedup();
+        let in_metadata = matches!(w.path.as_slice(), [Pe::Field(f)] if f == "metadata");
         for k in keys {
+            if in_metadata && k == "managedFields" {
+                continue;
+            }
             w.descend_field(k);
             cmp(w, a.get(k), b.get(k), c);
             w.ascend_field();

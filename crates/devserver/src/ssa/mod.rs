@@ -42,9 +42,39 @@ struct Entry {
     time: Option<String>,
     subresource: String,
     set: FieldSet,
+    /// `fieldsV1` as stored, while `set` is still what it decodes to: most writes change one
+    /// entry, and re-encoding the others would cost more than the write.
+    stored: Option<Value>,
 }
 
 impl Entry {
+    /// A new entry of `w`'s.
+    fn new(w: &Writer<'_>, apply: bool, time: Option<String>, set: FieldSet) -> Entry {
+        Entry {
+            manager: w.manager.to_string(),
+            apply,
+            api_version: w.api_version.to_string(),
+            time,
+            subresource: w.subresource.to_string(),
+            set,
+            stored: None,
+        }
+    }
+
+    /// Drops `fields` from the set, forgetting the stored encoding if that changed it.
+    fn release(&mut self, fields: &FieldSet) {
+        if self.set.remove_all(fields) {
+            self.stored = None;
+        }
+    }
+
+    /// Adds `fields` to the set, forgetting the stored encoding if that changed it.
+    fn take(&mut self, fields: &FieldSet) {
+        if self.set.add_all(fields) {
+            self.stored = None;
+        }
+    }
+
     /// Whether this entry is the one `w` writes with this operation (appliers are one entry
     /// whatever apiVersion they use, as `BuildManagerIdentifier` has it).
     fn is(&self, w: &Writer<'_>, apply: bool) -> bool {
@@ -66,13 +96,13 @@ impl Entry {
         s
     }
 
-    fn to_json(&self) -> Value {
+    fn into_json(self) -> Value {
         let mut v = json!({
             "manager": self.manager,
             "operation": if self.apply { "Apply" } else { "Update" },
             "apiVersion": self.api_version,
             "fieldsType": "FieldsV1",
-            "fieldsV1": self.set.to_fields_v1(),
+            "fieldsV1": self.stored.unwrap_or_else(|| self.set.to_fields_v1()),
         });
         // metav1.ManagedFieldsEntry fields are `omitempty`.
         if self.manager.is_empty() {
@@ -108,6 +138,7 @@ fn decode(obj: &Value) -> Vec<Entry> {
                 time: s("time"),
                 subresource: s("subresource").unwrap_or_default(),
                 set: FieldSet::from_fields_v1(&e["fieldsV1"])?,
+                stored: Some(e["fieldsV1"].clone()),
             })
         })
         .collect()
@@ -141,7 +172,7 @@ fn encode(obj: &mut Value, mut entries: Vec<Entry>) {
     } else {
         meta.insert(
             "managedFields".into(),
-            entries.iter().map(Entry::to_json).collect(),
+            entries.into_iter().map(Entry::into_json).collect(),
         );
     }
 }
@@ -187,7 +218,7 @@ pub(crate) fn record_update(
     w: &Writer<'_>,
 ) {
     let mut entries = decode(new);
-    let c = merge::compare(schema, &without_managed(old), &without_managed(new));
+    let c = merge::compare(schema, old, new);
     let mut changed = c.added.union(&c.modified);
     strip(&mut changed);
     scope(&mut changed, w.subresource, status_subresource);
@@ -206,25 +237,20 @@ pub(crate) fn record_update(
         changed.0.remove(&p);
     }
     for e in entries.iter_mut().filter(|e| !e.is(w, false)) {
-        e.set = e.set.difference(&changed).difference(&c.removed);
+        e.release(&changed);
+        e.release(&c.removed);
     }
     if !changed.is_empty() {
         match entries.iter_mut().find(|e| e.is(w, false)) {
             Some(e) => {
-                e.set = e.set.difference(&c.removed).union(&changed);
+                e.release(&c.removed);
+                e.take(&changed);
                 e.time = Some(now());
             }
-            None => entries.push(Entry {
-                manager: w.manager.to_string(),
-                apply: false,
-                api_version: w.api_version.to_string(),
-                time: Some(now()),
-                subresource: w.subresource.to_string(),
-                set: changed,
-            }),
+            None => entries.push(Entry::new(w, false, Some(now()), changed)),
         }
     } else if let Some(e) = entries.iter_mut().find(|e| e.is(w, false)) {
-        e.set = e.set.difference(&c.removed);
+        e.release(&c.removed);
     }
     encode(new, entries);
 }
@@ -274,7 +300,8 @@ pub(crate) fn apply(
                 .iter()
                 .map(|p| (e.printed(), Display(p).to_string())),
         );
-        e.set = e.set.difference(&taken).difference(&c.removed);
+        e.release(&taken);
+        e.release(&c.removed);
     }
     if !conflicts.is_empty() && !force {
         return Err(conflict_error(conflicts));
@@ -285,14 +312,7 @@ pub(crate) fn apply(
     } else {
         Some(now())
     };
-    let entry = Entry {
-        manager: w.manager.to_string(),
-        apply: true,
-        api_version: w.api_version.to_string(),
-        time,
-        subresource: w.subresource.to_string(),
-        set,
-    };
+    let entry = Entry::new(w, true, time, set);
     match mine {
         Some(i) => entries[i] = entry,
         None => entries.push(entry),

@@ -504,7 +504,6 @@ impl PluginHost {
                 Ok(Prepared {
                     supervisor,
                     watches,
-                    changes,
                     resync,
                     filter,
                     field_indexes,
@@ -512,8 +511,8 @@ impl PluginHost {
                     if let Err(reason) = tenant_room(&loaded, &id, &policy, &watches, field_indexes)
                     {
                         supervisor.close();
-                        for (informer, _) in &watches {
-                            self.factory.release(informer);
+                        for w in &watches {
+                            self.factory.release(&w.informer);
                         }
                         let e = PluginError::Refused {
                             plugin: id.to_string(),
@@ -535,30 +534,35 @@ impl PluginHost {
                     };
                     let handles = watches
                         .into_iter()
-                        .zip(changes)
-                        .map(|((informer, resource), changes)| {
-                            let options = HandlerOptions {
-                                resync_period: resync,
-                                filter: filter.clone(),
-                                changes,
-                            };
-                            // A retry is an event too: it draws from the tenant's budget.
-                            let handler = supervisor.handler(
-                                resource,
-                                informer.store().clone(),
-                                policy.budget.clone(),
-                            );
-                            let name = id.to_string();
-                            let h = match &policy.budget {
-                                Some(b) => informer.add_handler(
-                                    &name,
-                                    Budgeted::new(b.clone(), handler),
-                                    options,
-                                ),
-                                None => informer.add_handler(&name, handler, options),
-                            };
-                            (informer, h)
-                        })
+                        .map(
+                            |Watched {
+                                 informer,
+                                 resource,
+                                 changes,
+                             }| {
+                                let options = HandlerOptions {
+                                    resync_period: resync,
+                                    filter: filter.clone(),
+                                    changes,
+                                };
+                                // A retry is an event too: it draws from the tenant's budget.
+                                let handler = supervisor.handler(
+                                    resource,
+                                    informer.store().clone(),
+                                    policy.budget.clone(),
+                                );
+                                let name = id.to_string();
+                                let h = match &policy.budget {
+                                    Some(b) => informer.add_handler(
+                                        &name,
+                                        Budgeted::new(b.clone(), handler),
+                                        options,
+                                    ),
+                                    None => informer.add_handler(&name, handler, options),
+                                };
+                                (informer, h)
+                            },
+                        )
                         .collect();
                     tracing::info!(plugin = %id.name, tenant = %id.tenant, version = &supervisor.version()[..12], replaced, "plugin loaded");
                     loaded.insert(
@@ -648,9 +652,9 @@ impl PluginHost {
     /// Starts the plugin's informers and waits (bounded) until all have synced, so its replay
     /// sees every cache it may query complete — a cross-kind check made during the replay must
     /// not find a half-listed kind.
-    async fn wait_synced(&self, id: &PluginId, watches: &[(Arc<SharedInformer>, WitResource)]) {
+    async fn wait_synced(&self, id: &PluginId, watches: &[Watched]) {
         self.factory.start();
-        let informers: Vec<_> = watches.iter().map(|(i, _)| i.clone()).collect();
+        let informers: Vec<_> = watches.iter().map(|w| w.informer.clone()).collect();
         if let Err(e) = wait_all_synced(&informers, SYNC_WAIT).await {
             tracing::warn!(plugin = %id, error = %e, "registering the plugin anyway");
         }
@@ -741,7 +745,6 @@ impl PluginHost {
 
         let grant = &policy.grant;
         let mut watches = Vec::new();
-        let mut changes = Vec::new();
         let started = async {
             let mut cache = CacheView::new(grant.clone());
             for ((index, w), resolved) in manifest.watch.iter().enumerate().zip(&resolved) {
@@ -759,14 +762,17 @@ impl PluginHost {
                             reason: format!("field `watch[{index}].jq-filter`: {reason}"),
                         })?;
                 for scope in super::watch_scopes(w) {
-                    changes.push(change_filter.clone());
                     let informer = self
                         .factory
                         .informer_for(resolved, scope)
                         .map_err(watch_err)?;
-                    // Claimed from here on: pushed first so a failure below releases it.
-                    watches.push((informer.clone(), WitResource::from(&resolved.api_resource)));
                     cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+                    // Claimed from here on: a failure below releases it.
+                    watches.push(Watched {
+                        informer,
+                        resource: WitResource::from(&resolved.api_resource),
+                        changes: change_filter.clone(),
+                    });
                 }
             }
             let spec = InstanceSpec {
@@ -797,14 +803,13 @@ impl PluginHost {
             Ok(supervisor) => Ok(Prepared {
                 supervisor,
                 watches,
-                changes,
                 resync: manifest.resync_period(),
                 filter: grant.event_filter(),
                 field_indexes: manifest.watch.iter().map(|w| w.indexes.len()).sum(),
             }),
             Err(e) => {
-                for (informer, _) in &watches {
-                    self.factory.release(informer);
+                for w in &watches {
+                    self.factory.release(&w.informer);
                 }
                 Err(e)
             }
@@ -827,12 +832,18 @@ fn same_limits(a: &HostConfig, b: &HostConfig) -> bool {
     limits(a) == limits(b)
 }
 
+/// One informer a plugin version is to be registered with: one per namespace of a `[[watch]]`.
+struct Watched {
+    informer: Arc<SharedInformer>,
+    resource: WitResource,
+    /// The watch's `jq-filter` / `ignore`, if any.
+    changes: Option<ChangeFilter>,
+}
+
 /// A loaded, initialised plugin version, not yet receiving events.
 struct Prepared {
     supervisor: Arc<Supervisor>,
-    watches: Vec<(Arc<SharedInformer>, WitResource)>,
-    /// Each watch's change filter, in the order of `watches`.
-    changes: Vec<Option<ChangeFilter>>,
+    watches: Vec<Watched>,
     resync: Option<Duration>,
     filter: Option<EventFilter>,
     field_indexes: usize,
@@ -844,7 +855,7 @@ fn tenant_room(
     loaded: &BTreeMap<PluginId, Loaded>,
     id: &PluginId,
     policy: &TenantPolicy,
-    watches: &[(Arc<SharedInformer>, WitResource)],
+    watches: &[Watched],
     field_indexes: usize,
 ) -> Result<(), String> {
     let others = loaded
@@ -857,7 +868,7 @@ fn tenant_room(
         informers.extend(l.handles.iter().map(|(i, _)| Arc::as_ptr(i)));
         indexes += l.field_indexes;
     }
-    informers.extend(watches.iter().map(|(i, _)| Arc::as_ptr(i)));
+    informers.extend(watches.iter().map(|w| Arc::as_ptr(&w.informer)));
     informers.sort();
     informers.dedup();
     let who = format!("tenant `{}`", id.tenant);
