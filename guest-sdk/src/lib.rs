@@ -11,6 +11,8 @@
 //!   `k8s-openapi`;
 //! - [`log`](mod@log): the host's log (a plugin has no stdout);
 //! - [`http`]: outbound HTTP to the origins the manifest allows (`allowed-outbound-hosts`);
+//! - [`kube`](mod@kube): writes to the cluster (create, server-side apply, patch, delete, status,
+//!   Events) within the manifest's `[[write]]` tables and the tenant's grant;
 //! - [`testing`] (native targets only): an in-memory cache, event builders and a [`testing::Harness`]
 //!   so `cargo test` exercises a plugin without a cluster or a wasm runtime.
 //!
@@ -44,6 +46,7 @@
 pub mod cache;
 mod event;
 pub mod http;
+pub mod kube;
 pub mod log;
 mod resource;
 mod retry;

@@ -18,6 +18,7 @@ use http::{HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::api::{Sub, WriteOpts};
+use super::audit::{AuditRecord, forbidden_message};
 use super::patch::PatchType;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector, parse_labels};
@@ -299,6 +300,17 @@ fn parse_target(
 
 type Params = HashMap<String, String>;
 
+/// The Kubernetes verb of a write method.
+fn write_verb(method: &Method) -> Option<&'static str> {
+    match *method {
+        Method::POST => Some("create"),
+        Method::PUT => Some("update"),
+        Method::PATCH => Some("patch"),
+        Method::DELETE => Some("delete"),
+        _ => None,
+    }
+}
+
 fn params(req: &Request) -> Result<Params> {
     Query::<Params>::try_from_uri(req.uri())
         .map(|q| q.0)
@@ -386,6 +398,36 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
+    if let Some(verb) = write_verb(&method) {
+        let header = |name: &str| {
+            req.headers()
+                .get_all(name)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(String::from)
+                .collect::<Vec<_>>()
+        };
+        let record = AuditRecord {
+            user: header("impersonate-user").into_iter().next(),
+            groups: header("impersonate-group"),
+            verb: verb.into(),
+            resource: t.res.qualified(),
+            subresource: match t.sub {
+                Sub::Main => String::new(),
+                Sub::Status => "status".into(),
+                Sub::Scale => "scale".into(),
+            },
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            field_manager: q.get("fieldManager").cloned(),
+            dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+            allowed: true,
+        };
+        let message = forbidden_message(&record);
+        if !shared.audit.record(record) {
+            return Err(Error::Forbidden(message));
+        }
+    }
     if let (Sub::Scale, Some(name)) = (t.sub, &t.name) {
         return scale(shared, &t, name, &q, ua, req).await;
     }

@@ -52,6 +52,7 @@
 #![warn(missing_docs)]
 
 mod api;
+pub mod audit;
 mod defaults;
 mod discovery;
 mod faults;
@@ -195,6 +196,9 @@ pub enum Error {
         /// One `FieldManagerConflict` per field.
         causes: Vec<Cause>,
     },
+    /// The identity the request was made as may not do this (403), in RBAC's words.
+    #[error("{0}")]
+    Forbidden(String),
     /// The patch content type is unknown or not allowed for this resource (415).
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
@@ -209,6 +213,7 @@ impl Error {
             Error::Conflict { .. } | Error::ApplyConflict { .. } => (409, "Conflict"),
             Error::Invalid { .. } | Error::Unprocessable { .. } => (422, "Invalid"),
             Error::BadRequest(_) => (400, "BadRequest"),
+            Error::Forbidden(_) => (403, "Forbidden"),
             Error::Expired { .. } | Error::ContinueExpired => (410, "Expired"),
             Error::MethodNotAllowed(_) => (405, "MethodNotAllowed"),
             Error::TooLarge { .. } => (413, "RequestEntityTooLarge"),
@@ -389,6 +394,7 @@ pub(crate) struct Shared {
     pub(crate) config: DevServerConfig,
     pub(crate) faults: faults::FaultState,
     pub(crate) listener: server::ListenerSlot,
+    pub(crate) audit: audit::Audit,
 }
 
 /// A running embedded API server. Dropping it stops the listener; prefer [`DevServer::shutdown`].
@@ -405,6 +411,7 @@ impl DevServer {
             api: api::Api::new(config.watch_history),
             faults: faults::FaultState::default(),
             listener: server::ListenerSlot::default(),
+            audit: audit::Audit::default(),
             config,
         });
         // The namespaces every kube-apiserver creates for itself (its system namespaces
@@ -480,6 +487,18 @@ impl DevServer {
     /// Creates many objects under one lock; returns how many were created.
     pub fn seed(&self, objs: impl IntoIterator<Item = serde_json::Value>) -> Result<usize> {
         self.shared.api.seed(objs)
+    }
+
+    /// Every write request received over HTTP so far (the last 10 000), with the identity it
+    /// impersonated.
+    pub fn audit(&self) -> Vec<audit::AuditRecord> {
+        self.shared.audit.records()
+    }
+
+    /// Holds writes impersonating `user` to `rules`, as the cluster's RBAC would: anything
+    /// else gets the API server's 403. Users without rules may write anything.
+    pub fn allow_impersonated(&self, user: &str, rules: Vec<audit::AllowRule>) {
+        self.shared.audit.allow(user, rules);
     }
 
     /// Stops listening, drops open connections and ends every watch.

@@ -27,6 +27,10 @@
 //! ignore = ["status"]               # optional: ... or when anything but these fields changes
 //! [watch.indexes]                   # optional extra field indexes: name = JSON field path
 //! by-node = "spec.nodeName"
+//! [[write]]                         # optional: what the plugin may write; see [`write`]
+//! api-version = "apps/v1"
+//! kind = "Deployment"
+//! verbs = ["apply"]
 //! [config]                          # free table handed to the plugin's init as JSON
 //! ignore-status = true
 //! token = "${env:TOKEN}"            # resolved by the host at load (see [`config_ref`])
@@ -43,9 +47,11 @@ pub use informant_selector::{FieldPath, LabelSelector};
 pub mod config_ref;
 pub mod outbound;
 pub mod toml_error;
+pub mod write;
 
 pub use config_ref::{ConfigRef, ConfigText};
 pub use outbound::Origin;
+pub use write::{Verb, Write};
 
 #[cfg(any(test, feature = "proptest"))]
 #[doc(hidden)]
@@ -283,6 +289,9 @@ pub struct Manifest {
     /// What to watch.
     #[serde(deserialize_with = "toml_error::tables")]
     pub watch: Vec<Watch>,
+    /// What the plugin may write; nothing when absent.
+    #[serde(default, deserialize_with = "toml_error::tables")]
+    pub write: Vec<Write>,
     /// Handed to `init` as JSON.
     #[serde(default, deserialize_with = "config_table")]
     pub config: toml::Table,
@@ -348,6 +357,10 @@ impl Manifest {
                     "field `watch[{i}].indexes.{name}`: `{name}` is a built-in index; choose another name"
                 )));
             }
+        }
+        for (i, w) in manifest.write.iter().enumerate() {
+            w.check(false)
+                .map_err(|(field, why)| invalid(format!("field `write[{i}].{field}`: {why}")))?;
         }
         let mut strings = Vec::new();
         for (k, v) in &manifest.config {

@@ -30,6 +30,15 @@
 //! events-per-second = 1000     # shared by the tenant's plugins; default: unlimited
 //! max-informers = 32           # informers its plugins use together; default 32
 //! max-field-indexes = 16       # field indexes its plugins declare together; default 16
+//! allowed-outbound-hosts = ["https://hooks.slack.com"]  # ceiling; default: none
+//! impersonate = "system:serviceaccount:team-a:informant-team-a"  # writes are sent as this
+//! impersonate-groups = []      # and these groups; both optional
+//! writes-per-second = 20       # shared by the tenant's plugins; default 20
+//! [[tenants.team-a.write]]     # ceiling over its plugins' [[write]] tables; default: none
+//! api-version = "apps/v1"
+//! kind = "*"                   # any kind of the api-version
+//! verbs = ["apply", "patch"]
+//! namespaces = ["team-a"]      # optional; default: the tenant's namespaces
 //! ```
 
 #[cfg(test)]
@@ -47,7 +56,9 @@ use informant_manifest::toml_error::{self, Table};
 use serde::Deserialize;
 
 use crate::plugin::HostConfig;
-use crate::tenancy::{Budget, Grant, NamespacePattern, ResourceRule, Tenancy, TenantPolicy};
+use crate::tenancy::{
+    Budget, Grant, Impersonate, NamespacePattern, ResourceRule, Tenancy, TenantPolicy,
+};
 
 /// Plugins a tenant may run when its table does not say.
 pub const DEFAULT_MAX_PLUGINS: u32 = 10;
@@ -57,6 +68,9 @@ pub const DEFAULT_MAX_INFORMERS: u32 = 32;
 
 /// Field indexes a tenant's plugins may declare together when its table does not say.
 pub const DEFAULT_MAX_FIELD_INDEXES: u32 = 16;
+
+/// Writes per second a tenant's plugins share when its table does not say.
+pub const DEFAULT_WRITES_PER_SECOND: u32 = 20;
 
 /// `informant.toml` could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +157,12 @@ struct FileTenant {
     max_field_indexes: Option<Positive>,
     #[serde(default)]
     allowed_outbound_hosts: Vec<crate::manifest::Origin>,
+    impersonate: Option<String>,
+    #[serde(default)]
+    impersonate_groups: Vec<String>,
+    writes_per_second: Option<Positive>,
+    #[serde(default, deserialize_with = "toml_error::tables")]
+    write: Vec<crate::manifest::Write>,
 }
 
 /// Reads and validates `informant.toml` into the host's plugin settings.
@@ -246,6 +266,41 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
                 )));
             }
         }
+        for (i, w) in t.write.iter().enumerate() {
+            let field = |f: &str| key(&format!("write[{i}].{f}"));
+            w.check(true)
+                .map_err(|(f, why)| invalid(format!("{}: {why}", field(f))))?;
+            for ns in w.namespace_list().into_iter().flatten() {
+                if !t.namespaces.iter().any(|p| p.matches(ns)) {
+                    return Err(invalid(format!(
+                        "{}: namespace `{ns}` is outside the tenant's `namespaces`",
+                        field("namespaces")
+                    )));
+                }
+            }
+        }
+        let identity = |what: &str, s: &str| -> Result<(), ConfigError> {
+            if s.is_empty() || s.len() > 253 || s.chars().any(|c| c.is_control()) {
+                return Err(invalid(format!(
+                    "{}: `{}` is not a user or group name (1 to 253 printable characters)",
+                    key(what),
+                    s.escape_debug()
+                )));
+            }
+            Ok(())
+        };
+        if let Some(user) = &t.impersonate {
+            identity("impersonate", user)?;
+        }
+        for g in &t.impersonate_groups {
+            identity("impersonate-groups", g)?;
+        }
+        if t.impersonate.is_none() && !t.impersonate_groups.is_empty() {
+            return Err(invalid(format!(
+                "{}: groups are impersonated with a user: set `impersonate` too",
+                key("impersonate-groups")
+            )));
+        }
         let resources = t
             .resources
             .clone()
@@ -267,6 +322,15 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
                 .map_or(DEFAULT_MAX_FIELD_INDEXES, Positive::get)
                 as usize,
             allowed_outbound_hosts: Some(t.allowed_outbound_hosts.clone()),
+            writes: Some(t.write.clone()),
+            impersonate: t.impersonate.clone().map(|user| Impersonate {
+                user,
+                groups: t.impersonate_groups.clone(),
+            }),
+            write_budget: Some(Budget::per_second(t.writes_per_second.map_or(
+                NonZeroU32::new(DEFAULT_WRITES_PER_SECOND).expect("positive"),
+                |r| r.0,
+            ))),
         };
         tenants.insert(name.clone(), Arc::new(policy));
     }

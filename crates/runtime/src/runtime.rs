@@ -99,6 +99,8 @@ pub struct RuntimeOptions {
     /// Where plugins' log lines are also broadcast (tests, embedders); the host makes its own
     /// channel otherwise.
     pub plugin_logs: Option<broadcast::Sender<PluginLog>>,
+    /// Every plugin write with `dryRun=All` (`--dry-run-writes`).
+    pub dry_run_writes: bool,
 }
 
 /// Informers, plugins and the reloader of a running `dev` or `run`.
@@ -139,7 +141,8 @@ impl Runtime {
                     })?),
                 };
                 let mut host =
-                    PluginHost::new(dir.clone(), engine, factory.clone(), opts.config.clone());
+                    PluginHost::new(dir.clone(), engine, factory.clone(), opts.config.clone())
+                        .with_dry_run_writes(opts.dry_run_writes);
                 if let Some(logs) = opts.plugin_logs {
                     host = host.with_logs(logs);
                 }

@@ -50,6 +50,62 @@ use informant_manifest::Manifest;
 struct State {
     cache: MemCache,
     logs: Vec<(Level, String)>,
+    writes: Vec<Written>,
+    /// The manifest's `[[write]]` tables, when the harness was built from one.
+    declared: Option<Vec<informant_manifest::Write>>,
+}
+
+/// One write a plugin made, as the harness recorded it instead of sending it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Written {
+    /// `create`, `apply`, `apply-forced`, `patch-merge`, `patch-json`, `patch-strategic`,
+    /// `delete`, `update-status` or `record-event`.
+    pub verb: &'static str,
+    /// The kind written (`events.k8s.io/v1` `Event` for `record-event`).
+    pub resource: Resource,
+    /// The namespace named.
+    pub namespace: Option<String>,
+    /// The object's name, for calls on an existing object.
+    pub name: Option<String>,
+    /// The object, patch, preconditions or Event (type, reason, action, note, regarding) as
+    /// JSON.
+    pub body: String,
+}
+
+/// Records a write, refusing it as the host would when the manifest does not declare it.
+/// Answers with the body, standing in for the object as stored.
+pub(crate) fn record_write(w: Written) -> Result<String, crate::kube::WriteError> {
+    use informant_manifest::Verb;
+    CURRENT.with(|s| {
+        let mut s = s.borrow_mut();
+        if let Some(declared) = &s.declared {
+            let verb = match w.verb {
+                "create" | "record-event" => Verb::Create,
+                "apply" | "apply-forced" => Verb::Apply,
+                "delete" => Verb::Delete,
+                "update-status" => Verb::UpdateStatus,
+                _ => Verb::Patch,
+            };
+            let r = &w.resource;
+            let gvk = (r.group.as_str(), r.version.as_str(), r.kind.as_str());
+            if !declared
+                .iter()
+                .any(|d| d.allows(verb, gvk, w.namespace.as_deref()))
+            {
+                return Err(crate::kube::WriteError::Denied(format!(
+                    "`{verb}` of `{}/{}`{} is not declared in the manifest's [[write]] tables",
+                    r.api_version(),
+                    r.kind,
+                    w.namespace
+                        .as_deref()
+                        .map_or(String::new(), |ns| format!(" in namespace `{ns}`"))
+                )));
+            }
+        }
+        let body = w.body.clone();
+        s.writes.push(w);
+        Ok(body)
+    })
 }
 
 thread_local! {
@@ -78,7 +134,7 @@ pub struct Harness<P: Plugin> {
 impl<P: Plugin> Harness<P> {
     /// Builds the plugin from config JSON (the manifest's `[config]` table as the host hands it).
     pub fn new(config_json: &str) -> Result<Self, String> {
-        Self::with_cache(config_json, MemCache::new())
+        Self::with_cache(config_json, MemCache::new(), None)
     }
 
     /// Builds the plugin from a config value.
@@ -102,13 +158,18 @@ impl<P: Plugin> Harness<P> {
                 cache.add_field_index(&r, name, path.clone())?;
             }
         }
-        Self::with_cache(&manifest.config_json(), cache)
+        Self::with_cache(&manifest.config_json(), cache, Some(manifest.write))
     }
 
-    fn with_cache(config_json: &str, cache: MemCache) -> Result<Self, String> {
+    fn with_cache(
+        config_json: &str,
+        cache: MemCache,
+        declared: Option<Vec<informant_manifest::Write>>,
+    ) -> Result<Self, String> {
         let mut state = State {
             cache,
-            logs: Vec::new(),
+            declared,
+            ..State::default()
         };
         let plugin = run_in(&mut state, || crate::__private::init::<P>(config_json))?;
         Ok(Harness {
@@ -188,6 +249,17 @@ impl<P: Plugin> Harness<P> {
     /// Returns and forgets the records logged so far.
     pub fn take_logs(&mut self) -> Vec<(Level, String)> {
         std::mem::take(&mut self.state.logs)
+    }
+
+    /// Every write the plugin made so far, oldest first (harnesses built from a manifest refuse
+    /// undeclared writes as the host does, and do not record them).
+    pub fn writes(&self) -> &[Written] {
+        &self.state.writes
+    }
+
+    /// Returns and forgets the writes made so far.
+    pub fn take_writes(&mut self) -> Vec<Written> {
+        std::mem::take(&mut self.state.writes)
     }
 
     /// The plugin instance.

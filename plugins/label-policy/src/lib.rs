@@ -6,6 +6,12 @@
 //! - `resources = [{ api-version = "v1", kind = "ConfigMap" }, ...]` (optional): the kinds a summary
 //!   covers; they must be watched by the manifest. Without it, a summary covers the kinds seen in
 //!   events so far.
+//! - `fix = true` (default false) with `defaults = { team = "unknown", ... }`: adds each missing
+//!   label with its default by server-side apply (this plugin's field manager then owns just
+//!   those labels), and records an Event on the object. The manifest must declare the writes:
+//!   `[[write]]` with `verbs = ["apply"]` for each watched kind, and one for
+//!   `events.k8s.io/v1` `Event` with `verbs = ["create"]`. The labelled object comes back as an
+//!   update that passes the check, so fixing settles after one write per object.
 //!
 //! Each added, updated or resynced object missing required labels logs a warn line (labels come
 //! from the host-parsed metadata, so this never parses the object):
@@ -27,6 +33,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use informant_sdk::kube::{self, Severity};
 use informant_sdk::{Event, EventType, Plugin, Resource, cache, log};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -43,6 +50,12 @@ pub struct Config {
     /// The kinds a summary covers; `None` covers the kinds seen so far.
     #[serde(default)]
     pub resources: Option<Vec<Kind>>,
+    /// Add missing labels (with `defaults`) instead of only warning.
+    #[serde(default)]
+    pub fix: bool,
+    /// The value `fix` gives each required label.
+    #[serde(default)]
+    pub defaults: BTreeMap<String, String>,
 }
 
 /// One kind in the config, as a manifest's `[[watch]]` names it.
@@ -68,6 +81,8 @@ pub struct LabelPolicy {
     fixed_kinds: bool,
     handled: u64,
     last_was_resync: bool,
+    /// Labels to add, when fixing.
+    fix: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Serialize)]
@@ -109,6 +124,40 @@ impl LabelPolicy {
             missing,
         };
         log::warn(&encode(&line)?);
+        if let Some(defaults) = &self.fix {
+            self.fix(ev, &line.missing, defaults)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the missing labels (only them: the rest of the object is other managers') and
+    /// records an Event saying so.
+    fn fix(
+        &self,
+        ev: &Event,
+        missing: &[&str],
+        defaults: &BTreeMap<String, String>,
+    ) -> Result<(), String> {
+        let meta = ev.meta();
+        let labels: BTreeMap<&str, &str> = missing
+            .iter()
+            .map(|l| (*l, defaults[*l].as_str()))
+            .collect();
+        let r = ev.resource();
+        let object = serde_json::json!({
+            "apiVersion": r.api_version(),
+            "kind": r.kind,
+            "metadata": {"name": meta.name(), "namespace": meta.namespace(), "labels": labels},
+        });
+        kube::raw::apply(r, meta.namespace(), meta.name(), &object.to_string(), false)?;
+        let added: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        kube::event(
+            ev,
+            Severity::Normal,
+            "MissingLabelsAdded",
+            "Label",
+            &format!("label-policy added {}", added.join(", ")),
+        )?;
         Ok(())
     }
 
@@ -153,6 +202,17 @@ impl Plugin for LabelPolicy {
                 "label-policy config: `required` has an invalid label key `{bad}`"
             ));
         }
+        if config.fix
+            && let Some(l) = config
+                .required
+                .iter()
+                .find(|l| !config.defaults.contains_key(*l))
+        {
+            return Err(format!(
+                "label-policy config: `fix` needs a value for `{l}` in `defaults`"
+            ));
+        }
+        let fix = config.fix.then_some(config.defaults);
         let fixed_kinds = config.resources.is_some();
         let kinds = config
             .resources
@@ -167,6 +227,7 @@ impl Plugin for LabelPolicy {
             fixed_kinds,
             handled: 0,
             last_was_resync: false,
+            fix,
         })
     }
 
@@ -355,6 +416,78 @@ mod tests {
         );
     }
 
+    const FIXING: &str = r#"
+        [[watch]]
+        api-version = "apps/v1"
+        kind = "Deployment"
+        [[write]]
+        api-version = "apps/v1"
+        kind = "Deployment"
+        verbs = ["apply"]
+        [[write]]
+        api-version = "events.k8s.io/v1"
+        kind = "Event"
+        verbs = ["create"]
+        [config]
+        required = ["team", "tier"]
+        fix = true
+        defaults = { team = "unknown", tier = "none" }
+    "#;
+
+    #[test]
+    fn fix_applies_only_the_missing_labels_and_records_an_event() {
+        let mut h = Harness::<LabelPolicy>::from_manifest(FIXING).unwrap();
+        h.send(EventBuilder::added(&deployment(
+            "web",
+            json!({"tier": "db"}),
+        )))
+        .unwrap();
+        let writes = h.take_writes();
+        assert_eq!(writes.len(), 2, "{writes:?}");
+        assert_eq!(
+            (
+                writes[0].verb,
+                writes[0].name.as_deref(),
+                writes[0].namespace.as_deref()
+            ),
+            ("apply", Some("web"), Some("prod"))
+        );
+        let applied: Value = serde_json::from_str(&writes[0].body).unwrap();
+        assert_eq!(
+            applied,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "prod", "labels": {"team": "unknown"}}})
+        );
+        assert_eq!(writes[1].verb, "record-event");
+        let event: Value = serde_json::from_str(&writes[1].body).unwrap();
+        assert_eq!(event["reason"], "MissingLabelsAdded");
+        assert_eq!(event["note"], "label-policy added team=unknown");
+        assert_eq!(event["regarding"]["name"], "web");
+        // Labelled: nothing more to do, so fixing settles.
+        h.send(EventBuilder::updated(
+            &deployment("web", json!({"tier": "db"})),
+            &deployment("web", json!({"tier": "db", "team": "unknown"})),
+        ))
+        .unwrap();
+        assert!(h.writes().is_empty());
+    }
+
+    #[test]
+    fn fixing_an_undeclared_kind_fails_the_event() {
+        let mut h = Harness::<LabelPolicy>::from_manifest(&FIXING.replace(
+            "kind = \"Deployment\"\n        verbs",
+            "kind = \"StatefulSet\"\n        verbs",
+        ))
+        .unwrap();
+        let err = h
+            .send(EventBuilder::added(&deployment("web", json!({}))))
+            .unwrap_err();
+        assert!(
+            err.contains("`apply` of `apps/v1/Deployment` in namespace `prod` is not declared"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn bad_config_is_refused_with_a_reason() {
         let err = |c: Value| Harness::<LabelPolicy>::with_config(c).err().unwrap();
@@ -362,5 +495,9 @@ mod tests {
         assert!(err(json!({"required": []})).contains("names no label"));
         assert!(err(json!({"required": ["a b"]})).contains("invalid label key `a b`"));
         assert!(err(json!({"required": ["t"], "summary-every": -1})).contains("expected u64"));
+        assert!(
+            err(json!({"required": ["t", "u"], "fix": true, "defaults": {"t": "x"}}))
+                .contains("`fix` needs a value for `u` in `defaults`")
+        );
     }
 }

@@ -16,11 +16,17 @@
 //! that owner present again. The set lives in the instance, so a restarted instance reports
 //! current orphans once more during its replay.
 //!
+//! Config: `delete = true` (default false) also deletes each orphan, with its UID as a
+//! precondition so a ReplicaSet recreated under the same name in the meantime is left alone.
+//! The manifest must then declare `[[write]] api-version = "apps/v1"`, `kind = "ReplicaSet"`,
+//! `verbs = ["delete"]`. A delete that finds the ReplicaSet gone, or replaced, is not an error.
+//!
 //! Caveat: the Deployment and ReplicaSet caches sync independently; during the first sync a
 //! ReplicaSet may be replayed before its Deployment is cached and be reported once too early.
 
 use std::collections::BTreeSet;
 
+use informant_sdk::kube::{self, Preconditions, WriteError};
 use informant_sdk::{Event, Plugin, Resource, cache, log};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde::Serialize;
@@ -30,6 +36,7 @@ use serde_json::Value;
 #[derive(Debug, Default)]
 pub struct Orphans {
     reported: BTreeSet<(String, String)>,
+    delete: bool,
 }
 
 #[derive(Serialize)]
@@ -60,8 +67,7 @@ impl Orphans {
     /// Logs the orphan unless this pair was the last thing reported for it.
     fn report(
         &mut self,
-        namespace: Option<&str>,
-        name: &str,
+        (namespace, name, uid): (Option<&str>, &str, Option<&str>),
         owner_name: &str,
         owner_uid: &str,
     ) -> Result<(), String> {
@@ -86,6 +92,17 @@ impl Orphans {
         let json =
             serde_json::to_string(&report).map_err(|e| format!("cannot encode the report: {e}"))?;
         log::warn(&json);
+        if self.delete {
+            let pre = Preconditions {
+                uid: uid.map(String::from),
+                resource_version: None,
+            };
+            match kube::delete::<ReplicaSet>(namespace, name, &pre) {
+                // Gone already, or a new ReplicaSet of that name: not this orphan any more.
+                Ok(()) | Err(WriteError::NotFound(_) | WriteError::Conflict(_)) => {}
+                Err(e) => return Err(format!("deleting ReplicaSet {}: {e}", key(namespace, name))),
+            }
+        }
         Ok(())
     }
 
@@ -108,7 +125,8 @@ impl Orphans {
                 // Owned again (or still): a later loss of this owner is news worth reporting.
                 self.reported.remove(&(key(ns, name), owner.uid.clone()));
             } else {
-                self.report(ns, name, &owner.name, &owner.uid)?;
+                let uid = rs.metadata.uid.as_deref();
+                self.report((ns, name, uid), &owner.name, &owner.uid)?;
             }
         }
         Ok(())
@@ -117,10 +135,21 @@ impl Orphans {
 
 impl Plugin for Orphans {
     fn init(config: Value) -> Result<Self, String> {
-        match config.as_object() {
-            Some(table) if table.is_empty() => Ok(Orphans::default()),
-            _ => Err(format!("orphans takes no config, got {config}")),
+        let table = config
+            .as_object()
+            .ok_or_else(|| format!("orphans config must be a table, got {config}"))?;
+        let mut orphans = Orphans::default();
+        for (k, v) in table {
+            match (k.as_str(), v) {
+                ("delete", Value::Bool(b)) => orphans.delete = *b,
+                _ => {
+                    return Err(format!(
+                        "orphans config: unknown or invalid `{k} = {v}` (only `delete = true|false`)"
+                    ));
+                }
+            }
         }
+        Ok(orphans)
     }
 
     fn on_added(&mut self, ev: &Event) -> Result<(), String> {
@@ -151,9 +180,9 @@ impl Plugin for Orphans {
                 let rs: ReplicaSet = serde_json::from_str(&json)
                     .map_err(|e| format!("cannot decode a cached ReplicaSet: {e}"))?;
                 let name = rs.metadata.name.as_deref().unwrap_or_default();
+                let rs_uid = rs.metadata.uid.as_deref();
                 self.report(
-                    rs.metadata.namespace.as_deref(),
-                    name,
+                    (rs.metadata.namespace.as_deref(), name, rs_uid),
                     ev.meta().name(),
                     uid,
                 )?;
@@ -284,8 +313,31 @@ mod tests {
     }
 
     #[test]
+    fn delete_removes_the_orphan_pinned_to_its_uid() {
+        let manifest = format!(
+            "{MANIFEST}\n[[write]]\napi-version = \"apps/v1\"\nkind = \"ReplicaSet\"\nverbs = [\"delete\"]\n[config]\ndelete = true\n"
+        );
+        let mut h = Harness::<Orphans>::from_manifest(&manifest).unwrap();
+        h.send(EventBuilder::added(&replica_set("web-1", "web", "d1")))
+            .unwrap();
+        let writes = h.take_writes();
+        assert_eq!(writes.len(), 1, "{writes:?}");
+        assert_eq!(
+            (
+                writes[0].verb,
+                writes[0].name.as_deref(),
+                writes[0].namespace.as_deref()
+            ),
+            ("delete", Some("web-1"), Some("default"))
+        );
+        let pre: Value = serde_json::from_str(&writes[0].body).unwrap();
+        assert_eq!(pre["uid"], "rs-web-1");
+    }
+
+    #[test]
     fn config_and_bad_objects_are_errors() {
         assert!(Harness::<Orphans>::new(r#"{"x": 1}"#).is_err());
+        assert!(Harness::<Orphans>::new(r#"{"delete": "yes"}"#).is_err());
         let mut h = Harness::<Orphans>::new("{}").unwrap();
         let bad = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": "x", "ownerReferences": "nope"}});

@@ -46,6 +46,10 @@ pub struct Args {
     /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 127.0.0.1:9090).
     #[arg(long, value_name = "ADDR")]
     admin: Option<SocketAddr>,
+    /// Send every plugin write with `dryRun=All`: the API server validates and admits it and
+    /// persists nothing (try a writing plugin against a real cluster safely).
+    #[arg(long)]
+    dry_run_writes: bool,
     #[command(flatten)]
     cache: super::CompileCacheArgs,
 }
@@ -84,6 +88,7 @@ pub async fn run(args: Args) -> Result<()> {
             config: super::host_config(args.config.as_deref())?,
             config_path: args.config.clone(),
             compile_cache: args.cache.compile_cache(),
+            dry_run_writes: args.dry_run_writes,
             ..Default::default()
         },
     )

@@ -14,6 +14,7 @@
 //! | `informant_plugin_backlog` | gauge | `plugin`, `tenant` |
 //! | `informant_plugin_state` | gauge (0/1) | `plugin`, `tenant`, `state` |
 //! | `informant_plugin_waiting_attempts` | gauge | `plugin`, `tenant`, `waiting_for` |
+//! | `informant_plugin_writes_total` | counter | `plugin`, `tenant`, `verb`, `outcome` |
 //! | `informant_change_filter_evaluations_total` | counter | `filter` |
 //! | `informant_change_filter_errors_total` | counter | `filter` |
 //! | `informant_informer_synced` | gauge (0/1) | `informer` |
@@ -35,6 +36,8 @@ use std::fmt;
 use std::sync::atomic::Ordering;
 
 use prometheus_client::collector::Collector;
+
+use crate::plugin::write::{Call, Outcome};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::TypedMetric;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -69,6 +72,8 @@ struct PluginSample {
     retried: u64,
     /// Outbound HTTP: requests, failures, denied, bytes sent, bytes received.
     http: [u64; 5],
+    /// Writes by call and outcome, the ones that happened.
+    writes: Vec<(&'static str, &'static str, u64)>,
     backlog: u64,
     state: PluginState,
     latency: Histogram,
@@ -165,6 +170,15 @@ impl Snapshot {
                             &o.bytes_received,
                         ]
                         .map(|c| c.load(Ordering::Relaxed))
+                    },
+                    writes: {
+                        let w = s.writes();
+                        Call::ALL
+                            .iter()
+                            .flat_map(|c| Outcome::ALL.iter().map(move |o| (*c, *o)))
+                            .map(|(c, o)| (c.as_str(), o.as_str(), w.get(c, o)))
+                            .filter(|(_, _, n)| *n > 0)
+                            .collect()
                     },
                     backlog: r.backlog as u64,
                     state: s.state(),
@@ -314,6 +328,26 @@ impl Collector for Snapshot {
                     (
                         [plugin, tenant, ("state", name.to_string())],
                         gauge(u64::from(p.state == *state)),
+                    )
+                })
+            }),
+        )?;
+
+        family(
+            &mut enc,
+            "informant_plugin_writes",
+            "Writes the plugin made through the `kube` import, by verb and outcome (denied: refused by the host before any request).",
+            self.plugins.iter().flat_map(|p| {
+                p.writes.iter().map(move |(verb, outcome, n)| {
+                    let [plugin, tenant] = plugin_labels(p);
+                    (
+                        [
+                            plugin,
+                            tenant,
+                            ("verb", verb.to_string()),
+                            ("outcome", outcome.to_string()),
+                        ],
+                        counter(*n),
                     )
                 })
             }),

@@ -20,6 +20,23 @@ pub struct WatchFacts {
     pub namespaced: Option<bool>,
 }
 
+impl WatchFacts {
+    /// The kind as a manifest writes it, with the scope if known.
+    pub fn as_written(
+        api_version: &crate::manifest::ApiVersion,
+        kind: &str,
+        namespaced: Option<bool>,
+    ) -> Self {
+        let (group, version) = api_version.split();
+        WatchFacts {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            namespaced,
+        }
+    }
+}
+
 /// One thing the manifest asks that it may not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
@@ -53,14 +70,24 @@ pub struct Admitted {
     pub deadline_ms: u32,
 }
 
-/// Checks every watch against the tenant's grant and the limits against the ceilings; returns
-/// every refusal, not just the first. `facts` holds one entry per `manifest.watch`.
+/// What discovery (or the built-in table) says about the kinds a manifest names: one entry per
+/// `[[watch]]` and one per `[[write]]`.
+#[derive(Debug, Clone, Default)]
+pub struct Facts {
+    /// Per `manifest.watch`.
+    pub watch: Vec<WatchFacts>,
+    /// Per `manifest.write`.
+    pub write: Vec<WatchFacts>,
+}
+
+/// Checks every watch and write against the tenant's grant and the limits against the
+/// ceilings; returns every refusal, not just the first.
 pub fn admit(
     manifest: &Manifest,
     tenant: &str,
     policy: &TenantPolicy,
     host: &HostConfig,
-    facts: &[WatchFacts],
+    facts: &Facts,
 ) -> Result<Admitted, Vec<Refusal>> {
     let mut refusals = Vec::new();
     let who = if tenant.is_empty() {
@@ -112,7 +139,8 @@ pub fn admit(
             }
         }
     }
-    for (index, (w, f)) in manifest.watch.iter().zip(facts).enumerate() {
+    refusals.extend(write_refusals(manifest, &who, policy, &facts.write));
+    for (index, (w, f)) in manifest.watch.iter().zip(&facts.watch).enumerate() {
         // Each listed namespace is checked on its own, so the refusal names the one outside.
         for (at, ns) in w.scopes().into_iter().enumerate() {
             if let Err(reason) =
@@ -173,6 +201,81 @@ pub fn admit(
     } else {
         Err(refusals)
     }
+}
+
+/// Why each `[[write]]` is outside the tenant's grant: every namespace it names must be one
+/// the tenant may see, and every (verb, namespace) one of the tenant's `write` tables allows. A
+/// table naming no namespace needs a tenant table for its verbs on that kind; the calls are
+/// then held to both at run time.
+fn write_refusals(
+    manifest: &Manifest,
+    who: &str,
+    policy: &TenantPolicy,
+    facts: &[WatchFacts],
+) -> Vec<Refusal> {
+    let mut refusals = Vec::new();
+    for (index, (w, f)) in manifest.write.iter().zip(facts).enumerate() {
+        let field = format!("write[{index}]");
+        let api_version = w.api_version.as_str();
+        let gvk = (f.group.as_str(), f.version.as_str(), f.kind.as_str());
+        let namespaces = w.namespace_list();
+        if f.namespaced == Some(false) && namespaces.is_some() {
+            refusals.push(Refusal {
+                field: format!("{field}.namespaces"),
+                reason: format!(
+                    "`{api_version}/{}` is cluster-scoped: its objects have no namespace",
+                    w.kind
+                ),
+            });
+            continue;
+        }
+        let scopes: Vec<Option<&str>> = match (&namespaces, f.namespaced) {
+            (Some(list), _) => list.iter().map(|ns| Some(*ns)).collect(),
+            (None, Some(false)) => vec![None],
+            // Every namespace: checked per call against the grant.
+            (None, _) => vec![],
+        };
+        for ns in &scopes {
+            if let Err(why) = policy.grant.check_namespace(*ns) {
+                refusals.push(Refusal {
+                    field: field.clone(),
+                    reason: why,
+                });
+            }
+        }
+        let Some(ceiling) = &policy.writes else {
+            continue;
+        };
+        for verb in &w.verbs {
+            let ok = if scopes.is_empty() {
+                ceiling.iter().any(|c| c.allows_kind(*verb, gvk))
+            } else {
+                scopes
+                    .iter()
+                    .all(|ns| ceiling.iter().any(|c| c.allows(*verb, gvk, *ns)))
+            };
+            if !ok {
+                let ceiling_text = if ceiling.is_empty() {
+                    "none: it may not write".to_string()
+                } else {
+                    ceiling
+                        .iter()
+                        .map(|c| format!("`{}`", c.describe()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                refusals.push(Refusal {
+                    field: format!("{field}.verbs"),
+                    reason: format!(
+                        "`{verb}` of `{api_version}/{}`{} is outside {who}'s write grant ({ceiling_text})",
+                        w.kind,
+                        namespaces.as_ref().map_or(String::new(), |l| format!(" in {}", l.join(", ")))
+                    ),
+                });
+            }
+        }
+    }
+    refusals
 }
 
 /// Refuses a manifest with more watches than the host allows — a `[[watch]]` counts once per
@@ -239,6 +342,13 @@ mod tests {
         }
     }
 
+    fn watching(watch: &[WatchFacts]) -> Facts {
+        Facts {
+            watch: watch.to_vec(),
+            write: Vec::new(),
+        }
+    }
+
     fn facts(kind: &str, namespaced: Option<bool>) -> WatchFacts {
         WatchFacts {
             group: String::new(),
@@ -261,7 +371,7 @@ mod tests {
             "a",
             &policy(),
             &host,
-            &[facts("Node", Some(false)), facts("Pod", Some(true))],
+            &watching(&[facts("Node", Some(false)), facts("Pod", Some(true))]),
         )
         .unwrap_err();
         let fields: Vec<&str> = refusals.iter().map(|r| r.field.as_str()).collect();
@@ -296,7 +406,8 @@ mod tests {
             ..policy()
         };
         let facts = vec![facts("ConfigMap", Some(true)); 300];
-        let refusals = admit(&m, "a", &policy, &HostConfig::default(), &facts).unwrap_err();
+        let refusals =
+            admit(&m, "a", &policy, &HostConfig::default(), &watching(&facts)).unwrap_err();
         assert_eq!(refusals[0].field, "watch");
         assert!(
             refusals[0]
@@ -321,7 +432,14 @@ mod tests {
         )
         .unwrap();
         let host = HostConfig::default();
-        let refusals = admit(&m, "a", &policy(), &host, &[facts("Pod", Some(true))]).unwrap_err();
+        let refusals = admit(
+            &m,
+            "a",
+            &policy(),
+            &host,
+            &watching(&[facts("Pod", Some(true))]),
+        )
+        .unwrap_err();
         assert_eq!(refusals.len(), 1, "{refusals:?}");
         assert_eq!(refusals[0].field, "watch[0].namespaces[1]");
         assert!(refusals[0].reason.contains("namespace `team-b` is outside"));
@@ -363,8 +481,14 @@ mod tests {
         };
         let facts = [facts("ConfigMap", Some(true))];
         let host = HostConfig::default();
-        let refusals =
-            admit(&m, "a", &ceiling(&["http://127.0.0.1:8080"]), &host, &facts).unwrap_err();
+        let refusals = admit(
+            &m,
+            "a",
+            &ceiling(&["http://127.0.0.1:8080"]),
+            &host,
+            &watching(&facts),
+        )
+        .unwrap_err();
         let fields: Vec<&str> = refusals.iter().map(|r| r.field.as_str()).collect();
         assert_eq!(
             fields,
@@ -377,13 +501,13 @@ mod tests {
             "{}",
             refusals[1].reason
         );
-        let none = admit(&m, "a", &ceiling(&[]), &host, &facts).unwrap_err();
+        let none = admit(&m, "a", &ceiling(&[]), &host, &watching(&facts)).unwrap_err();
         assert_eq!(none.len(), 3);
         assert!(none[0].reason.contains("empty: no outbound HTTP"));
         let wide = ceiling(&["http://127.0.0.1:*", "https://hooks.slack.com"]);
-        assert!(admit(&m, "a", &wide, &host, &facts).is_ok());
+        assert!(admit(&m, "a", &wide, &host, &watching(&facts)).is_ok());
         // The operator's plugins have no ceiling: the manifest alone decides.
-        assert!(admit(&m, "", &TenantPolicy::operator(), &host, &facts).is_ok());
+        assert!(admit(&m, "", &TenantPolicy::operator(), &host, &watching(&facts)).is_ok());
     }
 
     #[test]
@@ -394,12 +518,26 @@ mod tests {
         )
         .unwrap();
         let host = HostConfig::default();
-        let refusals = admit(&m, "a", &policy(), &host, &[facts("Pod", Some(true))]).unwrap_err();
+        let refusals = admit(
+            &m,
+            "a",
+            &policy(),
+            &host,
+            &watching(&[facts("Pod", Some(true))]),
+        )
+        .unwrap_err();
         assert_eq!(refusals.len(), 1, "{refusals:?}");
         assert_eq!(refusals[0].field, "watch[0].jq-filter");
         assert!(refusals[0].reason.contains("only operator plugins"));
         let operator = TenantPolicy::operator();
-        admit(&m, "", &operator, &host, &[facts("Pod", Some(true))]).unwrap();
+        admit(
+            &m,
+            "",
+            &operator,
+            &host,
+            &watching(&[facts("Pod", Some(true))]),
+        )
+        .unwrap();
     }
 
     #[test]
@@ -410,7 +548,14 @@ mod tests {
         )
         .unwrap();
         let host = HostConfig::default();
-        let ok = admit(&m, "a", &policy(), &host, &[facts("Widget", None)]).unwrap();
+        let ok = admit(
+            &m,
+            "a",
+            &policy(),
+            &host,
+            &watching(&[facts("Widget", None)]),
+        )
+        .unwrap();
         assert_eq!(ok.memory_mib, 32);
         assert_eq!(ok.deadline_ms, host.default_deadline_ms);
     }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::PluginError;
-use super::admission::{Admitted, WatchFacts, admit};
+use super::admission::{Admitted, Facts, WatchFacts, admit};
 use super::engine::PluginEngine;
 use super::loader::HostConfig;
 use super::manifest::Manifest;
@@ -67,21 +67,23 @@ pub fn check(
             return Err(problems);
         }
     };
-    let (mut facts, mut watches, mut unchecked_scope) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut facts, mut watches, mut unchecked_scope) = (Facts::default(), Vec::new(), Vec::new());
     for w in &manifest.watch {
-        let (group, version) = w.api_version.split();
         let written = format!("{}/{}", w.api_version.as_str(), w.kind);
         let namespaced = scope_of(w.api_version.as_str(), &w.kind);
         if namespaced.is_none() {
             unchecked_scope.push(written.clone());
         }
         watches.push(written);
-        facts.push(WatchFacts {
-            group: group.into(),
-            version: version.into(),
-            kind: w.kind.clone(),
-            namespaced,
-        });
+        facts
+            .watch
+            .push(WatchFacts::as_written(&w.api_version, &w.kind, namespaced));
+    }
+    for w in &manifest.write {
+        let namespaced = scope_of(w.api_version.as_str(), &w.kind);
+        facts
+            .write
+            .push(WatchFacts::as_written(&w.api_version, &w.kind, namespaced));
     }
     let admitted = admit(&manifest, &request.tenant, &policy, host, &facts).map_err(|refusals| {
         refusals

@@ -18,9 +18,10 @@ use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::outbound::{Hooks, Outbound};
+use super::write::{Call, Target, Writer, event_body, object_body};
 
 use crate::informer::{CachedObject, Event, EventType, FieldIndex, IndexId, Store, Visibility};
-use crate::manifest::BUILTIN_INDEXES;
+use crate::manifest::{BUILTIN_INDEXES, Verb};
 use crate::selector::{FieldPath, LabelSelector, names};
 use crate::tenancy::Grant;
 
@@ -57,7 +58,7 @@ pub mod bindings {
 
 /// The WIT package this host implements; plugins built for another version are refused at load
 /// with this named.
-pub const WIT_PACKAGE: &str = "informant:plugin@0.3.0";
+pub const WIT_PACKAGE: &str = "informant:plugin@0.4.0";
 
 /// A cached object lent to a plugin as an `object` handle for one call; `None` once that call
 /// has returned.
@@ -79,6 +80,9 @@ pub const MAX_KEPT_HANDLES: usize = 1024;
 
 use bindings::informant;
 pub use bindings::{Plugin, PluginPre};
+use informant::plugin::kube::{
+    EventSeverity, ObjectRef as WitObjectRef, PatchType, Preconditions, WriteError,
+};
 pub use informant::plugin::log::Level;
 pub use informant::plugin::types::{
     Event as WitEvent, EventType as WitEventType, Failure, ObjectMeta as WitObjectMeta, QueryError,
@@ -342,6 +346,7 @@ pub struct State {
     log_rate: Arc<LogRate>,
     http: WasiHttpCtx,
     hooks: Hooks,
+    writer: Arc<Writer>,
 }
 
 impl State {
@@ -380,7 +385,14 @@ impl State {
             },
             text,
             log_rate,
+            writer: Arc::new(Writer::default()),
         }
+    }
+
+    /// What the plugin may write (nothing until given).
+    pub fn with_writer(mut self, writer: Arc<Writer>) -> Self {
+        self.writer = writer;
+        self
     }
 
     /// The plugin's outbound HTTP policy (none until given).
@@ -572,6 +584,198 @@ impl informant::plugin::cache::Host for State {
         Ok(objs.iter().map(|o| o.json().to_string()).collect())
     }
 }
+
+impl informant::plugin::kube::Host for State {
+    async fn create(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        object: String,
+    ) -> Result<String, WriteError> {
+        let ns = namespace.as_deref();
+        let target = Target {
+            kind: &r,
+            namespace: ns,
+            name: None,
+        };
+        self.writer
+            .run(Call::Verb(Verb::Create), target, |s| {
+                let body = object_body(&object, s.resource, ns, None)?;
+                s.request(http::Method::POST, None, None, &[], (JSON, body))
+            })
+            .await
+    }
+
+    async fn apply(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        name: String,
+        object: String,
+        force: bool,
+    ) -> Result<String, WriteError> {
+        let ns = namespace.as_deref();
+        let target = Target {
+            kind: &r,
+            namespace: ns,
+            name: Some(&name),
+        };
+        let force: &[(&str, &str)] = if force { &[("force", "true")] } else { &[] };
+        self.writer
+            .run(Call::Verb(Verb::Apply), target, |s| {
+                let body = object_body(&object, s.resource, ns, Some(&name))?;
+                s.request(http::Method::PATCH, Some(&name), None, force, (APPLY, body))
+            })
+            .await
+    }
+
+    async fn patch(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        name: String,
+        kind: PatchType,
+        patch: String,
+    ) -> Result<String, WriteError> {
+        let ns = namespace.as_deref();
+        let target = Target {
+            kind: &r,
+            namespace: ns,
+            name: Some(&name),
+        };
+        let content_type = match kind {
+            PatchType::Merge => "application/merge-patch+json",
+            PatchType::Json => "application/json-patch+json",
+            PatchType::Strategic => "application/strategic-merge-patch+json",
+        };
+        self.writer
+            .run(Call::Verb(Verb::Patch), target, |s| {
+                s.request(
+                    http::Method::PATCH,
+                    Some(&name),
+                    None,
+                    &[],
+                    (content_type, patch.into_bytes()),
+                )
+            })
+            .await
+    }
+
+    async fn delete(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        name: String,
+        preconditions: Preconditions,
+    ) -> Result<(), WriteError> {
+        let ns = namespace.as_deref();
+        let target = Target {
+            kind: &r,
+            namespace: ns,
+            name: Some(&name),
+        };
+        let body = serde_json::json!({
+            "kind": "DeleteOptions",
+            "apiVersion": "v1",
+            "preconditions": {
+                "uid": preconditions.uid,
+                "resourceVersion": preconditions.resource_version,
+            },
+        });
+        self.writer
+            .run(Call::Verb(Verb::Delete), target, |s| {
+                let body = serde_json::to_vec(&body).expect("a Value serializes");
+                s.request(http::Method::DELETE, Some(&name), None, &[], (JSON, body))
+            })
+            .await
+            .map(drop)
+    }
+
+    async fn update_status(
+        &mut self,
+        r: WitResource,
+        namespace: Option<String>,
+        name: String,
+        object: String,
+    ) -> Result<String, WriteError> {
+        let ns = namespace.as_deref();
+        let target = Target {
+            kind: &r,
+            namespace: ns,
+            name: Some(&name),
+        };
+        self.writer
+            .run(Call::Verb(Verb::UpdateStatus), target, |s| {
+                let body = object_body(&object, s.resource, ns, Some(&name))?;
+                s.request(
+                    http::Method::PUT,
+                    Some(&name),
+                    Some("status"),
+                    &[],
+                    (JSON, body),
+                )
+            })
+            .await
+    }
+
+    async fn record_event(
+        &mut self,
+        regarding: WitObjectRef,
+        severity: EventSeverity,
+        reason: String,
+        action: String,
+        note: String,
+    ) -> Result<(), WriteError> {
+        let event_kind = WitResource {
+            group: "events.k8s.io".into(),
+            version: "v1".into(),
+            kind: "Event".into(),
+        };
+        // Events about cluster-scoped objects live in `default`, as client-go records them.
+        let ns = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let target = Target {
+            kind: &event_kind,
+            namespace: Some(&ns),
+            name: None,
+        };
+        let r = &regarding.kind;
+        let api_version = if r.group.is_empty() {
+            r.version.clone()
+        } else {
+            format!("{}/{}", r.group, r.version)
+        };
+        let reference = serde_json::json!({
+            "apiVersion": api_version,
+            "kind": r.kind,
+            "namespace": regarding.namespace,
+            "name": regarding.name,
+            "uid": regarding.uid,
+        });
+        let severity = match severity {
+            EventSeverity::Normal => "Normal",
+            EventSeverity::Warning => "Warning",
+        };
+        let manager = self.writer.field_manager().to_string();
+        self.writer
+            .run(Call::Event, target, |s| {
+                let body = event_body(
+                    reference,
+                    &ns,
+                    (severity, &reason, &action, &note),
+                    (&manager, &regarding.name),
+                );
+                s.request(http::Method::POST, None, None, &[], (JSON, body))
+            })
+            .await
+            .map(drop)
+    }
+}
+
+const JSON: &str = "application/json";
+const APPLY: &str = "application/apply-patch+yaml";
 
 impl informant::plugin::log::Host for State {
     async fn log(&mut self, level: Level, message: String) {

@@ -21,6 +21,7 @@ use super::host::{
     WitResource, escape_controls, truncated, wit_event,
 };
 use super::outbound::Outbound;
+use super::write::Writer;
 use crate::informer::Event;
 
 /// Everything needed to create instances of one plugin version.
@@ -49,6 +50,8 @@ pub struct InstanceSpec {
     pub retry: RetryPolicy,
     /// Where the plugin may send HTTP requests, and what it sent (shared by its instances).
     pub outbound: Arc<Outbound>,
+    /// What the plugin may write, and what it wrote (shared by its instances).
+    pub writer: Arc<Writer>,
 }
 
 /// How `retry` answers are redelivered (the manifest's `[retry]`).
@@ -160,7 +163,8 @@ impl Instance {
             spec.logs.clone(),
             (spec.text, spec.log_rate.clone()),
         )
-        .with_outbound(spec.outbound.clone());
+        .with_outbound(spec.outbound.clone())
+        .with_writer(spec.writer.clone());
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
         // Yield to the executor at every tick: the deadline is the caller's timeout.

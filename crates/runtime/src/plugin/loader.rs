@@ -23,7 +23,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast, watch};
 
 use super::PluginError;
-use super::admission::{Admitted, WatchFacts, admit, describe, watch_count};
+use super::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};
 use super::change_filter::ChangeFilters;
 use super::engine::{PluginEngine, hex};
 use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
@@ -32,9 +32,10 @@ use super::manifest::{Manifest, ManifestError};
 use super::outbound::Outbound;
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use super::waiting::{Waiting, WaitingFor};
+use super::write::{Cluster, Declared, TenantWrites, Writer};
 use crate::informer::{
     ChangeFilter, EventFilter, HandlerOptions, InformerFactory, ListenerGauges, ListenerHandle,
-    SharedInformer, wait_all_synced,
+    ResolvedResource, SharedInformer, wait_all_synced,
 };
 use crate::tenancy::{Budgeted, Tenancy, TenantPolicy};
 
@@ -221,6 +222,8 @@ pub struct PluginHost {
     waiting_count: watch::Sender<usize>,
     /// Change filters in use, shared by every watch naming the same one.
     change_filters: ChangeFilters,
+    /// Every plugin write with `dryRun=All` (`--dry-run-writes`).
+    dry_run_writes: bool,
 }
 
 /// A running plugin as readers see it.
@@ -249,7 +252,15 @@ impl PluginHost {
             waiting: RwLock::new(BTreeMap::new()),
             waiting_count: watch::channel(0).0,
             change_filters: ChangeFilters::default(),
+            dry_run_writes: false,
         }
+    }
+
+    /// Sends every plugin write with `dryRun=All`: the API server validates and admits it, and
+    /// persists nothing (`--dry-run-writes`).
+    pub fn with_dry_run_writes(mut self, dry_run: bool) -> Self {
+        self.dry_run_writes = dry_run;
+        self
     }
 
     /// The change filters in use: (description, evaluations, runtime errors) each.
@@ -709,15 +720,33 @@ impl PluginHost {
                 })?;
             resolved.push(r);
         }
-        let facts: Vec<WatchFacts> = resolved
-            .iter()
-            .map(|r| WatchFacts {
-                group: r.api_resource.group.clone(),
-                version: r.api_resource.version.clone(),
-                kind: r.api_resource.kind.clone(),
-                namespaced: Some(r.namespaced),
-            })
-            .collect();
+        // A write names a kind that must be served now: unlike a watch, nothing waits for it.
+        let mut declared = Vec::new();
+        for (index, w) in manifest.write.iter().enumerate() {
+            let resource = self
+                .factory
+                .resolve(w.api_version.as_str(), &w.kind)
+                .await
+                .map_err(|e| PluginError::Refused {
+                    plugin: id.to_string(),
+                    path: found.manifest.clone(),
+                    reason: format!("field `write[{index}]`: {e}"),
+                })?;
+            declared.push(Declared {
+                write: w.clone(),
+                resource,
+            });
+        }
+        let discovered = |r: &ResolvedResource| WatchFacts {
+            group: r.api_resource.group.clone(),
+            version: r.api_resource.version.clone(),
+            kind: r.api_resource.kind.clone(),
+            namespaced: Some(r.namespaced),
+        };
+        let facts = Facts {
+            watch: resolved.iter().map(discovered).collect(),
+            write: declared.iter().map(|d| discovered(&d.resource)).collect(),
+        };
         let Admitted {
             memory_mib,
             deadline_ms,
@@ -790,6 +819,20 @@ impl PluginHost {
                 outbound: Arc::new(Outbound::new(
                     manifest.allowed_outbound_hosts.clone(),
                     u64::from(memory_mib) << 20,
+                )),
+                writer: Arc::new(Writer::new(
+                    Some(Cluster {
+                        client: self.factory.client().clone(),
+                        dry_run: self.dry_run_writes,
+                    }),
+                    declared,
+                    (&id.name, &id.tenant),
+                    TenantWrites {
+                        grant: grant.clone(),
+                        ceiling: policy.writes.clone(),
+                        impersonate: policy.impersonate.clone(),
+                        budget: policy.write_budget.clone(),
+                    },
                 )),
             };
             let policy = config.restart.clone();

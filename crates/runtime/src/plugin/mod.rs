@@ -30,6 +30,7 @@ pub mod retry;
 pub mod secrets;
 pub mod supervisor;
 pub mod waiting;
+pub mod write;
 
 pub use cache::CompileCache;
 pub use engine::{EngineOptions, LoadedComponent, PluginEngine};

@@ -165,6 +165,11 @@ impl Supervisor {
         &self.spec.outbound.stats
     }
 
+    /// The version's write counters (by call and outcome).
+    pub fn writes(&self) -> &super::write::WriteStats {
+        &self.spec.writer.stats
+    }
+
     /// Redeliveries scheduled because the plugin answered `retry`.
     pub fn retried(&self) -> u64 {
         self.retried.load(Ordering::Relaxed)

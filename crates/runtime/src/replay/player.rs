@@ -32,7 +32,7 @@ use crate::informer::{
     Delta, Event, Handler, HandlerOptions, LabelSelector, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
-use crate::plugin::admission::{Admitted, WatchFacts, admit, describe};
+use crate::plugin::admission::{Admitted, Facts, WatchFacts, admit, describe};
 use crate::plugin::check::manifest_beside;
 use crate::plugin::host::WitResource;
 use crate::plugin::{
@@ -158,19 +158,14 @@ pub async fn replay(
 
     let host = &config.host;
     // The limits the loader would give it (refused above the ceilings, as live).
-    let facts: Vec<WatchFacts> = manifest
-        .watch
-        .iter()
-        .map(|w| {
-            let (group, version) = w.api_version.split();
-            WatchFacts {
-                group: group.into(),
-                version: version.into(),
-                kind: w.kind.clone(),
-                namespaced: None,
-            }
-        })
-        .collect();
+    let facts = Facts {
+        watch: (manifest.watch.iter())
+            .map(|w| WatchFacts::as_written(&w.api_version, &w.kind, None))
+            .collect(),
+        write: (manifest.write.iter())
+            .map(|w| WatchFacts::as_written(&w.api_version, &w.kind, None))
+            .collect(),
+    };
     let Admitted {
         memory_mib,
         deadline_ms,
@@ -204,6 +199,8 @@ pub async fn replay(
         retry: RetryPolicy::from_manifest(&manifest.retry),
         // A replay re-runs recorded events: it sends no HTTP (requests fail as denied).
         outbound: Default::default(),
+        // Nor writes: there is no cluster (writes fail as denied, saying so).
+        writer: Default::default(),
     };
     let policy = host.restart.clone();
     let plugin = name.clone();

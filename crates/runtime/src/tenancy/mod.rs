@@ -53,6 +53,22 @@ pub struct TenantPolicy {
     /// Origins its plugins may name in `allowed-outbound-hosts`; `None`: no ceiling (the
     /// operator's plugins: the manifest alone decides).
     pub allowed_outbound_hosts: Option<Vec<crate::manifest::Origin>>,
+    /// What its plugins may name in `[[write]]`; `None`: no ceiling (the operator's plugins).
+    pub writes: Option<Vec<crate::manifest::Write>>,
+    /// Who its writes are sent as; `None`: the host's own identity.
+    pub impersonate: Option<Impersonate>,
+    /// Writes per second shared by its plugins; unlimited when `None`.
+    pub write_budget: Option<Arc<Budget>>,
+}
+
+/// An identity writes are sent as (`Impersonate-User`, `Impersonate-Group`), so the cluster's
+/// RBAC judges a tenant's writes by the tenant's own rights.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Impersonate {
+    /// The user, e.g. `system:serviceaccount:team-a:informant-team-a`.
+    pub user: String,
+    /// Extra groups.
+    pub groups: Vec<String>,
 }
 
 /// Equal when they admit and limit alike; budgets compare by rate, not by their buckets.
@@ -65,7 +81,11 @@ impl PartialEq for TenantPolicy {
             && self.max_informers == other.max_informers
             && self.max_field_indexes == other.max_field_indexes
             && self.allowed_outbound_hosts == other.allowed_outbound_hosts
+            && self.writes == other.writes
+            && self.impersonate == other.impersonate
             && self.budget.as_ref().map(|b| b.rate()) == other.budget.as_ref().map(|b| b.rate())
+            && self.write_budget.as_ref().map(|b| b.rate())
+                == other.write_budget.as_ref().map(|b| b.rate())
     }
 }
 
@@ -81,6 +101,9 @@ impl TenantPolicy {
             max_informers: usize::MAX,
             max_field_indexes: usize::MAX,
             allowed_outbound_hosts: None,
+            writes: None,
+            impersonate: None,
+            write_budget: None,
         }
     }
 }
