@@ -440,6 +440,73 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
 }
 
 #[test]
+fn writes_grant_impersonation_of_exactly_the_named_identities() {
+    let r = render(json!({
+        "writes": {
+            "impersonate": {
+                "users": [
+                    "system:serviceaccount:team-a:hooks",
+                    "system:serviceaccount:team-b:hooks",
+                    "alice@example.com",
+                ],
+                "groups": ["hooks"],
+            },
+            "operatorRules": [
+                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]},
+            ],
+        },
+    }))
+    .expect("render");
+    let writes = r
+        .kind("ClusterRole")
+        .into_iter()
+        .find(|o| o["metadata"]["name"] == "demo-informant-writes")
+        .expect("the writes ClusterRole");
+    assert_eq!(
+        writes["rules"],
+        json!([
+            {"apiGroups": [""], "resources": ["users"], "resourceNames": ["alice@example.com"], "verbs": ["impersonate"]},
+            {"apiGroups": [""], "resources": ["groups"], "resourceNames": ["hooks"], "verbs": ["impersonate"]},
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["patch"]},
+        ])
+    );
+    // A service account is impersonated through a Role in its own namespace, naming just it.
+    let roles: Vec<(String, Value)> = r
+        .kind("Role")
+        .into_iter()
+        .filter(|o| o["metadata"]["name"] == "demo-informant-impersonate")
+        .map(|o| {
+            (
+                o["metadata"]["namespace"].as_str().unwrap().to_string(),
+                o["rules"].clone(),
+            )
+        })
+        .collect();
+    let sa = json!([{"apiGroups": [""], "resources": ["serviceaccounts"], "resourceNames": ["hooks"], "verbs": ["impersonate"]}]);
+    assert_eq!(
+        roles,
+        vec![("team-a".into(), sa.clone()), ("team-b".into(), sa)]
+    );
+    let bindings: Vec<&Value> = r
+        .kind("RoleBinding")
+        .into_iter()
+        .filter(|o| o["metadata"]["name"] == "demo-informant-impersonate")
+        .collect();
+    assert_eq!(bindings.len(), 2);
+    for b in bindings {
+        assert_eq!(b["subjects"][0]["namespace"], "ops");
+    }
+    // By default the host can write nothing.
+    let defaults = render(json!({})).expect("render");
+    assert!(
+        !defaults.objects.iter().any(|o| o["metadata"]["name"]
+            .as_str()
+            .is_some_and(|n| n.ends_with("-writes") || n.ends_with("-impersonate"))),
+        "no write RBAC by default"
+    );
+}
+
+#[test]
 fn bad_values_fail_naming_the_field() {
     for (values, want) in [
         (
@@ -467,6 +534,14 @@ fn bad_values_fail_naming_the_field() {
         (
             json!({"leaderElection": {"leaseDurationSeconds": 1}}),
             "leaseDurationSeconds",
+        ),
+        (
+            json!({"writes": {"impersonate": {"users": ["system:serviceaccount:../x:y"]}}}),
+            "writes.impersonate.users[0]",
+        ),
+        (
+            json!({"writes": {"operatorRules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["escalate"]}]}}),
+            "verbs",
         ),
     ] {
         let err = render(values.clone())
