@@ -98,6 +98,7 @@ async fn case(
         log_rate: LogRate::new(u32::MAX),
         retry: Default::default(),
         outbound: Default::default(),
+        writer: Default::default(),
     };
     let sup = Supervisor::start(spec, RestartPolicy::default())
         .await

@@ -110,6 +110,7 @@ fn spec(
         log_rate: LogRate::new(u32::MAX),
         retry: Default::default(),
         outbound: Default::default(),
+        writer: Default::default(),
     }
 }
 

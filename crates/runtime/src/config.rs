@@ -365,6 +365,62 @@ mod tests {
     }
 
     #[test]
+    fn a_tenants_write_grant_is_checked_while_reading() {
+        let base = "[tenants.a]\nnamespaces = [\"a\", \"a-*\"]\n";
+        let ok = parse(&format!(
+            "{base}impersonate = \"system:serviceaccount:a:hooks\"\nwrites-per-second = 3\n\
+             [[tenants.a.write]]\napi-version = \"apps/v1\"\nkind = \"*\"\nverbs = [\"apply\"]\nnamespaces = [\"a-x\"]\n"
+        ))
+        .unwrap();
+        let a = ok.tenancy.policy("a").unwrap();
+        assert_eq!(a.writes.as_ref().unwrap().len(), 1);
+        assert_eq!(
+            a.impersonate.as_ref().unwrap().user,
+            "system:serviceaccount:a:hooks"
+        );
+        assert_eq!(a.write_budget.as_ref().unwrap().rate().get(), 3);
+        // No tables: no writes, and the default budget.
+        let none = parse(base).unwrap();
+        let a = none.tenancy.policy("a").unwrap();
+        assert_eq!(a.writes.as_deref(), Some(&[][..]));
+        assert_eq!(
+            a.write_budget.as_ref().unwrap().rate().get(),
+            DEFAULT_WRITES_PER_SECOND
+        );
+        for (extra, want) in [
+            (
+                "[[tenants.a.write]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nverbs = [\"apply\"]\nnamespace = \"b\"\n",
+                "key `tenants.a.write[0].namespaces`: namespace `b` is outside the tenant's `namespaces`",
+            ),
+            (
+                "[[tenants.a.write]]\napi-version = \"v1\"\nkind = \"Config Map\"\nverbs = [\"apply\"]\n",
+                "key `tenants.a.write[0].kind`: invalid kind",
+            ),
+            (
+                "[[tenants.a.write]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nverbs = [\"sudo\"]\n",
+                "unknown variant `sudo`",
+            ),
+            ("impersonate-groups = [\"g\"]\n", "set `impersonate` too"),
+            (
+                "impersonate = \"\"\n",
+                "key `tenants.a.impersonate`: `` is not a user or group name",
+            ),
+            ("impersonate = \"a\\nb\"\n", "is not a user or group name"),
+            ("writes-per-second = 0\n", "writes-per-second"),
+            ("write = [1]\n", "expected a table"),
+        ] {
+            let (keys, tables): (Vec<&str>, Vec<&str>) = if extra.starts_with("[[") {
+                (vec![], vec![extra])
+            } else {
+                (vec![extra], vec![])
+            };
+            let text = format!("{base}{}{}", keys.join(""), tables.join(""));
+            let err = parse(&text).unwrap_err();
+            assert!(err.contains(want), "{extra}: {err}");
+        }
+    }
+
+    #[test]
     fn a_full_config_parses_with_defaults_filled() {
         let c = parse(
             r#"
