@@ -551,3 +551,61 @@ async fn bad_write_declarations_are_refused_at_load_with_file_field_and_reason()
     );
     assert!(report.loaded.is_empty());
 }
+
+#[tokio::test]
+async fn a_write_waiting_for_its_budget_is_cut_at_the_deadline_and_others_flow() {
+    let cfg = config::parse(
+        &TENANTS.replace(
+            "impersonate-groups = [\"hooks\"]",
+            "impersonate-groups = [\"hooks\"]\nwrites-per-second = 1",
+        ),
+        Path::new("informant.toml"),
+    )
+    .unwrap();
+    let env = PluginEnv::start(cfg).await;
+    create_namespaces(&env.server, &["team-a", "team-b"]);
+    let writes: Vec<String> = (0..20)
+        .map(|i| format!("{{ op = \"create\", namespace = \"team-a\", object = {{ metadata = {{ name = \"h-$NAME-{i}\" }} }} }}"))
+        .collect();
+    let writes: Vec<&str> = writes.iter().map(String::as_str).collect();
+    let manifest = writer(
+        "h",
+        "team-a",
+        &configmap_writes("[\"create\"]", Some("team-a")),
+        &writes,
+    )
+    .replace("deadline-ms = 10000", "deadline-ms = 300");
+    env.install(Some("team-a"), "hog", "hostile", &manifest);
+    env.install(
+        Some("team-b"),
+        "echo",
+        "hostile",
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nmode = \"echo\"\ntag = \"b\"\n",
+    );
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    let hog = env.host.supervisor(&id("team-a", "hog")).unwrap();
+
+    env.server.create(go("team-a", "go-1")).unwrap();
+    for i in 0..5 {
+        env.server.create(go("team-b", &format!("b{i}"))).unwrap();
+    }
+    env.logs
+        .wait_until(
+            "team-b's events, while team-a's plugin waits on its budget",
+            || env.logs.keys_of("echo", "b").len() == 5,
+        )
+        .await;
+    eventually("the hog's event to fail at its deadline", async || {
+        (hog.failed() >= 1).then_some(())
+    })
+    .await;
+    assert!(
+        hog.last_error().is_some_and(|e| e.contains("deadline")),
+        "{:?}",
+        hog.last_error()
+    );
+    // One write from the full bucket, perhaps a second as it refills; never the twenty.
+    let sent = audited(&env, "informant/team-a/hog").len();
+    assert!((1..=2).contains(&sent), "{sent} writes reached the server");
+}

@@ -114,6 +114,13 @@ impl Outcome {
         }
     }
 
+    fn slot(self) -> usize {
+        Outcome::ALL
+            .iter()
+            .position(|o| *o == self)
+            .expect("listed")
+    }
+
     fn of(result: &Result<impl Sized, WriteError>) -> Outcome {
         match result {
             Ok(_) => Outcome::Ok,
