@@ -593,11 +593,7 @@ impl informant::plugin::kube::Host for State {
         object: String,
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
-        let target = Target {
-            kind: &r,
-            namespace: ns,
-            name: None,
-        };
+        let target = Target::new(&r, ns, None);
         self.writer
             .run(Call::Verb(Verb::Create), target, |s| {
                 let body = object_body(&object, s.resource, ns, None)?;
@@ -615,11 +611,7 @@ impl informant::plugin::kube::Host for State {
         force: bool,
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
-        let target = Target {
-            kind: &r,
-            namespace: ns,
-            name: Some(&name),
-        };
+        let target = Target::new(&r, ns, Some(&name));
         let force: &[(&str, &str)] = if force { &[("force", "true")] } else { &[] };
         self.writer
             .run(Call::Verb(Verb::Apply), target, |s| {
@@ -638,11 +630,7 @@ impl informant::plugin::kube::Host for State {
         patch: String,
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
-        let target = Target {
-            kind: &r,
-            namespace: ns,
-            name: Some(&name),
-        };
+        let target = Target::new(&r, ns, Some(&name));
         let content_type = match kind {
             PatchType::Merge => "application/merge-patch+json",
             PatchType::Json => "application/json-patch+json",
@@ -669,11 +657,7 @@ impl informant::plugin::kube::Host for State {
         preconditions: Preconditions,
     ) -> Result<(), WriteError> {
         let ns = namespace.as_deref();
-        let target = Target {
-            kind: &r,
-            namespace: ns,
-            name: Some(&name),
-        };
+        let target = Target::new(&r, ns, Some(&name));
         let body = serde_json::json!({
             "kind": "DeleteOptions",
             "apiVersion": "v1",
@@ -699,11 +683,7 @@ impl informant::plugin::kube::Host for State {
         object: String,
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
-        let target = Target {
-            kind: &r,
-            namespace: ns,
-            name: Some(&name),
-        };
+        let target = Target::new(&r, ns, Some(&name));
         self.writer
             .run(Call::Verb(Verb::UpdateStatus), target, |s| {
                 let body = object_body(&object, s.resource, ns, Some(&name))?;
@@ -736,11 +716,7 @@ impl informant::plugin::kube::Host for State {
             .namespace
             .clone()
             .unwrap_or_else(|| "default".into());
-        let target = Target {
-            kind: &event_kind,
-            namespace: Some(&ns),
-            name: None,
-        };
+        let target = Target::new(&event_kind, Some(&ns), None);
         let r = &regarding.kind;
         let api_version = if r.group.is_empty() {
             r.version.clone()

@@ -385,6 +385,17 @@ pub struct Target<'a> {
     pub name: Option<&'a str>,
 }
 
+impl<'a> Target<'a> {
+    /// `kind`'s object `name` (none for a create) in `namespace`.
+    pub fn new(kind: &'a WitResource, namespace: Option<&'a str>, name: Option<&'a str>) -> Self {
+        Target {
+            kind,
+            namespace,
+            name,
+        }
+    }
+}
+
 /// A checked call about to be built into a request.
 pub struct Sending<'a> {
     /// The collection's path, e.g. `/apis/apps/v1/namespaces/a/deployments`.
