@@ -186,6 +186,22 @@ const BUILTINS: &[Builtin] = &[
         ..builtin("", "events", "Event")
     },
     Builtin {
+        short_names: &["limits"],
+        ..builtin("", "limitranges", "LimitRange")
+    },
+    Builtin {
+        short_names: &["quota"],
+        status: true,
+        ..builtin("", "resourcequotas", "ResourceQuota")
+    },
+    builtin("", "podtemplates", "PodTemplate"),
+    // No `scale` here: a ReplicationController's selector is a plain map, which the Scale
+    // support (written for metav1.LabelSelector) does not read.
+    Builtin {
+        short_names: &["rc"],
+        ..workload("", "replicationcontrollers", "ReplicationController")
+    },
+    Builtin {
         namespaced: false,
         short_names: &["no"],
         status: true,

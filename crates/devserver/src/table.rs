@@ -294,6 +294,189 @@ fn columns(res: &ResourceType) -> Option<&'static [Column]> {
                 "Images referenced by each container in the template.",
             ),
         ],
+        ("apps", "DaemonSet") => &[
+            (
+                "Desired",
+                "integer",
+                0,
+                "The total number of nodes that should be running the daemon pod (including nodes correctly running the daemon pod).",
+            ),
+            (
+                "Current",
+                "integer",
+                0,
+                "The number of nodes that are running at least 1 daemon pod and are supposed to run the daemon pod.",
+            ),
+            (
+                "Ready",
+                "integer",
+                0,
+                "numberReady is the number of nodes that should be running the daemon pod and have one or more of the daemon pod running with a Ready Condition.",
+            ),
+            (
+                "Up-to-date",
+                "integer",
+                0,
+                "The total number of nodes that are running updated daemon pod",
+            ),
+            (
+                "Available",
+                "integer",
+                0,
+                "The number of nodes that should be running the daemon pod and have one or more of the daemon pod running and available (ready for at least spec.minReadySeconds)",
+            ),
+            (
+                "Node Selector",
+                "string",
+                0,
+                "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node.",
+            ),
+            AGE,
+            (
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template.",
+            ),
+            (
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template.",
+            ),
+            (
+                "Selector",
+                "string",
+                1,
+                "A label query over pods that are managed by the daemon set.",
+            ),
+        ],
+        ("batch", "Job") => &[
+            ("Status", "string", 0, "Status of the job."),
+            (
+                "Completions",
+                "string",
+                0,
+                "The number of pods which reached phase Succeeded.",
+            ),
+            (
+                "Duration",
+                "string",
+                0,
+                "Time required to complete the job.",
+            ),
+            AGE,
+            (
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template.",
+            ),
+            (
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template.",
+            ),
+            (
+                "Selector",
+                "string",
+                1,
+                "A label query over pods that should match the pod count.",
+            ),
+        ],
+        ("batch", "CronJob") => &[
+            (
+                "Schedule",
+                "string",
+                0,
+                "The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron.",
+            ),
+            (
+                "Timezone",
+                "string",
+                0,
+                "The time zone name for the given schedule, see https://en.wikipedia.org/wiki/List_of_tz_database_time_zones.",
+            ),
+            (
+                "Suspend",
+                "boolean",
+                0,
+                "This flag tells the controller to suspend subsequent executions, it does not apply to already started executions.  Defaults to false.",
+            ),
+            (
+                "Active",
+                "integer",
+                0,
+                "A list of pointers to currently running jobs.",
+            ),
+            (
+                "Last Schedule",
+                "string",
+                0,
+                "Information when was the last time the job was successfully scheduled.",
+            ),
+            AGE,
+            (
+                "Containers",
+                "string",
+                1,
+                "Names of each container in the template.",
+            ),
+            (
+                "Images",
+                "string",
+                1,
+                "Images referenced by each container in the template.",
+            ),
+            (
+                "Selector",
+                "string",
+                1,
+                "A label query over pods that should match the pod count.",
+            ),
+        ],
+        ("", "Node") => &[
+            ("Status", "string", 0, "The status of the node"),
+            ("Roles", "string", 0, "The roles of the node"),
+            AGE,
+            (
+                "Version",
+                "string",
+                0,
+                "Kubelet Version reported by the node.",
+            ),
+            (
+                "Internal-IP",
+                "string",
+                1,
+                "List of addresses reachable to the node.",
+            ),
+            (
+                "External-IP",
+                "string",
+                1,
+                "List of addresses reachable to the node.",
+            ),
+            (
+                "OS-Image",
+                "string",
+                1,
+                "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+            ),
+            (
+                "Kernel-Version",
+                "string",
+                1,
+                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+            ),
+            (
+                "Container-Runtime",
+                "string",
+                1,
+                "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+            ),
+        ],
         _ => return None,
     })
 }
@@ -401,9 +584,176 @@ fn cells(res: &ResourceType, v: &Value) -> Vec<Value> {
                 images.into(),
             ]);
         }
+        ("apps", "DaemonSet") => {
+            let (names, images) = containers_and_images(tspec);
+            out.extend([
+                int(&status["desiredNumberScheduled"]),
+                int(&status["currentNumberScheduled"]),
+                int(&status["numberReady"]),
+                int(&status["updatedNumberScheduled"]),
+                int(&status["numberAvailable"]),
+                selector_text(&tspec["nodeSelector"]).into(),
+                age,
+                names.into(),
+                images.into(),
+                selector_text(&spec["selector"]["matchLabels"]).into(),
+            ]);
+        }
+        ("batch", "Job") => {
+            let (names, images) = containers_and_images(tspec);
+            out.extend([
+                job_status(v).into(),
+                job_completions(spec, status).into(),
+                job_duration(status).into(),
+                age,
+                names.into(),
+                images.into(),
+                selector_text(&spec["selector"]["matchLabels"]).into(),
+            ]);
+        }
+        ("batch", "CronJob") => {
+            let jspec = &spec["jobTemplate"]["spec"];
+            let (names, images) = containers_and_images(&jspec["template"]["spec"]);
+            let last = status["lastScheduleTime"]
+                .as_str()
+                .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+                .map_or("<none>".to_string(), |t| {
+                    human_duration(jiff::Timestamp::now().as_second() - t.as_second())
+                });
+            out.extend([
+                spec["schedule"].as_str().unwrap_or_default().into(),
+                spec["timeZone"].as_str().unwrap_or("<none>").into(),
+                spec["suspend"].as_bool().unwrap_or(false).into(),
+                count(&status["active"]).into(),
+                last.into(),
+                age,
+                names.into(),
+                images.into(),
+                selector_text(&jspec["selector"]["matchLabels"]).into(),
+            ]);
+        }
+        ("", "Node") => {
+            let info = &status["nodeInfo"];
+            let address = |kind: &str| {
+                status["addresses"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|a| a["type"] == kind)
+                    .and_then(|a| a["address"].as_str())
+                    .unwrap_or("<none>")
+                    .to_string()
+            };
+            let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            out.extend([
+                node_status(v).into(),
+                node_roles(v).into(),
+                age,
+                text(&info["kubeletVersion"]).into(),
+                address("InternalIP").into(),
+                address("ExternalIP").into(),
+                text(&info["osImage"]).into(),
+                text(&info["kernelVersion"]).into(),
+                text(&info["containerRuntimeVersion"]).into(),
+            ]);
+        }
         _ => out.push(age),
     }
     out
+}
+
+/// `printJob`'s Status: the first true terminal condition, else suspended, else running.
+fn job_status(v: &Value) -> &'static str {
+    let has = |kind: &str| {
+        v["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == kind && c["status"] == "True")
+    };
+    if has("Complete") {
+        "Complete"
+    } else if has("Failed") {
+        "Failed"
+    } else if v["metadata"]["deletionTimestamp"].is_string() {
+        "Terminating"
+    } else if has("FailureTarget") {
+        "FailureTarget"
+    } else if has("SuccessCriteriaMet") {
+        "SuccessCriteriaMet"
+    } else if has("Suspended") {
+        "Suspended"
+    } else {
+        "Running"
+    }
+}
+
+/// `printJob`'s Completions: `succeeded/completions`, or `succeeded/1 of parallelism` for a
+/// work queue.
+fn job_completions(spec: &Value, status: &Value) -> String {
+    let succeeded = status["succeeded"].as_i64().unwrap_or(0);
+    match (spec["completions"].as_i64(), spec["parallelism"].as_i64()) {
+        (Some(c), _) => format!("{succeeded}/{c}"),
+        (None, Some(p)) if p > 1 => format!("{succeeded}/1 of {p}"),
+        _ => format!("{succeeded}/1"),
+    }
+}
+
+/// `printJob`'s Duration: from start to completion (or to now while running).
+fn job_duration(status: &Value) -> String {
+    let at = |f: &str| {
+        status[f]
+            .as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+    };
+    match (at("startTime"), at("completionTime")) {
+        (None, _) => String::new(),
+        (Some(start), None) => {
+            human_duration(jiff::Timestamp::now().as_second() - start.as_second())
+        }
+        (Some(start), Some(end)) => human_duration(end.as_second() - start.as_second()),
+    }
+}
+
+/// `printNode`'s Status: the Ready condition, and `SchedulingDisabled` when cordoned.
+fn node_status(v: &Value) -> String {
+    let ready = v["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready");
+    let mut s = match ready.and_then(|c| c["status"].as_str()) {
+        Some("True") => "Ready".to_string(),
+        Some(_) => "NotReady".to_string(),
+        None => "Unknown".to_string(),
+    };
+    if v["spec"]["unschedulable"] == true {
+        s.push_str(",SchedulingDisabled");
+    }
+    s
+}
+
+/// `printNode`'s Roles: the `node-role.kubernetes.io/ROLE` labels (and `kubernetes.io/role`).
+fn node_roles(v: &Value) -> String {
+    let mut roles: Vec<&str> = v["metadata"]["labels"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(
+            |(k, val)| match k.strip_prefix("node-role.kubernetes.io/") {
+                Some(role) if !role.is_empty() => Some(role),
+                _ if k == "kubernetes.io/role" => val.as_str().filter(|r| !r.is_empty()),
+                _ => None,
+            },
+        )
+        .collect();
+    roles.sort_unstable();
+    roles.dedup();
+    if roles.is_empty() {
+        "<none>".into()
+    } else {
+        roles.join(",")
+    }
 }
 
 fn row(res: &ResourceType, obj: &Obj) -> Value {
@@ -441,4 +791,106 @@ pub(crate) fn table(res: &ResourceType, objs: &[Arc<Obj>], rv: u64) -> Value {
 /// A watch event's object as a one-row Table (what a Table watch carries).
 pub(crate) fn table_bytes(res: &ResourceType, obj: &Arc<Obj>) -> Vec<u8> {
     serde_json::to_vec(&table(res, std::slice::from_ref(obj), obj.rv)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Registry;
+
+    fn cells_of(api_version: &str, kind: &str, v: Value) -> Vec<Value> {
+        let reg = Registry::builtin();
+        let res = reg.by_kind(api_version, kind).unwrap();
+        let n = columns(&res).expect("columns").len() + 1;
+        let c = cells(&res, &v);
+        assert_eq!(c.len(), n, "one cell per column: {c:?}");
+        c
+    }
+
+    #[test]
+    fn nodes_print_status_roles_version_and_addresses() {
+        let c = cells_of(
+            "v1",
+            "Node",
+            json!({"metadata": {"name": "n1", "labels": {
+                    "node-role.kubernetes.io/control-plane": "", "node-role.kubernetes.io/etcd": ""}},
+                "spec": {"unschedulable": true},
+                "status": {"conditions": [{"type": "Ready", "status": "False"}],
+                    "addresses": [{"type": "InternalIP", "address": "10.0.0.1"}],
+                    "nodeInfo": {"kubeletVersion": "v1.33.1", "osImage": "Debian",
+                        "kernelVersion": "6.1", "containerRuntimeVersion": "containerd://2.0"}}}),
+        );
+        assert_eq!(c[1], "NotReady,SchedulingDisabled");
+        assert_eq!(c[2], "control-plane,etcd");
+        assert_eq!(c[4], "v1.33.1");
+        assert_eq!((&c[5], &c[6]), (&json!("10.0.0.1"), &json!("<none>")));
+        assert_eq!(c[9], "containerd://2.0");
+        let bare = cells_of("v1", "Node", json!({"metadata": {"name": "n2"}}));
+        assert_eq!((&bare[1], &bare[2]), (&json!("Unknown"), &json!("<none>")));
+    }
+
+    #[test]
+    fn jobs_print_status_completions_and_duration() {
+        let c = cells_of(
+            "batch/v1",
+            "Job",
+            json!({"metadata": {"name": "j"},
+                "spec": {"completions": 3, "selector": {"matchLabels": {"b": "2", "a": "1"}},
+                    "template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+                "status": {"succeeded": 3, "startTime": "2026-01-01T00:00:00Z",
+                    "completionTime": "2026-01-01T00:01:30Z",
+                    "conditions": [{"type": "Complete", "status": "True"}]}}),
+        );
+        assert_eq!(&c[1..4], &[json!("Complete"), json!("3/3"), json!("90s")]);
+        assert_eq!(&c[5..], &[json!("c"), json!("busybox"), json!("a=1,b=2")]);
+        let queue = cells_of(
+            "batch/v1",
+            "Job",
+            json!({"metadata": {"name": "q"}, "spec": {"parallelism": 4}, "status": {}}),
+        );
+        assert_eq!(
+            &queue[1..4],
+            &[json!("Running"), json!("0/1 of 4"), json!("")]
+        );
+    }
+
+    #[test]
+    fn cronjobs_and_daemonsets_print_their_columns() {
+        let c = cells_of(
+            "batch/v1",
+            "CronJob",
+            json!({"metadata": {"name": "cj"}, "spec": {"schedule": "*/5 * * * *",
+                "jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}}}},
+                "status": {"active": [{"name": "cj-1"}]}}),
+        );
+        assert_eq!(
+            &c[1..6],
+            &[
+                json!("*/5 * * * *"),
+                json!("<none>"),
+                json!(false),
+                json!(1),
+                json!("<none>")
+            ]
+        );
+        let d = cells_of(
+            "apps/v1",
+            "DaemonSet",
+            json!({"metadata": {"name": "ds"}, "spec": {"template": {"spec": {
+                    "nodeSelector": {"kubernetes.io/os": "linux"}, "containers": []}}},
+                "status": {"desiredNumberScheduled": 3, "currentNumberScheduled": 3,
+                    "numberReady": 2, "updatedNumberScheduled": 3, "numberAvailable": 2}}),
+        );
+        assert_eq!(
+            &d[1..7],
+            &[
+                json!(3),
+                json!(3),
+                json!(2),
+                json!(3),
+                json!(2),
+                json!("kubernetes.io/os=linux")
+            ]
+        );
+    }
 }
