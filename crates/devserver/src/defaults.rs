@@ -91,6 +91,9 @@ const RULES: &[Rule] = &[
 
 /// Applies the defaults of `res`'s kind to `obj`.
 pub(crate) fn apply(res: &ResourceType, obj: &mut Value) {
+    if let Some(schema) = res.schema.as_deref().filter(|_| !res.builtin) {
+        super::structural::prune_and_default(schema, obj);
+    }
     for rule in RULES {
         if rule.group == res.group && rule.kind == res.kind {
             (rule.apply)(obj);

@@ -69,6 +69,7 @@ mod server;
 mod ssa;
 mod store;
 mod strategy;
+mod structural;
 mod table;
 mod validation;
 mod watch;

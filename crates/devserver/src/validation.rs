@@ -311,6 +311,9 @@ fn pod_spec_causes(spec: &Value, at: &str) -> Vec<Cause> {
 pub(crate) fn spec_causes(res: &ResourceType, obj: &Value) -> Vec<Cause> {
     let spec = &obj["spec"];
     let mut causes = Vec::new();
+    if let Some(schema) = res.schema.as_deref().filter(|_| !res.builtin) {
+        causes.extend(super::structural::validate(schema, obj));
+    }
     let replicas = |causes: &mut Vec<Cause>| {
         if let Some(n) = spec["replicas"].as_i64().filter(|n| *n < 0) {
             causes.push(Cause::invalid(
