@@ -594,3 +594,62 @@ async fn a_write_waiting_for_its_budget_is_cut_at_the_deadline_and_others_flow()
     let sent = audited(&env, "informant/team-a/hog").len();
     assert!((1..=2).contains(&sent), "{sent} writes reached the server");
 }
+
+#[tokio::test]
+async fn api_errors_come_back_typed() {
+    let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["w"]);
+    env.server
+        .create(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {"size": {"type": "integer", "minimum": 1}}}}}}}]}}))
+        .unwrap();
+    let declared = format!(
+        "{}[[write]]\napi-version = \"example.com/v1\"\nkind = \"Widget\"\nverbs = [\"create\"]\n",
+        configmap_writes("[\"create\", \"delete\", \"patch\"]", Some("w"))
+    );
+    let writes = [
+        // The event's own ConfigMap, pinned to a UID it does not have.
+        "{ op = \"delete\", namespace = \"w\", name = \"$NAME\", uid = \"not-its-uid\" }",
+        "{ op = \"delete\", namespace = \"w\", name = \"nope\" }",
+        "{ op = \"create\", namespace = \"w\", object = { metadata = { name = \"$NAME\" } } }",
+        "{ op = \"create\", group = \"example.com\", kind = \"Widget\", namespace = \"w\", object = { metadata = { name = \"small\" }, spec = { size = 0 } } }",
+        "{ op = \"patch\", namespace = \"w\", name = \"$NAME\", patch-type = \"json\", patch = [{ op = \"test\", path = \"/data/k\", value = \"other\" }] }",
+    ];
+    env.install(
+        None,
+        "writer",
+        "hostile",
+        &writer("t", "w", &declared, &writes),
+    );
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    env.server.create(go("w", "go-1")).unwrap();
+    let results = results(&env, "writer", "w/go-1").await;
+    let got: Vec<(&str, i64)> = results
+        .iter()
+        .map(|r| (err_kind(r), r["err"]["code"].as_i64().unwrap_or(0)))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("conflict", 409),
+            ("not-found", 404),
+            ("conflict", 409),
+            ("invalid", 422),
+            ("invalid", 422)
+        ],
+        "{results:?}"
+    );
+    assert!(
+        results[3]["err"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.size in body should be greater than or equal to 1"),
+        "{results:?}"
+    );
+}
