@@ -250,6 +250,29 @@ struct Target {
     namespace: Option<String>,
     name: Option<String>,
     sub: Sub,
+    /// A subresource that is an action rather than a view of the object.
+    action: Option<Action>,
+}
+
+/// Subresources that do something instead of reading or writing part of the object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// `pods/eviction`: the Eviction API (no PodDisruptionBudgets here, so it deletes).
+    Eviction,
+    /// `pods/log`: there is no kubelet to read from.
+    Log,
+    /// `serviceaccounts/token`: a TokenRequest answered with an unsigned token.
+    Token,
+}
+
+impl Action {
+    fn name(self) -> &'static str {
+        match self {
+            Action::Eviction => "eviction",
+            Action::Log => "log",
+            Action::Token => "token",
+        }
+    }
 }
 
 fn parse_target(
@@ -280,10 +303,14 @@ fn parse_target(
         _ => return Err(unknown()),
     };
     let res = reg.by_path(group, version, plural).ok_or_else(unknown)?;
-    let sub = match sub {
-        None => Sub::Main,
-        Some("status") if res.status_subresource => Sub::Status,
-        Some("scale") if res.scale.is_some() => Sub::Scale,
+    let core = |kind: &str| res.group.is_empty() && res.kind == kind;
+    let (sub, action) = match sub {
+        None => (Sub::Main, None),
+        Some("status") if res.status_subresource => (Sub::Status, None),
+        Some("scale") if res.scale.is_some() => (Sub::Scale, None),
+        Some("eviction") if core("Pod") => (Sub::Main, Some(Action::Eviction)),
+        Some("log") if core("Pod") => (Sub::Main, Some(Action::Log)),
+        Some("token") if core("ServiceAccount") => (Sub::Main, Some(Action::Token)),
         Some(_) => return Err(unknown()),
     };
     if res.namespaced && namespace.is_none() && name.is_some() {
@@ -295,6 +322,7 @@ fn parse_target(
         namespace,
         name,
         sub,
+        action,
     })
 }
 
@@ -412,10 +440,11 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
             groups: header("impersonate-group"),
             verb: verb.into(),
             resource: t.res.qualified(),
-            subresource: match t.sub {
-                Sub::Main => String::new(),
-                Sub::Status => "status".into(),
-                Sub::Scale => "scale".into(),
+            subresource: match (t.action, t.sub) {
+                (Some(a), _) => a.name().into(),
+                (None, Sub::Main) => String::new(),
+                (None, Sub::Status) => "status".into(),
+                (None, Sub::Scale) => "scale".into(),
             },
             namespace: t.namespace.clone(),
             name: t.name.clone(),
@@ -427,6 +456,9 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
         if !shared.audit.record(record) {
             return Err(Error::Forbidden(message));
         }
+    }
+    if let (Some(a), Some(name)) = (t.action, &t.name) {
+        return action(shared, &t, a, name, &q, ua, &method);
     }
     if let (Sub::Scale, Some(name)) = (t.sub, &t.name) {
         return scale(shared, &t, name, &q, ua, req).await;
@@ -519,6 +551,86 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
 }
 
 /// `.../scale`: GET, PUT and PATCH of the autoscaling/v1 Scale.
+/// `pods/eviction`, `pods/log` and `serviceaccounts/token`.
+fn action(
+    shared: &Arc<Shared>,
+    t: &Target,
+    a: Action,
+    name: &str,
+    q: &Params,
+    user_agent: Option<&str>,
+    method: &Method,
+) -> Result<Response> {
+    let ns = t.namespace.clone().unwrap_or_default();
+    let wrong_method = || {
+        Err(Error::MethodNotAllowed(format!(
+            "{method} {}/{}",
+            t.res.plural,
+            a.name()
+        )))
+    };
+    match a {
+        Action::Eviction => {
+            if method != Method::POST {
+                return wrong_method();
+            }
+            let opts = write_opts(q, &t.version, user_agent);
+            shared.api.delete(&t.res, Some(&ns), name, &opts)?;
+            Ok(json_value(
+                StatusCode::CREATED,
+                &serde_json::json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                    "status": "Success", "code": 201}),
+            ))
+        }
+        Action::Log => {
+            if method != Method::GET {
+                return wrong_method();
+            }
+            shared.api.get(&t.res, &ns, name)?;
+            Err(Error::BadRequest(format!(
+                "pod {name:?} has no logs: the embedded API server runs no kubelet, so no container ever starts"
+            )))
+        }
+        Action::Token => {
+            if method != Method::POST {
+                return wrong_method();
+            }
+            shared.api.get(&t.res, &ns, name)?;
+            Ok(json_value(StatusCode::CREATED, &token_request(&ns, name)))
+        }
+    }
+}
+
+/// A TokenRequest's answer: an unsigned JWT for `system:serviceaccount:NS:NAME`, valid an hour
+/// (nothing here checks tokens; clients only carry them).
+fn token_request(ns: &str, name: &str) -> Value {
+    use base64::Engine as _;
+    let b64 = |v: &Value| {
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string().as_bytes())
+    };
+    let now = jiff::Timestamp::now();
+    let expires = now.as_second() + 3600;
+    let audience = "https://kubernetes.default.svc.cluster.local";
+    let claims = serde_json::json!({
+        "aud": [audience], "iss": audience, "iat": now.as_second(), "nbf": now.as_second(),
+        "exp": expires, "sub": format!("system:serviceaccount:{ns}:{name}"),
+    });
+    let token = format!(
+        "{}.{}.",
+        b64(&serde_json::json!({"alg": "none", "typ": "JWT"})),
+        b64(&claims)
+    );
+    let expiry = jiff::Timestamp::from_second(expires)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
+        .unwrap_or_default();
+    serde_json::json!({
+        "kind": "TokenRequest", "apiVersion": "authentication.k8s.io/v1",
+        "metadata": {"name": name, "namespace": ns, "creationTimestamp": null},
+        "spec": {"audiences": [audience], "expirationSeconds": 3600, "boundObjectRef": null},
+        "status": {"token": token, "expirationTimestamp": expiry},
+    })
+}
+
 async fn scale(
     shared: &Arc<Shared>,
     t: &Target,

@@ -98,6 +98,22 @@ impl ResourceType {
             out.push(json!({"name": format!("{}/status", self.plural), "singularName": "",
                 "namespaced": self.namespaced, "kind": self.kind, "verbs": ["get", "patch", "update"]}));
         }
+        let core = |kind: &str| self.group.is_empty() && self.kind == kind;
+        if core("Pod") {
+            out.push(
+                json!({"name": "pods/eviction", "singularName": "", "namespaced": true,
+                "group": "policy", "version": "v1", "kind": "Eviction", "verbs": ["create"]}),
+            );
+            out.push(
+                json!({"name": "pods/log", "singularName": "", "namespaced": true,
+                "kind": "Pod", "verbs": ["get"]}),
+            );
+        }
+        if core("ServiceAccount") {
+            out.push(json!({"name": "serviceaccounts/token", "singularName": "",
+                "namespaced": true, "group": "authentication.k8s.io", "version": "v1",
+                "kind": "TokenRequest", "verbs": ["create"]}));
+        }
         if self.scale.is_some() {
             // The scale client finds the Scale's group-version here.
             out.push(

@@ -632,3 +632,47 @@ async fn generation_status_and_scale_subresources() {
     assert_eq!(updated["status"], direct["status"]);
     srv.shutdown().await;
 }
+
+#[tokio::test]
+async fn eviction_token_and_log_subresources() {
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+    let server = DevServer::start(DevServerConfig::default()).await.unwrap();
+    let client = server.client();
+    server
+        .create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+        .unwrap();
+    server
+        .create(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "hooks", "namespace": "default"}}))
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let logs = pods.logs("p", &Default::default()).await.unwrap_err();
+    assert_eq!(api_code(&logs), 400, "{logs}");
+    assert!(logs.to_string().contains("runs no kubelet"), "{logs}");
+    pods.evict("p", &Default::default()).await.unwrap();
+    assert!(pods.get_opt("p").await.unwrap().is_none(), "evicted: gone");
+    let gone = pods.evict("p", &Default::default()).await.unwrap_err();
+    assert_eq!(api_code(&gone), 404);
+
+    let sas: Api<ServiceAccount> = Api::namespaced(client.clone(), "default");
+    let answer = sas
+        .create_token_request("hooks", &PostParams::default(), &TokenRequest::default())
+        .await
+        .unwrap();
+    let status = answer.status.expect("a token");
+    let claims = status.token.split('.').nth(1).expect("a JWT");
+    use base64::Engine as _;
+    let claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(claims)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(claims["sub"], "system:serviceaccount:default:hooks");
+    let missing = sas
+        .create_token_request("nobody", &PostParams::default(), &TokenRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(&missing), 404);
+}
