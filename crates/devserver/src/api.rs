@@ -694,6 +694,13 @@ impl Api {
             return Ok(value);
         }
         if &*res.key == NS_KEY {
+            // As the API server and its namespace controller do, one after the other: the
+            // namespace turns Terminating (watchers see it), its contents go, then it goes.
+            meta_mut(&mut value).insert("deletionTimestamp".into(), now().into());
+            value["status"]["phase"] = "Terminating".into();
+            let rv = tx.next_rv();
+            meta_mut(&mut value).insert("resourceVersion".into(), rv.to_string().into());
+            tx.put(&res.key, ns, name, EventType::Modified, &value, rv);
             let keys = self.registry.read().namespaced_keys();
             for key in keys {
                 for (kns, kname) in tx.keys(&key, Some(name)) {

@@ -676,3 +676,54 @@ async fn eviction_token_and_log_subresources() {
         .unwrap_err();
     assert_eq!(api_code(&missing), 404);
 }
+
+#[tokio::test]
+async fn a_deleted_namespace_is_terminating_before_it_goes() {
+    use k8s_openapi::api::core::v1::Namespace;
+    let server = DevServer::start(DevServerConfig::default()).await.unwrap();
+    let nss: Api<Namespace> = Api::all(server.client());
+    let created = nss
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap(),
+        )
+        .await
+        .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "doomed");
+    cms.create(&PostParams::default(), &cm("c", "doomed"))
+        .await
+        .unwrap();
+    let rv = created.metadata.resource_version.unwrap();
+    let mut stream = nss
+        .watch(&WatchParams::default().fields("metadata.name=doomed"), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    let answer = nss
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap();
+    let answered = answer.left().expect("the namespace, not a Status");
+    assert_eq!(
+        answered.status.and_then(|s| s.phase).as_deref(),
+        Some("Terminating")
+    );
+    assert!(answered.metadata.deletion_timestamp.is_some());
+    let mut seen = Vec::new();
+    while seen.len() < 2 {
+        match timeout(GUARD, stream.try_next()).await.unwrap().unwrap() {
+            Some(WatchEvent::Modified(ns)) => {
+                seen.push(format!("MODIFIED {:?}", ns.status.and_then(|s| s.phase)))
+            }
+            Some(WatchEvent::Deleted(_)) => seen.push("DELETED".into()),
+            Some(WatchEvent::Bookmark(_)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(seen, ["MODIFIED Some(\"Terminating\")", "DELETED"]);
+    assert!(
+        cms.get_opt("c").await.unwrap().is_none(),
+        "its contents went too"
+    );
+    server.shutdown().await;
+}
