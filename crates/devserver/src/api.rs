@@ -219,6 +219,9 @@ impl Api {
         // The field manager sees the object as decoded and defaulted, before the registry
         // prepares it (generated selectors, allocated IPs): those fields are nobody's.
         let mut owned = obj.clone();
+        if opts.http {
+            defaults::admit_create(res, &mut obj);
+        }
         let mut name = meta(&obj, "name");
         let generate = meta(&obj, "generateName");
         if name.is_empty() && !generate.is_empty() {

@@ -2,9 +2,10 @@
 //! write (create, update, patch, apply): one table, one row per kind, each naming the Kubernetes
 //! source it mirrors. Only fields the user left out are filled in; nothing set is changed.
 //!
-//! Not mirrored: what admission plugins add (a Pod's service account token volume, tolerations,
-//! priority) and `status` a controller would write. A Job's generated selector is the
-//! registry's, in `strategy::prepare_named`.
+//! [`admit_create`] adds what the default admission plugins add to a Pod created over HTTP
+//! (its service account and token volume, the default tolerations, its priority). Not
+//! mirrored: `status` a controller would write. A Job's generated selector is the registry's,
+//! in `strategy::prepare_named`.
 
 use serde_json::{Value, json};
 
@@ -98,6 +99,75 @@ pub(crate) fn apply(res: &ResourceType, obj: &mut Value) {
         if rule.group == res.group && rule.kind == res.kind {
             (rule.apply)(obj);
         }
+    }
+}
+
+/// What kube-apiserver's default mutating admission plugins add to an object being created:
+/// for a Pod, plugin/pkg/admission/serviceaccount (`serviceAccountName` `default` and the
+/// projected `kube-api-access-*` token volume mounted in every container, unless
+/// `automountServiceAccountToken` is false), defaulttolerationseconds (tolerate not-ready and
+/// unreachable nodes for 300 s) and priority (`priority` 0 and `PreemptLowerPriority` without
+/// a priority class). The server's own writes (seeding, the Rust API) skip admission, as
+/// writes straight to storage do.
+pub(crate) fn admit_create(res: &ResourceType, obj: &mut Value) {
+    if !(res.group.is_empty() && res.kind == "Pod") {
+        return;
+    }
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    or_set(spec, &["serviceAccountName"], "default".into());
+    let account = spec["serviceAccountName"].clone();
+    or_set(spec, &["serviceAccount"], account);
+    if spec["automountServiceAccountToken"] != false {
+        let volume = format!("kube-api-access-{}", super::metadata::generate_suffix());
+        let mount = json!({"name": volume, "readOnly": true,
+            "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"});
+        let mut mounted = false;
+        for list in ["initContainers", "containers"] {
+            for c in spec[list].as_array_mut().into_iter().flatten() {
+                let mounts = c
+                    .as_object_mut()
+                    .map(|c| c.entry("volumeMounts").or_insert_with(|| json!([])));
+                let Some(mounts) = mounts.and_then(Value::as_array_mut) else {
+                    continue;
+                };
+                // A container that mounts something at the token's path keeps its own.
+                if !mounts.iter().any(|m| m["mountPath"] == mount["mountPath"]) {
+                    mounts.push(mount.clone());
+                    mounted = true;
+                }
+            }
+        }
+        if mounted && let Some(spec) = spec.as_object_mut() {
+            let volumes = spec.entry("volumes").or_insert_with(|| json!([]));
+            if let Some(volumes) = volumes.as_array_mut() {
+                volumes.push(json!({"name": volume, "projected": {"defaultMode": 420, "sources": [
+                    {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+                    {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                    {"downwardAPI": {"items": [{"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}, "path": "namespace"}]}},
+                ]}}));
+            }
+        }
+    }
+    if let Some(spec) = spec.as_object_mut() {
+        let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
+        if let Some(tolerations) = tolerations.as_array_mut() {
+            for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+                let tolerated = tolerations.iter().any(|t| {
+                    (t["key"] == key || (t["key"].is_null() && t["operator"] == "Exists"))
+                        && (t["effect"] == "NoExecute" || t["effect"].is_null())
+                });
+                if !tolerated {
+                    tolerations.push(json!({"key": key, "operator": "Exists",
+                        "effect": "NoExecute", "tolerationSeconds": 300}));
+                }
+            }
+        }
+    }
+    if spec["priorityClassName"].is_null() {
+        or_set(spec, &["priority"], 0.into());
+        or_set(spec, &["preemptionPolicy"], "PreemptLowerPriority".into());
     }
 }
 
