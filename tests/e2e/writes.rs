@@ -653,3 +653,53 @@ async fn api_errors_come_back_typed() {
         "{results:?}"
     );
 }
+
+/// A plugin that server-side applies a Deployment reads back the defaults the API server fills
+/// (the values `crates/devserver/tests/compat/04-defaults.json` records), and re-applying the
+/// same configuration is a no-op: same resourceVersion, no event.
+#[tokio::test]
+async fn an_applied_deployment_comes_back_defaulted_and_reapplying_changes_nothing() {
+    let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["w"]);
+    let declared = format!(
+        "{}[[write]]\napi-version = \"apps/v1\"\nkind = \"Deployment\"\nverbs = [\"apply\"]\nnamespace = \"w\"\n",
+        configmap_writes("[\"apply\"]", Some("w"))
+    );
+    let apply = "{ op = \"apply\", group = \"apps\", kind = \"Deployment\", namespace = \"w\", name = \"web\", object = { spec = { selector = { matchLabels = { app = \"web\" } }, template = { metadata = { labels = { app = \"web\" } }, spec = { containers = [{ name = \"app\", image = \"nginx\" }] } } } } }";
+    env.install(
+        None,
+        "writer",
+        "hostile",
+        &writer("t", "w", &declared, &[apply, apply]),
+    );
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    env.server.create(go("w", "go-1")).unwrap();
+    let results = results(&env, "writer", "w/go-1").await;
+    let stored: Vec<Value> = results
+        .iter()
+        .map(|r| serde_json::from_str(r["ok"].as_str().expect("applied")).unwrap())
+        .collect();
+    let spec = &stored[0]["spec"];
+    assert_eq!(spec["replicas"], 1);
+    assert_eq!(spec["revisionHistoryLimit"], 10);
+    assert_eq!(spec["progressDeadlineSeconds"], 600);
+    assert_eq!(spec["strategy"]["type"], "RollingUpdate");
+    assert_eq!(spec["template"]["spec"]["restartPolicy"], "Always");
+    assert_eq!(spec["template"]["spec"]["dnsPolicy"], "ClusterFirst");
+    assert_eq!(
+        spec["template"]["spec"]["containers"][0]["imagePullPolicy"],
+        "Always"
+    );
+    let managers: Vec<&str> = stored[0]["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert_eq!(managers, ["informant/writer"]);
+    assert_eq!(
+        stored[0]["metadata"]["resourceVersion"], stored[1]["metadata"]["resourceVersion"],
+        "the second, identical apply stored nothing"
+    );
+}

@@ -153,7 +153,10 @@ pub(crate) fn admit_create(res: &ResourceType, obj: &mut Value) {
     if let Some(spec) = spec.as_object_mut() {
         let tolerations = spec.entry("tolerations").or_insert_with(|| json!([]));
         if let Some(tolerations) = tolerations.as_array_mut() {
-            for key in ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"] {
+            for key in [
+                "node.kubernetes.io/not-ready",
+                "node.kubernetes.io/unreachable",
+            ] {
                 let tolerated = tolerations.iter().any(|t| {
                     (t["key"] == key || (t["key"].is_null() && t["operator"] == "Exists"))
                         && (t["effect"] == "NoExecute" || t["effect"].is_null())
