@@ -2,7 +2,8 @@
 //! loaded by the host exactly like Rust ones: side by side with Rust plugins, through create,
 //! update and delete, querying the cache; a guest exception fails that event for that plugin
 //! only, and a spinning Python plugin is stopped at its deadline like a Rust one. A TypeScript
-//! plugin (esbuild + componentize-js) logs create, update and delete beside its Rust original.
+//! plugin (esbuild + componentize-js) logs create, update and delete beside its Rust original,
+//! and TypeScript plugins query the cache and fail only the event they throw on.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -12,7 +13,7 @@ use informant_tests::plugins::{PluginEnv, fast_restarts, js_wasm, python_wasm};
 use informant_tests::{configmap, create_namespaces, guarded};
 use serde_json::{Value, json};
 
-fn hostile_py(mode: &str, tag: &str, deadline_ms: u64) -> String {
+fn hostile_manifest(mode: &str, tag: &str, deadline_ms: u64) -> String {
     format!(
         "[limits]\ndeadline-ms = {deadline_ms}\nmemory-mib = 64\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nmode = \"{mode}\"\ntag = \"{tag}\"\n"
     )
@@ -83,12 +84,17 @@ async fn python_plugins_run_beside_rust_ones() {
         &label_policy_py,
         &label_policy_manifest("label-policy-py"),
     );
-    env.install_component(None, "echo-py", &hostile, &hostile_py("echo", "echo", 1000));
+    env.install_component(
+        None,
+        "echo-py",
+        &hostile,
+        &hostile_manifest("echo", "echo", 1000),
+    );
     env.install_component(
         None,
         "raise-py",
         &hostile,
-        &hostile_py("raise", "raise", 1000),
+        &hostile_manifest("raise", "raise", 1000),
     );
     let report = env.reconcile().await;
     assert!(report.errors.is_empty(), "{:?}", report.errors);
@@ -175,8 +181,18 @@ async fn a_spinning_python_plugin_is_stopped_at_its_deadline() {
     })
     .await;
     create_namespaces(&env.server, &["a"]);
-    env.install_component(None, "spin-py", &hostile, &hostile_py("spin", "spin", 100));
-    env.install_component(None, "echo-py", &hostile, &hostile_py("echo", "echo", 1000));
+    env.install_component(
+        None,
+        "spin-py",
+        &hostile,
+        &hostile_manifest("spin", "spin", 100),
+    );
+    env.install_component(
+        None,
+        "echo-py",
+        &hostile,
+        &hostile_manifest("echo", "echo", 1000),
+    );
     let report = env.reconcile().await;
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     for i in 0..4 {
@@ -293,4 +309,67 @@ async fn typescript_kubediff_runs_beside_the_rust_one() {
         (0, 0),
         "{st:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_plugins_query_the_cache_and_a_throw_fails_only_that_event() {
+    let hostile = js_wasm("tests/plugins/hostile-ts");
+    let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["demo"]);
+    env.install_component(
+        None,
+        "echo-ts",
+        &hostile,
+        &hostile_manifest("echo", "echo", 1000),
+    );
+    env.install_component(
+        None,
+        "raise-ts",
+        &hostile,
+        &hostile_manifest("raise", "raise", 1000),
+    );
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+
+    env.server.create(configmap("demo", "cm", "1")).unwrap();
+    env.logs
+        .wait_until("echo-ts to see the create", || {
+            echoed(&env, "echo-ts").contains(&("added".into(), "demo/cm".into(), true, json!("1")))
+        })
+        .await;
+    env.server
+        .delete("v1", "ConfigMap", Some("demo"), "cm")
+        .unwrap();
+    env.logs
+        .wait_until("echo-ts to see the delete", || {
+            echoed(&env, "echo-ts").contains(&(
+                "deleted".into(),
+                "demo/cm".into(),
+                false,
+                json!("1"),
+            ))
+        })
+        .await;
+
+    let mut bad = configmap("demo", "bad", "x");
+    bad["metadata"]["labels"]["boom"] = json!("1");
+    env.server.create(bad).unwrap();
+    env.server.create(configmap("demo", "after", "y")).unwrap();
+    for plugin in ["echo-ts", "raise-ts"] {
+        env.logs
+            .wait_until(&format!("{plugin} to see demo/after"), || {
+                echoed(&env, plugin).iter().any(|e| e.1 == "demo/after")
+            })
+            .await;
+    }
+    let st = status(&env);
+    let raise = &st["raise-ts"];
+    assert_eq!(
+        (raise.failed, raise.state),
+        (1, PluginState::Running),
+        "{raise:?}"
+    );
+    let error = raise.last_error.as_deref().unwrap_or_default();
+    assert!(error.contains("TypeError: boom on demo/bad"), "{error}");
+    assert_eq!(st["echo-ts"].failed, 0, "{:?}", st["echo-ts"]);
 }
