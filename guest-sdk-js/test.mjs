@@ -5,7 +5,7 @@
 import { build } from "esbuild";
 import { spawnSync } from "node:child_process";
 import { readdirSync, rmSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const sdk = dirname(fileURLToPath(import.meta.url));
@@ -23,9 +23,10 @@ if (!tests.length) {
   process.exit(1);
 }
 rmSync(outdir, { recursive: true, force: true });
-const root = resolve(sdk, "..");
+// Numbered by position, so tests from anywhere (outside this tree too) land inside outdir.
+const outName = (t, i) => join(String(i), basename(t).replace(/\.ts$/, ""));
 await build({
-  entryPoints: tests.map((t) => ({ in: t, out: relative(root, t).replace(/\.ts$/, "") })),
+  entryPoints: tests.map((t, i) => ({ in: t, out: outName(t, i) })),
   bundle: true,
   format: "esm",
   platform: "node",
@@ -36,6 +37,6 @@ await build({
   alias: { informant: join(sdk, "src", "index.ts"), "informant/testing": join(sdk, "src", "testing.ts") },
   logLevel: "warning",
 });
-const files = tests.map((t) => join(outdir, relative(root, t).replace(/\.ts$/, ".mjs")));
+const files = tests.map((t, i) => join(outdir, `${outName(t, i)}.mjs`));
 const run = spawnSync(process.execPath, ["--enable-source-maps", "--test", ...files], { stdio: "inherit" });
 process.exit(run.status ?? 1);

@@ -28,7 +28,7 @@ pub mod scaffold;
 pub mod watcher;
 
 pub use builder::{BuildError, Builder, Built, PluginCrate, Sources, scan};
-pub use scaffold::{Scaffold, SdkDependency, scaffold};
+pub use scaffold::{Lang, Scaffold, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot};
 pub use watcher::SourceWatcher;
 
 use std::collections::HashMap;
