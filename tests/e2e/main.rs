@@ -12,6 +12,7 @@ mod leader;
 mod new;
 mod outbound;
 mod plugins;
+mod polyglot;
 mod replay;
 mod retry;
 mod secrets;

@@ -1,4 +1,5 @@
-//! `informant new`: the scaffolded crate's own unit tests pass with `cargo test`, and it builds
+//! `informant new`: the scaffolded crate's own unit tests pass with `cargo test` (Python: pytest,
+//! JS: `node --test`), and it builds
 //! into a component the host loads.
 
 use std::path::{Path, PathBuf};
@@ -62,4 +63,74 @@ fn a_scaffolded_plugin_passes_its_unit_tests_and_builds_for_wasm() {
     informant_runtime::plugin::Manifest::load(&manifest).unwrap();
     let engine = PluginEngine::new(EngineOptions::default()).unwrap();
     engine.load("hello-hook", &wasm).unwrap();
+}
+
+/// `informant new --lang python|js`: the scaffold's own tests pass with pytest / `node --test`,
+/// and it builds into a component the host's engine loads.
+#[test]
+fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
+    use informant_runtime::devloop::python::PyToolchain;
+    use informant_runtime::devloop::{Lang, polyglot_sdk, scaffold_polyglot};
+    use informant_tests::plugins::target_dir;
+
+    let dir = tempfile::tempdir().unwrap();
+    let engine = PluginEngine::new(EngineOptions::default()).unwrap();
+    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let run = |cmd: &mut Command, what: &str| {
+        let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(
+            out.status.success(),
+            "{what}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+
+    let py_sdk = polyglot_sdk(Lang::Python).expect("guest-sdk-py");
+    let py = scaffold_polyglot(Lang::Python, "hello-py", dir.path(), &py_sdk).unwrap();
+    let tc = PyToolchain::ensure(&target_dir().join("py-toolchain")).unwrap();
+    run(
+        Command::new(tc.python())
+            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
+            .arg(&py),
+        "pytest on the Python scaffold",
+    );
+    let py_wasm = py.join("hello-py.wasm");
+    tc.build(&wit, &py_sdk, &py, &py_wasm).unwrap();
+    informant_runtime::plugin::Manifest::load(&py.join("hello-py.toml")).unwrap();
+    engine.load("hello-py", &py_wasm).unwrap();
+
+    let js_sdk = polyglot_sdk(Lang::Js).expect("guest-sdk-js");
+    let js = scaffold_polyglot(Lang::Js, "hello-ts", dir.path(), &js_sdk).unwrap();
+    // The JS toolchain is the SDK's node_modules; building any JS plugin installs it.
+    informant_tests::plugins::js_wasm("tests/plugins/hostile-ts");
+    run(
+        Command::new("node").arg(js_sdk.join("test.mjs")).arg(&js),
+        "node --test on the TypeScript scaffold",
+    );
+    let js_wasm = js.join("hello-ts.wasm");
+    run(
+        Command::new("node")
+            .arg(js_sdk.join("build.mjs"))
+            .arg(&js)
+            .arg(&js_wasm)
+            .arg("--wit")
+            .arg(&wit),
+        "building the TypeScript scaffold",
+    );
+    informant_runtime::plugin::Manifest::load(&js.join("hello-ts.toml")).unwrap();
+    engine.load("hello-ts", &js_wasm).unwrap();
+
+    assert!(
+        scaffold_polyglot(Lang::Python, "hello-py", dir.path(), &py_sdk)
+            .unwrap_err()
+            .to_string()
+            .contains("already exists"),
+    );
+    assert!(
+        scaffold_polyglot(Lang::Js, "Bad Name", dir.path(), &js_sdk)
+            .unwrap_err()
+            .to_string()
+            .contains("plugin name `Bad Name`"),
+    );
 }

@@ -7,11 +7,13 @@ use std::sync::{Arc, OnceLock};
 
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::devloop::builder::{WASM_TARGET, ensure_target};
+use informant_runtime::devloop::python::{self, PyToolchain};
 use informant_runtime::informer::{FactoryOptions, InformerFactory, InitialList};
 use informant_runtime::plugin::{
     EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, RestartPolicy,
 };
 use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
 
 use crate::GUARD;
 use tokio::sync::{broadcast, watch};
@@ -35,7 +37,7 @@ pub fn wasm(package: &str) -> PathBuf {
             .expect("workspace root");
         // CI machines start without the target; the dev loop's builder installs it the same way.
         ensure_target();
-        let target_dir = root.join("target").join("wasm-plugins");
+        let target_dir = target_dir().join("wasm-plugins");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
         cmd.current_dir(root)
@@ -61,6 +63,145 @@ pub fn wasm(package: &str) -> PathBuf {
     let path = dir.join(format!("{}.wasm", package.replace('-', "_")));
     assert!(path.is_file(), "{} was not built", path.display());
     path
+}
+
+/// The cargo target directory (`CARGO_TARGET_DIR`, else the workspace's `target/`): built test
+/// components and the Python toolchain are cached there across runs.
+pub fn target_dir() -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => workspace_root().join("target"),
+    }
+}
+
+fn workspace_root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+}
+
+/// The component of the Python plugin in `dir` (relative to the workspace root), built with
+/// componentize-py (installed into `target/py-toolchain` from PyPI if missing); see [`cached`].
+pub fn python_wasm(dir: &str) -> PathBuf {
+    static TOOLCHAIN: OnceLock<PyToolchain> = OnceLock::new();
+    let root = workspace_root();
+    let (sdk, wit) = (root.join("guest-sdk-py"), root.join("wit"));
+    let inputs = [
+        sdk.clone(),
+        sdk.join("informant"),
+        wit.clone(),
+        wit.join("deps"),
+        root.join(dir),
+    ];
+    cached(dir, python::REQUIREMENTS.as_bytes(), &inputs, |out| {
+        let tc = TOOLCHAIN.get_or_init(|| {
+            PyToolchain::ensure(&target_dir().join("py-toolchain"))
+                .unwrap_or_else(|e| panic!("{e}"))
+        });
+        tc.build(&wit, &sdk, &root.join(dir), out)
+            .unwrap_or_else(|e| panic!("{e}"));
+    })
+}
+
+/// The component of the TypeScript/JavaScript plugin in `dir` (relative to the workspace root),
+/// built by the JS SDK's `build.mjs` (esbuild + componentize-js; `npm install` of the locked versions in `guest-sdk-js` if
+/// its toolchain is missing); see [`cached`].
+pub fn js_wasm(dir: &str) -> PathBuf {
+    static TOOLCHAIN: OnceLock<()> = OnceLock::new();
+    let root = workspace_root();
+    let sdk = root.join("guest-sdk-js");
+    let lock =
+        std::fs::read(sdk.join("package-lock.json")).expect("guest-sdk-js/package-lock.json");
+    let inputs = [
+        sdk.clone(),
+        sdk.join("src"),
+        root.join("wit"),
+        root.join("wit/deps"),
+        root.join(dir).join("src"),
+    ];
+    cached(dir, &lock, &inputs, |out| {
+        TOOLCHAIN.get_or_init(|| {
+            if !sdk
+                .join("node_modules/@bytecodealliance/componentize-js")
+                .is_dir()
+            {
+                run(
+                    Command::new("npm")
+                        .args(["install", "--no-save", "--no-audit", "--no-fund"])
+                        .current_dir(&sdk),
+                    "npm install in guest-sdk-js",
+                );
+            }
+        });
+        run(
+            Command::new("node")
+                .arg(sdk.join("build.mjs"))
+                .arg(root.join(dir))
+                .arg(out)
+                .arg("--wit")
+                .arg(root.join("wit")),
+            &format!("building {dir}"),
+        );
+    })
+}
+
+fn run(cmd: &mut Command, what: &str) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+/// `target/polyglot-plugins/NAME-HASH.wasm`, built by `build` unless it exists: HASH covers the
+/// toolchain pins and the files directly in each of `inputs` (not tests), so a change to the
+/// plugin, its SDK or `wit/` rebuilds it and nothing else does. Builds are serialized, so each
+/// runs once per change even when tests ask concurrently.
+fn cached(dir: &str, pins: &[u8], inputs: &[PathBuf], build: impl FnOnce(&Path)) -> PathBuf {
+    static BUILDS: Mutex<()> = Mutex::new(());
+    let mut hasher = Sha256::new();
+    hasher.update(pins);
+    for d in inputs {
+        hash_dir(&mut hasher, d);
+    }
+    let hash: String = hasher.finalize()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let name = Path::new(dir).file_name().expect("plugin dir name");
+    let out = target_dir()
+        .join("polyglot-plugins")
+        .join(format!("{}-{hash}.wasm", name.to_string_lossy()));
+    let _serial = BUILDS.lock();
+    if !out.is_file() {
+        std::fs::create_dir_all(out.parent().unwrap()).expect("polyglot-plugins dir");
+        build(&out);
+        assert!(out.is_file(), "building {dir} wrote no {}", out.display());
+    }
+    out
+}
+
+/// Feeds the names and contents of `dir`'s files (not subdirectories, not tests) to `hasher`.
+fn hash_dir(hasher: &mut Sha256, dir: &Path) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_file())
+        .filter(|p| {
+            !p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("test"))
+        })
+        .collect();
+    files.sort();
+    for f in files {
+        hasher.update(f.file_name().unwrap().as_encoded_bytes());
+        hasher.update(std::fs::read(&f).unwrap_or_else(|e| panic!("{}: {e}", f.display())));
+    }
 }
 
 /// Restarts within milliseconds and quarantine at the third consecutive failure, so failure
@@ -201,13 +342,25 @@ impl PluginEnv {
 
     /// Writes `NAME.toml` and copies `package`'s component to `NAME.wasm` (in `tenant/` if given).
     pub fn install(&self, tenant: Option<&str>, name: &str, package: &str, manifest: &str) {
+        self.install_component(tenant, name, &wasm(package), manifest);
+    }
+
+    /// Writes `NAME.toml` and copies the component at `component` to `NAME.wasm` (in `tenant/`
+    /// if given), as for a component built from another language's sources.
+    pub fn install_component(
+        &self,
+        tenant: Option<&str>,
+        name: &str,
+        component: &Path,
+        manifest: &str,
+    ) {
         let dir = match tenant {
             Some(t) => self.dir().join(t),
             None => self.dir().to_path_buf(),
         };
         std::fs::create_dir_all(&dir).expect("tenant dir");
         std::fs::write(dir.join(format!("{name}.toml")), manifest).expect("write manifest");
-        std::fs::copy(wasm(package), dir.join(format!("{name}.wasm"))).expect("copy wasm");
+        std::fs::copy(component, dir.join(format!("{name}.wasm"))).expect("copy wasm");
     }
 
     /// Reconciles and waits for every informer to sync.

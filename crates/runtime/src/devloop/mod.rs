@@ -6,6 +6,7 @@
 //! one keeps running.
 //!
 //! - [`builder`]: finding plugin crates, building one with cargo, installing the result.
+//! - [`python`]: the componentize-py toolchain and Python plugin builds.
 //! - [`watcher`]: debounced source changes.
 //! - [`scaffold`]: a new plugin crate (`informant new`).
 //!
@@ -22,11 +23,12 @@
 //! - An unchanged build installs nothing either, so the plugin is not reloaded.
 
 pub mod builder;
+pub mod python;
 pub mod scaffold;
 pub mod watcher;
 
 pub use builder::{BuildError, Builder, Built, PluginCrate, Sources, scan};
-pub use scaffold::{Scaffold, SdkDependency, scaffold};
+pub use scaffold::{Lang, Scaffold, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot};
 pub use watcher::SourceWatcher;
 
 use std::collections::HashMap;

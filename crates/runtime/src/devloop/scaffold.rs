@@ -77,15 +77,7 @@ pub fn scaffold(name: &str, parent: &Path, sdk: SdkDependency) -> Result<Scaffol
         }
         SdkDependency::Version(v) => format!("informant-sdk = {}", toml_string(v)),
     };
-    let struct_name: String = name
-        .split(['-', '_'])
-        .map(|w| {
-            let mut c = w.chars();
-            c.next()
-                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
-                .unwrap_or_default()
-        })
-        .collect();
+    let struct_name = struct_name(name);
     let fill = |t: &str| {
         t.replace("{{name}}", name)
             .replace("{{struct_name}}", &struct_name)
@@ -110,6 +102,144 @@ pub fn scaffold(name: &str, parent: &Path, sdk: SdkDependency) -> Result<Scaffol
         pinned = true;
     }
     Ok(Scaffold { dir, sdk, pinned })
+}
+
+/// `hello-hook` -> `HelloHook`.
+fn struct_name(name: &str) -> String {
+    name.split(['-', '_'])
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_ascii_uppercase().to_string() + c.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+/// A plugin's source language.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    /// A crate on `informant-sdk` ([`scaffold`]).
+    Rust,
+    /// `plugin.py` on the Python SDK (`guest-sdk-py`).
+    Python,
+    /// `src/plugin.ts` on the TypeScript/JS SDK (`guest-sdk-js`).
+    Js,
+}
+
+/// The Python or JS SDK source this binary was built from, if it is still there.
+pub fn polyglot_sdk(lang: Lang) -> Option<PathBuf> {
+    let dir = match lang {
+        Lang::Rust => return None,
+        Lang::Python => "guest-sdk-py",
+        Lang::Js => "guest-sdk-js",
+    };
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(dir);
+    std::fs::canonicalize(source).ok().filter(|p| p.is_dir())
+}
+
+/// Writes a Python or TypeScript plugin `NAME` under `parent` (`parent/NAME/`) on the SDK
+/// source at `sdk`: the manifest `NAME.toml`, the plugin and its passing unit tests (Python:
+/// `plugin.py`, `test_plugin.py`, `conftest.py`; TypeScript: `src/plugin.ts`,
+/// `src/plugin.test.ts`, `tsconfig.json`). The SDK is referenced by a relative path when both
+/// sit in one tree. Refuses an existing non-empty directory and bad names, like [`scaffold`].
+pub fn scaffold_polyglot(
+    lang: Lang,
+    name: &str,
+    parent: &Path,
+    sdk: &Path,
+) -> Result<PathBuf, DevLoopError> {
+    const PY: [(&str, &str); 4] = [
+        (
+            "{{name}}.toml",
+            include_str!("../../templates/plugin-py/manifest.toml.tmpl"),
+        ),
+        (
+            "plugin.py",
+            include_str!("../../templates/plugin-py/plugin.py.tmpl"),
+        ),
+        (
+            "test_plugin.py",
+            include_str!("../../templates/plugin-py/test_plugin.py.tmpl"),
+        ),
+        (
+            "conftest.py",
+            include_str!("../../templates/plugin-py/conftest.py.tmpl"),
+        ),
+    ];
+    const TS: [(&str, &str); 4] = [
+        (
+            "{{name}}.toml",
+            include_str!("../../templates/plugin-ts/manifest.toml.tmpl"),
+        ),
+        (
+            "src/plugin.ts",
+            include_str!("../../templates/plugin-ts/plugin.ts.tmpl"),
+        ),
+        (
+            "src/plugin.test.ts",
+            include_str!("../../templates/plugin-ts/plugin.test.ts.tmpl"),
+        ),
+        (
+            "tsconfig.json",
+            include_str!("../../templates/plugin-ts/tsconfig.json.tmpl"),
+        ),
+    ];
+    let files = match lang {
+        Lang::Rust => {
+            return Err(DevLoopError::Scaffold(
+                "a Rust plugin is scaffolded by `scaffold`".into(),
+            ));
+        }
+        Lang::Python => PY,
+        Lang::Js => TS,
+    };
+    check_name(name).map_err(|r| DevLoopError::Scaffold(format!("plugin name `{name}`: {r}")))?;
+    let dir = parent.join(name);
+    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
+        return Err(DevLoopError::Scaffold(format!(
+            "`{}` already exists and is not empty",
+            dir.display()
+        )));
+    }
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| DevLoopError::Io { path, source }
+    };
+    std::fs::create_dir_all(dir.join("src")).map_err(io(&dir))?;
+    let abs_dir = std::fs::canonicalize(&dir).map_err(io(&dir))?;
+    let shown = relative(&abs_dir, sdk).unwrap_or_else(|| sdk.to_path_buf());
+    let shown = shown.to_string_lossy();
+    // From `src/`, one level deeper than the plugin directory.
+    let from_src = |f: &str| {
+        let p = if shown.starts_with('/') {
+            format!("{shown}/src/{f}")
+        } else {
+            format!("../{shown}/src/{f}")
+        };
+        serde_json::Value::String(p).to_string()
+    };
+    let fill = |t: &str| {
+        t.replace("{{name}}", name)
+            .replace("{{struct_name}}", &struct_name(name))
+            .replace("{{sdk}}", &shown)
+            .replace(
+                "{{sdk_py}}",
+                &serde_json::Value::String(shown.to_string()).to_string(),
+            )
+            .replace("{{sdk_src_index}}", &from_src("index.ts"))
+            .replace("{{sdk_src_testing}}", &from_src("testing.ts"))
+    };
+    if lang == Lang::Python {
+        std::fs::remove_dir(dir.join("src")).map_err(io(&dir))?;
+    }
+    for (path, text) in files {
+        let path = dir.join(fill(path));
+        std::fs::write(&path, fill(text)).map_err(io(&path))?;
+    }
+    Ok(dir)
 }
 
 /// Cargo's rules, narrowed to what also makes a good file and plugin name.

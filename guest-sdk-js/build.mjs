@@ -1,0 +1,72 @@
+#!/usr/bin/env node
+// Builds a TypeScript/JavaScript plugin into a component:
+//   node build.mjs PLUGIN_DIR OUT.wasm [--wit WIT_DIR]
+// PLUGIN_DIR/src/plugin.ts (or .js) default-exports one Plugin subclass. esbuild bundles it with
+// this SDK behind a generated entry module that imports the contract's interfaces, then
+// componentize-js (the engine behind `jco componentize`) builds the component against `wit/`,
+// generating the bindings from it. The interface version comes from the WIT package line, so a
+// new contract version needs no SDK edit.
+import { componentize } from "@bytecodealliance/componentize-js";
+import { build } from "esbuild";
+import { existsSync } from "node:fs";
+import { mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const sdk = dirname(fileURLToPath(import.meta.url));
+
+function usage(message) {
+  console.error(`build.mjs: ${message}\nusage: node build.mjs PLUGIN_DIR OUT.wasm [--wit WIT_DIR]`);
+  process.exit(2);
+}
+
+const args = process.argv.slice(2);
+const witAt = args.indexOf("--wit");
+const wit = resolve(witAt >= 0 ? args.splice(witAt, 2)[1] ?? usage("--wit needs a directory") : join(sdk, "..", "wit"));
+const [pluginDir, out] = args;
+if (!pluginDir || !out) usage("missing arguments");
+const entryTs = ["src/plugin.ts", "src/plugin.js"].map((p) => resolve(pluginDir, p)).find(existsSync);
+if (!entryTs) usage(`${pluginDir} has no src/plugin.ts or src/plugin.js`);
+
+const witText = await readFile(join(wit, "plugin.wit"), "utf8").catch((e) => usage(`cannot read ${wit}/plugin.wit: ${e.message}`));
+const pkg = /^\s*package\s+([a-z0-9-]+:[a-z0-9-]+)(@[^;\s]+)?\s*;/m.exec(witText);
+if (!pkg) usage(`${wit}/plugin.wit has no package line`);
+const iface = (name) => JSON.stringify(`${pkg[1]}/${name}${pkg[2] ?? ""}`);
+
+const work = await mkdtemp(join(tmpdir(), "informant-js-"));
+try {
+  const entry = join(work, "entry.js");
+  await writeFile(
+    entry,
+    [
+      `import * as cache from ${iface("cache")};`,
+      `import * as log from ${iface("log")};`,
+      `import { exportsFor } from ${JSON.stringify(join(sdk, "src", "guest.ts"))};`,
+      `import Plugin from ${JSON.stringify(entryTs)};`,
+      `const world = exportsFor(Plugin, cache, log);`,
+      `export const init = world.init;`,
+      `export const handle = world.handle;`,
+      "",
+    ].join("\n"),
+  );
+  const bundle = join(work, "bundle.js");
+  await build({
+    entryPoints: [entry],
+    bundle: true,
+    format: "esm",
+    platform: "neutral",
+    target: "es2022",
+    outfile: bundle,
+    external: [`${pkg[1]}/*`, "wasi:*"],
+    alias: { informant: join(sdk, "src", "index.ts") },
+    logLevel: "warning",
+  });
+  const { component } = await componentize({ sourcePath: bundle, witPath: wit, worldName: "plugin" });
+  // Written beside the output and renamed, so a failed build never leaves a partial file.
+  const partial = `${out}.partial`;
+  await writeFile(partial, component);
+  await rename(partial, out);
+} finally {
+  await rm(work, { recursive: true, force: true });
+}

@@ -1,0 +1,36 @@
+/**
+ * Where the SDK's host calls go: the component's imports (installed by the build's generated
+ * entry module) or the test harness. A call with neither fails with a clear message.
+ */
+import type { Resource } from "./resource.js";
+
+/** Log severities, as the contract names them. */
+export type Level = "trace" | "debug" | "info" | "warn" | "error";
+
+/** The host calls the SDK makes; query refusals are thrown as `QueryError`s. */
+export interface Backend {
+  get(r: Resource, namespace: string | undefined, name: string): string | undefined;
+  list(r: Resource, namespace: string | undefined, selector: string | undefined): string[];
+  byIndex(r: Resource, index: string, value: string): string[];
+  log(level: Level, message: string): void;
+}
+
+const unavailable = (): never => {
+  throw new Error(
+    "informant: this call needs the host; run the plugin as a component, or in tests through the Harness",
+  );
+};
+
+let current: Backend = { get: unavailable, list: unavailable, byIndex: unavailable, log: unavailable };
+
+/** The backend in use. */
+export function backend(): Backend {
+  return current;
+}
+
+/** Installs `b` and returns the previous backend (the harness restores it). */
+export function setBackend(b: Backend): Backend {
+  const previous = current;
+  current = b;
+  return previous;
+}

@@ -1,0 +1,29 @@
+/** Exceptions a plugin throws or catches: cache query refusals and retry requests. */
+
+/** A cache query the host refused; `kind` says why, the message says what. */
+export class QueryError extends Error {
+  /** The contract's case: forbidden, not-watched, bad-selector or unknown-index. */
+  readonly kind: "forbidden" | "not-watched" | "bad-selector" | "unknown-index";
+  constructor(kind: QueryError["kind"], message: string) {
+    super(`${kind}: ${message}`);
+    this.name = "QueryError";
+    this.kind = kind;
+  }
+}
+
+/** Throw from a handler to have the host redeliver the object's latest state later. */
+export class Retry extends Error {
+  /** Why, for the host's log and `/plugins`. */
+  readonly reason: string;
+  /** Not before this many milliseconds (the host's backoff may wait longer). */
+  readonly afterMs: number | undefined;
+  constructor(reason: string, afterMs?: number) {
+    super(reason);
+    if (afterMs !== undefined && !(Number.isInteger(afterMs) && afterMs >= 0 && afterMs < 2 ** 32)) {
+      throw new RangeError(`Retry afterMs must fit in a u32, got ${afterMs}`);
+    }
+    this.name = "Retry";
+    this.reason = reason;
+    this.afterMs = afterMs;
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * The component's exports: turns a `Plugin` subclass into `init`/`handle` and routes the SDK's
+ * calls to the host's imports. Used only by the entry module `build.mjs` generates, which
+ * imports the contract's interfaces (versioned as `wit/` says) and passes them in here.
+ */
+import { setBackend, type Level } from "./backend.js";
+import { QueryError } from "./errors.js";
+import { Event, type EventType, type Source } from "./event.js";
+import { construct, outcome, describe, type Plugin, type PluginClass } from "./plugin.js";
+import type { Resource } from "./resource.js";
+
+type WitResource = { group: string; version: string; kind: string };
+
+/** The `cache` import as componentize-js binds it (an err is thrown with a `payload`). */
+export interface WitCache {
+  get(r: WitResource, namespace: string | undefined, name: string): string | undefined;
+  list(r: WitResource, namespace: string | undefined, selector: string | undefined): string[];
+  byIndex(r: WitResource, index: string, value: string): string[];
+}
+
+/** The `log` import as componentize-js binds it. */
+export interface WitLog {
+  log(level: Level, message: string): void;
+}
+
+/** The contract's `event` record as componentize-js lifts it. */
+interface WitEvent {
+  eventType: EventType;
+  object: Source & { [Symbol.dispose]?: () => void };
+  oldObject?: (Source & { [Symbol.dispose]?: () => void }) | null;
+  initial: boolean;
+  finalStateUnknown: boolean;
+}
+
+function query<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (e: any) {
+    const p = e?.payload;
+    if (p && typeof p.tag === "string") throw new QueryError(p.tag, String(p.val));
+    throw e;
+  }
+}
+
+/** The world's exports for plugin class `cls`, with the SDK's calls routed to the imports. */
+export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog) {
+  const wr = (r: Resource): WitResource => ({ group: r.group, version: r.version, kind: r.kind });
+  setBackend({
+    get: (r, ns, name) => query(() => cache.get(wr(r), ns, name) ?? undefined),
+    list: (r, ns, sel) => query(() => cache.list(wr(r), ns, sel)),
+    byIndex: (r, index, value) => query(() => cache.byIndex(wr(r), index, value)),
+    log: (level, message) => log.log(level, message),
+  });
+  let instance: Plugin | undefined;
+  return {
+    init(config: string): void {
+      try {
+        instance = construct(cls, config);
+      } catch (e) {
+        throw describe(e);
+      }
+    },
+    handle(e: WitEvent): void {
+      let result: { error?: string; retry?: { reason: string; afterMs?: number } };
+      try {
+        if (!instance) throw new Error("handle called before a successful init");
+        const ev = new Event(e.eventType, e.object, e.oldObject ?? undefined, e.initial, e.finalStateUnknown);
+        result = outcome(instance, ev);
+      } catch (err) {
+        result = { error: describe(err) };
+      } finally {
+        // The host reclaims the handles when the call returns: drop them now.
+        e.object[Symbol.dispose]?.();
+        e.oldObject?.[Symbol.dispose]?.();
+      }
+      if (result.retry) throw { tag: "retry", val: { reason: result.retry.reason, afterMs: result.retry.afterMs } };
+      if (result.error !== undefined) throw { tag: "error", val: result.error };
+    },
+  };
+}

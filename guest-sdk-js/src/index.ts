@@ -1,0 +1,13 @@
+/**
+ * Informant's JavaScript/TypeScript SDK: event hooks for Kubernetes objects as WebAssembly
+ * plugins. A plugin's `src/plugin.ts` exports one `Plugin` subclass as `default`; the build
+ * (`build.mjs`) bundles it with this SDK and componentizes it for the contract in `wit/`.
+ * Natively, `testing.ts` runs the same class against an in-memory cache under `node --test`.
+ */
+export * as cache from "./cache.js";
+export * as log from "./log.js";
+export type { KubeObject } from "./cache.js";
+export { QueryError, Retry } from "./errors.js";
+export { Event, Meta, type EventType } from "./event.js";
+export { Plugin, type PluginClass } from "./plugin.js";
+export { Resource } from "./resource.js";

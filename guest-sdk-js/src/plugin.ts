@@ -1,0 +1,67 @@
+/** The plugin base class and the dispatch the component and the test harness share. */
+import { Retry } from "./errors.js";
+import type { Event } from "./event.js";
+
+/**
+ * Extend it and override the handlers you need; the others do nothing. One instance lives per
+ * host instance, constructed with the manifest's `[config]` table, then fed one event at a
+ * time. Throw to fail an event (logged and counted; the instance keeps running), or throw a
+ * `Retry` to have it redelivered later. After a trap or a missed deadline the host builds a new
+ * instance, so state kept here must be rebuildable from cache queries.
+ */
+export class Plugin {
+  constructor(readonly config: Record<string, any> = {}) {}
+  /** An object new to this plugin: created, seen in a relist, or part of a replay. */
+  onAdded(_ev: Event): void {}
+  /** An object changed; `ev.oldObject` is the version this plugin saw before. */
+  onUpdated(_ev: Event): void {}
+  /** An object is gone; its final state, or the last known one if `finalStateUnknown`. */
+  onDeleted(_ev: Event): void {}
+  /** The periodic re-delivery of a current object. */
+  onResync(_ev: Event): void {}
+}
+
+/** A `Plugin` subclass. */
+export type PluginClass = new (config: Record<string, any>) => Plugin;
+
+/** Builds the plugin from the config JSON. */
+export function construct(cls: PluginClass, configJson: string): Plugin {
+  let config: Record<string, any>;
+  try {
+    config = configJson ? JSON.parse(configJson) : {};
+  } catch (e) {
+    throw new Error(`config is not JSON: ${(e as Error).message}`);
+  }
+  return new cls(config);
+}
+
+/** Calls the handler for the event's type. */
+export function dispatch(plugin: Plugin, ev: Event): void {
+  switch (ev.type) {
+    case "added":
+      return plugin.onAdded(ev);
+    case "updated":
+      return plugin.onUpdated(ev);
+    case "deleted":
+      return plugin.onDeleted(ev);
+    case "resync":
+      return plugin.onResync(ev);
+  }
+}
+
+/** `Name: message`, the way the host's log shows a failed event. */
+export function describe(e: unknown): string {
+  if (e instanceof Error) return `${e.name}: ${e.message}`;
+  return `thrown: ${String(e)}`;
+}
+
+/** Runs one event: nothing on success, `{ error }` on failure, `{ retry }` on Retry. */
+export function outcome(plugin: Plugin, ev: Event): { error?: string; retry?: Retry } {
+  try {
+    dispatch(plugin, ev);
+    return {};
+  } catch (e) {
+    if (e instanceof Retry) return { retry: e };
+    return { error: describe(e) };
+  }
+}

@@ -1,0 +1,243 @@
+/**
+ * Unit-test plugins natively with `node --test`: no cluster, no wasm runtime. A `Harness` owns
+ * a plugin instance, an in-memory `MemCache` and the captured log; while it runs the plugin,
+ * the SDK's `cache` and `log` calls go to them. Like the host, `send` first applies the event
+ * to the cache (added, updated and resync store the object, deleted removes it).
+ */
+import { readFileSync } from "node:fs";
+import { setBackend, type Backend, type Level } from "./backend.js";
+import type { KubeObject } from "./cache.js";
+import { QueryError, Retry } from "./errors.js";
+import { Event, Meta, encodeHeader, type Source } from "./event.js";
+import { construct, dispatch, type Plugin, type PluginClass } from "./plugin.js";
+import { Resource } from "./resource.js";
+
+/** The kind of an object (`apiVersion` and `kind` required). */
+export function resourceOf(o: KubeObject): Resource {
+  if (typeof o.apiVersion !== "string" || typeof o.kind !== "string") {
+    throw new Error(`object has no apiVersion or kind: ${JSON.stringify(o).slice(0, 200)}`);
+  }
+  return Resource.fromApiVersion(o.apiVersion, o.kind);
+}
+
+/** The metadata the host would parse from `o`. */
+export function metaOf(o: KubeObject): Meta {
+  const m = o.metadata ?? {};
+  if (!m.name) throw new Error(`object has no metadata.name: ${JSON.stringify(o).slice(0, 200)}`);
+  return new Meta(m.namespace || undefined, m.name, m.uid ?? "", m.resourceVersion ?? "", new Map(Object.entries(m.labels ?? {})));
+}
+
+/** An object given as a plain object, answering like the host's object handle. */
+export class ObjectSource implements Source {
+  constructor(readonly obj: KubeObject) {}
+  header(): Uint8Array {
+    return encodeHeader(resourceOf(this.obj), metaOf(this.obj));
+  }
+  json(): string {
+    return JSON.stringify(this.obj);
+  }
+}
+
+/** An added event (`initial` for one from a replay). */
+export const added = (o: KubeObject, initial = false) => new Event("added", new ObjectSource(o), undefined, initial);
+/** An updated event from `old` to `now`. */
+export const updated = (old: KubeObject, now: KubeObject) => new Event("updated", new ObjectSource(now), new ObjectSource(old));
+/** A deleted event with `o` as the final state. */
+export const deleted = (o: KubeObject, finalStateUnknown = false) =>
+  new Event("deleted", new ObjectSource(o), undefined, false, finalStateUnknown);
+/** A resync event. */
+export const resync = (o: KubeObject) => new Event("resync", new ObjectSource(o));
+
+const KEY = /^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$/;
+const REQ = /^\s*(?:!\s*(?<nkey>[^\s,!=()]+)|(?<key>[^\s,!=()]+)\s*(?:(?<op>==|=|!=)\s*(?<val>[^\s,!=()]*)|\s(?<set>in|notin)\s*\((?<vals>[^()]*)\))?)\s*$/;
+
+type Requirement = (labels: Map<string, string>) => boolean;
+
+/** Parses a Kubernetes label selector; throws a bad-selector `QueryError` naming the bad part. */
+export function parseSelector(selector: string): Requirement[] {
+  const parts: string[] = [];
+  let depth = 0;
+  let cur = "";
+  for (const c of selector) {
+    if (c === "(") depth++;
+    if (c === ")") depth--;
+    if (c === "," && depth === 0) {
+      parts.push(cur);
+      cur = "";
+    } else cur += c;
+  }
+  parts.push(cur);
+  return parts.map((p) => {
+    const g = REQ.exec(p)?.groups;
+    const key = g && (g.nkey ?? g.key);
+    if (!g || !key || !KEY.test(key)) throw new QueryError("bad-selector", `label selector \`${selector}\`: cannot parse \`${p.trim()}\``);
+    const values = g.op ? [g.val] : (g.vals ?? "").split(",").map((v) => v.trim());
+    if ((g.op || g.set) && !values.every((v) => VALUE.test(v))) {
+      throw new QueryError("bad-selector", `label selector \`${selector}\`: invalid value in \`${p.trim()}\``);
+    }
+    if (g.nkey) return (ls) => !ls.has(key);
+    if (g.op === "=" || g.op === "==") return (ls) => ls.get(key) === values[0];
+    if (g.op === "!=") return (ls) => ls.get(key) !== values[0];
+    if (g.set === "in") return (ls) => values.includes(ls.get(key) as string);
+    if (g.set === "notin") return (ls) => !values.includes(ls.get(key) as string);
+    return (ls) => ls.has(key);
+  });
+}
+
+const cacheKey = (r: Resource, ns: string | undefined, name: string) => `${r}|${ns ?? ""}|${name}`;
+
+/**
+ * The informer cache in memory, answering queries as the host does. Until a kind is declared
+ * with `watch` (`Harness.fromManifest` declares the manifest's), every kind may be queried;
+ * once one is, queries on undeclared kinds throw not-watched.
+ */
+export class MemCache {
+  readonly objects = new Map<string, KubeObject>();
+  readonly watched: Resource[] = [];
+  private readonly indexes = new Map<string, (o: KubeObject) => string[]>();
+
+  /** Declares a watched kind. */
+  watch(r: Resource): this {
+    this.watched.push(r);
+    return this;
+  }
+  /** Declares index `name` on kind `r`: `fn` gives an object's values. */
+  addIndex(r: Resource, name: string, fn: (o: KubeObject) => string[]): this {
+    this.indexes.set(`${r}|${name}`, fn);
+    return this;
+  }
+  /** Stores objects (replacing any with the same kind, namespace and name). */
+  put(...objs: KubeObject[]): this {
+    for (const o of objs) {
+      const m = metaOf(o);
+      this.objects.set(cacheKey(resourceOf(o), m.namespace, m.name), o);
+    }
+    return this;
+  }
+  /** Removes an object if present. */
+  remove(o: KubeObject): void {
+    const m = metaOf(o);
+    this.objects.delete(cacheKey(resourceOf(o), m.namespace, m.name));
+  }
+  private check(r: Resource): void {
+    if (this.watched.length && !this.watched.some((w) => w.equals(r))) {
+      throw new QueryError("not-watched", `${r} is not watched by this plugin`);
+    }
+  }
+  private of(r: Resource): KubeObject[] {
+    return [...this.objects.entries()]
+      .filter(([, o]) => resourceOf(o).equals(r))
+      .sort(([a], [b]) => (a < b ? -1 : 1))
+      .map(([, o]) => o);
+  }
+  /** One object as JSON. */
+  get(r: Resource, namespace: string | undefined, name: string): string | undefined {
+    this.check(r);
+    const o = this.objects.get(cacheKey(r, namespace, name));
+    return o && JSON.stringify(o);
+  }
+  /** Objects as JSON, by namespace and label selector. */
+  list(r: Resource, namespace: string | undefined, selector: string | undefined): string[] {
+    this.check(r);
+    const reqs = selector ? parseSelector(selector) : [];
+    return this.of(r)
+      .filter((o) => {
+        const m = metaOf(o);
+        return (namespace === undefined || m.namespace === namespace) && reqs.every((q) => q(m.labels));
+      })
+      .map((o) => JSON.stringify(o));
+  }
+  /** Objects as JSON whose index has `value`; built-ins: namespace, label, owner. */
+  byIndex(r: Resource, index: string, value: string): string[] {
+    this.check(r);
+    const builtin: Record<string, (o: KubeObject) => string[]> = {
+      namespace: (o) => [metaOf(o).namespace ?? ""],
+      label: (o) => [...metaOf(o).labels].map(([k, v]) => `${k}=${v}`),
+      owner: (o) => (o.metadata?.ownerReferences ?? []).map((ref: KubeObject) => ref.uid ?? ""),
+    };
+    const fn = this.indexes.get(`${r}|${index}`) ?? builtin[index];
+    if (!fn) throw new QueryError("unknown-index", `no index \`${index}\` is declared for ${r}`);
+    return this.of(r)
+      .filter((o) => fn(o).includes(value))
+      .map((o) => JSON.stringify(o));
+  }
+}
+
+/** Drives one plugin instance the way the host does, against an in-memory cache. */
+export class Harness<P extends Plugin = Plugin> {
+  plugin: P;
+  logs: Array<[Level, string]> = [];
+  /** Whether `send` applies each event to the cache first. */
+  applyToCache = true;
+  private readonly configJson: string;
+
+  constructor(
+    readonly cls: new (config: Record<string, any>) => P,
+    config: Record<string, any> = {},
+    readonly cache: MemCache = new MemCache(),
+  ) {
+    this.configJson = JSON.stringify(config);
+    this.plugin = this.run(() => construct(cls as PluginClass, this.configJson) as P);
+  }
+
+  /**
+   * Builds the plugin from a manifest's `[config]` (given as parsed TOML, e.g. `{config, watch}`),
+   * whose watched kinds become the only ones the cache answers for.
+   */
+  static fromManifest<P extends Plugin>(cls: new (config: Record<string, any>) => P, manifest: { config?: Record<string, any>; watch?: Array<Record<string, string>> }): Harness<P> {
+    const cache = new MemCache();
+    for (const w of manifest.watch ?? []) cache.watch(Resource.fromApiVersion(w["api-version"], w.kind));
+    return new Harness(cls, manifest.config ?? {}, cache);
+  }
+
+  private run<T>(f: () => T): T {
+    const me: Backend = {
+      get: (r, ns, name) => this.cache.get(r, ns, name),
+      list: (r, ns, sel) => this.cache.list(r, ns, sel),
+      byIndex: (r, i, v) => this.cache.byIndex(r, i, v),
+      log: (level, message) => void this.logs.push([level, message]),
+    };
+    const previous = setBackend(me);
+    try {
+      return f();
+    } finally {
+      setBackend(previous);
+    }
+  }
+
+  /**
+   * Applies the event to the cache (see `applyToCache`) and hands it to the plugin. The
+   * plugin's exceptions propagate; a `Retry` is returned, as the host would schedule it.
+   */
+  send(ev: Event): Retry | undefined {
+    if (this.applyToCache) {
+      if (ev.type === "deleted") this.cache.remove(ev.object);
+      else this.cache.put(ev.object);
+    }
+    try {
+      this.run(() => dispatch(this.plugin, ev));
+    } catch (e) {
+      if (e instanceof Retry) return e;
+      throw e;
+    }
+    return undefined;
+  }
+
+  /** Replaces the instance with a fresh one from the same config, as after a trap. */
+  restart(): void {
+    this.plugin = this.run(() => construct(this.cls as PluginClass, this.configJson) as P);
+  }
+
+  /** The captured log lines, clearing them. */
+  takeLogs(): Array<[Level, string]> {
+    const out = this.logs;
+    this.logs = [];
+    return out;
+  }
+}
+
+/** Reads a text file relative to a test module (`import.meta.url`), e.g. a manifest. */
+export function readBeside(moduleUrl: string, path: string): string {
+  return readFileSync(new URL(path, moduleUrl), "utf8");
+}

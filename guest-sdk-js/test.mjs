@@ -1,0 +1,42 @@
+#!/usr/bin/env node
+// Runs TypeScript unit tests with `node --test`: esbuild compiles each `*.test.ts` under the given
+// directories (the SDK's `informant` import resolved to its sources) into target/js-tests.
+//   node test.mjs DIR...
+import { build } from "esbuild";
+import { spawnSync } from "node:child_process";
+import { readdirSync, rmSync } from "node:fs";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const sdk = dirname(fileURLToPath(import.meta.url));
+const outdir = resolve(process.env.CARGO_TARGET_DIR ?? join(sdk, "..", "target"), "js-tests");
+const dirs = process.argv.slice(2);
+if (!dirs.length) dirs.push(join(sdk, "tests"));
+
+const tests = dirs.flatMap((d) =>
+  readdirSync(d, { recursive: true })
+    .filter((f) => String(f).endsWith(".test.ts") && !String(f).includes("node_modules"))
+    .map((f) => resolve(d, String(f))),
+);
+if (!tests.length) {
+  console.error(`test.mjs: no *.test.ts under ${dirs.join(", ")}`);
+  process.exit(1);
+}
+rmSync(outdir, { recursive: true, force: true });
+// Numbered by position, so tests from anywhere (outside this tree too) land inside outdir.
+const outName = (t, i) => join(String(i), basename(t).replace(/\.ts$/, ""));
+await build({
+  entryPoints: tests.map((t, i) => ({ in: t, out: outName(t, i) })),
+  bundle: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  outdir,
+  outExtension: { ".js": ".mjs" },
+  sourcemap: "inline",
+  alias: { informant: join(sdk, "src", "index.ts"), "informant/testing": join(sdk, "src", "testing.ts") },
+  logLevel: "warning",
+});
+const files = tests.map((t, i) => join(outdir, `${outName(t, i)}.mjs`));
+const run = spawnSync(process.execPath, ["--enable-source-maps", "--test", ...files], { stdio: "inherit" });
+process.exit(run.status ?? 1);

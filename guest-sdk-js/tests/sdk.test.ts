@@ -1,0 +1,99 @@
+// The JS SDK's own tests: header decoding, lazy objects, the harness cache, errors and retries.
+import assert from "node:assert/strict";
+import { test } from "node:test";
+import { Plugin, QueryError, Resource, Retry, cache, log, type Event } from "informant";
+import { Event as EventClass, Meta, encodeHeader, parseHeader } from "../src/event.ts";
+import { outcome } from "../src/plugin.ts";
+import { Harness, MemCache, ObjectSource, added, deleted, updated } from "informant/testing";
+
+const CM = new Resource("", "v1", "ConfigMap");
+const cm = (name: string, labels: Record<string, string> = {}, ns = "default", owner?: string) => ({
+  apiVersion: "v1",
+  kind: "ConfigMap",
+  metadata: { namespace: ns, name, uid: `u-${name}`, resourceVersion: "7", labels, ...(owner ? { ownerReferences: [{ uid: owner }] } : {}) },
+  data: { k: name },
+});
+const names = (objs: string[]) => objs.map((o) => JSON.parse(o).metadata.name);
+
+test("the header round-trips, labels sorted, unicode intact", () => {
+  const raw = encodeHeader(new Resource("apps", "v1", "Deployment"), new Meta(undefined, "wéb", "u", "3", new Map([["b", "2"], ["a", "1"]])));
+  const [r, m] = parseHeader(raw);
+  assert.ok(r.equals(new Resource("apps", "v1", "Deployment")));
+  assert.deepEqual([m.namespace, m.name, m.uid, m.resourceVersion, [...m.labels]], [undefined, "wéb", "u", "3", [["a", "1"], ["b", "2"]]]);
+});
+
+test("a malformed header is a clear error", () => {
+  assert.throws(() => parseHeader(new Uint8Array([1, 0])), /truncated length/);
+  assert.throws(() => parseHeader(new Uint8Array([9, 0, 0, 0, 97])), /overruns/);
+  assert.throws(() => parseHeader(new Uint8Array(32)), /8 fields/);
+});
+
+test("meta needs no JSON, and the object is fetched once", () => {
+  let calls = 0;
+  const src = new ObjectSource(cm("a", { team: "x" }));
+  const counting = { header: () => src.header(), json: () => (calls++, src.json()) };
+  const ev = new EventClass("added", counting);
+  assert.equal(ev.meta.label("team"), "x");
+  assert.equal(calls, 0);
+  assert.equal(ev.object, ev.object);
+  assert.equal(calls, 1);
+  const up = updated(cm("a", { v: "1" }), cm("a", { v: "2" }));
+  assert.equal(up.oldMeta?.label("v"), "1");
+  assert.equal(up.oldObject?.metadata.labels.v, "1");
+});
+
+test("list by selector, and bad selectors", () => {
+  const c = new MemCache().put(cm("a", { env: "prod", team: "x" }), cm("b", { env: "dev" }), cm("c", {}, "other"));
+  const sel = (s?: string, ns?: string) => names(c.list(CM, ns, s)).sort();
+  assert.deepEqual(sel(), ["a", "b", "c"]);
+  assert.deepEqual(sel("env=prod"), ["a"]);
+  assert.deepEqual(sel("env==prod,team"), ["a"]);
+  assert.deepEqual(sel("env!=prod"), ["b", "c"]);
+  assert.deepEqual(sel("env in (prod, dev)"), ["a", "b"]);
+  assert.deepEqual(sel("env notin (prod)"), ["b", "c"]);
+  assert.deepEqual(sel("!team"), ["b", "c"]);
+  assert.deepEqual(sel(undefined, "other"), ["c"]);
+  for (const bad of ["=x", "a b", "env in prod", "a,,b", "bad key"]) {
+    assert.throws(() => c.list(CM, undefined, bad), (e: any) => e instanceof QueryError && e.kind === "bad-selector", bad);
+  }
+});
+
+test("by-index: built-ins, declared, unknown", () => {
+  const c = new MemCache().put(cm("a", { team: "x" }, "default", "o1"), cm("b", {}, "kube-system"));
+  c.addIndex(CM, "data-k", (o) => [o.data.k]);
+  assert.deepEqual(names(c.byIndex(CM, "owner", "o1")), ["a"]);
+  assert.deepEqual(names(c.byIndex(CM, "label", "team=x")), ["a"]);
+  assert.deepEqual(names(c.byIndex(CM, "namespace", "kube-system")), ["b"]);
+  assert.deepEqual(names(c.byIndex(CM, "data-k", "b")), ["b"]);
+  assert.throws(() => c.byIndex(CM, "nope", "x"), /unknown-index: no index `nope`/);
+});
+
+class Queries extends Plugin {
+  override onAdded(ev: Event): void {
+    const same = cache.get(ev.resource, ev.meta.name, ev.meta.namespace);
+    log.info(`${ev.meta.key} cached=${same !== undefined}`);
+    if (ev.meta.label("retry")) throw new Retry("not yet", 250);
+    if (ev.meta.label("boom")) throw new TypeError("boom");
+    cache.list(new Resource("batch", "v1", "Job"));
+  }
+}
+
+test("the harness routes queries and logs, returns retries, propagates exceptions", () => {
+  const h = new Harness(Queries, {}, new MemCache().watch(CM));
+  assert.throws(() => h.send(added(cm("a"))), /not-watched: batch\/v1\/Job is not watched/);
+  const r = h.send(added(cm("b", { retry: "1" })));
+  assert.deepEqual([r?.reason, r?.afterMs], ["not yet", 250]);
+  assert.throws(() => h.send(added(cm("c", { boom: "1" }))), TypeError);
+  assert.deepEqual(h.takeLogs(), ["a", "b", "c"].map((n) => ["info", `default/${n} cached=true`]));
+  h.send(deleted(cm("a")));
+  assert.equal(h.cache.get(CM, "default", "a"), undefined);
+  h.applyToCache = false;
+  h.send(added(cm("d", { retry: "1" })));
+  assert.deepEqual(h.takeLogs(), [["info", "default/d cached=false"]]);
+});
+
+test("outcome turns exceptions into the host's error text", () => {
+  assert.deepEqual(outcome(new Queries({}), added(cm("c", { boom: "1" }))), { error: "Error: informant: this call needs the host; run the plugin as a component, or in tests through the Harness" });
+  assert.throws(() => new Retry("r", -1), /u32/);
+  assert.throws(() => Resource.fromApiVersion("apps/", "X"), /names no version/);
+});

@@ -1,0 +1,76 @@
+"""The component's exports: turns a plugin module's ``Plugin`` subclass into ``init``/``handle``.
+
+Imported only inside a componentize-py build (it needs the generated ``wit_world`` bindings).
+The build's entry module is two lines: import the plugin module, ``WitWorld = world(module)``.
+componentize-py constructs a ``WitWorld`` per export call, so the plugin instance lives here,
+at module level.
+"""
+
+import inspect
+from types import ModuleType
+from typing import Optional
+
+import wit_world
+from componentize_py_types import Err
+from wit_world.imports import informant_plugin_types as wit
+
+from .event import Event, EventType
+from .plugin import Plugin, construct, describe, outcome
+
+_TYPES = {
+    wit.EventType.ADDED: EventType.ADDED,
+    wit.EventType.UPDATED: EventType.UPDATED,
+    wit.EventType.DELETED: EventType.DELETED,
+    wit.EventType.RESYNC: EventType.RESYNC,
+}
+
+
+def plugin_class(module: ModuleType) -> type:
+    """The one ``Plugin`` subclass defined in ``module``; anything else is a build error."""
+    found = [
+        c
+        for _, c in inspect.getmembers(module, inspect.isclass)
+        if issubclass(c, Plugin) and c is not Plugin and c.__module__ == module.__name__
+    ]
+    if len(found) != 1:
+        names = ", ".join(c.__name__ for c in found) or "none"
+        raise TypeError(
+            f"plugin module `{module.__name__}` must define exactly one informant.Plugin "
+            f"subclass; found {names}"
+        )
+    return found[0]
+
+
+def world(module: ModuleType) -> type:
+    """The ``WitWorld`` export class for the plugin defined in ``module``."""
+    cls = plugin_class(module)
+    instance: "list[Optional[Plugin]]" = [None]
+
+    class WitWorld(wit_world.WitWorld):
+        def init(self, config: str) -> None:
+            try:
+                instance[0] = construct(cls, config)
+            except Exception as e:  # noqa: BLE001 - any failure is init's error
+                raise Err(describe(e)) from None
+
+        def handle(self, e: wit.Event) -> None:
+            try:
+                plugin = instance[0]
+                if plugin is None:
+                    raise Err(wit.Failure_Error("handle called before a successful init"))
+                ev = Event(
+                    _TYPES[e.event_type], e.object, e.old_object, e.initial, e.final_state_unknown
+                )
+                error, retry = outcome(plugin, ev)
+            finally:
+                # The host reclaims the handles when the call returns: drop them now, not
+                # whenever the collector gets to them.
+                e.object.__exit__(None, None, None)
+                if e.old_object is not None:
+                    e.old_object.__exit__(None, None, None)
+            if retry is not None:
+                raise Err(wit.Failure_Retry(wit.RetryLater(retry.reason, retry.after_ms)))
+            if error is not None:
+                raise Err(wit.Failure_Error(error))
+
+    return WitWorld

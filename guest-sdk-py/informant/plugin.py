@@ -1,0 +1,75 @@
+"""The plugin base class and the dispatch the host and the test harness share."""
+
+import json
+import traceback
+from typing import Any, Dict, Optional, Tuple
+
+from .errors import Retry
+from .event import Event, EventType
+
+
+class Plugin:
+    """Subclass it and override the handlers you need; the others do nothing.
+
+    One instance lives per host instance: constructed by ``init`` with the manifest's
+    ``[config]`` table as a dict, then fed one event at a time. Raise any exception to fail an
+    event (logged and counted against the plugin; the instance keeps running), or ``Retry`` to
+    have it redelivered later. After a trap or a missed deadline the host builds a new
+    instance, so state kept here must be rebuildable from cache queries.
+    """
+
+    def __init__(self, config: Dict[str, Any]):
+        self.config = config
+
+    def on_added(self, ev: Event) -> None:
+        """An object new to this plugin: created, seen in a relist, or part of a replay."""
+
+    def on_updated(self, ev: Event) -> None:
+        """An object changed; ``ev.old_object`` is the version this plugin saw before."""
+
+    def on_deleted(self, ev: Event) -> None:
+        """An object is gone; its final state, or the last known one if ``final_state_unknown``."""
+
+    def on_resync(self, ev: Event) -> None:
+        """The periodic re-delivery of a current object (the manifest's ``resync-seconds``)."""
+
+
+def construct(cls: type, config_json: str) -> Plugin:
+    """Builds the plugin from the config JSON; any failure becomes a ValueError with its cause."""
+    try:
+        config = json.loads(config_json) if config_json else {}
+    except ValueError as e:
+        raise ValueError(f"config is not JSON: {e}") from None
+    return cls(config)
+
+
+def dispatch(plugin: Plugin, ev: Event) -> None:
+    """Calls the handler for the event's type."""
+    handler = {
+        EventType.ADDED: plugin.on_added,
+        EventType.UPDATED: plugin.on_updated,
+        EventType.DELETED: plugin.on_deleted,
+        EventType.RESYNC: plugin.on_resync,
+    }[ev.event_type]
+    handler(ev)
+
+
+def describe(e: BaseException) -> str:
+    """``Type: message (at file:line in function)``: enough to find a failure from the host's log."""
+    text = "".join(traceback.format_exception_only(type(e), e)).strip()
+    tb = traceback.extract_tb(e.__traceback__)
+    if tb:
+        f = tb[-1]
+        text += f" (at {f.filename.rsplit('/', 1)[-1]}:{f.lineno} in {f.name})"
+    return text
+
+
+def outcome(plugin: Plugin, ev: Event) -> Tuple[Optional[str], Optional[Retry]]:
+    """Runs one event: (None, None) on success, (error, None) on failure, (None, retry) on Retry."""
+    try:
+        dispatch(plugin, ev)
+    except Retry as r:
+        return None, r
+    except Exception as e:  # noqa: BLE001 - every guest exception is the event's failure
+        return describe(e), None
+    return None, None

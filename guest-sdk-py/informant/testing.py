@@ -1,0 +1,278 @@
+"""Unit-test plugins natively with pytest: no cluster, no wasm runtime.
+
+A ``Harness`` owns a plugin instance, an in-memory ``MemCache`` and the captured log. While it
+runs the plugin, the plugin's ``informant.cache`` and ``informant.log`` calls go to that cache
+and log. Like the host, ``send`` first applies the event to the cache (added, updated and
+resync store the object, deleted removes it), so queries see the object the event is about.
+
+    h = Harness(Echo, {})
+    h.send(added({"apiVersion": "v1", "kind": "ConfigMap",
+                  "metadata": {"namespace": "default", "name": "cfg"}}))
+    assert h.logs == [(Level.INFO, "added default/cfg")]
+"""
+
+import json
+import re
+import tomllib
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+
+from . import _backend
+from .errors import BadSelector, NotWatched, Retry, UnknownIndex
+from .event import Event, EventType, Meta, encode_header
+from .log import Level
+from .plugin import construct, dispatch
+from .resource import Resource
+
+Obj = Dict[str, Any]
+
+
+def resource_of(obj: Obj) -> Resource:
+    """The kind of a Kubernetes object given as a dict (``apiVersion`` and ``kind`` required)."""
+    try:
+        return Resource.from_api_version(obj["apiVersion"], obj["kind"])
+    except KeyError as e:
+        raise ValueError(f"object has no {e.args[0]}: {obj!r:.200}") from None
+
+
+def meta_of(obj: Obj) -> Meta:
+    """The metadata the host would parse from ``obj``."""
+    m = obj.get("metadata") or {}
+    if not m.get("name"):
+        raise ValueError(f"object has no metadata.name: {obj!r:.200}")
+    return Meta(
+        m.get("namespace") or None,
+        m["name"],
+        m.get("uid", ""),
+        m.get("resourceVersion", ""),
+        dict(m.get("labels") or {}),
+    )
+
+
+class DictSource:
+    """An object given as a dict, answering like the host's object handle."""
+
+    def __init__(self, obj: Obj):
+        self.obj = obj
+
+    def header(self) -> bytes:
+        """The contract's header encoding of the object's kind and metadata."""
+        return encode_header(resource_of(self.obj), meta_of(self.obj))
+
+    def json(self) -> str:
+        """The object as JSON."""
+        return json.dumps(self.obj)
+
+
+def added(obj: Obj, initial: bool = False) -> Event:
+    """An added event (``initial`` for one from a replay)."""
+    return Event(EventType.ADDED, DictSource(obj), None, initial=initial)
+
+
+def updated(old: Obj, new: Obj) -> Event:
+    """An updated event from ``old`` to ``new``."""
+    return Event(EventType.UPDATED, DictSource(new), DictSource(old))
+
+
+def deleted(obj: Obj, final_state_unknown: bool = False) -> Event:
+    """A deleted event with ``obj`` as the final state."""
+    return Event(EventType.DELETED, DictSource(obj), None, final_state_unknown=final_state_unknown)
+
+
+def resync(obj: Obj) -> Event:
+    """A resync event."""
+    return Event(EventType.RESYNC, DictSource(obj), None)
+
+
+_KEY = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_REQ = re.compile(
+    r"^\s*(?:(?P<not>!)\s*(?P<nkey>[^\s,!=()]+)"
+    r"|(?P<key>[^\s,!=()]+)\s*(?:(?P<op>==|=|!=)\s*(?P<val>[^\s,!=()]*)"
+    r"|\s(?P<set>in|notin)\s*\((?P<vals>[^()]*)\))?)\s*$"
+)
+
+Requirement = Callable[[Dict[str, str]], bool]
+
+
+def parse_selector(selector: str) -> List[Requirement]:
+    """Parses a Kubernetes label selector; raises ``BadSelector`` naming the bad requirement."""
+    parts, depth, cur = [], 0, ""
+    for c in selector:
+        depth += c == "("
+        depth -= c == ")"
+        if c == "," and depth == 0:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += c
+    parts.append(cur)
+    reqs: List[Requirement] = []
+    for p in parts:
+        if not p.strip() and selector.strip() == "":
+            continue
+        m = _REQ.match(p)
+        key = m and (m["nkey"] or m["key"])
+        if not m or not _KEY.match(key):
+            raise BadSelector(f"label selector `{selector}`: cannot parse `{p.strip()}`")
+        values = [m["val"]] if m["op"] else [v.strip() for v in (m["vals"] or "").split(",")]
+        if (m["op"] or m["set"]) and not all(_VALUE.match(v) for v in values):
+            raise BadSelector(f"label selector `{selector}`: invalid value in `{p.strip()}`")
+        if m["nkey"]:
+            reqs.append(lambda ls, k=key: k not in ls)
+        elif m["op"] in ("=", "=="):
+            reqs.append(lambda ls, k=key, v=values[0]: ls.get(k) == v)
+        elif m["op"] == "!=":
+            reqs.append(lambda ls, k=key, v=values[0]: ls.get(k) != v)
+        elif m["set"] == "in":
+            reqs.append(lambda ls, k=key, vs=values: ls.get(k) in vs)
+        elif m["set"] == "notin":
+            reqs.append(lambda ls, k=key, vs=values: ls.get(k) not in vs)
+        else:
+            reqs.append(lambda ls, k=key: k in ls)
+    return reqs
+
+
+class MemCache:
+    """The informer cache in memory, answering queries as the host does.
+
+    Until a kind is declared with ``watch`` (``Harness.from_manifest`` declares the manifest's),
+    every kind may be queried; once one is, queries on undeclared kinds raise ``NotWatched``.
+    """
+
+    def __init__(self) -> None:
+        self.objects: Dict[Tuple[Resource, Optional[str], str], Obj] = {}
+        self.watched: set = set()
+        self.indexes: Dict[Tuple[Resource, str], Callable[[Obj], Iterable[str]]] = {}
+
+    def watch(self, r: Resource) -> "MemCache":
+        """Declares a watched kind."""
+        self.watched.add(r)
+        return self
+
+    def add_index(self, r: Resource, name: str, fn: Callable[[Obj], Iterable[str]]) -> "MemCache":
+        """Declares index ``name`` on kind ``r``: ``fn`` gives an object's values."""
+        self.indexes[(r, name)] = fn
+        return self
+
+    def put(self, *objs: Obj) -> "MemCache":
+        """Stores objects (replacing any with the same kind, namespace and name)."""
+        for o in objs:
+            m = meta_of(o)
+            self.objects[(resource_of(o), m.namespace, m.name)] = o
+        return self
+
+    def remove(self, obj: Obj) -> None:
+        """Removes an object if present."""
+        m = meta_of(obj)
+        self.objects.pop((resource_of(obj), m.namespace, m.name), None)
+
+    def _check(self, r: Resource) -> None:
+        if self.watched and r not in self.watched:
+            raise NotWatched(f"{r} is not watched by this plugin")
+
+    def _of(self, r: Resource) -> List[Obj]:
+        return [o for (kr, _, _), o in sorted(self.objects.items(), key=lambda kv: kv[0][1:]) if kr == r]
+
+    def get(self, r: Resource, namespace: Optional[str], name: str) -> Optional[str]:
+        """One object as JSON, or None."""
+        self._check(r)
+        o = self.objects.get((r, namespace, name))
+        return None if o is None else json.dumps(o)
+
+    def list(self, r: Resource, namespace: Optional[str], selector: Optional[str]) -> List[str]:
+        """Objects as JSON, by namespace and label selector."""
+        self._check(r)
+        reqs = parse_selector(selector) if selector else []
+        out = []
+        for o in self._of(r):
+            m = meta_of(o)
+            if namespace is not None and m.namespace != namespace:
+                continue
+            if all(req(m.labels) for req in reqs):
+                out.append(json.dumps(o))
+        return out
+
+    def by_index(self, r: Resource, index: str, value: str) -> List[str]:
+        """Objects as JSON whose index has ``value``; built-ins: namespace, label, owner."""
+        self._check(r)
+        builtin: Dict[str, Callable[[Obj], Iterable[str]]] = {
+            "namespace": lambda o: [meta_of(o).namespace or ""],
+            "label": lambda o: [f"{k}={v}" for k, v in meta_of(o).labels.items()],
+            "owner": lambda o: [
+                ref.get("uid", "") for ref in (o.get("metadata") or {}).get("ownerReferences") or []
+            ],
+        }
+        fn = self.indexes.get((r, index)) or builtin.get(index)
+        if fn is None:
+            raise UnknownIndex(f"no index `{index}` is declared for {r}")
+        return [json.dumps(o) for o in self._of(r) if value in fn(o)]
+
+
+class Harness:
+    """Drives one plugin instance the way the host does, against an in-memory cache."""
+
+    def __init__(self, cls: type, config: Optional[Dict[str, Any]] = None, cache: Optional[MemCache] = None):
+        self.cls = cls
+        self.config_json = json.dumps(config or {})
+        self.cache = cache or MemCache()
+        self.logs: List[Tuple[Level, str]] = []
+        self.apply_to_cache = True
+        self.plugin = self._run(lambda: construct(cls, self.config_json))
+
+    @classmethod
+    def from_manifest(cls, plugin_cls: type, manifest_path: str) -> "Harness":
+        """Builds the plugin from a manifest's ``[config]``; its watched kinds become the only
+        kinds the cache answers for, as on the host."""
+        with open(manifest_path, "rb") as f:
+            manifest = tomllib.load(f)
+        cache = MemCache()
+        for w in manifest.get("watch", []):
+            cache.watch(Resource.from_api_version(w["api-version"], w["kind"]))
+        return cls(plugin_cls, manifest.get("config", {}), cache)
+
+    def _run(self, f: Callable[[], Any]) -> Any:
+        previous, _backend.current = _backend.current, self
+        try:
+            return f()
+        finally:
+            _backend.current = previous
+
+    def send(self, ev: Event) -> Optional[Retry]:
+        """Applies the event to the cache (see ``apply_to_cache``) and hands it to the plugin.
+
+        The plugin's exceptions propagate (the host would count the event failed); a ``Retry``
+        is returned instead, as the host would schedule it.
+        """
+        if self.apply_to_cache:
+            obj = ev.object
+            if ev.event_type is EventType.DELETED:
+                self.cache.remove(obj)
+            else:
+                self.cache.put(obj)
+        try:
+            self._run(lambda: dispatch(self.plugin, ev))
+        except Retry as r:
+            return r
+        return None
+
+    def restart(self) -> None:
+        """Replaces the instance with a fresh one from the same config, as after a trap."""
+        self.plugin = self._run(lambda: construct(self.cls, self.config_json))
+
+    def take_logs(self) -> List[Tuple[Level, str]]:
+        """The captured log lines, clearing them."""
+        out, self.logs = self.logs, []
+        return out
+
+    # The backend interface the SDK's modules call while this harness runs the plugin.
+    def get(self, r: Resource, namespace: Optional[str], name: str) -> Optional[str]:
+        return self.cache.get(r, namespace, name)
+
+    def list(self, r: Resource, namespace: Optional[str], selector: Optional[str]) -> List[str]:
+        return self.cache.list(r, namespace, selector)
+
+    def by_index(self, r: Resource, index: str, value: str) -> List[str]:
+        return self.cache.by_index(r, index, value)
+
+    def log(self, level: int, message: str) -> None:
+        self.logs.append((Level(level), message))

@@ -1,0 +1,43 @@
+"""A Python test plugin whose config `mode` picks its behaviour; the e2e tests install it under
+several names.
+
+- `echo`: logs one JSON line per event (`tag`, `event`, `key`, `rv`, `initial`, and `cached`:
+  whether `cache.get` finds the object), so tests see every event and a cache query round trip;
+- `raise`: like echo, but raises ValueError for objects labelled `boom` (a failed event);
+- `spin`: loops forever on every event (the deadline must stop it).
+"""
+
+import json
+
+from informant import Event, Plugin, cache, log
+
+
+class Hostile(Plugin):
+    """Behaves as its config's `mode` says."""
+
+    def __init__(self, config: dict):
+        self.mode = config.get("mode", "echo")
+        if self.mode not in ("echo", "raise", "spin"):
+            raise ValueError(f"unknown mode `{self.mode}`")
+        self.tag = config.get("tag", self.mode)
+
+    def _on(self, ev: Event) -> None:
+        if self.mode == "spin":
+            x = 0
+            while True:
+                x += 1
+        if self.mode == "raise" and ev.meta.label("boom") is not None:
+            raise ValueError(f"boom on {ev.meta.key}")
+        got = cache.get(ev.resource, ev.meta.name, ev.meta.namespace)
+        line = {
+            "tag": self.tag,
+            "event": ev.event_type.value,
+            "key": ev.meta.key,
+            "rv": ev.meta.resource_version,
+            "initial": ev.initial,
+            "cached": got is not None,
+            "value": ev.object.get("data", {}).get("value"),
+        }
+        log.info(json.dumps(line))
+
+    on_added = on_updated = on_deleted = on_resync = _on
