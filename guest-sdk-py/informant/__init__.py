@@ -12,7 +12,7 @@ against an in-memory cache so a plugin's tests are plain pytest.
             log.info(f"added {ev.meta.key}")
 """
 
-from . import cache, log
+from . import cache, kube, log
 from .errors import BadSelector, Forbidden, NotWatched, QueryError, Retry, UnknownIndex
 from .event import Event, EventType, Meta
 from .plugin import Plugin
@@ -31,5 +31,6 @@ __all__ = [
     "Retry",
     "UnknownIndex",
     "cache",
+    "kube",
     "log",
 ]

@@ -5,7 +5,7 @@ Natively they do not, and ``informant.testing`` installs an in-memory backend in
 made with neither fails with a clear message rather than an ImportError deep in a handler.
 """
 
-from typing import Callable, List, Optional
+from typing import Any, Callable, List, Optional
 
 from .errors import BadSelector, Forbidden, NotWatched, QueryError, UnknownIndex
 from .resource import Resource
@@ -21,6 +21,7 @@ class _Unavailable:
 
 try:  # Only a componentize-py build has the generated bindings.
     from wit_world.imports import cache as _wit_cache
+    from wit_world.imports import kube as _wit_kube
     from wit_world.imports import informant_plugin_types as _wit_types
     from wit_world.imports import log as _wit_log
     from componentize_py_types import Err as _Err
@@ -69,6 +70,55 @@ class _WitBackend:
 
     def log(self, level: int, message: str) -> None:
         _wit_log.log(_wit_log.Level(level), message)
+
+    # Writes: each host call, with its WriteError variant raised as the matching exception.
+    def _write(self, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except _Err as e:
+            raise _write_error(e) from None
+
+    def create(self, r: Resource, namespace: Optional[str], obj: str) -> str:
+        return self._write(lambda: _wit_kube.create(self._r(r), namespace, obj))
+
+    def apply(self, r: Resource, namespace: Optional[str], name: str, obj: str, force: bool) -> str:
+        return self._write(lambda: _wit_kube.apply(self._r(r), namespace, name, obj, force))
+
+    def patch(self, r: Resource, namespace: Optional[str], name: str, kind: str, patch: str) -> str:
+        kinds = {"merge": _wit_kube.PatchType.MERGE, "json": _wit_kube.PatchType.JSON,
+                 "strategic": _wit_kube.PatchType.STRATEGIC}
+        return self._write(lambda: _wit_kube.patch(self._r(r), namespace, name, kinds[kind], patch))
+
+    def delete(self, r: Resource, namespace: Optional[str], name: str,
+               uid: Optional[str], resource_version: Optional[str]) -> None:
+        pre = _wit_kube.Preconditions(uid, resource_version)
+        self._write(lambda: _wit_kube.delete(self._r(r), namespace, name, pre))
+
+    def update_status(self, r: Resource, namespace: Optional[str], name: str, obj: str) -> str:
+        return self._write(lambda: _wit_kube.update_status(self._r(r), namespace, name, obj))
+
+    def record_event(self, regarding: dict, warning: bool, reason: str, action: str, note: str) -> None:
+        ref = _wit_kube.ObjectRef(self._r(regarding["kind"]), regarding["namespace"],
+                                  regarding["name"], regarding["uid"])
+        severity = _wit_kube.EventSeverity.WARNING if warning else _wit_kube.EventSeverity.NORMAL
+        self._write(lambda: _wit_kube.record_event(ref, severity, reason, action, note))
+
+
+def _write_error(e: "_Err") -> Exception:
+    from . import kube
+
+    v = e.value
+    name = type(v).__name__
+    if name == "WriteError_Denied":
+        return kube.Denied(v.value)
+    kinds = {
+        "WriteError_Conflict": kube.Conflict,
+        "WriteError_NotFound": kube.NotFound,
+        "WriteError_Forbidden": kube.Forbidden,
+        "WriteError_Invalid": kube.Invalid,
+    }
+    api = v.value
+    return kinds.get(name, kube.Failed)(api.message, api.code, api.reason)
 
 
 # Replaced by informant.testing while a harness runs a plugin.

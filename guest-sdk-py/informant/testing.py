@@ -216,6 +216,12 @@ class Harness:
         self.config_json = json.dumps(config or {})
         self.cache = cache or MemCache()
         self.logs: List[Tuple[Level, str]] = []
+        #: Every write the plugin made, oldest first: dicts with ``verb``, ``resource``,
+        #: ``namespace``, ``name`` and ``body`` (the object, patch, preconditions or Event).
+        self.writes: List[Dict[str, Any]] = []
+        #: The manifest's ``[[write]]`` tables when built from one: writes outside them raise
+        #: ``kube.Denied`` as on the host. ``None``: anything goes.
+        self.declared: Optional[List[Dict[str, Any]]] = None
         self.apply_to_cache = True
         self.plugin = self._run(lambda: construct(cls, self.config_json))
 
@@ -228,7 +234,9 @@ class Harness:
         cache = MemCache()
         for w in manifest.get("watch", []):
             cache.watch(Resource.from_api_version(w["api-version"], w["kind"]))
-        return cls(plugin_cls, manifest.get("config", {}), cache)
+        harness = cls(plugin_cls, manifest.get("config", {}), cache)
+        harness.declared = manifest.get("write", [])
+        return harness
 
     def _run(self, f: Callable[[], Any]) -> Any:
         previous, _backend.current = _backend.current, self
@@ -276,3 +284,60 @@ class Harness:
 
     def log(self, level: int, message: str) -> None:
         self.logs.append((Level(level), message))
+
+    def _record(self, verb: str, r: Resource, namespace: Optional[str], name: Optional[str],
+                body: str) -> str:
+        from . import kube
+
+        if self.declared is not None:
+            needs = {"record-event": "create", "apply-forced": "apply"}.get(verb, verb)
+            needs = "patch" if needs.startswith("patch-") else needs
+
+            def allows(w: Dict[str, Any]) -> bool:
+                spaces = w.get("namespaces") or ([w["namespace"]] if "namespace" in w else None)
+                return (
+                    Resource.from_api_version(w.get("api-version", ""), w.get("kind", "")) == r
+                    and needs in (w.get("verbs") or [])
+                    and (spaces is None or namespace in spaces)
+                )
+
+            if not any(allows(w) for w in self.declared):
+                where = f" in namespace `{namespace}`" if namespace else ""
+                raise kube.Denied(
+                    f"`{needs}` of `{r}`{where} is not declared in the manifest's [[write]] tables"
+                )
+        self.writes.append(
+            {"verb": verb, "resource": r, "namespace": namespace, "name": name, "body": json.loads(body)}
+        )
+        return body
+
+    def create(self, r: Resource, namespace: Optional[str], obj: str) -> str:
+        return self._record("create", r, namespace, None, obj)
+
+    def apply(self, r: Resource, namespace: Optional[str], name: str, obj: str, force: bool) -> str:
+        return self._record("apply-forced" if force else "apply", r, namespace, name, obj)
+
+    def patch(self, r: Resource, namespace: Optional[str], name: str, kind: str, patch: str) -> str:
+        self._record(f"patch-{kind}", r, namespace, name, patch)
+        # The object as stored is the host's to say; the cache's copy stands in for it.
+        return self.cache.get(r, namespace, name) or "{}"
+
+    def delete(self, r: Resource, namespace: Optional[str], name: str,
+               uid: Optional[str], resource_version: Optional[str]) -> None:
+        body = json.dumps({"uid": uid, "resourceVersion": resource_version})
+        self._record("delete", r, namespace, name, body)
+
+    def update_status(self, r: Resource, namespace: Optional[str], name: str, obj: str) -> str:
+        return self._record("update-status", r, namespace, name, obj)
+
+    def record_event(self, regarding: dict, warning: bool, reason: str, action: str, note: str) -> None:
+        kind: Resource = regarding["kind"]
+        body = json.dumps({
+            "type": "Warning" if warning else "Normal", "reason": reason, "action": action,
+            "note": note,
+            "regarding": {"apiVersion": kind.api_version, "kind": kind.kind,
+                          "namespace": regarding["namespace"], "name": regarding["name"],
+                          "uid": regarding["uid"]},
+        })
+        events = Resource("events.k8s.io", "v1", "Event")
+        self._record("record-event", events, regarding["namespace"] or "default", None, body)

@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from informant import BadSelector, EventType, NotWatched, Plugin, Resource, Retry, UnknownIndex, cache, log
+from informant import BadSelector, EventType, NotWatched, Plugin, Resource, Retry, UnknownIndex, cache, kube, log
 from informant.event import Event, Meta, encode_header, parse_header
 from informant.log import Level
 from informant.plugin import describe, outcome
@@ -156,3 +156,56 @@ def test_calls_outside_a_harness_or_component_say_so():
 def test_retry_after_ms_must_fit_the_contract():
     with pytest.raises(ValueError, match="u32"):
         Retry("r", after_ms=-1)
+
+
+class Labeller(Plugin):
+    """Applies a `team` label to objects without one and records an Event."""
+
+    def on_added(self, ev):
+        if ev.meta.label("team") is None:
+            kube.apply(ev.resource, ev.meta.name, {"metadata": {"labels": {"team": "unknown"}}},
+                       namespace=ev.meta.namespace)
+            kube.event(ev, "Labelled", "Label", "added team=unknown")
+
+
+WRITES = """
+[[watch]]
+api-version = "v1"
+kind = "ConfigMap"
+[[write]]
+api-version = "v1"
+kind = "ConfigMap"
+verbs = ["apply"]
+namespace = "default"
+[[write]]
+api-version = "events.k8s.io/v1"
+kind = "Event"
+verbs = ["create"]
+"""
+
+
+def test_the_harness_records_declared_writes_and_refuses_the_rest(tmp_path):
+    manifest = tmp_path / "labeller.toml"
+    manifest.write_text(WRITES)
+    h = Harness.from_manifest(Labeller, str(manifest))
+    h.send(added(cm("a")))
+    h.send(added(cm("b", {"team": "t"})))
+    assert [(w["verb"], w["namespace"], w["name"]) for w in h.writes] == [
+        ("apply", "default", "a"),
+        ("record-event", "default", None),
+    ]
+    assert h.writes[0]["body"] == {"metadata": {"labels": {"team": "unknown"}}}
+    assert h.writes[1]["body"]["regarding"]["name"] == "a"
+    assert h.writes[1]["body"]["type"] == "Normal"
+    # Another namespace is not declared: refused as the host would, and not recorded.
+    with pytest.raises(kube.Denied, match="`apply` of `v1/ConfigMap` in namespace `other` is not declared"):
+        h.send(added(cm("c", ns="other")))
+    assert len(h.writes) == 2
+
+
+def test_write_errors_are_typed_exceptions():
+    assert issubclass(kube.Conflict, kube.WriteError)
+    e = kube.Invalid("bad", 422, "Invalid")
+    assert (e.code, e.reason, str(e)) == (422, "Invalid", "bad")
+    with pytest.raises(ValueError, match="patch kind"):
+        kube.patch(CM, "a", {}, kind="yaml")

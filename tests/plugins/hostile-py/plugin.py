@@ -4,12 +4,15 @@ several names.
 - `echo`: logs one JSON line per event (`tag`, `event`, `key`, `rv`, `initial`, and `cached`:
   whether `cache.get` finds the object), so tests see every event and a cache query round trip;
 - `raise`: like echo, but raises ValueError for objects labelled `boom` (a failed event);
-- `spin`: loops forever on every event (the deadline must stop it).
+- `spin`: loops forever on every event (the deadline must stop it);
+- `label`: on the (not initial) add of an object named `go-*`, applies the label `by=py` to it
+  and tries to delete it (which its manifest does not declare), logging
+  `{"tag", "key", "applied": labels, "delete": error class}`.
 """
 
 import json
 
-from informant import Event, Plugin, cache, log
+from informant import Event, EventType, Plugin, cache, kube, log
 
 
 class Hostile(Plugin):
@@ -17,7 +20,7 @@ class Hostile(Plugin):
 
     def __init__(self, config: dict):
         self.mode = config.get("mode", "echo")
-        if self.mode not in ("echo", "raise", "spin"):
+        if self.mode not in ("echo", "raise", "spin", "label"):
             raise ValueError(f"unknown mode `{self.mode}`")
         self.tag = config.get("tag", self.mode)
 
@@ -26,6 +29,20 @@ class Hostile(Plugin):
             x = 0
             while True:
                 x += 1
+        if self.mode == "label":
+            if ev.event_type is EventType.ADDED and not ev.initial and ev.meta.name.startswith("go-"):
+                m = ev.meta
+                stored = kube.apply(ev.resource, m.name, {"metadata": {"labels": {"by": "py"}}},
+                                    namespace=m.namespace)
+                try:
+                    kube.delete(ev.resource, m.name, namespace=m.namespace, uid=m.uid)
+                    deleted = "none"
+                except kube.WriteError as e:
+                    deleted = f"{type(e).__name__}: {e}"
+                line = {"tag": self.tag, "key": m.key,
+                        "applied": stored["metadata"]["labels"], "delete": deleted}
+                log.info(json.dumps(line))
+            return
         if self.mode == "raise" and ev.meta.label("boom") is not None:
             raise ValueError(f"boom on {ev.meta.key}")
         got = cache.get(ev.resource, ev.meta.name, ev.meta.namespace)
