@@ -18,3 +18,4 @@ mod secrets;
 mod tenancy;
 mod waiting;
 mod watches;
+mod wildcard;

@@ -823,11 +823,18 @@ ignore-status = true
             ),
             (
                 "[[watch]]\napi-version = \"*\"\nkind = \"Dep*\"\n",
-                &["field `watch[0].kind`", "partial wildcards are not supported"],
+                &[
+                    "field `watch[0].kind`",
+                    "partial wildcards are not supported",
+                ],
             ),
             (
                 "[[watch]]\napi-version = \"*/v1\"\nkind = \"*\"\n",
-                &["line 2", "field `watch[0].api-version`", "invalid api-version `*/v1`"],
+                &[
+                    "line 2",
+                    "field `watch[0].api-version`",
+                    "invalid api-version `*/v1`",
+                ],
             ),
             (
                 "[[watch]]\napi-version = \"ex*.com/*\"\nkind = \"*\"\n",
@@ -858,7 +865,10 @@ ignore-status = true
             ),
             (
                 "[[watch]]\napi-version = \"apps/v1\"\nkind = \"*\"\nexclude = [\"apps/v1beta1/Deployment\"]\n",
-                &["field `watch[0].exclude[0]`", "not covered by api-version `apps/v1`"],
+                &[
+                    "field `watch[0].exclude[0]`",
+                    "not covered by api-version `apps/v1`",
+                ],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

@@ -167,7 +167,16 @@ mod tests {
         for v in ["v1", "v2", "v1beta1", "v2alpha3", "v10"] {
             assert!(looks_like_version(v), "{v}");
         }
-        for g in ["apps", "v", "v0", "v1gamma1", "v1beta", "vx", "example.com", "V1"] {
+        for g in [
+            "apps",
+            "v",
+            "v0",
+            "v1gamma1",
+            "v1beta",
+            "vx",
+            "example.com",
+            "V1",
+        ] {
             assert!(!looks_like_version(g), "{g}");
         }
     }
@@ -185,7 +194,11 @@ mod tests {
         assert!(any_version.matches("events.k8s.io", "v1beta1", "Event"));
         assert!(!any_version.matches("", "v1", "Event"));
         // A no-dot group such as `apps` is a group, not a version.
-        assert!(ex("apps/Deployment").unwrap().matches("apps", "v1", "Deployment"));
+        assert!(
+            ex("apps/Deployment")
+                .unwrap()
+                .matches("apps", "v1", "Deployment")
+        );
     }
 
     #[test]

@@ -301,7 +301,7 @@ fn scopes(plugin: &str, manifest: &Manifest) -> Result<(Vec<Scoped>, CacheView),
     let config = kube::Config::new(http::Uri::from_static("http://127.0.0.1:9"));
     let client = kube::Client::try_from(config).map_err(|e| ReplayError::Run(e.to_string()))?;
     let mut scopes: Vec<Scoped> = Vec::new();
-    let mut cache = CacheView::default();
+    let cache = CacheView::default();
     for (index, w) in manifest.watch.iter().enumerate() {
         let watch_err = |source| PluginError::Watch {
             plugin: plugin.to_string(),
