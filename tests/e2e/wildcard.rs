@@ -121,9 +121,11 @@ async fn kubediff_follows_a_crd_created_after_the_host_started() {
         .unwrap();
     let updated = next_post_of(&mut hook, "Gizmo").await;
     assert_eq!(updated["event"], "updated", "{updated}");
-    assert_eq!(
-        updated["changes"],
-        json!([{"path": "/spec/size", "old": 1, "new": 2}]),
+    let changes = updated["changes"]
+        .as_array()
+        .expect("an update has changes");
+    assert!(
+        changes.contains(&json!({"path": "/spec/size", "old": 1, "new": 2})),
         "{updated}"
     );
 

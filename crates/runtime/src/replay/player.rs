@@ -308,6 +308,13 @@ fn scopes(plugin: &str, manifest: &Manifest) -> Result<(Vec<Scoped>, CacheView),
             index,
             source,
         };
+        if w.is_wildcard() {
+            // A recording holds the kinds it was made of, not discovery: name them.
+            return Err(ReplayError::Run(format!(
+                "plugin `{plugin}`: field `watch[{index}]`: a wildcard watch (kind = \"*\") cannot be \
+                 replayed; name the recorded kinds in [[watch]] tables of a manifest for the replay"
+            )));
+        }
         let (group, version) = w.api_version.split();
         let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &w.kind));
         let selector_text = w.label_selector.as_ref().map(|s| s.0.clone());
