@@ -176,9 +176,7 @@ impl Loaded {
         let set: BTreeSet<&String> = self.kinds.iter().flatten().map(|(_, n)| n).collect();
         set.into_iter().cloned().collect()
     }
-}
 
-impl Loaded {
     /// Whether this version was admitted under exactly `policy` and `config`'s limits.
     fn admitted_under(&self, policy: &Arc<TenantPolicy>, config: &HostConfig) -> bool {
         Arc::ptr_eq(&self.policy, policy) && same_limits(&self.config, config)
@@ -197,6 +195,8 @@ pub struct RunningPlugin {
     pub received: u64,
     /// Events queued and not yet handled.
     pub backlog: usize,
+    /// Resources its wildcard watches cover now (0 without any).
+    pub expanded: usize,
 }
 
 /// One plugin's status, for `/plugins` and logs.
@@ -411,6 +411,7 @@ impl PluginHost {
             .read()
             .iter()
             .map(|(id, r)| RunningPlugin {
+                expanded: r.expanded.len(),
                 id: id.clone(),
                 supervisor: r.supervisor.clone(),
                 received: r.queues.iter().map(ListenerGauges::received).sum(),

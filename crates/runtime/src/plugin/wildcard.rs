@@ -36,7 +36,7 @@ pub fn expand(
         .filter(|d| {
             let ar = &d.resolved.api_resource;
             watch.covers(&ar.group, &ar.version, &ar.kind, d.preferred)
-                && !(namespaced_only && !d.resolved.namespaced)
+                && (d.resolved.namespaced || !namespaced_only)
                 && grant
                     .check_watch(
                         (&ar.group, &ar.version, &ar.kind),
