@@ -177,6 +177,29 @@ async fn kubediff_follows_a_crd_created_after_the_host_started() {
             .any(|i| i.store().api_resource().kind == "Gizmo"),
         "the Gizmo informer stopped with its last user"
     );
+
+    // A wildcard that makes no sense is refused at load, naming file, field and reason; the
+    // running plugin carries on.
+    env.install(
+        None,
+        "bad",
+        "kubediff",
+        "[[watch]]\napi-version = \"*\"\nkind = \"Pod\"\n",
+    );
+    let report = env.host.reconcile().await;
+    let (_, err) = report
+        .errors
+        .iter()
+        .find(|(id, _)| id.name == "bad")
+        .expect("the bad manifest is refused");
+    let err = err.to_string();
+    for needle in ["bad.toml", "field `watch[0].kind`", "so kind must be `*`"] {
+        assert!(err.contains(needle), "`{err}` lacks `{needle}`");
+    }
+    env.server
+        .create(configmap("demo", "still-running", "x"))
+        .unwrap();
+    while next_post_of(&mut hook, "ConfigMap").await["name"] != "still-running" {}
 }
 
 const TENANTS: &str = r#"
