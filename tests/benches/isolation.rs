@@ -82,7 +82,7 @@ async fn case(
         );
     }
     let secret: FieldPath = "data.password".parse().unwrap();
-    let mut cache = CacheView::new(grant(patterns));
+    let cache = CacheView::new(grant(patterns));
     cache.add_with_indexes(store.clone(), [("secret", &secret)]);
     let logs = broadcast::channel(64).0;
     let spec = InstanceSpec {

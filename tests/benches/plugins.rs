@@ -124,7 +124,7 @@ async fn throughput(
     rate: Option<u32>,
 ) -> (f64, Duration, Duration, u64) {
     let informer = bench_informer();
-    let mut cache = CacheView::default();
+    let cache = CacheView::default();
     cache.add(informer.store().clone());
     let cache = Arc::new(cache);
     let logs = broadcast::channel(16).0;
@@ -221,7 +221,7 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
     let mut sups = Vec::new();
     for t in 0..TENANTS {
         let grant = grant(&format!("t{t}"), &format!("ns{t}"));
-        let mut cache = CacheView::new(grant.clone());
+        let cache = CacheView::new(grant.clone());
         cache.add(informer.store().clone());
         let sup = Supervisor::start(
             spec(
@@ -301,11 +301,11 @@ fn grant_queries() {
         )));
     }
     let r = configmap_wit();
-    let mut operator = CacheView::default();
+    let operator = CacheView::default();
     operator.add(informer.store().clone());
-    let mut tenant = CacheView::new(grant("t7", "ns7"));
+    let tenant = CacheView::new(grant("t7", "ns7"));
     tenant.add(informer.store().clone());
-    let mut globbed = CacheView::new(grant("t7", "ns7*"));
+    let globbed = CacheView::new(grant("t7", "ns7*"));
     globbed.add(informer.store().clone());
     println!(
         "   {:<52} {:>12} {:>8}",

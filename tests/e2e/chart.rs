@@ -550,3 +550,46 @@ fn bad_values_fail_naming_the_field() {
         assert!(err.contains(want), "{values}: {err}");
     }
 }
+
+/// `rbac.clusterWideRead` (wildcard watches): read on everything and CRDs, and still nothing
+/// beyond get/list/watch; off by default, where no rule has a wildcard.
+#[test]
+fn cluster_wide_read_grants_only_reads_on_everything() {
+    let r =
+        render(json!({"rbac": {"clusterWideRead": true}, "watchCustomResourceDefinitions": false}))
+            .expect("render");
+    let rules = rules(&r);
+    let everything: Vec<&Rule> = rules
+        .iter()
+        .filter(|(_, g, res, _, _)| g == &["*"] && res == &["*"])
+        .collect();
+    assert_eq!(everything.len(), 1, "{rules:?}");
+    let (kind, _, _, verbs, _) = everything[0];
+    assert_eq!(kind, "ClusterRole");
+    assert_eq!(verbs, &["get", "list", "watch"]);
+    assert!(
+        rules
+            .iter()
+            .any(|(_, g, res, v, _)| g == &["apiextensions.k8s.io"]
+                && res == &["customresourcedefinitions"]
+                && v.contains(&"watch".to_string())),
+        "the CRD watch that finds new kinds: {rules:?}"
+    );
+    for (kind, groups, resources, verbs, _) in &rules {
+        let lease = groups == &["coordination.k8s.io"] && resources == &["leases"];
+        for v in verbs {
+            assert!(
+                ["get", "list", "watch"].contains(&v.as_str()) || lease,
+                "{kind} grants `{v}` on {groups:?}/{resources:?}"
+            );
+        }
+    }
+    assert_least_privilege(&render(json!({})).expect("render"));
+    let err = render(json!({"rbac": {"clusterWideReed": true}}))
+        .err()
+        .expect("a misspelt key is refused");
+    assert!(
+        err.contains("clusterWideReed") || err.contains("rbac"),
+        "{err}"
+    );
+}

@@ -19,4 +19,5 @@ mod secrets;
 mod tenancy;
 mod waiting;
 mod watches;
+mod wildcard;
 mod writes;

@@ -10,8 +10,19 @@ use informant_tests::plugins::{PluginEnv, wasm};
 use informant_tests::{configmap, guarded};
 use serde_json::{Value, json};
 
-fn kubediff_manifest() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../plugins/kubediff/kubediff.toml")
+/// kubediff's manifest for the kinds these recordings hold: its own watches every kind, which
+/// a replay cannot expand (a recording holds kinds, not discovery).
+const RECORDED_KINDS: &str = "[[watch]]\napi-version = \"apps/v1\"\nkind = \"Deployment\"\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nignore-status = true\n";
+
+fn recorded_kinds_manifest() -> String {
+    RECORDED_KINDS.to_string()
+}
+
+/// [`RECORDED_KINDS`] written to `dir`.
+fn kubediff_manifest(dir: &Path) -> PathBuf {
+    let path = dir.join("kubediff.toml");
+    std::fs::write(&path, RECORDED_KINDS).unwrap();
+    path
 }
 
 fn deployment(name: &str, replicas: i64) -> Value {
@@ -60,7 +71,8 @@ async fn replaying_a_recording_gives_the_live_runs_plugin_output() {
         &informers,
         Box::new(std::fs::File::create(&recording).unwrap()),
     );
-    let manifest = std::fs::read_to_string(kubediff_manifest()).unwrap();
+    // kubediff's own manifest watches every kind; a recording holds the two recorded here.
+    let manifest = recorded_kinds_manifest();
     env.install(None, "kubediff", "kubediff", &manifest);
     let report = env.reconcile().await;
     assert_eq!(report.loaded.len(), 1, "{:?}", report.errors);
@@ -122,7 +134,7 @@ async fn replaying_a_recording_gives_the_live_runs_plugin_output() {
     let engine = Arc::new(PluginEngine::new(EngineOptions::default()).unwrap());
     let config = ReplayConfig {
         wasm: wasm("kubediff"),
-        manifest: Some(kubediff_manifest()),
+        manifest: Some(kubediff_manifest(dir.path())),
         host: HostConfig::default(),
     };
     let outcome = replay(engine, &config, Vec::new(), records, |_| {})
@@ -172,7 +184,7 @@ async fn replay_prefills_the_cache_from_objects_and_names_bad_lines() {
     let engine = Arc::new(PluginEngine::new(EngineOptions::default()).unwrap());
     let config = ReplayConfig {
         wasm: wasm("kubediff"),
-        manifest: Some(kubediff_manifest()),
+        manifest: Some(kubediff_manifest(dir.path())),
         host: HostConfig::default(),
     };
     let objs = informant_runtime::replay::read_yaml_objects(&objects).unwrap();

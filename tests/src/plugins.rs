@@ -10,7 +10,8 @@ use informant_runtime::devloop::builder::{WASM_TARGET, ensure_target};
 use informant_runtime::devloop::python::{self, PyToolchain};
 use informant_runtime::informer::{FactoryOptions, InformerFactory, InitialList};
 use informant_runtime::plugin::{
-    EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, RestartPolicy,
+    EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, Rediscoverer,
+    RestartPolicy, rediscover,
 };
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
@@ -294,6 +295,8 @@ pub struct PluginEnv {
     /// Plugin log lines.
     pub logs: Logs,
     dir: tempfile::TempDir,
+    /// Re-expands wildcard watches as CRDs come and go, as the runtime does.
+    _rediscoverer: Rediscoverer,
 }
 
 impl PluginEnv {
@@ -326,12 +329,14 @@ impl PluginEnv {
                 .with_dry_run_writes(dry_run_writes),
         );
         let logs = Logs::record(host.subscribe_logs());
+        let rediscoverer = Rediscoverer::start(host.clone(), rediscover::PERIOD);
         PluginEnv {
             server,
             factory,
             host,
             logs,
             dir,
+            _rediscoverer: rediscoverer,
         }
     }
 

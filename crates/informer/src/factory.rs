@@ -31,6 +31,15 @@ pub struct ResolvedResource {
     pub namespaced: bool,
 }
 
+/// A resource found by [`InformerFactory::discover_all`]: listable and watchable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiscoveredResource {
+    /// The resource.
+    pub resolved: ResolvedResource,
+    /// Whether its version is its group's preferred one.
+    pub preferred: bool,
+}
+
 /// Which slice of a resource an informer watches.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct WatchScope {
@@ -134,6 +143,50 @@ impl InformerFactory {
         };
         self.discovered.lock().insert(gvk, resolved.clone());
         Ok(resolved)
+    }
+
+    /// Every resource the server serves with both `list` and `watch`, in every version (the
+    /// preferred one flagged), subresources left out. Asks aggregated discovery first (two
+    /// requests) and falls back to per-group discovery for servers without it. Never cached:
+    /// callers ask again when the served kinds may have changed (a CRD came or went).
+    pub async fn discover_all(&self) -> Result<Vec<DiscoveredResource>> {
+        use kube::discovery::{Discovery, verbs};
+        let failed = |source| Error::Discovery {
+            api_version: "*".into(),
+            kind: "*".into(),
+            source: Box::new(source),
+        };
+        let discovery = match Discovery::new(self.client.clone()).run_aggregated().await {
+            Ok(d) => d,
+            Err(e) => {
+                tracing::debug!(error = %e, "aggregated discovery failed; asking group by group");
+                Discovery::new(self.client.clone())
+                    .run()
+                    .await
+                    .map_err(failed)?
+            }
+        };
+        let mut out = Vec::new();
+        for group in discovery.groups() {
+            let preferred = group.preferred_version_or_latest().to_string();
+            for version in group.versions() {
+                for (api_resource, caps) in group.versioned_resources(version) {
+                    if !(caps.supports_operation(verbs::LIST)
+                        && caps.supports_operation(verbs::WATCH))
+                    {
+                        continue;
+                    }
+                    out.push(DiscoveredResource {
+                        resolved: ResolvedResource {
+                            api_resource,
+                            namespaced: caps.scope == Scope::Namespaced,
+                        },
+                        preferred: version == preferred,
+                    });
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The shared informer for `apiVersion`/`kind` within `scope`, created on first use.

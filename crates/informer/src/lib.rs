@@ -55,7 +55,10 @@ pub mod shared_informer;
 pub mod store;
 
 pub use event::{Event, EventType};
-pub use factory::{FactoryOptions, InformerFactory, ResolvedResource, WatchScope, wait_all_synced};
+pub use factory::{
+    DiscoveredResource, FactoryOptions, InformerFactory, ResolvedResource, WatchScope,
+    wait_all_synced,
+};
 pub use index::{IndexError, IndexSpec};
 pub use informant_selector::{FieldPath, LabelSelector, SelectorError};
 pub use object::{CachedObject, ObjectKey, RawObject};

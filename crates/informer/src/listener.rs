@@ -53,6 +53,8 @@ struct Queue {
     /// Events accepted while open, before coalescing (kept under the lock push already takes).
     received: u64,
     closed: bool,
+    /// Accepts nothing more; the consumer ends once it took everything queued.
+    finishing: bool,
 }
 
 /// A coalescing, per-key-ordered queue with an async consumer side.
@@ -73,7 +75,7 @@ impl Listener {
     /// Enqueues an event, merging it into what is already pending for its key.
     pub fn push(&self, event: Event) {
         let mut guard = self.queue.lock();
-        if guard.closed {
+        if guard.closed || guard.finishing {
             return;
         }
         guard.received += 1;
@@ -133,7 +135,7 @@ impl Listener {
     }
 
     /// Moves up to `max` deliveries into `out` under one lock, waiting until there is at least
-    /// one; `false` (and nothing moved) once the listener is closed.
+    /// one; `false` (and nothing moved) once the listener is closed, or finishing and drained.
     pub async fn pop_batch(&self, out: &mut Vec<Delivery>, max: usize) -> bool {
         loop {
             {
@@ -150,6 +152,9 @@ impl Listener {
             }
             if !out.is_empty() {
                 return true;
+            }
+            if self.queue.lock().finishing {
+                return false;
             }
             self.notify.notified().await;
         }
@@ -200,6 +205,12 @@ impl Listener {
     /// Distinct keys with pending events.
     pub fn pending_keys(&self) -> usize {
         self.queue.lock().pending.len()
+    }
+
+    /// Stops accepting events; the consumer drains what is queued, then ends.
+    pub fn finish(&self) {
+        self.queue.lock().finishing = true;
+        self.notify.notify_one();
     }
 
     /// Stops accepting events and wakes the consumer, which drains nothing more.

@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 use super::event::Event;
 use super::listener::{Delivery, Listener};
 use super::object::CachedObject;
+use super::store::Store;
 
 /// Deliveries a handler's task takes from its queue per lock: a busy queue costs its producer
 /// and consumer one lock round-trip per batch instead of one per event.
@@ -352,6 +353,22 @@ impl ListenerHandle {
     /// replacement registered afterwards never overlaps with it.
     pub async fn shutdown(self) {
         self.detach();
+        let _ = self.task.await;
+    }
+
+    /// Unregisters the handler after it got `Deleted` (final state unknown) for every object
+    /// of `store` its filter accepts and it has not seen deleted yet, and waits until it handled
+    /// them: for a resource that goes away (its CRD deleted), whose watch will report no more.
+    /// Detached under the store's lock, so each object's delete comes from the watch or from
+    /// here, never both; `store` must be the store of the informer this handler listens to.
+    pub async fn retire(self, store: &Store) {
+        store.read_consistent(|_, objects| {
+            self.processor.remove(self.id);
+            for o in objects {
+                self.state.offer(Event::deleted(o.clone(), true));
+            }
+            self.state.listener.finish();
+        });
         let _ = self.task.await;
     }
 

@@ -560,4 +560,40 @@ mod tests {
         );
         assert_eq!(h.backlog(), 0);
     }
+
+    /// A resource that goes away: each object its handler saw gets exactly one Deleted (from the
+    /// watch, or inferred at retirement), and nothing reaches the handler afterwards.
+    #[tokio::test]
+    async fn a_retired_handler_gets_deleted_for_what_is_left_then_nothing() {
+        let inf = informer();
+        inf.apply(Delta::Replace(vec![cm("a", 1), cm("b", 2), cm("c", 3)]));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let h = inf.add_handler(
+            "retiring",
+            FnHandler(move |e: Event| {
+                let _ = tx.send((e.event_type, e.key().to_string(), e.final_state_unknown));
+            }),
+            HandlerOptions::default(),
+        );
+        h.wait_synced().await;
+        inf.apply(Delta::Delete(cm("a", 4)));
+        h.retire(inf.store()).await;
+        inf.apply(Delta::Apply(cm("d", 5)));
+        let mut seen = Vec::new();
+        while let Ok(e) = rx.try_recv() {
+            seen.push(e);
+        }
+        let mut deletes: Vec<_> = seen
+            .iter()
+            .filter(|(t, _, _)| *t == EventType::Deleted)
+            .map(|(_, k, unknown)| (k.as_str(), *unknown))
+            .collect();
+        deletes.sort();
+        assert_eq!(
+            deletes,
+            [("ns/a", false), ("ns/b", true), ("ns/c", true)],
+            "{seen:?}"
+        );
+        assert!(!seen.iter().any(|(_, k, _)| k == "ns/d"), "{seen:?}");
+    }
 }

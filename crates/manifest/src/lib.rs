@@ -18,7 +18,7 @@
 //! max-attempts = 5                  # redeliveries per object, then the event fails (0: none)
 //! initial-backoff-ms = 200          # doubles per attempt
 //! max-backoff-ms = 60000
-//! [[watch]]                         # one or more
+//! [[watch]]                         # one or more; `kind = "*"` watches every kind (see [`wildcard`])
 //! api-version = "apps/v1"
 //! kind = "ReplicaSet"
 //! namespace = "default"             # optional; or namespaces = ["a", "b"] (one informer each)
@@ -47,10 +47,12 @@ pub use informant_selector::{FieldPath, LabelSelector};
 pub mod config_ref;
 pub mod outbound;
 pub mod toml_error;
+pub mod wildcard;
 pub mod write;
 
 pub use config_ref::{ConfigRef, ConfigText};
 pub use outbound::Origin;
+pub use wildcard::{Exclude, KindPattern};
 pub use write::{Verb, Write};
 
 #[cfg(any(test, feature = "proptest"))]
@@ -84,7 +86,8 @@ pub enum ManifestError {
     },
 }
 
-/// A validated `apiVersion`, `GROUP/VERSION` or `VERSION`.
+/// A validated `apiVersion`, `GROUP/VERSION` or `VERSION`; for a wildcard watch also `*` or
+/// `GROUP/*`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
 #[serde(try_from = "String")]
 pub struct ApiVersion(String);
@@ -98,6 +101,11 @@ impl ApiVersion {
     pub fn split(&self) -> (&str, &str) {
         self.0.split_once('/').unwrap_or(("", &self.0))
     }
+
+    /// Whether this is `*` or `GROUP/*`.
+    pub fn is_wildcard(&self) -> bool {
+        self.0 == "*" || self.0.ends_with("/*")
+    }
 }
 
 impl TryFrom<String> for ApiVersion {
@@ -109,14 +117,16 @@ impl TryFrom<String> for ApiVersion {
                     .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
         };
         let valid = match s.split_once('/') {
-            Some((g, v)) => ok_part(g) && ok_part(v),
+            _ if s == "*" => true,
+            Some((g, v)) => ok_part(g) && (ok_part(v) || v == "*"),
             None => ok_part(&s),
         };
         if valid {
             Ok(ApiVersion(s))
         } else {
             Err(format!(
-                "invalid api-version `{s}` (expected GROUP/VERSION, or VERSION for core)"
+                "invalid api-version `{s}` (expected GROUP/VERSION, or VERSION for core; for a \
+                 wildcard watch `*` or GROUP/*)"
             ))
         }
     }
@@ -219,6 +229,9 @@ pub struct Watch {
     /// Deliver an update only when the object changed outside these field paths.
     #[serde(default)]
     pub ignore: Vec<FieldPathText>,
+    /// Kinds a wildcard watch (`kind = "*"`) leaves out (see [`wildcard`]).
+    #[serde(default)]
+    pub exclude: Vec<Exclude>,
 }
 
 impl Watch {
@@ -239,6 +252,45 @@ impl Watch {
     /// Whether updates are filtered on the host (`jq-filter` or `ignore`).
     pub fn filters_changes(&self) -> bool {
         self.jq_filter.is_some() || !self.ignore.is_empty()
+    }
+
+    /// Whether this watch covers every kind discovery finds (`kind = "*"`).
+    pub fn is_wildcard(&self) -> bool {
+        self.kind == "*"
+    }
+
+    /// For a wildcard watch, the group versions it covers; `None` for a watch of one kind.
+    pub fn kind_pattern(&self) -> Option<KindPattern> {
+        if !self.is_wildcard() {
+            return None;
+        }
+        let s = self.api_version.as_str();
+        Some(match s.split_once('/') {
+            _ if s == "*" => KindPattern {
+                group: None,
+                version: None,
+            },
+            Some((g, "*")) => KindPattern {
+                group: Some(g.into()),
+                version: None,
+            },
+            Some((g, v)) => KindPattern {
+                group: Some(g.into()),
+                version: Some(v.into()),
+            },
+            None => KindPattern {
+                group: Some(String::new()),
+                version: Some(s.into()),
+            },
+        })
+    }
+
+    /// Whether a wildcard watch covers `group/version` `kind` (`preferred`: whether `version` is
+    /// the group's preferred one) and does not exclude it; `false` for a watch of one kind.
+    pub fn covers(&self, group: &str, version: &str, kind: &str, preferred: bool) -> bool {
+        self.kind_pattern()
+            .is_some_and(|p| p.covers(group, version, preferred))
+            && !self.exclude.iter().any(|e| e.matches(group, version, kind))
     }
 
     /// The declared field indexes: name and parsed path.
@@ -300,6 +352,57 @@ pub struct Manifest {
     tenant_claim: Option<toml::Value>,
 }
 
+/// A wildcard watch's `kind`, `api-version` and `exclude` must make sense together.
+fn check_wildcard(i: usize, w: &Watch) -> Result<(), String> {
+    let field = |name: &str| format!("field `watch[{i}].{name}`");
+    if w.kind != "*" && w.kind.contains('*') {
+        return Err(format!(
+            "{}: `{}`: a kind is either `*` (every kind) or one kind; partial wildcards are not supported",
+            field("kind"),
+            w.kind
+        ));
+    }
+    if w.api_version.is_wildcard() && !w.is_wildcard() {
+        return Err(format!(
+            "{}: api-version `{}` is a wildcard, so kind must be `*`; to watch one kind `{}`, name its GROUP/VERSION",
+            field("kind"),
+            w.api_version.as_str(),
+            w.kind
+        ));
+    }
+    if !w.is_wildcard() {
+        if !w.exclude.is_empty() {
+            return Err(format!(
+                "{}: only a wildcard watch (kind = \"*\") excludes kinds",
+                field("exclude")
+            ));
+        }
+        return Ok(());
+    }
+    let pattern = w.kind_pattern().expect("a wildcard watch");
+    for (at, e) in w.exclude.iter().enumerate() {
+        if w.exclude[..at].contains(e) {
+            return Err(format!(
+                "{}: `{}` is listed twice",
+                field(&format!("exclude[{at}]")),
+                e.as_str()
+            ));
+        }
+        let (group, version) = (&e.group, e.version.as_deref());
+        let outside = pattern.group.as_ref().is_some_and(|g| g != group)
+            || matches!((&pattern.version, version), (Some(p), Some(v)) if p != v);
+        if outside {
+            return Err(format!(
+                "{}: `{}` is not covered by api-version `{}`, so excluding it means nothing",
+                field(&format!("exclude[{at}]")),
+                e.as_str(),
+                w.api_version.as_str()
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `[config]` read as a value first: read as a table directly, a TOML datetime would pass as the
 /// table `{"$__toml_private_datetime" = ...}` and reach the plugin's `init` as that.
 fn config_table<'de, D: serde::Deserializer<'de>>(d: D) -> Result<toml::Table, D::Error> {
@@ -338,6 +441,7 @@ impl Manifest {
                     "field `watch[{i}].kind`: must not be empty"
                 )));
             }
+            check_wildcard(i, w).map_err(&invalid)?;
             if w.namespace.is_some() && !w.namespaces.is_empty() {
                 return Err(invalid(format!(
                     "field `watch[{i}].namespaces`: give either `namespace` or `namespaces`, not both"
@@ -512,6 +616,27 @@ ignore-status = true
         assert_eq!(m.watch[0].scopes(), [Some("a"), Some("b")]);
         assert_eq!(m.watch[1].scopes(), [Some("c")]);
         assert_eq!(m.watch[2].scopes(), [None]);
+    }
+
+    #[test]
+    fn a_wildcard_watch_covers_what_its_pattern_names_minus_excludes() {
+        let m = parse(
+            "[[watch]]\napi-version = \"*\"\nkind = \"*\"\nexclude = [\"v1/Event\", \"events.k8s.io/Event\"]\n[[watch]]\napi-version = \"example.com/*\"\nkind = \"*\"\n[[watch]]\napi-version = \"apps/v1\"\nkind = \"*\"\nnamespaces = [\"a\"]\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n",
+        )
+        .unwrap();
+        let [all, group, gv, pod] = &m.watch[..] else {
+            panic!()
+        };
+        assert!(all.covers("", "v1", "Pod", true));
+        assert!(!all.covers("", "v1", "Event", true));
+        assert!(!all.covers("events.k8s.io", "v1", "Event", true));
+        assert!(!all.covers("apps", "v1beta1", "Deployment", false));
+        assert!(group.covers("example.com", "v1", "Widget", true));
+        assert!(!group.covers("other.io", "v1", "Widget", true));
+        assert!(gv.covers("apps", "v1", "Deployment", false));
+        assert!(!gv.covers("batch", "v1", "Job", true));
+        assert!(!pod.is_wildcard() && !pod.covers("", "v1", "Pod", true));
+        assert_eq!(pod.kind_pattern(), None);
     }
 
     #[test]
@@ -696,6 +821,67 @@ ignore-status = true
             (
                 "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nignore = [\"status..x\"]\n",
                 &["line 4", "field `watch[0].ignore[0]`", "invalid field path"],
+            ),
+            (
+                "[[watch]]\napi-version = \"*\"\nkind = \"Pod\"\n",
+                &[
+                    "plugins/demo.toml",
+                    "field `watch[0].kind`",
+                    "api-version `*` is a wildcard, so kind must be `*`",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"example.com/*\"\nkind = \"Widget\"\n",
+                &["field `watch[0].kind`", "so kind must be `*`"],
+            ),
+            (
+                "[[watch]]\napi-version = \"*\"\nkind = \"Dep*\"\n",
+                &[
+                    "field `watch[0].kind`",
+                    "partial wildcards are not supported",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"*/v1\"\nkind = \"*\"\n",
+                &[
+                    "line 2",
+                    "field `watch[0].api-version`",
+                    "invalid api-version `*/v1`",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"ex*.com/*\"\nkind = \"*\"\n",
+                &["line 2", "invalid api-version `ex*.com/*`"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nexclude = [\"v1/Event\"]\n",
+                &["field `watch[0].exclude`", "only a wildcard watch"],
+            ),
+            (
+                "[[watch]]\napi-version = \"*\"\nkind = \"*\"\nexclude = [\"v1/Event\", \"Lease\"]\n",
+                &[
+                    "line 4",
+                    "field `watch[0].exclude[1]`",
+                    "invalid exclude entry `Lease`",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"*\"\nkind = \"*\"\nexclude = [\"v1/Event\", \"v1/Event\"]\n",
+                &["field `watch[0].exclude[1]`", "listed twice"],
+            ),
+            (
+                "[[watch]]\napi-version = \"example.com/*\"\nkind = \"*\"\nexclude = [\"v1/Event\"]\n",
+                &[
+                    "field `watch[0].exclude[0]`",
+                    "`v1/Event` is not covered by api-version `example.com/*`",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"apps/v1\"\nkind = \"*\"\nexclude = [\"apps/v1beta1/Deployment\"]\n",
+                &[
+                    "field `watch[0].exclude[0]`",
+                    "not covered by api-version `apps/v1`",
+                ],
             ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),

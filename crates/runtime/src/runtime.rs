@@ -28,7 +28,7 @@ use crate::informer::{
 use crate::leader::{LeaderElector, Leadership, LeaseConfig};
 use crate::plugin::{
     CompileCache, EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport,
-    Reloader,
+    Rediscoverer, Reloader,
 };
 
 /// Errors starting or running a [`Runtime`] or [`Replica`]; each names what failed.
@@ -110,6 +110,8 @@ pub struct Runtime {
     /// The plugins, when a directory was given.
     pub host: Option<Arc<PluginHost>>,
     reloader: Option<Reloader>,
+    /// Re-expands wildcard watches as CRDs come and go.
+    rediscoverer: Option<Rediscoverer>,
     config_watcher: Option<ConfigWatcher>,
     admin: Option<AdminServer>,
     /// `--watch` kinds not served yet, retried until they are; aborted when dropped.
@@ -188,6 +190,9 @@ impl Runtime {
             }
             None => (None, None),
         };
+        let rediscoverer = host
+            .as_ref()
+            .map(|h| Rediscoverer::start(h.clone(), crate::plugin::rediscover::PERIOD));
         let watch_retries = watch_and_log(&factory, &watches, opts.scope).await?;
         if let Some(state) = &admin_state {
             state.startup_complete();
@@ -196,6 +201,7 @@ impl Runtime {
             factory,
             host,
             reloader,
+            rediscoverer,
             config_watcher,
             admin,
             _watch_retries: watch_retries,
@@ -207,6 +213,7 @@ impl Runtime {
         drop(self._watch_retries);
         drop(self.config_watcher);
         drop(self.reloader);
+        drop(self.rediscoverer);
         if let Some(host) = &self.host {
             host.shutdown().await;
         }

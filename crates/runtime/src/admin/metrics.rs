@@ -15,6 +15,7 @@
 //! | `informant_plugin_state` | gauge (0/1) | `plugin`, `tenant`, `state` |
 //! | `informant_plugin_waiting_attempts` | gauge | `plugin`, `tenant`, `waiting_for` |
 //! | `informant_plugin_writes_total` | counter | `plugin`, `tenant`, `verb`, `outcome` |
+//! | `informant_plugin_wildcard_resources` | gauge | `plugin`, `tenant` |
 //! | `informant_change_filter_evaluations_total` | counter | `filter` |
 //! | `informant_change_filter_errors_total` | counter | `filter` |
 //! | `informant_informer_synced` | gauge (0/1) | `informer` |
@@ -65,6 +66,8 @@ pub fn render(state: &AdminState) -> Result<String, fmt::Error> {
 struct PluginSample {
     plugin: String,
     tenant: String,
+    /// Resources its wildcard watches cover now.
+    expanded: u64,
     received: u64,
     dispatched: u64,
     failed: u64,
@@ -155,6 +158,7 @@ impl Snapshot {
                 PluginSample {
                     plugin: escape(&r.id.name),
                     tenant: escape(&r.id.tenant),
+                    expanded: r.expanded as u64,
                     received: r.received,
                     dispatched: s.handled() + s.failed(),
                     failed: s.failed(),
@@ -351,6 +355,14 @@ impl Collector for Snapshot {
                     )
                 })
             }),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_wildcard_resources",
+            "Resources the plugin's wildcard watches (kind = \"*\") cover now; /plugins lists them. 0 without any.",
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), gauge(p.expanded))),
         )?;
 
         let waiting_labels = |w: &WaitingSample| {

@@ -143,11 +143,19 @@ pub fn admit(
     for (index, (w, f)) in manifest.watch.iter().zip(&facts.watch).enumerate() {
         // Each listed namespace is checked on its own, so the refusal names the one outside.
         for (at, ns) in w.scopes().into_iter().enumerate() {
-            if let Err(reason) =
+            // A wildcard covers only the kinds the grant allows (see `wildcard::expand`); what
+            // it may still ask beyond the grant is namespaces.
+            let checked = if w.is_wildcard() {
+                match ns {
+                    Some(_) => policy.grant.check_namespace(ns),
+                    None => Ok(()),
+                }
+            } else {
                 policy
                     .grant
                     .check_watch((&f.group, &f.version, &f.kind), f.namespaced, ns)
-            {
+            };
+            if let Err(reason) = checked {
                 let field = if w.namespaces.is_empty() {
                     format!("watch[{index}]")
                 } else {

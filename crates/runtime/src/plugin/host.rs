@@ -8,6 +8,7 @@
 //! JSON is copied into the plugin only when the plugin asks for it, and the handles lent for a
 //! call are reclaimed when the call returns, whatever the plugin did with them.
 
+use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
@@ -113,10 +114,21 @@ pub type Gvk = (String, String, String);
 /// The field indexes a plugin's manifest declares are its own: their names mean something only
 /// in this view (a plugin cannot see, squat or collide with another plugin's), while identical
 /// paths share one index in the store behind the scenes.
-#[derive(Clone)]
+///
+/// Stores come and go while the plugin runs (a wildcard watch's kinds follow the cluster's
+/// CRDs), so the map sits behind a lock held only to clone one kind's scope list out.
 pub struct CacheView {
-    stores: HashMap<Gvk, Vec<Scope>>,
+    stores: RwLock<HashMap<Gvk, Arc<Vec<Scope>>>>,
     grant: Arc<Grant>,
+}
+
+impl Clone for CacheView {
+    fn clone(&self) -> Self {
+        CacheView {
+            stores: RwLock::new(self.stores.read().clone()),
+            grant: self.grant.clone(),
+        }
+    }
 }
 
 /// One store of a view and the field indexes the plugin declared on it, by the plugin's names.
@@ -137,25 +149,26 @@ impl CacheView {
     /// An empty view limited to `grant`.
     pub fn new(grant: Arc<Grant>) -> Self {
         CacheView {
-            stores: HashMap::new(),
+            stores: RwLock::new(HashMap::new()),
             grant,
         }
     }
 
     /// Adds a store (a plugin may watch one resource in several scopes).
-    pub fn add(&mut self, store: Arc<Store>) {
+    pub fn add(&self, store: Arc<Store>) {
         self.add_with_indexes(store, std::iter::empty());
     }
 
     /// Adds a store with the field indexes (name, path) the plugin declared on it.
     pub fn add_with_indexes<'a>(
-        &mut self,
+        &self,
         store: Arc<Store>,
         indexes: impl IntoIterator<Item = (&'a str, &'a FieldPath)>,
     ) {
         let ar = store.api_resource();
         let gvk = (ar.group.clone(), ar.version.clone(), ar.kind.clone());
-        let scopes = self.stores.entry(gvk).or_default();
+        let mut stores = self.stores.write();
+        let scopes = Arc::make_mut(stores.entry(gvk).or_default());
         let at = match scopes.iter().position(|s| Arc::ptr_eq(&s.store, &store)) {
             Some(at) => at,
             None => {
@@ -174,18 +187,32 @@ impl CacheView {
         }
     }
 
+    /// Removes a store: its resource is no longer watched in that scope.
+    pub fn remove(&self, store: &Arc<Store>) {
+        let ar = store.api_resource();
+        let gvk = (ar.group.clone(), ar.version.clone(), ar.kind.clone());
+        let mut stores = self.stores.write();
+        if let Some(scopes) = stores.get_mut(&gvk) {
+            Arc::make_mut(scopes).retain(|s| !Arc::ptr_eq(&s.store, store));
+            if scopes.is_empty() {
+                stores.remove(&gvk);
+            }
+        }
+    }
+
     /// How many distinct field indexes this view holds.
     pub fn field_indexes(&self) -> usize {
         self.stores
+            .read()
             .values()
-            .flatten()
+            .flat_map(|v| v.iter())
             .map(|s| s.indexes.len())
             .sum()
     }
 
-    fn scopes(&self, r: &WitResource) -> Result<&[Scope], QueryError> {
+    fn scopes(&self, r: &WitResource) -> Result<Arc<Vec<Scope>>, QueryError> {
         let gvk = (r.group.clone(), r.version.clone(), r.kind.clone());
-        self.stores.get(&gvk).map(Vec::as_slice).ok_or_else(|| {
+        self.stores.read().get(&gvk).cloned().ok_or_else(|| {
             let api_version = if r.group.is_empty() {
                 r.version.clone()
             } else {
@@ -903,7 +930,7 @@ mod tests {
             .map(|p| NamespacePattern::try_from(p.to_string()).unwrap())
             .collect();
         let all = vec![ResourceRule::try_from("*".to_string()).unwrap()];
-        let mut v = CacheView::new(Arc::new(Grant::new("t", namespaces, all, false)));
+        let v = CacheView::new(Arc::new(Grant::new("t", namespaces, all, false)));
         v.add(store());
         v
     }
@@ -981,7 +1008,7 @@ mod tests {
             kind: "ConfigMap".into(),
         };
         let team: FieldPath = "metadata.labels.team".parse().unwrap();
-        let mut v = CacheView::default();
+        let v = CacheView::default();
         v.add_with_indexes(store(), [("by-team", &team)]);
         v.add(store());
         assert_eq!(

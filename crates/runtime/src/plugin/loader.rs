@@ -12,6 +12,10 @@
 //! - A plugin refused for a reason that goes away by itself (a kind not served yet, the API
 //!   server not answering discovery) is not an error but *waiting* (see [`super::waiting`]);
 //!   [`PluginHost::retry_waiting`] tries exactly those again.
+//! - A wildcard watch (`kind = "*"`) is expanded at load (see [`super::wildcard`]) and again by
+//!   [`PluginHost::rediscover`] whenever the served kinds may have changed: the running version
+//!   gets informers for kinds that appeared and loses those of kinds that went, without a
+//!   reload (no new `init`, no replay of the kinds it already had).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -32,10 +36,12 @@ use super::manifest::{Manifest, ManifestError};
 use super::outbound::Outbound;
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use super::waiting::{Waiting, WaitingFor};
+use super::wildcard::expand;
 use super::write::{Cluster, Declared, TenantWrites, Writer};
 use crate::informer::{
-    ChangeFilter, EventFilter, HandlerOptions, InformerFactory, ListenerGauges, ListenerHandle,
-    ResolvedResource, SharedInformer, wait_all_synced,
+    ChangeFilter, DiscoveredResource, Event, EventFilter, FnHandler, HandlerOptions,
+    InformerFactory, ListenerGauges, ListenerHandle, ResolvedResource, SharedInformer, WatchScope,
+    wait_all_synced,
 };
 use crate::tenancy::{Budgeted, Tenancy, TenantPolicy};
 
@@ -137,9 +143,41 @@ struct Loaded {
     config: Arc<HostConfig>,
     /// Field indexes its manifest declares.
     field_indexes: usize,
+    /// For each of `handles`: the wildcard watch (index) and the resource it serves there.
+    kinds: Vec<Option<(usize, String)>>,
+    /// Set when its manifest has wildcard watches: what re-expanding them needs.
+    wildcard: Option<Arc<WildcardWatches>>,
+}
+
+/// What re-expanding a running version's wildcard watches needs: the same registration
+/// options, change filters and cache view its load used.
+struct WildcardWatches {
+    manifest: Manifest,
+    cache: Arc<CacheView>,
+    /// Per `[[watch]]`: its change filter, if any.
+    changes: Vec<Option<ChangeFilter>>,
+    resync: Option<Duration>,
+    filter: Option<EventFilter>,
+}
+
+/// How a running plugin's wildcard watches changed in one [`PluginHost::rediscover`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KindChanges {
+    /// Which plugin.
+    pub plugin: PluginId,
+    /// Resources it now also watches (`apps/v1/Deployment`).
+    pub added: Vec<String>,
+    /// Resources it no longer watches: each cached object was delivered as `Deleted`.
+    pub removed: Vec<String>,
 }
 
 impl Loaded {
+    /// The resources its wildcard watches cover now, sorted, each once.
+    fn expanded(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self.kinds.iter().flatten().map(|(_, n)| n).collect();
+        set.into_iter().cloned().collect()
+    }
+
     /// Whether this version was admitted under exactly `policy` and `config`'s limits.
     fn admitted_under(&self, policy: &Arc<TenantPolicy>, config: &HostConfig) -> bool {
         Arc::ptr_eq(&self.policy, policy) && same_limits(&self.config, config)
@@ -158,6 +196,8 @@ pub struct RunningPlugin {
     pub received: u64,
     /// Events queued and not yet handled.
     pub backlog: usize,
+    /// Resources its wildcard watches cover now (0 without any).
+    pub expanded: usize,
 }
 
 /// One plugin's status, for `/plugins` and logs.
@@ -181,6 +221,9 @@ pub struct PluginStatus {
     pub last_error: Option<String>,
     /// Why it, or for a running plugin its new version, is not loaded yet (retried until it is).
     pub waiting: Option<Waiting>,
+    /// The resources its wildcard watches cover now (`apps/v1/Deployment`); empty without any.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub expanded: Vec<String>,
 }
 
 /// What a reconcile did.
@@ -224,6 +267,12 @@ pub struct PluginHost {
     change_filters: ChangeFilters,
     /// Every plugin write with `dryRun=All` (`--dry-run-writes`).
     dry_run_writes: bool,
+    /// The CRD informer's handler, registered while some plugin has a wildcard watch; it
+    /// counts CRD changes on `crd_changes` for [`super::rediscover`].
+    crd_watch: Mutex<Option<(Arc<SharedInformer>, ListenerHandle)>>,
+    crd_changes: watch::Sender<u64>,
+    /// Counts finished [`PluginHost::rediscover`]s, changed or not.
+    rediscoveries: watch::Sender<u64>,
 }
 
 /// A running plugin as readers see it.
@@ -231,6 +280,7 @@ pub struct PluginHost {
 struct Running {
     supervisor: Arc<Supervisor>,
     queues: Vec<ListenerGauges>,
+    expanded: Vec<String>,
 }
 
 impl PluginHost {
@@ -253,6 +303,9 @@ impl PluginHost {
             waiting_count: watch::channel(0).0,
             change_filters: ChangeFilters::default(),
             dry_run_writes: false,
+            crd_watch: Mutex::new(None),
+            crd_changes: watch::channel(0).0,
+            rediscoveries: watch::channel(0).0,
         }
     }
 
@@ -282,7 +335,15 @@ impl PluginHost {
             .map(|(id, l)| {
                 let queues = l.handles.iter().map(|(_, h)| h.gauges()).collect();
                 let supervisor = l.supervisor.clone();
-                (id.clone(), Running { supervisor, queues })
+                let expanded = l.expanded();
+                (
+                    id.clone(),
+                    Running {
+                        supervisor,
+                        queues,
+                        expanded,
+                    },
+                )
             })
             .collect();
     }
@@ -361,6 +422,7 @@ impl PluginHost {
             .read()
             .iter()
             .map(|(id, r)| RunningPlugin {
+                expanded: r.expanded.len(),
                 id: id.clone(),
                 supervisor: r.supervisor.clone(),
                 received: r.queues.iter().map(ListenerGauges::received).sum(),
@@ -373,10 +435,17 @@ impl PluginHost {
     /// reconcile in progress.
     pub fn status(&self) -> Vec<PluginStatus> {
         let mut waiting = self.waiting.read().clone();
+        let mut expanded: BTreeMap<PluginId, Vec<String>> = self
+            .running
+            .read()
+            .iter()
+            .map(|(id, r)| (id.clone(), r.expanded.clone()))
+            .collect();
         let mut all: Vec<PluginStatus> = self
             .running()
             .into_iter()
             .map(|r| PluginStatus {
+                expanded: expanded.remove(&r.id).unwrap_or_default(),
                 version: r.supervisor.version().to_string(),
                 state: r.supervisor.state(),
                 handled: r.supervisor.handled(),
@@ -398,6 +467,7 @@ impl PluginHost {
             backlog: 0,
             last_error: None,
             waiting: Some(w),
+            expanded: Vec::new(),
         }));
         all.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
         all
@@ -518,6 +588,7 @@ impl PluginHost {
                     resync,
                     filter,
                     field_indexes,
+                    wildcard,
                 }) => {
                     if let Err(reason) = tenant_room(&loaded, &id, &policy, &watches, field_indexes)
                     {
@@ -543,6 +614,7 @@ impl PluginHost {
                         }
                         None => false,
                     };
+                    let mut kinds = Vec::with_capacity(watches.len());
                     let handles = watches
                         .into_iter()
                         .map(
@@ -550,27 +622,22 @@ impl PluginHost {
                                  informer,
                                  resource,
                                  changes,
+                                 kind,
                              }| {
                                 let options = HandlerOptions {
                                     resync_period: resync,
                                     filter: filter.clone(),
                                     changes,
                                 };
-                                // A retry is an event too: it draws from the tenant's budget.
-                                let handler = supervisor.handler(
+                                kinds.push(kind);
+                                let h = register(
+                                    &id,
+                                    &supervisor,
+                                    &policy,
+                                    &informer,
                                     resource,
-                                    informer.store().clone(),
-                                    policy.budget.clone(),
+                                    options,
                                 );
-                                let name = id.to_string();
-                                let h = match &policy.budget {
-                                    Some(b) => informer.add_handler(
-                                        &name,
-                                        Budgeted::new(b.clone(), handler),
-                                        options,
-                                    ),
-                                    None => informer.add_handler(&name, handler, options),
-                                };
                                 (informer, h)
                             },
                         )
@@ -585,6 +652,8 @@ impl PluginHost {
                             policy,
                             config: config.clone(),
                             field_indexes,
+                            kinds,
+                            wildcard,
                         },
                     );
                     self.publish(&loaded);
@@ -622,6 +691,7 @@ impl PluginHost {
                 tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin no longer waiting: it is gone");
             }
         }
+        self.sync_crd_watch(&loaded).await;
         let count = waiting.len();
         *self.waiting.write() = waiting;
         self.waiting_count
@@ -658,6 +728,178 @@ impl PluginHost {
         let all = std::mem::take(&mut *loaded);
         // All at once: shutdown takes the longest in-flight call, not the sum of them.
         futures::future::join_all(all.into_values().map(|l| self.unregister(l))).await;
+        self.sync_crd_watch(&loaded).await;
+    }
+
+    /// Follows how many re-discoveries have finished (their changes published in
+    /// [`status`](Self::status)).
+    pub fn subscribe_rediscoveries(&self) -> watch::Receiver<u64> {
+        self.rediscoveries.subscribe()
+    }
+
+    /// Follows changes to the cluster's CRDs (a count, bumped per change) while some running
+    /// plugin has a wildcard watch.
+    pub fn subscribe_crd_changes(&self) -> watch::Receiver<u64> {
+        self.crd_changes.subscribe()
+    }
+
+    /// Registers with the CRD informer while some loaded plugin has a wildcard watch, and only
+    /// then. Initial events are not changes: the first expansion was made at load.
+    async fn sync_crd_watch(&self, loaded: &BTreeMap<PluginId, Loaded>) {
+        let wanted = loaded.values().any(|l| l.wildcard.is_some());
+        let mut slot = self.crd_watch.lock().await;
+        if wanted && slot.is_none() {
+            let crds = self
+                .factory
+                .informer(
+                    "apiextensions.k8s.io/v1",
+                    "CustomResourceDefinition",
+                    WatchScope::default(),
+                )
+                .await;
+            match crds {
+                Ok(informer) => {
+                    let tx = self.crd_changes.clone();
+                    let h = informer.add_handler(
+                        "informant:wildcard-rediscovery",
+                        FnHandler(move |e: Event| {
+                            if !e.initial {
+                                tx.send_modify(|n| *n = n.wrapping_add(1));
+                            }
+                        }),
+                        HandlerOptions::default(),
+                    );
+                    self.factory.start();
+                    *slot = Some((informer, h));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot watch CustomResourceDefinitions; wildcard watches follow new kinds on the periodic re-discovery only")
+                }
+            }
+        } else if !wanted && let Some((informer, h)) = slot.take() {
+            h.shutdown().await;
+            self.factory.release(&informer);
+        }
+    }
+
+    /// Re-expands every running plugin's wildcard watches against a fresh discovery: informers
+    /// start for resources that appeared, and a resource that went is retired — its handler
+    /// gets `Deleted` for each object it still knew, then its informer claim is released.
+    /// Serialised with reconciles. Returns what changed, per plugin.
+    pub async fn rediscover(&self) -> Result<Vec<KindChanges>, crate::informer::Error> {
+        let mut loaded = self.loaded.lock().await;
+        if !loaded.values().any(|l| l.wildcard.is_some()) {
+            return Ok(Vec::new());
+        }
+        let discovered = self.factory.discover_all().await?;
+        // Informers per tenant, for `max-informers`: a tenant's new kinds beyond it are skipped.
+        // Informers by address (as numbers, which stay `Send` across the awaits below).
+        let mut per_tenant: HashMap<String, BTreeSet<usize>> = HashMap::new();
+        for (id, l) in loaded.iter() {
+            per_tenant
+                .entry(id.tenant.clone())
+                .or_default()
+                .extend(l.handles.iter().map(|(i, _)| Arc::as_ptr(i) as usize));
+        }
+        let mut out = Vec::new();
+        for (id, l) in loaded.iter_mut() {
+            let Some(wc) = l.wildcard.clone() else {
+                continue;
+            };
+            let mut changes = KindChanges {
+                plugin: id.clone(),
+                added: Vec::new(),
+                removed: Vec::new(),
+            };
+            for (index, w) in wc.manifest.watch.iter().enumerate() {
+                if !w.is_wildcard() {
+                    continue;
+                }
+                let now = expand(w, &discovered, &l.policy.grant);
+                let had: BTreeSet<String> = l
+                    .kinds
+                    .iter()
+                    .flatten()
+                    .filter(|(i, _)| *i == index)
+                    .map(|(_, n)| n.clone())
+                    .collect();
+                for name in had.iter().filter(|n| !now.contains_key(*n)) {
+                    let this = Some((index, name.clone()));
+                    let mut at = 0;
+                    while at < l.handles.len() {
+                        if l.kinds[at] != this {
+                            at += 1;
+                            continue;
+                        }
+                        let (informer, handle) = l.handles.remove(at);
+                        l.kinds.remove(at);
+                        handle.retire(informer.store()).await;
+                        wc.cache.remove(informer.store());
+                        self.factory.release(&informer);
+                    }
+                    changes.removed.push(name.clone());
+                }
+                for (name, resolved) in now.iter().filter(|(n, _)| !had.contains(*n)) {
+                    let used = per_tenant.entry(id.tenant.clone()).or_default();
+                    let added = self.add_kind(id, l, &wc, (index, w), (name, resolved), used);
+                    if added {
+                        changes.added.push(name.clone());
+                    }
+                }
+            }
+            if !changes.added.is_empty() || !changes.removed.is_empty() {
+                tracing::info!(plugin = %id.name, tenant = %id.tenant, added = ?changes.added, removed = ?changes.removed, "wildcard watch re-expanded");
+                out.push(changes);
+            }
+        }
+        self.publish(&loaded);
+        self.rediscoveries.send_modify(|n| *n = n.wrapping_add(1));
+        Ok(out)
+    }
+
+    /// Starts watching `resolved` for a running version's wildcard watch `index`, in each of
+    /// the watch's scopes; `false` when it could not (logged), e.g. the tenant's
+    /// `max-informers` is reached.
+    fn add_kind(
+        &self,
+        id: &PluginId,
+        l: &mut Loaded,
+        wc: &WildcardWatches,
+        (index, w): (usize, &crate::manifest::Watch),
+        (name, resolved): (&String, &ResolvedResource),
+        used: &mut BTreeSet<usize>,
+    ) -> bool {
+        let mut any = false;
+        for scope in super::watch_scopes(w) {
+            let informer = match self.factory.informer_for(resolved, scope) {
+                Ok(i) => i,
+                Err(e) => {
+                    tracing::warn!(plugin = %id, resource = %name, error = %e, "wildcard watch cannot watch a new resource");
+                    continue;
+                }
+            };
+            let at = Arc::as_ptr(&informer) as usize;
+            if !used.contains(&at) && used.len() >= l.policy.max_informers {
+                self.factory.release(&informer);
+                tracing::warn!(plugin = %id, resource = %name, max_informers = l.policy.max_informers, "wildcard watch skips a new resource: the tenant's plugins use their maximum of informers (`max-informers` in informant.toml)");
+                continue;
+            }
+            used.insert(at);
+            wc.cache
+                .add_with_indexes(informer.store().clone(), w.field_indexes());
+            let options = HandlerOptions {
+                resync_period: wc.resync,
+                filter: wc.filter.clone(),
+                changes: wc.changes[index].clone(),
+            };
+            let resource = WitResource::from(&resolved.api_resource);
+            let h = register(id, &l.supervisor, &l.policy, &informer, resource, options);
+            l.handles.push((informer, h));
+            l.kinds.push(Some((index, name.clone())));
+            any = true;
+        }
+        self.factory.start();
+        any
     }
 
     /// Starts the plugin's informers and waits (bounded) until all have synced, so its replay
@@ -707,18 +949,32 @@ impl PluginHost {
             path: found.manifest.clone(),
             reason: refusal.to_string(),
         })?;
-        let mut resolved = Vec::new();
+        // Per watch: (resource name for a wildcard's, resolved resource), one for a plain watch.
+        let mut resolved: Vec<Vec<(Option<String>, ResolvedResource)>> = Vec::new();
+        let mut discovered: Option<Vec<DiscoveredResource>> = None;
         for (index, w) in manifest.watch.iter().enumerate() {
+            let watch_err = |source| PluginError::Watch {
+                plugin: id.to_string(),
+                index,
+                source,
+            };
+            if w.is_wildcard() {
+                let all = match &discovered {
+                    Some(all) => all,
+                    None => {
+                        discovered.insert(self.factory.discover_all().await.map_err(watch_err)?)
+                    }
+                };
+                let kinds = expand(w, all, &policy.grant);
+                resolved.push(kinds.into_iter().map(|(n, r)| (Some(n), r)).collect());
+                continue;
+            }
             let r = self
                 .factory
                 .resolve(w.api_version.as_str(), &w.kind)
                 .await
-                .map_err(|source| PluginError::Watch {
-                    plugin: id.to_string(),
-                    index,
-                    source,
-                })?;
-            resolved.push(r);
+                .map_err(watch_err)?;
+            resolved.push(vec![(None, r)]);
         }
         // A write names a kind that must be served now: unlike a watch, nothing waits for it.
         let mut declared = Vec::new();
@@ -744,7 +1000,21 @@ impl PluginHost {
             namespaced: Some(r.namespaced),
         };
         let facts = Facts {
-            watch: resolved.iter().map(discovered).collect(),
+            watch: manifest
+                .watch
+                .iter()
+                .zip(&resolved)
+                .map(|(w, rs)| match rs.first() {
+                    Some((None, r)) => discovered(r),
+                    // A wildcard's kinds are the grant's already; admission checks its namespaces.
+                    _ => WatchFacts {
+                        group: w.api_version.as_str().into(),
+                        version: "*".into(),
+                        kind: "*".into(),
+                        namespaced: None,
+                    },
+                })
+                .collect(),
             write: declared.iter().map(|d| discovered(&d.resource)).collect(),
         };
         let Admitted {
@@ -774,8 +1044,9 @@ impl PluginHost {
 
         let grant = &policy.grant;
         let mut watches = Vec::new();
+        let cache = Arc::new(CacheView::new(grant.clone()));
+        let mut changes = Vec::new();
         let started = async {
-            let mut cache = CacheView::new(grant.clone());
             for ((index, w), resolved) in manifest.watch.iter().enumerate().zip(&resolved) {
                 let watch_err = |source| PluginError::Watch {
                     plugin: id.to_string(),
@@ -790,18 +1061,22 @@ impl PluginHost {
                             path: found.manifest.clone(),
                             reason: format!("field `watch[{index}].jq-filter`: {reason}"),
                         })?;
-                for scope in super::watch_scopes(w) {
-                    let informer = self
-                        .factory
-                        .informer_for(resolved, scope)
-                        .map_err(watch_err)?;
-                    cache.add_with_indexes(informer.store().clone(), w.field_indexes());
-                    // Claimed from here on: a failure below releases it.
-                    watches.push(Watched {
-                        informer,
-                        resource: WitResource::from(&resolved.api_resource),
-                        changes: change_filter.clone(),
-                    });
+                changes.push(change_filter.clone());
+                for (name, resolved) in resolved {
+                    for scope in super::watch_scopes(w) {
+                        let informer = self
+                            .factory
+                            .informer_for(resolved, scope)
+                            .map_err(watch_err)?;
+                        cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+                        // Claimed from here on: a failure below releases it.
+                        watches.push(Watched {
+                            informer,
+                            resource: WitResource::from(&resolved.api_resource),
+                            changes: change_filter.clone(),
+                            kind: name.clone().map(|n| (index, n)),
+                        });
+                    }
                 }
             }
             let spec = InstanceSpec {
@@ -811,7 +1086,7 @@ impl PluginHost {
                 config_json,
                 memory_bytes: (memory_mib as usize) << 20,
                 deadline: Duration::from_millis(deadline_ms as u64),
-                cache: Arc::new(cache),
+                cache: cache.clone(),
                 logs: self.logs.clone(),
                 text: config.text,
                 log_rate: LogRate::new(config.text.log_lines_per_second),
@@ -849,6 +1124,15 @@ impl PluginHost {
                 resync: manifest.resync_period(),
                 filter: grant.event_filter(),
                 field_indexes: manifest.watch.iter().map(|w| w.indexes.len()).sum(),
+                wildcard: manifest.watch.iter().any(|w| w.is_wildcard()).then(|| {
+                    Arc::new(WildcardWatches {
+                        resync: manifest.resync_period(),
+                        filter: grant.event_filter(),
+                        cache,
+                        changes,
+                        manifest: manifest.clone(),
+                    })
+                }),
             }),
             Err(e) => {
                 for w in &watches {
@@ -881,6 +1165,8 @@ struct Watched {
     resource: WitResource,
     /// The watch's `jq-filter` / `ignore`, if any.
     changes: Option<ChangeFilter>,
+    /// For a wildcard watch's resource: the watch (index) and the resource's name.
+    kind: Option<(usize, String)>,
 }
 
 /// A loaded, initialised plugin version, not yet receiving events.
@@ -890,6 +1176,25 @@ struct Prepared {
     resync: Option<Duration>,
     filter: Option<EventFilter>,
     field_indexes: usize,
+    wildcard: Option<Arc<WildcardWatches>>,
+}
+
+/// Registers `supervisor`'s handler for `resource` with `informer`, drawing from the tenant's
+/// event budget if it has one (a retry is an event too: it draws like the events it repeats).
+fn register(
+    id: &PluginId,
+    supervisor: &Arc<Supervisor>,
+    policy: &TenantPolicy,
+    informer: &Arc<SharedInformer>,
+    resource: WitResource,
+    options: HandlerOptions,
+) -> ListenerHandle {
+    let handler = supervisor.handler(resource, informer.store().clone(), policy.budget.clone());
+    let name = id.to_string();
+    match &policy.budget {
+        Some(b) => informer.add_handler(&name, Budgeted::new(b.clone(), handler), options),
+        None => informer.add_handler(&name, handler, options),
+    }
 }
 
 /// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`,

@@ -14,6 +14,8 @@
 //! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.
 //! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
 //! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
+//! - [`wildcard`]: which concrete resources a `kind = "*"` watch covers now.
+//! - [`rediscover`]: re-expands wildcard watches when CRDs change (and periodically).
 
 pub mod admission;
 pub mod cache;
@@ -25,19 +27,24 @@ pub mod instance;
 pub mod loader;
 pub mod outbound;
 pub use informant_manifest as manifest;
+pub mod rediscover;
 pub mod reload;
 pub mod retry;
 pub mod secrets;
 pub mod supervisor;
 pub mod waiting;
+pub mod wildcard;
 pub mod write;
 
 pub use cache::CompileCache;
 pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
 pub use host::{CacheView, Level, LogRate, PluginLog, TextLimits};
 pub use instance::{CallError, Handled, InstanceSpec, RetryPolicy};
-pub use loader::{HostConfig, PluginHost, PluginId, PluginStatus, ReconcileReport, RunningPlugin};
+pub use loader::{
+    HostConfig, KindChanges, PluginHost, PluginId, PluginStatus, ReconcileReport, RunningPlugin,
+};
 pub use manifest::{Manifest, ManifestError};
+pub use rediscover::Rediscoverer;
 pub use reload::Reloader;
 pub use supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
 pub use waiting::{Waiting, WaitingFor};

@@ -298,13 +298,20 @@ fn scopes(plugin: &str, manifest: &Manifest) -> Result<(Vec<Scoped>, CacheView),
     let config = kube::Config::new(http::Uri::from_static("http://127.0.0.1:9"));
     let client = kube::Client::try_from(config).map_err(|e| ReplayError::Run(e.to_string()))?;
     let mut scopes: Vec<Scoped> = Vec::new();
-    let mut cache = CacheView::default();
+    let cache = CacheView::default();
     for (index, w) in manifest.watch.iter().enumerate() {
         let watch_err = |source| PluginError::Watch {
             plugin: plugin.to_string(),
             index,
             source,
         };
+        if w.is_wildcard() {
+            // A recording holds the kinds it was made of, not discovery: name them.
+            return Err(ReplayError::Run(format!(
+                "plugin `{plugin}`: field `watch[{index}]`: a wildcard watch (kind = \"*\") cannot be \
+                 replayed; name the recorded kinds in [[watch]] tables of a manifest for the replay"
+            )));
+        }
         let (group, version) = w.api_version.split();
         let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &w.kind));
         let selector_text = w.label_selector.as_ref().map(|s| s.0.clone());
