@@ -42,9 +42,10 @@ try {
     [
       `import * as cache from ${iface("cache")};`,
       `import * as log from ${iface("log")};`,
+      `import * as kube from ${iface("kube")};`,
       `import { exportsFor } from ${JSON.stringify(join(sdk, "src", "guest.ts"))};`,
       `import Plugin from ${JSON.stringify(entryTs)};`,
-      `const world = exportsFor(Plugin, cache, log);`,
+      `const world = exportsFor(Plugin, cache, log, kube);`,
       `export const init = world.init;`,
       `export const handle = world.handle;`,
       "",

@@ -13,6 +13,20 @@ export interface Backend {
   list(r: Resource, namespace: string | undefined, selector: string | undefined): string[];
   byIndex(r: Resource, index: string, value: string): string[];
   log(level: Level, message: string): void;
+  create(r: Resource, namespace: string | undefined, obj: string): string;
+  apply(r: Resource, namespace: string | undefined, name: string, obj: string, force: boolean): string;
+  patch(r: Resource, namespace: string | undefined, name: string, kind: "merge" | "json" | "strategic", patch: string): string;
+  delete(r: Resource, namespace: string | undefined, name: string, uid?: string, resourceVersion?: string): void;
+  updateStatus(r: Resource, namespace: string | undefined, name: string, obj: string): string;
+  recordEvent(regarding: ObjectRef, warning: boolean, reason: string, action: string, note: string): void;
+}
+
+/** The object an Event is about. */
+export interface ObjectRef {
+  kind: Resource;
+  namespace: string | undefined;
+  name: string;
+  uid: string | undefined;
 }
 
 const unavailable = (): never => {
@@ -21,7 +35,18 @@ const unavailable = (): never => {
   );
 };
 
-let current: Backend = { get: unavailable, list: unavailable, byIndex: unavailable, log: unavailable };
+let current: Backend = {
+  get: unavailable,
+  list: unavailable,
+  byIndex: unavailable,
+  log: unavailable,
+  create: unavailable,
+  apply: unavailable,
+  patch: unavailable,
+  delete: unavailable,
+  updateStatus: unavailable,
+  recordEvent: unavailable,
+};
 
 /** The backend in use. */
 export function backend(): Backend {

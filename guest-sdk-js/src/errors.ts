@@ -11,6 +11,23 @@ export class QueryError extends Error {
   }
 }
 
+/** A write that did not happen; `kind` says why, `code`/`reason` are the server's `Status`. */
+export class WriteError extends Error {
+  /** The contract's case: `denied` is the host's refusal before any request. */
+  readonly kind: "denied" | "conflict" | "not-found" | "forbidden" | "invalid" | "other";
+  /** The HTTP status (0 when no answer came or the host refused). */
+  readonly code: number;
+  /** `Status.reason`, e.g. `Conflict`. */
+  readonly reason: string;
+  constructor(kind: WriteError["kind"], message: string, code = 0, reason = "") {
+    super(`${kind}: ${message}`);
+    this.name = "WriteError";
+    this.kind = kind;
+    this.code = code;
+    this.reason = reason;
+  }
+}
+
 /** Throw from a handler to have the host redeliver the object's latest state later. */
 export class Retry extends Error {
   /** Why, for the host's log and `/plugins`. */

@@ -4,7 +4,7 @@
  * imports the contract's interfaces (versioned as `wit/` says) and passes them in here.
  */
 import { setBackend, type Level } from "./backend.js";
-import { QueryError } from "./errors.js";
+import { QueryError, WriteError } from "./errors.js";
 import { Event, type EventType, type Source } from "./event.js";
 import { construct, outcome, describe, type Plugin, type PluginClass } from "./plugin.js";
 import type { Resource } from "./resource.js";
@@ -16,6 +16,35 @@ export interface WitCache {
   get(r: WitResource, namespace: string | undefined, name: string): string | undefined;
   list(r: WitResource, namespace: string | undefined, selector: string | undefined): string[];
   byIndex(r: WitResource, index: string, value: string): string[];
+}
+
+/** The `kube` import as componentize-js binds it (an err is thrown with a `payload`). */
+export interface WitKube {
+  create(r: WitResource, namespace: string | undefined, object: string): string;
+  apply(r: WitResource, namespace: string | undefined, name: string, object: string, force: boolean): string;
+  patch(r: WitResource, namespace: string | undefined, name: string, kind: string, patch: string): string;
+  delete(r: WitResource, namespace: string | undefined, name: string, preconditions: { uid?: string; resourceVersion?: string }): void;
+  updateStatus(r: WitResource, namespace: string | undefined, name: string, object: string): string;
+  recordEvent(
+    regarding: { kind: WitResource; namespace?: string; name: string; uid?: string },
+    severity: "normal" | "warning",
+    reason: string,
+    action: string,
+    note: string,
+  ): void;
+}
+
+function write<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (e: any) {
+    const p = e?.payload;
+    if (p && typeof p.tag === "string") {
+      if (p.tag === "denied") throw new WriteError("denied", String(p.val));
+      throw new WriteError(p.tag, String(p.val?.message ?? ""), Number(p.val?.code ?? 0), String(p.val?.reason ?? ""));
+    }
+    throw e;
+  }
 }
 
 /** The `log` import as componentize-js binds it. */
@@ -43,13 +72,28 @@ function query<T>(f: () => T): T {
 }
 
 /** The world's exports for plugin class `cls`, with the SDK's calls routed to the imports. */
-export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog) {
+export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog, kube: WitKube) {
   const wr = (r: Resource): WitResource => ({ group: r.group, version: r.version, kind: r.kind });
   setBackend({
     get: (r, ns, name) => query(() => cache.get(wr(r), ns, name) ?? undefined),
     list: (r, ns, sel) => query(() => cache.list(wr(r), ns, sel)),
     byIndex: (r, index, value) => query(() => cache.byIndex(wr(r), index, value)),
     log: (level, message) => log.log(level, message),
+    create: (r, ns, obj) => write(() => kube.create(wr(r), ns, obj)),
+    apply: (r, ns, name, obj, force) => write(() => kube.apply(wr(r), ns, name, obj, force)),
+    patch: (r, ns, name, kind, p) => write(() => kube.patch(wr(r), ns, name, kind, p)),
+    delete: (r, ns, name, uid, resourceVersion) => write(() => kube.delete(wr(r), ns, name, { uid, resourceVersion })),
+    updateStatus: (r, ns, name, obj) => write(() => kube.updateStatus(wr(r), ns, name, obj)),
+    recordEvent: (ref, warning, reason, action, note) =>
+      write(() =>
+        kube.recordEvent(
+          { kind: wr(ref.kind), namespace: ref.namespace, name: ref.name, uid: ref.uid },
+          warning ? "warning" : "normal",
+          reason,
+          action,
+          note,
+        ),
+      ),
   });
   let instance: Plugin | undefined;
   return {

@@ -7,7 +7,7 @@
 import { readFileSync } from "node:fs";
 import { setBackend, type Backend, type Level } from "./backend.js";
 import type { KubeObject } from "./cache.js";
-import { QueryError, Retry } from "./errors.js";
+import { QueryError, Retry, WriteError } from "./errors.js";
 import { Event, Meta, encodeHeader, type Source } from "./event.js";
 import { construct, dispatch, type Plugin, type PluginClass } from "./plugin.js";
 import { Resource } from "./resource.js";
@@ -168,6 +168,17 @@ export class MemCache {
 export class Harness<P extends Plugin = Plugin> {
   plugin: P;
   logs: Array<[Level, string]> = [];
+  /**
+   * Every write the plugin made, oldest first: `verb` (create, apply, apply-forced, patch-merge,
+   * patch-json, patch-strategic, delete, update-status, record-event), the kind, namespace,
+   * name and body (object, patch, preconditions or Event) as parsed JSON.
+   */
+  writes: Array<{ verb: string; resource: Resource; namespace?: string; name?: string; body: any }> = [];
+  /**
+   * The manifest's `[[write]]` tables when built from one: writes outside them throw a `denied`
+   * WriteError as on the host. Undefined: anything goes.
+   */
+  declared: Array<Record<string, any>> | undefined;
   /** Whether `send` applies each event to the cache first. */
   applyToCache = true;
   private readonly configJson: string;
@@ -185,10 +196,43 @@ export class Harness<P extends Plugin = Plugin> {
    * Builds the plugin from a manifest's `[config]` (given as parsed TOML, e.g. `{config, watch}`),
    * whose watched kinds become the only ones the cache answers for.
    */
-  static fromManifest<P extends Plugin>(cls: new (config: Record<string, any>) => P, manifest: { config?: Record<string, any>; watch?: Array<Record<string, string>> }): Harness<P> {
+  static fromManifest<P extends Plugin>(
+    cls: new (config: Record<string, any>) => P,
+    manifest: { config?: Record<string, any>; watch?: Array<Record<string, string>>; write?: Array<Record<string, any>> },
+  ): Harness<P> {
     const cache = new MemCache();
     for (const w of manifest.watch ?? []) cache.watch(Resource.fromApiVersion(w["api-version"], w.kind));
-    return new Harness(cls, manifest.config ?? {}, cache);
+    const h = new Harness(cls, manifest.config ?? {}, cache);
+    h.declared = manifest.write ?? [];
+    return h;
+  }
+
+  /** Records a write, refusing it as the host would when the manifest does not declare it. */
+  private record(verb: string, r: Resource, namespace: string | undefined, name: string | undefined, body: string): string {
+    if (this.declared) {
+      let needs = verb === "record-event" ? "create" : verb === "apply-forced" ? "apply" : verb;
+      if (needs.startsWith("patch-")) needs = "patch";
+      const allows = (w: Record<string, any>) => {
+        const spaces: string[] | undefined = w.namespaces ?? (w.namespace ? [w.namespace] : undefined);
+        const k = Resource.fromApiVersion(w["api-version"], w.kind);
+        return (
+          k.group === r.group &&
+          k.version === r.version &&
+          k.kind === r.kind &&
+          (w.verbs ?? []).includes(needs) &&
+          (spaces === undefined || (namespace !== undefined && spaces.includes(namespace)))
+        );
+      };
+      if (!this.declared.some(allows)) {
+        const where = namespace ? ` in namespace \`${namespace}\`` : "";
+        throw new WriteError(
+          "denied",
+          `\`${needs}\` of \`${r.apiVersion}/${r.kind}\`${where} is not declared in the manifest's [[write]] tables`,
+        );
+      }
+    }
+    this.writes.push({ verb, resource: r, namespace, name, body: JSON.parse(body) });
+    return body;
   }
 
   private run<T>(f: () => T): T {
@@ -197,6 +241,26 @@ export class Harness<P extends Plugin = Plugin> {
       list: (r, ns, sel) => this.cache.list(r, ns, sel),
       byIndex: (r, i, v) => this.cache.byIndex(r, i, v),
       log: (level, message) => void this.logs.push([level, message]),
+      create: (r, ns, obj) => this.record("create", r, ns, undefined, obj),
+      apply: (r, ns, name, obj, force) => this.record(force ? "apply-forced" : "apply", r, ns, name, obj),
+      patch: (r, ns, name, kind, p) => {
+        this.record(`patch-${kind}`, r, ns, name, p);
+        // The object as stored is the host's to say; the cache's copy stands in for it.
+        return this.cache.get(r, ns, name) ?? "{}";
+      },
+      delete: (r, ns, name, uid, resourceVersion) =>
+        void this.record("delete", r, ns, name, JSON.stringify({ uid, resourceVersion })),
+      updateStatus: (r, ns, name, obj) => this.record("update-status", r, ns, name, obj),
+      recordEvent: (ref, warning, reason, action, note) => {
+        const body = JSON.stringify({
+          type: warning ? "Warning" : "Normal",
+          reason,
+          action,
+          note,
+          regarding: { apiVersion: ref.kind.apiVersion, kind: ref.kind.kind, namespace: ref.namespace, name: ref.name, uid: ref.uid },
+        });
+        this.record("record-event", new Resource("events.k8s.io", "v1", "Event"), ref.namespace ?? "default", undefined, body);
+      },
     };
     const previous = setBackend(me);
     try {

@@ -1,7 +1,7 @@
 // The JS SDK's own tests: header decoding, lazy objects, the harness cache, errors and retries.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Plugin, QueryError, Resource, Retry, cache, log, type Event } from "informant";
+import { Plugin, QueryError, Resource, Retry, WriteError, cache, kube, log, type Event } from "informant";
 import { Event as EventClass, Meta, encodeHeader, parseHeader } from "../src/event.ts";
 import { outcome } from "../src/plugin.ts";
 import { Harness, MemCache, ObjectSource, added, deleted, updated } from "informant/testing";
@@ -96,4 +96,36 @@ test("outcome turns exceptions into the host's error text", () => {
   assert.deepEqual(outcome(new Queries({}), added(cm("c", { boom: "1" }))), { error: "Error: informant: this call needs the host; run the plugin as a component, or in tests through the Harness" });
   assert.throws(() => new Retry("r", -1), /u32/);
   assert.throws(() => Resource.fromApiVersion("apps/", "X"), /names no version/);
+});
+
+class Labeller extends Plugin {
+  onAdded(ev: Event): void {
+    if (ev.meta.labels.get("team") === undefined) {
+      kube.apply(ev.resource, ev.meta.name, { metadata: { labels: { team: "unknown" } } }, { namespace: ev.meta.namespace });
+      kube.event(ev, "Labelled", "Label", "added team=unknown");
+    }
+  }
+}
+
+test("the harness records declared writes and refuses the rest", () => {
+  const h = Harness.fromManifest(Labeller, {
+    watch: [{ "api-version": "v1", kind: "ConfigMap" }],
+    write: [
+      { "api-version": "v1", kind: "ConfigMap", verbs: ["apply"], namespace: "default" },
+      { "api-version": "events.k8s.io/v1", kind: "Event", verbs: ["create"] },
+    ],
+  });
+  h.send(added(cm("a")));
+  h.send(added(cm("b", { team: "t" })));
+  assert.deepEqual(
+    h.writes.map((w) => [w.verb, w.namespace, w.name]),
+    [["apply", "default", "a"], ["record-event", "default", undefined]],
+  );
+  assert.deepEqual(h.writes[0].body, { metadata: { labels: { team: "unknown" } } });
+  assert.equal(h.writes[1].body.regarding.name, "a");
+  assert.throws(
+    () => h.send(added(cm("c", {}, "other"))),
+    (e: any) => e instanceof WriteError && e.kind === "denied" && /`apply` of `v1\/ConfigMap` in namespace `other` is not declared/.test(e.message),
+  );
+  assert.equal(h.writes.length, 2);
 });

@@ -412,3 +412,42 @@ async fn a_python_plugin_writes_through_the_kube_import_within_its_manifest() {
         Some("py")
     );
 }
+
+#[tokio::test]
+async fn a_typescript_plugin_writes_through_the_kube_import_within_its_manifest() {
+    let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["demo"]);
+    let hostile = js_wasm("tests/plugins/hostile-ts");
+    let manifest = "[limits]\ndeadline-ms = 5000\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"demo\"\n\
+        [[write]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nverbs = [\"apply\"]\nnamespace = \"demo\"\n\
+        [config]\nmode = \"label\"\ntag = \"ts\"\n";
+    env.install_component(None, "label-ts", &hostile, manifest);
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    env.server.create(configmap("demo", "go-1", "1")).unwrap();
+    env.logs
+        .wait_until("label-ts's writes", || {
+            !lines_with(&env, "label-ts", "applied").is_empty()
+        })
+        .await;
+    let line = &lines_with(&env, "label-ts", "applied")[0];
+    assert_eq!(line["applied"]["by"], "ts", "{line}");
+    let delete = line["delete"].as_str().unwrap();
+    assert!(
+        delete
+            .starts_with("denied: `delete` of `v1/ConfigMap` in namespace `demo` is not declared"),
+        "{delete}"
+    );
+    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.server.client(), "demo");
+    let stored = cms.get("go-1").await.expect("not deleted");
+    assert_eq!(
+        stored
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("by")
+            .map(String::as_str),
+        Some("ts")
+    );
+}

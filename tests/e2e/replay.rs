@@ -10,8 +10,8 @@ use informant_tests::plugins::{PluginEnv, wasm};
 use informant_tests::{configmap, guarded};
 use serde_json::{Value, json};
 
-/// kubediff's manifest for the kinds these recordings hold: its own watches every kind, which
-/// a replay cannot expand (a recording holds kinds, not discovery).
+/// kubediff's manifest for the kinds these recordings hold (the live run must not watch more
+/// than the recording replays).
 const RECORDED_KINDS: &str = "[[watch]]\napi-version = \"apps/v1\"\nkind = \"Deployment\"\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nignore-status = true\n";
 
 fn recorded_kinds_manifest() -> String {

@@ -14,8 +14,11 @@
 //!    API server reports it). A `finalStateUnknown` delete is replayed as a relist without the
 //!    object, the way it arose.
 //!
+//! A wildcard watch (`kind = "*"`) covers the recorded kinds it matches.
+//!
 //! Resync events are timer-driven and not replayed.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -133,7 +136,19 @@ pub async fn replay(
         .await
         .map_err(|e| PluginError::Engine(e.to_string()))??;
 
-    let (scopes, cache) = scopes(&name, &manifest)?;
+    let recorded: BTreeSet<(String, String)> = objects
+        .iter()
+        .filter_map(|o| {
+            let text = |f: &str| o.object[f].as_str().map(String::from);
+            Some((text("apiVersion")?, text("kind")?))
+        })
+        .chain(
+            records
+                .iter()
+                .map(|r| (r.api_version.clone(), r.kind.clone())),
+        )
+        .collect();
+    let (scopes, cache) = scopes(&name, &manifest, &recorded)?;
 
     // Log lines, in order; a marker line from us ends the collection after the last event.
     let (logs_tx, mut logs_rx) = broadcast::channel::<PluginLog>(config.host.log_buffer.max(1024));
@@ -293,8 +308,14 @@ fn split_initial(records: Vec<Record>) -> (Vec<Record>, Vec<Record>) {
 }
 
 /// One informer per distinct `[[watch]]` (resource, namespace, selector), never started: no
-/// request is ever made through its client; and the plugin's view of their stores.
-fn scopes(plugin: &str, manifest: &Manifest) -> Result<(Vec<Scoped>, CacheView), ReplayError> {
+/// request is ever made through its client; and the plugin's view of their stores. A wildcard
+/// watch stands for the kinds of `recorded` it covers: a recording holds the kinds it was made
+/// of, and each counts as its group's preferred version.
+fn scopes(
+    plugin: &str,
+    manifest: &Manifest,
+    recorded: &BTreeSet<(String, String)>,
+) -> Result<(Vec<Scoped>, CacheView), ReplayError> {
     let config = kube::Config::new(http::Uri::from_static("http://127.0.0.1:9"));
     let client = kube::Client::try_from(config).map_err(|e| ReplayError::Run(e.to_string()))?;
     let mut scopes: Vec<Scoped> = Vec::new();
@@ -305,48 +326,55 @@ fn scopes(plugin: &str, manifest: &Manifest) -> Result<(Vec<Scoped>, CacheView),
             index,
             source,
         };
-        if w.is_wildcard() {
-            // A recording holds the kinds it was made of, not discovery: name them.
-            return Err(ReplayError::Run(format!(
-                "plugin `{plugin}`: field `watch[{index}]`: a wildcard watch (kind = \"*\") cannot be \
-                 replayed; name the recorded kinds in [[watch]] tables of a manifest for the replay"
-            )));
-        }
-        let (group, version) = w.api_version.split();
-        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, &w.kind));
+        let kinds: Vec<(String, String)> = if w.is_wildcard() {
+            recorded
+                .iter()
+                .filter(|(api_version, kind)| {
+                    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+                    w.covers(group, version, kind, true)
+                })
+                .cloned()
+                .collect()
+        } else {
+            vec![(w.api_version.as_str().to_string(), w.kind.clone())]
+        };
         let selector_text = w.label_selector.as_ref().map(|s| s.0.clone());
         let selector = match &selector_text {
             Some(s) => LabelSelector::parse(s).map_err(|e| watch_err(e.into()))?,
             None => LabelSelector::default(),
         };
-        for namespace in w.scopes() {
-            let existing = scopes.iter().position(|s| {
-                s.watches(w.api_version.as_str(), &w.kind)
-                    && s.namespace.as_deref() == namespace
-                    && s.selector.to_string() == selector.to_string()
-            });
-            let informer = match existing {
-                Some(i) => scopes[i].informer.clone(),
-                None => {
-                    let informer = SharedInformer::new(
-                        Api::all_with(client.clone(), &ar),
-                        ar.clone(),
-                        format!("{} {} (replay)", ar.api_version, ar.plural),
-                        ReflectorConfig::default(),
-                        StoreOptions::default(),
-                    );
-                    scopes.push(Scoped {
-                        informer: informer.clone(),
-                        api_version: w.api_version.as_str().to_string(),
-                        kind: w.kind.clone(),
-                        namespace: namespace.map(str::to_string),
-                        selector: selector.clone(),
-                        resource: WitResource::from(&ar),
-                    });
-                    informer
-                }
-            };
-            cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+        for (api_version, kind) in &kinds {
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+            for namespace in w.scopes() {
+                let existing = scopes.iter().position(|s| {
+                    s.watches(api_version, kind)
+                        && s.namespace.as_deref() == namespace
+                        && s.selector.to_string() == selector.to_string()
+                });
+                let informer = match existing {
+                    Some(i) => scopes[i].informer.clone(),
+                    None => {
+                        let informer = SharedInformer::new(
+                            Api::all_with(client.clone(), &ar),
+                            ar.clone(),
+                            format!("{} {} (replay)", ar.api_version, ar.plural),
+                            ReflectorConfig::default(),
+                            StoreOptions::default(),
+                        );
+                        scopes.push(Scoped {
+                            informer: informer.clone(),
+                            api_version: api_version.clone(),
+                            kind: kind.clone(),
+                            namespace: namespace.map(str::to_string),
+                            selector: selector.clone(),
+                            resource: WitResource::from(&ar),
+                        });
+                        informer
+                    }
+                };
+                cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+            }
         }
     }
     Ok((scopes, cache))

@@ -4,9 +4,12 @@
  *
  * - `echo`: logs one JSON line per event (`tag`, `event`, `key`, `cached`: whether `cache.get`
  *   finds the object, `value`), so tests see every event and a cache query round trip;
- * - `raise`: like echo, but throws a TypeError for objects labelled `boom` (a failed event).
+ * - `raise`: like echo, but throws a TypeError for objects labelled `boom` (a failed event);
+ * - `label`: on the (not initial) add of an object named `go-*`, applies the label `by=ts` to it
+ *   and tries to delete it (which its manifest does not declare), logging
+ *   `{tag, key, applied: labels, delete: "kind: message"}`.
  */
-import { Plugin, cache, log, type Event } from "informant";
+import { Plugin, WriteError, cache, kube, log, type Event } from "informant";
 
 export default class Hostile extends Plugin {
   private readonly mode: string;
@@ -15,11 +18,15 @@ export default class Hostile extends Plugin {
   constructor(config: Record<string, any>) {
     super(config);
     this.mode = config.mode ?? "echo";
-    if (!["echo", "raise"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
+    if (!["echo", "raise", "label"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
     this.tag = config.tag ?? this.mode;
   }
 
   private on(ev: Event): void {
+    if (this.mode === "label") {
+      if (ev.type === "added" && !ev.initial && ev.meta.name.startsWith("go-")) this.label(ev);
+      return;
+    }
     if (this.mode === "raise" && ev.meta.label("boom") !== undefined) {
       throw new TypeError(`boom on ${ev.meta.key}`);
     }
@@ -33,6 +40,19 @@ export default class Hostile extends Plugin {
         value: ev.object.data?.value ?? null,
       }),
     );
+  }
+
+  private label(ev: Event): void {
+    const m = ev.meta;
+    const stored = kube.apply(ev.resource, m.name, { metadata: { labels: { by: "ts" } } }, { namespace: m.namespace });
+    let deleted = "none";
+    try {
+      kube.delete(ev.resource, m.name, { namespace: m.namespace, uid: m.uid });
+    } catch (e) {
+      if (!(e instanceof WriteError)) throw e;
+      deleted = e.message;
+    }
+    log.info(JSON.stringify({ tag: this.tag, key: m.key, applied: stored.metadata.labels, delete: deleted }));
   }
 
   override onAdded(ev: Event): void {
