@@ -374,29 +374,32 @@ async fn typescript_plugins_query_the_cache_and_a_throw_fails_only_that_event() 
     assert_eq!(st["echo-ts"].failed, 0, "{:?}", st["echo-ts"]);
 }
 
-#[tokio::test]
-async fn a_python_plugin_writes_through_the_kube_import_within_its_manifest() {
+/// A `label`-mode test plugin (`hostile-py` or `hostile-ts`) applies `by=TAG` to a `go-*`
+/// ConfigMap through the host, and its undeclared delete is refused with `denied_prefix`.
+async fn writes_through_the_kube_import(component: &Path, tag: &str, denied_prefix: &str) {
     let env = PluginEnv::start(HostConfig::default()).await;
     create_namespaces(&env.server, &["demo"]);
-    let hostile = python_wasm("tests/plugins/hostile-py");
-    let manifest = "[limits]\ndeadline-ms = 5000\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"demo\"\n\
-        [[write]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nverbs = [\"apply\"]\nnamespace = \"demo\"\n\
-        [config]\nmode = \"label\"\ntag = \"py\"\n";
-    env.install_component(None, "label-py", &hostile, manifest);
+    let manifest = format!(
+        "[limits]\ndeadline-ms = 5000\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"demo\"\n\
+         [[write]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nverbs = [\"apply\"]\nnamespace = \"demo\"\n\
+         [config]\nmode = \"label\"\ntag = \"{tag}\"\n"
+    );
+    env.install_component(None, "labeller", component, &manifest);
     let report = env.reconcile().await;
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     env.server.create(configmap("demo", "go-1", "1")).unwrap();
     env.logs
-        .wait_until("label-py's writes", || {
-            !lines_with(&env, "label-py", "applied").is_empty()
+        .wait_until("the labeller's writes", || {
+            !lines_with(&env, "labeller", "applied").is_empty()
         })
         .await;
-    let line = &lines_with(&env, "label-py", "applied")[0];
-    assert_eq!(line["applied"]["by"], "py", "{line}");
+    let line = &lines_with(&env, "labeller", "applied")[0];
+    assert_eq!(line["applied"]["by"], tag, "{line}");
     let delete = line["delete"].as_str().unwrap();
     assert!(
-        delete
-            .starts_with("Denied: `delete` of `v1/ConfigMap` in namespace `demo` is not declared"),
+        delete.starts_with(&format!(
+            "{denied_prefix}`delete` of `v1/ConfigMap` in namespace `demo` is not declared"
+        )),
         "{delete}"
     );
     let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
@@ -409,45 +412,18 @@ async fn a_python_plugin_writes_through_the_kube_import_within_its_manifest() {
             .unwrap_or_default()
             .get("by")
             .map(String::as_str),
-        Some("py")
+        Some(tag)
     );
 }
 
 #[tokio::test]
+async fn a_python_plugin_writes_through_the_kube_import_within_its_manifest() {
+    let component = python_wasm("tests/plugins/hostile-py");
+    writes_through_the_kube_import(&component, "py", "Denied: ").await;
+}
+
+#[tokio::test]
 async fn a_typescript_plugin_writes_through_the_kube_import_within_its_manifest() {
-    let env = PluginEnv::start(HostConfig::default()).await;
-    create_namespaces(&env.server, &["demo"]);
-    let hostile = js_wasm("tests/plugins/hostile-ts");
-    let manifest = "[limits]\ndeadline-ms = 5000\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"demo\"\n\
-        [[write]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nverbs = [\"apply\"]\nnamespace = \"demo\"\n\
-        [config]\nmode = \"label\"\ntag = \"ts\"\n";
-    env.install_component(None, "label-ts", &hostile, manifest);
-    let report = env.reconcile().await;
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
-    env.server.create(configmap("demo", "go-1", "1")).unwrap();
-    env.logs
-        .wait_until("label-ts's writes", || {
-            !lines_with(&env, "label-ts", "applied").is_empty()
-        })
-        .await;
-    let line = &lines_with(&env, "label-ts", "applied")[0];
-    assert_eq!(line["applied"]["by"], "ts", "{line}");
-    let delete = line["delete"].as_str().unwrap();
-    assert!(
-        delete
-            .starts_with("denied: `delete` of `v1/ConfigMap` in namespace `demo` is not declared"),
-        "{delete}"
-    );
-    let cms: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
-        kube::Api::namespaced(env.server.client(), "demo");
-    let stored = cms.get("go-1").await.expect("not deleted");
-    assert_eq!(
-        stored
-            .metadata
-            .labels
-            .unwrap_or_default()
-            .get("by")
-            .map(String::as_str),
-        Some("ts")
-    );
+    let component = js_wasm("tests/plugins/hostile-ts");
+    writes_through_the_kube_import(&component, "ts", "denied: ").await;
 }
