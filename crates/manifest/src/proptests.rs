@@ -87,7 +87,8 @@ fn expect(a: &Applied) -> Expect {
         };
     };
     match keys.as_slice() {
-        ["config", _, ..] => Expect::Accept,
+        // Any value, as long as every string in it is a literal or a well-formed reference.
+        ["config", _, ..] => verdict(config_strings_ok(v)),
         ["config"] => verdict(v.is_table()),
         ["description"] => verdict(v.is_str()),
         ["resync-seconds"] => int_in(v, 0, i64::MAX),
@@ -122,7 +123,9 @@ fn expect(a: &Applied) -> Expect {
                 Expect::Refuse
             }
         }
-        ["watch", "kind"] => string_with(v, |s| !s.is_empty()),
+        // `*` alone is a wildcard (under the good manifest's group version); a partial one is
+        // refused.
+        ["watch", "kind"] => string_with(v, |s| !s.is_empty() && (s == "*" || !s.contains('*'))),
         ["watch", "namespace"] => string_with(v, namespace_ok),
         ["watch", "label-selector"] => string_with(v, |s| LabelSelector::parse(s).is_ok()),
         ["watch", "indexes", name] => {
@@ -131,6 +134,16 @@ fn expect(a: &Applied) -> Expect {
         }
         // `tenant` and every key the schema does not know.
         _ => Expect::Refuse,
+    }
+}
+
+/// Whether every string in `v` (nested ones too) is one `[config]` accepts.
+fn config_strings_ok(v: &toml::Value) -> bool {
+    match v {
+        toml::Value::String(s) => crate::config_ref::parse(s).is_ok(),
+        toml::Value::Array(a) => a.iter().all(config_strings_ok),
+        toml::Value::Table(t) => t.values().all(config_strings_ok),
+        _ => true,
     }
 }
 
