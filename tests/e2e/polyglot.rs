@@ -154,15 +154,18 @@ async fn python_plugins_run_beside_rust_ones() {
     // cache once both have caught up (demo/pre, demo/bad and demo/after lack `team`).
     let expected =
         json!({"v1/ConfigMap": {"missing:team": 3}, "apps/v1/Deployment": {"missing:team": 0}});
+    // A summary counts the cache, which may be ahead of the plugin's events: wait for the
+    // fifth violation (demo/after's) too before comparing.
+    let violations = |p| lines_with(&env, p, "violation");
     logs.wait_until("both label policies to summarize the final cache", || {
         ["label-policy", "label-policy-py"].iter().all(|p| {
-            lines_with(&env, p, "summary")
-                .iter()
-                .any(|l| l["summary"] == expected)
+            violations(p).len() == 5
+                && lines_with(&env, p, "summary")
+                    .iter()
+                    .any(|l| l["summary"] == expected)
         })
     })
     .await;
-    let violations = |p| lines_with(&env, p, "violation");
     assert_eq!(violations("label-policy-py"), violations("label-policy"));
     assert_eq!(
         violations("label-policy").len(),

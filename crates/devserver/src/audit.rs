@@ -83,8 +83,9 @@ pub(crate) struct Audit {
 }
 
 impl Audit {
-    /// Records `r`, judging it by its user's allow list; returns whether it is allowed.
-    pub(crate) fn record(&self, mut r: AuditRecord) -> bool {
+    /// Records `r`, judging it by its user's allow list; returns the API server's refusal if
+    /// the list does not allow it.
+    pub(crate) fn record(&self, mut r: AuditRecord) -> Option<String> {
         r.allowed = match &r.user {
             Some(user) => self
                 .rules
@@ -93,13 +94,13 @@ impl Audit {
                 .is_none_or(|rules| rules.iter().any(|rule| rule.allows(&r))),
             None => true,
         };
-        let allowed = r.allowed;
+        let refusal = (!r.allowed).then(|| forbidden_message(&r));
         let mut records = self.records.lock();
         if records.len() == KEPT {
             records.pop_front();
         }
         records.push_back(r);
-        allowed
+        refusal
     }
 
     pub(crate) fn records(&self) -> Vec<AuditRecord> {
@@ -112,7 +113,7 @@ impl Audit {
 }
 
 /// The API server's words for a write RBAC refused.
-pub(crate) fn forbidden_message(r: &AuditRecord) -> String {
+fn forbidden_message(r: &AuditRecord) -> String {
     let (plural, group) = r.resource.split_once('.').unwrap_or((&r.resource, ""));
     let resource = if r.subresource.is_empty() {
         plural.to_string()
@@ -165,14 +166,26 @@ mod tests {
                 namespace: Some("a".into()),
             }],
         );
-        assert!(audit.record(record(Some("alice"), "patch", Some("a"))));
-        assert!(!audit.record(record(Some("alice"), "patch", Some("b"))));
-        assert!(!audit.record(record(Some("alice"), "delete", Some("a"))));
+        assert_eq!(
+            audit.record(record(Some("alice"), "patch", Some("a"))),
+            None
+        );
+        let refused = audit.record(record(Some("alice"), "patch", Some("b")));
         assert!(
+            refused.is_some_and(|m| m.contains("cannot patch resource \"deployments\"")),
+            "refused in RBAC's words"
+        );
+        assert!(
+            audit
+                .record(record(Some("alice"), "delete", Some("a")))
+                .is_some()
+        );
+        assert_eq!(
             audit.record(record(Some("bob"), "delete", Some("b"))),
+            None,
             "no list: no limits"
         );
-        assert!(audit.record(record(None, "delete", Some("b"))));
+        assert_eq!(audit.record(record(None, "delete", Some("b"))), None);
         let kept: Vec<bool> = audit.records().iter().map(|r| r.allowed).collect();
         assert_eq!(kept, [true, false, false, true, true]);
     }

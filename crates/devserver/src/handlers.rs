@@ -18,7 +18,7 @@ use http::{HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::api::{Sub, WriteOpts};
-use super::audit::{AuditRecord, forbidden_message};
+use super::audit::AuditRecord;
 use super::patch::PatchType;
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector, parse_labels};
@@ -452,9 +452,8 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
             dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
             allowed: true,
         };
-        let message = forbidden_message(&record);
-        if !shared.audit.record(record) {
-            return Err(Error::Forbidden(message));
+        if let Some(refusal) = shared.audit.record(record) {
+            return Err(Error::Forbidden(refusal));
         }
     }
     if let (Some(a), Some(name)) = (t.action, &t.name) {

@@ -318,18 +318,22 @@ impl Writer {
         }
         let r = t.kind;
         let gvk = (r.group.as_str(), r.version.as_str(), r.kind.as_str());
-        let api_version = if r.group.is_empty() {
-            r.version.clone()
-        } else {
-            format!("{}/{}", r.group, r.version)
+        // Messages are only built for a refusal: an allowed write formats nothing.
+        let kind = || {
+            let api_version = if r.group.is_empty() {
+                r.version.clone()
+            } else {
+                format!("{}/{}", r.group, r.version)
+            };
+            format!("{api_version}/{}", names::shown(&r.kind))
         };
         let verb = call.verb();
-        let what = format!(
-            "`{verb}` of `{api_version}/{}`{}",
-            names::shown(&r.kind),
-            t.namespace
-                .map_or(String::new(), |ns| format!(" in namespace `{ns}`"))
-        );
+        let what = || {
+            let ns = t
+                .namespace
+                .map_or(String::new(), |ns| format!(" in namespace `{ns}`"));
+            format!("`{verb}` of `{}`{ns}", kind())
+        };
         let Some(d) = self
             .declared
             .iter()
@@ -337,7 +341,8 @@ impl Writer {
         else {
             let declared: Vec<String> = self.declared.iter().map(|d| d.write.describe()).collect();
             return denied(format!(
-                "{what} is not declared in the manifest's [[write]] tables ({})",
+                "{} is not declared in the manifest's [[write]] tables ({})",
+                what(),
                 if declared.is_empty() {
                     "none".to_string()
                 } else {
@@ -347,27 +352,25 @@ impl Writer {
         };
         match (d.resource.namespaced, t.namespace) {
             (true, None) => {
-                return denied(format!(
-                    "`{api_version}/{}` is namespaced: name the namespace",
-                    r.kind
-                ));
+                return denied(format!("`{}` is namespaced: name the namespace", kind()));
             }
             (false, Some(_)) => {
                 return denied(format!(
-                    "`{api_version}/{}` is cluster-scoped: its objects have no namespace",
-                    r.kind
+                    "`{}` is cluster-scoped: its objects have no namespace",
+                    kind()
                 ));
             }
             _ => {}
         }
         if let Err(why) = self.grant.check_namespace(t.namespace) {
-            return denied(format!("{what}: {why}"));
+            return denied(format!("{}: {why}", what()));
         }
         if let Some(ceiling) = &self.ceiling
             && !ceiling.iter().any(|c| c.allows(verb, gvk, t.namespace))
         {
             return denied(format!(
-                "{what} is outside tenant `{}`'s write grant",
+                "{} is outside tenant `{}`'s write grant",
+                what(),
                 self.grant.tenant()
             ));
         }
