@@ -6,15 +6,25 @@
 // componentize-js (the engine behind `jco componentize`) builds the component against `wit/`,
 // generating the bindings from it. The interface version comes from the WIT package line, so a
 // new contract version needs no SDK edit.
-import { componentize } from "@bytecodealliance/componentize-js";
-import { build } from "esbuild";
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const sdk = dirname(fileURLToPath(import.meta.url));
+
+// The toolchain comes from this SDK's node_modules, or from INFORMANT_JS_TOOLCHAIN: a directory
+// where `informant dev` installed the lock's packages (ESM resolves bare names only upwards
+// from this file, so that directory is resolved by hand).
+async function tool(name) {
+  const home = process.env.INFORMANT_JS_TOOLCHAIN;
+  if (!home) return import(name);
+  const dir = join(home, "node_modules", name);
+  const pkg = JSON.parse(await readFile(join(dir, "package.json"), "utf8"));
+  const entry = pkg.exports?.import ?? pkg.exports?.["."]?.import ?? pkg.main ?? "index.js";
+  return import(pathToFileURL(join(dir, entry)).href);
+}
 
 function usage(message) {
   console.error(`build.mjs: ${message}\nusage: node build.mjs PLUGIN_DIR OUT.wasm [--wit WIT_DIR]`);
@@ -33,6 +43,10 @@ const witText = await readFile(join(wit, "plugin.wit"), "utf8").catch((e) => usa
 const pkg = /^\s*package\s+([a-z0-9-]+:[a-z0-9-]+)(@[^;\s]+)?\s*;/m.exec(witText);
 if (!pkg) usage(`${wit}/plugin.wit has no package line`);
 const iface = (name) => JSON.stringify(`${pkg[1]}/${name}${pkg[2] ?? ""}`);
+
+const { componentize } = await tool("@bytecodealliance/componentize-js");
+const esbuild = await tool("esbuild");
+const build = esbuild.build ?? esbuild.default.build;
 
 const work = await mkdtemp(join(tmpdir(), "informant-js-"));
 try {

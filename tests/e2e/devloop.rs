@@ -6,7 +6,8 @@
 use std::path::{Path, PathBuf};
 
 use informant_runtime::devloop::{
-    BuildError, Builder, DevEvent, DevLoop, DevLoopConfig, SdkDependency, scaffold,
+    BuildError, Builder, DevEvent, DevLoop, DevLoopConfig, Lang, Polyglot, SdkDependency,
+    polyglot_sdk, scaffold, scaffold_polyglot,
 };
 use informant_runtime::plugin::{HostConfig, ReconcileReport, Reloader};
 use informant_tests::plugins::PluginEnv;
@@ -77,6 +78,7 @@ impl Dev {
                     target_dir: shared_target_dir(),
                     out_dir: env.dir().to_path_buf(),
                     color: false,
+                    polyglot: Polyglot::default(),
                 },
             },
             tx,
@@ -246,4 +248,205 @@ async fn an_edited_path_dependency_outside_the_sources_is_rebuilt_into_the_plugi
         .await;
     dev.create_and_expect("second", "dep-v2 added default/second")
         .await;
+}
+
+/// Copies the JS SDK without its `node_modules`, as a user's checkout before `npm install`.
+fn js_sdk_without_toolchain(to: &Path) -> PathBuf {
+    let from = polyglot_sdk(Lang::Js).expect("guest-sdk-js");
+    let sdk = to.join("guest-sdk-js");
+    std::fs::create_dir_all(sdk.join("src")).unwrap();
+    for f in ["package.json", "package-lock.json", "build.mjs"] {
+        std::fs::copy(from.join(f), sdk.join(f)).unwrap();
+    }
+    for e in std::fs::read_dir(from.join("src")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), sdk.join("src").join(e.file_name())).unwrap();
+    }
+    sdk
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_and_typescript_sources_build_beside_a_rust_crate_and_swap_on_save() {
+    let env = PluginEnv::start(HostConfig::default()).await;
+    let sources = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let py_sdk = polyglot_sdk(Lang::Python).expect("guest-sdk-py");
+    // The JS toolchain is missing, so the loop installs it (from npm) into its cache dir.
+    let js_sdk = js_sdk_without_toolchain(scratch.path());
+    let js_toolchains = scratch.path().join("toolchains");
+    let rs = scaffold("side-rs", sources.path(), SdkDependency::detect())
+        .unwrap()
+        .dir;
+    let py = scaffold_polyglot(Lang::Python, "side-py", sources.path(), &py_sdk).unwrap();
+    let ts = scaffold_polyglot(Lang::Js, "side-ts", sources.path(), &js_sdk).unwrap();
+    for (dir, name, greeting) in [
+        (&rs, "side-rs", "rs-v1"),
+        (&py, "side-py", "py-v1"),
+        (&ts, "side-ts", "ts-v1"),
+    ] {
+        let manifest = dir.join(format!("{name}.toml"));
+        let text = std::fs::read_to_string(&manifest).unwrap();
+        assert!(text.contains(r#"greeting = "hello""#), "{text}");
+        std::fs::write(
+            &manifest,
+            text.replace(r#""hello""#, &format!("{greeting:?}")),
+        )
+        .unwrap();
+    }
+    // The Python toolchain is the one every test shares; the JS one goes to the scratch dir.
+    let python = informant_tests::plugins::target_dir();
+    std::fs::create_dir_all(&js_toolchains).unwrap();
+    std::os::unix::fs::symlink(
+        python.join("py-toolchain"),
+        js_toolchains.join("py-toolchain"),
+    )
+    .unwrap();
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let _dev_loop = DevLoop::start(
+        DevLoopConfig {
+            sources: sources.path().to_path_buf(),
+            builder: Builder {
+                target_dir: shared_target_dir(),
+                out_dir: env.dir().to_path_buf(),
+                color: false,
+                polyglot: Polyglot {
+                    js_sdk: Some(js_sdk.clone()),
+                    toolchains: Some(js_toolchains.clone()),
+                    ..Polyglot::detect()
+                },
+            },
+        },
+        tx,
+    )
+    .await
+    .unwrap();
+    // The first round: progress for each, the JS toolchain installed before its build.
+    let mut seen = Vec::new();
+    while seen
+        .iter()
+        .filter(|e| matches!(e, DevEvent::Built { .. } | DevEvent::Failed { .. }))
+        .count()
+        < 3
+    {
+        let e = tokio::time::timeout(GUARD * 10, events.recv())
+            .await
+            .expect("timed out waiting for the first builds")
+            .expect("the dev loop ended");
+        seen.push(e);
+    }
+    let order: Vec<String> = seen
+        .iter()
+        .map(|e| match e {
+            DevEvent::InstallingToolchain { lang, .. } => format!("install {}", lang.name()),
+            DevEvent::Building { id, index, total } => format!("building {index}/{total} {id}"),
+            DevEvent::Built {
+                id, changed: true, ..
+            } => format!("built {id}"),
+            other => panic!("the first round: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "building 1/3 side-py",
+            "built side-py",
+            "building 2/3 side-rs",
+            "built side-rs",
+            "install TypeScript/JS",
+            "building 3/3 side-ts",
+            "built side-ts",
+        ]
+    );
+    assert!(
+        js_toolchains
+            .join("js-toolchain/node_modules/@bytecodealliance/componentize-js")
+            .is_dir()
+    );
+    let report = env.reconcile().await;
+    assert_eq!(report.loaded.len(), 3, "{:?}", report.errors);
+    let (report_tx, mut reports) = mpsc::unbounded_channel();
+    let _reloader = Reloader::start(env.host.clone(), Some(report_tx)).unwrap();
+
+    let has = |line: &str| env.logs.lines().iter().any(|l| l.message == line);
+    let create_and_expect = |name: &'static str, lines: Vec<String>| {
+        env.server.create(configmap("default", name, "x")).unwrap();
+        let logs = &env.logs;
+        async move {
+            for line in lines {
+                logs.wait_until(&line, || logs.lines().iter().any(|l| l.message == line))
+                    .await;
+            }
+        }
+    };
+    let lines = |name: &str, versions: [&str; 3]| {
+        versions
+            .map(|v| format!("{v} added ConfigMap default/{name}"))
+            .to_vec()
+    };
+    create_and_expect("first", lines("first", ["rs-v1", "py-v1", "ts-v1"])).await;
+
+    // Saving the Python plugin rebuilds it alone and swaps it in.
+    let plugin_py = py.join("plugin.py");
+    let text = std::fs::read_to_string(&plugin_py).unwrap();
+    let edited = text.replace(
+        r#"log.info(f"{self.greeting} {what}"#,
+        r#"log.info(f"py-v2 {what}"#,
+    );
+    assert_ne!(edited, text);
+    std::fs::write(&plugin_py, edited).unwrap();
+    match next_outcome(&mut events).await {
+        DevEvent::Built {
+            id, changed: true, ..
+        } if id.name == "side-py" => {}
+        other => panic!("the Python rebuild: {other:?}"),
+    }
+    let report = tokio::time::timeout(GUARD, reports.recv())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.replaced.len(), 1, "{report:?}");
+    create_and_expect("second", lines("second", ["rs-v1", "py-v2", "ts-v1"])).await;
+    assert!(!has("py-v1 added ConfigMap default/second"));
+
+    // A TypeScript error is reported with esbuild's words; the running version stays.
+    let installed = std::fs::read(env.dir().join("side-ts.wasm")).unwrap();
+    let plugin_ts = ts.join("src/plugin.ts");
+    let text = std::fs::read_to_string(&plugin_ts).unwrap();
+    std::fs::write(&plugin_ts, text.replace("private say(", "private say(((")).unwrap();
+    match next_outcome(&mut events).await {
+        DevEvent::Failed {
+            id,
+            error: BuildError::Compile { diagnostics, .. },
+        } if id.name == "side-ts" => {
+            assert!(diagnostics.contains("plugin.ts"), "{diagnostics}");
+            assert!(
+                diagnostics.contains("ERROR") || diagnostics.contains("error"),
+                "{diagnostics}"
+            );
+        }
+        other => panic!("expected the TypeScript error: {other:?}"),
+    }
+    assert_eq!(
+        std::fs::read(env.dir().join("side-ts.wasm")).unwrap(),
+        installed
+    );
+    create_and_expect("third", lines("third", ["rs-v1", "py-v2", "ts-v1"])).await;
+
+    // A Python error at import is componentize-py's traceback; the running version stays.
+    std::fs::write(
+        &plugin_py,
+        "from informant import Plugin\n\nclass Broken(Plugin:\n",
+    )
+    .unwrap();
+    match next_outcome(&mut events).await {
+        DevEvent::Failed {
+            id,
+            error: BuildError::Compile { diagnostics, .. },
+        } if id.name == "side-py" => {
+            assert!(diagnostics.contains("SyntaxError"), "{diagnostics}");
+        }
+        other => panic!("expected the Python error: {other:?}"),
+    }
+    create_and_expect("fourth", lines("fourth", ["rs-v1", "py-v2", "ts-v1"])).await;
+    assert_eq!(env.host.status().len(), 3);
 }

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use informant_runtime::devloop::{Builder, PluginCrate, SdkDependency, scaffold};
+use informant_runtime::devloop::{
+    Builder, Lang, PluginSource, Polyglot, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot,
+};
 use informant_runtime::plugin::{EngineOptions, PluginEngine, PluginId};
 
 fn target(name: &str) -> PathBuf {
@@ -45,17 +47,19 @@ fn a_scaffolded_plugin_passes_its_unit_tests_and_builds_for_wasm() {
     assert!(stdout.contains("test result: ok. 2 passed"), "{stdout}");
 
     // The component, built the way `informant dev` builds it, loads in the host's engine.
-    let krate = PluginCrate {
+    let krate = PluginSource {
         id: PluginId {
             tenant: String::new(),
             name: "hello-hook".into(),
         },
         dir: s.dir.clone(),
+        lang: Lang::Rust,
     };
     let builder = Builder {
         target_dir: target("wasm-plugins"),
         out_dir: dir.path().join("out"),
         color: false,
+        polyglot: Polyglot::default(),
     };
     let built = builder.build(&krate).unwrap_or_else(|e| panic!("{e}"));
     assert!(builder.install(&krate, &built).unwrap());
@@ -66,16 +70,38 @@ fn a_scaffolded_plugin_passes_its_unit_tests_and_builds_for_wasm() {
 }
 
 /// `informant new --lang python|js`: the scaffold's own tests pass with pytest / `node --test`,
-/// and it builds into a component the host's engine loads.
+/// and the dev loop's builder turns it into a component the host's engine loads.
 #[test]
 fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
     use informant_runtime::devloop::python::PyToolchain;
-    use informant_runtime::devloop::{Lang, polyglot_sdk, scaffold_polyglot};
     use informant_tests::plugins::target_dir;
 
     let dir = tempfile::tempdir().unwrap();
     let engine = PluginEngine::new(EngineOptions::default()).unwrap();
-    let wit = Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit");
+    let builder = Builder {
+        target_dir: dir.path().join("target"),
+        out_dir: dir.path().join("out"),
+        color: false,
+        polyglot: Polyglot {
+            toolchains: Some(target_dir()),
+            ..Polyglot::detect()
+        },
+    };
+    let build = |lang, name: &str, src: &Path| {
+        let source = PluginSource {
+            id: PluginId {
+                tenant: String::new(),
+                name: name.into(),
+            },
+            dir: src.to_path_buf(),
+            lang,
+        };
+        let built = builder.build(&source).unwrap_or_else(|e| panic!("{e}"));
+        assert!(builder.install(&source, &built).unwrap());
+        let (wasm, manifest) = builder.installed_paths(&source.id);
+        informant_runtime::plugin::Manifest::load(&manifest).unwrap();
+        engine.load(name, &wasm).unwrap();
+    };
     let run = |cmd: &mut Command, what: &str| {
         let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
         assert!(
@@ -95,31 +121,17 @@ fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
             .arg(&py),
         "pytest on the Python scaffold",
     );
-    let py_wasm = py.join("hello-py.wasm");
-    tc.build(&wit, &py_sdk, &py, &py_wasm).unwrap();
-    informant_runtime::plugin::Manifest::load(&py.join("hello-py.toml")).unwrap();
-    engine.load("hello-py", &py_wasm).unwrap();
+    build(Lang::Python, "hello-py", &py);
 
     let js_sdk = polyglot_sdk(Lang::Js).expect("guest-sdk-js");
     let js = scaffold_polyglot(Lang::Js, "hello-ts", dir.path(), &js_sdk).unwrap();
-    // The JS toolchain is the SDK's node_modules; building any JS plugin installs it.
+    // The test runner needs the SDK's toolchain (esbuild); building any JS plugin installs it.
     informant_tests::plugins::js_wasm("tests/plugins/hostile-ts");
     run(
         Command::new("node").arg(js_sdk.join("test.mjs")).arg(&js),
         "node --test on the TypeScript scaffold",
     );
-    let js_wasm = js.join("hello-ts.wasm");
-    run(
-        Command::new("node")
-            .arg(js_sdk.join("build.mjs"))
-            .arg(&js)
-            .arg(&js_wasm)
-            .arg("--wit")
-            .arg(&wit),
-        "building the TypeScript scaffold",
-    );
-    informant_runtime::plugin::Manifest::load(&js.join("hello-ts.toml")).unwrap();
-    engine.load("hello-ts", &js_wasm).unwrap();
+    build(Lang::Js, "hello-ts", &js);
 
     assert!(
         scaffold_polyglot(Lang::Python, "hello-py", dir.path(), &py_sdk)

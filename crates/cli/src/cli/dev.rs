@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::devloop::{self, Builder, DevEvent, DevLoop, DevLoopConfig};
+use informant_runtime::devloop::{self, Builder, DevEvent, DevLoop, DevLoopConfig, Lang, Polyglot};
 use informant_runtime::informer::WatchScope;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 
@@ -19,13 +19,14 @@ pub struct Args {
     /// Where to write the kubeconfig (default: a file in the temp dir).
     #[arg(long)]
     kubeconfig_out: Option<PathBuf>,
-    /// Plugins: compiled (`NAME.wasm` + `NAME.toml`) or sources (crates `NAME/` holding
-    /// `Cargo.toml` + `NAME.toml`, built for wasm32-wasip2 and rebuilt on change); tenants in
-    /// subdirectories. Hot-reloaded either way.
+    /// Plugins: compiled (`NAME.wasm` + `NAME.toml`) or sources (directories `NAME/` holding
+    /// `NAME.toml` and a `Cargo.toml`, a `plugin.py` or a `src/plugin.ts`, built into components
+    /// and rebuilt on change); tenants in subdirectories. Hot-reloaded either way.
     #[arg(long)]
     plugins: Option<PathBuf>,
     /// cargo's target directory for plugin sources, shared by all of them; the built plugins
-    /// are installed in its `plugins/` subdirectory.
+    /// are installed in its `plugins/` subdirectory, and the Python and JS toolchains (when
+    /// the SDKs do not have them) in `py-toolchain/` and `js-toolchain/`.
     #[arg(long, default_value = "target/informant-dev")]
     target_dir: PathBuf,
     /// Host config: plugin limits and tenants with their grants (default: single-user, top-level
@@ -139,13 +140,14 @@ fn seed_file(server: &DevServer, file: &Path) -> Result<()> {
 /// compiled plugins is returned as it is.
 async fn build_sources(dir: PathBuf, target_dir: PathBuf) -> Result<(PathBuf, Option<DevLoop>)> {
     let sources = devloop::scan(&dir).with_context(|| format!("--plugins {}", dir.display()))?;
-    if sources.crates.is_empty() {
+    if sources.plugins.is_empty() {
         return Ok((dir, None));
     }
     let builder = Builder {
         out_dir: target_dir.join("plugins"),
         target_dir,
         color: std::io::stderr().is_terminal(),
+        polyglot: Polyglot::detect(),
     };
     let out_dir = builder.out_dir.clone();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
@@ -169,6 +171,17 @@ fn print_event(event: &DevEvent) {
     match event {
         DevEvent::Skipped { dir, reason } => {
             eprintln!("skipping {}: {reason}", dir.display())
+        }
+        DevEvent::InstallingToolchain { lang, dir } => {
+            let tool = match lang {
+                Lang::Python => "componentize-py from PyPI",
+                _ => "componentize-js and esbuild from npm",
+            };
+            eprintln!(
+                "installing {tool} into {} (once; {} plugins build with it)…",
+                dir.display(),
+                lang.name()
+            )
         }
         DevEvent::Building { id, index, total } => {
             eprintln!("building {index}/{total} plugins: {id}…")
@@ -194,6 +207,6 @@ fn print_event(event: &DevEvent) {
                 "{error}\n{id}: not swapped; the running version (if any) keeps handling events"
             )
         }
-        DevEvent::Removed { id } => eprintln!("{id}: crate removed; plugin unloaded"),
+        DevEvent::Removed { id } => eprintln!("{id}: source removed; plugin unloaded"),
     }
 }

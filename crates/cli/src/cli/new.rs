@@ -79,7 +79,7 @@ pub fn run(args: Args) -> Result<()> {
                 ),
             ),
         };
-        eprintln!("next:\n  {test}\n  {build}");
+        eprintln!("next:\n  {test}\n  informant dev --plugins {dir}    (or build it: {build})");
         return Ok(());
     }
     let sdk = match (args.sdk_path, args.sdk_version) {

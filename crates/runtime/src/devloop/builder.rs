@@ -1,17 +1,22 @@
-//! Plugin sources: finding the plugin crates in a directory, building one for `wasm32-wasip2`
-//! with cargo, and installing the result as `NAME.wasm` + `NAME.toml` in a compiled plugins
-//! directory (which the [`crate::plugin::PluginHost`] loads and the reloader watches).
+//! Plugin sources: finding the plugins in a directory, building each into a component (Rust
+//! with cargo for `wasm32-wasip2`, Python with componentize-py, TypeScript/JS with
+//! componentize-js), and installing the result as `NAME.wasm` + `NAME.toml` in a compiled
+//! plugins directory (which the [`crate::plugin::PluginHost`] loads and the reloader watches).
 //!
-//! Layout, mirroring the compiled plugins directory: a plugin crate is a directory holding a
-//! `Cargo.toml` and its manifest `NAME.toml`, where NAME is the directory's name; crates sit at
-//! the top level (the operator's) or one level down in `TENANT/` directories. The directory
-//! given may also be a single plugin crate. Hidden directories and `target` are never scanned.
+//! Layout, mirroring the compiled plugins directory: a plugin source is a directory holding its
+//! manifest `NAME.toml`, where NAME is the directory's name, and a `Cargo.toml` (Rust), a
+//! `plugin.py` (Python) or a `src/plugin.ts` / `src/plugin.js` (TypeScript/JS). Plugins sit at
+//! the top level (the operator's) or one level down in `TENANT/` directories; the directory
+//! given may also be a single plugin. Hidden directories, `target`, `node_modules` and
+//! `__pycache__` are never scanned.
 //!
-//! Builds run `cargo build --release --target wasm32-wasip2 --manifest-path CRATE/Cargo.toml`
-//! with one target directory shared by all plugins, so their dependencies build once; a crate
-//! may be a member of an enclosing workspace or standalone. The component's path is read from
-//! cargo's `--message-format json` artifact messages, and a failed build carries cargo's
-//! rendered diagnostics.
+//! Rust builds run `cargo build --release --target wasm32-wasip2 --manifest-path
+//! CRATE/Cargo.toml` with one target directory shared by all plugins, so their dependencies
+//! build once; a crate may be a member of an enclosing workspace or standalone. The component's
+//! path is read from cargo's `--message-format json` artifact messages, and a failed build
+//! carries cargo's rendered diagnostics. Python and JS builds run the SDK's build script with
+//! the toolchain installed in the target directory (see [`super::python`], [`super::js`]), and
+//! a failed build carries what the toolchain printed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -19,23 +24,28 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::DevLoopError;
+use super::js::{self, JsToolchain};
+use super::python::PyToolchain;
+use super::toolchain::ToolchainError;
+use super::{DevLoopError, Lang, polyglot_sdk};
 use crate::plugin::{Manifest, ManifestError, PluginId};
 
 /// The target plugins are built for.
 pub const WASM_TARGET: &str = "wasm32-wasip2";
 
-/// One plugin crate found in the sources directory.
+/// One plugin's sources found in the sources directory.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PluginCrate {
-    /// Tenant (the enclosing directory, or empty) and name (the crate directory's name).
+pub struct PluginSource {
+    /// Tenant (the enclosing directory, or empty) and name (the plugin directory's name).
     pub id: PluginId,
-    /// The crate's directory.
+    /// The plugin's directory.
     pub dir: PathBuf,
+    /// What it is written in.
+    pub lang: Lang,
 }
 
-impl PluginCrate {
-    /// Its `Cargo.toml`.
+impl PluginSource {
+    /// Its `Cargo.toml` (Rust).
     pub fn cargo_toml(&self) -> PathBuf {
         self.dir.join("Cargo.toml")
     }
@@ -49,48 +59,67 @@ impl PluginCrate {
 /// What a scan found.
 #[derive(Debug, Default)]
 pub struct Sources {
-    /// Plugin crates, sorted by tenant and name.
-    pub crates: Vec<PluginCrate>,
-    /// Crate directories that are not plugins, and why (e.g. no `NAME.toml`).
+    /// Plugin sources, sorted by tenant and name.
+    pub plugins: Vec<PluginSource>,
+    /// Source directories that are not plugins, and why (e.g. no `NAME.toml`).
     pub skipped: Vec<(PathBuf, String)>,
 }
 
-/// Finds the plugin crates under `dir` (see the module docs for the layout).
+/// The language of the plugin source in `dir`, if it is one: a `Cargo.toml`, a `plugin.py` or
+/// a `src/plugin.ts` / `src/plugin.js`.
+fn lang_of(dir: &Path) -> Option<Lang> {
+    if dir.join("Cargo.toml").is_file() {
+        Some(Lang::Rust)
+    } else if dir.join("plugin.py").is_file() {
+        Some(Lang::Python)
+    } else if js::entry_exists(dir) {
+        Some(Lang::Js)
+    } else {
+        None
+    }
+}
+
+/// Finds the plugin sources under `dir` (see the module docs for the layout).
 pub fn scan(dir: &Path) -> Result<Sources, DevLoopError> {
     let mut sources = Sources::default();
-    if dir.join("Cargo.toml").is_file() {
-        consider(&mut sources, "", dir);
+    if let Some(lang) = lang_of(dir) {
+        consider(&mut sources, "", dir, lang);
         return Ok(sources);
     }
     for entry in subdirs(dir)? {
-        if entry.join("Cargo.toml").is_file() {
-            consider(&mut sources, "", &entry);
+        if let Some(lang) = lang_of(&entry) {
+            consider(&mut sources, "", &entry, lang);
         } else {
             let tenant = file_name(&entry);
-            // A tenant directory that cannot be read holds no crates we could build.
+            // A tenant directory that cannot be read holds no plugins we could build.
             for inner in subdirs(&entry).unwrap_or_default() {
-                if inner.join("Cargo.toml").is_file() {
-                    consider(&mut sources, &tenant, &inner);
+                if let Some(lang) = lang_of(&inner) {
+                    consider(&mut sources, &tenant, &inner, lang);
                 }
             }
         }
     }
-    sources.crates.sort_by(|a, b| a.id.cmp(&b.id));
+    sources.plugins.sort_by(|a, b| a.id.cmp(&b.id));
     Ok(sources)
 }
 
-fn consider(sources: &mut Sources, tenant: &str, dir: &Path) {
-    let krate = PluginCrate {
+fn consider(sources: &mut Sources, tenant: &str, dir: &Path, lang: Lang) {
+    let plugin = PluginSource {
         id: PluginId {
             tenant: tenant.to_string(),
             name: file_name(dir),
         },
         dir: dir.to_path_buf(),
+        lang,
     };
-    if krate.manifest().is_file() {
-        sources.crates.push(krate);
+    if plugin.manifest().is_file() {
+        sources.plugins.push(plugin);
     } else {
-        let reason = format!("a crate without a plugin manifest `{}.toml`", krate.id.name);
+        let reason = format!(
+            "a {} source without a plugin manifest `{}.toml`",
+            lang.name(),
+            plugin.id.name
+        );
         sources.skipped.push((dir.to_path_buf(), reason));
     }
 }
@@ -113,7 +142,7 @@ fn subdirs(dir: &Path) -> Result<Vec<PathBuf>, DevLoopError> {
         .filter(|p| p.is_dir())
         .filter(|p| {
             let n = file_name(p);
-            !n.starts_with('.') && n != "target"
+            !n.starts_with('.') && !matches!(n.as_str(), "target" | "node_modules" | "__pycache__")
         })
         .collect();
     out.sort();
@@ -149,6 +178,15 @@ pub enum BuildError {
         plugin: PluginId,
         /// The crate's Cargo.toml.
         cargo_toml: PathBuf,
+    },
+    /// The Python or JS toolchain could not be installed, or the SDK is missing.
+    #[error("plugin `{plugin}`: {source}")]
+    Toolchain {
+        /// The plugin.
+        plugin: PluginId,
+        /// What failed.
+        #[source]
+        source: ToolchainError,
     },
     /// The manifest is invalid (names the file, field, line and column).
     #[error("plugin `{plugin}`: {source}")]
@@ -186,15 +224,46 @@ pub struct Built {
     pub inputs: Vec<PathBuf>,
 }
 
-/// Builds plugin crates and installs them into a compiled plugins directory.
+/// Builds plugin sources and installs them into a compiled plugins directory.
 #[derive(Debug, Clone)]
 pub struct Builder {
-    /// cargo's `--target-dir`, shared by every plugin.
+    /// cargo's `--target-dir`, shared by every plugin; Python and JS components are built
+    /// into its `polyglot/`.
     pub target_dir: PathBuf,
     /// The compiled plugins directory (`NAME.wasm` + `NAME.toml`, tenants in subdirectories).
     pub out_dir: PathBuf,
     /// Render diagnostics with ANSI colours.
     pub color: bool,
+    /// The Python and JS SDKs, the WIT package and where their toolchains go.
+    pub polyglot: Polyglot,
+}
+
+/// What Python and JS plugin builds need besides the plugin: the SDK sources, the WIT package
+/// they generate bindings from, and a directory for the toolchains.
+#[derive(Debug, Clone, Default)]
+pub struct Polyglot {
+    /// The Python SDK (`guest-sdk-py`).
+    pub python_sdk: Option<PathBuf>,
+    /// The TypeScript/JS SDK (`guest-sdk-js`).
+    pub js_sdk: Option<PathBuf>,
+    /// The WIT package (`wit/`).
+    pub wit: Option<PathBuf>,
+    /// Where the toolchains are installed (`py-toolchain/`, `js-toolchain/`); `None`: the
+    /// builder's target directory.
+    pub toolchains: Option<PathBuf>,
+}
+
+impl Polyglot {
+    /// The SDKs and WIT package of the source tree this binary was built from, if still there.
+    pub fn detect() -> Self {
+        Polyglot {
+            python_sdk: polyglot_sdk(Lang::Python),
+            js_sdk: polyglot_sdk(Lang::Js),
+            wit: polyglot_sdk(Lang::Python)
+                .and_then(|sdk| std::fs::canonicalize(sdk.join("../wit")).ok()),
+            toolchains: None,
+        }
+    }
 }
 
 /// The subset of cargo's JSON messages the builder reads.
@@ -239,14 +308,108 @@ impl Builder {
         )
     }
 
-    /// Builds one crate (blocking: run it off the async workers).
-    pub fn build(&self, krate: &PluginCrate) -> Result<Built, BuildError> {
-        let plugin = krate.id.clone();
-        let manifest = krate.manifest();
-        Manifest::load(&manifest).map_err(|source| BuildError::Manifest {
-            plugin: plugin.clone(),
-            source,
+    /// Builds one plugin (blocking: run it off the async workers).
+    pub fn build(&self, source: &PluginSource) -> Result<Built, BuildError> {
+        Manifest::load(&source.manifest()).map_err(|e| BuildError::Manifest {
+            plugin: source.id.clone(),
+            source: e,
         })?;
+        match source.lang {
+            Lang::Rust => self.build_crate(source),
+            Lang::Python | Lang::Js => self.build_polyglot(source),
+        }
+    }
+
+    /// Where `lang`'s toolchain is installed (`py-toolchain/`, `js-toolchain/` in the
+    /// toolchains directory).
+    pub fn toolchain_dir(&self, lang: Lang) -> PathBuf {
+        let base = self
+            .polyglot
+            .toolchains
+            .as_deref()
+            .unwrap_or(&self.target_dir);
+        match lang {
+            Lang::Python => base.join("py-toolchain"),
+            _ => base.join("js-toolchain"),
+        }
+    }
+
+    /// Whether building a `lang` plugin would first install its toolchain (a long step, worth
+    /// a progress line).
+    pub fn needs_toolchain(&self, lang: Lang) -> bool {
+        match lang {
+            Lang::Rust => false,
+            Lang::Python => PyToolchain::installed(&self.toolchain_dir(lang)).is_none(),
+            Lang::Js => self.polyglot.js_sdk.as_deref().is_some_and(|sdk| {
+                JsToolchain::installed(sdk, &self.toolchain_dir(lang)).is_none()
+            }),
+        }
+    }
+
+    /// Builds a Python or JS plugin with its SDK's build script, installing the toolchain
+    /// first if needed.
+    fn build_polyglot(&self, source: &PluginSource) -> Result<Built, BuildError> {
+        let plugin = source.id.clone();
+        let toolchain = |e| BuildError::Toolchain {
+            plugin: plugin.clone(),
+            source: e,
+        };
+        let (sdk, script_inputs) = match source.lang {
+            Lang::Python => (&self.polyglot.python_sdk, ["build.py", "informant"]),
+            _ => (&self.polyglot.js_sdk, ["build.mjs", "src"]),
+        };
+        let missing = |what: &str| {
+            toolchain(ToolchainError::Io {
+                path: PathBuf::from(what),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "the SDK source this binary was built from is gone",
+                ),
+            })
+        };
+        let sdk = sdk
+            .as_deref()
+            .ok_or_else(|| missing(source.lang.sdk_dir()))?;
+        let wit = self.polyglot.wit.as_deref().ok_or_else(|| missing("wit"))?;
+        let dir = match plugin.tenant.as_str() {
+            "" => self.target_dir.join("polyglot"),
+            t => self.target_dir.join("polyglot").join(t),
+        };
+        let wasm = dir.join(format!("{}.wasm", plugin.name));
+        let started = Instant::now();
+        let built = match source.lang {
+            Lang::Python => PyToolchain::ensure(&self.toolchain_dir(Lang::Python))
+                .and_then(|tc| tc.build(wit, sdk, &source.dir, &wasm)),
+            _ => JsToolchain::ensure(sdk, &self.toolchain_dir(Lang::Js))
+                .and_then(|tc| tc.build(wit, sdk, &source.dir, &wasm)),
+        };
+        match built {
+            Ok(()) => {}
+            Err(ToolchainError::Build { output, .. }) => {
+                return Err(BuildError::Compile {
+                    plugin,
+                    diagnostics: output,
+                });
+            }
+            Err(e) => return Err(toolchain(e)),
+        }
+        // What the build read besides the plugin's own directory: the SDK and the contract.
+        let mut inputs = Vec::new();
+        for p in script_inputs {
+            files_under(&sdk.join(p), &mut inputs);
+        }
+        files_under(wit, &mut inputs);
+        Ok(Built {
+            wasm,
+            warnings: Vec::new(),
+            elapsed: started.elapsed(),
+            inputs,
+        })
+    }
+
+    /// Builds a Rust plugin crate with cargo.
+    fn build_crate(&self, krate: &PluginSource) -> Result<Built, BuildError> {
+        let plugin = krate.id.clone();
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let format = if self.color {
             "json-diagnostic-rendered-ansi"
@@ -327,7 +490,7 @@ impl Builder {
     /// Copies the component and the manifest into the plugins directory, each through a
     /// temporary file and a rename so the reloader never reads a half-written file. Returns
     /// whether anything changed (an unchanged plugin is not reloaded).
-    pub fn install(&self, krate: &PluginCrate, built: &Built) -> Result<bool, BuildError> {
+    pub fn install(&self, krate: &PluginSource, built: &Built) -> Result<bool, BuildError> {
         let (wasm, manifest) = self.installed_paths(&krate.id);
         let mut changed = false;
         for (from, to) in [(&built.wasm, &wasm), (&krate.manifest(), &manifest)] {
@@ -412,6 +575,25 @@ pub fn ensure_target() {
     }
 }
 
+/// Appends `path` if it is a file, or the files under it (recursively, without hidden
+/// directories, tests and build products) if it is a directory.
+fn files_under(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_file() {
+        out.push(path.to_path_buf());
+        return;
+    }
+    for dir in subdirs(path).unwrap_or_default() {
+        if file_name(&dir) != "tests" {
+            files_under(&dir, out);
+        }
+    }
+    for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+        if entry.path().is_file() {
+            out.push(entry.path());
+        }
+    }
+}
+
 /// The files listed in a Makefile-style dep-info file (`TARGET: DEP DEP ...`, a space in a
 /// path escaped as `\ `); none when it cannot be read, which only costs rebuild triggers.
 fn dep_info(path: &Path) -> Vec<PathBuf> {
@@ -453,36 +635,108 @@ mod tests {
     }
 
     #[test]
-    fn scan_finds_crates_tenants_and_skips_non_plugins() {
+    fn scan_finds_plugins_of_every_language_tenants_and_skips_non_plugins() {
         let d = tempfile::tempdir().unwrap();
         let root = d.path();
         write(&root.join("a/Cargo.toml"), "");
         write(&root.join("a/a.toml"), "");
         write(&root.join("team/b/Cargo.toml"), "");
         write(&root.join("team/b/b.toml"), "");
+        write(&root.join("py/plugin.py"), "");
+        write(&root.join("py/py.toml"), "");
+        write(&root.join("team/ts/src/plugin.ts"), "");
+        write(&root.join("team/ts/ts.toml"), "");
+        write(&root.join("js/src/plugin.js"), "");
+        write(&root.join("js/js.toml"), "");
         write(&root.join("lib/Cargo.toml"), "");
+        write(&root.join("nomanifest/plugin.py"), "");
         write(&root.join("target/x/Cargo.toml"), "");
         write(&root.join(".hidden/Cargo.toml"), "");
+        write(&root.join("node_modules/m/src/plugin.js"), "");
+        write(&root.join("node_modules/m/m.toml"), "");
+        write(&root.join("__pycache__/c/plugin.py"), "");
+        write(&root.join("__pycache__/c/c.toml"), "");
         let s = scan(root).unwrap();
-        let ids: Vec<String> = s.crates.iter().map(|c| c.id.to_string()).collect();
-        assert_eq!(ids, ["a", "team/b"]);
-        assert_eq!(s.skipped.len(), 1);
-        assert!(s.skipped[0].1.contains("`lib.toml`"), "{:?}", s.skipped);
-        // The directory itself may be the crate.
-        let one = scan(&root.join("a")).unwrap();
-        assert_eq!(one.crates.len(), 1);
-        assert_eq!(one.crates[0].id.name, "a");
+        let found: Vec<(String, Lang)> = s
+            .plugins
+            .iter()
+            .map(|c| (c.id.to_string(), c.lang))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                ("a".to_string(), Lang::Rust),
+                ("js".to_string(), Lang::Js),
+                ("py".to_string(), Lang::Python),
+                ("team/b".to_string(), Lang::Rust),
+                ("team/ts".to_string(), Lang::Js),
+            ]
+        );
+        let skipped: Vec<&str> = s.skipped.iter().map(|(_, why)| why.as_str()).collect();
+        assert_eq!(
+            skipped,
+            [
+                "a Rust source without a plugin manifest `lib.toml`",
+                "a Python source without a plugin manifest `nomanifest.toml`"
+            ]
+        );
+        // The directory itself may be the plugin.
+        for (dir, lang) in [
+            ("a", Lang::Rust),
+            ("py", Lang::Python),
+            ("team/ts", Lang::Js),
+        ] {
+            let one = scan(&root.join(dir)).unwrap();
+            assert_eq!(one.plugins.len(), 1, "{dir}");
+            assert_eq!(one.plugins[0].lang, lang, "{dir}");
+            assert_eq!(one.plugins[0].id.tenant, "", "{dir}");
+        }
+    }
+
+    #[test]
+    fn sdk_and_wit_files_are_inputs_but_not_tests_or_caches() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path();
+        for f in [
+            "sdk/build.py",
+            "sdk/informant/event.py",
+            "sdk/informant/sub/x.py",
+            "sdk/informant/__pycache__/event.pyc",
+            "sdk/informant/tests/test_x.py",
+            "sdk/tests/test_y.py",
+        ] {
+            write(&root.join(f), "");
+        }
+        let mut files = Vec::new();
+        files_under(&root.join("sdk/build.py"), &mut files);
+        files_under(&root.join("sdk/informant"), &mut files);
+        files.sort();
+        let rel: Vec<_> = files
+            .iter()
+            .map(|f| f.strip_prefix(root).unwrap())
+            .collect();
+        assert_eq!(
+            rel,
+            [
+                "sdk/build.py",
+                "sdk/informant/event.py",
+                "sdk/informant/sub/x.py"
+            ]
+            .map(Path::new)
+            .to_vec()
+        );
     }
 
     #[test]
     fn install_is_atomic_and_reports_changes() {
         let d = tempfile::tempdir().unwrap();
-        let krate = PluginCrate {
+        let krate = PluginSource {
             id: PluginId {
                 tenant: "t".into(),
                 name: "p".into(),
             },
             dir: d.path().join("src/p"),
+            lang: Lang::Rust,
         };
         write(&krate.manifest(), "[[watch]]\n");
         write(&d.path().join("p.wasm"), "wasm");
@@ -490,6 +744,7 @@ mod tests {
             target_dir: d.path().join("target"),
             out_dir: d.path().join("out"),
             color: false,
+            polyglot: Polyglot::default(),
         };
         let built = Built {
             wasm: d.path().join("p.wasm"),

@@ -1,33 +1,39 @@
-//! The developer loop behind `informant dev --plugins SOURCES`: plugin crates are built for
-//! `wasm32-wasip2`, installed into a compiled plugins directory, and rebuilt when their sources
-//! change. Loading and hot swapping stay with [`crate::plugin::PluginHost`] and
+//! The developer loop behind `informant dev --plugins SOURCES`: plugin sources (Rust crates,
+//! Python and TypeScript/JS plugins) are built into components, installed into a compiled
+//! plugins directory, and rebuilt when their sources change. Loading and hot swapping stay with [`crate::plugin::PluginHost`] and
 //! [`crate::plugin::Reloader`] watching that directory, so a rebuilt plugin is swapped by the
 //! loader's tested replace path: the new version is loaded first, and if it cannot be the old
 //! one keeps running.
 //!
-//! - [`builder`]: finding plugin crates, building one with cargo, installing the result.
+//! - [`builder`]: finding plugin sources, building one, installing the result.
 //! - [`python`]: the componentize-py toolchain and Python plugin builds.
+//! - [`js`]: the componentize-js toolchain and TypeScript/JS plugin builds.
+//! - [`toolchain`]: what the Python and JS toolchains share.
 //! - [`watcher`]: debounced source changes.
 //! - [`scaffold`]: a new plugin crate (`informant new`).
 //!
 //! Contract of a [`DevLoop`]:
-//! - At start every plugin crate is built once, in order, each reported as
-//!   [`DevEvent::Building`] (`index` of `total`) then [`DevEvent::Built`] or
-//!   [`DevEvent::Failed`]; installed plugins whose crate is gone are removed.
-//! - After a change only the crates whose files changed are rebuilt: files in the crate's
-//!   directory, or any local file its last successful build read (cargo's dep-info), so editing
-//!   a path dependency outside the sources, such as the SDK, rebuilds the plugins using it. A
-//!   crate that appears is built, one that disappears is uninstalled (and so unloaded).
+//! - At start every plugin is built once, in order, each reported as [`DevEvent::Building`]
+//!   (`index` of `total`) then [`DevEvent::Built`] or [`DevEvent::Failed`]; installed plugins
+//!   whose source is gone are removed. A language's first build reports
+//!   [`DevEvent::InstallingToolchain`] when its toolchain must be installed first.
+//! - After a change only the plugins whose files changed are rebuilt: files in the plugin's
+//!   directory, or any local file its last successful build read (cargo's dep-info; the SDK and
+//!   WIT files for Python and JS), so editing a path dependency outside the sources, such as
+//!   the SDK, rebuilds the plugins using it. A plugin that appears is built, one that
+//!   disappears is uninstalled (and so unloaded).
 //! - A failed build installs nothing: whatever version was running keeps running, and the
 //!   failure carries the compiler's rendered diagnostics.
 //! - An unchanged build installs nothing either, so the plugin is not reloaded.
 
 pub mod builder;
+pub mod js;
 pub mod python;
 pub mod scaffold;
+pub mod toolchain;
 pub mod watcher;
 
-pub use builder::{BuildError, Builder, Built, PluginCrate, Sources, scan};
+pub use builder::{BuildError, Builder, Built, PluginSource, Polyglot, Sources, scan};
 pub use scaffold::{Lang, Scaffold, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot};
 pub use watcher::SourceWatcher;
 
@@ -69,12 +75,20 @@ pub enum DevLoopError {
 /// What the loop is doing, for the CLI to print and tests to wait on.
 #[derive(Debug)]
 pub enum DevEvent {
-    /// A crate directory that is not a plugin, and why.
+    /// A source directory that is not a plugin, and why.
     Skipped {
-        /// The crate's directory.
+        /// The directory.
         dir: PathBuf,
         /// Why it is not built.
         reason: String,
+    },
+    /// A language's toolchain is being installed into `dir` before its first build (it takes
+    /// a while and needs the package registry).
+    InstallingToolchain {
+        /// The language.
+        lang: Lang,
+        /// Where it goes.
+        dir: PathBuf,
     },
     /// A build starts: the `index`-th (1-based) of `total` in this round.
     Building {
@@ -93,7 +107,7 @@ pub enum DevEvent {
         changed: bool,
         /// The crate's warnings, rendered.
         warnings: Vec<String>,
-        /// How long cargo took.
+        /// How long the build took.
         elapsed: Duration,
     },
     /// A build failed; the running version (if any) stays.
@@ -103,7 +117,7 @@ pub enum DevEvent {
         /// Why, with the compiler's diagnostics.
         error: BuildError,
     },
-    /// The crate is gone and its plugin was uninstalled.
+    /// The source is gone and its plugin was uninstalled.
     Removed {
         /// The plugin.
         id: PluginId,
@@ -113,7 +127,7 @@ pub enum DevEvent {
 /// Where the sources are and how to build them.
 #[derive(Debug, Clone)]
 pub struct DevLoopConfig {
-    /// The plugin sources directory (or a single plugin crate).
+    /// The plugin sources directory (or a single plugin's).
     pub sources: PathBuf,
     /// Builds and installs (its `out_dir` is the directory the plugin host loads).
     pub builder: Builder,
@@ -165,7 +179,7 @@ impl DevLoop {
             });
         }
         for id in builder.installed() {
-            if !found.crates.iter().any(|c| c.id == id) && builder.uninstall(&id) {
+            if !found.plugins.iter().any(|c| c.id == id) && builder.uninstall(&id) {
                 let _ = events.send(DevEvent::Removed { id });
             }
         }
@@ -173,14 +187,14 @@ impl DevLoop {
         record_inputs(
             &mut inputs,
             &mut watcher,
-            build_round(&builder, &found.crates, &events).await,
+            build_round(&builder, &found.plugins, &events).await,
         );
-        let mut known = found.crates;
+        let mut known = found.plugins;
         let task = tokio::spawn(async move {
             while let Some(batch) = watcher.next_batch().await {
                 tracing::debug!(?batch, "plugin sources changed");
                 let now = match scan(&sources) {
-                    Ok(s) => s.crates,
+                    Ok(s) => s.plugins,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot rescan the plugin sources");
                         continue;
@@ -193,11 +207,11 @@ impl DevLoop {
                         id: gone.id.clone(),
                     });
                 }
-                let read_by = |c: &PluginCrate, p: &PathBuf| {
+                let read_by = |c: &PluginSource, p: &PathBuf| {
                     p.starts_with(&c.dir)
                         || inputs.get(&c.id).is_some_and(|i: &Vec<_>| i.contains(p))
                 };
-                let changed: Vec<PluginCrate> = now
+                let changed: Vec<PluginSource> = now
                     .iter()
                     .filter(|c| !known.contains(c) || batch.iter().any(|p| read_by(c, p)))
                     .cloned()
@@ -235,17 +249,24 @@ fn record_inputs(
     }
 }
 
-/// Builds and installs `crates` one after another (cargo would serialize them on its lock);
-/// returns what each successful build read.
+/// Builds and installs `plugins` one after another (cargo would serialize them on its lock,
+/// and the Python and JS toolchains each use both cores); returns what each successful build
+/// read.
 async fn build_round(
     builder: &Arc<Builder>,
-    crates: &[PluginCrate],
+    plugins: &[PluginSource],
     events: &mpsc::UnboundedSender<DevEvent>,
 ) -> Vec<(PluginId, Vec<PathBuf>)> {
     let mut read = Vec::new();
-    let total = crates.len();
-    for (i, krate) in crates.iter().enumerate() {
+    let total = plugins.len();
+    for (i, krate) in plugins.iter().enumerate() {
         let id = krate.id.clone();
+        if builder.needs_toolchain(krate.lang) {
+            let _ = events.send(DevEvent::InstallingToolchain {
+                lang: krate.lang,
+                dir: builder.toolchain_dir(krate.lang),
+            });
+        }
         let _ = events.send(DevEvent::Building {
             id: id.clone(),
             index: i + 1,

@@ -9,45 +9,13 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use super::toolchain::{ToolchainError, install_once, io, printed, run};
+
 /// The pinned Python toolchain requirements (componentize-py, pytest).
 pub const REQUIREMENTS: &str = include_str!("../../../../guest-sdk-py/requirements-build.txt");
 
-/// Why the Python toolchain could not be installed or a plugin could not be built.
-#[derive(Debug, thiserror::Error)]
-pub enum PythonError {
-    /// Creating the virtualenv or installing componentize-py failed.
-    #[error("installing the Python toolchain into `{}`: {detail}", venv.display())]
-    Install {
-        /// The virtualenv.
-        venv: PathBuf,
-        /// What failed, with the tool's output.
-        detail: String,
-    },
-    /// The plugin directory has no `plugin.py`.
-    #[error("`{}` has no plugin.py", dir.display())]
-    NoPluginModule {
-        /// The plugin's source directory.
-        dir: PathBuf,
-    },
-    /// The build failed; `output` is what componentize-py printed (a Python traceback or WIT
-    /// error).
-    #[error("componentize-py failed for `{}`:\n{output}", dir.display())]
-    Build {
-        /// The plugin's source directory.
-        dir: PathBuf,
-        /// componentize-py's stderr and stdout.
-        output: String,
-    },
-    /// A file could not be written.
-    #[error("`{}`: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-}
+/// The marker written into a virtualenv once the pins are installed.
+const MARKER: &str = "informant-requirements.txt";
 
 /// A virtualenv with the pinned componentize-py.
 #[derive(Debug, Clone)]
@@ -55,64 +23,51 @@ pub struct PyToolchain {
     venv: PathBuf,
 }
 
-fn io(path: &Path) -> impl FnOnce(std::io::Error) -> PythonError + '_ {
-    move |source| PythonError::Io {
-        path: path.to_path_buf(),
-        source,
-    }
-}
-
-fn run(cmd: &mut Command, what: &str, venv: &Path) -> Result<(), PythonError> {
-    let out = cmd.output().map_err(|e| PythonError::Install {
-        venv: venv.to_path_buf(),
-        detail: format!("{what}: cannot start: {e}"),
-    })?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(PythonError::Install {
-        venv: venv.to_path_buf(),
-        detail: format!(
-            "{what} failed ({}):\n{}{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr),
-            String::from_utf8_lossy(&out.stdout)
-        ),
-    })
-}
-
 impl PyToolchain {
-    /// The toolchain in `venv`, created with `python3 -m venv` and filled from PyPI if it is
-    /// missing or was installed from other pins.
-    pub fn ensure(venv: &Path) -> Result<Self, PythonError> {
-        let pins = venv.join("informant-requirements.txt");
+    /// The toolchain in `venv`, if it is installed from the current pins.
+    pub fn installed(venv: &Path) -> Option<Self> {
         let me = PyToolchain {
             venv: venv.to_path_buf(),
         };
-        if std::fs::read_to_string(&pins).is_ok_and(|p| p == REQUIREMENTS)
-            && me.componentize_py().is_file()
-        {
+        let pinned = std::fs::read_to_string(venv.join(MARKER)).is_ok_and(|p| p == REQUIREMENTS);
+        (pinned && me.componentize_py().is_file()).then_some(me)
+    }
+
+    /// The toolchain in `venv`, created with `python3` (`$PYTHON` to choose another) and filled
+    /// from PyPI if it is missing or was installed from other pins.
+    pub fn ensure(venv: &Path) -> Result<Self, ToolchainError> {
+        if let Some(me) = Self::installed(venv) {
             return Ok(me);
         }
+        // An executable gone missing under a current marker: install again.
+        let _ = std::fs::remove_file(venv.join(MARKER));
         tracing::info!(venv = %venv.display(), "installing componentize-py");
-        let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-        run(
-            Command::new(&python).args(["-m", "venv"]).arg(venv),
-            &format!("`{python} -m venv`"),
-            venv,
-        )?;
-        let staged = venv.join("informant-requirements.staged");
-        std::fs::write(&staged, REQUIREMENTS).map_err(io(&staged))?;
-        run(
-            Command::new(venv.join("bin/pip"))
-                .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
-                .arg(&staged),
-            "`pip install` of componentize-py",
-            venv,
-        )?;
-        // Written last, so an interrupted install is redone rather than trusted.
-        std::fs::rename(&staged, &pins).map_err(io(&pins))?;
-        Ok(me)
+        let failed = |detail| ToolchainError::Install {
+            tool: "componentize-py",
+            dir: venv.to_path_buf(),
+            detail,
+        };
+        install_once(venv, MARKER, REQUIREMENTS.as_bytes(), || {
+            let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+            run(
+                Command::new(&python).args(["-m", "venv"]).arg(venv),
+                &format!("`{python} -m venv` (Python plugins need Python 3.11+)"),
+            )
+            .map_err(failed)?;
+            let requirements = venv.join("requirements-build.txt");
+            std::fs::write(&requirements, REQUIREMENTS).map_err(io(&requirements))?;
+            run(
+                Command::new(venv.join("bin/pip"))
+                    .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+                    .arg(&requirements),
+                "`pip install` of componentize-py",
+            )
+            .map_err(failed)?;
+            Ok(())
+        })?;
+        Ok(PyToolchain {
+            venv: venv.to_path_buf(),
+        })
     }
 
     /// The componentize-py executable.
@@ -128,10 +83,17 @@ impl PyToolchain {
     /// Builds the plugin in `src` (its `plugin.py` defines one `informant.Plugin` subclass)
     /// with the SDK in `sdk` (its `build.py` drives componentize-py) against the WIT package in
     /// `wit`, writing the component to `out` only on success.
-    pub fn build(&self, wit: &Path, sdk: &Path, src: &Path, out: &Path) -> Result<(), PythonError> {
+    pub fn build(
+        &self,
+        wit: &Path,
+        sdk: &Path,
+        src: &Path,
+        out: &Path,
+    ) -> Result<(), ToolchainError> {
         if !src.join("plugin.py").is_file() {
-            return Err(PythonError::NoPluginModule {
+            return Err(ToolchainError::NoEntry {
                 dir: src.to_path_buf(),
+                expected: "plugin.py",
             });
         }
         if let Some(parent) = out.parent() {
@@ -143,21 +105,22 @@ impl PyToolchain {
             .arg(out)
             .arg("--wit")
             .arg(wit)
+            // No `__pycache__` written into the sources, which the dev loop watches.
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdin(std::process::Stdio::null())
             .output()
-            .map_err(|e| PythonError::Build {
+            .map_err(|e| ToolchainError::Build {
+                tool: "componentize-py",
                 dir: src.to_path_buf(),
                 output: format!("cannot start {}: {e}", self.python().display()),
             })?;
         if result.status.success() {
             return Ok(());
         }
-        Err(PythonError::Build {
+        Err(ToolchainError::Build {
+            tool: "componentize-py",
             dir: src.to_path_buf(),
-            output: format!(
-                "{}{}",
-                String::from_utf8_lossy(&result.stderr),
-                String::from_utf8_lossy(&result.stdout)
-            ),
+            output: printed(&result),
         })
     }
 }

@@ -127,16 +127,34 @@ pub enum Lang {
     Js,
 }
 
+impl Lang {
+    /// Its name in messages: "Rust", "Python", "TypeScript/JS".
+    pub fn name(self) -> &'static str {
+        match self {
+            Lang::Rust => "Rust",
+            Lang::Python => "Python",
+            Lang::Js => "TypeScript/JS",
+        }
+    }
+
+    /// The SDK's directory in this repository.
+    pub fn sdk_dir(self) -> &'static str {
+        match self {
+            Lang::Rust => "guest-sdk",
+            Lang::Python => "guest-sdk-py",
+            Lang::Js => "guest-sdk-js",
+        }
+    }
+}
+
 /// The Python or JS SDK source this binary was built from, if it is still there.
 pub fn polyglot_sdk(lang: Lang) -> Option<PathBuf> {
-    let dir = match lang {
-        Lang::Rust => return None,
-        Lang::Python => "guest-sdk-py",
-        Lang::Js => "guest-sdk-js",
-    };
+    if lang == Lang::Rust {
+        return None;
+    }
     let source = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../..")
-        .join(dir);
+        .join(lang.sdk_dir());
     std::fs::canonicalize(source).ok().filter(|p| p.is_dir())
 }
 

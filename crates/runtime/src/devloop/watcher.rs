@@ -98,7 +98,7 @@ fn relevant(root: &Path, ignore: &[PathBuf], path: &Path) -> bool {
     let build_product = path.strip_prefix(root).is_ok_and(|rel| {
         rel.components().any(|c| {
             let c = c.as_os_str().to_string_lossy();
-            c == "target" || c.starts_with('.')
+            matches!(c.as_ref(), "target" | "node_modules" | "__pycache__") || c.starts_with('.')
         })
     });
     let name = path
@@ -131,6 +131,11 @@ mod tests {
         assert!(!yes("/src/a/src/lib.rs~"));
         assert!(!yes("/src/a/Cargo.lock"));
         assert!(!yes("/src/.git/index"));
+        assert!(!yes("/src/py/__pycache__/plugin.cpython-312.pyc"));
+        assert!(!yes("/src/py/.pytest_cache/v/cache/lastfailed"));
+        assert!(!yes("/src/ts/node_modules/x/index.js"));
+        assert!(yes("/src/py/plugin.py"));
+        assert!(yes("/src/ts/src/plugin.ts"));
         assert!(
             yes("/home/me/.sdk/src/lib.rs"),
             "a path dependency in a hidden directory"

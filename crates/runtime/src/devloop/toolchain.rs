@@ -1,0 +1,103 @@
+//! What the Python and JavaScript toolchains share: their errors, which name the tool, the
+//! directory and what the tool printed, and running one of their commands.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// Why a toolchain could not be installed or a plugin could not be built with it.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolchainError {
+    /// Installing the toolchain (a virtualenv, `pip install`, `npm install`) failed.
+    #[error("installing {tool} into `{}`: {detail}", dir.display())]
+    Install {
+        /// The toolchain: "componentize-py" or "componentize-js".
+        tool: &'static str,
+        /// Where it was being installed.
+        dir: PathBuf,
+        /// What failed, with the tool's output.
+        detail: String,
+    },
+    /// The plugin directory has no entry module.
+    #[error("`{}` has no {expected}", dir.display())]
+    NoEntry {
+        /// The plugin's source directory.
+        dir: PathBuf,
+        /// What it should hold, e.g. `plugin.py`.
+        expected: &'static str,
+    },
+    /// The build failed; `output` is what the toolchain printed (a Python traceback, an esbuild
+    /// or TypeScript error, a WIT error).
+    #[error("{tool} failed for `{}`:\n{output}", dir.display())]
+    Build {
+        /// The toolchain.
+        tool: &'static str,
+        /// The plugin's source directory.
+        dir: PathBuf,
+        /// Its stderr and stdout.
+        output: String,
+    },
+    /// A file could not be read or written.
+    #[error("`{}`: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Maps an I/O error on `path`.
+pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ToolchainError + '_ {
+    move |source| ToolchainError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Runs `cmd` (stdin closed) and returns its output if it exits successfully; otherwise what
+/// failed, with the exit status and everything it printed.
+pub(crate) fn run(cmd: &mut Command, what: &str) -> Result<Output, String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{what}: cannot start: {e}"))?;
+    if out.status.success() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "{what} failed ({}):\n{}",
+            out.status,
+            printed(&out)
+        ))
+    }
+}
+
+/// What a command printed: stderr, then stdout.
+pub(crate) fn printed(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    )
+    .trim_end()
+    .to_string()
+}
+
+/// Installs a toolchain into `dir` unless the marker file `pins` there already holds `want`:
+/// `install` runs, then the marker is written last, so an interrupted install is redone rather
+/// than trusted.
+pub(crate) fn install_once(
+    dir: &Path,
+    marker: &str,
+    want: &[u8],
+    install: impl FnOnce() -> Result<(), ToolchainError>,
+) -> Result<(), ToolchainError> {
+    let pins = dir.join(marker);
+    if std::fs::read(&pins).is_ok_and(|p| p == want) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(io(dir))?;
+    install()?;
+    std::fs::write(&pins, want).map_err(io(&pins))
+}
