@@ -450,3 +450,59 @@ async fn python_and_typescript_sources_build_beside_a_rust_crate_and_swap_on_sav
     create_and_expect("fourth", lines("fourth", ["rs-v1", "py-v2", "ts-v1"])).await;
     assert_eq!(env.host.status().len(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_plugin_that_loops_while_building_is_killed_and_the_next_one_still_builds() {
+    // componentize-py runs a plugin's module-level code at build time: this one never returns.
+    let env = PluginEnv::start(HostConfig::default()).await;
+    let sources = tempfile::tempdir().unwrap();
+    let py_sdk = polyglot_sdk(Lang::Python).expect("guest-sdk-py");
+    let looping = scaffold_polyglot(Lang::Python, "a-loops", sources.path(), &py_sdk).unwrap();
+    let text = std::fs::read_to_string(looping.join("plugin.py")).unwrap();
+    std::fs::write(
+        looping.join("plugin.py"),
+        format!("{text}\nwhile True:\n    pass\n"),
+    )
+    .unwrap();
+    // The plugin after it in the round: a Rust crate, as its build is not under the Python
+    // limit, which a busy machine's normal Python build could exceed.
+    scaffold("b-fine", sources.path(), SdkDependency::detect()).unwrap();
+    let limit = std::time::Duration::from_secs(20);
+    let (tx, mut events) = mpsc::unbounded_channel();
+    let _dev_loop = DevLoop::start(
+        DevLoopConfig {
+            sources: sources.path().to_path_buf(),
+            builder: Builder {
+                target_dir: shared_target_dir(),
+                out_dir: env.dir().to_path_buf(),
+                color: false,
+                polyglot: Polyglot {
+                    toolchains: Some(informant_tests::plugins::target_dir()),
+                    build_timeout: Some(limit),
+                    ..Polyglot::detect()
+                },
+            },
+        },
+        tx,
+    )
+    .await
+    .unwrap();
+    match next_outcome(&mut events).await {
+        DevEvent::Failed {
+            id,
+            error: BuildError::Compile { diagnostics, .. },
+        } if id.name == "a-loops" => {
+            assert!(diagnostics.contains("killed after 20s"), "{diagnostics}")
+        }
+        other => panic!("expected the looping build to be killed: {other:?}"),
+    }
+    match next_outcome(&mut events).await {
+        DevEvent::Built {
+            id, changed: true, ..
+        } if id.name == "b-fine" => {}
+        other => panic!("the next plugin: {other:?}"),
+    }
+    let report = env.reconcile().await;
+    assert_eq!(report.loaded.len(), 1, "{report:?}");
+    assert!(!env.dir().join("a-loops.wasm").exists());
+}

@@ -123,10 +123,9 @@ fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
     );
     build(Lang::Python, "hello-py", &py);
 
-    let js_sdk = polyglot_sdk(Lang::Js).expect("guest-sdk-js");
+    // The test runner needs the SDK's own toolchain (esbuild).
+    let js_sdk = informant_tests::plugins::js_sdk();
     let js = scaffold_polyglot(Lang::Js, "hello-ts", dir.path(), &js_sdk).unwrap();
-    // The test runner needs the SDK's toolchain (esbuild); building any JS plugin installs it.
-    informant_tests::plugins::js_wasm("tests/plugins/hostile-ts");
     run(
         Command::new("node").arg(js_sdk.join("test.mjs")).arg(&js),
         "node --test on the TypeScript scaffold",

@@ -7,7 +7,9 @@ use std::sync::{Arc, OnceLock};
 
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::devloop::builder::{WASM_TARGET, ensure_target};
+use informant_runtime::devloop::js::JsToolchain;
 use informant_runtime::devloop::python::{self, PyToolchain};
+use informant_runtime::devloop::toolchain::BUILD_TIMEOUT;
 use informant_runtime::informer::{FactoryOptions, InformerFactory, InitialList};
 use informant_runtime::plugin::{
     EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, Rediscoverer,
@@ -99,18 +101,17 @@ pub fn python_wasm(dir: &str) -> PathBuf {
             PyToolchain::ensure(&target_dir().join("py-toolchain"))
                 .unwrap_or_else(|e| panic!("{e}"))
         });
-        tc.build(&wit, &sdk, &root.join(dir), out)
+        tc.build(&wit, &sdk, &root.join(dir), out, BUILD_TIMEOUT)
             .unwrap_or_else(|e| panic!("{e}"));
     })
 }
 
 /// The component of the TypeScript/JavaScript plugin in `dir` (relative to the workspace root),
-/// built by the JS SDK's `build.mjs` (esbuild + componentize-js; `npm install` of the locked versions in `guest-sdk-js` if
-/// its toolchain is missing); see [`cached`].
+/// built by the dev loop's JS toolchain (the SDK's `build.mjs`: esbuild + componentize-js); see
+/// [`cached`].
 pub fn js_wasm(dir: &str) -> PathBuf {
-    static TOOLCHAIN: OnceLock<()> = OnceLock::new();
     let root = workspace_root();
-    let sdk = root.join("guest-sdk-js");
+    let sdk = js_sdk();
     let lock =
         std::fs::read(sdk.join("package-lock.json")).expect("guest-sdk-js/package-lock.json");
     let inputs = [
@@ -121,29 +122,31 @@ pub fn js_wasm(dir: &str) -> PathBuf {
         root.join(dir).join("src"),
     ];
     cached(dir, &lock, &inputs, |out| {
-        TOOLCHAIN.get_or_init(|| {
-            if !sdk
-                .join("node_modules/@bytecodealliance/componentize-js")
-                .is_dir()
-            {
-                run(
-                    Command::new("npm")
-                        .args(["install", "--no-save", "--no-audit", "--no-fund"])
-                        .current_dir(&sdk),
-                    "npm install in guest-sdk-js",
-                );
-            }
-        });
-        run(
-            Command::new("node")
-                .arg(sdk.join("build.mjs"))
-                .arg(root.join(dir))
-                .arg(out)
-                .arg("--wit")
-                .arg(root.join("wit")),
-            &format!("building {dir}"),
-        );
+        JsToolchain::ensure(&sdk, &target_dir().join("js-toolchain"))
+            .and_then(|tc| tc.build(&root.join("wit"), &sdk, &root.join(dir), out, BUILD_TIMEOUT))
+            .unwrap_or_else(|e| panic!("{e}"));
     })
+}
+
+/// The JS SDK, with its locked toolchain installed in its own `node_modules` (`npm install`
+/// there if missing), as its test runner `test.mjs` needs.
+pub fn js_sdk() -> PathBuf {
+    static TOOLCHAIN: OnceLock<()> = OnceLock::new();
+    let sdk = workspace_root().join("guest-sdk-js");
+    TOOLCHAIN.get_or_init(|| {
+        if !sdk
+            .join("node_modules/@bytecodealliance/componentize-js")
+            .is_dir()
+        {
+            run(
+                Command::new("npm")
+                    .args(["install", "--no-save", "--no-audit", "--no-fund"])
+                    .current_dir(&sdk),
+                "npm install in guest-sdk-js",
+            );
+        }
+    });
+    sdk
 }
 
 fn run(cmd: &mut Command, what: &str) {

@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 use super::js::{self, JsToolchain};
 use super::python::PyToolchain;
-use super::toolchain::ToolchainError;
+use super::toolchain::{BUILD_TIMEOUT, ToolchainError};
 use super::{DevLoopError, Lang, polyglot_sdk};
 use crate::plugin::{Manifest, ManifestError, PluginId};
 
@@ -251,6 +251,8 @@ pub struct Polyglot {
     /// Where the toolchains are installed (`py-toolchain/`, `js-toolchain/`); `None`: the
     /// builder's target directory.
     pub toolchains: Option<PathBuf>,
+    /// How long one build may take; `None`: [`BUILD_TIMEOUT`].
+    pub build_timeout: Option<Duration>,
 }
 
 impl Polyglot {
@@ -262,6 +264,7 @@ impl Polyglot {
             wit: polyglot_sdk(Lang::Python)
                 .and_then(|sdk| std::fs::canonicalize(sdk.join("../wit")).ok()),
             toolchains: None,
+            build_timeout: None,
         }
     }
 }
@@ -377,11 +380,12 @@ impl Builder {
         };
         let wasm = dir.join(format!("{}.wasm", plugin.name));
         let started = Instant::now();
+        let limit = self.polyglot.build_timeout.unwrap_or(BUILD_TIMEOUT);
         let built = match source.lang {
             Lang::Python => PyToolchain::ensure(&self.toolchain_dir(Lang::Python))
-                .and_then(|tc| tc.build(wit, sdk, &source.dir, &wasm)),
+                .and_then(|tc| tc.build(wit, sdk, &source.dir, &wasm, limit)),
             _ => JsToolchain::ensure(sdk, &self.toolchain_dir(Lang::Js))
-                .and_then(|tc| tc.build(wit, sdk, &source.dir, &wasm)),
+                .and_then(|tc| tc.build(wit, sdk, &source.dir, &wasm, limit)),
         };
         match built {
             Ok(()) => {}

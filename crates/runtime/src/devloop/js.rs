@@ -10,8 +10,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use super::toolchain::{ToolchainError, install_once, io, printed, run};
+use super::toolchain::{ToolchainError, install_once, io, printed, run, run_bounded};
 
 /// The marker written into the cache directory once the lock's packages are installed.
 const MARKER: &str = "informant-package-lock.json";
@@ -77,13 +78,14 @@ impl JsToolchain {
 
     /// Builds the plugin in `src` (its `src/plugin.ts` or `src/plugin.js` default-exports one
     /// `Plugin` subclass) with the SDK in `sdk` against the WIT package in `wit`, writing the
-    /// component to `out` only on success.
+    /// component to `out` only on success; a build running longer than `limit` is killed.
     pub fn build(
         &self,
         wit: &Path,
         sdk: &Path,
         src: &Path,
         out: &Path,
+        limit: Duration,
     ) -> Result<(), ToolchainError> {
         if !entry_exists(src) {
             return Err(ToolchainError::NoEntry {
@@ -99,15 +101,14 @@ impl JsToolchain {
             .arg(src)
             .arg(out)
             .arg("--wit")
-            .arg(wit)
-            .stdin(std::process::Stdio::null());
+            .arg(wit);
         if let Some(dir) = &self.modules {
             cmd.env("INFORMANT_JS_TOOLCHAIN", dir);
         }
-        let result = cmd.output().map_err(|e| ToolchainError::Build {
+        let result = run_bounded(&mut cmd, limit).map_err(|why| ToolchainError::Build {
             tool: "componentize-js",
             dir: src.to_path_buf(),
-            output: format!("cannot start `node` (TypeScript/JS plugins need Node.js 20+): {e}"),
+            output: format!("`node` (TypeScript/JS plugins need Node.js 20+): {why}"),
         })?;
         if result.status.success() {
             return Ok(());

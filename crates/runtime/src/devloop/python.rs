@@ -8,8 +8,9 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
-use super::toolchain::{ToolchainError, install_once, io, printed, run};
+use super::toolchain::{ToolchainError, install_once, io, printed, run, run_bounded};
 
 /// The pinned Python toolchain requirements (componentize-py, pytest).
 pub const REQUIREMENTS: &str = include_str!("../../../../guest-sdk-py/requirements-build.txt");
@@ -82,13 +83,15 @@ impl PyToolchain {
 
     /// Builds the plugin in `src` (its `plugin.py` defines one `informant.Plugin` subclass)
     /// with the SDK in `sdk` (its `build.py` drives componentize-py) against the WIT package in
-    /// `wit`, writing the component to `out` only on success.
+    /// `wit`, writing the component to `out` only on success; a build running longer than
+    /// `limit` is killed.
     pub fn build(
         &self,
         wit: &Path,
         sdk: &Path,
         src: &Path,
         out: &Path,
+        limit: Duration,
     ) -> Result<(), ToolchainError> {
         if !src.join("plugin.py").is_file() {
             return Err(ToolchainError::NoEntry {
@@ -99,21 +102,22 @@ impl PyToolchain {
         if let Some(parent) = out.parent() {
             std::fs::create_dir_all(parent).map_err(io(parent))?;
         }
-        let result = Command::new(self.python())
-            .arg(sdk.join("build.py"))
-            .arg(src)
-            .arg(out)
-            .arg("--wit")
-            .arg(wit)
-            // No `__pycache__` written into the sources, which the dev loop watches.
-            .env("PYTHONDONTWRITEBYTECODE", "1")
-            .stdin(std::process::Stdio::null())
-            .output()
-            .map_err(|e| ToolchainError::Build {
-                tool: "componentize-py",
-                dir: src.to_path_buf(),
-                output: format!("cannot start {}: {e}", self.python().display()),
-            })?;
+        let result = run_bounded(
+            Command::new(self.python())
+                .arg(sdk.join("build.py"))
+                .arg(src)
+                .arg(out)
+                .arg("--wit")
+                .arg(wit)
+                // No `__pycache__` written into the sources, which the dev loop watches.
+                .env("PYTHONDONTWRITEBYTECODE", "1"),
+            limit,
+        )
+        .map_err(|why| ToolchainError::Build {
+            tool: "componentize-py",
+            dir: src.to_path_buf(),
+            output: format!("{}: {why}", self.python().display()),
+        })?;
         if result.status.success() {
             return Ok(());
         }

@@ -101,3 +101,61 @@ pub(crate) fn install_once(
     install()?;
     std::fs::write(&pins, want).map_err(io(&pins))
 }
+
+/// How long a Python or JS build may take before it is killed: componentize-py runs the
+/// plugin's module-level code while building, so a plugin that loops there would otherwise
+/// hold the dev loop (and every other plugin's rebuild) forever.
+pub const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Runs `cmd` in its own process group, killing the whole group (the build script and the
+/// toolchain it started) if it has not finished within `limit`. `Err` only when it cannot be
+/// started or was killed, with the reason.
+pub(crate) fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, String> {
+    use std::io::Read;
+    use std::os::unix::process::CommandExt;
+
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot start: {e}"))?;
+    // Read both pipes while waiting, so a chatty build cannot block on a full pipe.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut buf = Vec::new();
+            if let Some(mut p) = pipe {
+                let _ = p.read_to_end(&mut buf);
+            }
+            buf
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as _));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as _));
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) if started.elapsed() < limit => {
+                std::thread::sleep(std::time::Duration::from_millis(50))
+            }
+            Ok(None) => {
+                // SAFETY: signalling the process group this function created.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                let _ = child.wait();
+                return Err(format!(
+                    "killed after {}s: the build did not finish (a plugin module that loops or \
+                     blocks at import time never does)",
+                    limit.as_secs()
+                ));
+            }
+            Err(e) => return Err(format!("waiting for it: {e}")),
+        }
+    };
+    Ok(Output {
+        status,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: stderr.join().unwrap_or_default(),
+    })
+}
