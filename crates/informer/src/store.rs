@@ -21,6 +21,9 @@ use informant_selector::{FieldPath, LabelSelector};
 const NAMESPACE_AT: usize = 0;
 const LABEL_AT: usize = 1;
 
+/// Objects a relist freezes before storing them under one write lock (see `Store::replace`).
+const REPLACE_CHUNK: usize = 1024;
+
 /// Which namespaces a query may touch.
 #[derive(Clone, Copy)]
 pub enum Visibility<'a> {
@@ -200,35 +203,43 @@ impl Store {
     /// keys, `Updated` for changed resourceVersions, `Deleted` with final-state-unknown for keys
     /// that vanished. The first replace marks the store synced and its events `initial`.
     pub fn replace(&self, raws: Vec<RawObject>, sink: &mut impl FnMut(Event)) {
-        // Serialization is the expensive part: do it before taking the lock.
-        let frozen: Vec<(RawObject, Arc<CachedObject>)> = raws
-            .into_iter()
-            .map(|mut raw| {
-                let obj = Arc::new(self.freeze(&mut raw));
-                (raw, obj)
-            })
-            .collect();
-        let mut inner = self.inner.write();
-        let initial = !inner.synced;
-        let mut listed = KeySet::with_capacity_and_hasher(frozen.len(), Default::default());
-        for (raw, object) in frozen {
-            let key = object.key().clone();
-            listed.insert(key.clone());
-            if let Some(cur) = inner.objects.get(&key)
-                && cur.object.resource_version() == object.resource_version()
-            {
-                continue;
-            }
-            let index_values = inner.indices.compute(&raw, &object);
-            let entry = Entry {
-                object: object.clone(),
-                index_values,
-            };
-            match inner.insert(key, entry) {
-                Some(old) => sink(Event::updated(old.object, object)),
-                None => sink(Event::added(object, initial)),
+        let initial = !self.inner.read().synced;
+        let mut listed = KeySet::with_capacity_and_hasher(raws.len(), Default::default());
+        // A chunk at a time, each decoded copy dropped as soon as its frozen one is stored:
+        // freezing the whole list first held both copies of every object at once, which made
+        // the process's peak (and RSS at sync) the list twice over. Chunks rather than single
+        // objects keep one lock hold and one burst of events per chunk, so listeners wake per
+        // chunk. Readers may see a relist half applied, as client-go's indexer does while its
+        // DeltaFIFO drains a Replace.
+        let mut raws = raws.into_iter().peekable();
+        let mut chunk = Vec::with_capacity(REPLACE_CHUNK);
+        while raws.peek().is_some() {
+            // Serialization is the expensive part: do it before taking the lock.
+            chunk.extend(raws.by_ref().take(REPLACE_CHUNK).map(|mut raw| {
+                let object = Arc::new(self.freeze(&mut raw));
+                (raw, object)
+            }));
+            let mut inner = self.inner.write();
+            for (raw, object) in chunk.drain(..) {
+                let key = object.key().clone();
+                listed.insert(key.clone());
+                if let Some(cur) = inner.objects.get(&key)
+                    && cur.object.resource_version() == object.resource_version()
+                {
+                    continue;
+                }
+                let index_values = inner.indices.compute(&raw, &object);
+                let entry = Entry {
+                    object: object.clone(),
+                    index_values,
+                };
+                match inner.insert(key, entry) {
+                    Some(old) => sink(Event::updated(old.object, object)),
+                    None => sink(Event::added(object, initial)),
+                }
             }
         }
+        let mut inner = self.inner.write();
         let vanished: Vec<ObjectKey> = inner
             .objects
             .keys()
