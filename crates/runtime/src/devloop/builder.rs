@@ -362,12 +362,8 @@ impl Builder {
             _ => (&self.polyglot.js_sdk, ["build.mjs", "src"]),
         };
         let missing = |what: &str| {
-            toolchain(ToolchainError::Io {
-                path: PathBuf::from(what),
-                source: std::io::Error::new(
-                    std::io::ErrorKind::NotFound,
-                    "the SDK source this binary was built from is gone",
-                ),
+            toolchain(ToolchainError::Missing {
+                what: what.to_string(),
             })
         };
         let sdk = sdk

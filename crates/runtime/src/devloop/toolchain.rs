@@ -36,6 +36,13 @@ pub enum ToolchainError {
         /// Its stderr and stdout.
         output: String,
     },
+    /// The SDK or WIT directory the build needs is not there (the source tree this binary was
+    /// built from moved).
+    #[error("`{what}` is missing: the source tree this binary was built from is gone")]
+    Missing {
+        /// `guest-sdk-py`, `guest-sdk-js` or `wit`.
+        what: String,
+    },
     /// A file could not be read or written.
     #[error("`{}`: {source}", path.display())]
     Io {
