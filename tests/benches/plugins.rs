@@ -5,27 +5,34 @@
 //! 2. memory per plugin instance (RSS growth over 50 instances);
 //! 3. plugin load time: cold compile vs from the on-disk compile cache;
 //! 4. tenancy: 50 plugins of 50 tenants, each granted one of 50 namespaces, fed 20k events
-//!    (the grant filter decides before queueing); and cache queries through a grant.
+//!    (the grant filter decides before queueing); and cache queries through a grant;
+//! 5. per language: the test plugin in Rust, Python and TypeScript (`hostile`, `hostile-py`,
+//!    `hostile-ts`), each with its component size, load time cold and from the compile cache,
+//!    instantiate time, memory per instance and per-event cost of `noop` and `parse`.
 //!
-//! `cargo bench -p informant-tests --bench plugins` (builds the test plugin for wasm32-wasip2 first).
+//! `cargo bench -p informant-tests --bench plugins` (builds the test plugins first: Rust for
+//! wasm32-wasip2, Python and TypeScript with their pinned toolchains, installed if missing).
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informant_runtime::informer::{
-    Delta, Event, Handler, HandlerOptions, RawObject, ReflectorConfig, SharedInformer, StoreOptions,
+    CachedObject, Delta, Event, Handler, HandlerOptions, RawObject, ReflectorConfig,
+    SharedInformer, StoreOptions,
 };
 use informant_runtime::plugin::host::WitResource;
+use informant_runtime::plugin::instance::Instance;
 use informant_runtime::plugin::{
-    CacheView, CompileCache, EngineOptions, InstanceSpec, LogRate, PluginEngine, RestartPolicy,
-    Supervisor, TextLimits,
+    CacheView, CompileCache, EngineOptions, Handled, InstanceSpec, LoadedComponent, LogRate,
+    PluginEngine, RestartPolicy, Supervisor, TextLimits,
 };
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
 use kube::api::Api;
 use kube::core::{ApiResource, GroupVersionKind};
 use parking_lot::Mutex;
+use sha2::{Digest, Sha256};
 use tokio::sync::{Semaphore, broadcast};
 
 /// ConfigMaps as a plugin names them in queries and events.
@@ -89,6 +96,8 @@ impl<H: Handler> Handler for Timed<H> {
     }
 }
 
+/// [`spec_of`] the component at `wasm`, loaded for this plugin alone (as the host loads each
+/// plugin's file).
 fn spec(
     engine: &PluginEngine,
     wasm: &Path,
@@ -97,10 +106,22 @@ fn spec(
     cache: Arc<CacheView>,
     logs: &broadcast::Sender<informant_runtime::plugin::PluginLog>,
 ) -> InstanceSpec {
+    let component = engine.load(name, wasm).expect("load plugin");
+    spec_of(component, name, mode, cache, logs)
+}
+
+/// An instance of `component` in `mode`: 32 MiB of memory, a 1 s deadline.
+fn spec_of(
+    component: LoadedComponent,
+    name: &str,
+    mode: &str,
+    cache: Arc<CacheView>,
+    logs: &broadcast::Sender<informant_runtime::plugin::PluginLog>,
+) -> InstanceSpec {
     InstanceSpec {
         name: name.into(),
         tenant: "".into(),
-        component: engine.load(name, wasm).expect("load plugin"),
+        component,
         config_json: format!(r#"{{"mode":"{mode}"}}"#),
         memory_bytes: 32 << 20,
         deadline: Duration::from_secs(1),
@@ -114,15 +135,34 @@ fn spec(
     }
 }
 
-/// Pushes 20k updates over 1k keys into `plugins` plugins, as fast as they go or at `rate`
-/// events/s: events/s absorbed, p50 and p99 from `apply` to handler entry, calls made.
+/// What [`throughput`] pushes: `events` versions spread over `keys` objects (so all adds when
+/// they are equal), as fast as they go or at `rate` events/s.
+#[derive(Clone, Copy)]
+struct Stream {
+    events: u64,
+    keys: u64,
+    rate: Option<u32>,
+}
+
+impl Stream {
+    /// 20k updates over 1k keys: a plugin that falls behind gets coalesced, newer events.
+    const COALESCING: Stream = Stream {
+        events: 20_000,
+        keys: 1_000,
+        rate: None,
+    };
+}
+
+/// Pushes `stream` into `plugins` plugins: events/s absorbed, p50 and p99 from `apply` to
+/// handler entry, calls made.
 async fn throughput(
     engine: &PluginEngine,
     wasm: &Path,
     plugins: usize,
     mode: &str,
-    rate: Option<u32>,
+    stream: Stream,
 ) -> (f64, Duration, Duration, u64) {
+    let Stream { events, keys, rate } = stream;
     let informer = bench_informer();
     let cache = CacheView::default();
     cache.add(informer.store().clone());
@@ -149,7 +189,6 @@ async fn throughput(
         informer.add_handler(&format!("p{p}"), timed, HandlerOptions::default());
         sups.push(sup);
     }
-    let (events, keys) = (20_000u64, 1_000u64);
     let objects: Vec<RawObject> = (0..events)
         .map(|i| cm(&format!("k{}", i % keys), i + 1))
         .collect();
@@ -338,6 +377,270 @@ fn grant_queries() {
     }
 }
 
+/// RSS growth per instance over `n` instances of the specs `spec_for(0..n)` makes, started
+/// and held together; making the specs is inside the measurement, so a spec that loads its
+/// own component counts the loaded code too.
+async fn rss_per_instance(n: usize, mut spec_for: impl FnMut(usize) -> InstanceSpec) -> usize {
+    let before = rss_bytes();
+    let mut sups = Vec::new();
+    for i in 0..n {
+        sups.push(
+            Supervisor::start(spec_for(i), RestartPolicy::default())
+                .await
+                .expect("start"),
+        );
+    }
+    rss_bytes().saturating_sub(before) / n
+}
+
+/// A test plugin built from one language's sources.
+struct Language {
+    name: &'static str,
+    /// Builds the component (the test support's cached builders), panicking when it cannot.
+    build: fn() -> PathBuf,
+}
+
+/// The same test plugin in each language: `noop` and `parse` mean the same in all three.
+const LANGUAGES: [Language; 3] = [
+    Language {
+        name: "Rust",
+        build: || informant_tests::plugins::wasm("hostile"),
+    },
+    Language {
+        name: "Python",
+        build: || informant_tests::plugins::python_wasm("tests/plugins/hostile-py"),
+    },
+    Language {
+        name: "TypeScript",
+        build: || informant_tests::plugins::js_wasm("tests/plugins/hostile-ts"),
+    },
+];
+
+/// Instances per language for the instantiate and memory figures: each load of the Python or
+/// TypeScript component holds ~35 MiB, so the 20 that load their own already take ~800 MiB.
+const INSTANCES: usize = 20;
+/// Events per per-event figure: enough to outweigh the first calls' page faults.
+const EVENTS: u64 = 5_000;
+/// Batches of the direct calls: their median leaves out a batch another process's burst slowed
+/// (the machine is shared).
+const BATCHES: usize = 5;
+/// Loads from the compile cache per language, for their mean.
+const CACHED_LOADS: u32 = 5;
+
+/// One language's figures.
+struct Figures {
+    size: u64,
+    cold: Duration,
+    cached: Duration,
+    /// The part of a load that hashes the wasm (a version's identity), whatever the cache.
+    sha256: Duration,
+    instantiate: Duration,
+    memory_shared: usize,
+    memory_own: usize,
+    /// µs per direct `handle` call, and events/s through the informer, per mode.
+    per_event: Vec<(Duration, f64)>,
+}
+
+/// Section 5: the table of [`Figures`] per language; a language whose component cannot be
+/// built is reported and skipped.
+async fn languages() {
+    println!(
+        "\n5. per language: the test plugin's `noop` (metadata header only) and `parse` (full JSON parse)"
+    );
+    // The builders panic with the toolchain's own message; here that skips a language, so the
+    // message is printed once, below, without the default hook's backtrace.
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let built: Vec<(&str, Option<PathBuf>)> = LANGUAGES
+        .iter()
+        .map(|l| {
+            let wasm = std::panic::catch_unwind(l.build).map_err(|payload| {
+                payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
+            });
+            if let Err(why) = &wasm {
+                println!(
+                    "   {}: skipped, its component could not be built: {why}",
+                    l.name
+                );
+            }
+            (l.name, wasm.ok())
+        })
+        .collect();
+    std::panic::set_hook(hook);
+    // Its own cache directory, empty: each language's first load is a cold compile.
+    let cache_dir = tempfile::tempdir().unwrap();
+    let engine = PluginEngine::new(EngineOptions {
+        compile_cache: CompileCache::Dir(cache_dir.path().to_path_buf()),
+        ..Default::default()
+    })
+    .unwrap();
+    let mut rows = Vec::new();
+    for (name, wasm) in built {
+        if let Some(wasm) = wasm {
+            rows.push((name, measure(&engine, &wasm).await));
+        }
+    }
+    println!(
+        "   {:<10} {:>9} {:>10} {:>10} {:>8} {:>12} {:>13} {:>11} {:>18} {:>18}",
+        "language",
+        "size",
+        "load cold",
+        "cached",
+        "sha256",
+        "instantiate",
+        "RSS/instance",
+        "RSS/plugin",
+        "noop µs, events/s",
+        "parse µs, events/s"
+    );
+    for (name, f) in rows {
+        let per_event: Vec<String> = f
+            .per_event
+            .iter()
+            .map(|(call, eps)| format!("{:.1}, {:.1}k", call.as_secs_f64() * 1e6, eps / 1e3))
+            .collect();
+        println!(
+            "   {name:<10} {:>7.1}MB {:>8.1}ms {:>8.2}ms {:>6.2}ms {:>10.3}ms {:>10.2}MiB {:>8.2}MiB {:>18} {:>18}",
+            f.size as f64 / 1e6,
+            f.cold.as_secs_f64() * 1e3,
+            f.cached.as_secs_f64() * 1e3,
+            f.sha256.as_secs_f64() * 1e3,
+            f.instantiate.as_secs_f64() * 1e3,
+            f.memory_shared as f64 / (1 << 20) as f64,
+            f.memory_own as f64 / (1 << 20) as f64,
+            per_event[0],
+            per_event[1]
+        );
+    }
+    for line in [
+        format!(
+            "load cold: compiled into an empty cache; cached: mean of {CACHED_LOADS} loads from it; both"
+        ),
+        "include the pre-link and the wasm's sha256, timed alone under sha256".into(),
+        format!(
+            "instantiate: instantiate + `init`, mean of {INSTANCES}; RSS/instance: growth over {INSTANCES} instances"
+        ),
+        format!(
+            "of one loaded component; RSS/plugin: over {INSTANCES} that each load their own, as plugins do"
+        ),
+        format!(
+            "µs: one `handle` call straight into an instance, the median of {BATCHES} batches' means over"
+        ),
+        format!(
+            "{EVENTS} adds; events/s: {EVENTS} adds through the informer into one plugin, one call each"
+        ),
+    ] {
+        println!("   {line}");
+    }
+}
+
+/// Every figure of the component at `wasm`, loaded first (cold) into `engine`.
+async fn measure(engine: &PluginEngine, wasm: &Path) -> Figures {
+    let cold = engine.load("cold", wasm).expect("load plugin");
+    assert!(
+        !cold.from_cache,
+        "the first load of {} compiles",
+        wasm.display()
+    );
+    let mut cached = Duration::ZERO;
+    for _ in 0..CACHED_LOADS {
+        let warm = engine.load("warm", wasm).expect("load plugin");
+        assert!(
+            warm.from_cache,
+            "{} is in the compile cache",
+            wasm.display()
+        );
+        cached += warm.load_time;
+    }
+    let bytes = std::fs::read(wasm).expect("component");
+    let start = Instant::now();
+    for _ in 0..CACHED_LOADS {
+        std::hint::black_box(Sha256::digest(&bytes));
+    }
+    let sha256 = start.elapsed() / CACHED_LOADS;
+    let logs = broadcast::channel(16).0;
+    let cache = Arc::new(CacheView::default());
+    let instantiate = instantiate_time(&cold, INSTANCES as u32).await;
+    let memory_shared = rss_per_instance(INSTANCES, |i| {
+        spec_of(cold.clone(), &format!("m{i}"), "noop", cache.clone(), &logs)
+    })
+    .await;
+    let memory_own = rss_per_instance(INSTANCES, |i| {
+        spec(engine, wasm, &format!("m{i}"), "noop", cache.clone(), &logs)
+    })
+    .await;
+    let mut per_event = Vec::new();
+    for mode in ["noop", "parse"] {
+        let call = call_cost(&cold, mode, EVENTS).await;
+        let distinct = Stream {
+            events: EVENTS,
+            keys: EVENTS,
+            rate: None,
+        };
+        let (eps, _, _, _) = throughput(engine, wasm, 1, mode, distinct).await;
+        per_event.push((call, eps));
+    }
+    Figures {
+        size: std::fs::metadata(wasm).expect("component").len(),
+        cold: cold.load_time,
+        cached: cached / CACHED_LOADS,
+        sha256,
+        instantiate,
+        memory_shared,
+        memory_own,
+        per_event,
+    }
+}
+
+/// Mean time to instantiate `component` and run its `init`, over `n` instances made one after
+/// another (each dropped, untimed, before the next).
+async fn instantiate_time(component: &LoadedComponent, n: u32) -> Duration {
+    let logs = broadcast::channel(16).0;
+    let spec = spec_of(component.clone(), "inst", "noop", Arc::default(), &logs);
+    let mut total = Duration::ZERO;
+    for _ in 0..n {
+        let start = Instant::now();
+        let instance = Instance::create(&spec).await.expect("instantiate");
+        total += start.elapsed();
+        drop(instance);
+    }
+    total / n
+}
+
+/// Time of one `handle` call into one instance of `component` in `mode`, over `events` adds of
+/// distinct objects: the median of [`BATCHES`] batches' means; the call includes handing the
+/// event's objects to the guest.
+async fn call_cost(component: &LoadedComponent, mode: &str, events: u64) -> Duration {
+    let logs = broadcast::channel(16).0;
+    let spec = spec_of(component.clone(), "calls", mode, Arc::default(), &logs);
+    let mut instance = Instance::create(&spec).await.expect("instantiate");
+    let resource = Arc::new(configmap_wit());
+    let events: Vec<Event> = (0..events)
+        .map(|i| {
+            let object =
+                CachedObject::from_raw(&mut cm(&format!("k{i}"), i + 1), &configmaps(), true);
+            Event::added(Arc::new(object), false)
+        })
+        .collect();
+    let mut batches = Vec::new();
+    for batch in events.chunks(events.len().div_ceil(BATCHES)) {
+        let start = Instant::now();
+        for e in batch {
+            match instance.handle(&resource, e).await {
+                Ok(Handled::Done) => {}
+                other => panic!("`{mode}` did not handle {}: {other:?}", e.key()),
+            }
+        }
+        batches.push(start.elapsed() / batch.len() as u32);
+    }
+    batches.sort();
+    batches[batches.len() / 2]
+}
+
 #[tokio::main]
 async fn main() {
     // The test plugins, built for wasm32-wasip2 the way the e2e tests build them.
@@ -371,7 +674,8 @@ async fn main() {
     );
     for mode in ["noop", "parse"] {
         for n in [1, 10, 50] {
-            let (eps, p50, p99, handled) = throughput(&engine, &wasm, n, mode, None).await;
+            let (eps, p50, p99, handled) =
+                throughput(&engine, &wasm, n, mode, Stream::COALESCING).await;
             println!(
                 "   {mode:<6} {n:>8} {eps:>14.0} {:>10.2}ms {:>10.2}ms {handled:>16}",
                 p50.as_secs_f64() * 1e3,
@@ -381,7 +685,11 @@ async fn main() {
     }
     println!("   paced at 10k events/s (issue 12's dispatch target: p99 < 1 ms with 50 plugins):");
     for n in [10, 50] {
-        let (eps, p50, p99, handled) = throughput(&engine, &wasm, n, "noop", Some(10_000)).await;
+        let paced = Stream {
+            rate: Some(10_000),
+            ..Stream::COALESCING
+        };
+        let (eps, p50, p99, handled) = throughput(&engine, &wasm, n, "noop", paced).await;
         println!(
             "   noop   {n:>8} {eps:>14.0} {:>10.2}ms {:>10.2}ms {handled:>16}",
             p50.as_secs_f64() * 1e3,
@@ -391,32 +699,21 @@ async fn main() {
 
     let logs = broadcast::channel(16).0;
     let cache = Arc::new(CacheView::default());
-    let before = rss_bytes();
-    let mut sups = Vec::new();
-    for i in 0..50 {
-        sups.push(
-            Supervisor::start(
-                spec(
-                    &engine,
-                    &wasm,
-                    &format!("m{i}"),
-                    "noop",
-                    cache.clone(),
-                    &logs,
-                ),
-                RestartPolicy::default(),
-            )
-            .await
-            .unwrap(),
-        );
-    }
-    let per = (rss_bytes().saturating_sub(before)) / sups.len();
+    let per = rss_per_instance(50, |i| {
+        spec(
+            &engine,
+            &wasm,
+            &format!("m{i}"),
+            "noop",
+            cache.clone(),
+            &logs,
+        )
+    })
+    .await;
     println!(
-        "\n2. memory per plugin instance (RSS growth over {} instances): {:.0} KB",
-        sups.len(),
+        "\n2. memory per plugin instance (RSS growth over 50 instances): {:.0} KB",
         per as f64 / 1024.0
     );
-    drop(sups);
 
     println!("\n4. tenancy");
     let (eps, calls) = tenant_dispatch(&engine, &wasm).await;
@@ -424,4 +721,6 @@ async fn main() {
         "   20k events over 50 namespaces into 50 tenants' noop plugins (one namespace each): {eps:.0} events/s, {calls} plugin calls"
     );
     grant_queries();
+
+    languages().await;
 }

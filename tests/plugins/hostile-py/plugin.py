@@ -7,7 +7,10 @@ several names.
 - `spin`: loops forever on every event (the deadline must stop it);
 - `label`: on the (not initial) add of an object named `go-*`, applies the label `by=py` to it
   and tries to delete it (which its manifest does not declare), logging
-  `{"tag", "key", "applied": labels, "delete": error class}`.
+  `{"tag", "key", "applied": labels, "delete": error class}`;
+- `noop`: reads the object's name from the metadata header only, no JSON (the plugins
+  benchmark's metadata-only plugin);
+- `parse`: parses the object's JSON and reads a field (the benchmark's full-parse plugin).
 """
 
 import json
@@ -20,11 +23,20 @@ class Hostile(Plugin):
 
     def __init__(self, config: dict):
         self.mode = config.get("mode", "echo")
-        if self.mode not in ("echo", "raise", "spin", "label"):
+        if self.mode not in ("echo", "raise", "spin", "label", "noop", "parse"):
             raise ValueError(f"unknown mode `{self.mode}`")
         self.tag = config.get("tag", self.mode)
 
     def _on(self, ev: Event) -> None:
+        if self.mode == "noop":
+            # A failing event, not a silent pass, if the header path ever came back empty.
+            if not ev.meta.name:
+                raise ValueError("an object without a name")
+            return
+        if self.mode == "parse":
+            if not ev.object["metadata"]["name"]:
+                raise ValueError("an object without a name")
+            return
         if self.mode == "spin":
             x = 0
             while True:

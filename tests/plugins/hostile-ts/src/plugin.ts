@@ -7,7 +7,10 @@
  * - `raise`: like echo, but throws a TypeError for objects labelled `boom` (a failed event);
  * - `label`: on the (not initial) add of an object named `go-*`, applies the label `by=ts` to it
  *   and tries to delete it (which its manifest does not declare), logging
- *   `{tag, key, applied: labels, delete: "kind: message"}`.
+ *   `{tag, key, applied: labels, delete: "kind: message"}`;
+ * - `noop`: reads the object's name from the metadata header only, no JSON (the plugins
+ *   benchmark's metadata-only plugin);
+ * - `parse`: parses the object's JSON and reads a field (the benchmark's full-parse plugin).
  */
 import { Plugin, WriteError, cache, kube, log, type Event } from "informant";
 
@@ -18,11 +21,20 @@ export default class Hostile extends Plugin {
   constructor(config: Record<string, any>) {
     super(config);
     this.mode = config.mode ?? "echo";
-    if (!["echo", "raise", "label"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
+    if (!["echo", "raise", "label", "noop", "parse"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
     this.tag = config.tag ?? this.mode;
   }
 
   private on(ev: Event): void {
+    // A failing event, not a silent pass, if either path ever came back empty.
+    if (this.mode === "noop") {
+      if (!ev.meta.name) throw new Error("an object without a name");
+      return;
+    }
+    if (this.mode === "parse") {
+      if (!ev.object.metadata?.name) throw new Error("an object without a name");
+      return;
+    }
     if (this.mode === "label") {
       if (ev.type === "added" && !ev.initial && ev.meta.name.startsWith("go-")) this.label(ev);
       return;

@@ -15,7 +15,8 @@
 //! - `post`: POSTs the echo line as JSON to `config.url` and logs
 //!   `{"tag", "key", "status"}` or `{"tag", "key", "error"}` (the error is not returned: the
 //!   event succeeds either way, so the log is the record);
-//! - `noop`: does nothing (the benchmark's trivial plugin);
+//! - `noop`: reads the object's name from the host-parsed metadata header, no JSON (the
+//!   benchmark's trivial plugin, doing what the Python and TypeScript ones' `noop` do);
 //! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin);
 //! - `snoop`: echoes, and on any event of an object named `probe` runs every query in
 //!   `config.probes` (`op` get/list/by-index, `group`, `version`, `kind`, `namespace`, `name`,
@@ -137,7 +138,10 @@ impl Hostile {
                 }
                 Ok(())
             }
-            "noop" => Ok(()),
+            "noop" => {
+                std::hint::black_box(ev.meta().name());
+                Ok(())
+            }
             "parse" => {
                 let v = ev.value()?;
                 std::hint::black_box(&v);
