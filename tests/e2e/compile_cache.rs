@@ -50,3 +50,34 @@ fn a_plugin_compiles_once_then_comes_from_a_private_cache_dir() {
     );
     assert!(names[0].ends_with(".cwasm"), "{names:?}");
 }
+
+#[test]
+fn loads_of_one_wasm_share_its_compiled_code_while_one_is_loaded() {
+    // No disk cache: a load that is not shared compiles.
+    let engine = engine(CompileCache::Off);
+    let first = engine
+        .load("team-a/kubediff", &wasm("kubediff"))
+        .expect("loads");
+    let second = engine
+        .load("team-b/kubediff", &wasm("kubediff"))
+        .expect("loads");
+    assert!(!first.from_cache);
+    assert!(
+        second.from_cache,
+        "shared with the loaded copy, not compiled"
+    );
+    assert_eq!(first.sha256, second.sha256);
+    // Another wasm is not shared with it.
+    assert!(
+        !engine
+            .load("orphans", &wasm("orphans"))
+            .expect("loads")
+            .from_cache
+    );
+    drop((first, second));
+    let third = engine.load("kubediff", &wasm("kubediff")).expect("loads");
+    assert!(
+        !third.from_cache,
+        "once nothing holds it, it is compiled again"
+    );
+}

@@ -6,10 +6,13 @@
 //! directory (see [`super::cache`]), and each plugin version gets one `PluginPre` at load time:
 //! nothing is compiled or linked on the event path.
 
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::Path;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
@@ -50,10 +53,13 @@ pub struct LoadedComponent {
     pub pre: PluginPre<State>,
     /// sha256 of the `.wasm` bytes, hex: the version's identity.
     pub sha256: String,
-    /// Whether the compiled artifact came from the disk cache.
+    /// Whether it was not compiled: the artifact came from the disk cache, or is shared with
+    /// a plugin already loaded from the same wasm.
     pub from_cache: bool,
     /// Time to compile or deserialize, and pre-link.
     pub load_time: Duration,
+    /// Keeps the compiled code shared while this version is loaded (see `PluginEngine::loaded`).
+    _code: Arc<Component>,
 }
 
 /// The process's wasmtime engine, linker and epoch ticker.
@@ -63,6 +69,11 @@ pub struct PluginEngine {
     options: EngineOptions,
     engine_hash: String,
     cache: Option<CacheDir>,
+    /// Compiled components by the sha256 of their wasm, while a loaded plugin holds them:
+    /// loading the same wasm again (another tenant's copy, an unchanged file reloaded) shares
+    /// its machine code rather than mapping a second copy, which is most of a plugin's memory
+    /// for Python and JS components (~35 MiB each with their interpreters).
+    loaded: Mutex<HashMap<[u8; 32], Weak<Component>>>,
 }
 
 impl PluginEngine {
@@ -135,6 +146,7 @@ impl PluginEngine {
             options,
             engine_hash,
             cache,
+            loaded: Mutex::default(),
         })
     }
 
@@ -184,15 +196,29 @@ impl PluginEngine {
         bytes: &[u8],
     ) -> Result<LoadedComponent, PluginError> {
         let start = Instant::now();
-        let digest = Sha256::digest(bytes);
+        let digest: [u8; 32] = Sha256::digest(bytes).into();
         let load_err = |reason: String| PluginError::Load {
             plugin: name.to_string(),
             path: wasm_path.to_path_buf(),
             reason,
         };
-        let (component, from_cache) = self.component(name, bytes, &digest).map_err(load_err)?;
-        let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| {
-            load_err(match self.contract_of(&component) {
+        let shared = self.loaded.lock().get(&digest).and_then(Weak::upgrade);
+        let (code, from_cache) = match shared {
+            Some(code) => (code, true),
+            None => {
+                // Two first loads of one wasm at once both compile; the later one is shared.
+                let (component, from_cache) =
+                    self.component(name, bytes, &digest).map_err(load_err)?;
+                let code = Arc::new(component);
+                let mut loaded = self.loaded.lock();
+                loaded.retain(|_, held| held.strong_count() > 0);
+                loaded.insert(digest, Arc::downgrade(&code));
+                (code, from_cache)
+            }
+        };
+        let component: &Component = &code;
+        let instance_pre = self.linker.instantiate_pre(component).map_err(|e| {
+            load_err(match self.contract_of(component) {
                 Some(other) => format!(
                     "was built for `{other}`, but this host speaks `{WIT_PACKAGE}`: rebuild it \
                      with the informant-sdk (or bindings) of this release"
@@ -210,6 +236,7 @@ impl PluginEngine {
             sha256: hex(&digest),
             from_cache,
             load_time: start.elapsed(),
+            _code: code,
         })
     }
 
