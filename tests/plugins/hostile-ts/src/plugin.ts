@@ -7,24 +7,36 @@
  * - `raise`: like echo, but throws a TypeError for objects labelled `boom` (a failed event);
  * - `label`: on the (not initial) add of an object named `go-*`, applies the label `by=ts` to it
  *   and tries to delete it (which its manifest does not declare), logging
- *   `{tag, key, applied: labels, delete: "kind: message"}`.
+ *   `{tag, key, applied: labels, delete: "kind: message"}`;
+ * - `post`: on each event not from a replay, POSTs `{tag, type, key}` as JSON to `config.url`
+ *   (timeout `config["timeout-ms"]`, default 30000) and logs `{tag, key, status, body}`, or
+ *   `{tag, key, class, error}` with the `HttpError`'s kind and message (the event succeeds
+ *   either way: the log is the record).
  */
-import { Plugin, WriteError, cache, kube, log, type Event } from "informant";
+import { HttpError, Plugin, WriteError, cache, http, kube, log, type Event } from "informant";
 
 export default class Hostile extends Plugin {
   private readonly mode: string;
   private readonly tag: string;
+  private readonly url: string;
+  private readonly timeoutMs: number;
 
   constructor(config: Record<string, any>) {
     super(config);
     this.mode = config.mode ?? "echo";
-    if (!["echo", "raise", "label"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
+    if (!["echo", "raise", "label", "post"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
     this.tag = config.tag ?? this.mode;
+    this.url = config.url ?? "";
+    this.timeoutMs = config["timeout-ms"] ?? 30000;
   }
 
   private on(ev: Event): void {
     if (this.mode === "label") {
       if (ev.type === "added" && !ev.initial && ev.meta.name.startsWith("go-")) this.label(ev);
+      return;
+    }
+    if (this.mode === "post") {
+      if (!ev.initial) this.post(ev);
       return;
     }
     if (this.mode === "raise" && ev.meta.label("boom") !== undefined) {
@@ -53,6 +65,19 @@ export default class Hostile extends Plugin {
       deleted = e.message;
     }
     log.info(JSON.stringify({ tag: this.tag, key: m.key, applied: stored.metadata.labels, delete: deleted }));
+  }
+
+  private post(ev: Event): void {
+    const key = ev.meta.key;
+    let outcome: Record<string, unknown>;
+    try {
+      const r = http.postJson(this.url, { tag: this.tag, type: ev.type, key }, { timeoutMs: this.timeoutMs });
+      outcome = { tag: this.tag, key, status: r.status, body: r.text() };
+    } catch (e) {
+      if (!(e instanceof HttpError)) throw e;
+      outcome = { tag: this.tag, key, class: e.kind, error: e.message };
+    }
+    log.info(JSON.stringify(outcome));
   }
 
   override onAdded(ev: Event): void {
