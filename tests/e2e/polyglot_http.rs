@@ -167,12 +167,13 @@ async fn a_receiver_that_never_answers_costs_python_and_typescript_plugins_their
     for l in &langs {
         let x = l.suffix;
         // Waits for the answer with the SDK's default timeout (30 s): the deadline cuts it.
-        let stuck = poster(&only_s, "ns", &format!("{s}/stuck-{x}"), 1000);
+        let stuck = poster(&only_s, "ns", &format!("{s}/stuck-{x}"), 2000);
         env.install_component(None, &format!("stuck-{x}"), &l.component, &stuck);
         // Its own timeout is shorter than its deadline: the SDK raises a timeout error.
         let brief = poster(&only_s, "ns", &format!("{s}/brief-{x}"), 10_000) + "timeout-ms = 200\n";
         env.install_component(None, &format!("brief-{x}"), &l.component, &brief);
-        let echo = "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"ns\"\nlabel-selector = \"app=outbound\"\n[config]\nmode = \"echo\"\ntag = \"e\"\n";
+        // A deadline with room for a language runtime's `init` on a loaded machine.
+        let echo = "[limits]\ndeadline-ms = 5000\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"ns\"\nlabel-selector = \"app=outbound\"\n[config]\nmode = \"echo\"\ntag = \"e\"\n";
         env.install_component(None, &format!("echo-{x}"), &l.component, echo);
     }
     let report = env.reconcile().await;
