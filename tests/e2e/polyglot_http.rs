@@ -59,7 +59,9 @@ async fn outcome(env: &PluginEnv, plugin: &str, key: &str) -> Value {
             .find(|v| v["key"] == key)
     };
     env.logs
-        .wait_until(&format!("{plugin}'s outcome for {key}"), || find().is_some())
+        .wait_until(&format!("{plugin}'s outcome for {key}"), || {
+            find().is_some()
+        })
         .await;
     find().expect("found above")
 }
@@ -95,7 +97,11 @@ async fn python_and_typescript_plugins_post_only_to_allowed_origins() {
     for l in &langs {
         let s = l.suffix;
         let ok = outcome(&env, &format!("ok-{s}"), "ns/hello").await;
-        assert_eq!((&ok["status"], &ok["body"]), (&json!(200), &json!("ok")), "{ok}");
+        assert_eq!(
+            (&ok["status"], &ok["body"]),
+            (&json!(200), &json!("ok")),
+            "{ok}"
+        );
         let redirect = outcome(&env, &format!("redirect-{s}"), "ns/hello").await;
         assert_eq!(
             redirect["status"], 302,
@@ -129,7 +135,10 @@ async fn python_and_typescript_plugins_post_only_to_allowed_origins() {
     let line = json!({"tag": "t", "type": "added", "key": "ns/hello"});
     for (head, body) in &got {
         let head = head.to_ascii_lowercase();
-        assert!(head.contains(&format!("host: 127.0.0.1:{}", allowed.port)), "{head}");
+        assert!(
+            head.contains(&format!("host: 127.0.0.1:{}", allowed.port)),
+            "{head}"
+        );
         assert!(head.contains("content-type: application/json"), "{head}");
         // A length, not chunked encoding: the receiver reads exactly that many bytes.
         assert!(head.contains("content-length: "), "{head}");
