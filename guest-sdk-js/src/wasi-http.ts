@@ -67,7 +67,9 @@ export class WasiHttp {
 
   /** A failed stream operation: the `error-code` behind it if the host gives one. */
   private streamError(req: Request, what: string, err: any): HttpError {
-    if (err?.tag !== "last-operation-failed") return new HttpError("failed", `${req.method} ${req.url}: ${what}: the stream is closed`);
+    if (err?.tag !== "last-operation-failed") {
+      return new HttpError("failed", `${req.method} ${req.url}: ${what}: the stream is closed`);
+    }
     try {
       const code = this.types.httpErrorCode(err.val);
       if (code) return this.wasiError(req, code);

@@ -2,8 +2,9 @@
 
 A ``Harness`` owns a plugin instance, an in-memory ``MemCache``, the captured log, the writes
 made and an ``HttpStub`` answering outbound requests. While it runs the plugin, the plugin's
-``informant.cache``, ``log``, ``kube`` and ``http`` calls go to them. Like the host, ``send`` first applies the event to the cache (added, updated and
-resync store the object, deleted removes it), so queries see the object the event is about.
+``informant.cache``, ``log``, ``kube`` and ``http`` calls go to them. Like the host, ``send``
+first applies the event to the cache (added, updated and resync store the object, deleted removes
+it), so queries see the object the event is about.
 
     h = Harness(Echo, {})
     h.send(added({"apiVersion": "v1", "kind": "ConfigMap",
