@@ -2,7 +2,8 @@
 // Builds a TypeScript/JavaScript plugin into a component:
 //   node build.mjs PLUGIN_DIR OUT.wasm [--wit WIT_DIR]
 // PLUGIN_DIR/src/plugin.ts (or .js) default-exports one Plugin subclass. esbuild bundles it with
-// this SDK behind a generated entry module that imports the contract's interfaces, then
+// this SDK behind a generated entry module that imports the contract's interfaces (and the
+// wasi:http ones its world imports), then
 // componentize-js (the engine behind `jco componentize`) builds the component against `wit/`,
 // generating the bindings from it. The interface version comes from the WIT package line, so a
 // new contract version needs no SDK edit.
@@ -43,6 +44,15 @@ const witText = await readFile(join(wit, "plugin.wit"), "utf8").catch((e) => usa
 const pkg = /^\s*package\s+([a-z0-9-]+:[a-z0-9-]+)(@[^;\s]+)?\s*;/m.exec(witText);
 if (!pkg) usage(`${wit}/plugin.wit has no package line`);
 const iface = (name) => JSON.stringify(`${pkg[1]}/${name}${pkg[2] ?? ""}`);
+// Outbound HTTP, at the wasi:http version the world imports (none: the SDK's http says so).
+const wasiHttp = /^\s*import\s+wasi:http\/outgoing-handler(@[^;\s]+)?\s*;/m.exec(witText);
+const httpImports = wasiHttp
+  ? [
+      `import * as httpTypes from ${JSON.stringify(`wasi:http/types${wasiHttp[1] ?? ""}`)};`,
+      `import * as outgoingHandler from ${JSON.stringify(`wasi:http/outgoing-handler${wasiHttp[1] ?? ""}`)};`,
+    ]
+  : [];
+const httpArg = wasiHttp ? ", { types: httpTypes, outgoingHandler }" : "";
 
 const { componentize } = await tool("@bytecodealliance/componentize-js");
 const esbuild = await tool("esbuild");
@@ -57,9 +67,10 @@ try {
       `import * as cache from ${iface("cache")};`,
       `import * as log from ${iface("log")};`,
       `import * as kube from ${iface("kube")};`,
+      ...httpImports,
       `import { exportsFor } from ${JSON.stringify(join(sdk, "src", "guest.ts"))};`,
       `import Plugin from ${JSON.stringify(entryTs)};`,
-      `const world = exportsFor(Plugin, cache, log, kube);`,
+      `const world = exportsFor(Plugin, cache, log, kube${httpArg});`,
       `export const init = world.init;`,
       `export const handle = world.handle;`,
       "",

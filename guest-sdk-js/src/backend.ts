@@ -2,12 +2,16 @@
  * Where the SDK's host calls go: the component's imports (installed by the build's generated
  * entry module) or the test harness. A call with neither fails with a clear message.
  */
+import type { Request, Response } from "./http.js";
 import type { Resource } from "./resource.js";
 
 /** Log severities, as the contract names them. */
 export type Level = "trace" | "debug" | "info" | "warn" | "error";
 
-/** The host calls the SDK makes; query refusals are thrown as `QueryError`s. */
+/**
+ * The host calls the SDK makes; query refusals are thrown as `QueryError`s, write refusals as
+ * `WriteError`s, failed requests as `HttpError`s.
+ */
 export interface Backend {
   get(r: Resource, namespace: string | undefined, name: string): string | undefined;
   list(r: Resource, namespace: string | undefined, selector: string | undefined): string[];
@@ -19,6 +23,7 @@ export interface Backend {
   delete(r: Resource, namespace: string | undefined, name: string, uid?: string, resourceVersion?: string): void;
   updateStatus(r: Resource, namespace: string | undefined, name: string, obj: string): string;
   recordEvent(regarding: ObjectRef, warning: boolean, reason: string, action: string, note: string): void;
+  httpSend(request: Request): Response;
 }
 
 /** The object an Event is about. */
@@ -46,6 +51,7 @@ let current: Backend = {
   delete: unavailable,
   updateStatus: unavailable,
   recordEvent: unavailable,
+  httpSend: unavailable,
 };
 
 /** The backend in use. */

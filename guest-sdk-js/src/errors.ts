@@ -1,4 +1,4 @@
-/** Exceptions a plugin throws or catches: cache query refusals and retry requests. */
+/** Exceptions a plugin throws or catches: cache query, write and HTTP failures, retry requests. */
 
 /** A cache query the host refused; `kind` says why, the message says what. */
 export class QueryError extends Error {
@@ -25,6 +25,28 @@ export class WriteError extends Error {
     this.kind = kind;
     this.code = code;
     this.reason = reason;
+  }
+}
+
+/**
+ * An HTTP request that got no response; `kind` says why, the message names the request.
+ * A status of any kind (4xx, 5xx, a redirect's 3xx) is a response, not an `HttpError`.
+ */
+export class HttpError extends Error {
+  /**
+   * `denied`: refused by the host before any connection (the origin is not in the plugin's
+   * `allowed-outbound-hosts`, or its tenant's); `timeout`: connecting or a wait for the answer
+   * outlasted the request's timeout; `invalid`: the URL, method or a header cannot be sent;
+   * `failed`: anything else (the connection was refused, the body was too large, ...).
+   */
+  readonly kind: "denied" | "timeout" | "invalid" | "failed";
+  /** The `wasi:http` error code in lowercase (`connection-refused`, ...), when there is one. */
+  readonly code: string | undefined;
+  constructor(kind: HttpError["kind"], message: string, code?: string) {
+    super(`${kind}: ${message}`);
+    this.name = "HttpError";
+    this.kind = kind;
+    this.code = code;
   }
 }
 

@@ -4,10 +4,11 @@
  * imports the contract's interfaces (versioned as `wit/` says) and passes them in here.
  */
 import { setBackend, type Level } from "./backend.js";
-import { QueryError, WriteError } from "./errors.js";
+import { HttpError, QueryError, WriteError } from "./errors.js";
 import { Event, type EventType, type Source } from "./event.js";
 import { construct, outcome, describe, type Plugin, type PluginClass } from "./plugin.js";
 import type { Resource } from "./resource.js";
+import { WasiHttp, type WasiHttpTypes, type WasiOutgoingHandler } from "./wasi-http.js";
 
 type WitResource = { group: string; version: string; kind: string };
 
@@ -71,8 +72,15 @@ function query<T>(f: () => T): T {
   }
 }
 
+/** The `wasi:http` imports, when the contract's world has them. */
+export interface WitHttp {
+  types: WasiHttpTypes;
+  outgoingHandler: WasiOutgoingHandler;
+}
+
 /** The world's exports for plugin class `cls`, with the SDK's calls routed to the imports. */
-export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog, kube: WitKube) {
+export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog, kube: WitKube, http?: WitHttp) {
+  const wasiHttp = http && new WasiHttp(http.types, http.outgoingHandler);
   const wr = (r: Resource): WitResource => ({ group: r.group, version: r.version, kind: r.kind });
   setBackend({
     get: (r, ns, name) => query(() => cache.get(wr(r), ns, name) ?? undefined),
@@ -94,6 +102,12 @@ export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog, kube:
           note,
         ),
       ),
+    httpSend: (request) => {
+      if (!wasiHttp) {
+        throw new HttpError("failed", `${request.method} ${request.url}: this plugin's contract does not import wasi:http`);
+      }
+      return wasiHttp.send(request);
+    },
   });
   let instance: Plugin | undefined;
   return {

@@ -5,10 +5,11 @@
  * Natively, `testing.ts` runs the same class against an in-memory cache under `node --test`.
  */
 export * as cache from "./cache.js";
+export * as http from "./http.js";
 export * as kube from "./kube.js";
 export * as log from "./log.js";
 export type { KubeObject } from "./cache.js";
-export { QueryError, Retry, WriteError } from "./errors.js";
+export { HttpError, QueryError, Retry, WriteError } from "./errors.js";
 export { Event, Meta, type EventType } from "./event.js";
 export { Plugin, type PluginClass } from "./plugin.js";
 export { Resource } from "./resource.js";

@@ -1,14 +1,16 @@
 /**
  * Unit-test plugins natively with `node --test`: no cluster, no wasm runtime. A `Harness` owns
- * a plugin instance, an in-memory `MemCache` and the captured log; while it runs the plugin,
- * the SDK's `cache` and `log` calls go to them. Like the host, `send` first applies the event
+ * a plugin instance, an in-memory `MemCache`, the captured log, the writes made and an `HttpStub`
+ * answering outbound requests; while it runs the plugin, the SDK's `cache`, `log`, `kube` and
+ * `http` calls go to them. Like the host, `send` first applies the event
  * to the cache (added, updated and resync store the object, deleted removes it).
  */
 import { readFileSync } from "node:fs";
 import { setBackend, type Backend, type Level } from "./backend.js";
 import type { KubeObject } from "./cache.js";
-import { QueryError, Retry, WriteError } from "./errors.js";
+import { HttpError, QueryError, Retry, WriteError } from "./errors.js";
 import { Event, Meta, encodeHeader, type Source } from "./event.js";
+import { Response, errorFor, type Request } from "./http.js";
 import { construct, dispatch, type Plugin, type PluginClass } from "./plugin.js";
 import { Resource } from "./resource.js";
 
@@ -164,6 +166,92 @@ export class MemCache {
   }
 }
 
+/**
+ * `[scheme, lowercase host, port]` of a URL's authority (the scheme's default port when it
+ * names none; `*` stays a wildcard).
+ */
+function origin(scheme: string, authority: string): [string, string, string] {
+  let host = authority;
+  let port = "";
+  if (authority.startsWith("[")) {
+    const end = authority.indexOf("]") + 1;
+    host = authority.slice(0, end);
+    const rest = authority.slice(end);
+    port = rest.startsWith(":") ? rest.slice(1) : "";
+  } else if (authority.includes(":")) {
+    const at = authority.lastIndexOf(":");
+    [host, port] = [authority.slice(0, at), authority.slice(at + 1)];
+  }
+  return [scheme, host.toLowerCase(), port || (scheme === "https" ? "443" : "80")];
+}
+
+/**
+ * Outbound HTTP in tests: records each request and answers from canned responses. Nothing
+ * leaves the process. A request to a URL with no canned response throws an `HttpError`, as
+ * there is no host to send it through. With `allowed` set (a harness built from a manifest sets
+ * its `allowed-outbound-hosts`), a request to an origin not listed throws a `denied` HttpError
+ * and is not recorded, as on the host (which also refuses non-canonical spellings this stub does
+ * not check).
+ */
+export class HttpStub {
+  /** Every request sent (denied ones excepted), oldest first. */
+  readonly requests: Request[] = [];
+  /** Allowed origins (`scheme://host[:port]`, port `*` for any), or undefined: any. */
+  allowed: string[] | undefined;
+  private readonly answers = new Map<string, Response | string>();
+
+  /**
+   * Answers every request to `url` (matched exactly, query included) with `status` and `body`:
+   * bytes, text (UTF-8), or any other value (sent as JSON).
+   */
+  respond(url: string, status = 200, body: unknown = "", headers: Array<[string, string]> = []): this {
+    let bytes: Uint8Array;
+    if (body instanceof Uint8Array) bytes = body;
+    else if (typeof body === "string") bytes = new TextEncoder().encode(body);
+    else {
+      bytes = new TextEncoder().encode(JSON.stringify(body));
+      headers = [...headers, ["content-type", "application/json"]];
+    }
+    this.answers.set(url, new Response(status, headers, bytes));
+    return this;
+  }
+
+  /**
+   * Fails every request to `url` with `wasi:http` error `code` (lowercase, e.g.
+   * `connection-read-timeout`, which throws a `timeout` HttpError).
+   */
+  fail(url: string, code = "connection-refused"): this {
+    this.answers.set(url, code);
+    return this;
+  }
+
+  private allows(req: Request): boolean {
+    if (this.allowed === undefined) return true;
+    if (req.authority.includes("@")) return false;
+    const [scheme, host, port] = origin(req.scheme, req.authority);
+    return this.allowed.some((o) => {
+      const at = o.indexOf("://");
+      const [s, h, p] = origin(o.slice(0, at).toLowerCase(), o.slice(at + 3).replace(/\/$/, ""));
+      return s === scheme && h === host && (p === "*" || p === port);
+    });
+  }
+
+  /** The canned answer to `req`, after recording it. */
+  send(req: Request): Response {
+    if (!this.allows(req)) throw errorFor(req, "http-request-denied");
+    this.requests.push(req);
+    const answer = this.answers.get(req.url);
+    if (answer === undefined) {
+      throw new HttpError(
+        "failed",
+        `${req.method} ${req.url}: not sent: outbound HTTP needs the host, and the test harness has none (give it a canned answer with harness.http.respond)`,
+      );
+    }
+    if (typeof answer === "string") throw errorFor(req, answer);
+    return answer;
+  }
+}
+
 /** Drives one plugin instance the way the host does, against an in-memory cache. */
 export class Harness<P extends Plugin = Plugin> {
   plugin: P;
@@ -179,6 +267,8 @@ export class Harness<P extends Plugin = Plugin> {
    * WriteError as on the host. Undefined: anything goes.
    */
   declared: Array<Record<string, any>> | undefined;
+  /** Outbound HTTP: the requests the plugin sent and the canned answers it gets. */
+  readonly http = new HttpStub();
   /** Whether `send` applies each event to the cache first. */
   applyToCache = true;
   private readonly configJson: string;
@@ -194,16 +284,23 @@ export class Harness<P extends Plugin = Plugin> {
 
   /**
    * Builds the plugin from a manifest's `[config]` (given as parsed TOML, e.g. `{config, watch}`),
-   * whose watched kinds become the only ones the cache answers for.
+   * whose watched kinds become the only ones the cache answers for, its `write` tables the only
+   * writes allowed, and its `allowed-outbound-hosts` the only origins `http` reaches.
    */
   static fromManifest<P extends Plugin>(
     cls: new (config: Record<string, any>) => P,
-    manifest: { config?: Record<string, any>; watch?: Array<Record<string, string>>; write?: Array<Record<string, any>> },
+    manifest: {
+      config?: Record<string, any>;
+      watch?: Array<Record<string, string>>;
+      write?: Array<Record<string, any>>;
+      "allowed-outbound-hosts"?: string[];
+    },
   ): Harness<P> {
     const cache = new MemCache();
     for (const w of manifest.watch ?? []) cache.watch(Resource.fromApiVersion(w["api-version"], w.kind));
     const h = new Harness(cls, manifest.config ?? {}, cache);
     h.declared = manifest.write ?? [];
+    h.http.allowed = [...(manifest["allowed-outbound-hosts"] ?? [])];
     return h;
   }
 
@@ -235,7 +332,11 @@ export class Harness<P extends Plugin = Plugin> {
     return body;
   }
 
-  private run<T>(f: () => T): T {
+  /**
+   * Calls `f` with the SDK's calls routed to this harness, as they are while it runs the
+   * plugin: for testing a plugin's helpers outside a handler.
+   */
+  run<T>(f: () => T): T {
     const me: Backend = {
       get: (r, ns, name) => this.cache.get(r, ns, name),
       list: (r, ns, sel) => this.cache.list(r, ns, sel),
@@ -261,6 +362,7 @@ export class Harness<P extends Plugin = Plugin> {
         });
         this.record("record-event", new Resource("events.k8s.io", "v1", "Event"), ref.namespace ?? "default", undefined, body);
       },
+      httpSend: (request) => this.http.send(request),
     };
     const previous = setBackend(me);
     try {

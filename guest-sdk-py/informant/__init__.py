@@ -12,7 +12,7 @@ against an in-memory cache so a plugin's tests are plain pytest.
             log.info(f"added {ev.meta.key}")
 """
 
-from . import cache, kube, log
+from . import cache, http, kube, log
 from .errors import BadSelector, Forbidden, NotWatched, QueryError, Retry, UnknownIndex
 from .event import Event, EventType, Meta
 from .plugin import Plugin
@@ -31,6 +31,7 @@ __all__ = [
     "Retry",
     "UnknownIndex",
     "cache",
+    "http",
     "kube",
     "log",
 ]

@@ -30,6 +30,13 @@ try:  # Only a componentize-py build has the generated bindings.
 except ImportError:
     IN_COMPONENT = False
 
+_wasi_http = None
+if IN_COMPONENT:
+    try:  # Only a contract whose world imports wasi:http has its bindings.
+        from . import _wasi_http
+    except ImportError:
+        pass
+
 
 def _query_error(e: "_Err") -> QueryError:
     v = e.value
@@ -70,6 +77,15 @@ class _WitBackend:
 
     def log(self, level: int, message: str) -> None:
         _wit_log.log(_wit_log.Level(level), message)
+
+    def http_send(self, request: Any) -> Any:
+        if _wasi_http is None:
+            from .http import HttpError
+
+            raise HttpError(
+                f"{request.method} {request.url}: this plugin's contract does not import wasi:http"
+            )
+        return _wasi_http.send(request)
 
     # Writes: each host call, with its WriteError variant raised as the matching exception.
     def _write(self, call: Callable[[], Any]) -> Any:

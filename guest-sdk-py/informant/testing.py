@@ -1,9 +1,10 @@
 """Unit-test plugins natively with pytest: no cluster, no wasm runtime.
 
-A ``Harness`` owns a plugin instance, an in-memory ``MemCache`` and the captured log. While it
-runs the plugin, the plugin's ``informant.cache`` and ``informant.log`` calls go to that cache
-and log. Like the host, ``send`` first applies the event to the cache (added, updated and
-resync store the object, deleted removes it), so queries see the object the event is about.
+A ``Harness`` owns a plugin instance, an in-memory ``MemCache``, the captured log, the writes
+made and an ``HttpStub`` answering outbound requests. While it runs the plugin, the plugin's
+``informant.cache``, ``log``, ``kube`` and ``http`` calls go to them. Like the host, ``send``
+first applies the event to the cache (added, updated and resync store the object, deleted removes
+it), so queries see the object the event is about.
 
     h = Harness(Echo, {})
     h.send(added({"apiVersion": "v1", "kind": "ConfigMap",
@@ -14,11 +15,12 @@ resync store the object, deleted removes it), so queries see the object the even
 import json
 import re
 import tomllib
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 
 from . import _backend
 from .errors import BadSelector, NotWatched, Retry, UnknownIndex
 from .event import Event, EventType, Meta, encode_header
+from .http import HttpError, Request, Response, error_for
 from .log import Level
 from .plugin import construct, dispatch
 from .resource import Resource
@@ -208,6 +210,88 @@ class MemCache:
         return [json.dumps(o) for o in self._of(r) if value in fn(o)]
 
 
+def _origin(scheme: str, authority: str) -> Tuple[str, str, str]:
+    """``(scheme, lowercase host, port)`` of a URL's authority (the scheme's default port when
+    it names none; ``*`` stays a wildcard)."""
+    host, port = authority, ""
+    if authority.startswith("["):
+        end = authority.find("]") + 1
+        host, rest = authority[:end], authority[end:]
+        port = rest[1:] if rest.startswith(":") else ""
+    elif ":" in authority:
+        host, port = authority.rsplit(":", 1)
+    return scheme, host.lower(), port or ("443" if scheme == "https" else "80")
+
+
+class HttpStub:
+    """Outbound HTTP in tests: records each request and answers from canned responses.
+
+    Nothing leaves the process. A request to a URL with no canned response raises
+    ``HttpError``, as there is no host to send it through. With ``allowed`` set (a harness built
+    from a manifest sets its ``allowed-outbound-hosts``), a request to an origin not listed
+    raises ``http.Denied`` and is not recorded, as on the host (which also refuses
+    non-canonical spellings this stub does not check).
+    """
+
+    def __init__(self) -> None:
+        #: Every request sent (denied ones excepted), oldest first.
+        self.requests: List[Request] = []
+        #: Allowed origins (``scheme://host[:port]``, port ``*`` for any), or None: any.
+        self.allowed: Optional[List[str]] = None
+        self._answers: Dict[str, Union[Response, str]] = {}
+
+    def respond(
+        self,
+        url: str,
+        status: int = 200,
+        body: Union[bytes, str, Dict[str, Any], List[Any]] = b"",
+        headers: Optional[List[Tuple[str, str]]] = None,
+    ) -> "HttpStub":
+        """Answers every request to ``url`` (matched exactly, query included) with ``status``
+        and ``body``: bytes, text (UTF-8), or a dict or list (sent as JSON)."""
+        headers = list(headers or [])
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body)
+            headers.append(("content-type", "application/json"))
+        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        self._answers[url] = Response(status, headers, data)
+        return self
+
+    def fail(self, url: str, code: str = "connection-refused") -> "HttpStub":
+        """Fails every request to ``url`` with ``wasi:http`` error ``code`` (lowercase, e.g.
+        ``connection-read-timeout``, which raises ``http.Timeout``)."""
+        self._answers[url] = code
+        return self
+
+    def _allows(self, request: Request) -> bool:
+        if self.allowed is None:
+            return True
+        if "@" in request.authority:
+            return False
+        want = _origin(request.scheme, request.authority)
+        for origin in self.allowed:
+            scheme, _, authority = origin.partition("://")
+            s, h, p = _origin(scheme.lower(), authority.rstrip("/"))
+            if (s, h) == want[:2] and p in ("*", want[2]):
+                return True
+        return False
+
+    def send(self, request: Request) -> Response:
+        """The canned answer to ``request``, after recording it."""
+        if not self._allows(request):
+            raise error_for(request, "http-request-denied")
+        self.requests.append(request)
+        answer = self._answers.get(request.url)
+        if answer is None:
+            raise HttpError(
+                f"{request.method} {request.url}: not sent: outbound HTTP needs the host, and "
+                "the test harness has none (give it a canned answer with harness.http.respond)"
+            )
+        if isinstance(answer, str):
+            raise error_for(request, answer)
+        return answer
+
+
 class Harness:
     """Drives one plugin instance the way the host does, against an in-memory cache."""
 
@@ -222,13 +306,16 @@ class Harness:
         #: The manifest's ``[[write]]`` tables when built from one: writes outside them raise
         #: ``kube.Denied`` as on the host. ``None``: anything goes.
         self.declared: Optional[List[Dict[str, Any]]] = None
+        #: Outbound HTTP: the requests the plugin sent and the canned answers it gets.
+        self.http = HttpStub()
         self.apply_to_cache = True
-        self.plugin = self._run(lambda: construct(cls, self.config_json))
+        self.plugin = self.run(lambda: construct(cls, self.config_json))
 
     @classmethod
     def from_manifest(cls, plugin_cls: type, manifest_path: str) -> "Harness":
         """Builds the plugin from a manifest's ``[config]``; its watched kinds become the only
-        kinds the cache answers for, as on the host."""
+        kinds the cache answers for, its ``[[write]]`` tables the only writes allowed, and its
+        ``allowed-outbound-hosts`` the only origins ``http`` reaches, as on the host."""
         with open(manifest_path, "rb") as f:
             manifest = tomllib.load(f)
         cache = MemCache()
@@ -236,9 +323,12 @@ class Harness:
             cache.watch(Resource.from_api_version(w["api-version"], w["kind"]))
         harness = cls(plugin_cls, manifest.get("config", {}), cache)
         harness.declared = manifest.get("write", [])
+        harness.http.allowed = list(manifest.get("allowed-outbound-hosts", []))
         return harness
 
-    def _run(self, f: Callable[[], Any]) -> Any:
+    def run(self, f: Callable[[], Any]) -> Any:
+        """Calls ``f`` with the SDK's calls routed to this harness, as they are while it runs
+        the plugin: for testing a plugin's helpers outside a handler."""
         previous, _backend.current = _backend.current, self
         try:
             return f()
@@ -258,14 +348,14 @@ class Harness:
             else:
                 self.cache.put(obj)
         try:
-            self._run(lambda: dispatch(self.plugin, ev))
+            self.run(lambda: dispatch(self.plugin, ev))
         except Retry as r:
             return r
         return None
 
     def restart(self) -> None:
         """Replaces the instance with a fresh one from the same config, as after a trap."""
-        self.plugin = self._run(lambda: construct(self.cls, self.config_json))
+        self.plugin = self.run(lambda: construct(self.cls, self.config_json))
 
     def take_logs(self) -> List[Tuple[Level, str]]:
         """The captured log lines, clearing them."""
@@ -284,6 +374,9 @@ class Harness:
 
     def log(self, level: int, message: str) -> None:
         self.logs.append((Level(level), message))
+
+    def http_send(self, request: Request) -> Response:
+        return self.http.send(request)
 
     def _record(self, verb: str, r: Resource, namespace: Optional[str], name: Optional[str],
                 body: str) -> str:

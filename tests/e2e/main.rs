@@ -13,6 +13,7 @@ mod new;
 mod outbound;
 mod plugins;
 mod polyglot;
+mod polyglot_http;
 mod replay;
 mod retry;
 mod secrets;

@@ -12,24 +12,10 @@ use informant_runtime::plugin::{HostConfig, PluginId};
 use informant_tests::host_log::HostLog;
 use informant_tests::http::get;
 use informant_tests::plugins::PluginEnv;
-use informant_tests::receiver::{Answer, Receiver};
+use informant_tests::receiver::{Answer, Receiver, labelled, poster};
 use informant_tests::{create_namespaces, guarded};
 use serde_json::{Value, json};
 use std::sync::atomic::Ordering;
-
-fn poster(allowed: &[String], namespace: &str, url: &str, deadline_ms: u32) -> String {
-    let allowed: Vec<String> = allowed.iter().map(|o| format!("{o:?}")).collect();
-    format!(
-        "allowed-outbound-hosts = [{}]\n[limits]\ndeadline-ms = {deadline_ms}\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"{namespace}\"\nlabel-selector = \"app=outbound\"\n[config]\nmode = \"post\"\ntag = \"t\"\nurl = {url:?}\n",
-        allowed.join(", ")
-    )
-}
-
-fn labelled(ns: &str, name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": "outbound"}},
-        "data": {"k": "v"}})
-}
 
 fn id(tenant: &str, name: &str) -> PluginId {
     PluginId {

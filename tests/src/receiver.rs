@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
@@ -66,6 +66,25 @@ impl Receiver {
     pub fn connections(&self) -> usize {
         *self.connections.borrow()
     }
+}
+
+/// The manifest of a test plugin in `post` mode (the Rust `hostile`, `hostile-py` or
+/// `hostile-ts`): it watches the ConfigMaps labelled `app=outbound` in `namespace` and POSTs
+/// each event's line (tagged `t`) to `url`, allowed to reach the origins in `allowed`. Lines
+/// appended to it extend its `[config]`.
+pub fn poster(allowed: &[String], namespace: &str, url: &str, deadline_ms: u32) -> String {
+    let allowed: Vec<String> = allowed.iter().map(|o| format!("{o:?}")).collect();
+    format!(
+        "allowed-outbound-hosts = [{}]\n[limits]\ndeadline-ms = {deadline_ms}\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"{namespace}\"\nlabel-selector = \"app=outbound\"\n[config]\nmode = \"post\"\ntag = \"t\"\nurl = {url:?}\n",
+        allowed.join(", ")
+    )
+}
+
+/// A ConfigMap labelled `app=outbound`, which [`poster`] plugins watch.
+pub fn labelled(ns: &str, name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "outbound"}},
+        "data": {"k": "v"}})
 }
 
 async fn serve(

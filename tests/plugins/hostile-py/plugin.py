@@ -10,12 +10,16 @@ several names.
   `{"tag", "key", "applied": labels, "delete": error class}`;
 - `noop`: reads the object's name from the metadata header only, no JSON (the plugins
   benchmark's metadata-only plugin);
-- `parse`: parses the object's JSON and reads a field (the benchmark's full-parse plugin).
+- `parse`: parses the object's JSON and reads a field (the benchmark's full-parse plugin);
+- `post`: on each event not from a replay, POSTs `{"tag", "type", "key"}` as JSON to
+  `config.url` (timeout `config.timeout-ms`, default 30000) and logs `{"tag", "key", "status",
+  "body"}`, or `{"tag", "key", "class", "error"}` with the `informant.http` error's class and
+  message (the event succeeds either way: the log is the record).
 """
 
 import json
 
-from informant import Event, EventType, Plugin, cache, kube, log
+from informant import Event, EventType, Plugin, cache, http, kube, log
 
 
 class Hostile(Plugin):
@@ -23,9 +27,11 @@ class Hostile(Plugin):
 
     def __init__(self, config: dict):
         self.mode = config.get("mode", "echo")
-        if self.mode not in ("echo", "raise", "spin", "label", "noop", "parse"):
+        if self.mode not in ("echo", "raise", "spin", "label", "noop", "parse", "post"):
             raise ValueError(f"unknown mode `{self.mode}`")
         self.tag = config.get("tag", self.mode)
+        self.url = config.get("url")
+        self.timeout = config.get("timeout-ms", 30000) / 1000
 
     def _on(self, ev: Event) -> None:
         if self.mode == "noop":
@@ -55,6 +61,10 @@ class Hostile(Plugin):
                         "applied": stored["metadata"]["labels"], "delete": deleted}
                 log.info(json.dumps(line))
             return
+        if self.mode == "post":
+            if not ev.initial:
+                self._post(ev)
+            return
         if self.mode == "raise" and ev.meta.label("boom") is not None:
             raise ValueError(f"boom on {ev.meta.key}")
         got = cache.get(ev.resource, ev.meta.name, ev.meta.namespace)
@@ -68,5 +78,15 @@ class Hostile(Plugin):
             "value": ev.object.get("data", {}).get("value"),
         }
         log.info(json.dumps(line))
+
+    def _post(self, ev: Event) -> None:
+        key = ev.meta.key
+        line = {"tag": self.tag, "type": ev.event_type.value, "key": key}
+        try:
+            r = http.post_json(self.url, line, timeout=self.timeout)
+            outcome = {"tag": self.tag, "key": key, "status": r.status, "body": r.text()}
+        except http.HttpError as e:
+            outcome = {"tag": self.tag, "key": key, "class": type(e).__name__, "error": str(e)}
+        log.info(json.dumps(outcome))
 
     on_added = on_updated = on_deleted = on_resync = _on

@@ -10,19 +10,27 @@
  *   `{tag, key, applied: labels, delete: "kind: message"}`;
  * - `noop`: reads the object's name from the metadata header only, no JSON (the plugins
  *   benchmark's metadata-only plugin);
- * - `parse`: parses the object's JSON and reads a field (the benchmark's full-parse plugin).
+ * - `parse`: parses the object's JSON and reads a field (the benchmark's full-parse plugin);
+ * - `post`: on each event not from a replay, POSTs `{tag, type, key}` as JSON to `config.url`
+ *   (timeout `config["timeout-ms"]`, default 30000) and logs `{tag, key, status, body}`, or
+ *   `{tag, key, class, error}` with the `HttpError`'s kind and message (the event succeeds
+ *   either way: the log is the record).
  */
-import { Plugin, WriteError, cache, kube, log, type Event } from "informant";
+import { HttpError, Plugin, WriteError, cache, http, kube, log, type Event } from "informant";
 
 export default class Hostile extends Plugin {
   private readonly mode: string;
   private readonly tag: string;
+  private readonly url: string;
+  private readonly timeoutMs: number;
 
   constructor(config: Record<string, any>) {
     super(config);
     this.mode = config.mode ?? "echo";
-    if (!["echo", "raise", "label", "noop", "parse"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
+    if (!["echo", "raise", "label", "noop", "parse", "post"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
     this.tag = config.tag ?? this.mode;
+    this.url = config.url ?? "";
+    this.timeoutMs = config["timeout-ms"] ?? 30000;
   }
 
   private on(ev: Event): void {
@@ -37,6 +45,10 @@ export default class Hostile extends Plugin {
     }
     if (this.mode === "label") {
       if (ev.type === "added" && !ev.initial && ev.meta.name.startsWith("go-")) this.label(ev);
+      return;
+    }
+    if (this.mode === "post") {
+      if (!ev.initial) this.post(ev);
       return;
     }
     if (this.mode === "raise" && ev.meta.label("boom") !== undefined) {
@@ -65,6 +77,19 @@ export default class Hostile extends Plugin {
       deleted = e.message;
     }
     log.info(JSON.stringify({ tag: this.tag, key: m.key, applied: stored.metadata.labels, delete: deleted }));
+  }
+
+  private post(ev: Event): void {
+    const key = ev.meta.key;
+    let outcome: Record<string, unknown>;
+    try {
+      const r = http.postJson(this.url, { tag: this.tag, type: ev.type, key }, { timeoutMs: this.timeoutMs });
+      outcome = { tag: this.tag, key, status: r.status, body: r.text() };
+    } catch (e) {
+      if (!(e instanceof HttpError)) throw e;
+      outcome = { tag: this.tag, key, class: e.kind, error: e.message };
+    }
+    log.info(JSON.stringify(outcome));
   }
 
   override onAdded(ev: Event): void {
