@@ -1,8 +1,8 @@
 //! The developer loop behind `informant dev --plugins SOURCES`: plugin sources (Rust crates,
 //! Python and TypeScript/JS plugins) are built into components, installed into a compiled
-//! plugins directory, and rebuilt when their sources change. Loading and hot swapping stay with [`crate::plugin::PluginHost`] and
-//! [`crate::plugin::Reloader`] watching that directory, so a rebuilt plugin is swapped by the
-//! loader's tested replace path: the new version is loaded first, and if it cannot be the old
+//! plugins directory, and rebuilt when their sources change. Loading and hot swapping stay with
+//! [`crate::plugin::PluginHost`] and [`crate::plugin::Reloader`] watching that directory, so a
+//! rebuilt plugin is swapped by the loader's tested replace path: the new version is loaded first, and if it cannot be the old
 //! one keeps running.
 //!
 //! - [`builder`]: finding plugin sources, building one, installing the result.
@@ -10,7 +10,7 @@
 //! - [`js`]: the componentize-js toolchain and TypeScript/JS plugin builds.
 //! - [`toolchain`]: what the Python and JS toolchains share.
 //! - [`watcher`]: debounced source changes.
-//! - [`scaffold`]: a new plugin crate (`informant new`).
+//! - [`scaffold`]: a new plugin (`informant new`).
 //!
 //! Contract of a [`DevLoop`]:
 //! - At start every plugin is built once, in order, each reported as [`DevEvent::Building`]
@@ -23,7 +23,8 @@
 //!   the SDK, rebuilds the plugins using it. A plugin that appears is built, one that
 //!   disappears is uninstalled (and so unloaded).
 //! - A failed build installs nothing: whatever version was running keeps running, and the
-//!   failure carries the compiler's rendered diagnostics.
+//!   failure carries the compiler's rendered diagnostics (or the Python or JS toolchain's
+//!   output).
 //! - An unchanged build installs nothing either, so the plugin is not reloaded.
 
 pub mod builder;
