@@ -42,6 +42,31 @@ fn shared_target_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/wasm-plugins")
 }
 
+/// A dev loop building `sources` into `env`'s plugins directory (dependencies shared with the
+/// other plugin tests), and its events.
+async fn start_loop(
+    env: &PluginEnv,
+    sources: &Path,
+    polyglot: Polyglot,
+) -> (DevLoop, mpsc::UnboundedReceiver<DevEvent>) {
+    let (tx, events) = mpsc::unbounded_channel();
+    let dev_loop = DevLoop::start(
+        DevLoopConfig {
+            sources: sources.to_path_buf(),
+            builder: Builder {
+                target_dir: shared_target_dir(),
+                out_dir: env.dir().to_path_buf(),
+                color: false,
+                polyglot,
+            },
+        },
+        tx,
+    )
+    .await
+    .unwrap();
+    (dev_loop, events)
+}
+
 struct Dev {
     env: PluginEnv,
     crate_dir: PathBuf,
@@ -70,21 +95,7 @@ impl Dev {
             .unwrap()
             .dir;
         edit(&crate_dir);
-        let (tx, mut events) = mpsc::unbounded_channel();
-        let dev_loop = DevLoop::start(
-            DevLoopConfig {
-                sources: sources.path().to_path_buf(),
-                builder: Builder {
-                    target_dir: shared_target_dir(),
-                    out_dir: env.dir().to_path_buf(),
-                    color: false,
-                    polyglot: Polyglot::default(),
-                },
-            },
-            tx,
-        )
-        .await
-        .unwrap();
+        let (dev_loop, mut events) = start_loop(&env, sources.path(), Polyglot::default()).await;
         match next_outcome(&mut events).await {
             DevEvent::Built { changed: true, .. } => {}
             other => panic!("the first build: {other:?}"),
@@ -301,25 +312,12 @@ async fn python_and_typescript_sources_build_beside_a_rust_crate_and_swap_on_sav
         js_toolchains.join("py-toolchain"),
     )
     .unwrap();
-    let (tx, mut events) = mpsc::unbounded_channel();
-    let _dev_loop = DevLoop::start(
-        DevLoopConfig {
-            sources: sources.path().to_path_buf(),
-            builder: Builder {
-                target_dir: shared_target_dir(),
-                out_dir: env.dir().to_path_buf(),
-                color: false,
-                polyglot: Polyglot {
-                    js_sdk: Some(js_sdk.clone()),
-                    toolchains: Some(js_toolchains.clone()),
-                    ..Polyglot::detect()
-                },
-            },
-        },
-        tx,
-    )
-    .await
-    .unwrap();
+    let polyglot = Polyglot {
+        js_sdk: Some(js_sdk.clone()),
+        toolchains: Some(js_toolchains.clone()),
+        ..Polyglot::detect()
+    };
+    let (_dev_loop, mut events) = start_loop(&env, sources.path(), polyglot).await;
     // The first round: progress for each, the JS toolchain installed before its build.
     let mut seen = Vec::new();
     while seen
@@ -468,25 +466,12 @@ async fn a_python_plugin_that_loops_while_building_is_killed_and_the_next_one_st
     // limit, which a busy machine's normal Python build could exceed.
     scaffold("b-fine", sources.path(), SdkDependency::detect()).unwrap();
     let limit = std::time::Duration::from_secs(20);
-    let (tx, mut events) = mpsc::unbounded_channel();
-    let _dev_loop = DevLoop::start(
-        DevLoopConfig {
-            sources: sources.path().to_path_buf(),
-            builder: Builder {
-                target_dir: shared_target_dir(),
-                out_dir: env.dir().to_path_buf(),
-                color: false,
-                polyglot: Polyglot {
-                    toolchains: Some(informant_tests::plugins::target_dir()),
-                    build_timeout: Some(limit),
-                    ..Polyglot::detect()
-                },
-            },
-        },
-        tx,
-    )
-    .await
-    .unwrap();
+    let polyglot = Polyglot {
+        toolchains: Some(informant_tests::plugins::target_dir()),
+        build_timeout: Some(limit),
+        ..Polyglot::detect()
+    };
+    let (_dev_loop, mut events) = start_loop(&env, sources.path(), polyglot).await;
     match next_outcome(&mut events).await {
         DevEvent::Failed {
             id,

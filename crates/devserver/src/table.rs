@@ -134,6 +134,19 @@ fn columns(res: &ResourceType) -> Option<&'static [Column]> {
         0,
         "CreationTimestamp is a timestamp representing the server time when this object was created.",
     );
+    // Every workload kind's wide columns name its pod template's containers and images.
+    const CONTAINERS: Column = (
+        "Containers",
+        "string",
+        1,
+        "Names of each container in the template.",
+    );
+    const IMAGES: Column = (
+        "Images",
+        "string",
+        1,
+        "Images referenced by each container in the template.",
+    );
     Some(match (res.group.as_str(), res.kind.as_str()) {
         ("", "ConfigMap") => &[
             ("Data", "string", 0, "Data contains the configuration data."),
@@ -220,18 +233,8 @@ fn columns(res: &ResourceType) -> Option<&'static [Column]> {
                 "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
             ),
             AGE,
-            (
-                "Containers",
-                "string",
-                1,
-                "Names of each container in the template.",
-            ),
-            (
-                "Images",
-                "string",
-                1,
-                "Images referenced by each container in the template.",
-            ),
+            CONTAINERS,
+            IMAGES,
             (
                 "Selector",
                 "string",
@@ -259,18 +262,8 @@ fn columns(res: &ResourceType) -> Option<&'static [Column]> {
                 "The number of ready replicas for this replica set.",
             ),
             AGE,
-            (
-                "Containers",
-                "string",
-                1,
-                "Names of each container in the template.",
-            ),
-            (
-                "Images",
-                "string",
-                1,
-                "Images referenced by each container in the template.",
-            ),
+            CONTAINERS,
+            IMAGES,
             (
                 "Selector",
                 "string",
@@ -281,18 +274,8 @@ fn columns(res: &ResourceType) -> Option<&'static [Column]> {
         ("apps", "StatefulSet") => &[
             ("Ready", "string", 0, "Number of the pod with ready state"),
             AGE,
-            (
-                "Containers",
-                "string",
-                1,
-                "Names of each container in the template.",
-            ),
-            (
-                "Images",
-                "string",
-                1,
-                "Images referenced by each container in the template.",
-            ),
+            CONTAINERS,
+            IMAGES,
         ],
         ("apps", "DaemonSet") => &[
             (
@@ -332,18 +315,8 @@ fn columns(res: &ResourceType) -> Option<&'static [Column]> {
                 "NodeSelector is a selector which must be true for the pod to fit on a node. Selector which must match a node's labels for the pod to be scheduled on that node.",
             ),
             AGE,
-            (
-                "Containers",
-                "string",
-                1,
-                "Names of each container in the template.",
-            ),
-            (
-                "Images",
-                "string",
-                1,
-                "Images referenced by each container in the template.",
-            ),
+            CONTAINERS,
+            IMAGES,
             (
                 "Selector",
                 "string",
@@ -366,18 +339,8 @@ fn columns(res: &ResourceType) -> Option<&'static [Column]> {
                 "Time required to complete the job.",
             ),
             AGE,
-            (
-                "Containers",
-                "string",
-                1,
-                "Names of each container in the template.",
-            ),
-            (
-                "Images",
-                "string",
-                1,
-                "Images referenced by each container in the template.",
-            ),
+            CONTAINERS,
+            IMAGES,
             (
                 "Selector",
                 "string",
@@ -417,18 +380,8 @@ fn columns(res: &ResourceType) -> Option<&'static [Column]> {
                 "Information when was the last time the job was successfully scheduled.",
             ),
             AGE,
-            (
-                "Containers",
-                "string",
-                1,
-                "Names of each container in the template.",
-            ),
-            (
-                "Images",
-                "string",
-                1,
-                "Images referenced by each container in the template.",
-            ),
+            CONTAINERS,
+            IMAGES,
             (
                 "Selector",
                 "string",

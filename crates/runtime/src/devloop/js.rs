@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::toolchain::{ToolchainError, install_once, io, printed, run, run_bounded};
+use super::toolchain::{ToolchainError, install_once, io, run, run_build};
 
 /// The marker written into the cache directory once the lock's packages are installed.
 const MARKER: &str = "informant-package-lock.json";
@@ -93,9 +93,6 @@ impl JsToolchain {
                 expected: "src/plugin.ts or src/plugin.js",
             });
         }
-        if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
-        }
         let mut cmd = Command::new("node");
         cmd.arg(sdk.join("build.mjs"))
             .arg(src)
@@ -105,19 +102,8 @@ impl JsToolchain {
         if let Some(dir) = &self.modules {
             cmd.env("INFORMANT_JS_TOOLCHAIN", dir);
         }
-        let result = run_bounded(&mut cmd, limit).map_err(|why| ToolchainError::Build {
-            tool: "componentize-js",
-            dir: src.to_path_buf(),
-            output: format!("`node` (TypeScript/JS plugins need Node.js 20+): {why}"),
-        })?;
-        if result.status.success() {
-            return Ok(());
-        }
-        Err(ToolchainError::Build {
-            tool: "componentize-js",
-            dir: src.to_path_buf(),
-            output: printed(&result),
-        })
+        let node = "`node` (TypeScript/JS plugins need Node.js 20+)";
+        run_build("componentize-js", src, out, node, &mut cmd, limit)
     }
 }
 

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::toolchain::{ToolchainError, install_once, io, printed, run, run_bounded};
+use super::toolchain::{ToolchainError, install_once, io, run, run_build};
 
 /// The pinned Python toolchain requirements (componentize-py, pytest).
 pub const REQUIREMENTS: &str = include_str!("../../../../guest-sdk-py/requirements-build.txt");
@@ -99,11 +99,13 @@ impl PyToolchain {
                 expected: "plugin.py",
             });
         }
-        if let Some(parent) = out.parent() {
-            std::fs::create_dir_all(parent).map_err(io(parent))?;
-        }
-        let result = run_bounded(
-            Command::new(self.python())
+        let python = self.python();
+        run_build(
+            "componentize-py",
+            src,
+            out,
+            &python.display().to_string(),
+            Command::new(&python)
                 .arg(sdk.join("build.py"))
                 .arg(src)
                 .arg(out)
@@ -113,18 +115,5 @@ impl PyToolchain {
                 .env("PYTHONDONTWRITEBYTECODE", "1"),
             limit,
         )
-        .map_err(|why| ToolchainError::Build {
-            tool: "componentize-py",
-            dir: src.to_path_buf(),
-            output: format!("{}: {why}", self.python().display()),
-        })?;
-        if result.status.success() {
-            return Ok(());
-        }
-        Err(ToolchainError::Build {
-            tool: "componentize-py",
-            dir: src.to_path_buf(),
-            output: printed(&result),
-        })
     }
 }

@@ -49,10 +49,9 @@ pub struct Scaffold {
     pub pinned: bool,
 }
 
-/// Writes a new plugin crate `NAME` under `parent` (`parent/NAME/`): `Cargo.toml`,
-/// `NAME.toml`, `src/lib.rs` with unit tests, `.gitignore`. Refuses an existing non-empty
-/// directory and names that are not valid crate names.
-pub fn scaffold(name: &str, parent: &Path, sdk: SdkDependency) -> Result<Scaffold, DevLoopError> {
+/// Checks a new plugin's name and creates `parent/NAME/src/`, refusing an existing non-empty
+/// directory; returns the directory as given and canonical.
+fn new_plugin_dir(name: &str, parent: &Path) -> Result<(PathBuf, PathBuf), DevLoopError> {
     check_name(name).map_err(|r| DevLoopError::Scaffold(format!("plugin name `{name}`: {r}")))?;
     let dir = parent.join(name);
     if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
@@ -61,12 +60,24 @@ pub fn scaffold(name: &str, parent: &Path, sdk: SdkDependency) -> Result<Scaffol
             dir.display()
         )));
     }
+    let io = |source| DevLoopError::Io {
+        path: dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(dir.join("src")).map_err(io)?;
+    let abs_dir = std::fs::canonicalize(&dir).map_err(io)?;
+    Ok((dir, abs_dir))
+}
+
+/// Writes a new plugin crate `NAME` under `parent` (`parent/NAME/`): `Cargo.toml`,
+/// `NAME.toml`, `src/lib.rs` with unit tests, `.gitignore`. Refuses an existing non-empty
+/// directory and names that are not valid crate names.
+pub fn scaffold(name: &str, parent: &Path, sdk: SdkDependency) -> Result<Scaffold, DevLoopError> {
+    let (dir, abs_dir) = new_plugin_dir(name, parent)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| DevLoopError::Io { path, source }
     };
-    std::fs::create_dir_all(dir.join("src")).map_err(io(&dir))?;
-    let abs_dir = std::fs::canonicalize(&dir).map_err(io(&dir))?;
     let dependency = match &sdk {
         SdkDependency::Path(p) => {
             let shown = relative(&abs_dir, p).unwrap_or_else(|| p.clone());
@@ -214,20 +225,11 @@ pub fn scaffold_polyglot(
         Lang::Python => PY,
         Lang::Js => TS,
     };
-    check_name(name).map_err(|r| DevLoopError::Scaffold(format!("plugin name `{name}`: {r}")))?;
-    let dir = parent.join(name);
-    if std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_some()) {
-        return Err(DevLoopError::Scaffold(format!(
-            "`{}` already exists and is not empty",
-            dir.display()
-        )));
-    }
+    let (dir, abs_dir) = new_plugin_dir(name, parent)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
         move |source| DevLoopError::Io { path, source }
     };
-    std::fs::create_dir_all(dir.join("src")).map_err(io(&dir))?;
-    let abs_dir = std::fs::canonicalize(&dir).map_err(io(&dir))?;
     let shown = relative(&abs_dir, sdk).unwrap_or_else(|| sdk.to_path_buf());
     let shown = shown.to_string_lossy();
     // From `src/`, one level deeper than the plugin directory.

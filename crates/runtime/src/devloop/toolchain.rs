@@ -114,10 +114,37 @@ pub(crate) fn install_once(
 /// hold the dev loop (and every other plugin's rebuild) forever.
 pub const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// Runs a plugin build: `cmd` (the SDK's build script, given `out`) under [`run_bounded`],
+/// creating `out`'s directory first; a failure carries what `tool` printed, or why it could
+/// not run (`program` names what was started, for a missing interpreter).
+pub(crate) fn run_build(
+    tool: &'static str,
+    src: &Path,
+    out: &Path,
+    program: &str,
+    cmd: &mut Command,
+    limit: std::time::Duration,
+) -> Result<(), ToolchainError> {
+    if let Some(parent) = out.parent() {
+        std::fs::create_dir_all(parent).map_err(io(parent))?;
+    }
+    let failed = |output| ToolchainError::Build {
+        tool,
+        dir: src.to_path_buf(),
+        output,
+    };
+    let result = run_bounded(cmd, limit).map_err(|why| failed(format!("{program}: {why}")))?;
+    if result.status.success() {
+        Ok(())
+    } else {
+        Err(failed(printed(&result)))
+    }
+}
+
 /// Runs `cmd` in its own process group, killing the whole group (the build script and the
 /// toolchain it started) if it has not finished within `limit`. `Err` only when it cannot be
 /// started or was killed, with the reason.
-pub(crate) fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, String> {
+fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, String> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
 
