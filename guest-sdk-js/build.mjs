@@ -64,15 +64,16 @@ try {
   await writeFile(
     entry,
     [
+      `import * as events from ${iface("events")};`,
       `import * as cache from ${iface("cache")};`,
       `import * as log from ${iface("log")};`,
       `import * as kube from ${iface("kube")};`,
       ...httpImports,
       `import { exportsFor } from ${JSON.stringify(join(sdk, "src", "guest.ts"))};`,
       `import Plugin from ${JSON.stringify(entryTs)};`,
-      `const world = exportsFor(Plugin, cache, log, kube${httpArg});`,
+      `const world = exportsFor(Plugin, events, cache, log, kube${httpArg});`,
       `export const init = world.init;`,
-      `export const handle = world.handle;`,
+      `export const handleQueued = world.handleQueued;`,
       "",
     ].join("\n"),
   );

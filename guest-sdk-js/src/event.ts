@@ -93,7 +93,7 @@ class Lazy {
 /**
  * One event for one plugin. `resource` and `meta` cost one host call and no JSON parse;
  * `object` copies the JSON in and parses it on first use only. Valid during the handler call
- * it came with: the host reclaims the objects when the call returns.
+ * it came with: the host reclaims the objects once the event is handled.
  */
 export class Event {
   private readonly obj: Lazy;

@@ -1,6 +1,6 @@
 /**
- * The component's exports: turns a `Plugin` subclass into `init`/`handle` and routes the SDK's
- * calls to the host's imports. Used only by the entry module `build.mjs` generates, which
+ * The component's exports: turns a `Plugin` subclass into `init`/`handleQueued` and routes the
+ * SDK's calls to the host's imports. Used only by the entry module `build.mjs` generates, which
  * imports the contract's interfaces (versioned as `wit/` says) and passes them in here.
  */
 import { setBackend, type Level } from "./backend.js";
@@ -54,12 +54,25 @@ export interface WitLog {
 }
 
 /** The contract's `event` record as componentize-js lifts it. */
-interface WitEvent {
+export interface WitEvent {
   eventType: EventType;
   object: Source & { [Symbol.dispose]?: () => void };
   oldObject?: (Source & { [Symbol.dispose]?: () => void }) | null;
   initial: boolean;
   finalStateUnknown: boolean;
+}
+
+/**
+ * The contract's `failure` variant, and an event's outcome as `events.next` takes it: a
+ * `result<_, failure>` parameter is `{ tag: "ok" | "err", val }` in componentize-js (jco)
+ * bindings, and the `option` around it is the value or `undefined`.
+ */
+export type WitFailure = { tag: "error"; val: string } | { tag: "retry"; val: { reason: string; afterMs?: number } };
+export type WitOutcome = { tag: "ok"; val: undefined } | { tag: "err"; val: WitFailure };
+
+/** The `events` import as componentize-js binds it (none is `undefined`, maybe `null`). */
+export interface WitEvents {
+  next(previous: WitOutcome | undefined): WitEvent | undefined | null;
 }
 
 function query<T>(f: () => T): T {
@@ -79,7 +92,14 @@ export interface WitHttp {
 }
 
 /** The world's exports for plugin class `cls`, with the SDK's calls routed to the imports. */
-export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog, kube: WitKube, http?: WitHttp) {
+export function exportsFor(
+  cls: PluginClass,
+  events: WitEvents,
+  cache: WitCache,
+  log: WitLog,
+  kube: WitKube,
+  http?: WitHttp,
+) {
   const wasiHttp = http && new WasiHttp(http.types, http.outgoingHandler);
   const wr = (r: Resource): WitResource => ({ group: r.group, version: r.version, kind: r.kind });
   setBackend({
@@ -110,6 +130,30 @@ export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog, kube:
     },
   });
   let instance: Plugin | undefined;
+  /** Handles one event and disposes of its handles; a failure is the event's outcome. */
+  function handleOne(e: WitEvent): WitOutcome {
+    let result: { error?: string; retry?: { reason: string; afterMs?: number } };
+    try {
+      if (!instance) throw new Error("handle called before a successful init");
+      const ev = new Event(e.eventType, e.object, e.oldObject ?? undefined, e.initial, e.finalStateUnknown);
+      result = outcome(instance, ev);
+    } catch (err) {
+      result = { error: describe(err) };
+    } finally {
+      // The host reclaims the handles at the next `events.next` call: drop them first.
+      try {
+        e.object[Symbol.dispose]?.();
+      } finally {
+        e.oldObject?.[Symbol.dispose]?.();
+      }
+    }
+    if (result.retry) {
+      const { reason, afterMs } = result.retry;
+      return { tag: "err", val: { tag: "retry", val: { reason, afterMs } } };
+    }
+    if (result.error !== undefined) return { tag: "err", val: { tag: "error", val: result.error } };
+    return { tag: "ok", val: undefined };
+  }
   return {
     init(config: string): void {
       try {
@@ -118,21 +162,19 @@ export function exportsFor(cls: PluginClass, cache: WitCache, log: WitLog, kube:
         throw describe(e);
       }
     },
-    handle(e: WitEvent): void {
-      let result: { error?: string; retry?: { reason: string; afterMs?: number } };
-      try {
-        if (!instance) throw new Error("handle called before a successful init");
-        const ev = new Event(e.eventType, e.object, e.oldObject ?? undefined, e.initial, e.finalStateUnknown);
-        result = outcome(instance, ev);
-      } catch (err) {
-        result = { error: describe(err) };
-      } finally {
-        // The host reclaims the handles when the call returns: drop them now.
-        e.object[Symbol.dispose]?.();
-        e.oldObject?.[Symbol.dispose]?.();
+    /** Takes the queued events from `events.next`, reporting each one's outcome with the next. */
+    handleQueued(): void {
+      let previous: WitOutcome | undefined;
+      for (;;) {
+        const e = events.next(previous);
+        if (e == null) return;
+        try {
+          previous = handleOne(e);
+        } catch (err) {
+          // Only if disposing of a handle failed: still an outcome, never a trap.
+          previous = { tag: "err", val: { tag: "error", val: describe(err) } };
+        }
       }
-      if (result.retry) throw { tag: "retry", val: { reason: result.retry.reason, afterMs: result.retry.afterMs } };
-      if (result.error !== undefined) throw { tag: "error", val: result.error };
     },
   };
 }

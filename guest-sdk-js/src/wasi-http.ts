@@ -2,12 +2,12 @@
  * Sends `http` requests through the component's `wasi:http` imports, as componentize-js binds
  * them (the entry module `build.mjs` generates imports them and hands them to `exportsFor`).
  *
- * The calls block in WASI polls rather than going through `fetch`: `handle` is a synchronous
- * export, `fetch` follows redirects by itself, and it has no per-request timeouts. Each resource
- * is disposed of as soon as it is done with, children before their parents — a body's stream
- * before the body, a future's pollable before the future, a response's headers before the
- * response — because `wasi:http` traps on a parent dropped first, and finalizers would drop
- * them in no particular order.
+ * The calls block in WASI polls rather than going through `fetch`: `handle-queued` is a
+ * synchronous export, `fetch` follows redirects by itself, and it has no per-request timeouts.
+ * Each resource is disposed of as soon as it is done with, children before their parents — a
+ * body's stream before the body, a future's pollable before the future, a response's headers
+ * before the response — because `wasi:http` traps on a parent dropped first, and finalizers
+ * would drop them in no particular order.
  */
 import { HttpError } from "./errors.js";
 import { Response, errorFor, type Request } from "./http.js";

@@ -1,9 +1,15 @@
-"""The component's exports: turns a plugin module's ``Plugin`` subclass into ``init``/``handle``.
+"""The component's exports: turns a plugin module's ``Plugin`` subclass into ``init`` and
+``handle-queued`` (contract ``informant:plugin@0.5.0``).
 
 Imported only inside a componentize-py build (it needs the generated ``wit_world`` bindings).
 The build's entry module is two lines: import the plugin module, ``WitWorld = world(module)``.
 componentize-py constructs a ``WitWorld`` per export call, so the plugin instance lives here,
 at module level.
+
+``handle-queued`` takes the waiting events one at a time from the ``events.next`` import, and
+hands each event's outcome to the following ``next`` call: ``None`` before the first event,
+then ``Ok(None)`` for success or ``Err(failure)`` for an error or a retry. It returns when
+``next`` answers ``None``.
 """
 
 import inspect
@@ -11,7 +17,8 @@ from types import ModuleType
 from typing import Optional
 
 import wit_world
-from componentize_py_types import Err
+from componentize_py_types import Err, Ok, Result
+from wit_world.imports import events
 from wit_world.imports import informant_plugin_types as wit
 
 from .event import Event, EventType
@@ -41,6 +48,28 @@ def plugin_class(module: ModuleType) -> type:
     return found[0]
 
 
+def _handle(plugin: Optional[Plugin], e: wit.Event) -> "Result[None, wit.Failure]":
+    """Runs one event and drops its object handles; never raises: a failure is the outcome."""
+    try:
+        if plugin is None:
+            return Err(wit.Failure_Error("handle called before a successful init"))
+        ev = Event(_TYPES[e.event_type], e.object, e.old_object, e.initial, e.final_state_unknown)
+        error, retry = outcome(plugin, ev)
+    except Exception as x:  # noqa: BLE001 - outcome catches the handler's; this is the SDK's own
+        return Err(wit.Failure_Error(describe(x)))
+    finally:
+        # The host reclaims the handles when the next event is asked for: drop them now, not
+        # whenever the collector gets to them.
+        e.object.__exit__(None, None, None)
+        if e.old_object is not None:
+            e.old_object.__exit__(None, None, None)
+    if retry is not None:
+        return Err(wit.Failure_Retry(wit.RetryLater(retry.reason, retry.after_ms)))
+    if error is not None:
+        return Err(wit.Failure_Error(error))
+    return Ok(None)
+
+
 def world(module: ModuleType) -> type:
     """The ``WitWorld`` export class for the plugin defined in ``module``."""
     cls = plugin_class(module)
@@ -53,24 +82,9 @@ def world(module: ModuleType) -> type:
             except Exception as e:  # noqa: BLE001 - any failure is init's error
                 raise Err(describe(e)) from None
 
-        def handle(self, e: wit.Event) -> None:
-            try:
-                plugin = instance[0]
-                if plugin is None:
-                    raise Err(wit.Failure_Error("handle called before a successful init"))
-                ev = Event(
-                    _TYPES[e.event_type], e.object, e.old_object, e.initial, e.final_state_unknown
-                )
-                error, retry = outcome(plugin, ev)
-            finally:
-                # The host reclaims the handles when the call returns: drop them now, not
-                # whenever the collector gets to them.
-                e.object.__exit__(None, None, None)
-                if e.old_object is not None:
-                    e.old_object.__exit__(None, None, None)
-            if retry is not None:
-                raise Err(wit.Failure_Retry(wit.RetryLater(retry.reason, retry.after_ms)))
-            if error is not None:
-                raise Err(wit.Failure_Error(error))
+        def handle_queued(self) -> None:
+            previous: "Optional[Result[None, wit.Failure]]" = None
+            while (e := events.next(previous)) is not None:
+                previous = _handle(instance[0], e)
 
     return WitWorld

@@ -70,6 +70,9 @@ pub mod wit {
         // here too, for `http`.
         generate_all,
     });
+
+    /// The event and outcome types `events.next` passes, under the names the glue uses.
+    pub use self::informant::plugin::types::{Event, Failure};
 }
 
 /// An event-hook plugin: built by [`Plugin::init`] from its config, then fed events one at a time.
@@ -109,7 +112,7 @@ pub trait Plugin: 'static {
     }
 }
 
-/// Makes a [`Plugin`] type the component's `init` and `handle` exports.
+/// Makes a [`Plugin`] type the component's `init` and `handle-queued` exports.
 ///
 /// Use it once, at the top level of the plugin crate. It expands to nothing on native targets,
 /// where [`testing::Harness`] drives the plugin instead.
@@ -129,8 +132,8 @@ macro_rules! export_plugin {
                     $crate::__private::init_in(&INSTANCE, &config)
                 }
 
-                fn handle(e: $crate::wit::Event) -> $crate::__private::Handled {
-                    $crate::__private::handle_in(&INSTANCE, e)
+                fn handle_queued() {
+                    $crate::__private::handle_queued_in(&INSTANCE)
                 }
             }
 
@@ -167,10 +170,22 @@ pub mod __private {
         Ok(())
     }
 
-    /// What the `handle` export returns.
+    /// How one event ended, as reported to the host.
     pub type Handled = Result<(), crate::wit::Failure>;
 
-    /// `handle` export: routes the event to the instance, refusing it before `init`; an error
+    /// `handle-queued` export: takes the queued events from the host one at a time, reporting
+    /// each one's outcome with the request for the next.
+    pub fn handle_queued_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>) {
+        let mut previous: Option<Handled> = None;
+        while let Some(e) = crate::wit::informant::plugin::events::next(
+            previous.as_ref().map(|outcome| outcome.as_ref().map(|_| ())),
+        ) {
+            // The event's handles are dropped before the next request: the host reclaims them.
+            previous = Some(handle_in(slot, e));
+        }
+    }
+
+    /// One event of `handle-queued`: routes it to the instance, refusing it before `init`; an error
     /// made by [`retry`](crate::retry) goes back as a retry.
     pub fn handle_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, e: crate::wit::Event) -> Handled {
         crate::retry::take();
@@ -189,7 +204,7 @@ pub mod __private {
         })
     }
 
-    /// What `handle` does once the host's record is wrapped.
+    /// What handling one event does once the host's record is wrapped.
     pub fn handle_event_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, ev: Event) -> Outcome {
         slot.with(|s| match s.borrow_mut().as_mut() {
             Some(plugin) => dispatch(plugin, &ev),
@@ -197,7 +212,7 @@ pub mod __private {
         })
     }
 
-    /// The error `handle` returns when the host skipped `init`.
+    /// The error an event gets when the host skipped `init`.
     pub const NOT_INITIALIZED: &str = "handle called before init: the plugin has no instance";
 
     /// Parses the config JSON and builds the plugin.

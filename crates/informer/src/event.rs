@@ -1,6 +1,7 @@
 //! The events a handler receives.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::object::{CachedObject, ObjectKey};
 
@@ -35,6 +36,9 @@ pub struct Event {
     /// A delete inferred from a relist: the object vanished while we were not watching, and
     /// `object` is the last state we saw (client-go's `DeletedFinalStateUnknown`).
     pub final_state_unknown: bool,
+    /// When the informer received the change (none for initial events): how long the
+    /// event waited in queues shows as the time from here to a handler taking it.
+    pub received: Option<Instant>,
 }
 
 impl Event {
@@ -68,6 +72,7 @@ impl Event {
             old_object,
             initial,
             final_state_unknown,
+            received: (!initial).then(Instant::now),
         }
     }
 

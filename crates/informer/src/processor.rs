@@ -77,11 +77,21 @@ impl std::fmt::Debug for ChangeFilter {
 
 /// Receives events from an informer.
 ///
-/// Called from the handler's own task, one event at a time; per object key, in order. The
+/// Called from the handler's own task, one call at a time; per object key, in order. The
 /// objects are shared and immutable: keep them, don't expect to modify them.
 pub trait Handler: Send + 'static {
     /// Handles one event. A slow future here only delays this handler.
     fn handle(&mut self, event: Event) -> impl Future<Output = ()> + Send;
+
+    /// Handles the events taken from the queue in one wake-up, in order. By default one
+    /// [`handle`](Self::handle) each; a handler whose per-call cost is high takes them at once.
+    fn handle_batch(&mut self, events: Vec<Event>) -> impl Future<Output = ()> + Send {
+        async move {
+            for e in events {
+                self.handle(e).await;
+            }
+        }
+    }
 }
 
 /// Adapts a synchronous closure into a [`Handler`].
@@ -228,19 +238,26 @@ impl SharedProcessor {
             let listener = &task_state.listener;
             let mut batch = Vec::with_capacity(BATCH);
             while listener.pop_batch(&mut batch, BATCH).await {
-                for delivery in batch.drain(..) {
+                let mut deliveries = batch.drain(..).peekable();
+                while deliveries.peek().is_some() {
                     // Removal drops what was queued, including the rest of a batch taken.
                     if listener.is_closed() {
                         break;
                     }
-                    match delivery {
-                        Delivery::Event(e) => {
-                            handler.handle(e).await;
-                            task_state.delivered.fetch_add(1, Ordering::Relaxed);
+                    // The events up to the next synced marker go as one call.
+                    let mut events = Vec::new();
+                    while let Some(Delivery::Event(_)) = deliveries.peek() {
+                        if let Some(Delivery::Event(e)) = deliveries.next() {
+                            events.push(e);
                         }
-                        Delivery::Synced => {
-                            task_state.synced.send_replace(true);
-                        }
+                    }
+                    if !events.is_empty() {
+                        let n = events.len() as u64;
+                        handler.handle_batch(events).await;
+                        task_state.delivered.fetch_add(n, Ordering::Relaxed);
+                    }
+                    if let Some(Delivery::Synced) = deliveries.next() {
+                        task_state.synced.send_replace(true);
                     }
                 }
             }

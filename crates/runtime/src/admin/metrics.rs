@@ -80,6 +80,7 @@ struct PluginSample {
     backlog: u64,
     state: PluginState,
     latency: Histogram,
+    dispatch: Histogram,
 }
 
 /// A plugin version waiting to load (see [`crate::plugin::waiting`]).
@@ -187,6 +188,7 @@ impl Snapshot {
                     backlog: r.backlog as u64,
                     state: s.state(),
                     latency: s.latency().clone(),
+                    dispatch: s.dispatch().clone(),
                 }
             })
             .collect();
@@ -273,10 +275,18 @@ impl Collector for Snapshot {
             &mut enc,
             // The unit is in the name only: a `# UNIT` line on a histogram trips some parsers.
             "informant_plugin_handler_duration_seconds",
-            "Time the plugin's handle call took per event.",
+            "Time the plugin took per event, from taking it to reporting its outcome.",
             self.plugins
                 .iter()
                 .map(|p| (plugin_labels(p), p.latency.clone())),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_dispatch_delay_seconds",
+            "Time each event waited, from the informer receiving it to the plugin taking it.",
+            self.plugins
+                .iter()
+                .map(|p| (plugin_labels(p), p.dispatch.clone())),
         )?;
         for (at, name, help) in [
             (

@@ -105,8 +105,9 @@ impl PluginEngine {
         // The world's own interfaces one by one: its `add_to_linker` would want `State` to
         // implement wasi:http's traits, which wasmtime-wasi-http implements on its view.
         let informant_interfaces = |linker: &mut Linker<State>| -> wasmtime::Result<()> {
-            use super::host::bindings::informant::plugin::{cache, kube, log, types};
+            use super::host::bindings::informant::plugin::{cache, events, kube, log, types};
             types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+            events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             kube::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;

@@ -18,6 +18,7 @@ use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
+use super::batch::Batch;
 use super::outbound::{Hooks, Outbound};
 use super::write::{Call, Target, Writer, event_body, object_body};
 
@@ -44,6 +45,8 @@ pub mod bindings {
             "informant:plugin/types.[method]object.kind": trappable,
             "informant:plugin/types.[method]object.meta": trappable,
             "informant:plugin/types.[drop]object": trappable,
+            // Once per event: bookkeeping in memory, never a wait.
+            "informant:plugin/events.next": trappable,
             default: async,
         },
         exports: { default: async },
@@ -59,7 +62,7 @@ pub mod bindings {
 
 /// The WIT package this host implements; plugins built for another version are refused at load
 /// with this named.
-pub const WIT_PACKAGE: &str = "informant:plugin@0.4.0";
+pub const WIT_PACKAGE: &str = "informant:plugin@0.5.0";
 
 /// A cached object lent to a plugin as an `object` handle for one call; `None` once that call
 /// has returned.
@@ -374,6 +377,8 @@ pub struct State {
     http: WasiHttpCtx,
     hooks: Hooks,
     writer: Arc<Writer>,
+    /// The events of the `handle-queued` call in progress.
+    pub(crate) batch: Batch,
 }
 
 impl State {
@@ -410,10 +415,17 @@ impl State {
                 plugin: plugin_name,
                 tenant: tenant_name,
             },
+            batch: Batch::new(std::time::Duration::from_secs(1), text.error_bytes),
             text,
             log_rate,
             writer: Arc::new(Writer::default()),
         }
+    }
+
+    /// Each event's deadline within a `handle-queued` call (1 s until given).
+    pub fn with_deadline(mut self, per_event: std::time::Duration) -> Self {
+        self.batch = Batch::new(per_event, self.text.error_bytes);
+        self
     }
 
     /// What the plugin may write (nothing until given).
@@ -573,6 +585,31 @@ impl informant::plugin::types::HostObject for State {
         }
         self.lent.retain(|r| *r != rep);
         Ok(())
+    }
+}
+
+impl informant::plugin::events::Host for State {
+    fn next(
+        &mut self,
+        previous: Option<Result<(), Failure>>,
+    ) -> wasmtime::Result<Option<WitEvent>> {
+        let now = std::time::Instant::now();
+        if self.batch.in_hand() {
+            // The finished event's handles go back before anything else is lent.
+            let kept = self.reclaim();
+            if kept > MAX_KEPT_HANDLES {
+                wasmtime::bail!(
+                    "holds {kept} event objects past their events (at most {MAX_KEPT_HANDLES})"
+                );
+            }
+        }
+        self.batch.finish(previous, now);
+        let Some((event, kind)) = self.batch.take() else {
+            return Ok(None);
+        };
+        let wit = wit_event(self, &kind, &event);
+        self.batch.hand(event, now);
+        Ok(Some(wit))
     }
 }
 

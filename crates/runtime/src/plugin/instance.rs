@@ -1,5 +1,5 @@
 //! One live plugin instance: a wasmtime `Store` with its memory cap, and calls into `init` and
-//! `handle` under a deadline.
+//! `handle-queued` under deadlines.
 //!
 //! Instances are long-lived (instantiation costs ~11 µs against a ~0.5 µs call) and recreated
 //! only after a trap, a missed deadline or a reload.
@@ -10,15 +10,16 @@
 //! off alike at the deadline, without holding a thread. A cut-off instance is never used again.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 use wasmtime::Store;
 
+use super::batch::{self, Taken};
 use super::engine::LoadedComponent;
 use super::host::{
-    CacheView, Failure, LogRate, MAX_KEPT_HANDLES, Plugin, PluginLog, State, TextLimits,
-    WitResource, escape_controls, truncated, wit_event,
+    CacheView, LogRate, MAX_KEPT_HANDLES, Plugin, PluginLog, State, TextLimits, WitResource,
+    escape_controls, truncated,
 };
 use super::outbound::Outbound;
 use super::write::Writer;
@@ -36,7 +37,7 @@ pub struct InstanceSpec {
     pub config_json: String,
     /// Linear memory cap.
     pub memory_bytes: usize,
-    /// Per-call deadline.
+    /// Deadline of `init`, and of each event.
     pub deadline: Duration,
     /// What `cache` may read.
     pub cache: Arc<CacheView>,
@@ -133,7 +134,7 @@ impl CallError {
 
     /// Plugin-made text (an error it returned, a trap's backtrace with its function names) cut
     /// to `max` bytes and kept on one line: it is logged and shown by `/plugins`.
-    fn bounded(self, max: usize) -> Self {
+    pub(crate) fn bounded(self, max: usize) -> Self {
         let bound = |m: String| escape_controls(&truncated(m, max)).into_owned();
         match self {
             CallError::Trap(m) => CallError::Trap(bound(m)),
@@ -147,7 +148,6 @@ impl CallError {
 pub struct Instance {
     store: Store<State>,
     bindings: Plugin,
-    deadline: Duration,
     error_bytes: usize,
 }
 
@@ -164,7 +164,8 @@ impl Instance {
             (spec.text, spec.log_rate.clone()),
         )
         .with_outbound(spec.outbound.clone())
-        .with_writer(spec.writer.clone());
+        .with_writer(spec.writer.clone())
+        .with_deadline(spec.deadline);
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);
         // Yield to the executor at every tick: the deadline is the caller's timeout.
@@ -192,46 +193,78 @@ impl Instance {
         Ok(Instance {
             store,
             bindings,
-            deadline,
             error_bytes,
         })
     }
 
-    /// Delivers one event of `resource`. After any error but [`CallError::Guest`] the instance
-    /// must be dropped: a call cut off at its deadline leaves the guest mid-way.
-    pub async fn handle(
+    /// Delivers `events` of `resource` in one `handle-queued` call, each under its own
+    /// deadline; `stop` set ends the call at the next event boundary.
+    ///
+    /// After a fatal error ([`Batched::fatal`]) the instance must be dropped: a call cut off
+    /// at its deadline leaves the guest mid-way.
+    pub async fn handle_queued(
         &mut self,
         resource: &Arc<WitResource>,
-        event: &Event,
-    ) -> Result<Handled, CallError> {
-        let wit = wit_event(self.store.data_mut(), resource, event);
-        let error_bytes = self.error_bytes;
+        events: Vec<Event>,
+        stop: &watch::Receiver<bool>,
+    ) -> Batched {
+        let deadline = self.store.data_mut().batch.begin(resource, events, stop);
         let call = async {
-            match self
-                .bindings
-                .call_handle(&mut self.store, wit)
+            self.bindings
+                .call_handle_queued(&mut self.store)
                 .await
-                .map_err(classify)?
-            {
-                Ok(()) => Ok(Handled::Done),
-                Err(Failure::Error(e)) => Err(CallError::Guest(e)),
-                Err(Failure::Retry(later)) => Ok(Handled::Retry {
-                    reason: escape_controls(&truncated(later.reason, error_bytes)).into_owned(),
-                    after: later.after_ms.map(|ms| Duration::from_millis(ms.into())),
-                }),
-            }
+                .map_err(classify)
         };
-        let result = within(self.deadline, call)
+        let result = deadline
+            .bound(call)
             .await
             .map_err(|e| e.bounded(self.error_bytes));
-        let kept = self.store.data_mut().reclaim();
-        if kept > MAX_KEPT_HANDLES && result.is_ok() {
-            return Err(CallError::Trap(format!(
-                "holds {kept} event objects past their calls (at most {MAX_KEPT_HANDLES})"
-            )));
+        let state = self.store.data_mut();
+        let kept = state.reclaim();
+        let (mut taken, in_hand, mut untaken) = state.batch.end();
+        let now = Instant::now();
+        let mut fatal = match result {
+            Err(e) => Some(e),
+            Ok(()) if kept > MAX_KEPT_HANDLES => Some(CallError::Trap(format!(
+                "holds {kept} event objects past their events (at most {MAX_KEPT_HANDLES})"
+            ))),
+            Ok(()) => None,
+        };
+        if let Some((event, at)) = in_hand {
+            // The event in hand is the one that failed, or the plugin returned without
+            // reporting it.
+            let error = fatal.clone().unwrap_or_else(|| {
+                CallError::Guest("handle-queued returned without reporting its outcome".into())
+            });
+            taken.push(batch::taken(event, Err(error), at, now));
+        } else if let Some(error) = &fatal {
+            // Failed outside any event: before taking the first, or after reporting the last.
+            match untaken.pop_front() {
+                Some(first) => taken.push(batch::taken(first, Err(error.clone()), now, now)),
+                None => match taken.last_mut() {
+                    Some(last) => last.result = Err(error.clone()),
+                    None => fatal = None,
+                },
+            }
         }
-        result
+        Batched {
+            taken,
+            untaken: untaken.into(),
+            fatal: fatal.is_some(),
+        }
     }
+}
+
+/// What one `handle-queued` call did.
+#[derive(Debug)]
+pub struct Batched {
+    /// The events the plugin took (or that failed on its behalf), in order, with their outcomes.
+    pub taken: Vec<Taken>,
+    /// The events never handed out: the call failed, the plugin returned early, or `stop` was
+    /// set.
+    pub untaken: Vec<Event>,
+    /// The instance failed (trap or deadline, attributed to the last of `taken`) and must go.
+    pub fatal: bool,
 }
 
 /// Runs `call`, or fails with [`CallError::Deadline`] once `deadline` has passed.

@@ -6,8 +6,9 @@
 //! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
 //! - [`change_filter`]: `jq-filter` / `ignore`: which updates wake a plugin, decided on the host.
 //! - [`cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
+//! - [`batch`]: one `handle-queued` call: the events taken, their outcomes, a deadline per event.
 //! - [`host`]: the WIT bindings and the `cache`/`log` imports, reading only the plugin's stores.
-//! - [`instance`]: one live instance, `init` and `handle` under a deadline and a memory cap.
+//! - [`instance`]: one live instance, `init` and `handle-queued` under deadlines and a memory cap.
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
 //! - [`loader`]: the plugins directory, reconciled on start and on every change.
 //! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
@@ -22,6 +23,7 @@ pub mod cache;
 pub mod change_filter;
 pub mod check;
 pub mod engine;
+pub mod batch;
 pub mod host;
 pub mod instance;
 pub mod loader;

@@ -104,8 +104,13 @@ struct Counted {
 
 impl Handler for Counted {
     async fn handle(&mut self, event: Event) {
-        self.inner.handle(event).await;
-        self.handled.send_modify(|n| *n += 1);
+        self.handle_batch(vec![event]).await;
+    }
+
+    async fn handle_batch(&mut self, events: Vec<Event>) {
+        let n = events.len() as u64;
+        self.inner.handle_batch(events).await;
+        self.handled.send_modify(|handled| *handled += n);
     }
 }
 

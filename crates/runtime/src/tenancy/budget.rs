@@ -42,6 +42,11 @@ impl Budget {
     pub async fn acquire(&self) {
         self.limiter.until_ready().await;
     }
+
+    /// Takes one event's token if the budget allows it now.
+    pub fn try_acquire(&self) -> bool {
+        self.limiter.check().is_ok()
+    }
 }
 
 /// A handler that draws one token from its tenant's budget before each event.
@@ -61,6 +66,21 @@ impl<H: Handler> Handler for Budgeted<H> {
     async fn handle(&mut self, event: Event) {
         self.budget.acquire().await;
         self.inner.handle(event).await;
+    }
+
+    /// Passes on as much of the batch as the budget allows now (at least one event, waited
+    /// for), then the rest as tokens come.
+    async fn handle_batch(&mut self, mut events: Vec<Event>) {
+        while !events.is_empty() {
+            self.budget.acquire().await;
+            let mut allowed = 1;
+            while allowed < events.len() && self.budget.try_acquire() {
+                allowed += 1;
+            }
+            let rest = events.split_off(allowed);
+            self.inner.handle_batch(events).await;
+            events = rest;
+        }
     }
 }
 

@@ -1,0 +1,205 @@
+//! One `handle-queued` call: the events the plugin takes through `events.next`, how each ended,
+//! and the deadline that restarts with every event taken.
+//!
+//! One entry into the plugin serves a whole batch, so the costs of a call (entering the guest,
+//! arming a timer, taking the plugin's lock) are paid per wake-up instead of per event, while
+//! every event keeps its own deadline and failures stay attributed to the event in hand.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::host::{Failure, WitResource, escape_controls, truncated};
+use super::instance::{CallError, Handled};
+use crate::informer::Event;
+
+/// What became of one event the plugin took.
+#[derive(Debug)]
+pub struct Taken {
+    /// The event.
+    pub event: Event,
+    /// How it ended.
+    pub result: Result<Handled, CallError>,
+    /// From the plugin taking it to the plugin reporting its outcome (or failing).
+    pub took: Duration,
+    /// From the informer receiving it to the plugin taking it (none for initial events).
+    pub waited: Option<Duration>,
+}
+
+/// The events of the call in progress, held in the instance's state for `events.next`.
+pub struct Batch {
+    kind: Arc<WitResource>,
+    queue: VecDeque<Event>,
+    /// The event the plugin holds, and when it took it.
+    current: Option<(Event, Instant)>,
+    done: Vec<Taken>,
+    per_event: Duration,
+    deadline: Arc<MovingDeadline>,
+    /// Set when the plugin is being removed: no further event is handed out.
+    stop: Option<watch::Receiver<bool>>,
+    error_bytes: usize,
+}
+
+impl Batch {
+    /// An empty batch for an instance whose events each get `per_event`, with guest-made
+    /// error text cut to `error_bytes`.
+    pub fn new(per_event: Duration, error_bytes: usize) -> Self {
+        Batch {
+            kind: Arc::new(WitResource {
+                group: String::new(),
+                version: String::new(),
+                kind: String::new(),
+            }),
+            queue: VecDeque::new(),
+            current: None,
+            done: Vec::new(),
+            per_event,
+            deadline: Arc::new(MovingDeadline::new(per_event)),
+            stop: None,
+            error_bytes,
+        }
+    }
+
+    /// Starts a call serving `events` of `kind`; the first event's deadline runs from now.
+    pub fn begin(
+        &mut self,
+        kind: &Arc<WitResource>,
+        events: Vec<Event>,
+        stop: &watch::Receiver<bool>,
+    ) -> Arc<MovingDeadline> {
+        self.kind = kind.clone();
+        self.queue = events.into();
+        self.current = None;
+        self.done.clear();
+        self.stop = Some(stop.clone());
+        self.deadline.set(Instant::now() + self.per_event);
+        self.deadline.clone()
+    }
+
+    /// Ends the call: what was taken and how it ended, the event in hand (taken, no outcome),
+    /// and what was never taken.
+    pub fn end(&mut self) -> (Vec<Taken>, Option<(Event, Instant)>, VecDeque<Event>) {
+        self.stop = None;
+        (
+            std::mem::take(&mut self.done),
+            self.current.take(),
+            std::mem::take(&mut self.queue),
+        )
+    }
+
+    /// Whether the plugin holds an event whose outcome it has not reported.
+    pub fn in_hand(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Records the outcome of the event in hand (`previous` as the plugin reported it).
+    pub fn finish(&mut self, previous: Option<Result<(), Failure>>, now: Instant) {
+        let Some((event, taken_at)) = self.current.take() else {
+            // An outcome with no event in hand (a guest's first call reporting one) is ignored.
+            return;
+        };
+        let result = match previous {
+            None => Err(CallError::Guest(
+                "asked for the next event without reporting how this one ended".into(),
+            )),
+            Some(Ok(())) => Ok(Handled::Done),
+            Some(Err(Failure::Error(e))) => Err(CallError::Guest(e).bounded(self.error_bytes)),
+            Some(Err(Failure::Retry(later))) => Ok(Handled::Retry {
+                reason: escape_controls(&truncated(later.reason, self.error_bytes)).into_owned(),
+                after: later.after_ms.map(|ms| Duration::from_millis(ms.into())),
+            }),
+        };
+        self.done.push(taken(event, result, taken_at, now));
+    }
+
+    /// The next event to hand out, unless the batch is done or the plugin is being removed.
+    pub fn take(&mut self) -> Option<(Event, Arc<WitResource>)> {
+        if self.stop.as_ref().is_some_and(|s| *s.borrow()) {
+            return None;
+        }
+        let event = self.queue.pop_front()?;
+        Some((event, self.kind.clone()))
+    }
+
+    /// Puts `event` in the plugin's hand at `now`; its deadline starts.
+    pub fn hand(&mut self, event: Event, now: Instant) {
+        self.deadline.set(now + self.per_event);
+        self.current = Some((event, now));
+    }
+}
+
+/// A finished [`Taken`].
+pub fn taken(
+    event: Event,
+    result: Result<Handled, CallError>,
+    taken_at: Instant,
+    now: Instant,
+) -> Taken {
+    let waited = event
+        .received
+        .map(|r| taken_at.saturating_duration_since(r));
+    Taken {
+        event,
+        result,
+        took: now.saturating_duration_since(taken_at),
+        waited,
+    }
+}
+
+/// A deadline the guest's host calls move forward (each event taken restarts it) while the
+/// caller's timer waits on it.
+pub struct MovingDeadline {
+    base: Instant,
+    /// Nanoseconds after `base`.
+    at: AtomicU64,
+    per_event: Duration,
+}
+
+impl MovingDeadline {
+    fn new(per_event: Duration) -> Self {
+        MovingDeadline {
+            base: Instant::now(),
+            at: AtomicU64::new(0),
+            per_event,
+        }
+    }
+
+    fn set(&self, at: Instant) {
+        let nanos = at.saturating_duration_since(self.base).as_nanos();
+        self.at
+            .store(u64::try_from(nanos).unwrap_or(u64::MAX), Ordering::Release);
+    }
+
+    fn get(&self) -> Instant {
+        self.base + Duration::from_nanos(self.at.load(Ordering::Acquire))
+    }
+
+    /// Runs `call`, or fails with [`CallError::Deadline`] once the deadline, as last moved,
+    /// has passed. The timer is armed once and re-armed only when it fires early, so an event
+    /// taken costs a store to an atomic, not a timer.
+    pub async fn bound<T>(
+        &self,
+        call: impl Future<Output = Result<T, CallError>>,
+    ) -> Result<T, CallError> {
+        let mut call = std::pin::pin!(call);
+        let sleep = tokio::time::sleep_until(self.get().into());
+        let mut sleep = std::pin::pin!(sleep);
+        std::future::poll_fn(|cx| {
+            if let std::task::Poll::Ready(r) = call.as_mut().poll(cx) {
+                return std::task::Poll::Ready(r);
+            }
+            while sleep.as_mut().poll(cx).is_ready() {
+                let at = self.get();
+                if Instant::now() >= at {
+                    return std::task::Poll::Ready(Err(CallError::Deadline(self.per_event)));
+                }
+                sleep.as_mut().reset(at.into());
+            }
+            std::task::Poll::Pending
+        })
+        .await
+    }
+}
