@@ -178,7 +178,9 @@ pub mod __private {
     pub fn handle_queued_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>) {
         let mut previous: Option<Handled> = None;
         while let Some(e) = crate::wit::informant::plugin::events::next(
-            previous.as_ref().map(|outcome| outcome.as_ref().map(|_| ())),
+            previous
+                .as_ref()
+                .map(|outcome| outcome.as_ref().map(|_| ())),
         ) {
             // The event's handles are dropped before the next request: the host reclaims them.
             previous = Some(handle_in(slot, e));

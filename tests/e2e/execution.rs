@@ -259,3 +259,65 @@ async fn a_plugin_hanging_in_init_is_refused_at_its_deadline_and_one_dropped_in_
         .expect("shutdown");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_event_of_a_batch_has_its_own_deadline_and_one_stuck_event_loses_none_after_it() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kinds = [("v1", "ConfigMap")];
+    // Each event naps 300 ms of its 500 ms deadline: a batch of several takes far longer than
+    // one deadline, and must not fail for it.
+    install(
+        dir.path(),
+        "team-a",
+        "napper",
+        &manifest("nap", "a", "team-a", &kinds),
+    );
+    let (replica, logs, addr) = start(dir.path(), &server).await;
+    assert!(guarded("the replica to run", replica.wait_running()).await);
+
+    // While the first nap runs, the rest queue up and go to the plugin in one call; the stuck
+    // object in the middle misses its deadline there.
+    let names: Vec<String> = (0..4)
+        .map(|i| format!("n{i}"))
+        .chain(["stuck-1".to_string()])
+        .chain((4..8).map(|i| format!("n{i}")))
+        .collect();
+    for name in &names {
+        server.create(configmap("team-a", name, "v")).unwrap();
+    }
+    let want: Vec<String> = names
+        .iter()
+        .filter(|n| !n.starts_with("stuck-"))
+        .map(|n| format!("team-a/{n}"))
+        .collect();
+    logs.wait_until("the napper to echo every object but the stuck one", || {
+        let echoed = echoed(&logs, "napper", "a");
+        want.iter().all(|k| echoed.contains(k))
+    })
+    .await;
+    let echoed = echoed(&logs, "napper", "a");
+    assert_eq!(
+        echoed, want,
+        "in order, each once, none after the stuck one lost"
+    );
+    // The last echo is logged just before its outcome is reported.
+    let plugins = get_until(
+        addr,
+        "/plugins",
+        "the napper to report 8 handled",
+        |_, b| plugin_entry(b, "napper")["handled"] == 8,
+    )
+    .await;
+    let napper = plugin_entry(&plugins, "napper");
+    assert_eq!(napper["failed"], 1, "only the stuck event failed: {napper}");
+    let error = napper["last_error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("team-a/stuck-1") && error.contains("deadline"),
+        "{napper}"
+    );
+    guarded("shutdown", replica.shutdown())
+        .await
+        .expect("shutdown");
+    server.shutdown().await;
+}

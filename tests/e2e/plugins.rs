@@ -153,7 +153,7 @@ async fn hostile_plugins_are_contained_and_others_receive_every_event() {
     let keep = &status["keep"];
     let error = keep.last_error.as_deref().unwrap();
     assert!(
-        error.contains("trapped") && error.contains("after the `handle` call it came with"),
+        error.contains("trapped") && error.contains("after its event was done"),
         "{keep:?}"
     );
     assert!(keep.handled >= 2, "{keep:?}");
@@ -176,7 +176,7 @@ async fn a_plugin_hoarding_object_handles_is_stopped_at_the_cap() {
     env.install(None, "hoard", "hostile", &hostile("hoard", "hoard"));
     env.install(None, "echo", "hostile", &hostile("echo", "echo"));
     env.reconcile().await;
-    // One event more than the cap: the plugin then holds 1,025 handles after its last call.
+    // One event more than the cap: the plugin then holds 1,025 handles once its last is done.
     let n = informant_runtime::plugin::host::MAX_KEPT_HANDLES + 1;
     env.server
         .seed((0..n).map(|i| configmap("a", &format!("cm{i}"), "v")))
@@ -184,7 +184,7 @@ async fn a_plugin_hoarding_object_handles_is_stopped_at_the_cap() {
     wait_state(&env, "hoard", PluginState::BackingOff).await;
     let hoard = env.host.supervisor(&id("hoard")).unwrap();
     let error = hoard.last_error().unwrap();
-    assert!(error.contains("past their calls"), "{error}");
+    assert!(error.contains("past their events"), "{error}");
     assert_eq!((hoard.handled(), hoard.failed()), (n as u64 - 1, 1));
     env.logs
         .wait_until("echo to see every object", || {

@@ -11,6 +11,7 @@
 //! | `informant_plugin_events_failed_total` | counter | `plugin`, `tenant` |
 //! | `informant_plugin_events_dropped_total` | counter | `plugin`, `tenant` |
 //! | `informant_plugin_handler_duration_seconds` | histogram | `plugin`, `tenant` |
+//! | `informant_plugin_dispatch_delay_seconds` | histogram | `plugin`, `tenant` |
 //! | `informant_plugin_backlog` | gauge | `plugin`, `tenant` |
 //! | `informant_plugin_state` | gauge (0/1) | `plugin`, `tenant`, `state` |
 //! | `informant_plugin_waiting_attempts` | gauge | `plugin`, `tenant`, `waiting_for` |

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use super::host::{Failure, WitResource, escape_controls, truncated};
@@ -27,6 +28,64 @@ pub struct Taken {
     pub took: Duration,
     /// From the informer receiving it to the plugin taking it (none for initial events).
     pub waited: Option<Duration>,
+    /// Already counted in the [`Tally`], as the plugin reported it.
+    pub tallied: bool,
+}
+
+/// One plugin version's event counts, updated as the plugin reports each event, so `/plugins`
+/// and the log agree with what the plugin has done so far, mid-batch included.
+pub struct Tally {
+    plugin: Arc<str>,
+    tenant: Arc<str>,
+    handled: AtomicU64,
+    failed: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Tally {
+    /// Counts for `plugin` of `tenant`, all zero.
+    pub fn new(plugin: Arc<str>, tenant: Arc<str>) -> Self {
+        Tally {
+            plugin,
+            tenant,
+            handled: AtomicU64::new(0),
+            failed: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+        }
+    }
+
+    /// Events handled successfully.
+    pub fn handled(&self) -> u64 {
+        self.handled.load(Ordering::Relaxed)
+    }
+
+    /// Events that failed.
+    pub fn failed(&self) -> u64 {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// The most recent failure, as logged.
+    pub fn last_error(&self) -> Option<String> {
+        self.last_error.lock().clone()
+    }
+
+    /// Counts one event handled.
+    pub fn done(&self) {
+        self.handled.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts one failed event; `call` of the object `key` failed with `error`.
+    pub fn fail(&self, key: &str, call: &str, error: &dyn std::fmt::Display) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+        *self.last_error.lock() = Some(format!("{call} of {key}: {error}"));
+    }
+
+    /// Counts an event the plugin answered with an error (its instance stays), and logs it.
+    fn returned_error(&self, key: &str, error: &CallError) {
+        self.fail(key, "handle", error);
+        let (plugin, tenant) = (&*self.plugin, &*self.tenant);
+        tracing::warn!(plugin, tenant, key, call = "handle", error = %error, "plugin failed an event");
+    }
 }
 
 /// The events of the call in progress, held in the instance's state for `events.next`.
@@ -40,6 +99,7 @@ pub struct Batch {
     deadline: Arc<MovingDeadline>,
     /// Set when the plugin is being removed: no further event is handed out.
     stop: Option<watch::Receiver<bool>>,
+    tally: Option<Arc<Tally>>,
     error_bytes: usize,
 }
 
@@ -59,18 +119,22 @@ impl Batch {
             per_event,
             deadline: Arc::new(MovingDeadline::new(per_event)),
             stop: None,
+            tally: None,
             error_bytes,
         }
     }
 
-    /// Starts a call serving `events` of `kind`; the first event's deadline runs from now.
+    /// Starts a call serving `events` of `kind`, counting outcomes in `tally`; the first
+    /// event's deadline runs from now.
     pub fn begin(
         &mut self,
         kind: &Arc<WitResource>,
         events: Vec<Event>,
         stop: &watch::Receiver<bool>,
+        tally: &Arc<Tally>,
     ) -> Arc<MovingDeadline> {
         self.kind = kind.clone();
+        self.tally = Some(tally.clone());
         self.queue = events.into();
         self.current = None;
         self.done.clear();
@@ -112,7 +176,20 @@ impl Batch {
                 after: later.after_ms.map(|ms| Duration::from_millis(ms.into())),
             }),
         };
-        self.done.push(taken(event, result, taken_at, now));
+        let tallied = match (&result, &self.tally) {
+            (Ok(Handled::Done), Some(tally)) => {
+                tally.done();
+                true
+            }
+            (Err(error), Some(tally)) => {
+                tally.returned_error(event.key().as_str(), error);
+                true
+            }
+            _ => false,
+        };
+        let mut taken = taken(event, result, taken_at, now);
+        taken.tallied = tallied;
+        self.done.push(taken);
     }
 
     /// The next event to hand out, unless the batch is done or the plugin is being removed.
@@ -146,6 +223,7 @@ pub fn taken(
         result,
         took: now.saturating_duration_since(taken_at),
         waited,
+        tallied: false,
     }
 }
 
@@ -201,5 +279,39 @@ impl MovingDeadline {
             std::task::Poll::Pending
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_deadline_restarts_with_each_event_and_still_cuts_a_stuck_one_off() {
+        let per_event = Duration::from_millis(100);
+        let deadline = MovingDeadline::new(per_event);
+        // Five events of 40 ms each: 200 ms in all, twice one deadline, and never late.
+        deadline.set(Instant::now() + per_event);
+        let moved = deadline
+            .bound(async {
+                for _ in 0..5 {
+                    tokio::time::sleep(Duration::from_millis(40)).await;
+                    deadline.set(Instant::now() + per_event);
+                }
+                Ok(())
+            })
+            .await;
+        assert_eq!(moved, Ok(()));
+        // An event that never reports is cut off one deadline after it was taken.
+        let taken = Instant::now();
+        deadline.set(taken + per_event);
+        let stuck = deadline
+            .bound(async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok(())
+            })
+            .await;
+        assert_eq!(stuck, Err(CallError::Deadline(per_event)));
+        assert!(taken.elapsed() >= per_event);
     }
 }

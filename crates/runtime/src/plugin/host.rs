@@ -523,7 +523,7 @@ impl State {
     fn lent_object(&self, object: &Resource<ObjectRef>) -> wasmtime::Result<&Lent> {
         self.table.get(object)?.0.as_ref().ok_or_else(|| {
             wasmtime::format_err!(
-                "an event's object was read after the `handle` call it came with had returned"
+                "an event's object was read after its event was done (the plugin had asked for the next one, or returned)"
             )
         })
     }

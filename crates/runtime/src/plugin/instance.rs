@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 use wasmtime::Store;
 
-use super::batch::{self, Taken};
+use super::batch::{self, Taken, Tally};
 use super::engine::LoadedComponent;
 use super::host::{
     CacheView, LogRate, MAX_KEPT_HANDLES, Plugin, PluginLog, State, TextLimits, WitResource,
@@ -198,7 +198,8 @@ impl Instance {
     }
 
     /// Delivers `events` of `resource` in one `handle-queued` call, each under its own
-    /// deadline; `stop` set ends the call at the next event boundary.
+    /// deadline; `stop` set ends the call at the next event boundary. Outcomes the plugin
+    /// reports are counted in `tally` as they come.
     ///
     /// After a fatal error ([`Batched::fatal`]) the instance must be dropped: a call cut off
     /// at its deadline leaves the guest mid-way.
@@ -207,8 +208,13 @@ impl Instance {
         resource: &Arc<WitResource>,
         events: Vec<Event>,
         stop: &watch::Receiver<bool>,
+        tally: &Arc<Tally>,
     ) -> Batched {
-        let deadline = self.store.data_mut().batch.begin(resource, events, stop);
+        let deadline = self
+            .store
+            .data_mut()
+            .batch
+            .begin(resource, events, stop, tally);
         let call = async {
             self.bindings
                 .call_handle_queued(&mut self.store)
@@ -241,8 +247,13 @@ impl Instance {
             // Failed outside any event: before taking the first, or after reporting the last.
             match untaken.pop_front() {
                 Some(first) => taken.push(batch::taken(first, Err(error.clone()), now, now)),
+                // After the last report: that event was counted handled, and now also counts
+                // as the failure that ends the instance.
                 None => match taken.last_mut() {
-                    Some(last) => last.result = Err(error.clone()),
+                    Some(last) => {
+                        last.result = Err(error.clone());
+                        last.tallied = false;
+                    }
                     None => fatal = None,
                 },
             }

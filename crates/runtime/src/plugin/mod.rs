@@ -19,11 +19,11 @@
 //! - [`rediscover`]: re-expands wildcard watches when CRDs change (and periodically).
 
 pub mod admission;
+pub mod batch;
 pub mod cache;
 pub mod change_filter;
 pub mod check;
 pub mod engine;
-pub mod batch;
 pub mod host;
 pub mod instance;
 pub mod loader;

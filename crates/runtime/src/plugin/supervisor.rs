@@ -24,6 +24,7 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use tokio::sync::watch;
 
+use super::batch::{Taken, Tally};
 use super::host::WitResource;
 use super::instance::{CallError, Handled, Instance, InstanceSpec};
 use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
@@ -81,14 +82,12 @@ pub struct Supervisor {
     spec: InstanceSpec,
     policy: RestartPolicy,
     inner: tokio::sync::Mutex<Inner>,
-    handled: AtomicU64,
-    failed: AtomicU64,
+    tally: Arc<Tally>,
     dropped: AtomicU64,
     retried: AtomicU64,
     latency: Histogram,
     dispatch: Histogram,
     state_tx: watch::Sender<PluginState>,
-    last_error: Mutex<Option<String>>,
     closed: watch::Sender<bool>,
 }
 
@@ -97,7 +96,9 @@ impl Supervisor {
     /// is refused at load.
     pub async fn start(spec: InstanceSpec, policy: RestartPolicy) -> Result<Arc<Self>, CallError> {
         let instance = Instance::create(&spec).await?;
+        let tally = Arc::new(Tally::new(spec.name.clone(), spec.tenant.clone()));
         Ok(Arc::new(Supervisor {
+            tally,
             spec,
             policy,
             inner: tokio::sync::Mutex::new(Inner {
@@ -106,14 +107,11 @@ impl Supervisor {
                 successes_in_row: 0,
                 restart_at: None,
             }),
-            handled: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
             retried: AtomicU64::new(0),
             latency: latency_histogram(),
             dispatch: dispatch_histogram(),
             state_tx: watch::channel(PluginState::Running).0,
-            last_error: Mutex::new(None),
             closed: watch::channel(false).0,
         }))
     }
@@ -140,7 +138,7 @@ impl Supervisor {
 
     /// The most recent failure, as logged.
     pub fn last_error(&self) -> Option<String> {
-        self.last_error.lock().clone()
+        self.tally.last_error()
     }
 
     fn set_state(&self, state: PluginState) {
@@ -149,12 +147,12 @@ impl Supervisor {
 
     /// Events handled successfully.
     pub fn handled(&self) -> u64 {
-        self.handled.load(Ordering::Relaxed)
+        self.tally.handled()
     }
 
     /// Events that failed (trap, deadline or returned error).
     pub fn failed(&self) -> u64 {
-        self.failed.load(Ordering::Relaxed)
+        self.tally.failed()
     }
 
     /// Events dropped unseen because the plugin was quarantined.
@@ -233,7 +231,8 @@ impl Supervisor {
                 break;
             }
             if self.state() == PluginState::Quarantined {
-                self.dropped.fetch_add(events.len() as u64, Ordering::Relaxed);
+                self.dropped
+                    .fetch_add(events.len() as u64, Ordering::Relaxed);
                 out.extend(events.drain(..).map(|e| (e, Delivered::Dropped)));
                 break;
             }
@@ -266,14 +265,14 @@ impl Supervisor {
                 },
             };
             let batched = instance
-                .handle_queued(resource, std::mem::take(&mut events), &closed)
+                .handle_queued(resource, std::mem::take(&mut events), &closed, &self.tally)
                 .await;
             for taken in batched.taken {
                 self.latency.observe(taken.took.as_secs_f64());
                 if let Some(waited) = taken.waited {
                     self.dispatch.observe(waited.as_secs_f64());
                 }
-                let delivered = self.settle(&mut inner, &taken.event, taken.result);
+                let delivered = self.settle(&mut inner, &taken);
                 out.push((taken.event, delivered));
             }
             events = batched.untaken;
@@ -290,14 +289,9 @@ impl Supervisor {
         out
     }
 
-    /// Counts one event's outcome.
-    fn settle(
-        &self,
-        inner: &mut Inner,
-        event: &Event,
-        result: Result<Handled, CallError>,
-    ) -> Delivered {
-        match result {
+    /// Settles one event's outcome (counting it, unless the plugin's report already did).
+    fn settle(&self, inner: &mut Inner, taken: &Taken) -> Delivered {
+        match &taken.result {
             Ok(handled) => {
                 inner.successes_in_row += 1;
                 if inner.successes_in_row >= self.policy.healthy_after {
@@ -305,14 +299,20 @@ impl Supervisor {
                 }
                 match handled {
                     Handled::Done => {
-                        self.handled.fetch_add(1, Ordering::Relaxed);
+                        if !taken.tallied {
+                            self.tally.done();
+                        }
                         Delivered::Done
                     }
-                    Handled::Retry { reason, after } => Delivered::Retry { reason, after },
+                    Handled::Retry { reason, after } => Delivered::Retry {
+                        reason: reason.clone(),
+                        after: *after,
+                    },
                 }
             }
+            Err(_) if taken.tallied => Delivered::Failed,
             Err(e) => {
-                self.fail(inner, event, &e, "handle");
+                self.fail(inner, &taken.event, e, "handle");
                 Delivered::Failed
             }
         }
@@ -320,17 +320,15 @@ impl Supervisor {
 
     /// Counts an event whose retries ran out as failed; the instance is healthy.
     fn give_up(&self, event: &Event, attempts: u32, reason: &str) {
-        self.failed.fetch_add(1, Ordering::Relaxed);
         let (plugin, tenant, key) = (&*self.spec.name, &*self.spec.tenant, event.key().as_str());
         let error = format!("gave up after {attempts} retries: {reason}");
         tracing::warn!(plugin, tenant, key, error, "plugin failed an event");
-        *self.last_error.lock() = Some(format!("handle of {key}: {error}"));
+        self.tally.fail(key, "handle", &error);
     }
 
     fn fail(&self, inner: &mut Inner, event: &Event, error: &CallError, call: &str) {
-        self.failed.fetch_add(1, Ordering::Relaxed);
         let (plugin, tenant, key) = (&*self.spec.name, &*self.spec.tenant, event.key().as_str());
-        *self.last_error.lock() = Some(format!("{call} of {key}: {error}"));
+        self.tally.fail(key, call, error);
         if !error.is_fatal() {
             tracing::warn!(plugin, tenant, key, call, error = %error, "plugin failed an event");
             return;

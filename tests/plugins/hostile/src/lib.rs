@@ -5,6 +5,8 @@
 //! - `sleep`: sleeps an hour in every event, blocked in a WASI poll (a host call, not wasm code:
 //!   the deadline must stop it all the same);
 //! - `sleep-init`: sleeps an hour in `init`;
+//! - `nap`: sleeps `config.nap-ms` (a WASI poll) in every event, then echoes; an object named
+//!   `stuck-*` sleeps an hour instead;
 //! - `flaky`: echoes, but traps (panics) on every third event;
 //! - `keep`: echoes, and keeps each event past its call without reading its object, then reads
 //!   the kept object's JSON in the next call (the host has reclaimed that handle: a trap);
@@ -41,6 +43,7 @@ pub struct Hostile {
     deliveries: std::collections::HashMap<String, u64>,
     url: Option<String>,
     writes: Vec<Value>,
+    nap_ms: u64,
 }
 
 impl Hostile {
@@ -57,6 +60,14 @@ impl Hostile {
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 Ok(())
+            }
+            "nap" => {
+                let nap = match ev.meta().name().starts_with("stuck-") {
+                    true => 3_600_000,
+                    false => self.nap_ms,
+                };
+                std::thread::sleep(std::time::Duration::from_millis(nap));
+                self.echo(ev)
             }
             "hog" => {
                 let mut hoard: Vec<Vec<u8>> = Vec::new();
@@ -294,6 +305,7 @@ impl Plugin for Hostile {
             hoard: Vec::new(),
             deliveries: Default::default(),
             url: text("url"),
+            nap_ms: config.get("nap-ms").and_then(Value::as_u64).unwrap_or(300),
             writes: config
                 .get("writes")
                 .and_then(Value::as_array)
