@@ -220,30 +220,23 @@ async fn throughput(
     let objects: Vec<RawObject> = (0..events)
         .map(|i| cm(&format!("k{}", i % keys), i + 1))
         .collect();
-    // The pusher is a task on the runtime's workers, as the host's watch task is: on its own
-    // thread it would be a third busy thread on two cores, preempting the workers.
+    // Paced: a tick per millisecond, each pushing what the rate allows by then.
+    let mut ticks = tokio::time::interval(Duration::from_millis(1));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let start = Instant::now();
-    let pusher = informer.clone();
-    tokio::spawn(async move {
-        // Paced: a tick per millisecond, each pushing what the rate allows by then.
-        let mut ticks = tokio::time::interval(Duration::from_millis(1));
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        for (i, o) in objects.into_iter().enumerate() {
-            if let Some(rate) = rate {
-                while (i as f64) >= start.elapsed().as_secs_f64() * f64::from(rate) {
-                    ticks.tick().await;
-                }
-            }
-            pusher.apply(Delta::Apply(o));
-            if rate.is_none() && i % 64 == 0 {
-                // Let the handler tasks run between bursts, as a watch stream's chunks would.
-                tokio::task::yield_now().await;
+    for (i, o) in objects.into_iter().enumerate() {
+        if let Some(rate) = rate {
+            while (i as f64) >= start.elapsed().as_secs_f64() * f64::from(rate) {
+                ticks.tick().await;
             }
         }
-        pusher.apply(Delta::Apply(cm("zz-end", u64::MAX - 1)));
-    })
-    .await
-    .unwrap();
+        informer.apply(Delta::Apply(o));
+        if rate.is_none() && i % 64 == 0 {
+            // Let the handler tasks run between bursts, as a watch stream's chunks would.
+            tokio::task::yield_now().await;
+        }
+    }
+    informer.apply(Delta::Apply(cm("zz-end", u64::MAX - 1)));
     let _ = done.acquire_many(plugins as u32).await.unwrap();
     let secs = start.elapsed().as_secs_f64();
     let handled: u64 = sups.iter().map(|s| s.handled()).sum();
