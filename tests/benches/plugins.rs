@@ -14,6 +14,10 @@
 //! `cargo bench -p informant-tests --bench plugins` (builds the test plugins first: Rust for
 //! wasm32-wasip2, Python and TypeScript with their pinned toolchains, installed if missing).
 
+/// The allocator `informant run` uses, so time and RSS are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};

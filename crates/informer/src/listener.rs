@@ -48,7 +48,7 @@ struct Queue {
     /// The initial replay, served before `order`.
     replay: std::vec::IntoIter<Arc<CachedObject>>,
     order: VecDeque<Slot>,
-    pending: KeyMap<VecDeque<Event>>,
+    pending: KeyMap<Pending>,
     len: usize,
     /// Events accepted while open, before coalescing (kept under the lock push already takes).
     received: u64,
@@ -92,7 +92,7 @@ impl Listener {
             }
             Entry::Vacant(slot) => {
                 q.order.push_back(Slot::Key(slot.key().clone()));
-                slot.insert(VecDeque::from([event]));
+                slot.insert(Pending::new(event));
             }
         }
         q.len += 1;
@@ -172,21 +172,28 @@ impl Listener {
                     return Some(Delivery::Synced);
                 }
                 Slot::Key(key) => {
-                    let Some(events) = q.pending.get_mut(key) else {
+                    // One lookup for the usual single pending event: take the entry out, and
+                    // put it back only if more events wait behind a delete.
+                    let Some(mut events) = q.pending.remove(key) else {
                         q.order.pop_front();
                         continue;
                     };
-                    let event = events.pop_front();
-                    if events.is_empty() {
-                        // Only now does the key leave the front: later events for it must
-                        // queue behind the ones being delivered, never beside them.
-                        q.pending.remove(key);
-                        q.order.pop_front();
-                    }
-                    if let Some(e) = event {
-                        q.len -= 1;
-                        return Some(Delivery::Event(e));
-                    }
+                    let event = match events.rest.pop_front() {
+                        None => {
+                            // Only now does the key leave the front: later events for it must
+                            // queue behind the ones being delivered, never beside them.
+                            q.order.pop_front();
+                            events.first
+                        }
+                        Some(next) => {
+                            let event = std::mem::replace(&mut events.first, next);
+                            let key = key.clone();
+                            q.pending.insert(key, events);
+                            event
+                        }
+                    };
+                    q.len -= 1;
+                    return Some(Delivery::Event(event));
                 }
             }
         }
@@ -232,17 +239,30 @@ impl Listener {
     }
 }
 
+/// One key's pending events: nearly always one, kept inline so a push allocates nothing; more
+/// only behind a delete.
+struct Pending {
+    first: Event,
+    rest: VecDeque<Event>,
+}
+
+impl Pending {
+    fn new(first: Event) -> Self {
+        Pending {
+            first,
+            rest: VecDeque::new(),
+        }
+    }
+}
+
 /// Folds `next` into the events pending for its key; returns whether the queue grew.
-fn coalesce(events: &mut VecDeque<Event>, next: Event) -> bool {
+fn coalesce(events: &mut Pending, next: Event) -> bool {
     use EventType::*;
-    let Some(last) = events.back_mut() else {
-        events.push_back(next);
-        return true;
-    };
+    let last = events.rest.back_mut().unwrap_or(&mut events.first);
     match (last.event_type, next.event_type) {
         // Deletes are kept, and nothing merges across one.
         (Deleted, _) | (_, Deleted) => {
-            events.push_back(next);
+            events.rest.push_back(next);
             return true;
         }
         // The handler has not seen `last` yet, so it still needs it as an add.
