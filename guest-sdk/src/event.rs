@@ -198,7 +198,7 @@ pub struct Event {
 }
 
 impl Event {
-    /// Wraps the record the host passed to `handle`.
+    /// Wraps the record the host handed out through `events.next`.
     #[doc(hidden)]
     pub fn from_wit(e: wit::Event) -> Self {
         Event {

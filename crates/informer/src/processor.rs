@@ -4,7 +4,8 @@
 //! Contract:
 //! - [`SharedProcessor::distribute`] never blocks on a handler: it only pushes into queues, so a
 //!   slow or stuck handler delays nobody else (its own queue stays bounded by coalescing).
-//! - Each handler runs in its own tokio task, one event at a time, per key in order.
+//! - Each handler runs in its own tokio task, one call at a time (an event, or the events taken
+//!   in one wake-up), per key in order.
 //! - A handler that panics ends its own task; the processor and other handlers carry on.
 
 use std::future::Future;

@@ -472,7 +472,7 @@ impl State {
     }
 }
 
-/// Lowers an informer event for `handle`: its objects go as handles lent from `state`, and
+/// Lowers an informer event for `events.next`: its objects go as handles lent from `state`, and
 /// nothing else is copied (the plugin fetches the kind, metadata or JSON it reads).
 pub(crate) fn wit_event(state: &mut State, kind: &Arc<WitResource>, e: &Event) -> WitEvent {
     WitEvent {

@@ -12,7 +12,10 @@
 //! - A `retry` answer redelivers the object's latest state after a per-object exponential
 //!   backoff ([`RetryPolicy`]); a newer event for the object replaces the pending retry, and
 //!   past `max-attempts` the event counts as failed.
-//! - Calls are async and bounded by their deadline; they never hold a runtime worker or a
+//! - A handler's queued events go to the plugin in one `handle-queued` call per wake-up; each
+//!   event is bounded by its own deadline, and a failure is the failure of the event in hand:
+//!   those before it keep their outcomes, those after it go to the next instance.
+//! - Calls are async and bounded by their deadlines; they never hold a runtime worker or a
 //!   lock anyone outside this plugin waits on. The instance sits behind an async mutex that
 //!   only this plugin's own handlers (one per watched informer) take, one call at a time.
 

@@ -97,4 +97,39 @@ mod tests {
         }
         assert!(budget.limiter.check().is_err(), "a sixth exceeds the burst");
     }
+
+    /// Records the size of each batch it is handed.
+    struct Sizes(std::sync::Arc<parking_lot::Mutex<Vec<usize>>>);
+
+    impl Handler for Sizes {
+        async fn handle(&mut self, event: Event) {
+            self.handle_batch(vec![event]).await;
+        }
+        async fn handle_batch(&mut self, events: Vec<Event>) {
+            self.0.lock().push(events.len());
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_goes_on_as_far_as_the_budget_allows_then_as_tokens_come() {
+        use kube::core::{ApiResource, GroupVersionKind};
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
+        let events: Vec<Event> = (0..8)
+            .map(|i| {
+                let mut raw = serde_json::from_value(serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": format!("c{i}"), "namespace": "a"},
+                }))
+                .unwrap();
+                let o = crate::informer::CachedObject::from_raw(&mut raw, &ar, true);
+                Event::added(std::sync::Arc::new(o), false)
+            })
+            .collect();
+        let sizes = std::sync::Arc::default();
+        let budget = Budget::per_second(NonZeroU32::new(5).unwrap());
+        let mut handler = Budgeted::new(budget, Sizes(std::sync::Arc::clone(&sizes)));
+        handler.handle_batch(events).await;
+        // The burst's five at once, then one per token: nothing dropped, order kept.
+        assert_eq!(*sizes.lock(), [5, 1, 1, 1]);
+    }
 }
