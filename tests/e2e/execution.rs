@@ -321,3 +321,75 @@ async fn each_event_of_a_batch_has_its_own_deadline_and_one_stuck_event_loses_no
         .expect("shutdown");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugin_taking_events_out_of_turn_gets_each_counted_once_and_holds_up_nobody() {
+    let server = server().await;
+    let dir = tempfile::tempdir().unwrap();
+    let kinds = [("v1", "ConfigMap")];
+    // In every event it asks `events.next` for the next one without reporting the one in hand.
+    install(
+        dir.path(),
+        "team-a",
+        "grabber",
+        &manifest("grab", "a", "team-a", &kinds),
+    );
+    install(
+        dir.path(),
+        "team-b",
+        "echo",
+        &manifest("echo", "b", "team-b", &kinds),
+    );
+    let (replica, logs, addr) = start(dir.path(), &server).await;
+    assert!(guarded("the replica to run", replica.wait_running()).await);
+
+    const N: usize = 40;
+    for i in 0..N {
+        server
+            .create(configmap("team-a", &format!("a{i}"), "v"))
+            .unwrap();
+        server
+            .create(configmap("team-b", &format!("b{i}"), "v"))
+            .unwrap();
+    }
+    // Every event of the grabber ends exactly once: failed when it asked for the next one
+    // without reporting it, handled when the report it made landed on it.
+    let plugins = get_until(
+        addr,
+        "/plugins",
+        "the grabber to settle every event",
+        |_, b| {
+            let g = plugin_entry(b, "grabber");
+            g["handled"].as_u64().unwrap_or(0) + g["failed"].as_u64().unwrap_or(0) >= N as u64
+        },
+    )
+    .await;
+    let grabber = plugin_entry(&plugins, "grabber");
+    let (handled, failed) = (
+        grabber["handled"].as_u64().unwrap(),
+        grabber["failed"].as_u64().unwrap(),
+    );
+    assert_eq!(handled + failed, N as u64, "each counted once: {grabber}");
+    assert!(failed >= 1, "{grabber}");
+    assert!(
+        grabber["last_error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("without reporting how this one ended"),
+        "{grabber}"
+    );
+    assert_eq!(
+        grabber["state"], "running",
+        "a guest error, not a trap: {grabber}"
+    );
+    // The other tenant got every one of its events meanwhile.
+    logs.wait_until("team-b's plugin to echo every event", || {
+        let echoed = echoed(&logs, "echo", "b");
+        (0..N).all(|i| echoed.contains(&format!("team-b/b{i}")))
+    })
+    .await;
+    guarded("shutdown", replica.shutdown())
+        .await
+        .expect("shutdown");
+    server.shutdown().await;
+}

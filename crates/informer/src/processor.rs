@@ -238,28 +238,22 @@ impl SharedProcessor {
         let task = tokio::spawn(async move {
             let listener = &task_state.listener;
             let mut batch = Vec::with_capacity(BATCH);
+            let mut events = Vec::new();
             while listener.pop_batch(&mut batch, BATCH).await {
-                let mut deliveries = batch.drain(..).peekable();
-                while deliveries.peek().is_some() {
-                    // Removal drops what was queued, including the rest of a batch taken.
-                    if listener.is_closed() {
-                        break;
-                    }
-                    // The events up to the next synced marker go as one call.
-                    let mut events = Vec::new();
-                    while let Some(Delivery::Event(_)) = deliveries.peek() {
-                        if let Some(Delivery::Event(e)) = deliveries.next() {
-                            events.push(e);
+                for delivery in batch.drain(..) {
+                    match delivery {
+                        Delivery::Event(e) => events.push(e),
+                        Delivery::Synced => {
+                            // What was queued before the marker is handled before it is seen.
+                            if !hand_over(&mut handler, &task_state, &mut events).await {
+                                return;
+                            }
+                            task_state.synced.send_replace(true);
                         }
                     }
-                    if !events.is_empty() {
-                        let n = events.len() as u64;
-                        handler.handle_batch(events).await;
-                        task_state.delivered.fetch_add(n, Ordering::Relaxed);
-                    }
-                    if let Some(Delivery::Synced) = deliveries.next() {
-                        task_state.synced.send_replace(true);
-                    }
+                }
+                if !hand_over(&mut handler, &task_state, &mut events).await {
+                    return;
                 }
             }
         });
@@ -274,6 +268,25 @@ impl SharedProcessor {
     fn remove(&self, id: u64) {
         self.listeners.write().retain(|(i, _)| *i != id);
     }
+}
+
+/// Hands `events` to `handler` in one call; `false`, and nothing handed, once the listener is
+/// closed (removal drops what was queued, including the rest of a batch taken).
+async fn hand_over<H: Handler>(
+    handler: &mut H,
+    state: &ListenerState,
+    events: &mut Vec<Event>,
+) -> bool {
+    if state.listener.is_closed() {
+        events.clear();
+        return false;
+    }
+    if !events.is_empty() {
+        let n = events.len() as u64;
+        handler.handle_batch(std::mem::take(events)).await;
+        state.delivered.fetch_add(n, Ordering::Relaxed);
+    }
+    true
 }
 
 /// One listener's counters at the moment they were read.

@@ -275,8 +275,7 @@ impl Supervisor {
                 if let Some(waited) = taken.waited {
                     self.dispatch.observe(waited.as_secs_f64());
                 }
-                let delivered = self.settle(&mut inner, &taken);
-                out.push((taken.event, delivered));
+                out.push(self.settle(&mut inner, taken));
             }
             events = batched.untaken;
             if !batched.fatal && !*closed.borrow() {
@@ -293,8 +292,8 @@ impl Supervisor {
     }
 
     /// Settles one event's outcome (counting it, unless the plugin's report already did).
-    fn settle(&self, inner: &mut Inner, taken: &Taken) -> Delivered {
-        match &taken.result {
+    fn settle(&self, inner: &mut Inner, taken: Taken) -> (Event, Delivered) {
+        let delivered = match taken.result {
             Ok(handled) => {
                 inner.successes_in_row += 1;
                 if inner.successes_in_row >= self.policy.healthy_after {
@@ -307,18 +306,16 @@ impl Supervisor {
                         }
                         Delivered::Done
                     }
-                    Handled::Retry { reason, after } => Delivered::Retry {
-                        reason: reason.clone(),
-                        after: *after,
-                    },
+                    Handled::Retry { reason, after } => Delivered::Retry { reason, after },
                 }
             }
             Err(_) if taken.tallied => Delivered::Failed,
             Err(e) => {
-                self.fail(inner, &taken.event, e, "handle");
+                self.fail(inner, &taken.event, &e, "handle");
                 Delivered::Failed
             }
-        }
+        };
+        (taken.event, delivered)
     }
 
     /// Counts an event whose retries ran out as failed; the instance is healthy.

@@ -7,6 +7,8 @@
 //! - `sleep-init`: sleeps an hour in `init`;
 //! - `nap`: sleeps `config.nap-ms` (a WASI poll) in every event, then echoes; an object named
 //!   `stuck-*` sleeps an hour instead;
+//! - `grab`: echoes, then asks the host for the next event itself (out of turn, without
+//!   reporting the one in hand) and drops what it got;
 //! - `flaky`: echoes, but traps (panics) on every third event;
 //! - `keep`: echoes, and keeps each event past its call without reading its object, then reads
 //!   the kept object's JSON in the next call (the host has reclaimed that handle: a trap);
@@ -59,6 +61,11 @@ impl Hostile {
             }
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(())
+            }
+            "grab" => {
+                self.echo(ev)?;
+                drop(informant_sdk::wit::informant::plugin::events::next(None));
                 Ok(())
             }
             "nap" => {
