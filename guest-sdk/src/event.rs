@@ -66,13 +66,6 @@ enum Source {
     Given { head: Head, json: String },
 }
 
-/// The kind and metadata of an object.
-#[derive(Debug, Clone)]
-pub(crate) struct Head {
-    pub(crate) resource: Resource,
-    pub(crate) meta: wit::ObjectMeta,
-}
-
 impl Object {
     /// An object the harness built.
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
@@ -99,63 +92,150 @@ impl Object {
         match &*self.0 {
             // One call for the kind and all the metadata: a call per field would cost more
             // than the fields.
-            Source::Host { handle, head, .. } => {
-                head.get_or_init(|| Head::decode(&handle.header()))
-            }
+            Source::Host { handle, head, .. } => head.get_or_init(|| Head::decode(handle.header())),
             Source::Given { head, .. } => head,
         }
     }
 }
 
+/// The kind and metadata of an object: the header as the host encoded it (length-prefixed
+/// fields, see `wit/plugin.wit`), read in place. Most plugins read a name or a label per event,
+/// so nothing is copied out or checked as UTF-8 until a field is asked for.
+pub(crate) struct Head {
+    bytes: Vec<u8>,
+    /// Where group, version, kind, namespace, name, uid and resourceVersion lie in `bytes`.
+    fixed: [(u32, u32); FIXED],
+    /// Where the label pairs begin in `bytes`.
+    labels_at: usize,
+    resource: OnceCell<Resource>,
+    labels: OnceCell<Vec<(String, String)>>,
+}
+
+/// The fields every header has, before its labels.
+const FIXED: usize = 7;
+const NAMESPACE: usize = 3;
+const NAME: usize = 4;
+const UID: usize = 5;
+const RESOURCE_VERSION: usize = 6;
+
 impl Head {
-    /// Reads `object.header`: length-prefixed fields (see `wit/plugin.wit`).
-    pub(crate) fn decode(bytes: &[u8]) -> Head {
-        let mut fields = Fields(bytes);
-        let mut field = || {
+    /// Reads the ends of the fixed fields of `bytes`, a header from `object.header`.
+    pub(crate) fn decode(bytes: Vec<u8>) -> Head {
+        let mut fields = Fields::new(&bytes);
+        let fixed = std::array::from_fn(|_| {
             fields
                 .next()
                 .expect("the host's object header has every fixed field")
+        });
+        let labels_at = fields.at;
+        Head {
+            bytes,
+            fixed,
+            labels_at,
+            resource: OnceCell::new(),
+            labels: OnceCell::new(),
+        }
+    }
+
+    /// The header the host would write for `resource` and this metadata.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn encode<'a>(
+        resource: &Resource,
+        namespace: Option<&str>,
+        [name, uid, resource_version]: [&str; 3],
+        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+    ) -> Head {
+        let mut bytes = Vec::new();
+        let mut put = |f: &str| {
+            bytes.extend_from_slice(&(f.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(f.as_bytes());
         };
-        let resource = Resource::new(field(), field(), field());
-        let namespace = Some(field()).filter(|ns| !ns.is_empty());
-        let (name, uid, resource_version) = (field(), field(), field());
-        let mut labels = Vec::new();
-        while let Some(key) = fields.next() {
+        let namespace = namespace.unwrap_or_default();
+        for f in [&resource.group, &resource.version, &resource.kind] {
+            put(f);
+        }
+        for f in [namespace, name, uid, resource_version] {
+            put(f);
+        }
+        for (k, v) in labels {
+            put(k);
+            put(v);
+        }
+        Head::decode(bytes)
+    }
+
+    fn text(&self, (start, end): (u32, u32)) -> &str {
+        std::str::from_utf8(&self.bytes[start as usize..end as usize])
+            .expect("the host's object header is UTF-8")
+    }
+
+    fn field(&self, i: usize) -> &str {
+        self.text(self.fixed[i])
+    }
+
+    /// The object's kind; built on first use.
+    pub(crate) fn resource(&self) -> &Resource {
+        self.resource
+            .get_or_init(|| Resource::new(self.field(0), self.field(1), self.field(2)))
+    }
+
+    /// The label pairs in the host's order (sorted by key), as byte ranges.
+    fn label_pairs(&self) -> impl Iterator<Item = ((u32, u32), (u32, u32))> + '_ {
+        let mut fields = Fields::new(&self.bytes);
+        fields.at = self.labels_at;
+        std::iter::from_fn(move || {
+            let key = fields.next()?;
             let value = fields
                 .next()
                 .expect("the host's object header pairs labels");
-            labels.push((key, value));
-        }
-        Head {
-            resource,
-            meta: wit::ObjectMeta {
-                namespace,
-                name,
-                uid,
-                resource_version,
-                labels,
-            },
-        }
+            Some((key, value))
+        })
     }
 }
 
-/// The fields of an object header, in order; `None` at its end.
-struct Fields<'a>(&'a [u8]);
+/// Shows the kind and the metadata.
+impl fmt::Debug for Head {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let meta = Meta(self);
+        f.debug_struct("Head")
+            .field("resource", self.resource())
+            .field("namespace", &meta.namespace())
+            .field("name", &meta.name())
+            .field("uid", &meta.uid())
+            .field("resource_version", &meta.resource_version())
+            .field("labels", &meta.labels())
+            .finish()
+    }
+}
 
-impl Fields<'_> {
-    fn next(&mut self) -> Option<String> {
-        if self.0.is_empty() {
+/// The fields of an object header from `at`, as byte ranges in order; `None` at its end.
+struct Fields<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl<'a> Fields<'a> {
+    fn new(bytes: &'a [u8]) -> Self {
+        Fields { bytes, at: 0 }
+    }
+
+    fn next(&mut self) -> Option<(u32, u32)> {
+        let rest = &self.bytes[self.at..];
+        if rest.is_empty() {
             return None;
         }
-        let (len, rest) = self
-            .0
-            .split_first_chunk::<4>()
+        let len = rest
+            .first_chunk::<4>()
             .expect("the host's object header ends inside a field length");
-        let (text, rest) = rest
-            .split_at_checked(u32::from_le_bytes(*len) as usize)
-            .expect("the host's object header ends inside a field");
-        self.0 = rest;
-        Some(String::from_utf8(text.to_vec()).expect("the host's object header is UTF-8"))
+        let len = u32::from_le_bytes(*len) as usize;
+        let start = self.at + 4;
+        let end = start + len;
+        assert!(
+            end <= self.bytes.len(),
+            "the host's object header ends inside a field"
+        );
+        self.at = end;
+        Some((start as u32, end as u32))
     }
 }
 
@@ -166,7 +246,7 @@ impl fmt::Debug for Object {
         match &*self.0 {
             Source::Host { head, json, .. } => {
                 match head.get() {
-                    Some(h) => write!(f, "{} {} ", h.resource, Meta(&h.meta).key())?,
+                    Some(h) => write!(f, "{} {} ", h.resource(), Meta(h).key())?,
                     None => not_fetched(f)?,
                 }
                 match json.get() {
@@ -175,7 +255,7 @@ impl fmt::Debug for Object {
                 }
             }
             Source::Given { head, json } => {
-                write!(f, "{} {} {json:?}", head.resource, Meta(&head.meta).key())
+                write!(f, "{} {} {json:?}", head.resource(), Meta(head).key())
             }
         }
     }
@@ -217,12 +297,12 @@ impl Event {
 
     /// The kind of the object; fetched from the host with the metadata on first use.
     pub fn resource(&self) -> &Resource {
-        &self.object.head().resource
+        self.object.head().resource()
     }
 
     /// The object's metadata, parsed by the host; fetched with the kind on first use.
     pub fn meta(&self) -> Meta<'_> {
-        Meta(&self.object.head().meta)
+        Meta(self.object.head())
     }
 
     /// The object as JSON (managedFields removed); fetched from the host on first use.
@@ -276,45 +356,45 @@ fn decode<T: DeserializeOwned>(json: &str, what: &str, ev: &Event) -> Result<T, 
 
 /// The metadata most plugins need, borrowed from the event.
 #[derive(Debug, Clone, Copy)]
-pub struct Meta<'a>(pub(crate) &'a wit::ObjectMeta);
+pub struct Meta<'a>(pub(crate) &'a Head);
 
 impl<'a> Meta<'a> {
     /// Absent for cluster-scoped objects.
     pub fn namespace(&self) -> Option<&'a str> {
-        self.0.namespace.as_deref()
+        Some(self.0.field(NAMESPACE)).filter(|ns| !ns.is_empty())
     }
 
     /// The object's name.
     pub fn name(&self) -> &'a str {
-        &self.0.name
+        self.0.field(NAME)
     }
 
     /// The object's uid.
     pub fn uid(&self) -> &'a str {
-        &self.0.uid
+        self.0.field(UID)
     }
 
     /// The object's resourceVersion.
     pub fn resource_version(&self) -> &'a str {
-        &self.0.resource_version
+        self.0.field(RESOURCE_VERSION)
     }
 
-    /// Labels, sorted by key.
+    /// Labels, sorted by key; copied out of the header on first use.
     pub fn labels(&self) -> &'a [(String, String)] {
-        &self.0.labels
+        let head = self.0;
+        head.labels.get_or_init(|| {
+            head.label_pairs()
+                .map(|(k, v)| (head.text(k).to_string(), head.text(v).to_string()))
+                .collect()
+        })
     }
 
-    /// One label's value.
+    /// One label's value, read in place.
     pub fn label(&self, key: &str) -> Option<&'a str> {
-        let labels = &self.0.labels;
-        // Sorted by the host; fall back to a scan in case a producer did not sort.
-        match labels.binary_search_by(|(k, _)| k.as_str().cmp(key)) {
-            Ok(i) => Some(labels[i].1.as_str()),
-            Err(_) => labels
-                .iter()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.as_str()),
-        }
+        let head = self.0;
+        head.label_pairs()
+            .find(|&((start, end), _)| &head.bytes[start as usize..end as usize] == key.as_bytes())
+            .map(|(_, v)| head.text(v))
     }
 
     /// `namespace/name`, or `name` for cluster-scoped objects: the informer's cache key.

@@ -247,7 +247,6 @@ mod tests {
     use super::*;
     use crate::Meta;
     use crate::event::{Head, Object};
-    use crate::wit::informant::plugin::types as wit;
 
     /// Counts events per type and fails on a `fail` label, to observe dispatch.
     struct Counter {
@@ -287,19 +286,12 @@ mod tests {
 
     /// An event as `from_wit` makes it, its JSON already fetched (natively there is no host).
     fn host_event(event_type: EventType, labels: &[(&str, &str)]) -> Event {
-        let head = Head {
-            resource: Resource::new("apps", "v1", "Deployment"),
-            meta: wit::ObjectMeta {
-                namespace: Some("default".into()),
-                name: "web".into(),
-                uid: "u1".into(),
-                resource_version: "7".into(),
-                labels: labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            },
-        };
+        let head = Head::encode(
+            &Resource::new("apps", "v1", "Deployment"),
+            Some("default"),
+            ["web", "u1", "7"],
+            labels.iter().copied(),
+        );
         Event {
             event_type,
             object: Object::given(head, json!({"spec": {"replicas": 2}}).to_string()),
@@ -375,8 +367,8 @@ mod tests {
     }
 
     #[test]
-    fn object_headers_decode_into_kind_and_metadata() {
-        let h = Head::decode(&header(&[
+    fn object_headers_are_read_in_place_as_kind_and_metadata() {
+        let h = Head::decode(header(&[
             "apps",
             "v1",
             "Deployment",
@@ -389,8 +381,8 @@ mod tests {
             "note",
             "ünï",
         ]));
-        assert_eq!(h.resource, Resource::new("apps", "v1", "Deployment"));
-        let meta = Meta(&h.meta);
+        assert_eq!(h.resource(), &Resource::new("apps", "v1", "Deployment"));
+        let meta = Meta(&h);
         assert_eq!(
             (
                 meta.namespace(),
@@ -401,11 +393,15 @@ mod tests {
             (Some("team-a"), "web", "u1", "42")
         );
         assert_eq!(
-            (meta.label("app"), meta.label("note")),
-            (Some("web"), Some("ünï"))
+            (meta.label("app"), meta.label("note"), meta.label("ap")),
+            (Some("web"), Some("ünï"), None)
+        );
+        assert_eq!(
+            meta.labels(),
+            [("app".into(), "web".into()), ("note".into(), "ünï".into())]
         );
         // Cluster-scoped, no labels.
-        let h = Head::decode(&header(&[
+        let h = Head::decode(header(&[
             "",
             "v1",
             "Namespace",
@@ -414,12 +410,35 @@ mod tests {
             "u2",
             "7",
         ]));
-        let meta = Meta(&h.meta);
+        let meta = Meta(&h);
         assert_eq!(
             (meta.namespace(), meta.key()),
             (None, "kube-system".to_string())
         );
-        assert!(meta.labels().is_empty());
+        assert!(meta.labels().is_empty() && meta.label("app").is_none());
+        // What the harness encodes reads back the same.
+        let h = Head::encode(
+            &Resource::new("", "v1", "ConfigMap"),
+            None,
+            ["c", "u3", "9"],
+            [("a", "1")],
+        );
+        assert_eq!(
+            (
+                Meta(&h).key(),
+                Meta(&h).label("a"),
+                h.resource().to_string()
+            ),
+            ("c".to_string(), Some("1"), "v1/ConfigMap".to_string())
+        );
+    }
+
+    #[test]
+    #[should_panic(expected = "the host's object header ends inside a field")]
+    fn a_header_cut_inside_a_field_is_refused() {
+        let mut bytes = header(&["", "v1", "ConfigMap", "ns", "name", "u", "1"]);
+        bytes.pop();
+        Head::decode(bytes);
     }
 
     /// Asks for a retry on `retry`-labelled objects.

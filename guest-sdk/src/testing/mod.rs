@@ -42,7 +42,6 @@ pub use self::cache::MemCache;
 use crate::event::{Head, Object};
 /// The level of a captured log record.
 pub use crate::log::Level;
-use crate::wit::informant::plugin::types as wit;
 use crate::{Event, EventType, Plugin, QueryError, Resource, Retry};
 use informant_manifest::Manifest;
 
@@ -396,19 +395,18 @@ fn head_of(object: &Value, resource: &Resource) -> Head {
             .pointer(p)
             .and_then(Value::as_str)
             .unwrap_or_default()
-            .to_string()
     };
     let labels: BTreeMap<String, String> = cache::labels_of(object);
-    Head {
-        resource: resource.clone(),
-        meta: wit::ObjectMeta {
-            namespace: cache::namespace_of(object).map(str::to_string),
-            name: text("/metadata/name"),
-            uid: text("/metadata/uid"),
-            resource_version: text("/metadata/resourceVersion"),
-            labels: labels.into_iter().collect(),
-        },
-    }
+    Head::encode(
+        resource,
+        cache::namespace_of(object),
+        [
+            text("/metadata/name"),
+            text("/metadata/uid"),
+            text("/metadata/resourceVersion"),
+        ],
+        labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    )
 }
 
 /// Panics on an object that cannot make an event (see [`EventBuilder`]).

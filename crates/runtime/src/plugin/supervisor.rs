@@ -407,7 +407,11 @@ impl Retries {
     }
 
     fn forget(&self, key: &ObjectKey) {
-        self.pending.lock().remove(key);
+        // Called for every event handled: most plugins have nothing pending to hash the key for.
+        let mut pending = self.pending.lock();
+        if !pending.is_empty() {
+            pending.remove(key);
+        }
     }
 
     /// Counts an attempt: its number and token, or the attempts made if they ran out.
