@@ -91,8 +91,8 @@ class Lazy {
 }
 
 /**
- * One event for one plugin. `resource` and `meta` cost one host call and no JSON parse;
- * `object` copies the JSON in and parses it on first use only. Valid during the handler call
+ * One event for one plugin. `resource` and `meta` are decoded from the header the event brought
+ * (no host call, no JSON parse); `object` copies the JSON in and parses it on first use only. Valid during the handler call
  * it came with: the host reclaims the objects once the event is handled.
  */
 export class Event {

@@ -57,6 +57,8 @@ export interface WitLog {
 export interface WitEvent {
   eventType: EventType;
   object: Source & { [Symbol.dispose]?: () => void };
+  /** `object`'s header, brought with the event. */
+  header: Uint8Array;
   oldObject?: (Source & { [Symbol.dispose]?: () => void }) | null;
   initial: boolean;
   finalStateUnknown: boolean;
@@ -135,7 +137,9 @@ export function exportsFor(
     let result: { error?: string; retry?: { reason: string; afterMs?: number } };
     try {
       if (!instance) throw new Error("handle called before a successful init");
-      const ev = new Event(e.eventType, e.object, e.oldObject ?? undefined, e.initial, e.finalStateUnknown);
+      // The header came with the event; the JSON is fetched from the handle if read.
+      const obj: Source = { header: () => e.header, json: () => e.object.json() };
+      const ev = new Event(e.eventType, obj, e.oldObject ?? undefined, e.initial, e.finalStateUnknown);
       result = outcome(instance, ev);
     } catch (err) {
       result = { error: describe(err) };

@@ -1,5 +1,5 @@
 """The component's exports: turns a plugin module's ``Plugin`` subclass into ``init`` and
-``handle-queued`` (contract ``informant:plugin@0.5.0``).
+``handle-queued`` (contract ``informant:plugin@0.6.0``).
 
 Imported only inside a componentize-py build (it needs the generated ``wit_world`` bindings).
 The build's entry module is two lines: import the plugin module, ``WitWorld = world(module)``.
@@ -48,12 +48,29 @@ def plugin_class(module: ModuleType) -> type:
     return found[0]
 
 
+class _Object:
+    """An event's object: its header came with the event, its JSON is fetched if read."""
+
+    __slots__ = ("handle", "raw")
+
+    def __init__(self, handle: "wit.Object", raw: bytes):
+        self.handle = handle
+        self.raw = raw
+
+    def header(self) -> bytes:
+        return self.raw
+
+    def json(self) -> str:
+        return self.handle.json()
+
+
 def _handle(plugin: Optional[Plugin], e: wit.Event) -> "Result[None, wit.Failure]":
     """Runs one event and drops its object handles; never raises: a failure is the outcome."""
     try:
         if plugin is None:
             return Err(wit.Failure_Error("handle called before a successful init"))
-        ev = Event(_TYPES[e.event_type], e.object, e.old_object, e.initial, e.final_state_unknown)
+        obj = _Object(e.object, e.header)
+        ev = Event(_TYPES[e.event_type], obj, e.old_object, e.initial, e.final_state_unknown)
         error, retry = outcome(plugin, ev)
     except Exception as x:  # noqa: BLE001 - outcome catches the handler's; this is the SDK's own
         return Err(wit.Failure_Error(describe(x)))

@@ -131,8 +131,9 @@ class _Lazy:
 class Event:
     """One event for one plugin.
 
-    ``resource`` and ``meta`` cost one host call and no JSON parse; ``object`` copies the JSON in
-    and parses it on first use only, so a plugin pays for what it reads. Valid during the handler
+    ``resource`` and ``meta`` are decoded from the header the event brought, with no host call and
+    no JSON parse; ``object`` copies the JSON in and parses it on first use only, so a plugin pays
+    for what it reads. Valid during the handler
     call it came with: the host reclaims the objects when the call returns.
     """
 

@@ -52,6 +52,7 @@ class WitEventType(enum.Enum):
 class WitEvent:
     event_type: WitEventType
     object: Any
+    header: bytes
     old_object: Any
     initial: bool
     final_state_unknown: bool
@@ -107,7 +108,8 @@ def glue(monkeypatch):
 
 def event(name, log, old=None):
     t = WitEventType.UPDATED if old else WitEventType.ADDED
-    return WitEvent(t, Handle(cm(name), log), Handle(cm(old), log) if old else None, False, False)
+    header = DictSource(cm(name)).header()
+    return WitEvent(t, Handle(cm(name), log), header, Handle(cm(old), log) if old else None, False, False)
 
 
 class Mixed(Plugin):

@@ -73,10 +73,11 @@ impl Object {
         Object(Rc::new(Source::Given { head, json }))
     }
 
-    fn host(handle: wit::Object) -> Self {
+    /// An object in the host; `header`, when the event brought it, saves the call for it.
+    fn host(handle: wit::Object, header: Option<Vec<u8>>) -> Self {
         Object(Rc::new(Source::Host {
             handle,
-            head: OnceCell::new(),
+            head: header.map(Head::decode).map_or_else(OnceCell::new, OnceCell::from),
             json: OnceCell::new(),
         }))
     }
@@ -90,8 +91,8 @@ impl Object {
 
     fn head(&self) -> &Head {
         match &*self.0 {
-            // One call for the kind and all the metadata: a call per field would cost more
-            // than the fields.
+            // An old object's: one call for the kind and all the metadata (a call per field
+            // would cost more than the fields).
             Source::Host { handle, head, .. } => head.get_or_init(|| Head::decode(handle.header())),
             Source::Given { head, .. } => head,
         }
@@ -263,11 +264,10 @@ impl fmt::Debug for Object {
 
 /// One event for one plugin.
 ///
-/// The object stays in the host until this plugin reads it: its kind and metadata (parsed by
-/// the host) on the first [`Event::resource`] or [`Event::meta`], its JSON on the first
+/// The event brings the object's kind and metadata (parsed by the host, read in place on the
+/// first [`Event::resource`] or [`Event::meta`]); the JSON stays in the host until the first
 /// [`Event::json`], [`Event::object`] or [`Event::value`]. A plugin that needs only the
-/// metadata never has the JSON copied in, let alone parsed; one that needs neither pays for
-/// neither.
+/// metadata never has the JSON copied in, let alone parsed.
 #[derive(Debug, Clone)]
 pub struct Event {
     pub(crate) event_type: EventType,
@@ -283,8 +283,8 @@ impl Event {
     pub fn from_wit(e: wit::Event) -> Self {
         Event {
             event_type: EventType::from_wit(e.event_type),
-            object: Object::host(e.object),
-            old_object: e.old_object.map(Object::host),
+            object: Object::host(e.object, Some(e.header)),
+            old_object: e.old_object.map(|old| Object::host(old, None)),
             initial: e.initial,
             final_state_unknown: e.final_state_unknown,
         }

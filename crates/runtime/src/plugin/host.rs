@@ -62,7 +62,7 @@ pub mod bindings {
 
 /// The WIT package this host implements; plugins built for another version are refused at load
 /// with this named.
-pub const WIT_PACKAGE: &str = "informant:plugin@0.5.0";
+pub const WIT_PACKAGE: &str = "informant:plugin@0.6.0";
 
 /// A cached object lent to a plugin as an `object` handle for one call; `None` once that call
 /// has returned.
@@ -472,8 +472,9 @@ impl State {
     }
 }
 
-/// Lowers an informer event for `events.next`: its objects go as handles lent from `state`, and
-/// nothing else is copied (the plugin fetches the kind, metadata or JSON it reads).
+/// Lowers an informer event for `events.next`: its objects go as handles lent from `state`, with
+/// the object's header (kind and metadata, which nearly every plugin reads); the JSON and the
+/// old object's header are fetched only by a plugin that reads them.
 pub(crate) fn wit_event(state: &mut State, kind: &Arc<WitResource>, e: &Event) -> WitEvent {
     WitEvent {
         event_type: match e.event_type {
@@ -483,6 +484,7 @@ pub(crate) fn wit_event(state: &mut State, kind: &Arc<WitResource>, e: &Event) -
             EventType::Resync => WitEventType::Resync,
         },
         object: state.lend(&e.object, kind),
+        header: header(kind, &e.object),
         old_object: e.old_object.as_ref().map(|old| state.lend(old, kind)),
         initial: e.initial,
         final_state_unknown: e.final_state_unknown,
