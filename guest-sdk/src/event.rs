@@ -77,7 +77,9 @@ impl Object {
     fn host(handle: wit::Object, header: Option<Vec<u8>>) -> Self {
         Object(Rc::new(Source::Host {
             handle,
-            head: header.map(Head::decode).map_or_else(OnceCell::new, OnceCell::from),
+            head: header
+                .map(Head::decode)
+                .map_or_else(OnceCell::new, OnceCell::from),
             json: OnceCell::new(),
         }))
     }

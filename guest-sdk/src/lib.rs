@@ -165,7 +165,10 @@ pub mod __private {
     pub fn init_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, config: &str) -> Outcome {
         // A failed init must not leave an older instance answering events.
         slot.with(|s| *s.borrow_mut() = None);
-        let plugin = init::<P>(config)?;
+        let plugin = init::<P>(config);
+        // A retry asked for outside any event must not stick to the first one that fails.
+        crate::retry::take();
+        let plugin = plugin?;
         slot.with(|s| *s.borrow_mut() = Some(plugin));
         Ok(())
     }
@@ -190,8 +193,8 @@ pub mod __private {
     /// One event of `handle-queued`: routes it to the instance, refusing it before `init`; an error
     /// made by [`retry`](crate::retry) goes back as a retry.
     pub fn handle_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, e: crate::wit::Event) -> Handled {
-        crate::retry::take();
         let result = handle_event_in(slot, Event::from_wit(e));
+        // Taken after every event, so none is left over for the next.
         let asked = crate::retry::take();
         result.map_err(|error| match asked {
             Some(r) => {

@@ -50,6 +50,8 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock, OnceLock};
+
+use informant_tests::proc::{cpu_seconds, machine_busy_seconds, rss_bytes};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -192,55 +194,6 @@ struct Report {
     list_t: f64,
     /// The RSS then.
     list_rss: u64,
-}
-
-/// The client's resident set size in bytes, from `/proc/self/status`.
-fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kib| kib * 1024)
-}
-
-/// Clock ticks per second, the unit of `/proc`'s CPU times.
-static TICKS: LazyLock<f64> = LazyLock::new(|| {
-    // SAFETY: sysconf only reads a system constant.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 { t as f64 } else { 100.0 }
-});
-
-/// CPU seconds the whole machine was busy (steal included: this may be a VM), from `/proc/stat`.
-fn machine_busy_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let ticks: Vec<u64> = stat
-        .lines()
-        .next()
-        .unwrap_or_default()
-        .split_whitespace()
-        .skip(1)
-        .map(|f| f.parse().unwrap_or(0))
-        .collect();
-    let at = |i: usize| ticks.get(i).copied().unwrap_or(0);
-    // user nice system idle iowait irq softirq steal; guest time is already in user.
-    (at(0) + at(1) + at(2) + at(5) + at(6) + at(7)) as f64 / *TICKS
-}
-
-/// CPU seconds (user + system) this process used, from `/proc/self/stat`.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
-    // The command name (field 2) may hold spaces; fields are counted after its closing paren.
-    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let field = |i: usize| {
-        fields
-            .get(i)
-            .and_then(|f| f.parse::<u64>().ok())
-            .unwrap_or(0)
-    };
-    // utime and stime are fields 14 and 15; `rest` starts at field 3.
-    (field(11) + field(12)) as f64 / *TICKS
 }
 
 /// A pod as a ReplicaSet's controller and the kubelet leave it: labels, an owner, managedFields

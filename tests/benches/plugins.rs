@@ -33,6 +33,7 @@ use informant_runtime::plugin::{
     PluginEngine, RestartPolicy, Supervisor, TextLimits,
 };
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
+use informant_tests::proc::{cpu_seconds, rss_bytes};
 use kube::api::Api;
 use kube::core::{ApiResource, GroupVersionKind};
 use sha2::{Digest, Sha256};
@@ -66,17 +67,6 @@ fn cm_in(namespace: &str, name: &str, rv: u64) -> RawObject {
     .expect("valid object")
 }
 
-fn rss_bytes() -> usize {
-    std::fs::read_to_string("/proc/self/statm")
-        .ok()
-        .and_then(|s| {
-            s.split_whitespace()
-                .nth(1)
-                .and_then(|p| p.parse::<usize>().ok())
-        })
-        .map_or(0, |pages| pages * 4096)
-}
-
 /// Signals when the end marker was handled.
 struct Ended<H> {
     inner: H,
@@ -101,33 +91,25 @@ impl<H: Handler> Handler for Ended<H> {
 /// plugin taking it), as the upper bound of the histogram bucket it falls in: what an operator
 /// reads from `/metrics`.
 fn dispatch_quantile(sups: &[Arc<Supervisor>], q: f64) -> Duration {
-    let mut registry = prometheus_client::registry::Registry::default();
-    for (i, s) in sups.iter().enumerate() {
-        registry.register(format!("d{i}"), "", s.dispatch().clone());
-    }
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-    // Cumulative counts by bucket bound, summed over the plugins.
+    // Counts by bucket, summed over the plugins (their histograms share the bounds).
     let mut by_bound: Vec<(f64, u64)> = Vec::new();
-    for line in text.lines().filter(|l| l.contains("_bucket{le=")) {
-        let bound = line.split('"').nth(1).unwrap();
-        let count: u64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-        let bound = if bound == "+Inf" {
-            f64::INFINITY
-        } else {
-            bound.parse().unwrap()
-        };
-        match by_bound.iter_mut().find(|(b, _)| *b == bound) {
-            Some((_, n)) => *n += count,
-            None => by_bound.push((bound, count)),
+    for s in sups {
+        for (i, (bound, n)) in s.dispatch().buckets().into_iter().enumerate() {
+            match by_bound.get_mut(i) {
+                Some((_, sum)) => *sum += n,
+                None => by_bound.push((bound, n)),
+            }
         }
     }
-    by_bound.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total = by_bound.last().map_or(0, |(_, n)| *n);
+    let total: u64 = by_bound.iter().map(|(_, n)| n).sum();
     let wanted = (total as f64 * q).ceil() as u64;
+    let mut seen = 0;
     let bound = by_bound
         .iter()
-        .find(|(_, n)| *n >= wanted)
+        .find(|(_, n)| {
+            seen += n;
+            seen >= wanted
+        })
         .map_or(f64::INFINITY, |(b, _)| *b);
     Duration::from_secs_f64(bound.min(3600.0))
 }
@@ -189,15 +171,28 @@ impl Stream {
     };
 }
 
-/// Pushes `stream` into `plugins` plugins: events/s absorbed, p50 and p99 (bucket bounds) from
-/// the informer receiving an event to a plugin taking it, events handled.
+/// What one [`throughput`] run measured.
+struct Run {
+    /// Events absorbed per second.
+    eps: f64,
+    /// Median and 99th percentile (bucket bounds) from the informer receiving an event to a
+    /// plugin taking it.
+    p50: Duration,
+    p99: Duration,
+    /// Events the plugins handled (after per-key coalescing).
+    handled: u64,
+    /// Cores the process used while the stream was pushed and handled.
+    cpu: f64,
+}
+
+/// Pushes `stream` into `plugins` plugins.
 async fn throughput(
     engine: &PluginEngine,
     wasm: &Path,
     plugins: usize,
     mode: &str,
     stream: Stream,
-) -> (f64, Duration, Duration, u64) {
+) -> Run {
     let Stream { events, keys, rate } = stream;
     let informer = bench_informer();
     let cache = CacheView::default();
@@ -227,7 +222,7 @@ async fn throughput(
     // Paced: a tick per millisecond, each pushing what the rate allows by then.
     let mut ticks = tokio::time::interval(Duration::from_millis(1));
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let start = Instant::now();
+    let (start, cpu0) = (Instant::now(), cpu_seconds());
     for (i, o) in objects.into_iter().enumerate() {
         if let Some(rate) = rate {
             while (i as f64) >= start.elapsed().as_secs_f64() * f64::from(rate) {
@@ -243,12 +238,13 @@ async fn throughput(
     informer.apply(Delta::Apply(cm("zz-end", u64::MAX - 1)));
     let _ = done.acquire_many(plugins as u32).await.unwrap();
     let secs = start.elapsed().as_secs_f64();
-    let handled: u64 = sups.iter().map(|s| s.handled()).sum();
-    let (p50, p99) = (
-        dispatch_quantile(&sups, 0.5),
-        dispatch_quantile(&sups, 0.99),
-    );
-    (events as f64 / secs, p50, p99, handled)
+    Run {
+        eps: events as f64 / secs,
+        p50: dispatch_quantile(&sups, 0.5),
+        p99: dispatch_quantile(&sups, 0.99),
+        handled: sups.iter().map(|s| s.handled()).sum(),
+        cpu: (cpu_seconds() - cpu0) / secs,
+    }
 }
 
 fn grant(tenant: &str, namespace: &str) -> Arc<Grant> {
@@ -413,7 +409,7 @@ async fn rss_per_instance(n: usize, mut spec_for: impl FnMut(usize) -> InstanceS
                 .expect("start"),
         );
     }
-    rss_bytes().saturating_sub(before) / n
+    (rss_bytes().saturating_sub(before) / n as u64) as usize
 }
 
 /// A test plugin built from one language's sources.
@@ -608,8 +604,8 @@ async fn measure(engine: &PluginEngine, wasm: &Path) -> Figures {
             keys: EVENTS,
             rate: None,
         };
-        let (eps, _, _, _) = throughput(engine, wasm, 1, mode, distinct).await;
-        per_event.push((call, eps));
+        let run = throughput(engine, wasm, 1, mode, distinct).await;
+        per_event.push((call, run.eps));
     }
     Figures {
         size: std::fs::metadata(wasm).expect("component").len(),
@@ -708,17 +704,25 @@ async fn main() {
     let paced_only = std::env::var_os("PLUGINS_BENCH_PACED_ONLY").is_some();
     println!("\n1. 20k update events over 1k keys (~1.6 KB objects) into N plugins");
     println!(
-        "   {:<6} {:>8} {:>14} {:>12} {:>12} {:>16}",
-        "mode", "plugins", "events/s", "p50", "p99", "handler calls"
+        "   {:<6} {:>8} {:>14} {:>12} {:>12} {:>16} {:>6}",
+        "mode", "plugins", "events/s", "p50", "p99", "events handled", "cores"
     );
+    let show = |mode: &str, n: usize, r: Run| {
+        println!(
+            "   {mode:<6} {n:>8} {:>14.0} {:>10.2}ms {:>10.2}ms {:>16} {:>6.2}",
+            r.eps,
+            r.p50.as_secs_f64() * 1e3,
+            r.p99.as_secs_f64() * 1e3,
+            r.handled,
+            r.cpu
+        )
+    };
     for mode in ["noop", "parse"] {
         for n in [1, 10, 50].into_iter().filter(|_| !paced_only) {
-            let (eps, p50, p99, handled) =
-                throughput(&engine, &wasm, n, mode, Stream::COALESCING).await;
-            println!(
-                "   {mode:<6} {n:>8} {eps:>14.0} {:>10.2}ms {:>10.2}ms {handled:>16}",
-                p50.as_secs_f64() * 1e3,
-                p99.as_secs_f64() * 1e3
+            show(
+                mode,
+                n,
+                throughput(&engine, &wasm, n, mode, Stream::COALESCING).await,
             );
         }
     }
@@ -728,11 +732,10 @@ async fn main() {
             rate: Some(10_000),
             ..Stream::COALESCING
         };
-        let (eps, p50, p99, handled) = throughput(&engine, &wasm, n, "noop", paced).await;
-        println!(
-            "   noop   {n:>8} {eps:>14.0} {:>10.2}ms {:>10.2}ms {handled:>16}",
-            p50.as_secs_f64() * 1e3,
-            p99.as_secs_f64() * 1e3
+        show(
+            "noop",
+            n,
+            throughput(&engine, &wasm, n, "noop", paced).await,
         );
     }
     if paced_only {

@@ -5,6 +5,7 @@
 pub mod host_log;
 pub mod http;
 pub mod plugins;
+pub mod proc;
 pub mod receiver;
 
 use std::future::Future;

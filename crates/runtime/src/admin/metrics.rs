@@ -44,10 +44,10 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::TypedMetric;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::AdminState;
+use crate::plugin::histogram::DurationHistogram;
 use crate::plugin::{PluginState, WaitingFor};
 
 /// The `Content-Type` of [`render`]'s output.
@@ -80,8 +80,8 @@ struct PluginSample {
     writes: Vec<(&'static str, &'static str, u64)>,
     backlog: u64,
     state: PluginState,
-    latency: Histogram,
-    dispatch: Histogram,
+    latency: DurationHistogram,
+    dispatch: DurationHistogram,
 }
 
 /// A plugin version waiting to load (see [`crate::plugin::waiting`]).

@@ -24,6 +24,7 @@ pub mod cache;
 pub mod change_filter;
 pub mod check;
 pub mod engine;
+pub mod histogram;
 pub mod host;
 pub mod instance;
 pub mod loader;

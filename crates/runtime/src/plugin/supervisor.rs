@@ -24,10 +24,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use tokio::sync::watch;
 
 use super::batch::{Taken, Tally};
+use super::histogram::DurationHistogram;
 use super::host::WitResource;
 use super::instance::{CallError, Handled, Instance, InstanceSpec};
 use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
@@ -88,8 +88,8 @@ pub struct Supervisor {
     tally: Arc<Tally>,
     dropped: AtomicU64,
     retried: AtomicU64,
-    latency: Histogram,
-    dispatch: Histogram,
+    latency: DurationHistogram,
+    dispatch: DurationHistogram,
     state_tx: watch::Sender<PluginState>,
     closed: watch::Sender<bool>,
 }
@@ -179,13 +179,13 @@ impl Supervisor {
     }
 
     /// Seconds each event took, from the plugin taking it to its outcome, whatever that was.
-    pub fn latency(&self) -> &Histogram {
+    pub fn latency(&self) -> &DurationHistogram {
         &self.latency
     }
 
     /// Seconds each event waited, from the informer receiving it to the plugin taking it
     /// (initial events not counted).
-    pub fn dispatch(&self) -> &Histogram {
+    pub fn dispatch(&self) -> &DurationHistogram {
         &self.dispatch
     }
 
@@ -271,9 +271,9 @@ impl Supervisor {
                 .handle_queued(resource, std::mem::take(&mut events), &closed, &self.tally)
                 .await;
             for taken in batched.taken {
-                self.latency.observe(taken.took.as_secs_f64());
+                self.latency.observe(taken.took);
                 if let Some(waited) = taken.waited {
-                    self.dispatch.observe(waited.as_secs_f64());
+                    self.dispatch.observe(waited);
                 }
                 out.push(self.settle(&mut inner, taken));
             }
@@ -516,14 +516,14 @@ fn schedule_retry(
 }
 
 /// Buckets from 10 µs growing by √2 up to ~2.6 s: fine enough to tell 0.7 ms from 1 ms.
-fn dispatch_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(10e-6, std::f64::consts::SQRT_2, 37))
+fn dispatch_histogram() -> DurationHistogram {
+    DurationHistogram::exponential(10e-6, std::f64::consts::SQRT_2, 37)
 }
 
 /// Buckets from 25 µs (a trivial plugin) doubling up to ~6.5 s (past the default deadline, below
 /// the 10 s ceiling's last bucket, +Inf).
-fn latency_histogram() -> Histogram {
-    Histogram::new(exponential_buckets(25e-6, 2.0, 19))
+fn latency_histogram() -> DurationHistogram {
+    DurationHistogram::exponential(25e-6, 2.0, 19)
 }
 
 #[cfg(test)]
