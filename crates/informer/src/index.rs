@@ -238,6 +238,9 @@ struct Slot {
 #[derive(Debug)]
 pub(crate) struct Indices {
     slots: Vec<Option<Slot>>,
+    /// Changes whenever a field index is declared or removed, so values computed before
+    /// (for a relist still arriving) are known to be stale.
+    layout: u64,
 }
 
 impl Default for Indices {
@@ -256,7 +259,7 @@ impl Default for Indices {
             })
         })
         .collect();
-        Indices { slots }
+        Indices { slots, layout: 0 }
     }
 }
 
@@ -287,6 +290,23 @@ impl Indices {
                 None => Box::default(),
             })
             .collect()
+    }
+
+    /// Computes every index's values from the frozen object alone (field indexes parse its
+    /// JSON): for objects whose decoded form is gone.
+    pub(crate) fn compute_frozen(&self, obj: &CachedObject) -> IndexValues {
+        self.slots
+            .iter()
+            .map(|slot| match slot {
+                Some(slot) => to_boxed(slot.spec.builtin_values(obj)),
+                None => Box::default(),
+            })
+            .collect()
+    }
+
+    /// Which set of indexes values were computed for (see [`Indices::compute`]).
+    pub(crate) fn layout(&self) -> u64 {
+        self.layout
     }
 
     /// Adds `key` under each of its values.
@@ -398,6 +418,7 @@ impl Indices {
             users: 1,
             map,
         });
+        self.layout += 1;
         let at = match self.slots.iter().position(Option::is_none) {
             Some(free) => {
                 self.slots[free] = slot;
@@ -425,6 +446,7 @@ impl Indices {
             return false;
         }
         self.slots[at] = None;
+        self.layout += 1;
         true
     }
 
@@ -434,8 +456,10 @@ impl Indices {
     }
 }
 
+/// Index values as kept for an object's lifetime: copied at their exact lengths, since an
+/// allocator may keep a shrunk block at its old size (see `RawObject::to_json`).
 fn to_boxed(v: Vec<String>) -> Values {
-    v.into_iter().map(String::into_boxed_str).collect()
+    v.iter().map(|s| Box::from(s.as_str())).collect()
 }
 
 #[cfg(test)]

@@ -67,7 +67,7 @@ pub use processor::{
 };
 pub use reflector::{Delta, InitialList, ReflectorConfig, ReflectorStats};
 pub use shared_informer::{HandlerOptions, SharedInformer};
-pub use store::{FieldIndex, IndexId, QueryError, Store, StoreOptions, Visibility};
+pub use store::{FieldIndex, IndexId, QueryError, Relist, Store, StoreOptions, Visibility};
 
 use std::time::Duration;
 

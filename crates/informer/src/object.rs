@@ -6,6 +6,10 @@
 //! immutable [`CachedObject`]: compact JSON (managedFields removed) plus the few parsed fields the
 //! built-in indexes need. Every consumer shares that one `Arc<CachedObject>`.
 //!
+//! `metadata.managedFields` is set aside as text too ([`RawObject::managed_fields`]): typed, it
+//! was a tree of entries with `fieldsV1` as a `Value`, costlier to build and free than the rest
+//! of the metadata, for a field most caches drop.
+//!
 //! Raw text comes for free from serde_json's own deserializers, which kube uses for lists and
 //! watch lines. When something buffers the object first (a watch line with `object` before
 //! `type`), the field falls back to a `Value` and is printed back to text: slower, same result.
@@ -16,7 +20,7 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
 use serde::Deserialize;
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 /// A map by object key. foldhash, randomly seeded per process, rather than SipHash: keys are
@@ -79,8 +83,10 @@ pub struct RawObject {
     pub api_version: Option<String>,
     /// `kind`, as sent by the server (may be absent in list items).
     pub kind: Option<String>,
-    /// The object's metadata.
+    /// The object's metadata; decoding leaves `managed_fields` out (see below).
     pub metadata: ObjectMeta,
+    /// `metadata.managedFields` as the server sent it, as JSON text.
+    pub managed_fields: Option<RawJson>,
     /// Every other top-level field (spec, status, data, ...) as JSON text, in the server's order.
     pub fields: Vec<(String, RawJson)>,
 }
@@ -128,7 +134,10 @@ impl<'de> Deserialize<'de> for RawObject {
                         "apiVersion" => obj.api_version = map.next_value()?,
                         "kind" => obj.kind = map.next_value()?,
                         "metadata" => {
-                            obj.metadata = map.next_value()?;
+                            let (metadata, managed_fields) =
+                                map.next_value_seed(MetaWithoutManaged)?;
+                            obj.metadata = metadata;
+                            obj.managed_fields = managed_fields;
                             seen_meta = true;
                         }
                         _ => {
@@ -144,6 +153,111 @@ impl<'de> Deserialize<'de> for RawObject {
             }
         }
         deserializer.deserialize_map(RawVisitor)
+    }
+}
+
+/// Decodes `ObjectMeta` with its `managedFields` set aside as text.
+struct MetaWithoutManaged;
+
+impl<'de> DeserializeSeed<'de> for MetaWithoutManaged {
+    type Value = (ObjectMeta, Option<RawJson>);
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        let mut managed = None;
+        let meta = ObjectMeta::deserialize(SkipManaged {
+            inner: deserializer,
+            managed: &mut managed,
+        })?;
+        Ok((meta, managed))
+    }
+}
+
+/// A deserializer that shows the map it wraps without its `managedFields` entry, which it
+/// keeps as text in `managed`.
+struct SkipManaged<'m, D> {
+    inner: D,
+    managed: &'m mut Option<RawJson>,
+}
+
+impl<'de, D: Deserializer<'de>> Deserializer<'de> for SkipManaged<'_, D> {
+    type Error = D::Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_any(SkipManagedVisitor {
+            inner: visitor,
+            managed: self.managed,
+        })
+    }
+
+    fn deserialize_struct<V: Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, D::Error> {
+        self.inner.deserialize_map(SkipManagedVisitor {
+            inner: visitor,
+            managed: self.managed,
+        })
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf
+        option unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier
+        ignored_any
+    }
+}
+
+struct SkipManagedVisitor<'m, V> {
+    inner: V,
+    managed: &'m mut Option<RawJson>,
+}
+
+impl<'de, V: Visitor<'de>> Visitor<'de> for SkipManagedVisitor<'_, V> {
+    type Value = V::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        self.inner.expecting(f)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<V::Value, A::Error> {
+        self.inner.visit_map(SkipManagedMap {
+            inner: map,
+            managed: self.managed,
+        })
+    }
+}
+
+struct SkipManagedMap<'m, A> {
+    inner: A,
+    managed: &'m mut Option<RawJson>,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for SkipManagedMap<'_, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        while let Some(key) = self.inner.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "managedFields" {
+                *self.managed = self.inner.next_value::<Option<RawJson>>()?;
+                continue;
+            }
+            return seed
+                .deserialize(de::value::CowStrDeserializer::<A::Error>::new(key))
+                .map(Some);
+        }
+        Ok(None)
+    }
+
+    fn next_value_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<T::Value, A::Error> {
+        self.inner.next_value_seed(seed)
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.inner.size_hint()
     }
 }
 
@@ -198,37 +312,55 @@ impl RawObject {
     }
 
     /// The whole object as compact JSON: apiVersion, kind, metadata, then the raw fields.
+    ///
+    /// The text is allocated at its exact length: the cache keeps it for the object's lifetime,
+    /// and an allocator may keep a shrunk block at its old size (mimalloc does, down to half).
     pub fn to_json(&self) -> String {
-        let size = self
-            .fields
+        // ObjectMeta holds only strings, maps and lists: serializing it cannot fail.
+        let mut metadata = serde_json::to_string(&self.metadata).unwrap_or_else(|_| "{}".into());
+        if let Some(managed) = &self.managed_fields {
+            // Back in as sent, as the last field of the metadata object.
+            metadata.pop();
+            if metadata.len() > 1 {
+                metadata.push(',');
+            }
+            metadata.push_str(r#""managedFields":"#);
+            metadata.push_str(managed.get());
+            metadata.push('}');
+        }
+        let api_version = self.api_version.as_deref().map(Quoted::new);
+        let kind = self.kind.as_deref().map(Quoted::new);
+        let mut values: Vec<(Quoted<'_>, Member<'_>)> = Vec::with_capacity(self.fields.len() + 3);
+        if let Some(v) = api_version {
+            values.push((Quoted::Plain("apiVersion"), Member::Quoted(v)));
+        }
+        if let Some(k) = kind {
+            values.push((Quoted::Plain("kind"), Member::Quoted(k)));
+        }
+        values.push((Quoted::Plain("metadata"), Member::Raw(&metadata)));
+        for (k, v) in &self.fields {
+            values.push((Quoted::new(k), Member::Raw(v.get())));
+        }
+        // Braces, a colon per entry and a comma between entries.
+        let len = 1 + values
             .iter()
-            .map(|(k, v)| k.len() + v.get().len() + 4)
+            .map(|(k, v)| k.len() + 1 + v.len() + 1)
             .sum::<usize>();
-        let mut out = String::with_capacity(size + 512);
+        let mut out = String::with_capacity(len);
         out.push('{');
-        let mut entry = |key: &str, value: &str| {
-            if out.len() > 1 {
+        for (i, (k, v)) in values.iter().enumerate() {
+            if i > 0 {
                 out.push(',');
             }
-            out.push_str(&Value::from(key).to_string());
+            k.write(&mut out);
             out.push(':');
-            out.push_str(value);
-        };
-        if let Some(v) = &self.api_version {
-            entry("apiVersion", &Value::from(v.as_str()).to_string());
-        }
-        if let Some(k) = &self.kind {
-            entry("kind", &Value::from(k.as_str()).to_string());
-        }
-        // ObjectMeta holds only strings, maps and lists: serializing it cannot fail.
-        entry(
-            "metadata",
-            &serde_json::to_string(&self.metadata).unwrap_or_else(|_| "{}".into()),
-        );
-        for (k, v) in &self.fields {
-            entry(k, v.get());
+            match v {
+                Member::Quoted(q) => q.write(&mut out),
+                Member::Raw(text) => out.push_str(text),
+            }
         }
         out.push('}');
+        debug_assert_eq!(out.len(), out.capacity());
         out
     }
 
@@ -238,6 +370,56 @@ impl RawObject {
             self.metadata.namespace.as_deref(),
             self.metadata.name.as_deref().unwrap_or_default(),
         )
+    }
+}
+
+/// A member's value in [`RawObject::to_json`]: a string to quote, or JSON text as it is.
+enum Member<'a> {
+    Quoted(Quoted<'a>),
+    Raw(&'a str),
+}
+
+impl Member<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Member::Quoted(q) => q.len(),
+            Member::Raw(text) => text.len(),
+        }
+    }
+}
+
+/// A JSON string literal to write: field names and kinds need no escapes, so they are written
+/// between quotes as they are.
+enum Quoted<'a> {
+    Plain(&'a str),
+    Escaped(String),
+}
+
+impl<'a> Quoted<'a> {
+    fn new(s: &'a str) -> Self {
+        if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            Quoted::Plain(s)
+        } else {
+            Quoted::Escaped(Value::from(s).to_string())
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Quoted::Plain(s) => s.len() + 2,
+            Quoted::Escaped(s) => s.len(),
+        }
+    }
+
+    fn write(&self, out: &mut String) {
+        match self {
+            Quoted::Plain(s) => {
+                out.push('"');
+                out.push_str(s);
+                out.push('"');
+            }
+            Quoted::Escaped(s) => out.push_str(s),
+        }
     }
 }
 
@@ -265,6 +447,7 @@ impl CachedObject {
     ) -> Self {
         if strip_managed_fields {
             raw.metadata.managed_fields = None;
+            raw.managed_fields = None;
         }
         if raw.api_version.is_none() {
             raw.api_version = Some(api_resource.api_version.clone());
@@ -392,7 +575,37 @@ mod tests {
         assert!(v["metadata"].get("managedFields").is_none());
 
         let kept = CachedObject::from_json(json, &pods(), false).unwrap();
-        assert!(kept.to_value()["metadata"]["managedFields"].is_array());
+        assert_eq!(
+            kept.to_value()["metadata"]["managedFields"][0]["manager"],
+            "kubectl"
+        );
+    }
+
+    #[test]
+    fn managed_fields_are_set_aside_as_text_and_put_back_as_sent() {
+        let raw: RawObject = serde_json::from_str(
+            r#"{"metadata":{"managedFields":[{"manager":"m","fieldsV1":{"f:a":{}}}],"name":"a"}}"#,
+        )
+        .unwrap();
+        assert!(raw.metadata.managed_fields.is_none(), "never decoded");
+        assert_eq!(
+            raw.managed_fields.as_ref().map(RawJson::get),
+            Some(r#"[{"manager":"m","fieldsV1":{"f:a":{}}}]"#)
+        );
+        assert_eq!(raw.metadata.name.as_deref(), Some("a"), "the rest decodes");
+        // Alone in the metadata, and null.
+        for (json, managed) in [
+            (r#"{"metadata":{"managedFields":[]}}"#, Some("[]")),
+            (r#"{"metadata":{"managedFields":null,"name":"b"}}"#, None),
+        ] {
+            let raw: RawObject = serde_json::from_str(json).unwrap();
+            assert_eq!(raw.managed_fields.as_ref().map(RawJson::get), managed);
+            let back: Value = serde_json::from_str(&raw.to_json()).unwrap();
+            assert_eq!(
+                back["metadata"].get("managedFields").is_some(),
+                managed.is_some()
+            );
+        }
     }
 
     #[test]
@@ -426,6 +639,18 @@ mod tests {
         )
         .unwrap();
         assert_eq!(from_value.field("data").unwrap()["k"], "v");
+    }
+
+    #[test]
+    fn to_json_is_exactly_as_long_as_its_text_and_escapes_odd_field_names() {
+        let json = r#"{"apiVersion":"v\"1","kind":"K","metadata":{"name":"a"},"we\"ird\n":{"x":1},"plain":[]}"#;
+        let raw: RawObject = serde_json::from_str(json).unwrap();
+        let out = raw.to_json();
+        assert_eq!(out.len(), out.capacity());
+        assert_eq!(
+            serde_json::from_str::<Value>(&out).unwrap(),
+            serde_json::from_str::<Value>(json).unwrap()
+        );
     }
 
     #[test]

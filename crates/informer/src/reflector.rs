@@ -1,8 +1,9 @@
 //! The reflector: kube-runtime's `watcher` (list, then watch from the list's resourceVersion;
 //! bookmarks; relist on 410 Gone; backoff with jitter) reshaped into store deltas.
 //!
-//! The watcher's `Init, InitApply.., InitDone` run becomes one [`Delta::Replace`], which the
-//! store diffs against what it holds: that is where deletes missed during an outage surface.
+//! The watcher's `Init, InitApply.., InitDone` run becomes `ListBegin, ListItem.., ListEnd`: the
+//! store freezes each listed object as it arrives and, at the end, diffs the list against what
+//! it holds (a Replace): that is where deletes missed during an outage surface.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,8 +23,15 @@ pub enum Delta {
     Apply(RawObject),
     /// An object was deleted; this is its final state.
     Delete(RawObject),
-    /// A complete list (initial, or a relist after 410 Gone or a restart).
+    /// A complete list (initial, or a relist after 410 Gone or a restart), all at once.
     Replace(Vec<RawObject>),
+    /// A list begins: the objects up to [`Delta::ListEnd`] are a complete list, applied as a
+    /// Replace when it ends. A list begun again before its end starts over.
+    ListBegin,
+    /// One object of the list in progress.
+    ListItem(RawObject),
+    /// The list in progress is complete.
+    ListEnd,
 }
 
 /// How the initial list (and every relist) is fetched.
@@ -101,14 +109,12 @@ pub async fn supports_streaming_lists(api: &Api<RawObject>) -> bool {
 
 /// Lists and watches `api` forever, yielding deltas; errors are counted, logged and retried.
 ///
-/// `streaming` must already be resolved (see [`supports_streaming_lists`]). With
-/// `strip_managed_fields`, objects lose `metadata.managedFields` as they arrive: a list is held
-/// whole until it completes, and managedFields, decoded, are most of a typical object's memory.
+/// `streaming` must already be resolved (see [`supports_streaming_lists`]). Lists come as
+/// `ListBegin, ListItem.., ListEnd`, one object at a time, never held here.
 pub fn reflect(
     api: Api<RawObject>,
     config: &ReflectorConfig,
     streaming: bool,
-    strip_managed_fields: bool,
     stats: Arc<ReflectorStats>,
     resource: String,
 ) -> impl Stream<Item = Delta> + Send {
@@ -126,7 +132,6 @@ pub fn reflect(
         wc = wc.streaming_lists();
     }
     stats.streaming_lists.store(streaming, Ordering::Relaxed);
-    let mut buffer: Option<Vec<RawObject>> = None;
     watcher::watcher(api, wc)
         .default_backoff()
         .filter_map(move |item| {
@@ -139,21 +144,14 @@ pub fn reflect(
                     ReflectorStats::bump(&stats.objects_received);
                     Some(Delta::Delete(o))
                 }
-                Ok(WatcherEvent::Init) => {
-                    buffer = Some(Vec::new());
-                    None
-                }
-                Ok(WatcherEvent::InitApply(mut o)) => {
+                Ok(WatcherEvent::Init) => Some(Delta::ListBegin),
+                Ok(WatcherEvent::InitApply(o)) => {
                     ReflectorStats::bump(&stats.objects_received);
-                    if strip_managed_fields {
-                        o.metadata.managed_fields = None;
-                    }
-                    buffer.get_or_insert_with(Vec::new).push(o);
-                    None
+                    Some(Delta::ListItem(o))
                 }
                 Ok(WatcherEvent::InitDone) => {
                     ReflectorStats::bump(&stats.lists);
-                    Some(Delta::Replace(buffer.take().unwrap_or_default()))
+                    Some(Delta::ListEnd)
                 }
                 Err(e) => {
                     ReflectorStats::bump(&stats.errors);

@@ -27,7 +27,7 @@ use super::processor::{
     ChangeFilter, EventFilter, Handler, ListenerHandle, ListenerStats, SharedProcessor,
 };
 use super::reflector::{self, Delta, InitialList, ReflectorConfig, ReflectorStats};
-use super::store::{Store, StoreOptions};
+use super::store::{Relist, Store, StoreOptions};
 
 /// Options of a handler registration.
 #[derive(Debug, Clone, Default)]
@@ -49,6 +49,8 @@ pub struct SharedInformer {
     processor: Arc<SharedProcessor>,
     stats: Arc<ReflectorStats>,
     synced: watch::Sender<bool>,
+    /// The list arriving now, between `ListBegin` and `ListEnd`.
+    relist: Mutex<Option<Relist>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -80,6 +82,7 @@ impl SharedInformer {
             processor: SharedProcessor::new(),
             stats: Arc::new(ReflectorStats::default()),
             synced: watch::channel(false).0,
+            relist: Mutex::new(None),
             task: Mutex::new(None),
         })
     }
@@ -148,7 +151,6 @@ impl SharedInformer {
             self.api.clone(),
             &self.config,
             streaming,
-            self.store.options().strip_managed_fields,
             self.stats.clone(),
             self.description.clone(),
         );
@@ -167,15 +169,34 @@ impl SharedInformer {
             Delta::Apply(o) => self.store.apply(o, &mut sink),
             Delta::Delete(o) => self.store.delete(o, &mut sink),
             Delta::Replace(objs) => {
-                let n = objs.len();
-                self.store.replace(objs, &mut sink);
-                if !self.has_synced() {
-                    tracing::info!(informer = %self.description, objects = n, "synced");
+                let mut relist = self.store.begin_relist();
+                for o in objs {
+                    self.store.relist_push(&mut relist, o);
                 }
-                self.processor.mark_synced();
-                self.synced.send_replace(true);
+                self.finish_relist(relist, &mut sink);
+            }
+            Delta::ListBegin => *self.relist.lock() = Some(self.store.begin_relist()),
+            Delta::ListItem(o) => {
+                let mut relist = self.relist.lock();
+                let relist = relist.get_or_insert_with(|| self.store.begin_relist());
+                self.store.relist_push(relist, o);
+            }
+            Delta::ListEnd => {
+                let relist = self.relist.lock().take();
+                let relist = relist.unwrap_or_else(|| self.store.begin_relist());
+                self.finish_relist(relist, &mut sink);
             }
         }
+    }
+
+    fn finish_relist(&self, relist: Relist, sink: &mut impl FnMut(Event)) {
+        let n = relist.len();
+        self.store.finish_relist(relist, sink);
+        if !self.has_synced() {
+            tracing::info!(informer = %self.description, objects = n, "synced");
+        }
+        self.processor.mark_synced();
+        self.synced.send_replace(true);
     }
 
     /// Registers a handler: it first gets `Added (initial)` for every cached object, then live
@@ -494,6 +515,32 @@ mod tests {
         h.wait_synced().await;
         assert!(rx.recv().await.unwrap(), "first-list events are initial");
         assert!(inf.has_synced());
+    }
+
+    #[tokio::test]
+    async fn a_list_arrives_object_by_object_and_one_begun_again_starts_over() {
+        let inf = informer();
+        inf.apply(Delta::ListBegin);
+        inf.apply(Delta::ListItem(cm("abandoned", 1)));
+        assert!(
+            inf.store().is_empty(),
+            "nothing is stored before the list ends"
+        );
+        // The watcher restarts a list that failed half way: what came before does not count.
+        inf.apply(Delta::ListBegin);
+        inf.apply(Delta::ListItem(cm("a", 1)));
+        inf.apply(Delta::ListItem(cm("b", 2)));
+        assert!(!inf.has_synced());
+        inf.apply(Delta::ListEnd);
+        assert!(inf.has_synced());
+        let mut keys: Vec<String> = inf
+            .store()
+            .list(None, &informant_selector::LabelSelector::default())
+            .iter()
+            .map(|o| o.key().to_string())
+            .collect();
+        keys.sort();
+        assert_eq!(keys, ["ns/a", "ns/b"]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -21,7 +21,7 @@ use informant_selector::{FieldPath, LabelSelector};
 const NAMESPACE_AT: usize = 0;
 const LABEL_AT: usize = 1;
 
-/// Objects a relist freezes before storing them under one write lock (see `Store::replace`).
+/// Objects a relist stores under one write lock (see `Store::finish_relist`).
 const REPLACE_CHUNK: usize = 1024;
 
 /// Which namespaces a query may touch.
@@ -107,6 +107,44 @@ impl Default for StoreOptions {
 struct Entry {
     object: Arc<CachedObject>,
     index_values: IndexValues,
+}
+
+/// A list arriving object by object, each frozen as it comes (see [`Store::begin_relist`]).
+#[derive(Default)]
+pub struct Relist {
+    objects: Vec<Listed>,
+}
+
+impl Relist {
+    /// Objects listed so far.
+    pub fn len(&self) -> usize {
+        self.objects.len()
+    }
+
+    /// Whether nothing was listed so far.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty()
+    }
+}
+
+/// One object of a [`Relist`].
+enum Listed {
+    /// The store held this very version when it was listed: shared, not copied.
+    Stored(Arc<CachedObject>),
+    /// A version the store did not hold, with its index values as of index layout `layout`.
+    New {
+        object: Arc<CachedObject>,
+        index_values: IndexValues,
+        layout: u64,
+    },
+}
+
+impl Listed {
+    fn object(&self) -> &Arc<CachedObject> {
+        match self {
+            Listed::Stored(object) | Listed::New { object, .. } => object,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -203,32 +241,87 @@ impl Store {
     /// keys, `Updated` for changed resourceVersions, `Deleted` with final-state-unknown for keys
     /// that vanished. The first replace marks the store synced and its events `initial`.
     pub fn replace(&self, raws: Vec<RawObject>, sink: &mut impl FnMut(Event)) {
-        let initial = !self.inner.read().synced;
-        let mut listed = KeySet::with_capacity_and_hasher(raws.len(), Default::default());
-        // A chunk at a time, each decoded copy dropped as soon as its frozen one is stored:
-        // freezing the whole list first held both copies of every object at once, which made
-        // the process's peak (and RSS at sync) the list twice over. Chunks rather than single
-        // objects keep one lock hold and one burst of events per chunk, so listeners wake per
-        // chunk. Readers may see a relist half applied, as client-go's indexer does while its
-        // DeltaFIFO drains a Replace.
-        let mut raws = raws.into_iter().peekable();
-        let mut chunk = Vec::with_capacity(REPLACE_CHUNK);
-        while raws.peek().is_some() {
-            // Serialization is the expensive part: do it before taking the lock.
-            chunk.extend(raws.by_ref().take(REPLACE_CHUNK).map(|mut raw| {
-                let object = Arc::new(self.freeze(&mut raw));
-                (raw, object)
-            }));
-            let mut inner = self.inner.write();
-            for (raw, object) in chunk.drain(..) {
-                let key = object.key().clone();
-                listed.insert(key.clone());
-                if let Some(cur) = inner.objects.get(&key)
-                    && cur.object.resource_version() == object.resource_version()
-                {
-                    continue;
-                }
+        let mut relist = self.begin_relist();
+        for raw in raws {
+            self.relist_push(&mut relist, raw);
+        }
+        self.finish_relist(relist, sink);
+    }
+
+    /// Starts a list that arrives object by object ([`Store::relist_push`]) and replaces the
+    /// content once complete ([`Store::finish_relist`]), as [`Store::replace`] does at once.
+    pub fn begin_relist(&self) -> Relist {
+        Relist::default()
+    }
+
+    /// Adds one listed object to `relist`, frozen now: a list is held until it completes, and
+    /// holding it decoded made the process's peak (and RSS at sync) the list in its decoded
+    /// form on top of the frozen store. An object the store already holds at this
+    /// resourceVersion is not copied at all; the relist shares the stored one.
+    pub fn relist_push(&self, relist: &mut Relist, mut raw: RawObject) {
+        // Serialization is the expensive part: done before taking any lock.
+        let object = self.freeze(&mut raw);
+        let inner = self.inner.read();
+        let listed = match inner.objects.get(object.key()) {
+            Some(cur) if cur.object.resource_version() == object.resource_version() => {
+                Listed::Stored(cur.object.clone())
+            }
+            _ => {
                 let index_values = inner.indices.compute(&raw, &object);
+                Listed::New {
+                    object: Arc::new(object),
+                    index_values,
+                    layout: inner.indices.layout(),
+                }
+            }
+        };
+        relist.objects.push(listed);
+    }
+
+    /// Applies a complete `relist` (see [`Store::replace`] for the events it emits).
+    pub fn finish_relist(&self, relist: Relist, sink: &mut impl FnMut(Event)) {
+        let initial = !self.inner.read().synced;
+        let mut listed = KeySet::with_capacity_and_hasher(relist.len(), Default::default());
+        // A chunk per write lock: one lock hold and one burst of events per chunk, so listeners
+        // wake per chunk, and readers are never held up for a whole list. Readers may see a
+        // relist half applied, as client-go's indexer does while its DeltaFIFO drains a Replace.
+        let mut objects = relist.objects.into_iter().peekable();
+        while objects.peek().is_some() {
+            let mut inner = self.inner.write();
+            for item in objects.by_ref().take(REPLACE_CHUNK) {
+                let key = item.object().key().clone();
+                listed.insert(key.clone());
+                let (object, index_values) = match item {
+                    Listed::Stored(object) => {
+                        if let Some(cur) = inner.objects.get(&key)
+                            && Arc::ptr_eq(&cur.object, &object)
+                        {
+                            continue;
+                        }
+                        // Replaced since it was listed (not by the reflector, whose list this
+                        // is): the listed version wins, as it would have from a fresh copy.
+                        let values = inner.indices.compute_frozen(&object);
+                        (object, values)
+                    }
+                    Listed::New {
+                        object,
+                        index_values,
+                        layout,
+                    } => {
+                        if let Some(cur) = inner.objects.get(&key)
+                            && cur.object.resource_version() == object.resource_version()
+                        {
+                            continue;
+                        }
+                        // Indexes declared or removed while the list arrived: recompute.
+                        let values = if layout == inner.indices.layout() {
+                            index_values
+                        } else {
+                            inner.indices.compute_frozen(&object)
+                        };
+                        (object, values)
+                    }
+                };
                 let entry = Entry {
                     object: object.clone(),
                     index_values,
@@ -681,6 +774,43 @@ mod tests {
         );
         assert!(s.get(Some("a"), "gone").is_none());
         assert_eq!(s.get(Some("a"), "change").unwrap().resource_version(), "2");
+    }
+
+    #[test]
+    fn a_relist_shares_unchanged_objects_and_follows_indexes_declared_while_it_arrives() {
+        let s = Arc::new(store());
+        let mut sink = |_e: Event| {};
+        s.replace(
+            vec![
+                pod("a", "keep", 1, "", None),
+                pod("a", "change", 1, "", None),
+            ],
+            &mut sink,
+        );
+        let kept = s.get(Some("a"), "keep").unwrap();
+        let mut relist = s.begin_relist();
+        s.relist_push(&mut relist, pod("a", "keep", 1, "", None));
+        s.relist_push(&mut relist, pod("a", "change", 2, "", None));
+        // Declared after `change` was frozen with the old set of indexes, before `new`.
+        let node = s.add_field_index("spec.nodeName".parse().unwrap());
+        s.relist_push(&mut relist, pod("a", "new", 3, "", None));
+        assert_eq!(relist.len(), 3);
+        let events = collect(|sink| s.finish_relist(relist, &mut |e| sink(e)));
+        assert_eq!(
+            events,
+            vec![
+                (EventType::Updated, "a/change".to_string(), false),
+                (EventType::Added, "a/new".to_string(), false),
+            ]
+        );
+        assert!(
+            Arc::ptr_eq(&kept, &s.get(Some("a"), "keep").unwrap()),
+            "an unchanged object is the stored copy, not a second one"
+        );
+        let look = |v: &str| names(s.lookup(node.id(), v, Visibility::All));
+        assert_eq!(look("node-1"), ["a/keep"]);
+        assert_eq!(look("node-2"), ["a/change"], "recomputed for the new index");
+        assert_eq!(look("node-3"), ["a/new"]);
     }
 
     #[test]
