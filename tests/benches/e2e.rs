@@ -7,7 +7,12 @@
 //! keeps and sends, as a real API server does) and, for
 //! each configuration, re-executes this binary as a client in a child process (so the client's
 //! RSS and CPU are its own) and pushes `E2E_MODS` modifications (default 200 000, rounded up to a
-//! whole number of rounds over the pods) in-process as fast as it can. Configurations
+//! whole number of rounds over the pods) in-process as fast as it can. By default
+//! (`E2E_WRITES=verbatim`) each modification is stored as given (`DevServer::replace_verbatim`),
+//! so the stream is as fast as the client takes it, as the synthetic stream was: through
+//! the server's full write path (`E2E_WRITES=api`: defaulting, validation, field management)
+//! the server writes 12-15k pods/s on two cores, less than the clients can take, and it is the
+//! server that is measured. Configurations
 //! (`E2E_CONFIGS`, comma-separated, run in the order given; default all five):
 //! - `kube`: the baseline, `kube::runtime::watcher` + `reflector` over `Api<Pod>` with 10 inline
 //!   closures that read the labels of every event;
@@ -76,6 +81,25 @@ const KUBE_HANDLERS: usize = 10;
 const SAMPLE: Duration = Duration::from_millis(50);
 /// How often the client reports progress.
 const PROGRESS: Duration = Duration::from_secs(3);
+
+/// How the parent stores each modification (`E2E_WRITES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Writes {
+    /// `DevServer::replace_verbatim`: stored as given, a synthetic stream.
+    Verbatim,
+    /// `DevServer::update`: the server's write path, as a client's PUT takes it.
+    Api,
+}
+
+impl Writes {
+    fn from_env() -> Writes {
+        match std::env::var("E2E_WRITES").as_deref() {
+            Err(_) | Ok("verbatim") => Writes::Verbatim,
+            Ok("api") => Writes::Api,
+            Ok(other) => panic!("E2E_WRITES must be `verbatim` or `api`, not {other:?}"),
+        }
+    }
+}
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -314,6 +338,7 @@ mod parent {
             .map(Setup::parse)
             .collect();
         let stall = env_number("E2E_STALL_SECS", 120);
+        let writes = Writes::from_env();
 
         let wasm = setups
             .iter()
@@ -369,9 +394,13 @@ mod parent {
             }
         );
         println!(
-            "     seeded in {:.1}s; {} cores; server and pusher in this process, each client in its own",
+            "     seeded in {:.1}s; {} cores; server and pusher in this process, each client in its own; modifications written {}",
             seed_time.as_secs_f64(),
-            std::thread::available_parallelism().map_or(0, |n| n.get())
+            std::thread::available_parallelism().map_or(0, |n| n.get()),
+            match writes {
+                Writes::Verbatim => "verbatim (E2E_WRITES=api: through the server's write path)",
+                Writes::Api => "through the server's write path",
+            }
         );
 
         let mut outcomes = Vec::new();
@@ -382,7 +411,13 @@ mod parent {
                 let wasm = wasm.as_deref().expect("plugins were built");
                 install(dir.path(), wasm, plugins, parse, pods, final_round);
             }
-            let outcome = run_one(&server, *setup, &sizes, final_round, dir.path(), stall).await;
+            let run = Run {
+                server: &server,
+                sizes: &sizes,
+                stall,
+                writes,
+            };
+            let outcome = run.one(*setup, final_round, dir.path()).await;
             let baseline = outcomes.iter().find(|o: &&Outcome| o.setup == Setup::Kube);
             print_line(&outcome, &sizes, baseline);
             outcomes.push(outcome);
@@ -456,116 +491,129 @@ mod parent {
         }
     }
 
-    /// Runs one client through sync, replay and the push; fails loudly if it does not finish.
-    async fn run_one(
-        server: &Arc<DevServer>,
-        setup: Setup,
-        sizes: &Sizes,
-        final_round: u64,
-        plugins_dir: &Path,
+    /// What every configuration's run shares.
+    struct Run<'a> {
+        server: &'a Arc<DevServer>,
+        sizes: &'a Sizes,
         stall: usize,
-    ) -> Outcome {
-        let name = setup.name();
-        println!("\n[{name}] starting the client");
-        let (wall0, busy0, ours0) = (Instant::now(), machine_busy_seconds(), cpu_seconds());
-        let exe = std::env::current_exe().expect("this benchmark's executable");
-        let mut child = tokio::process::Command::new(exe)
-            .env("E2E_ROLE", "client")
-            .env("E2E_SERVER", server.url())
-            .env("E2E_SETUP", &name)
-            .env("E2E_PODS", sizes.pods.to_string())
-            .env("E2E_MODS", sizes.mods.to_string())
-            .env("E2E_FINAL_ROUND", final_round.to_string())
-            .env("E2E_PLUGINS", plugins_dir)
-            .env("E2E_STALL_SECS", stall.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start the client");
-        let mut lines = BufReader::new(child.stdout.take().expect("client stdout")).lines();
-        let pushed = Arc::new(AtomicU64::new(0));
-        let (mut synced, mut ready, mut pusher) = (None, None, None);
-        let mut push_started = None;
-        // The previous report, for the client's CPU use between two of them.
-        let mut last = Report::default();
-        let done = loop {
-            let line = match lines.next_line().await {
-                Ok(Some(line)) => line,
-                Ok(None) | Err(_) => {
-                    let status = child.wait().await;
-                    panic!("[{name}] the client ended before finishing: {status:?}");
+        writes: Writes,
+    }
+
+    impl Run<'_> {
+        /// Runs one client through sync, replay and the push; fails loudly if it does not finish.
+        async fn one(&self, setup: Setup, final_round: u64, plugins_dir: &Path) -> Outcome {
+            let Run {
+                server,
+                sizes,
+                stall,
+                writes,
+            } = *self;
+            let name = setup.name();
+            println!("\n[{name}] starting the client");
+            let (wall0, busy0, ours0) = (Instant::now(), machine_busy_seconds(), cpu_seconds());
+            let exe = std::env::current_exe().expect("this benchmark's executable");
+            let mut child = tokio::process::Command::new(exe)
+                .env("E2E_ROLE", "client")
+                .env("E2E_SERVER", server.url())
+                .env("E2E_SETUP", &name)
+                .env("E2E_PODS", sizes.pods.to_string())
+                .env("E2E_MODS", sizes.mods.to_string())
+                .env("E2E_FINAL_ROUND", final_round.to_string())
+                .env("E2E_PLUGINS", plugins_dir)
+                .env("E2E_STALL_SECS", stall.to_string())
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::inherit())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("start the client");
+            let mut lines = BufReader::new(child.stdout.take().expect("client stdout")).lines();
+            let pushed = Arc::new(AtomicU64::new(0));
+            let (mut synced, mut ready, mut pusher) = (None, None, None);
+            let mut push_started = None;
+            // The previous report, for the client's CPU use between two of them.
+            let mut last = Report::default();
+            let done = loop {
+                let line = match lines.next_line().await {
+                    Ok(Some(line)) => line,
+                    Ok(None) | Err(_) => {
+                        let status = child.wait().await;
+                        panic!("[{name}] the client ended before finishing: {status:?}");
+                    }
+                };
+                let report: Report = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("[{name}] unreadable client line {line:?}: {e}"));
+                let previous = std::mem::replace(&mut last, report.clone());
+                match report.phase.as_str() {
+                    "synced" => {
+                        println!(
+                            "[{name}] first list applied at {:.1}s (RSS {:.0} MiB); started at {:.1}s (RSS {:.0} MiB)",
+                            report.list_t,
+                            mib(report.list_rss),
+                            report.t,
+                            mib(report.rss)
+                        );
+                        synced = Some(report);
+                    }
+                    "ready" => {
+                        println!(
+                            "[{name}] every handler had its replay at {:.1}s; pushing {} modifications",
+                            report.t, sizes.mods
+                        );
+                        ready = Some(report);
+                        push_started = Some(Instant::now());
+                        let (server, pushed) = (server.clone(), pushed.clone());
+                        let (pods, mods) = (sizes.pods, sizes.mods);
+                        let base = final_round - sizes.rounds;
+                        pusher = Some(tokio::task::spawn_blocking(move || {
+                            push(&server, writes, pods, mods, base, &pushed)
+                        }));
+                    }
+                    "done" => break report,
+                    _ => {
+                        let goal = if ready.is_some() { "final" } else { "replay" };
+                        let push = match push_started {
+                            Some(_) => {
+                                format!(
+                                    "  pushed {}/{}",
+                                    pushed.load(Ordering::Relaxed),
+                                    sizes.mods
+                                )
+                            }
+                            None => String::new(),
+                        };
+                        println!(
+                            "[{name}] {:>6.1}s  received {:>9}  calls {:>10}  {goal} {}/{}{push}  RSS {:.0} MiB  CPU {:.0}%",
+                            report.t,
+                            report.received,
+                            report.calls,
+                            report.finished,
+                            setup.handlers(),
+                            mib(report.rss),
+                            100.0 * (report.cpu - previous.cpu) / (report.t - previous.t).max(1e-9),
+                        );
+                    }
                 }
             };
-            let report: Report = serde_json::from_str(&line)
-                .unwrap_or_else(|e| panic!("[{name}] unreadable client line {line:?}: {e}"));
-            let previous = std::mem::replace(&mut last, report.clone());
-            match report.phase.as_str() {
-                "synced" => {
-                    println!(
-                        "[{name}] first list applied at {:.1}s (RSS {:.0} MiB); started at {:.1}s (RSS {:.0} MiB)",
-                        report.list_t,
-                        mib(report.list_rss),
-                        report.t,
-                        mib(report.rss)
-                    );
-                    synced = Some(report);
-                }
-                "ready" => {
-                    println!(
-                        "[{name}] every handler had its replay at {:.1}s; pushing {} modifications",
-                        report.t, sizes.mods
-                    );
-                    ready = Some(report);
-                    push_started = Some(Instant::now());
-                    let (server, pushed) = (server.clone(), pushed.clone());
-                    let (pods, mods) = (sizes.pods, sizes.mods);
-                    let base = final_round - sizes.rounds;
-                    pusher = Some(tokio::task::spawn_blocking(move || {
-                        push(&server, pods, mods, base, &pushed)
-                    }));
-                }
-                "done" => break report,
-                _ => {
-                    let goal = if ready.is_some() { "final" } else { "replay" };
-                    let push = match push_started {
-                        Some(_) => {
-                            format!("  pushed {}/{}", pushed.load(Ordering::Relaxed), sizes.mods)
-                        }
-                        None => String::new(),
-                    };
-                    println!(
-                        "[{name}] {:>6.1}s  received {:>9}  calls {:>10}  {goal} {}/{}{push}  RSS {:.0} MiB  CPU {:.0}%",
-                        report.t,
-                        report.received,
-                        report.calls,
-                        report.finished,
-                        setup.handlers(),
-                        mib(report.rss),
-                        100.0 * (report.cpu - previous.cpu) / (report.t - previous.t).max(1e-9),
-                    );
-                }
+            let final_time = push_started.expect("the push started").elapsed();
+            let others = machine_busy_seconds() - busy0 - (cpu_seconds() - ours0) - done.cpu;
+            let others = 100.0 * others.max(0.0) / wall0.elapsed().as_secs_f64();
+            let (push_time, in_update) = pusher
+                .expect("the push started")
+                .await
+                .expect("the pusher panicked");
+            let status = child.wait().await.expect("wait for the client");
+            assert!(status.success(), "[{name}] the client failed: {status}");
+            Outcome {
+                setup,
+                synced: synced.expect("a synced report"),
+                ready: ready.expect("a ready report"),
+                done,
+                final_time,
+                push_time,
+                in_update,
+                others,
             }
-        };
-        let final_time = push_started.expect("the push started").elapsed();
-        let others = machine_busy_seconds() - busy0 - (cpu_seconds() - ours0) - done.cpu;
-        let others = 100.0 * others.max(0.0) / wall0.elapsed().as_secs_f64();
-        let (push_time, in_update) = pusher
-            .expect("the push started")
-            .await
-            .expect("the pusher panicked");
-        let status = child.wait().await.expect("wait for the client");
-        assert!(status.success(), "[{name}] the client failed: {status}");
-        Outcome {
-            setup,
-            synced: synced.expect("a synced report"),
-            ready: ready.expect("a ready report"),
-            done,
-            final_time,
-            push_time,
-            in_update,
-            others,
         }
     }
 
@@ -574,6 +622,7 @@ mod parent {
     /// the server's `update`.
     fn push(
         server: &DevServer,
+        writes: Writes,
         pods: usize,
         mods: usize,
         base: u64,
@@ -584,7 +633,11 @@ mod parent {
         for m in 0..mods {
             let object = pod(m % pods, base + (m / pods) as u64 + 1, m);
             let t = Instant::now();
-            server.update(object).expect("update a pod");
+            match writes {
+                Writes::Verbatim => server.replace_verbatim(object),
+                Writes::Api => server.update(object),
+            }
+            .expect("update a pod");
             in_update += t.elapsed();
             pushed.store(m as u64 + 1, Ordering::Relaxed);
         }

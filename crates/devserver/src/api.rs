@@ -350,6 +350,55 @@ impl Api {
         )
     }
 
+    /// Stores `obj` as the next version of an existing object exactly as given, keeping only
+    /// the identity it was created with (uid, creationTimestamp) and giving it a fresh
+    /// resourceVersion: no defaulting, validation, field management or status rules.
+    pub fn replace_verbatim(&self, mut obj: Value) -> Result<Value> {
+        /// The stored version's identity, read without decoding the rest of it.
+        #[derive(serde::Deserialize)]
+        struct Stored {
+            metadata: Identity,
+        }
+        #[derive(serde::Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct Identity {
+            uid: Option<String>,
+            creation_timestamp: Option<String>,
+        }
+        let (res, ns) = self.resolve_obj(&obj)?;
+        if &*res.key == CRD_KEY {
+            return Err(Error::BadRequest(
+                "a CustomResourceDefinition is never replaced verbatim: its registration follows its writes".into(),
+            ));
+        }
+        let name = meta(&obj, "name");
+        let mut tx = self.store.write();
+        let old = tx
+            .get(&res.key, &ns, &name)
+            .ok_or_else(|| Error::NotFound {
+                resource: res.qualified(),
+                name: name.clone(),
+            })?;
+        // The store wrote this JSON itself, so it parses.
+        let metadata = serde_json::from_slice::<Stored>(&old.json)
+            .map(|s| s.metadata)
+            .unwrap_or_default();
+        let rv = tx.next_rv();
+        let m = meta_mut(&mut obj);
+        for (field, value) in [
+            ("uid", metadata.uid),
+            ("creationTimestamp", metadata.creation_timestamp),
+        ] {
+            match value {
+                Some(v) => m.insert(field.into(), v.into()),
+                None => m.remove(field),
+            };
+        }
+        m.insert("resourceVersion".into(), rv.to_string().into());
+        tx.put(&res.key, &ns, &name, EventType::Modified, &obj, rv);
+        Ok(obj)
+    }
+
     /// HTTP update (PUT).
     pub fn update(
         &self,

@@ -470,6 +470,14 @@ impl DevServer {
         self.shared.api.update_direct(obj)
     }
 
+    /// Stores `obj` as the next version of an existing object exactly as given (it keeps its
+    /// uid and creationTimestamp and gets a fresh resourceVersion), emitting `MODIFIED`, with
+    /// none of a write's defaulting, validation, field management or status rules: a synthetic
+    /// stream for benchmarks that measure a client rather than this server's write path.
+    pub fn replace_verbatim(&self, obj: serde_json::Value) -> Result<serde_json::Value> {
+        self.shared.api.replace_verbatim(obj)
+    }
+
     /// Deletes an object directly; cascades like the HTTP path (namespaces, CRDs).
     pub fn delete(
         &self,

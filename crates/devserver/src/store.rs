@@ -38,11 +38,11 @@ impl Obj {
             })
             .unwrap_or_default();
         // Serializing a Value cannot fail: keys are strings and numbers are finite.
-        let mut json = serde_json::to_vec(value).unwrap_or_default();
-        // to_vec grows by doubling; the slack would otherwise live as long as the object.
-        json.shrink_to_fit();
+        let json = serde_json::to_vec(value).unwrap_or_default();
+        // to_vec grows by doubling, and shrinking in place may keep the block at its old size
+        // (mimalloc does, down to half): a copy at the exact length is what lives on.
         Obj {
-            json: Bytes::from(json),
+            json: Bytes::copy_from_slice(&json),
             labels,
             rv,
         }

@@ -185,6 +185,63 @@ async fn watch_from_compacted_version_is_expired() {
     srv.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_verbatim_replace_is_watched_as_given_with_its_identity_kept() {
+    let srv = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let created = api
+        .create(&PostParams::default(), &cm("v", "default"))
+        .await
+        .unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut stream = api
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    // A made-up uid and a managedFields entry nobody wrote: both kept as given but the uid.
+    let given = json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "v", "namespace": "default", "uid": "forged", "labels": {"round": "1"},
+                     "managedFields": [{"manager": "bench", "operation": "Update", "apiVersion": "v1"}]},
+        "data": {"k": "2"}
+    });
+    let stored = srv.replace_verbatim(given).unwrap();
+    let ev = timeout(GUARD, stream.try_next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let WatchEvent::Modified(seen) = ev else {
+        panic!("expected MODIFIED, got {ev:?}")
+    };
+    assert_eq!(seen.metadata.uid, created.metadata.uid, "identity kept");
+    assert_eq!(
+        seen.metadata.creation_timestamp,
+        created.metadata.creation_timestamp
+    );
+    assert_ne!(seen.metadata.resource_version, Some(rv));
+    assert_eq!(
+        seen.metadata.resource_version.as_deref(),
+        stored["metadata"]["resourceVersion"].as_str()
+    );
+    let managers: Vec<_> = seen
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter_map(|m| m.manager.clone())
+        .collect();
+    assert_eq!(managers, ["bench"], "no field management of its own");
+    assert_eq!(seen.data.unwrap()["k"], "2");
+    let missing = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "nope", "namespace": "default"}});
+    assert!(matches!(
+        srv.replace_verbatim(missing),
+        Err(informant_devserver::Error::NotFound { .. })
+    ));
+    srv.shutdown().await;
+}
+
 /// A kube-runtime watcher over ConfigMaps in `ns`, forwarding every event (errors as None).
 fn spawn_watcher(
     srv: &DevServer,
