@@ -23,8 +23,8 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
-/// A map by object key. foldhash, randomly seeded per process, rather than SipHash: keys are
-/// hashed several times per event on the hot path, and SipHash was a measured 2-3 % of it.
+/// A map by object key. A key carries its hash (see [`ObjectKey`]); foldhash, randomly seeded
+/// per process, only mixes that in (SipHash was a measured 2-3 % of the hot path).
 pub(crate) type KeyMap<V> = std::collections::HashMap<ObjectKey, V, foldhash::fast::RandomState>;
 
 /// A set of object keys, hashed as [`KeyMap`].
@@ -32,44 +32,83 @@ pub(crate) type KeySet = std::collections::HashSet<ObjectKey, foldhash::fast::Ra
 
 /// The cache key of an object: `namespace/name`, or `name` for cluster-scoped objects.
 ///
-/// Cheap to clone (one shared allocation), as it sits in every index entry.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ObjectKey(Arc<str>);
+/// Cheap to clone (one shared allocation), as it sits in every index entry and queue. Its hash
+/// is computed once, when the key is made (with a per-process random seed): every event hashes
+/// its key into each handler's queue and out again, and each of those reads of the text was a
+/// likely cache miss. Clones compare equal by pointer, without reading the text.
+#[derive(Clone)]
+pub struct ObjectKey {
+    text: Arc<str>,
+    hash: u64,
+}
 
 impl ObjectKey {
     /// Builds the key client-go's `MetaNamespaceKeyFunc` would.
     pub fn new(namespace: Option<&str>, name: &str) -> Self {
-        match namespace {
-            Some(ns) if !ns.is_empty() => ObjectKey(format!("{ns}/{name}").into()),
-            _ => ObjectKey(name.into()),
-        }
+        let text: Arc<str> = match namespace {
+            Some(ns) if !ns.is_empty() => format!("{ns}/{name}").into(),
+            _ => name.into(),
+        };
+        static SEED: std::sync::LazyLock<foldhash::fast::RandomState> =
+            std::sync::LazyLock::new(Default::default);
+        let hash = std::hash::BuildHasher::hash_one(&*SEED, &*text);
+        ObjectKey { text, hash }
     }
 
     /// The key as text.
     pub fn as_str(&self) -> &str {
-        &self.0
+        &self.text
     }
 
     /// The namespace part, if the object is namespaced.
     pub fn namespace(&self) -> Option<&str> {
-        self.0.split_once('/').map(|(ns, _)| ns)
+        self.text.split_once('/').map(|(ns, _)| ns)
     }
 
     /// The name part.
     pub fn name(&self) -> &str {
-        self.0.split_once('/').map_or(&self.0, |(_, n)| n)
+        self.text.split_once('/').map_or(&self.text, |(_, n)| n)
+    }
+}
+
+impl PartialEq for ObjectKey {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.text, &other.text) || (self.hash == other.hash && self.text == other.text)
+    }
+}
+
+impl Eq for ObjectKey {}
+
+/// The hash computed when the key was made.
+impl std::hash::Hash for ObjectKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// By text.
+impl PartialOrd for ObjectKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// By text.
+impl Ord for ObjectKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.text.cmp(&other.text)
     }
 }
 
 impl fmt::Debug for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(&*self.0, f)
+        fmt::Debug::fmt(&*self.text, f)
     }
 }
 
 impl fmt::Display for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.text)
     }
 }
 
@@ -429,11 +468,39 @@ impl<'a> Quoted<'a> {
 /// must never be mutated after construction, which is why it has no `&mut` accessors.
 pub struct CachedObject {
     key: ObjectKey,
-    uid: Box<str>,
-    resource_version: Box<str>,
-    labels: Box<[(Box<str>, Box<str>)]>,
+    /// See [`CachedObject::metadata_fields`]: one allocation instead of one per string, and
+    /// what a plugin's event header is made of, copied as it is.
+    fields: Box<[u8]>,
+    label_count: u32,
     owner_uids: Box<[Box<str>]>,
     json: Box<str>,
+}
+
+/// Positions of the fields before the labels in [`CachedObject::metadata_fields`].
+const NAMESPACE_FIELD: usize = 0;
+const NAME_FIELD: usize = 1;
+const UID_FIELD: usize = 2;
+const RESOURCE_VERSION_FIELD: usize = 3;
+const FIXED_FIELDS: usize = 4;
+
+/// Appends `text` to `out` as a field: its length as a little-endian u32, then its bytes.
+fn put_field(out: &mut Vec<u8>, text: &str) {
+    // Kubernetes caps names, uids and label values far below 4 GiB; an object that broke
+    // that would have been refused by the API server.
+    out.extend_from_slice(&u32::try_from(text.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(text.as_bytes());
+}
+
+/// The fields of `bytes` (as [`put_field`] writes them), in order.
+fn fields(bytes: &[u8]) -> impl Iterator<Item = &str> {
+    let mut rest = bytes;
+    std::iter::from_fn(move || {
+        let (len, tail) = rest.split_first_chunk::<4>()?;
+        let (text, tail) = tail.split_at(u32::from_le_bytes(*len) as usize);
+        rest = tail;
+        // Written from `&str`s by `put_field` only.
+        Some(std::str::from_utf8(text).unwrap_or_default())
+    })
 }
 
 impl CachedObject {
@@ -457,13 +524,28 @@ impl CachedObject {
         }
         let json = raw.to_json();
         let meta = &raw.metadata;
-        // BTreeMap iteration is already sorted by key, which `label` relies on.
-        let labels: Vec<(Box<str>, Box<str>)> = meta
-            .labels
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
-            .collect();
+        // BTreeMap iteration is already sorted by key, as the fields' contract says.
+        let labels = meta.labels.iter().flatten();
+        let fixed = [
+            &meta.namespace,
+            &meta.name,
+            &meta.uid,
+            &meta.resource_version,
+        ]
+        .map(|s| s.as_deref().unwrap_or_default());
+        let len = fixed.iter().map(|f| 4 + f.len()).sum::<usize>()
+            + labels
+                .clone()
+                .map(|(k, v)| 8 + k.len() + v.len())
+                .sum::<usize>();
+        let mut fields = Vec::with_capacity(len);
+        for f in fixed {
+            put_field(&mut fields, f);
+        }
+        for (k, v) in labels.clone() {
+            put_field(&mut fields, k);
+            put_field(&mut fields, v);
+        }
         let owner_uids = meta
             .owner_references
             .iter()
@@ -472,9 +554,8 @@ impl CachedObject {
             .collect();
         CachedObject {
             key: raw.key(),
-            uid: meta.uid.as_deref().unwrap_or_default().into(),
-            resource_version: meta.resource_version.as_deref().unwrap_or_default().into(),
-            labels: labels.into_boxed_slice(),
+            fields: fields.into_boxed_slice(),
+            label_count: u32::try_from(labels.count()).unwrap_or(u32::MAX),
             owner_uids,
             json: json.into_boxed_str(),
         }
@@ -494,32 +575,44 @@ impl CachedObject {
     pub fn key(&self) -> &ObjectKey {
         &self.key
     }
+    fn field(&self, at: usize) -> &str {
+        fields(&self.fields).nth(at).unwrap_or_default()
+    }
     /// `metadata.namespace`, if namespaced.
     pub fn namespace(&self) -> Option<&str> {
-        self.key.namespace()
+        Some(self.field(NAMESPACE_FIELD)).filter(|ns| !ns.is_empty())
     }
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        self.key.name()
+        self.field(NAME_FIELD)
     }
     /// `metadata.uid` (empty if the server sent none).
     pub fn uid(&self) -> &str {
-        &self.uid
+        self.field(UID_FIELD)
     }
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> &str {
-        &self.resource_version
+        self.field(RESOURCE_VERSION_FIELD)
     }
     /// Labels, sorted by key.
     pub fn labels(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
-        self.labels.iter().map(|(k, v)| (&**k, &**v))
+        let mut rest = fields(&self.fields).skip(FIXED_FIELDS);
+        (0..self.label_count as usize).map(move |_| {
+            let key = rest.next().unwrap_or_default();
+            (key, rest.next().unwrap_or_default())
+        })
     }
     /// The value of one label.
     pub fn label(&self, key: &str) -> Option<&str> {
-        self.labels
-            .binary_search_by(|(k, _)| (**k).cmp(key))
-            .ok()
-            .map(|i| &*self.labels[i].1)
+        self.labels().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+    /// The metadata as consecutive fields, each its length in bytes as a little-endian u32
+    /// followed by that many bytes of UTF-8: namespace (empty for cluster-scoped objects),
+    /// name, uid, resourceVersion, then a key and a value for each label, sorted by key. Kept
+    /// in this form, it is copied out as it is (a plugin's event header is this, after the
+    /// kind).
+    pub fn metadata_fields(&self) -> &[u8] {
+        &self.fields
     }
     /// The uids of `metadata.ownerReferences`.
     pub fn owner_uids(&self) -> impl ExactSizeIterator<Item = &str> {
@@ -539,7 +632,7 @@ impl fmt::Debug for CachedObject {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CachedObject")
             .field("key", &self.key)
-            .field("resource_version", &self.resource_version)
+            .field("resource_version", &self.resource_version())
             .finish_non_exhaustive()
     }
 }
@@ -606,6 +699,22 @@ mod tests {
                 managed.is_some()
             );
         }
+    }
+
+    #[test]
+    fn keys_made_apart_are_equal_hash_alike_and_order_by_text() {
+        use std::hash::BuildHasher;
+        let (a, b) = (
+            ObjectKey::new(Some("ns"), "a"),
+            ObjectKey::new(Some("ns"), "a"),
+        );
+        let state = foldhash::fast::RandomState::default();
+        assert!(a == b && state.hash_one(&a) == state.hash_one(&b));
+        let other = ObjectKey::new(Some("ns"), "b");
+        assert!(a != other && a < other);
+        let mut set = KeySet::default();
+        set.insert(a.clone());
+        assert!(set.contains(&b) && !set.contains(&other));
     }
 
     #[test]
