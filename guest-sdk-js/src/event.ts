@@ -5,7 +5,7 @@ import type { KubeObject } from "./cache.js";
 /** What happened to the object. */
 export type EventType = "added" | "updated" | "deleted" | "resync";
 
-/** An object as the host (or the harness) holds it: the contract's `object` resource. */
+/** An object as the host (or the harness) holds it: its header and its JSON. */
 export interface Source {
   header(): Uint8Array;
   json(): string;
@@ -93,7 +93,7 @@ class Lazy {
 /**
  * One event for one plugin. `resource` and `meta` are decoded from the header the event brought
  * (no host call, no JSON parse); `object` copies the JSON in and parses it on first use only. Valid during the handler call
- * it came with: the host reclaims the objects once the event is handled.
+ * it came with: the host answers for the event in hand, and reading a kept event later traps.
  */
 export class Event {
   private readonly obj: Lazy;

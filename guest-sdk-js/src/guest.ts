@@ -53,13 +53,13 @@ export interface WitLog {
   log(level: Level, message: string): void;
 }
 
-/** The contract's `event` record as componentize-js lifts it. */
+/** The contract's `event` record as componentize-js lifts it (a `u64` is a `bigint`). */
 export interface WitEvent {
+  id: bigint;
   eventType: EventType;
-  object: Source & { [Symbol.dispose]?: () => void };
-  /** `object`'s header, brought with the event. */
+  /** The object's header, brought with the event. */
   header: Uint8Array;
-  oldObject?: (Source & { [Symbol.dispose]?: () => void }) | null;
+  hasOld: boolean;
   initial: boolean;
   finalStateUnknown: boolean;
 }
@@ -75,6 +75,10 @@ export type WitOutcome = { tag: "ok"; val: undefined } | { tag: "err"; val: WitF
 /** The `events` import as componentize-js binds it (none is `undefined`, maybe `null`). */
 export interface WitEvents {
   next(previous: WitOutcome | undefined): WitEvent | undefined | null;
+  /** The event in hand's object as JSON, by its id (a trap for any other id). */
+  json(event: bigint): string;
+  oldJson(event: bigint): string | undefined | null;
+  oldHeader(event: bigint): Uint8Array | undefined | null;
 }
 
 function query<T>(f: () => T): T {
@@ -132,24 +136,29 @@ export function exportsFor(
     },
   });
   let instance: Plugin | undefined;
-  /** Handles one event and disposes of its handles; a failure is the event's outcome. */
+  const announced = (v: string | Uint8Array | undefined | null) => {
+    if (v == null) throw new Error("the host lacks the previous version it announced");
+    return v;
+  };
+  /** Handles one event; a failure is the event's outcome. */
   function handleOne(e: WitEvent): WitOutcome {
     let result: { error?: string; retry?: { reason: string; afterMs?: number } };
     try {
       if (!instance) throw new Error("handle called before a successful init");
-      // The header came with the event; the JSON is fetched from the handle if read.
-      const obj: Source = { header: () => e.header, json: () => e.object.json() };
-      const ev = new Event(e.eventType, obj, e.oldObject ?? undefined, e.initial, e.finalStateUnknown);
+      // The header came with the event; the JSON and the previous version are fetched by the
+      // event's id if read, which the host answers for while the event is in hand.
+      const id = e.id;
+      const obj: Source = { header: () => e.header, json: () => events.json(id) };
+      const old: Source | undefined = e.hasOld
+        ? {
+            header: () => announced(events.oldHeader(id)) as Uint8Array,
+            json: () => announced(events.oldJson(id)) as string,
+          }
+        : undefined;
+      const ev = new Event(e.eventType, obj, old, e.initial, e.finalStateUnknown);
       result = outcome(instance, ev);
     } catch (err) {
       result = { error: describe(err) };
-    } finally {
-      // The host reclaims the handles at the next `events.next` call: drop them first.
-      try {
-        e.object[Symbol.dispose]?.();
-      } finally {
-        e.oldObject?.[Symbol.dispose]?.();
-      }
     }
     if (result.retry) {
       const { reason, afterMs } = result.retry;
@@ -172,12 +181,7 @@ export function exportsFor(
       for (;;) {
         const e = events.next(previous);
         if (e == null) return;
-        try {
-          previous = handleOne(e);
-        } catch (err) {
-          // Only if disposing of a handle failed: still an outcome, never a trap.
-          previous = { tag: "err", val: { tag: "error", val: describe(err) } };
-        }
+        previous = handleOne(e);
       }
     },
   };

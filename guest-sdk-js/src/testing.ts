@@ -29,7 +29,7 @@ export function metaOf(o: KubeObject): Meta {
   return new Meta(m.namespace || undefined, m.name, m.uid ?? "", m.resourceVersion ?? "", new Map(Object.entries(m.labels ?? {})));
 }
 
-/** An object given as a plain object, answering like the host's object handle. */
+/** An object given as a plain object, answering as the host does for an event's object. */
 export class ObjectSource implements Source {
   constructor(readonly obj: KubeObject) {}
   header(): Uint8Array {

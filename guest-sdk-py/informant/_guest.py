@@ -1,5 +1,5 @@
 """The component's exports: turns a plugin module's ``Plugin`` subclass into ``init`` and
-``handle-queued`` (contract ``informant:plugin@0.6.0``).
+``handle-queued`` (contract ``informant:plugin@0.7.0``).
 
 Imported only inside a componentize-py build (it needs the generated ``wit_world`` bindings).
 The build's entry module is two lines: import the plugin module, ``WitWorld = world(module)``.
@@ -49,37 +49,52 @@ def plugin_class(module: ModuleType) -> type:
 
 
 class _Object:
-    """An event's object: its header came with the event, its JSON is fetched if read."""
+    """An event's object: its header came with the event, its JSON is fetched if read (by the
+    event's id, which the host answers for while the event is in hand)."""
 
-    __slots__ = ("handle", "raw")
+    __slots__ = ("id", "raw")
 
-    def __init__(self, handle: "wit.Object", raw: bytes):
-        self.handle = handle
+    def __init__(self, id: int, raw: bytes):
+        self.id = id
         self.raw = raw
 
     def header(self) -> bytes:
         return self.raw
 
     def json(self) -> str:
-        return self.handle.json()
+        return events.json(self.id)
+
+
+class _Old:
+    """An updated event's previous version: header and JSON fetched if read."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, id: int):
+        self.id = id
+
+    def header(self) -> bytes:
+        raw = events.old_header(self.id)
+        assert raw is not None, "the host has the previous version it announced"
+        return raw
+
+    def json(self) -> str:
+        text = events.old_json(self.id)
+        assert text is not None, "the host has the previous version it announced"
+        return text
 
 
 def _handle(plugin: Optional[Plugin], e: wit.Event) -> "Result[None, wit.Failure]":
-    """Runs one event and drops its object handles; never raises: a failure is the outcome."""
+    """Runs one event; never raises: a failure is the outcome."""
     try:
         if plugin is None:
             return Err(wit.Failure_Error("handle called before a successful init"))
-        obj = _Object(e.object, e.header)
-        ev = Event(_TYPES[e.event_type], obj, e.old_object, e.initial, e.final_state_unknown)
+        obj = _Object(e.id, e.header)
+        old = _Old(e.id) if e.has_old else None
+        ev = Event(_TYPES[e.event_type], obj, old, e.initial, e.final_state_unknown)
         error, retry = outcome(plugin, ev)
     except Exception as x:  # noqa: BLE001 - outcome catches the handler's; this is the SDK's own
         return Err(wit.Failure_Error(describe(x)))
-    finally:
-        # The host reclaims the handles when the next event is asked for: drop them now, not
-        # whenever the collector gets to them.
-        e.object.__exit__(None, None, None)
-        if e.old_object is not None:
-            e.old_object.__exit__(None, None, None)
     if retry is not None:
         return Err(wit.Failure_Retry(wit.RetryLater(retry.reason, retry.after_ms)))
     if error is not None:

@@ -18,7 +18,7 @@ class EventType(Enum):
 
 
 class Source(Protocol):
-    """An object as the host (or the test harness) holds it; the contract's ``object`` resource."""
+    """An object as the host (or the test harness) holds it: its header and its JSON."""
 
     def header(self) -> bytes:
         """The kind and metadata in the contract's length-prefixed encoding."""
@@ -133,8 +133,8 @@ class Event:
 
     ``resource`` and ``meta`` are decoded from the header the event brought, with no host call and
     no JSON parse; ``object`` copies the JSON in and parses it on first use only, so a plugin pays
-    for what it reads. Valid during the handler
-    call it came with: the host reclaims the objects when the call returns.
+    for what it reads. Its objects can be read during the handler call it came with only: the host
+    answers for the event in hand, and reading a kept event later traps.
     """
 
     def __init__(

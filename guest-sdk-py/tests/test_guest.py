@@ -1,6 +1,6 @@
 """The component glue (``informant._guest``) run natively against stand-in ``wit_world`` bindings:
-``handle-queued`` drains ``events.next``, reporting each event's outcome with the next request
-and dropping the event's handles before it."""
+``handle-queued`` drains ``events.next``, reporting each event's outcome with the next request,
+and reads an event's JSON and previous version by its id while it is in hand."""
 
 import enum
 import importlib
@@ -50,28 +50,12 @@ class WitEventType(enum.Enum):
 
 @dataclass
 class WitEvent:
+    id: int
     event_type: WitEventType
-    object: Any
     header: bytes
-    old_object: Any
+    has_old: bool
     initial: bool
     final_state_unknown: bool
-
-
-class Handle(DictSource):
-    """An object handle that records its drop and refuses use after it."""
-
-    def __init__(self, obj, log):
-        super().__init__(obj)
-        self.log, self.dropped = log, False
-
-    def header(self):
-        assert not self.dropped, "handle used after it was dropped"
-        return super().header()
-
-    def __exit__(self, *exc):
-        self.dropped = True
-        self.log.append(("drop", self.obj["metadata"]["name"]))
 
 
 def cm(name):
@@ -82,10 +66,34 @@ def cm(name):
 def glue(monkeypatch):
     """``informant._guest`` imported over stand-in bindings; ``queue`` feeds ``events.next``."""
     log, queue = [], []
+    # The host's side: the event in hand, by id, with its object and previous version.
+    hand = {}
 
     def next_(previous):
         log.append(("next", previous))
-        return queue.pop(0) if queue else None
+        hand.clear()
+        if not queue:
+            return None
+        e, obj, old = queue.pop(0)
+        hand[e.id] = (obj, old)
+        return e
+
+    def in_hand(id):
+        assert id in hand, f"event {id} read when it was not in hand"
+        return hand[id]
+
+    def json_(id):
+        log.append(("json", id))
+        return DictSource(in_hand(id)[0]).json()
+
+    def old_json(id):
+        old = in_hand(id)[1]
+        return None if old is None else DictSource(old).json()
+
+    def old_header(id):
+        log.append(("old-header", id))
+        old = in_hand(id)[1]
+        return None if old is None else DictSource(old).header()
 
     cpt = types.ModuleType("componentize_py_types")
     cpt.Ok, cpt.Err, cpt.Result = Ok, Err, Any
@@ -93,7 +101,7 @@ def glue(monkeypatch):
     ww.WitWorld = object
     imports = types.ModuleType("wit_world.imports")
     events = types.ModuleType("wit_world.imports.events")
-    events.next = next_
+    events.next, events.json, events.old_json, events.old_header = next_, json_, old_json, old_header
     wit = types.ModuleType("wit_world.imports.informant_plugin_types")
     wit.EventType, wit.Event, wit.Failure = WitEventType, WitEvent, Any
     wit.Failure_Error, wit.Failure_Retry, wit.RetryLater = Failure_Error, Failure_Retry, RetryLater
@@ -106,10 +114,15 @@ def glue(monkeypatch):
     sys.modules.pop("informant._guest", None)
 
 
-def event(name, log, old=None):
+_ids = iter(range(1, 1 << 30))
+
+
+def event(name, old=None):
+    """What ``events.next`` hands out, with the object and previous version the host holds."""
     t = WitEventType.UPDATED if old else WitEventType.ADDED
     header = DictSource(cm(name)).header()
-    return WitEvent(t, Handle(cm(name), log), header, Handle(cm(old), log) if old else None, False, False)
+    e = WitEvent(next(_ids), t, header, old is not None, False, False)
+    return e, cm(name), cm(old) if old else None
 
 
 class Mixed(Plugin):
@@ -133,25 +146,49 @@ def plugin_module():
     return module
 
 
-def test_each_outcome_goes_with_the_next_request_after_the_handles_are_dropped(glue):
+def test_each_outcome_goes_with_the_next_request(glue):
     guest, log, queue = glue
     w = guest.world(plugin_module())()
     w.init("{}")
-    queue += [event("ok", log), event("bad", log), event("later", log), event("new", log, old="old")]
+    queue += [event("ok"), event("bad"), event("later"), event("new", old="old")]
     w.handle_queued()
-    steps = [s if s[0] == "drop" else ("next", s[1]) for s in log]
-    assert steps[0] == ("next", None)
-    assert steps[1:3] == [("drop", "ok"), ("next", Ok(None))]
-    assert steps[3] == ("drop", "bad")
-    err = steps[4][1]
+    assert log[0] == ("next", None)
+    assert log[1] == ("next", Ok(None))
+    err = log[2][1]
     assert isinstance(err, Err) and isinstance(err.value, Failure_Error)
     assert err.value.value.startswith("ValueError: bad object")
-    assert steps[5:7] == [("drop", "later"), ("next", Err(Failure_Retry(RetryLater("not yet", 50))))]
-    assert steps[7:] == [("drop", "new"), ("drop", "old"), ("next", Ok(None))]
+    assert log[3] == ("next", Err(Failure_Retry(RetryLater("not yet", 50))))
+    # The update's handler read its previous version (by the event's id, not logged here).
+    assert log[4:] == [("next", Ok(None))]
     # A second batch starts afresh: no outcome before its first event.
     log.clear()
     w.handle_queued()
     assert log == [("next", None)]
+
+
+def test_a_kept_event_read_after_its_turn_is_refused(glue):
+    guest, log, queue = glue
+    kept = []
+
+    class Keeper(Plugin):
+        __module__ = "plugin"
+
+        def on_added(self, ev):
+            if kept:
+                kept[0].json
+            kept.append(ev)
+
+    module = types.ModuleType("plugin")
+    module.Keeper = Keeper
+    w = guest.world(module)()
+    w.init("{}")
+    queue += [event("first"), event("second")]
+    queue_ids = [e.id for e, _, _ in queue]
+    w.handle_queued()
+    # Here the stand-in host refuses with an error; the real host traps.
+    assert log[2] == ("json", queue_ids[0])
+    err = log[3][1]
+    assert isinstance(err, Err) and "not in hand" in err.value.value
 
 
 def test_events_before_a_successful_init_fail_one_by_one(glue):
@@ -159,7 +196,7 @@ def test_events_before_a_successful_init_fail_one_by_one(glue):
     w = guest.world(plugin_module())()
     with pytest.raises(Err):
         w.init("not json")
-    queue += [event("a", log), event("b", log)]
+    queue += [event("a"), event("b")]
     w.handle_queued()
     failed = ("next", Err(Failure_Error("handle called before a successful init")))
-    assert log == [("next", None), ("drop", "a"), failed, ("drop", "b"), failed]
+    assert log == [("next", None), failed, failed]

@@ -7,6 +7,7 @@ use std::rc::Rc;
 use serde::de::DeserializeOwned;
 
 use crate::Resource;
+use crate::wit::informant::plugin::events;
 use crate::wit::informant::plugin::types as wit;
 
 /// What happened to the object.
@@ -50,14 +51,18 @@ impl fmt::Display for EventType {
     }
 }
 
-/// An event's object: a handle in the host whose kind, metadata and JSON are each fetched the
-/// first time they are read (then kept), or what the test harness built.
+/// An event's object: in the host, read through the event's id (the header, when the event did
+/// not bring it, and the JSON each fetched the first time they are read, then kept), or what
+/// the test harness built.
 #[derive(Clone)]
 pub(crate) struct Object(Rc<Source>);
 
 enum Source {
     Host {
-        handle: wit::Object,
+        /// The event's id, which the host answers for while the event is in hand.
+        event: u64,
+        /// The event's previous version rather than its object.
+        old: bool,
         head: OnceCell<Head>,
         json: OnceCell<String>,
     },
@@ -73,20 +78,42 @@ impl Object {
         Object(Rc::new(Source::Given { head, json }))
     }
 
-    /// An object in the host; `header`, when the event brought it, saves the call for it.
-    fn host(handle: wit::Object, header: Option<Vec<u8>>) -> Self {
+    /// The object of event `event`, whose header came with it.
+    fn host(event: u64, header: Vec<u8>) -> Self {
         Object(Rc::new(Source::Host {
-            handle,
-            head: header
-                .map(Head::decode)
-                .map_or_else(OnceCell::new, OnceCell::from),
+            event,
+            old: false,
+            head: OnceCell::from(Head::decode(header)),
+            json: OnceCell::new(),
+        }))
+    }
+
+    /// The previous version of event `event`'s object.
+    fn host_old(event: u64) -> Self {
+        Object(Rc::new(Source::Host {
+            event,
+            old: true,
+            head: OnceCell::new(),
             json: OnceCell::new(),
         }))
     }
 
     fn json(&self) -> &str {
         match &*self.0 {
-            Source::Host { handle, json, .. } => json.get_or_init(|| handle.json()),
+            Source::Host {
+                event,
+                old: false,
+                json,
+                ..
+            } => json.get_or_init(|| events::json(*event)),
+            Source::Host {
+                event,
+                old: true,
+                json,
+                ..
+            } => json.get_or_init(|| {
+                events::old_json(*event).expect("the host has the previous version it announced")
+            }),
             Source::Given { json, .. } => json,
         }
     }
@@ -95,7 +122,12 @@ impl Object {
         match &*self.0 {
             // An old object's: one call for the kind and all the metadata (a call per field
             // would cost more than the fields).
-            Source::Host { handle, head, .. } => head.get_or_init(|| Head::decode(handle.header())),
+            Source::Host { event, head, .. } => head.get_or_init(|| {
+                Head::decode(
+                    events::old_header(*event)
+                        .expect("the host has the previous version it announced"),
+                )
+            }),
             Source::Given { head, .. } => head,
         }
     }
@@ -285,8 +317,8 @@ impl Event {
     pub fn from_wit(e: wit::Event) -> Self {
         Event {
             event_type: EventType::from_wit(e.event_type),
-            object: Object::host(e.object, Some(e.header)),
-            old_object: e.old_object.map(|old| Object::host(old, None)),
+            object: Object::host(e.id, e.header),
+            old_object: e.has_old.then(|| Object::host_old(e.id)),
             initial: e.initial,
             final_state_unknown: e.final_state_unknown,
         }

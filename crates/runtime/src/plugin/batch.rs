@@ -92,8 +92,11 @@ impl Tally {
 pub struct Batch {
     kind: Arc<WitResource>,
     queue: VecDeque<Event>,
-    /// The event the plugin holds, and when it took it.
-    current: Option<(Event, Instant)>,
+    /// The event the plugin holds, when it took it, and its id.
+    current: Option<(Event, Instant, u64)>,
+    /// The id the next event handed out gets: ids are never reused in an instance, so a plugin
+    /// reading an event it no longer holds is caught, however long it kept the id.
+    next_id: u64,
     done: Vec<Taken>,
     per_event: Duration,
     deadline: Arc<MovingDeadline>,
@@ -115,6 +118,7 @@ impl Batch {
             }),
             queue: VecDeque::new(),
             current: None,
+            next_id: 1,
             done: Vec::new(),
             per_event,
             deadline: Arc::new(MovingDeadline::new(per_event)),
@@ -149,19 +153,30 @@ impl Batch {
         self.stop = None;
         (
             std::mem::take(&mut self.done),
-            self.current.take(),
+            self.current.take().map(|(event, at, _)| (event, at)),
             std::mem::take(&mut self.queue),
         )
     }
 
-    /// Whether the plugin holds an event whose outcome it has not reported.
-    pub fn in_hand(&self) -> bool {
-        self.current.is_some()
+    /// The event in hand, if `id` names it; a trap for any other id (an event already done, or
+    /// one never handed out).
+    pub fn in_hand(&self, id: u64) -> wasmtime::Result<&Event> {
+        Ok(self.in_hand_with_kind(id)?.1)
+    }
+
+    /// [`Batch::in_hand`], with the kind the event is watched as.
+    pub fn in_hand_with_kind(&self, id: u64) -> wasmtime::Result<(&WitResource, &Event)> {
+        match &self.current {
+            Some((event, _, current)) if *current == id => Ok((&self.kind, event)),
+            _ => Err(wasmtime::format_err!(
+                "an event's object was read after its event was done (the plugin had asked for the next one, or returned)"
+            )),
+        }
     }
 
     /// Records the outcome of the event in hand (`previous` as the plugin reported it).
     pub fn finish(&mut self, previous: Option<Result<(), Failure>>, now: Instant) {
-        let Some((event, taken_at)) = self.current.take() else {
+        let Some((event, taken_at, _)) = self.current.take() else {
             // An outcome with no event in hand (a guest's first call reporting one) is ignored.
             return;
         };
@@ -192,19 +207,19 @@ impl Batch {
         self.done.push(taken);
     }
 
-    /// The next event to hand out, unless the batch is done or the plugin is being removed.
-    pub fn take(&mut self) -> Option<(Event, Arc<WitResource>)> {
+    /// Puts the next event in the plugin's hand at `now`, its deadline starting: its id, the
+    /// kind it is watched as, and the event. None once the batch is done or the plugin is being
+    /// removed.
+    pub fn take(&mut self, now: Instant) -> Option<(u64, &WitResource, &Event)> {
         if self.stop.as_ref().is_some_and(|s| *s.borrow()) {
             return None;
         }
         let event = self.queue.pop_front()?;
-        Some((event, self.kind.clone()))
-    }
-
-    /// Puts `event` in the plugin's hand at `now`; its deadline starts.
-    pub fn hand(&mut self, event: Event, now: Instant) {
+        let id = self.next_id;
+        self.next_id += 1;
         self.deadline.set(now + self.per_event);
-        self.current = Some((event, now));
+        let (event, _, id) = self.current.insert((event, now, id));
+        Some((*id, &self.kind, event))
     }
 }
 
@@ -256,25 +271,30 @@ impl MovingDeadline {
     }
 
     /// Runs `call`, or fails with [`CallError::Deadline`] once the deadline, as last moved,
-    /// has passed. The timer is armed once and re-armed only when it fires early, so an event
-    /// taken costs a store to an atomic, not a timer.
+    /// has passed. The timer is armed only once the call has had to wait (a guest blocked in a
+    /// host call, or computing past an epoch tick: it yields at every one), so a call that
+    /// finishes at once never touches the runtime's timers; it is re-armed only when it fires
+    /// early, so an event taken costs a store to an atomic, not a timer.
     pub async fn bound<T>(
         &self,
         call: impl Future<Output = Result<T, CallError>>,
     ) -> Result<T, CallError> {
         let mut call = std::pin::pin!(call);
-        let sleep = tokio::time::sleep_until(self.get().into());
-        let mut sleep = std::pin::pin!(sleep);
+        let mut sleep = std::pin::pin!(None::<tokio::time::Sleep>);
         std::future::poll_fn(|cx| {
             if let std::task::Poll::Ready(r) = call.as_mut().poll(cx) {
                 return std::task::Poll::Ready(r);
             }
-            while sleep.as_mut().poll(cx).is_ready() {
+            if sleep.is_none() {
+                sleep.set(Some(tokio::time::sleep_until(self.get().into())));
+            }
+            let mut timer = sleep.as_mut().as_pin_mut().expect("armed above");
+            while timer.as_mut().poll(cx).is_ready() {
                 let at = self.get();
                 if Instant::now() >= at {
                     return std::task::Poll::Ready(Err(CallError::Deadline(self.per_event)));
                 }
-                sleep.as_mut().reset(at.into());
+                timer.as_mut().reset(at.into());
             }
             std::task::Poll::Pending
         })

@@ -4,16 +4,16 @@
 //! `cache` answers from the informer stores the plugin's manifest names, through its tenant's
 //! grant, and nothing else; the [`CacheView`] is the whole of what a plugin can see.
 //!
-//! An event's object goes to the plugin as an `object` handle on the cached object itself: its
-//! JSON is copied into the plugin only when the plugin asks for it, and the handles lent for a
-//! call are reclaimed when the call returns, whatever the plugin did with them.
+//! An event goes to the plugin with its object's header (kind and metadata) and an id; the
+//! object's JSON is copied into the plugin only when the plugin asks for it by that id, which
+//! answers only while that event is in hand.
 
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use tokio::sync::broadcast;
-use wasmtime::component::{Resource, ResourceTable};
+use wasmtime::component::ResourceTable;
 use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
@@ -37,21 +37,17 @@ pub mod bindings {
         // Async on both sides: a call is a future the caller can cut off at its deadline,
         // whatever the guest is doing — spinning (epoch yields) or blocked in a host call.
         imports: {
-            // A stale handle (kept past its call) is a guest bug: trap rather than answer.
-            "informant:plugin/types.[method]object.json": async | trappable,
-            // Read on most events and answered from memory: plain calls, without the cost of
-            // a future each (a guest cannot block in them).
-            "informant:plugin/types.[method]object.header": trappable,
-            "informant:plugin/types.[method]object.kind": trappable,
-            "informant:plugin/types.[method]object.meta": trappable,
-            "informant:plugin/types.[drop]object": trappable,
-            // Once per event: bookkeeping in memory, never a wait.
+            // Once per event, and answered from memory: plain calls, without the cost of a
+            // future each (a guest cannot block in them). Reading an event that is no longer
+            // in hand is a guest bug: a trap rather than an answer.
             "informant:plugin/events.next": trappable,
+            "informant:plugin/events.json": trappable,
+            "informant:plugin/events.old-json": trappable,
+            "informant:plugin/events.old-header": trappable,
             default: async,
         },
         exports: { default: async },
         with: {
-            "informant:plugin/types.object": super::ObjectRef,
             // wasi:http is wasmtime-wasi-http's, linked by `super::super::outbound`.
             "wasi:http": wasmtime_wasi_http::p2::bindings::http,
             "wasi:io": wasmtime_wasi::p2::bindings::io,
@@ -62,25 +58,7 @@ pub mod bindings {
 
 /// The WIT package this host implements; plugins built for another version are refused at load
 /// with this named.
-pub const WIT_PACKAGE: &str = "informant:plugin@0.6.0";
-
-/// A cached object lent to a plugin as an `object` handle for one call; `None` once that call
-/// has returned.
-///
-/// A handle the plugin keeps past its call is emptied, not deleted: its table slot stays taken
-/// until the plugin drops it, so a later event's object never lands in a slot an old handle
-/// still names, and using the old handle is a trap instead of a read of someone else's event.
-pub struct ObjectRef(Option<Lent>);
-
-/// What an `object` handle names while its call runs: the object and the kind it was watched as.
-pub struct Lent {
-    object: Arc<CachedObject>,
-    kind: Arc<WitResource>,
-}
-
-/// Emptied handles a plugin may hold before its instance is dropped (each costs the host a
-/// table slot until the plugin lets go of it).
-pub const MAX_KEPT_HANDLES: usize = 1024;
+pub const WIT_PACKAGE: &str = "informant:plugin@0.7.0";
 
 use bindings::informant;
 pub use bindings::{Plugin, PluginPre};
@@ -89,8 +67,7 @@ use informant::plugin::kube::{
 };
 pub use informant::plugin::log::Level;
 pub use informant::plugin::types::{
-    Event as WitEvent, EventType as WitEventType, Failure, ObjectMeta as WitObjectMeta, QueryError,
-    Resource as WitResource,
+    Event as WitEvent, EventType as WitEventType, Failure, QueryError, Resource as WitResource,
 };
 
 impl From<&kube::core::ApiResource> for WitResource {
@@ -368,10 +345,6 @@ pub struct State {
     tenant: Arc<str>,
     cache: Arc<CacheView>,
     logs: broadcast::Sender<PluginLog>,
-    /// Table slots of the `object` handles lent for the call in progress and not yet dropped.
-    lent: Vec<u32>,
-    /// Handles kept past their call (emptied, still held by the plugin).
-    kept: usize,
     text: TextLimits,
     log_rate: Arc<LogRate>,
     http: WasiHttpCtx,
@@ -407,8 +380,6 @@ impl State {
             tenant,
             cache,
             logs,
-            lent: Vec::new(),
-            kept: 0,
             http: WasiHttpCtx::new(),
             hooks: Hooks {
                 outbound: Arc::new(Outbound::default()),
@@ -439,96 +410,41 @@ impl State {
         self.hooks.outbound = outbound;
         self
     }
-
-    /// Lends `object`, watched as `kind`, to the plugin for the call about to be made.
-    pub(crate) fn lend(
-        &mut self,
-        object: &Arc<CachedObject>,
-        kind: &Arc<WitResource>,
-    ) -> Resource<ObjectRef> {
-        let lent = Lent {
-            object: object.clone(),
-            kind: kind.clone(),
-        };
-        let handle = self
-            .table
-            .push(ObjectRef(Some(lent)))
-            .expect("a plugin's resource table never holds 2^32 entries");
-        self.lent.push(handle.rep());
-        handle
-    }
-
-    /// Takes back the objects lent for the call that just returned. Handles the plugin still
-    /// holds are emptied (see [`ObjectRef`]); returns how many it holds in all.
-    pub(crate) fn reclaim(&mut self) -> usize {
-        for rep in self.lent.drain(..) {
-            // Still in the table: the plugin has not dropped it, so the slot was never reused.
-            if let Ok(kept) = self.table.get_mut(&Resource::<ObjectRef>::new_own(rep)) {
-                kept.0 = None;
-                self.kept += 1;
-            }
-        }
-        self.kept
-    }
 }
 
-/// Lowers an informer event for `events.next`: its objects go as handles lent from `state`, with
-/// the object's header (kind and metadata, which nearly every plugin reads); the JSON and the
-/// old object's header are fetched only by a plugin that reads them.
-pub(crate) fn wit_event(state: &mut State, kind: &Arc<WitResource>, e: &Event) -> WitEvent {
+/// Lowers an informer event for `events.next` as event `id`, with the object's header (kind and
+/// metadata, which nearly every plugin reads); the JSON and the old version are read only by a
+/// plugin that asks (`events.json`, `old-json`, `old-header`).
+pub(crate) fn wit_event(id: u64, kind: &WitResource, e: &Event) -> WitEvent {
     WitEvent {
+        id,
         event_type: match e.event_type {
             EventType::Added => WitEventType::Added,
             EventType::Updated => WitEventType::Updated,
             EventType::Deleted => WitEventType::Deleted,
             EventType::Resync => WitEventType::Resync,
         },
-        object: state.lend(&e.object, kind),
         header: header(kind, &e.object),
-        old_object: e.old_object.as_ref().map(|old| state.lend(old, kind)),
+        has_old: e.old_object.is_some(),
         initial: e.initial,
         final_state_unknown: e.final_state_unknown,
     }
 }
 
-/// `object.header`: the kind and metadata as length-prefixed fields (see `wit/plugin.wit`).
+/// An event's `header`: the kind and metadata as length-prefixed fields (see `wit/plugin.wit`);
+/// after the kind, the cached object's metadata fields exactly as it keeps them.
 pub fn header(kind: &WitResource, o: &CachedObject) -> Vec<u8> {
-    let fields = [
-        kind.group.as_str(),
-        &kind.version,
-        &kind.kind,
-        o.namespace().unwrap_or_default(),
-        o.name(),
-        o.uid(),
-        o.resource_version(),
-    ];
-    let len = fields.iter().map(|f| f.len()).sum::<usize>()
-        + o.labels().map(|(k, v)| k.len() + v.len()).sum::<usize>()
-        + 4 * (fields.len() + 2 * o.labels().len());
+    let kind_fields = [kind.group.as_str(), &kind.version, &kind.kind];
+    let metadata = o.metadata_fields();
+    let len = kind_fields.iter().map(|f| 4 + f.len()).sum::<usize>() + metadata.len();
     let mut out = Vec::with_capacity(len);
-    let mut put = |f: &str| {
-        // Kubernetes caps names and label values far below 4 GiB; an object that broke that
-        // would have been refused by the API server.
-        out.extend_from_slice(&u32::try_from(f.len()).unwrap_or(u32::MAX).to_le_bytes());
+    for f in kind_fields {
+        // A kind's names are short: never near 4 GiB.
+        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
         out.extend_from_slice(f.as_bytes());
-    };
-    fields.into_iter().for_each(&mut put);
-    for (k, v) in o.labels() {
-        put(k);
-        put(v);
     }
+    out.extend_from_slice(metadata);
     out
-}
-
-impl State {
-    /// The object behind a handle lent for the call in progress; a trap once that call returned.
-    fn lent_object(&self, object: &Resource<ObjectRef>) -> wasmtime::Result<&Lent> {
-        self.table.get(object)?.0.as_ref().ok_or_else(|| {
-            wasmtime::format_err!(
-                "an event's object was read after its event was done (the plugin had asked for the next one, or returned)"
-            )
-        })
-    }
 }
 
 impl WasiView for State {
@@ -552,66 +468,31 @@ impl WasiHttpView for State {
 
 impl informant::plugin::types::Host for State {}
 
-impl informant::plugin::types::HostObject for State {
-    async fn json(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<String> {
-        Ok(self.lent_object(&object)?.object.json().to_string())
-    }
-
-    fn kind(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<WitResource> {
-        Ok(WitResource::clone(&self.lent_object(&object)?.kind))
-    }
-
-    fn meta(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<WitObjectMeta> {
-        let o = &self.lent_object(&object)?.object;
-        Ok(WitObjectMeta {
-            namespace: o.namespace().map(str::to_string),
-            name: o.name().to_string(),
-            uid: o.uid().to_string(),
-            resource_version: o.resource_version().to_string(),
-            labels: o
-                .labels()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-        })
-    }
-
-    fn header(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<Vec<u8>> {
-        let lent = self.lent_object(&object)?;
-        Ok(header(&lent.kind, &lent.object))
-    }
-
-    fn drop(&mut self, object: Resource<ObjectRef>) -> wasmtime::Result<()> {
-        let rep = object.rep();
-        if self.table.delete(object)?.0.is_none() {
-            self.kept -= 1;
-        }
-        self.lent.retain(|r| *r != rep);
-        Ok(())
-    }
-}
-
 impl informant::plugin::events::Host for State {
     fn next(
         &mut self,
         previous: Option<Result<(), Failure>>,
     ) -> wasmtime::Result<Option<WitEvent>> {
         let now = std::time::Instant::now();
-        if self.batch.in_hand() {
-            // The finished event's handles go back before anything else is lent.
-            let kept = self.reclaim();
-            if kept > MAX_KEPT_HANDLES {
-                wasmtime::bail!(
-                    "holds {kept} event objects past their events (at most {MAX_KEPT_HANDLES})"
-                );
-            }
-        }
         self.batch.finish(previous, now);
-        let Some((event, kind)) = self.batch.take() else {
-            return Ok(None);
-        };
-        let wit = wit_event(self, &kind, &event);
-        self.batch.hand(event, now);
-        Ok(Some(wit))
+        Ok(self
+            .batch
+            .take(now)
+            .map(|(id, kind, event)| wit_event(id, kind, event)))
+    }
+
+    fn json(&mut self, event: u64) -> wasmtime::Result<String> {
+        Ok(self.batch.in_hand(event)?.object.json().to_string())
+    }
+
+    fn old_json(&mut self, event: u64) -> wasmtime::Result<Option<String>> {
+        let event = self.batch.in_hand(event)?;
+        Ok(event.old_object.as_ref().map(|o| o.json().to_string()))
+    }
+
+    fn old_header(&mut self, event: u64) -> wasmtime::Result<Option<Vec<u8>>> {
+        let (kind, event) = self.batch.in_hand_with_kind(event)?;
+        Ok(event.old_object.as_ref().map(|o| header(kind, o)))
     }
 }
 

@@ -18,8 +18,8 @@ use wasmtime::Store;
 use super::batch::{self, Taken, Tally};
 use super::engine::LoadedComponent;
 use super::host::{
-    CacheView, LogRate, MAX_KEPT_HANDLES, Plugin, PluginLog, State, TextLimits, WitResource,
-    escape_controls, truncated,
+    CacheView, LogRate, Plugin, PluginLog, State, TextLimits, WitResource, escape_controls,
+    truncated,
 };
 use super::outbound::Outbound;
 use super::write::Writer;
@@ -225,17 +225,9 @@ impl Instance {
             .bound(call)
             .await
             .map_err(|e| e.bounded(self.error_bytes));
-        let state = self.store.data_mut();
-        let kept = state.reclaim();
-        let (mut taken, in_hand, mut untaken) = state.batch.end();
+        let (mut taken, in_hand, mut untaken) = self.store.data_mut().batch.end();
         let now = Instant::now();
-        let mut fatal = match result {
-            Err(e) => Some(e),
-            Ok(()) if kept > MAX_KEPT_HANDLES => Some(CallError::Trap(format!(
-                "holds {kept} event objects past their events (at most {MAX_KEPT_HANDLES})"
-            ))),
-            Ok(()) => None,
-        };
+        let mut fatal = result.err();
         if let Some((event, at)) = in_hand {
             // The event in hand is the one that failed, or the plugin returned without
             // reporting it.

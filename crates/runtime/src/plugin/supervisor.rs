@@ -374,10 +374,8 @@ impl Handler for PluginHandler {
     }
 
     async fn handle_batch(&mut self, events: Vec<Event>) {
-        for event in &events {
-            // Newer than anything a pending retry would redeliver: it replaces that retry.
-            self.retries.supersede(event.key());
-        }
+        // Newer than anything a pending retry would redeliver: they replace those retries.
+        self.retries.supersede(events.iter().map(Event::key));
         deliver(&self.supervisor, &self.resource, &self.retries, events).await;
     }
 }
@@ -400,16 +398,27 @@ struct Pending {
 }
 
 impl Retries {
-    fn supersede(&self, key: &ObjectKey) {
-        if let Some(p) = self.pending.lock().get_mut(key) {
-            p.token = None;
+    /// One lock per batch, and no lookups at all while nothing is pending (most plugins never
+    /// answer `retry`).
+    fn supersede<'a>(&self, keys: impl Iterator<Item = &'a ObjectKey>) {
+        let mut pending = self.pending.lock();
+        if pending.is_empty() {
+            return;
+        }
+        for key in keys {
+            if let Some(p) = pending.get_mut(key) {
+                p.token = None;
+            }
         }
     }
 
-    fn forget(&self, key: &ObjectKey) {
-        // Called for every event handled: most plugins have nothing pending to hash the key for.
+    /// Forgets the retries of `keys`, handled for good (see [`Retries::supersede`]).
+    fn forget<'a>(&self, keys: impl Iterator<Item = &'a ObjectKey>) {
         let mut pending = self.pending.lock();
-        if !pending.is_empty() {
+        if pending.is_empty() {
+            return;
+        }
+        for key in keys {
             pending.remove(key);
         }
     }
@@ -457,9 +466,22 @@ async fn deliver(
     retries: &Arc<Retries>,
     events: Vec<Event>,
 ) {
-    for (event, delivered) in supervisor.deliver(resource, events).await {
+    let delivered = supervisor.deliver(resource, events).await;
+    fn settled((event, d): &(Event, Delivered)) -> Option<&ObjectKey> {
+        matches!(d, Delivered::Done | Delivered::Failed).then(|| event.key())
+    }
+    if !delivered
+        .iter()
+        .any(|(_, d)| matches!(d, Delivered::Retry { .. }))
+    {
+        // The usual batch: every outcome final.
+        retries.forget(delivered.iter().filter_map(settled));
+        return;
+    }
+    // In order: a retry scheduled for an object, then a later event of it handled, forgets it.
+    for (event, delivered) in delivered {
         match delivered {
-            Delivered::Done | Delivered::Failed => retries.forget(event.key()),
+            Delivered::Done | Delivered::Failed => retries.forget(std::iter::once(event.key())),
             Delivered::Dropped => {}
             Delivered::Retry { reason, after } => {
                 schedule_retry(supervisor, resource, retries, event, &reason, after)
@@ -509,7 +531,7 @@ fn schedule_retry(
         }
         match retries.latest(&event) {
             Some(again) => deliver(&supervisor, &resource, &retries, vec![again]).await,
-            None => retries.forget(&key),
+            None => retries.forget(std::iter::once(&key)),
         }
     });
     tokio::spawn(retry);
@@ -587,7 +609,7 @@ mod tests {
         let (n, first) = r.attempt(&x, 2).unwrap();
         assert_eq!(n, 1);
         assert!(r.is_due(&x, first));
-        r.supersede(&x);
+        r.supersede(std::iter::once(&x));
         assert!(!r.is_due(&x, first), "a newer event replaced it");
         assert_eq!(r.attempt(&y, 2).unwrap().0, 1, "counted per object");
         let (n, second) = r.attempt(&x, 2).unwrap();
@@ -598,7 +620,7 @@ mod tests {
         assert!(r.is_due(&x, second) && !r.is_due(&x, first));
         assert_eq!(r.attempt(&x, 2), Err(2), "out of attempts");
         assert_eq!(r.attempt(&x, 2).unwrap().0, 1, "and counted afresh after");
-        r.forget(&y);
+        r.forget(std::iter::once(&y));
         assert_eq!(r.attempt(&y, 2).unwrap().0, 1);
     }
 }

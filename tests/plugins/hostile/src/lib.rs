@@ -11,8 +11,8 @@
 //!   reporting the one in hand) and drops what it got;
 //! - `flaky`: echoes, but traps (panics) on every third event;
 //! - `keep`: echoes, and keeps each event past its call without reading its object, then reads
-//!   the kept object's JSON in the next call (the host has reclaimed that handle: a trap);
-//! - `hoard`: keeps every event it is given, never reading or dropping their objects;
+//!   the kept object's JSON in the next call (that event is no longer in hand: a trap);
+//! - `hoard`: echoes, and keeps every event it is given, never reading their objects;
 //! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
 //! - `retry`: echoes every delivery, and answers `retry` to the first N deliveries of an object
 //!   labelled `retries=N` (the reason says which attempt of how many);
@@ -115,7 +115,7 @@ impl Hostile {
             }
             "hoard" => {
                 self.hoard.push(ev.clone());
-                Ok(())
+                self.echo(ev)
             }
             "retry" => {
                 self.echo(ev)?;
