@@ -51,7 +51,7 @@ def meta_of(obj: Obj) -> Meta:
 
 
 class DictSource:
-    """An object given as a dict, answering like the host's object handle."""
+    """An object given as a dict, answering as the host does for an event's object."""
 
     def __init__(self, obj: Obj):
         self.obj = obj

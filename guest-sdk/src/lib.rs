@@ -185,7 +185,6 @@ pub mod __private {
                 .as_ref()
                 .map(|outcome| outcome.as_ref().map(|_| ())),
         ) {
-            // The event's handles are dropped before the next request: the host reclaims them.
             previous = Some(handle_in(slot, e));
         }
     }
