@@ -215,6 +215,10 @@ impl Instance {
             .data_mut()
             .batch
             .begin(resource, events, stop, tally);
+        // The next yield one tick from now, not from the last yield: left as it was, a deadline
+        // an idle instance passed long ago made nearly every call yield on entry, sending the
+        // plugin's batch to the back of the runtime's queue behind every other plugin's.
+        self.store.set_epoch_deadline(1);
         let call = async {
             self.bindings
                 .call_handle_queued(&mut self.store)
