@@ -367,39 +367,35 @@ impl RawObject {
             metadata.push_str(managed.get());
             metadata.push('}');
         }
-        let api_version = self.api_version.as_deref().map(Quoted::new);
-        let kind = self.kind.as_deref().map(Quoted::new);
-        let mut values: Vec<(Quoted<'_>, Member<'_>)> = Vec::with_capacity(self.fields.len() + 3);
-        if let Some(v) = api_version {
-            values.push((Quoted::Plain("apiVersion"), Member::Quoted(v)));
-        }
-        if let Some(k) = kind {
-            values.push((Quoted::Plain("kind"), Member::Quoted(k)));
-        }
-        values.push((Quoted::Plain("metadata"), Member::Raw(&metadata)));
-        for (k, v) in &self.fields {
-            values.push((Quoted::new(k), Member::Raw(v.get())));
-        }
-        // Braces, a colon per entry and a comma between entries.
-        let len = 1 + values
+        let quote = |s: &str| Value::from(s).to_string();
+        let api_version = self.api_version.as_deref().map(quote);
+        let kind = self.kind.as_deref().map(quote);
+        let members: Vec<(&str, &str)> = [
+            ("apiVersion", api_version.as_deref()),
+            ("kind", kind.as_deref()),
+            ("metadata", Some(metadata.as_str())),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v?)))
+        .chain(self.fields.iter().map(|(k, v)| (k.as_str(), v.get())))
+        .collect();
+        // Braces, a colon per member and a comma between members.
+        let len = 1 + members
             .iter()
-            .map(|(k, v)| k.len() + 1 + v.len() + 1)
+            .map(|(k, v)| quoted_len(k) + 1 + v.len() + 1)
             .sum::<usize>();
         let mut out = String::with_capacity(len);
         out.push('{');
-        for (i, (k, v)) in values.iter().enumerate() {
+        for (i, (k, v)) in members.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            k.write(&mut out);
+            push_quoted(&mut out, k);
             out.push(':');
-            match v {
-                Member::Quoted(q) => q.write(&mut out),
-                Member::Raw(text) => out.push_str(text),
-            }
+            out.push_str(v);
         }
         out.push('}');
-        debug_assert_eq!(out.len(), out.capacity());
+        debug_assert_eq!(out.len(), len);
         out
     }
 
@@ -412,53 +408,28 @@ impl RawObject {
     }
 }
 
-/// A member's value in [`RawObject::to_json`]: a string to quote, or JSON text as it is.
-enum Member<'a> {
-    Quoted(Quoted<'a>),
-    Raw(&'a str),
+/// Whether `s` is written as a JSON string between quotes as it is (field names are).
+fn needs_no_escape(s: &str) -> bool {
+    s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\')
 }
 
-impl Member<'_> {
-    fn len(&self) -> usize {
-        match self {
-            Member::Quoted(q) => q.len(),
-            Member::Raw(text) => text.len(),
-        }
+/// The length of `s` as a JSON string literal.
+fn quoted_len(s: &str) -> usize {
+    if needs_no_escape(s) {
+        s.len() + 2
+    } else {
+        Value::from(s).to_string().len()
     }
 }
 
-/// A JSON string literal to write: field names and kinds need no escapes, so they are written
-/// between quotes as they are.
-enum Quoted<'a> {
-    Plain(&'a str),
-    Escaped(String),
-}
-
-impl<'a> Quoted<'a> {
-    fn new(s: &'a str) -> Self {
-        if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-            Quoted::Plain(s)
-        } else {
-            Quoted::Escaped(Value::from(s).to_string())
-        }
-    }
-
-    fn len(&self) -> usize {
-        match self {
-            Quoted::Plain(s) => s.len() + 2,
-            Quoted::Escaped(s) => s.len(),
-        }
-    }
-
-    fn write(&self, out: &mut String) {
-        match self {
-            Quoted::Plain(s) => {
-                out.push('"');
-                out.push_str(s);
-                out.push('"');
-            }
-            Quoted::Escaped(s) => out.push_str(s),
-        }
+/// Appends `s` as a JSON string literal.
+fn push_quoted(out: &mut String, s: &str) {
+    if needs_no_escape(s) {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    } else {
+        out.push_str(&Value::from(s).to_string());
     }
 }
 

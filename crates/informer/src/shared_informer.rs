@@ -168,13 +168,7 @@ impl SharedInformer {
         match delta {
             Delta::Apply(o) => self.store.apply(o, &mut sink),
             Delta::Delete(o) => self.store.delete(o, &mut sink),
-            Delta::Replace(objs) => {
-                let mut relist = self.store.begin_relist();
-                for o in objs {
-                    self.store.relist_push(&mut relist, o);
-                }
-                self.finish_relist(relist, &mut sink);
-            }
+            Delta::Replace(objs) => self.finish_relist(self.store.relist_of(objs), &mut sink),
             Delta::ListBegin => *self.relist.lock() = Some(self.store.begin_relist()),
             Delta::ListItem(o) => {
                 let mut relist = self.relist.lock();

@@ -241,11 +241,16 @@ impl Store {
     /// keys, `Updated` for changed resourceVersions, `Deleted` with final-state-unknown for keys
     /// that vanished. The first replace marks the store synced and its events `initial`.
     pub fn replace(&self, raws: Vec<RawObject>, sink: &mut impl FnMut(Event)) {
+        self.finish_relist(self.relist_of(raws), sink);
+    }
+
+    /// A whole list as a [`Relist`], ready for [`Store::finish_relist`].
+    pub fn relist_of(&self, raws: Vec<RawObject>) -> Relist {
         let mut relist = self.begin_relist();
         for raw in raws {
             self.relist_push(&mut relist, raw);
         }
-        self.finish_relist(relist, sink);
+        relist
     }
 
     /// Starts a list that arrives object by object ([`Store::relist_push`]) and replaces the

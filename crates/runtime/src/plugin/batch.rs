@@ -306,6 +306,49 @@ impl MovingDeadline {
 mod tests {
     use super::*;
 
+    fn event(name: &str) -> Event {
+        let pods =
+            kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("", "v1", "Pod"));
+        let json = format!(r#"{{"metadata":{{"name":"{name}","namespace":"a"}}}}"#);
+        let object = crate::informer::CachedObject::from_json(&json, &pods, true).unwrap();
+        Event::added(Arc::new(object), false)
+    }
+
+    #[test]
+    fn only_the_event_in_hand_answers_to_its_id_and_no_forged_id_reads_another() {
+        let mut batch = Batch::new(Duration::from_secs(1), 1024);
+        let kind = Arc::new(WitResource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Pod".into(),
+        });
+        let stop = watch::channel(false).1;
+        let tally = Arc::new(Tally::new("p".into(), "t".into()));
+        batch.begin(&kind, vec![event("one"), event("two")], &stop, &tally);
+        let now = Instant::now();
+        let first = batch.take(now).map(|(id, _, _)| id).unwrap();
+        assert_eq!(batch.in_hand(first).unwrap().key().as_str(), "a/one");
+        // Not yet handed out, never handed out, and ids a guest might make up.
+        for forged in [first + 1, 0, u64::MAX, first.wrapping_sub(1)] {
+            let refused = batch.in_hand(forged).unwrap_err().to_string();
+            assert!(refused.contains("after its event was done"), "{refused}");
+        }
+        batch.finish(Some(Ok(())), now);
+        let second = batch.take(now).map(|(id, _, _)| id).unwrap();
+        assert_ne!(second, first);
+        assert!(
+            batch.in_hand(first).is_err(),
+            "a done event is never read again"
+        );
+        assert_eq!(batch.in_hand(second).unwrap().key().as_str(), "a/two");
+        batch.end();
+        assert!(batch.in_hand(second).is_err(), "nor once the call returned");
+        // A later call's events get new ids: an id kept from an earlier call reads nothing.
+        batch.begin(&kind, vec![event("three")], &stop, &tally);
+        let third = batch.take(now).map(|(id, _, _)| id).unwrap();
+        assert!(third > second && batch.in_hand(second).is_err());
+    }
+
     #[tokio::test]
     async fn the_deadline_restarts_with_each_event_and_still_cuts_a_stuck_one_off() {
         let per_event = Duration::from_millis(100);
