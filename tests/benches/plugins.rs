@@ -154,12 +154,14 @@ fn spec_of(
 }
 
 /// What [`throughput`] pushes: `events` versions spread over `keys` objects (so all adds when
-/// they are equal), as fast as they go or at `rate` events/s.
+/// they are equal), as fast as they go or at `rate` events/s; from the bench's main thread, or
+/// from a task on the runtime's workers (`from_task`) as the reflector pushes in `informant run`.
 #[derive(Clone, Copy)]
 struct Stream {
     events: u64,
     keys: u64,
     rate: Option<u32>,
+    from_task: bool,
 }
 
 impl Stream {
@@ -168,6 +170,7 @@ impl Stream {
         events: 20_000,
         keys: 1_000,
         rate: None,
+        from_task: false,
     };
 }
 
@@ -193,7 +196,12 @@ async fn throughput(
     mode: &str,
     stream: Stream,
 ) -> Run {
-    let Stream { events, keys, rate } = stream;
+    let Stream {
+        events,
+        keys,
+        rate,
+        from_task,
+    } = stream;
     let informer = bench_informer();
     let cache = CacheView::default();
     cache.add(informer.store().clone());
@@ -219,23 +227,33 @@ async fn throughput(
     let objects: Vec<RawObject> = (0..events)
         .map(|i| cm(&format!("k{}", i % keys), i + 1))
         .collect();
-    // Paced: a tick per millisecond, each pushing what the rate allows by then.
-    let mut ticks = tokio::time::interval(Duration::from_millis(1));
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (start, cpu0) = (Instant::now(), cpu_seconds());
-    for (i, o) in objects.into_iter().enumerate() {
-        if let Some(rate) = rate {
-            while (i as f64) >= start.elapsed().as_secs_f64() * f64::from(rate) {
-                ticks.tick().await;
+    let push = {
+        let informer = informer.clone();
+        async move {
+            // Paced: a tick per millisecond, each pushing what the rate allows by then.
+            let mut ticks = tokio::time::interval(Duration::from_millis(1));
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            for (i, o) in objects.into_iter().enumerate() {
+                if let Some(rate) = rate {
+                    while (i as f64) >= start.elapsed().as_secs_f64() * f64::from(rate) {
+                        ticks.tick().await;
+                    }
+                }
+                informer.apply(Delta::Apply(o));
+                if rate.is_none() && i % 64 == 0 {
+                    // Let the handler tasks run between bursts, as a watch stream's chunks would.
+                    tokio::task::yield_now().await;
+                }
             }
+            informer.apply(Delta::Apply(cm("zz-end", u64::MAX - 1)));
         }
-        informer.apply(Delta::Apply(o));
-        if rate.is_none() && i % 64 == 0 {
-            // Let the handler tasks run between bursts, as a watch stream's chunks would.
-            tokio::task::yield_now().await;
-        }
+    };
+    if from_task {
+        tokio::spawn(push).await.expect("the producer task");
+    } else {
+        push.await;
     }
-    informer.apply(Delta::Apply(cm("zz-end", u64::MAX - 1)));
     let _ = done.acquire_many(plugins as u32).await.unwrap();
     let secs = start.elapsed().as_secs_f64();
     Run {
@@ -602,7 +620,7 @@ async fn measure(engine: &PluginEngine, wasm: &Path) -> Figures {
         let distinct = Stream {
             events: EVENTS,
             keys: EVENTS,
-            rate: None,
+            ..Stream::COALESCING
         };
         let run = throughput(engine, wasm, 1, mode, distinct).await;
         per_event.push((call, run.eps));
@@ -727,17 +745,27 @@ async fn main() {
         }
     }
     println!("   paced at 10k events/s (issue 12's dispatch target: p99 < 1 ms with 50 plugins):");
+    let paced = Stream {
+        rate: Some(10_000),
+        ..Stream::COALESCING
+    };
     for n in [10, 50] {
-        let paced = Stream {
-            rate: Some(10_000),
-            ..Stream::COALESCING
-        };
         show(
             "noop",
             n,
             throughput(&engine, &wasm, n, "noop", paced).await,
         );
     }
+    println!("   the same, pushed from a task on the runtime's two workers (as the reflector is):");
+    let from_task = Stream {
+        from_task: true,
+        ..paced
+    };
+    show(
+        "noop",
+        50,
+        throughput(&engine, &wasm, 50, "noop", from_task).await,
+    );
     if paced_only {
         return;
     }

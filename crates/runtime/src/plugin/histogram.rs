@@ -28,7 +28,13 @@ struct Inner {
 impl DurationHistogram {
     /// `n` buckets from `start` seconds, each `factor` times the one before.
     pub fn exponential(start: f64, factor: f64, n: u16) -> Self {
-        let bounds: Box<[f64]> = exponential_buckets(start, factor, n).collect();
+        Self::with_bounds(exponential_buckets(start, factor, n))
+    }
+
+    /// Buckets with these upper bounds in seconds, ascending.
+    pub fn with_bounds(bounds: impl IntoIterator<Item = f64>) -> Self {
+        let bounds: Box<[f64]> = bounds.into_iter().collect();
+        debug_assert!(bounds.is_sorted(), "bounds ascend");
         let bound_nanos = bounds.iter().map(|b| (b * 1e9).round() as u64).collect();
         let counts = (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect();
         DurationHistogram(Arc::new(Inner {

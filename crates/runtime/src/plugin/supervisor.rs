@@ -537,9 +537,17 @@ fn schedule_retry(
     tokio::spawn(retry);
 }
 
-/// Buckets from 10 µs growing by √2 up to ~2.6 s: fine enough to tell 0.7 ms from 1 ms.
+/// Buckets √2 apart from ~15.6 µs up to ~4.1 s, with 1 ms and every power of two of it exactly
+/// among the bounds, so a target such as "p99 under 1 ms" is read straight off `/metrics`.
 fn dispatch_histogram() -> DurationHistogram {
-    DurationHistogram::exponential(10e-6, std::f64::consts::SQRT_2, 37)
+    DurationHistogram::with_bounds((-12..25).map(|k: i32| {
+        let octave = 1e-3 * 2f64.powi(k.div_euclid(2));
+        if k % 2 == 0 {
+            octave
+        } else {
+            octave * std::f64::consts::SQRT_2
+        }
+    }))
 }
 
 /// Buckets from 25 µs (a trivial plugin) doubling up to ~6.5 s (past the default deadline, below
@@ -578,6 +586,26 @@ mod tests {
         let mut out = Vec::new();
         f(&r.store, &mut |e| out.push(e));
         out.pop().expect("one event")
+    }
+
+    #[test]
+    fn dispatch_buckets_have_one_millisecond_exactly_and_split_each_octave_once() {
+        let bounds: Vec<f64> = dispatch_histogram()
+            .buckets()
+            .into_iter()
+            .map(|(b, _)| b)
+            .filter(|b| *b < f64::MAX)
+            .collect();
+        assert_eq!(bounds.len(), 37);
+        for exact in [0.000_125, 0.000_25, 0.000_5, 0.001, 0.002, 0.004] {
+            assert!(bounds.contains(&exact), "{exact} in {bounds:?}");
+        }
+        assert!(
+            bounds
+                .windows(2)
+                .all(|w| (w[1] / w[0] - 2f64.sqrt()).abs() < 1e-12)
+        );
+        assert!(bounds[0] < 16e-6 && bounds[36] > 4.0, "{bounds:?}");
     }
 
     #[test]
