@@ -37,12 +37,17 @@
 //! - final: from the first modification until every handler saw every key's final version, and
 //!   events/s from that (against the baseline's in `vs kube`); handler (plugin) calls/s then;
 //! - the client's RSS per pod at sync and at the end, its CPU over the whole run and the push;
+//! - for Informant, the dispatch delay's p50 and p99 (the informer receiving an event to a plugin
+//!   taking it, bucket bounds of `informant_plugin_dispatch_delay_seconds`, over every plugin);
 //! - the pusher's rate (the devserver's writes, in-process) and `others%`: CPU the rest of the
 //!   machine (other processes, a hypervisor's steal) took meanwhile. Server, pusher and client
 //!   share the machine's cores, and anything but ~0 there skews every figure.
 //!
 //! `cargo bench -p informant-tests --bench e2e` (builds the plugins for wasm32-wasip2 first);
 //! small: `E2E_PODS=5000 E2E_MODS=10000 E2E_CONFIGS=kube,meta10 cargo bench -p informant-tests --bench e2e`.
+//! Paced: `E2E_RATE=10000` pushes that many modifications per second (in 1 ms ticks) instead of
+//! as fast as it can, for the dispatch delay at a given load (issue 12's target: p99 under 1 ms
+//! at 10k events/s into 50 plugins, `E2E_CONFIGS=meta50`).
 //! The full default run takes about three and a half minutes on two cores.
 
 /// The allocator `informant run` uses, so the client's RSS is the binary's.
@@ -62,6 +67,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::{FactoryOptions, InitialList};
+use informant_runtime::plugin::histogram::DurationHistogram;
 use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog, PluginState};
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use k8s_openapi::api::core::v1::Pod;
@@ -218,6 +224,8 @@ struct Report {
     list_t: f64,
     /// The RSS then.
     list_rss: u64,
+    /// Dispatch delay p50 and p99 over every plugin, seconds (in Informant's `done`).
+    dispatch: Option<(f64, f64)>,
 }
 
 /// A pod as a ReplicaSet's controller and the kubelet leave it: labels, an owner, managedFields
@@ -339,6 +347,11 @@ mod parent {
             .collect();
         let stall = env_number("E2E_STALL_SECS", 120);
         let writes = Writes::from_env();
+        let rate = std::env::var("E2E_RATE").ok().map(|r| {
+            r.parse::<u32>().ok().filter(|r| *r > 0).unwrap_or_else(|| {
+                panic!("E2E_RATE must be a positive number of events/s, not {r:?}")
+            })
+        });
 
         let wasm = setups
             .iter()
@@ -402,6 +415,9 @@ mod parent {
                 Writes::Api => "through the server's write path",
             }
         );
+        if let Some(rate) = rate {
+            println!("     paced at {rate} modifications/s (E2E_RATE)");
+        }
 
         let mut outcomes = Vec::new();
         for (k, setup) in setups.iter().enumerate() {
@@ -416,6 +432,7 @@ mod parent {
                 sizes: &sizes,
                 stall,
                 writes,
+                rate,
             };
             let outcome = run.one(*setup, final_round, dir.path()).await;
             let baseline = outcomes.iter().find(|o: &&Outcome| o.setup == Setup::Kube);
@@ -497,6 +514,8 @@ mod parent {
         sizes: &'a Sizes,
         stall: usize,
         writes: Writes,
+        /// Modifications per second, or as fast as the pusher goes.
+        rate: Option<u32>,
     }
 
     impl Run<'_> {
@@ -507,6 +526,7 @@ mod parent {
                 sizes,
                 stall,
                 writes,
+                rate,
             } = *self;
             let name = setup.name();
             println!("\n[{name}] starting the client");
@@ -566,7 +586,7 @@ mod parent {
                         let (pods, mods) = (sizes.pods, sizes.mods);
                         let base = final_round - sizes.rounds;
                         pusher = Some(tokio::task::spawn_blocking(move || {
-                            push(&server, writes, pods, mods, base, &pushed)
+                            push(&server, writes, rate, pods, mods, base, &pushed)
                         }));
                     }
                     "done" => break report,
@@ -617,12 +637,13 @@ mod parent {
         }
     }
 
-    /// Modifications `0..mods` in-process, as fast as one thread can: modification `m` moves pod
-    /// `m % pods` to round `base + m / pods + 1`. Returns the wall time and the part of it inside
-    /// the server's `update`.
+    /// Modifications `0..mods` in-process, as fast as one thread can or at `rate` per second:
+    /// modification `m` moves pod `m % pods` to round `base + m / pods + 1`. Returns the wall
+    /// time and the part of it inside the server's `update`.
     fn push(
         server: &DevServer,
         writes: Writes,
+        rate: Option<u32>,
         pods: usize,
         mods: usize,
         base: u64,
@@ -631,6 +652,12 @@ mod parent {
         let started = Instant::now();
         let mut in_update = Duration::ZERO;
         for m in 0..mods {
+            if let Some(rate) = rate {
+                // In 1 ms ticks: each writes what the rate allows by then.
+                while (m as f64) >= started.elapsed().as_secs_f64() * f64::from(rate) {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
             let object = pod(m % pods, base + (m / pods) as u64 + 1, m);
             let t = Instant::now();
             match writes {
@@ -701,7 +728,7 @@ mod parent {
             "[{}] done: sync {:.1}s, started {:.1}s, replay {:.1}s, watch {:.0} ev/s received, \
              final versions {:.1}s after the first modification = {:.0} ev/s{}, {:.0} calls/s, \
              RSS {:.0} -> {:.0} MiB, CPU {:.0}% (push {:.0}%); push {:.0}/s ({:.0}% inside \
-             update); other processes {:.0}% CPU",
+             update); other processes {:.0}% CPU{}",
             o.setup.name(),
             f.sync,
             f.start,
@@ -721,6 +748,14 @@ mod parent {
             f.push_per_s,
             100.0 * f.update_share,
             o.others,
+            match o.done.dispatch {
+                Some((p50, p99)) => format!(
+                    "; dispatch p50 <= {:.2} ms, p99 <= {:.2} ms",
+                    p50 * 1e3,
+                    p99 * 1e3
+                ),
+                None => String::new(),
+            },
         );
     }
 
@@ -814,6 +849,7 @@ mod client {
             phase: Phase::Replay,
             ready: Report::default(),
             received_all: None,
+            dispatch: None,
             stall: Stall::new(settings.stall),
             last_progress: Instant::now(),
         };
@@ -836,6 +872,8 @@ mod client {
         /// The counters when every handler had its replay.
         ready: Report,
         received_all: Option<f64>,
+        /// Dispatch delay p50 and p99 (Informant), once known.
+        dispatch: Option<(f64, f64)>,
         stall: Stall,
         last_progress: Instant,
     }
@@ -851,6 +889,7 @@ mod client {
                 calls,
                 finished,
                 received_all: self.received_all,
+                dispatch: self.dispatch,
                 ..Default::default()
             }
         }
@@ -1147,6 +1186,12 @@ mod client {
                         out.phase("ready", received(), calls(), plugins);
                     } else if done.len() == plugins {
                         out.sample(received(), calls(), plugins, s.mods);
+                        let running = host.running();
+                        let quantile = |q| {
+                            DurationHistogram::quantile_bound(running.iter().map(|r| r.supervisor.dispatch()), q)
+                                .map_or(f64::INFINITY, |d| d.as_secs_f64())
+                        };
+                        out.dispatch = Some((quantile(0.5), quantile(0.99)));
                         out.phase("done", received(), calls(), plugins);
                         break;
                     }

@@ -26,6 +26,7 @@ use informant_runtime::informer::{
     CachedObject, Delta, Event, Handler, HandlerOptions, RawObject, ReflectorConfig,
     SharedInformer, StoreOptions,
 };
+use informant_runtime::plugin::histogram::DurationHistogram;
 use informant_runtime::plugin::host::WitResource;
 use informant_runtime::plugin::instance::Instance;
 use informant_runtime::plugin::{
@@ -88,30 +89,10 @@ impl<H: Handler> Handler for Ended<H> {
 }
 
 /// The `q` quantile of the plugins' dispatch delays (the informer receiving an event to the
-/// plugin taking it), as the upper bound of the histogram bucket it falls in: what an operator
-/// reads from `/metrics`.
+/// plugin taking it), as the upper bound of the histogram bucket it falls in.
 fn dispatch_quantile(sups: &[Arc<Supervisor>], q: f64) -> Duration {
-    // Counts by bucket, summed over the plugins (their histograms share the bounds).
-    let mut by_bound: Vec<(f64, u64)> = Vec::new();
-    for s in sups {
-        for (i, (bound, n)) in s.dispatch().buckets().into_iter().enumerate() {
-            match by_bound.get_mut(i) {
-                Some((_, sum)) => *sum += n,
-                None => by_bound.push((bound, n)),
-            }
-        }
-    }
-    let total: u64 = by_bound.iter().map(|(_, n)| n).sum();
-    let wanted = (total as f64 * q).ceil() as u64;
-    let mut seen = 0;
-    let bound = by_bound
-        .iter()
-        .find(|(_, n)| {
-            seen += n;
-            seen >= wanted
-        })
-        .map_or(f64::INFINITY, |(b, _)| *b);
-    Duration::from_secs_f64(bound.min(3600.0))
+    DurationHistogram::quantile_bound(sups.iter().map(|s| s.dispatch()), q)
+        .unwrap_or(Duration::from_secs(3600))
 }
 
 /// [`spec_of`] the component at `wasm`, loaded for this plugin alone (as the host loads each

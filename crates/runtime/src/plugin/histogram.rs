@@ -62,6 +62,32 @@ impl DurationHistogram {
             .collect()
     }
 
+    /// The upper bound of the bucket the `q` quantile of all of `histograms` together falls in
+    /// (they share their bounds): what an operator reads from `/metrics`. `None` when nothing
+    /// was counted or the quantile is above the last bound.
+    pub fn quantile_bound<'a>(
+        histograms: impl IntoIterator<Item = &'a DurationHistogram>,
+        q: f64,
+    ) -> Option<Duration> {
+        let mut summed: Vec<(f64, u64)> = Vec::new();
+        for h in histograms {
+            for (i, (bound, n)) in h.buckets().into_iter().enumerate() {
+                match summed.get_mut(i) {
+                    Some((_, sum)) => *sum += n,
+                    None => summed.push((bound, n)),
+                }
+            }
+        }
+        let total: u64 = summed.iter().map(|(_, n)| n).sum();
+        let wanted = ((total as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        let (bound, _) = summed.into_iter().find(|(_, n)| {
+            seen += n;
+            seen >= wanted
+        })?;
+        (bound < f64::MAX).then(|| Duration::from_secs_f64(bound))
+    }
+
     /// Durations counted.
     pub fn count(&self) -> u64 {
         self.0
@@ -113,5 +139,24 @@ mod tests {
         assert!(text.contains("d_bucket{le=\"+Inf\"} 8\n"), "{text}");
         assert!(text.contains("d_count 8\n"), "{text}");
         assert!(text.contains("d_sum 5.313\n"), "{text}");
+    }
+
+    #[test]
+    fn a_quantile_is_the_bound_of_its_bucket_over_all_the_histograms() {
+        let (a, b) = (
+            DurationHistogram::exponential(1e-3, 10.0, 3),
+            DurationHistogram::exponential(1e-3, 10.0, 3),
+        );
+        let bound = |q| DurationHistogram::quantile_bound([&a, &b], q);
+        assert_eq!(bound(0.5), None, "nothing counted");
+        for _ in 0..98 {
+            a.observe(Duration::from_micros(500));
+        }
+        b.observe(Duration::from_millis(5));
+        b.observe(Duration::from_secs(5));
+        assert_eq!(bound(0.5), Some(Duration::from_millis(1)));
+        assert_eq!(bound(0.98), Some(Duration::from_millis(1)));
+        assert_eq!(bound(0.99), Some(Duration::from_millis(10)));
+        assert_eq!(bound(1.0), None, "above the last bound");
     }
 }
