@@ -224,8 +224,9 @@ struct Report {
     list_t: f64,
     /// The RSS then.
     list_rss: u64,
-    /// Dispatch delay p50 and p99 over every plugin, seconds (in Informant's `done`).
-    dispatch: Option<(f64, f64)>,
+    /// Dispatch delay p50 and p99 over every plugin, as bucket bounds in seconds (none: above
+    /// the last bound), in Informant's `done`.
+    dispatch: Option<[Option<f64>; 2]>,
 }
 
 /// A pod as a ReplicaSet's controller and the kubelet leave it: labels, an owner, managedFields
@@ -749,14 +750,19 @@ mod parent {
             100.0 * f.update_share,
             o.others,
             match o.done.dispatch {
-                Some((p50, p99)) => format!(
-                    "; dispatch p50 <= {:.2} ms, p99 <= {:.2} ms",
-                    p50 * 1e3,
-                    p99 * 1e3
-                ),
+                Some([p50, p99]) =>
+                    format!("; dispatch p50 {}, p99 {}", bound_ms(p50), bound_ms(p99)),
                 None => String::new(),
             },
         );
+    }
+
+    /// A quantile's bucket bound as `<= x ms`.
+    fn bound_ms(bound: Option<f64>) -> String {
+        match bound {
+            Some(b) => format!("<= {:.2} ms", b * 1e3),
+            None => "above the last bucket".into(),
+        }
     }
 
     fn print_table(outcomes: &[Outcome], sizes: &Sizes) {
@@ -873,7 +879,7 @@ mod client {
         ready: Report,
         received_all: Option<f64>,
         /// Dispatch delay p50 and p99 (Informant), once known.
-        dispatch: Option<(f64, f64)>,
+        dispatch: Option<[Option<f64>; 2]>,
         stall: Stall,
         last_progress: Instant,
     }
@@ -1189,9 +1195,9 @@ mod client {
                         let running = host.running();
                         let quantile = |q| {
                             DurationHistogram::quantile_bound(running.iter().map(|r| r.supervisor.dispatch()), q)
-                                .map_or(f64::INFINITY, |d| d.as_secs_f64())
+                                .map(|d| d.as_secs_f64())
                         };
-                        out.dispatch = Some((quantile(0.5), quantile(0.99)));
+                        out.dispatch = Some([quantile(0.5), quantile(0.99)]);
                         out.phase("done", received(), calls(), plugins);
                         break;
                     }
