@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informant_runtime::informer::{
-    CachedObject, Delta, Event, Handler, HandlerOptions, RawObject, ReflectorConfig,
-    SharedInformer, StoreOptions,
+    CachedObject, Delta, Event, Handler, HandlerOptions, ListenerHandle, RawObject,
+    ReflectorConfig, SharedInformer, StoreOptions,
 };
 use informant_runtime::plugin::histogram::DurationHistogram;
 use informant_runtime::plugin::host::WitResource;
@@ -190,7 +190,7 @@ async fn throughput(
     let logs = broadcast::channel(16).0;
     let done = Arc::new(Semaphore::new(0));
     let resource = configmap_wit();
-    let mut sups = Vec::new();
+    let (mut sups, mut handles) = (Vec::new(), Vec::new());
     for p in 0..plugins {
         let sup = Supervisor::start(
             spec(engine, wasm, &format!("p{p}"), mode, cache.clone(), &logs),
@@ -202,7 +202,7 @@ async fn throughput(
             inner: sup.handler(resource.clone(), informer.store().clone(), None),
             done: done.clone(),
         };
-        informer.add_handler(&format!("p{p}"), ended, HandlerOptions::default());
+        handles.push(informer.add_handler(&format!("p{p}"), ended, HandlerOptions::default()));
         sups.push(sup);
     }
     let objects: Vec<RawObject> = (0..events)
@@ -237,12 +237,22 @@ async fn throughput(
     }
     let _ = done.acquire_many(plugins as u32).await.unwrap();
     let secs = start.elapsed().as_secs_f64();
-    Run {
+    let run = Run {
         eps: events as f64 / secs,
         p50: dispatch_quantile(&sups, 0.5),
         p99: dispatch_quantile(&sups, 0.99),
         handled: sups.iter().map(|s| s.handled()).sum(),
         cpu: (cpu_seconds() - cpu0) / secs,
+    };
+    release(handles).await;
+    run
+}
+
+/// Unregisters the bench's handlers, so their plugins' instances are dropped before the next
+/// run (the engine's pool holds 256 at most).
+async fn release(handles: Vec<ListenerHandle>) {
+    for handle in handles {
+        handle.shutdown().await;
     }
 }
 
@@ -277,7 +287,7 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
     let logs = broadcast::channel(16).0;
     let done = Arc::new(Semaphore::new(0));
     let resource = configmap_wit();
-    let mut sups = Vec::new();
+    let (mut sups, mut handles) = (Vec::new(), Vec::new());
     for t in 0..TENANTS {
         let grant = grant(&format!("t{t}"), &format!("ns{t}"));
         let cache = CacheView::new(grant.clone());
@@ -303,7 +313,7 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
             filter: grant.event_filter(),
             ..Default::default()
         };
-        informer.add_handler(&format!("t{t}"), ended, options);
+        handles.push(informer.add_handler(&format!("t{t}"), ended, options));
         sups.push(sup);
     }
     let (events, keys) = (20_000u64, 1_000u64);
@@ -333,6 +343,7 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
     }
     let _ = done.acquire_many(TENANTS as u32).await.unwrap();
     let secs = start.elapsed().as_secs_f64();
+    release(handles).await;
     (events as f64 / secs, sups.iter().map(|s| s.handled()).sum())
 }
 
