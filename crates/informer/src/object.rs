@@ -367,32 +367,41 @@ impl RawObject {
             metadata.push_str(managed.get());
             metadata.push('}');
         }
-        let quote = |s: &str| Value::from(s).to_string();
-        let api_version = self.api_version.as_deref().map(quote);
-        let kind = self.kind.as_deref().map(quote);
-        let members: Vec<(&str, &str)> = [
-            ("apiVersion", api_version.as_deref()),
-            ("kind", kind.as_deref()),
-            ("metadata", Some(metadata.as_str())),
+        // Each member's name and value, and whether the value is a string to quote (rather
+        // than JSON text as it is): nothing is allocated per member, as this runs per event.
+        let members: Vec<(&str, &str, bool)> = [
+            ("apiVersion", self.api_version.as_deref(), true),
+            ("kind", self.kind.as_deref(), true),
+            ("metadata", Some(metadata.as_str()), false),
         ]
         .into_iter()
-        .filter_map(|(k, v)| Some((k, v?)))
-        .chain(self.fields.iter().map(|(k, v)| (k.as_str(), v.get())))
+        .filter_map(|(k, v, quoted)| Some((k, v?, quoted)))
+        .chain(
+            self.fields
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.get(), false)),
+        )
         .collect();
         // Braces, a colon per member and a comma between members.
         let len = 1 + members
             .iter()
-            .map(|(k, v)| quoted_len(k) + 1 + v.len() + 1)
+            .map(|(k, v, quoted)| {
+                quoted_len(k) + 1 + if *quoted { quoted_len(v) } else { v.len() } + 1
+            })
             .sum::<usize>();
         let mut out = String::with_capacity(len);
         out.push('{');
-        for (i, (k, v)) in members.iter().enumerate() {
+        for (i, (k, v, quoted)) in members.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
             push_quoted(&mut out, k);
             out.push(':');
-            out.push_str(v);
+            if *quoted {
+                push_quoted(&mut out, v);
+            } else {
+                out.push_str(v);
+            }
         }
         out.push('}');
         debug_assert_eq!(out.len(), len);
@@ -454,8 +463,10 @@ const UID_FIELD: usize = 2;
 const RESOURCE_VERSION_FIELD: usize = 3;
 const FIXED_FIELDS: usize = 4;
 
-/// Appends `text` to `out` as a field: its length as a little-endian u32, then its bytes.
-fn put_field(out: &mut Vec<u8>, text: &str) {
+/// Appends `text` to `out` as a field of [`CachedObject::metadata_fields`] (and of a plugin's
+/// event header, which is made of such fields): its length as a little-endian u32, then its
+/// bytes.
+pub fn put_field(out: &mut Vec<u8>, text: &str) {
     // Kubernetes caps names, uids and label values far below 4 GiB; an object that broke
     // that would have been refused by the API server.
     out.extend_from_slice(&u32::try_from(text.len()).unwrap_or(u32::MAX).to_le_bytes());

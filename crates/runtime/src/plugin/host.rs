@@ -439,9 +439,7 @@ pub fn header(kind: &WitResource, o: &CachedObject) -> Vec<u8> {
     let len = kind_fields.iter().map(|f| 4 + f.len()).sum::<usize>() + metadata.len();
     let mut out = Vec::with_capacity(len);
     for f in kind_fields {
-        // A kind's names are short: never near 4 GiB.
-        out.extend_from_slice(&(f.len() as u32).to_le_bytes());
-        out.extend_from_slice(f.as_bytes());
+        crate::informer::object::put_field(&mut out, f);
     }
     out.extend_from_slice(metadata);
     out
