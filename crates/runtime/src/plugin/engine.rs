@@ -247,7 +247,12 @@ impl PluginEngine {
         component
             .component_type()
             .imports(&self.engine)
-            .filter_map(|(name, _)| name.strip_prefix(package)?.split_once('@').map(|(_, v)| v))
+            // `informant:plugin/<interface>@<version>`: the package up to its `/`, so that a
+            // package merely named alike (`informant:plugins`) is not taken for ours.
+            .filter_map(|(name, _)| {
+                let interface = name.strip_prefix(package)?.strip_prefix('/')?;
+                interface.split_once('@').map(|(_, v)| v)
+            })
             .find(|version| !WIT_PACKAGE.ends_with(&format!("@{version}")))
             .map(|version| format!("{package}@{version}"))
     }
@@ -516,5 +521,63 @@ mod tests {
         assert_eq!(engine.cache_dir(), None);
         assert!(!load(&engine));
         assert!(!load(&engine));
+    }
+
+    /// A component importing one instance named `name`, whose type exports `next: func()` (as
+    /// a plugin built against some contract imports its interfaces).
+    fn importing(name: &str) -> Vec<u8> {
+        let mut wasm = EMPTY.to_vec();
+        // Type section: one instance type declaring `func()` and exporting it as `next` (an
+        // instance with no exports would need nothing of the linker).
+        #[rustfmt::skip]
+        let instance = [
+            0x42, 2,
+            0x01, 0x40, 0, 0x01, 0,
+            0x04, 0, 4, b'n', b'e', b'x', b't', 0x01, 0,
+        ];
+        wasm.extend_from_slice(&[7, instance.len() as u8 + 1, 1]);
+        wasm.extend_from_slice(&instance);
+        // Import section: one plain name, an instance of type 0.
+        let mut import = vec![1, 0, name.len() as u8];
+        import.extend_from_slice(name.as_bytes());
+        import.extend_from_slice(&[5, 0]);
+        wasm.extend_from_slice(&[10, import.len() as u8]);
+        wasm.extend_from_slice(&import);
+        wasm
+    }
+
+    /// Plugins built for 0.6.0 (before event ids) or for a later contract are refused at load,
+    /// naming both versions; another package whose name merely starts like ours, or a misspelt
+    /// interface, is refused as unlinkable, never taken for another version of the contract.
+    #[test]
+    fn a_plugin_built_for_another_contract_is_refused_naming_both_versions() {
+        let engine = engine(CompileCache::Off);
+        let refusal = |name: &str| {
+            let path = PathBuf::from("plugins/old.wasm");
+            match engine.load_bytes("old", &path, &importing(name)) {
+                Ok(_) => panic!("{name}: loaded"),
+                Err(e) => e.to_string(),
+            }
+        };
+        for version in ["0.6.0", "0.8.0", "0.7.0-rc.1"] {
+            let refused = refusal(&format!("informant:plugin/events@{version}"));
+            assert!(
+                refused.contains(&format!("built for `informant:plugin@{version}`"))
+                    && refused.contains(&format!("this host speaks `{WIT_PACKAGE}`"))
+                    && refused.contains("plugins/old.wasm"),
+                "{refused}"
+            );
+        }
+        for odd in [
+            "informant:plugins/events@0.6.0",
+            "informant:plugin-x/events@0.6.0",
+            "informant:plugin/event@0.7.0",
+        ] {
+            let refused = refusal(odd);
+            assert!(
+                refused.contains("cannot be linked") && !refused.contains("built for"),
+                "{odd}: {refused}"
+            );
+        }
     }
 }
