@@ -70,6 +70,7 @@ use informant_runtime::informer::{FactoryOptions, InitialList};
 use informant_runtime::plugin::histogram::DurationHistogram;
 use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog, PluginState};
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
+use informant_runtime::workers::{self, WorkerAffinity};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::watcher::{self, Event as WatcherEvent};
@@ -108,13 +109,17 @@ impl Writes {
 }
 
 fn main() {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
     // One binary, two roles: the parent re-executes itself as the measured client, so that the
     // client's RSS and CPU are its own and not the server's.
     let client = std::env::var("E2E_ROLE").as_deref() == Ok("client");
+    // The client's workers are placed as `informant run` places them (`E2E_AFFINITY=off` leaves
+    // them to the scheduler); the server's never pinned, as it stands in for another machine.
+    let affinity = match std::env::var("E2E_AFFINITY") {
+        _ if !client => WorkerAffinity::Off,
+        Err(_) => WorkerAffinity::Auto,
+        Ok(a) => a.parse().unwrap_or_else(|e| panic!("E2E_AFFINITY: {e}")),
+    };
+    let runtime = workers::runtime(affinity).expect("tokio runtime");
     init_tracing(client);
     if client {
         runtime.block_on(client::run());

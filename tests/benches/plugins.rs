@@ -34,6 +34,7 @@ use informant_runtime::plugin::{
     PluginEngine, RestartPolicy, Supervisor, TextLimits,
 };
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
+use informant_runtime::workers;
 use informant_tests::proc::{cpu_seconds, rss_bytes};
 use kube::api::Api;
 use kube::core::{ApiResource, GroupVersionKind};
@@ -684,8 +685,21 @@ async fn call_cost(component: &LoadedComponent, mode: &str, events: u64) -> Dura
     batches[batches.len() / 2]
 }
 
-#[tokio::main]
-async fn main() {
+fn main() {
+    // Workers placed as `informant run` places them; `PLUGINS_BENCH_AFFINITY=off` leaves them to
+    // the scheduler.
+    let affinity = std::env::var("PLUGINS_BENCH_AFFINITY")
+        .map(|a| {
+            a.parse()
+                .unwrap_or_else(|e| panic!("PLUGINS_BENCH_AFFINITY: {e}"))
+        })
+        .unwrap_or_default();
+    workers::runtime(affinity)
+        .expect("tokio runtime")
+        .block_on(run())
+}
+
+async fn run() {
     // The test plugins, built for wasm32-wasip2 the way the e2e tests build them.
     let wasm = informant_tests::plugins::wasm("hostile");
     let cache_dir = tempfile::tempdir().unwrap();

@@ -30,6 +30,7 @@ pub mod runtime;
 pub mod tenancy;
 #[cfg(test)]
 mod testing;
+pub mod workers;
 
 pub use informant_informer as informer;
 pub use informant_manifest as manifest;
