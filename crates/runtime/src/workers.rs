@@ -47,7 +47,7 @@ impl std::str::FromStr for WorkerAffinity {
 pub fn runtime(affinity: WorkerAffinity) -> io::Result<tokio::runtime::Runtime> {
     let workers = worker_count()?;
     let cpus = allowed_cpus()?;
-    build(workers, cpus, affinity)
+    build(workers, cpus, affinity, "informant-worker")
 }
 
 /// The plan for `workers` workers on `cpus`: the CPU of each worker in start order, if pinned.
@@ -60,9 +60,13 @@ fn build(
     workers: usize,
     cpus: Vec<usize>,
     affinity: WorkerAffinity,
+    thread_name: &str,
 ) -> io::Result<tokio::runtime::Runtime> {
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(workers).enable_all();
+    builder
+        .worker_threads(workers)
+        .thread_name(thread_name)
+        .enable_all();
     if let Some(plan) = plan(workers, &cpus, affinity) {
         tracing::debug!(workers, cpus = ?plan, "one CPU per tokio worker");
         let plan = Arc::new(plan);
@@ -157,24 +161,48 @@ mod tests {
         }
     }
 
-    /// The CPUs each worker may run on, sorted: every worker runs one of the tasks, since each
-    /// holds its worker at a barrier until all have started.
-    fn worker_cpus(rt: &tokio::runtime::Runtime, workers: usize) -> Vec<Vec<usize>> {
-        let barrier = Arc::new(std::sync::Barrier::new(workers));
-        let tasks: Vec<_> = (0..workers)
-            .map(|_| {
-                let barrier = barrier.clone();
-                rt.spawn(async move {
-                    let cpus = allowed_cpus().unwrap();
-                    barrier.wait();
-                    cpus
-                })
-            })
-            .collect();
-        let mut seen: Vec<Vec<usize>> =
-            tasks.into_iter().map(|t| rt.block_on(t).unwrap()).collect();
+    /// The CPUs each thread named `name` may run on, sorted, read from `/proc`.
+    fn threads_cpus(name: &str) -> Vec<Vec<usize>> {
+        let mut seen = Vec::new();
+        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let path = task.path();
+            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+            if comm.trim_end() != name {
+                continue;
+            }
+            let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+            let Some(list) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            else {
+                continue;
+            };
+            seen.push(parse_cpu_list(list.trim()));
+        }
         seen.sort();
         seen
+    }
+
+    /// `0-2,5` as `[0, 1, 2, 5]`.
+    fn parse_cpu_list(list: &str) -> Vec<usize> {
+        list.split(',')
+            .flat_map(|part| match part.split_once('-') {
+                Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<_>>(),
+                None => vec![part.parse().unwrap()],
+            })
+            .collect()
+    }
+
+    /// Polls `threads_cpus(name)` until `done` holds of it, for at most 10 s.
+    fn wait_for(name: &str, done: impl Fn(&[Vec<usize>]) -> bool) -> Vec<Vec<usize>> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let seen = threads_cpus(name);
+            if done(&seen) || std::time::Instant::now() > deadline {
+                return seen;
+            }
+            std::thread::yield_now();
+        }
     }
 
     #[test]
@@ -185,18 +213,14 @@ mod tests {
             eprintln!("one CPU: nothing to pin");
             return;
         }
-        let rt = build(workers, cpus.clone(), WorkerAffinity::Auto).unwrap();
-        // A worker pins itself when it first parks, which it may do only after running a task.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let seen = loop {
-            let seen = worker_cpus(&rt, workers);
-            if seen.iter().all(|c| c.len() == 1) || std::time::Instant::now() > deadline {
-                break seen;
-            }
-        };
-        let mut distinct: Vec<usize> = seen.iter().map(|c| c[0]).collect();
-        distinct.dedup();
-        assert_eq!(distinct, cpus, "one worker on each allowed CPU");
+        let name = "wk-pinned";
+        let rt = build(workers, cpus.clone(), WorkerAffinity::Auto, name).unwrap();
+        // A new worker with nothing to do parks, and pins itself then.
+        let seen = wait_for(name, |s| {
+            s.len() == workers && s.iter().all(|c| c.len() == 1)
+        });
+        let each: Vec<Vec<usize>> = cpus.iter().map(|c| vec![*c]).collect();
+        assert_eq!(seen, each, "one worker on each allowed CPU");
         // A blocking thread started by a pinned worker inherits its mask unless given it back.
         let blocking = rt
             .block_on(rt.spawn(async { tokio::task::spawn_blocking(allowed_cpus).await }))
@@ -210,9 +234,21 @@ mod tests {
     fn workers_are_left_to_the_scheduler_when_off_or_outnumbering_the_cpus() {
         let cpus = allowed_cpus().unwrap();
         let n = cpus.len();
-        for (workers, affinity) in [(n, WorkerAffinity::Off), (n + 1, WorkerAffinity::Auto)] {
-            let rt = build(workers, cpus.clone(), affinity).unwrap();
-            let seen = worker_cpus(&rt, workers);
+        for (workers, affinity, name) in [
+            (n, WorkerAffinity::Off, "wk-off"),
+            (n + 1, WorkerAffinity::Auto, "wk-extra"),
+        ] {
+            let rt = build(workers, cpus.clone(), affinity, name).unwrap();
+            // Every worker started, parked and ran tasks: none pinned itself.
+            let started = wait_for(name, |s| s.len() == workers);
+            assert_eq!(started.len(), workers);
+            rt.block_on(async {
+                let tasks: Vec<_> = (0..4 * workers).map(|_| tokio::spawn(async {})).collect();
+                for t in tasks {
+                    t.await.unwrap();
+                }
+            });
+            let seen = threads_cpus(name);
             assert!(seen.iter().all(|c| *c == cpus), "{affinity:?}: {seen:?}");
         }
     }
