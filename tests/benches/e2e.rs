@@ -48,6 +48,7 @@
 //! Paced: `E2E_RATE=10000` pushes that many modifications per second (in 1 ms ticks) instead of
 //! as fast as it can, for the dispatch delay at a given load (issue 12's target: p99 under 1 ms
 //! at 10k events/s into 50 plugins, `E2E_CONFIGS=meta50`).
+//! `E2E_AFFINITY=pin` runs each client as `informant run --worker-affinity pin`.
 //! The full default run takes about three and a half minutes on two cores.
 
 /// The allocator `informant run` uses, so the client's RSS is the binary's.
@@ -112,11 +113,11 @@ fn main() {
     // One binary, two roles: the parent re-executes itself as the measured client, so that the
     // client's RSS and CPU are its own and not the server's.
     let client = std::env::var("E2E_ROLE").as_deref() == Ok("client");
-    // The client's workers are placed as `informant run` places them (`E2E_AFFINITY=off` leaves
-    // them to the scheduler); the server's never pinned, as it stands in for another machine.
+    // The client's workers are placed as `informant run` places them (`E2E_AFFINITY=pin` gives each its
+    // own CPU); the server's never pinned, as it stands in for another machine.
     let affinity = match std::env::var("E2E_AFFINITY") {
         _ if !client => WorkerAffinity::Off,
-        Err(_) => WorkerAffinity::Auto,
+        Err(_) => WorkerAffinity::default(),
         Ok(a) => a.parse().unwrap_or_else(|e| panic!("E2E_AFFINITY: {e}")),
     };
     let runtime = workers::runtime(affinity).expect("tokio runtime");
@@ -423,6 +424,9 @@ mod parent {
         );
         if let Some(rate) = rate {
             println!("     paced at {rate} modifications/s (E2E_RATE)");
+        }
+        if std::env::var("E2E_AFFINITY").as_deref() == Ok("pin") {
+            println!("     each client's tokio workers pinned, one per CPU (E2E_AFFINITY=pin)");
         }
 
         let mut outcomes = Vec::new();

@@ -13,6 +13,8 @@
 //!
 //! `cargo bench -p informant-tests --bench plugins` (builds the test plugins first: Rust for
 //! wasm32-wasip2, Python and TypeScript with their pinned toolchains, installed if missing).
+//! `PLUGINS_BENCH_AFFINITY=pin` runs it as `informant run --worker-affinity pin` (a CPU per
+//! worker); `PLUGINS_BENCH_PACED_ONLY=1` runs only section 1's paced rows.
 
 /// The allocator `informant run` uses, so time and RSS are the binary's.
 #[global_allocator]
@@ -686,8 +688,8 @@ async fn call_cost(component: &LoadedComponent, mode: &str, events: u64) -> Dura
 }
 
 fn main() {
-    // Workers placed as `informant run` places them; `PLUGINS_BENCH_AFFINITY=off` leaves them to
-    // the scheduler.
+    // Workers placed as `informant run` places them; `PLUGINS_BENCH_AFFINITY=pin` gives each its
+    // own CPU.
     let affinity = std::env::var("PLUGINS_BENCH_AFFINITY")
         .map(|a| {
             a.parse()
@@ -750,7 +752,13 @@ async fn run() {
             );
         }
     }
-    println!("   paced at 10k events/s (issue 12's dispatch target: p99 < 1 ms with 50 plugins):");
+    println!(
+        "   paced at 10k events/s (issue 12's dispatch target: p99 < 1 ms with 50 plugins), workers {}:",
+        match std::env::var("PLUGINS_BENCH_AFFINITY").as_deref() {
+            Ok("pin") => "pinned one per CPU (PLUGINS_BENCH_AFFINITY=pin)",
+            _ => "placed by the scheduler (PLUGINS_BENCH_AFFINITY=pin: one per CPU)",
+        }
+    );
     let paced = Stream {
         rate: Some(10_000),
         ..Stream::COALESCING

@@ -50,3 +50,52 @@ pub fn cpu_seconds() -> f64 {
     // utime and stime are fields 14 and 15; `rest` starts at field 3.
     (field(11) + field(12)) as f64 / *TICKS
 }
+
+/// The CPUs each thread of process `pid` whose name (`comm`, at most 15 bytes) is `name` may run
+/// on, sorted, from `/proc/<pid>/task/*/status`.
+pub fn thread_cpus(pid: u32, name: &str) -> Vec<Vec<usize>> {
+    let mut seen = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return seen;
+    };
+    for task in tasks.flatten() {
+        let path = task.path();
+        let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+        if let Some(list) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        {
+            seen.push(cpu_list(list.trim()));
+        }
+    }
+    seen.sort();
+    seen
+}
+
+/// A kernel CPU list (`0-2,5`) as its CPUs (`[0, 1, 2, 5]`).
+pub fn cpu_list(list: &str) -> Vec<usize> {
+    list.split(',')
+        .filter(|part| !part.is_empty())
+        .flat_map(|part| match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (usize, usize) = (a.parse().unwrap_or(0), b.parse().unwrap_or(0));
+                (a..=b).collect::<Vec<_>>()
+            }
+            None => part.parse().into_iter().collect(),
+        })
+        .collect()
+}
+
+/// The CPUs this process may run on, from `/proc/self/status`.
+pub fn allowed_cpus() -> Vec<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .map(|l| cpu_list(l.trim()))
+        .unwrap_or_default()
+}

@@ -16,10 +16,11 @@ struct Cli {
     /// Log format.
     #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
     log_format: LogFormat,
-    /// `auto`: when the process may run on exactly as many CPUs as it has tokio workers, each
-    /// worker gets one of its own (the scheduler otherwise often stacks two on one CPU); `off`:
-    /// never pin. `TOKIO_WORKER_THREADS` sets the number of workers.
-    #[arg(long, default_value = "auto", global = true)]
+    /// `pin`: each tokio worker on a CPU of its own, for CPUs the process has to itself (the
+    /// process must be allowed exactly one CPU per worker; `TOKIO_WORKER_THREADS` sets the
+    /// number of workers). Cuts dispatch latency's tail; costs throughput when other busy
+    /// processes share the CPUs. `off`: the scheduler places them.
+    #[arg(long, default_value = "off", global = true)]
     worker_affinity: WorkerAffinity,
     #[command(subcommand)]
     command: Command,

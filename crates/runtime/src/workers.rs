@@ -1,16 +1,15 @@
-//! The process's tokio runtime, with a CPU of its own for each worker when the process was given
-//! exactly one per worker.
+//! The process's tokio runtime, optionally with a CPU of its own for each worker.
 //!
-//! Why: on a two-CPU machine, Linux often ran both workers on one CPU while the other idled
-//! (`perf sched`: one CPU 64 % idle while the other ran both workers back to back, a runnable
-//! worker waiting up to 2.3 ms). The reflector wakes plugin tasks, the woken worker lands beside
-//! the waker, and every event queued behind it waits. Pinned one per CPU, the dispatch p99 at
-//! 10k events/s into 50 plugins went from ≤ 1.0–1.41 ms to ≤ 0.71 ms (`--bench plugins`).
+//! Why pinning exists: on a two-CPU machine, Linux often ran both workers on one CPU while the
+//! other idled (`perf sched`: one CPU 64 % idle while the other ran both workers back to back, a
+//! runnable worker waiting up to 2.3 ms). The reflector wakes plugin tasks, the woken worker lands
+//! beside the waker, and every event queued behind it waits. Pinned one per CPU, the dispatch p99
+//! at 10k events/s into 50 plugins went from ≤ 1.0–1.41 ms to ≤ 0.71 ms (`--bench plugins`).
 //!
-//! Pinning is only right when the CPUs are the process's own: with a CPU quota smaller than the
-//! CPUs it may run on (a Kubernetes limit without a static CPU manager), fewer workers than
-//! allowed CPUs are started and nothing is pinned, so the scheduler can still move a worker off
-//! a CPU another process is busy on.
+//! Why it is off by default: a pinned worker cannot leave a CPU another process is busy on. With
+//! the API server on the same two CPUs, pinning cut the end-to-end throughput into 1 and 10
+//! plugins by 45 % and 37 %. It is for CPUs the process has to itself (a Kubernetes pod with
+//! whole CPUs under the static CPU manager policy, a dedicated machine).
 
 use std::cell::Cell;
 use std::io;
@@ -20,11 +19,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Whether workers get a CPU each.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum WorkerAffinity {
-    /// One CPU per worker when the process may run on exactly as many CPUs as it has workers.
+    /// The scheduler places every thread.
     #[default]
-    Auto,
-    /// Never pin: the scheduler places every thread.
     Off,
+    /// Each worker on one CPU of its own; the process must be allowed exactly one CPU per worker.
+    Pin,
 }
 
 impl std::str::FromStr for WorkerAffinity {
@@ -32,28 +31,43 @@ impl std::str::FromStr for WorkerAffinity {
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
-            "auto" => Ok(WorkerAffinity::Auto),
             "off" => Ok(WorkerAffinity::Off),
-            _ => Err(format!(
-                "worker affinity must be `auto` or `off`, not {s:?}"
-            )),
+            "pin" => Ok(WorkerAffinity::Pin),
+            _ => Err(format!("worker affinity must be `off` or `pin`, not {s:?}")),
         }
     }
 }
 
 /// A multi-threaded runtime with every driver enabled: as many workers as
 /// `TOKIO_WORKER_THREADS` says, or as [`std::thread::available_parallelism`] (which honours a
-/// cgroup CPU quota), each pinned as `affinity` says.
+/// cgroup CPU quota), placed as `affinity` says.
 pub fn runtime(affinity: WorkerAffinity) -> io::Result<tokio::runtime::Runtime> {
     let workers = worker_count()?;
     let cpus = allowed_cpus()?;
     build(workers, cpus, affinity, "informant-worker")
 }
 
-/// The plan for `workers` workers on `cpus`: the CPU of each worker in start order, if pinned.
-fn plan(workers: usize, cpus: &[usize], affinity: WorkerAffinity) -> Option<Vec<usize>> {
-    (affinity == WorkerAffinity::Auto && workers > 1 && workers == cpus.len())
-        .then(|| cpus.to_vec())
+/// The CPU of each worker in start order, if pinned; an error when asked to pin workers that do
+/// not match the CPUs one to one.
+fn plan(
+    workers: usize,
+    cpus: &[usize],
+    affinity: WorkerAffinity,
+) -> io::Result<Option<Vec<usize>>> {
+    match affinity {
+        WorkerAffinity::Off => Ok(None),
+        WorkerAffinity::Pin if workers == cpus.len() => Ok(Some(cpus.to_vec())),
+        WorkerAffinity::Pin => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "pinning workers needs exactly one allowed CPU per worker: {workers} workers, \
+                 {} CPUs allowed ({cpus:?}); set TOKIO_WORKER_THREADS={} or restrict the CPUs \
+                 (taskset, a cpuset)",
+                cpus.len(),
+                cpus.len()
+            ),
+        )),
+    }
 }
 
 fn build(
@@ -67,7 +81,7 @@ fn build(
         .worker_threads(workers)
         .thread_name(thread_name)
         .enable_all();
-    if let Some(plan) = plan(workers, &cpus, affinity) {
+    if let Some(plan) = plan(workers, &cpus, affinity)? {
         tracing::debug!(workers, cpus = ?plan, "one CPU per tokio worker");
         let plan = Arc::new(plan);
         let next = Arc::new(AtomicUsize::new(0));
@@ -142,114 +156,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn pins_only_when_the_process_has_exactly_one_cpu_per_worker() {
+    fn pins_only_one_worker_per_allowed_cpu_and_says_why_not_otherwise() {
         use WorkerAffinity::*;
-        assert_eq!(plan(2, &[0, 1], Auto), Some(vec![0, 1]));
+        assert_eq!(plan(2, &[0, 1], Pin).unwrap(), Some(vec![0, 1]));
         // A cpuset of odd CPUs: the workers get those, not 0 and 1.
-        assert_eq!(plan(2, &[3, 7], Auto), Some(vec![3, 7]));
-        // A quota below the CPUs allowed (a Kubernetes limit): the scheduler keeps placing them.
-        assert_eq!(plan(2, &[0, 1, 2, 3], Auto), None);
-        assert_eq!(plan(4, &[0, 1], Auto), None);
-        // One worker has no sibling to be stacked on.
-        assert_eq!(plan(1, &[5], Auto), None);
-        assert_eq!(plan(2, &[0, 1], Off), None);
-        assert_eq!("auto".parse(), Ok(Auto));
+        assert_eq!(plan(2, &[3, 7], Pin).unwrap(), Some(vec![3, 7]));
+        assert_eq!(plan(1, &[5], Pin).unwrap(), Some(vec![5]));
+        assert_eq!(plan(2, &[0, 1], Off).unwrap(), None);
+        assert_eq!(plan(2, &[0, 1, 2, 3], Off).unwrap(), None);
+        // A quota below the CPUs allowed (a Kubernetes limit), or more workers than CPUs.
+        for (workers, cpus) in [(2, vec![0, 1, 2, 3]), (4, vec![0, 1])] {
+            let e = plan(workers, &cpus, Pin).unwrap_err().to_string();
+            assert!(e.contains(&format!("{workers} workers")), "{e}");
+            assert!(
+                e.contains(&format!("TOKIO_WORKER_THREADS={}", cpus.len())),
+                "{e}"
+            );
+        }
         assert_eq!("off".parse(), Ok(Off));
-        for odd in ["Auto", " off", "on", ""] {
+        assert_eq!("pin".parse(), Ok(Pin));
+        for odd in ["Pin", " off", "auto", "on", ""] {
             let e = odd.parse::<WorkerAffinity>().unwrap_err();
             assert!(e.contains(&format!("{odd:?}")), "{e}");
         }
     }
 
-    /// The CPUs each thread named `name` may run on, sorted, read from `/proc`.
-    fn threads_cpus(name: &str) -> Vec<Vec<usize>> {
-        let mut seen = Vec::new();
-        for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
-            let path = task.path();
-            let comm = std::fs::read_to_string(path.join("comm")).unwrap_or_default();
-            if comm.trim_end() != name {
-                continue;
-            }
-            let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
-            let Some(list) = status
-                .lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-            else {
-                continue;
-            };
-            seen.push(parse_cpu_list(list.trim()));
-        }
-        seen.sort();
-        seen
-    }
-
-    /// `0-2,5` as `[0, 1, 2, 5]`.
-    fn parse_cpu_list(list: &str) -> Vec<usize> {
-        list.split(',')
-            .flat_map(|part| match part.split_once('-') {
-                Some((a, b)) => (a.parse().unwrap()..=b.parse().unwrap()).collect::<Vec<_>>(),
-                None => vec![part.parse().unwrap()],
-            })
-            .collect()
-    }
-
-    /// Polls `threads_cpus(name)` until `done` holds of it, for at most 10 s.
-    fn wait_for(name: &str, done: impl Fn(&[Vec<usize>]) -> bool) -> Vec<Vec<usize>> {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        loop {
-            let seen = threads_cpus(name);
-            if done(&seen) || std::time::Instant::now() > deadline {
-                return seen;
-            }
-            std::thread::yield_now();
-        }
-    }
-
     #[test]
-    fn each_worker_runs_on_a_cpu_of_its_own_and_blocking_threads_on_all() {
+    fn a_blocking_thread_started_by_a_pinned_worker_runs_on_every_cpu() {
         let cpus = allowed_cpus().unwrap();
         let workers = cpus.len();
-        if workers < 2 {
-            eprintln!("one CPU: nothing to pin");
-            return;
-        }
-        let name = "wk-pinned";
-        let rt = build(workers, cpus.clone(), WorkerAffinity::Auto, name).unwrap();
-        // A new worker with nothing to do parks, and pins itself then.
-        let seen = wait_for(name, |s| {
-            s.len() == workers && s.iter().all(|c| c.len() == 1)
-        });
-        let each: Vec<Vec<usize>> = cpus.iter().map(|c| vec![*c]).collect();
-        assert_eq!(seen, each, "one worker on each allowed CPU");
-        // A blocking thread started by a pinned worker inherits its mask unless given it back.
-        let blocking = rt
-            .block_on(rt.spawn(async { tokio::task::spawn_blocking(allowed_cpus).await }))
-            .unwrap()
-            .unwrap()
-            .unwrap();
-        assert_eq!(blocking, cpus);
-    }
-
-    #[test]
-    fn workers_are_left_to_the_scheduler_when_off_or_outnumbering_the_cpus() {
-        let cpus = allowed_cpus().unwrap();
-        let n = cpus.len();
-        for (workers, affinity, name) in [
-            (n, WorkerAffinity::Off, "wk-off"),
-            (n + 1, WorkerAffinity::Auto, "wk-extra"),
-        ] {
-            let rt = build(workers, cpus.clone(), affinity, name).unwrap();
-            // Every worker started, parked and ran tasks: none pinned itself.
-            let started = wait_for(name, |s| s.len() == workers);
-            assert_eq!(started.len(), workers);
-            rt.block_on(async {
-                let tasks: Vec<_> = (0..4 * workers).map(|_| tokio::spawn(async {})).collect();
-                for t in tasks {
-                    t.await.unwrap();
-                }
+        let rt = build(workers, cpus.clone(), WorkerAffinity::Pin, "wk-pinned").unwrap();
+        // A worker pins itself when it first parks, which a new worker with nothing to do does
+        // at once; a task may still land on one that has not yet.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let (worker, blocking) = loop {
+            let (worker, blocking) = rt.block_on(async {
+                tokio::spawn(async {
+                    let worker = allowed_cpus().unwrap();
+                    (worker, tokio::task::spawn_blocking(allowed_cpus).await)
+                })
+                .await
+                .unwrap()
             });
-            let seen = threads_cpus(name);
-            assert!(seen.iter().all(|c| *c == cpus), "{affinity:?}: {seen:?}");
-        }
+            if worker.len() == 1 || std::time::Instant::now() > deadline {
+                break (worker, blocking.unwrap().unwrap());
+            }
+        };
+        assert_eq!(worker.len(), 1, "the worker is pinned");
+        assert!(cpus.contains(&worker[0]));
+        // It would inherit the worker's one CPU, were it not given them all back.
+        assert_eq!(blocking, cpus);
+        // Asked to pin more workers than CPUs: refused before any thread starts.
+        let e = build(workers + 1, cpus, WorkerAffinity::Pin, "wk-refused").unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     }
 }
