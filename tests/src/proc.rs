@@ -89,13 +89,3 @@ pub fn cpu_list(list: &str) -> Vec<usize> {
         })
         .collect()
 }
-
-/// The CPUs this process may run on, from `/proc/self/status`.
-pub fn allowed_cpus() -> Vec<usize> {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-        .map(|l| cpu_list(l.trim()))
-        .unwrap_or_default()
-}

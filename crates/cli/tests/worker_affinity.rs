@@ -4,7 +4,8 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use informant_tests::proc::{allowed_cpus, thread_cpus};
+use informant_runtime::workers::allowed_cpus;
+use informant_tests::proc::thread_cpus;
 
 /// The workers' thread name as `/proc` shows it (15 bytes of `informant-worker`).
 const WORKER: &str = "informant-worke";
@@ -50,7 +51,7 @@ fn stop(mut child: Child) {
 
 #[test]
 fn pinned_workers_each_run_on_a_cpu_of_their_own() {
-    let cpus = allowed_cpus();
+    let cpus = allowed_cpus().unwrap();
     let child = apiserver(&["--worker-affinity", "pin"], cpus.len());
     let seen = workers_cpus(&child, |s| {
         s.len() == cpus.len() && s.iter().all(|c| c.len() == 1)
@@ -62,7 +63,7 @@ fn pinned_workers_each_run_on_a_cpu_of_their_own() {
 
 #[test]
 fn by_default_the_scheduler_places_the_workers() {
-    let cpus = allowed_cpus();
+    let cpus = allowed_cpus().unwrap();
     let child = apiserver(&[], cpus.len());
     // Serving, so every worker has started and parked: none pinned itself.
     let seen = workers_cpus(&child, |s| s.len() == cpus.len());
@@ -73,7 +74,7 @@ fn by_default_the_scheduler_places_the_workers() {
 
 #[test]
 fn pinning_more_workers_than_cpus_is_refused_saying_what_to_change() {
-    let n = allowed_cpus().len();
+    let n = allowed_cpus().unwrap().len();
     for (affinity, workers) in [("pin", n + 1), ("pinned", n), ("pin", 0)] {
         let out = Command::new(env!("CARGO_BIN_EXE_informant"))
             .args([

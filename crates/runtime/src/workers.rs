@@ -123,8 +123,8 @@ fn worker_count() -> io::Result<usize> {
     }
 }
 
-/// The CPUs the calling thread may run on.
-fn allowed_cpus() -> io::Result<Vec<usize>> {
+/// The CPUs the calling thread may run on (its affinity mask).
+pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: a zeroed cpu_set_t is the empty set; the kernel writes at most its size.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     let rc = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) };
