@@ -425,7 +425,7 @@ mod parent {
         if let Some(rate) = rate {
             println!("     paced at {rate} modifications/s (E2E_RATE)");
         }
-        if std::env::var("E2E_AFFINITY").as_deref() == Ok("pin") {
+        if std::env::var("E2E_AFFINITY").is_ok_and(|a| a.parse() == Ok(WorkerAffinity::Pin)) {
             println!("     each client's tokio workers pinned, one per CPU (E2E_AFFINITY=pin)");
         }
 

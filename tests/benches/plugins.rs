@@ -36,7 +36,7 @@ use informant_runtime::plugin::{
     PluginEngine, RestartPolicy, Supervisor, TextLimits,
 };
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
-use informant_runtime::workers;
+use informant_runtime::workers::{self, WorkerAffinity};
 use informant_tests::proc::{cpu_seconds, rss_bytes};
 use kube::api::Api;
 use kube::core::{ApiResource, GroupVersionKind};
@@ -698,10 +698,10 @@ fn main() {
         .unwrap_or_default();
     workers::runtime(affinity)
         .expect("tokio runtime")
-        .block_on(run())
+        .block_on(run(affinity))
 }
 
-async fn run() {
+async fn run(affinity: WorkerAffinity) {
     // The test plugins, built for wasm32-wasip2 the way the e2e tests build them.
     let wasm = informant_tests::plugins::wasm("hostile");
     let cache_dir = tempfile::tempdir().unwrap();
@@ -754,9 +754,10 @@ async fn run() {
     }
     println!(
         "   paced at 10k events/s (issue 12's dispatch target: p99 < 1 ms with 50 plugins), workers {}:",
-        match std::env::var("PLUGINS_BENCH_AFFINITY").as_deref() {
-            Ok("pin") => "pinned one per CPU (PLUGINS_BENCH_AFFINITY=pin)",
-            _ => "placed by the scheduler (PLUGINS_BENCH_AFFINITY=pin: one per CPU)",
+        match affinity {
+            WorkerAffinity::Pin => "pinned one per CPU (PLUGINS_BENCH_AFFINITY=pin)",
+            WorkerAffinity::Off =>
+                "placed by the scheduler (PLUGINS_BENCH_AFFINITY=pin: one per CPU)",
         }
     );
     let paced = Stream {
