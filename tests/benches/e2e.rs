@@ -49,6 +49,9 @@
 //! as fast as it can, for the dispatch delay at a given load (issue 12's target: p99 under 1 ms
 //! at 10k events/s into 50 plugins, `E2E_CONFIGS=meta50`).
 //! `E2E_AFFINITY=pin` runs each client as `informant run --worker-affinity pin`.
+//! `E2E_SERVER_CPU=idle` runs the server and pusher at `SCHED_IDLE`, so that they only take CPU
+//! the client leaves: a stand-in for a server on another machine (the client's CPU figures are
+//! unchanged; it needs CAP_SYS_NICE to give the client the normal policy back).
 //! The full default run takes about three and a half minutes on two cores.
 
 /// The allocator `informant run` uses, so the client's RSS is the binary's.
@@ -120,6 +123,10 @@ fn main() {
         Err(_) => WorkerAffinity::default(),
         Ok(a) => a.parse().unwrap_or_else(|e| panic!("E2E_AFFINITY: {e}")),
     };
+    if !client && server_cpu() == ServerCpu::Idle {
+        // Before the runtime starts: every thread it starts inherits the policy.
+        set_policy(libc::SCHED_IDLE).expect("SCHED_IDLE for the server's threads");
+    }
     let runtime = workers::runtime(affinity).expect("tokio runtime");
     init_tracing(client);
     if client {
@@ -127,6 +134,34 @@ fn main() {
     } else {
         runtime.block_on(parent::run());
     }
+}
+
+/// How the server's threads share the CPUs with the client (`E2E_SERVER_CPU`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerCpu {
+    /// As any other process: the two compete.
+    Shared,
+    /// `SCHED_IDLE`: the server and pusher run only on CPU the client leaves, standing in for a
+    /// server on another machine (the client is given the normal policy back).
+    Idle,
+}
+
+fn server_cpu() -> ServerCpu {
+    match std::env::var("E2E_SERVER_CPU").as_deref() {
+        Err(_) | Ok("shared") => ServerCpu::Shared,
+        Ok("idle") => ServerCpu::Idle,
+        Ok(other) => panic!("E2E_SERVER_CPU must be `shared` or `idle`, not {other:?}"),
+    }
+}
+
+/// Sets the calling thread's scheduling policy (priority 0), inherited by what it starts.
+fn set_policy(policy: libc::c_int) -> std::io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: sched_setscheduler only reads `param`; 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// Warnings and errors only (unless `RUST_LOG` says otherwise), on stderr: the child's stdout is
@@ -425,6 +460,11 @@ mod parent {
         if let Some(rate) = rate {
             println!("     paced at {rate} modifications/s (E2E_RATE)");
         }
+        if server_cpu() == ServerCpu::Idle {
+            println!(
+                "     server and pusher at SCHED_IDLE (E2E_SERVER_CPU=idle): only CPU the client leaves, as if on another machine"
+            );
+        }
         if std::env::var("E2E_AFFINITY").is_ok_and(|a| a.parse() == Ok(WorkerAffinity::Pin)) {
             println!("     each client's tokio workers pinned, one per CPU (E2E_AFFINITY=pin)");
         }
@@ -542,7 +582,12 @@ mod parent {
             println!("\n[{name}] starting the client");
             let (wall0, busy0, ours0) = (Instant::now(), machine_busy_seconds(), cpu_seconds());
             let exe = std::env::current_exe().expect("this benchmark's executable");
-            let mut child = tokio::process::Command::new(exe)
+            let mut command = tokio::process::Command::new(exe);
+            if server_cpu() == ServerCpu::Idle {
+                // SAFETY: only a syscall runs between fork and exec.
+                unsafe { command.pre_exec(|| set_policy(libc::SCHED_OTHER)) };
+            }
+            let mut child = command
                 .env("E2E_ROLE", "client")
                 .env("E2E_SERVER", server.url())
                 .env("E2E_SETUP", &name)
@@ -556,7 +601,9 @@ mod parent {
                 .stderr(Stdio::inherit())
                 .kill_on_drop(true)
                 .spawn()
-                .expect("start the client");
+                .unwrap_or_else(|e| {
+                    panic!("start the client (with E2E_SERVER_CPU=idle, giving it the normal scheduling policy back needs CAP_SYS_NICE): {e}")
+                });
             let mut lines = BufReader::new(child.stdout.take().expect("client stdout")).lines();
             let pushed = Arc::new(AtomicU64::new(0));
             let (mut synced, mut ready, mut pusher) = (None, None, None);
