@@ -21,4 +21,5 @@ mod tenancy;
 mod waiting;
 mod watches;
 mod wildcard;
+mod write_hostile;
 mod writes;

@@ -10,6 +10,10 @@
 //!                                 # the tenant was granted
 //! ```
 //!
+//! In a tenant's ceiling, a cluster-scoped kind is covered only by a table that names it and
+//! says `cluster-scoped = true`; `kind = "*"` never covers one. For a `Namespace`, `namespaces`
+//! (in either table) lists the Namespace objects that may be written, by name.
+//!
 //! Recording an Event is a `create` of `events.k8s.io/v1` `Event`, declared like any other
 //! write, so what a plugin can do is what the cluster's RBAC would have to allow.
 
@@ -78,6 +82,9 @@ pub struct Write {
     /// Only these namespaces; not with `namespace`.
     #[serde(default, deserialize_with = "crate::namespace_list")]
     pub namespaces: Vec<String>,
+    /// In a tenant's ceiling: the kind named is cluster-scoped and its objects may be written.
+    #[serde(default)]
+    pub cluster_scoped: bool,
 }
 
 fn verbs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Verb>, D::Error> {
@@ -160,7 +167,38 @@ impl Write {
                 "give either `namespace` or `namespaces`, not both".into(),
             ));
         }
+        if self.cluster_scoped {
+            if !wildcard_kind {
+                return Err((
+                    "cluster-scoped",
+                    "only a tenant's write grant says this; a plugin's table covers a \
+                     cluster-scoped kind when it names no namespaces"
+                        .into(),
+                ));
+            }
+            if self.kind == "*" {
+                return Err((
+                    "cluster-scoped",
+                    "name the kind: `kind = \"*\"` never covers cluster-scoped kinds".into(),
+                ));
+            }
+            let namespace = self.api_version.split() == ("", "v1") && self.kind == "Namespace";
+            if !namespace && self.namespace_list().is_some() {
+                return Err((
+                    "namespaces",
+                    "a cluster-scoped kind's objects have no namespace (only for `Namespace` \
+                     do namespaces list the objects, by name)"
+                        .into(),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Whether this ceiling table lets a tenant write objects of cluster-scoped `kind`: it names
+    /// the kind (not `*`) and says `cluster-scoped = true`.
+    pub fn covers_cluster_scoped(&self, (group, version, kind): (&str, &str, &str)) -> bool {
+        self.cluster_scoped && self.kind == kind && self.api_version.split() == (group, version)
     }
 
     /// `APIVERSION/KIND verbs [in namespaces]`, for messages.
@@ -174,6 +212,9 @@ impl Write {
         );
         if let Some(list) = self.namespace_list() {
             s.push_str(&format!(" in {}", list.join(", ")));
+        }
+        if self.cluster_scoped {
+            s.push_str(" cluster-scoped");
         }
         s
     }
@@ -222,6 +263,28 @@ mod tests {
         assert!(w("ConfigMap").check(false).is_ok());
         assert_eq!(w("*").check(false).unwrap_err().0, "kind");
         assert!(w("*").check(true).is_ok());
+        let cluster = |kind: &str, extra: &str| {
+            write(&format!(
+                "api-version = \"v1\"\nkind = \"{kind}\"\nverbs = [\"create\"]\ncluster-scoped = true\n{extra}"
+            ))
+            .unwrap()
+        };
+        assert!(
+            cluster("Namespace", "namespaces = [\"a\"]")
+                .check(true)
+                .is_ok()
+        );
+        assert!(cluster("Node", "").check(true).is_ok());
+        for (table, wildcard, field) in [
+            (cluster("Namespace", ""), false, "cluster-scoped"),
+            (cluster("*", ""), true, "cluster-scoped"),
+            (cluster("Node", "namespace = \"a\""), true, "namespaces"),
+        ] {
+            assert_eq!(table.check(wildcard).unwrap_err().0, field, "{table:?}");
+        }
+        assert!(cluster("Namespace", "").covers_cluster_scoped(("", "v1", "Namespace")));
+        assert!(!cluster("Namespace", "").covers_cluster_scoped(("", "v1", "Node")));
+        assert!(!w("*").covers_cluster_scoped(("", "v1", "Namespace")));
         for bad in ["", "config maps", "v1/ConfigMap", "../Secret", "9Lives"] {
             assert_eq!(w(bad).check(true).unwrap_err().0, "kind", "{bad:?}");
         }

@@ -227,7 +227,10 @@ fn write_refusals(
         let api_version = w.api_version.as_str();
         let gvk = (f.group.as_str(), f.version.as_str(), f.kind.as_str());
         let namespaces = w.namespace_list();
-        if f.namespaced == Some(false) && namespaces.is_some() {
+        // A Namespace object is its namespace: a list names the Namespaces written.
+        let is_namespace = gvk == ("", "v1", "Namespace");
+        let cluster_scoped = f.namespaced == Some(false);
+        if cluster_scoped && !is_namespace && namespaces.is_some() {
             refusals.push(Refusal {
                 field: format!("{field}.namespaces"),
                 reason: format!(
@@ -239,7 +242,7 @@ fn write_refusals(
         }
         let scopes: Vec<Option<&str>> = match (&namespaces, f.namespaced) {
             (Some(list), _) => list.iter().map(|ns| Some(*ns)).collect(),
-            (None, Some(false)) => vec![None],
+            (None, Some(false)) if !is_namespace => vec![None],
             // Every namespace: checked per call against the grant.
             (None, _) => vec![],
         };
@@ -254,13 +257,19 @@ fn write_refusals(
         let Some(ceiling) = &policy.writes else {
             continue;
         };
+        // A cluster-scoped kind only where a ceiling table names it as one.
+        let covers = |c: &crate::manifest::Write| !cluster_scoped || c.covers_cluster_scoped(gvk);
         for verb in &w.verbs {
             let ok = if scopes.is_empty() {
-                ceiling.iter().any(|c| c.allows_kind(*verb, gvk))
-            } else {
-                scopes
+                ceiling
                     .iter()
-                    .all(|ns| ceiling.iter().any(|c| c.allows(*verb, gvk, *ns)))
+                    .any(|c| c.allows_kind(*verb, gvk) && covers(c))
+            } else {
+                scopes.iter().all(|ns| {
+                    ceiling
+                        .iter()
+                        .any(|c| c.allows(*verb, gvk, *ns) && covers(c))
+                })
             };
             if !ok {
                 let ceiling_text = if ceiling.is_empty() {
@@ -275,9 +284,14 @@ fn write_refusals(
                 refusals.push(Refusal {
                     field: format!("{field}.verbs"),
                     reason: format!(
-                        "`{verb}` of `{api_version}/{}`{} is outside {who}'s write grant ({ceiling_text})",
+                        "`{verb}` of `{api_version}/{}`{} is outside {who}'s write grant ({ceiling_text}){}",
                         w.kind,
-                        namespaces.as_ref().map_or(String::new(), |l| format!(" in {}", l.join(", ")))
+                        namespaces.as_ref().map_or(String::new(), |l| format!(" in {}", l.join(", "))),
+                        if cluster_scoped {
+                            "; a cluster-scoped kind is writable only where the grant names it with `cluster-scoped = true`"
+                        } else {
+                            ""
+                        }
                     ),
                 });
             }

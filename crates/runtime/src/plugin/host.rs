@@ -8,6 +8,7 @@
 //! object's JSON is copied into the plugin only when the plugin asks for it by that id, which
 //! answers only while that event is in hand.
 
+use kube::api::Patch;
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -20,7 +21,9 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::batch::Batch;
 use super::outbound::{Hooks, Outbound};
-use super::write::{Call, Target, Writer, event_body, object_body};
+use super::write::{
+    Call, PatchKind, Target, Writer, event_body, object_body, patch_of, unbuildable,
+};
 
 use crate::informer::{CachedObject, Event, EventType, FieldIndex, IndexId, Store, Visibility};
 use crate::manifest::{BUILTIN_INDEXES, Verb};
@@ -538,11 +541,13 @@ impl informant::plugin::kube::Host for State {
         object: String,
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
-        let target = Target::new(&r, ns, None);
+        // A create names its object in the body: the name is checked like any other.
+        let named = body_name(&object);
+        let target = Target::new(&r, ns, named.as_deref());
         self.writer
             .run(Call::Verb(Verb::Create), target, |s| {
                 let body = object_body(&object, s.resource, ns, None)?;
-                s.request(http::Method::POST, None, None, &[], (JSON, body))
+                s.request.create(&s.post(), body).map_err(unbuildable)
             })
             .await
     }
@@ -557,11 +562,14 @@ impl informant::plugin::kube::Host for State {
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
         let target = Target::new(&r, ns, Some(&name));
-        let force: &[(&str, &str)] = if force { &[("force", "true")] } else { &[] };
         self.writer
             .run(Call::Verb(Verb::Apply), target, |s| {
                 let body = object_body(&object, s.resource, ns, Some(&name))?;
-                s.request(http::Method::PATCH, Some(&name), None, force, (APPLY, body))
+                let body: serde_json::Value =
+                    serde_json::from_slice(&body).expect("object_body returns JSON");
+                s.request
+                    .patch(s.name(), &s.patch(force), &Patch::Apply(body))
+                    .map_err(unbuildable)
             })
             .await
     }
@@ -576,20 +584,17 @@ impl informant::plugin::kube::Host for State {
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
         let target = Target::new(&r, ns, Some(&name));
-        let content_type = match kind {
-            PatchType::Merge => "application/merge-patch+json",
-            PatchType::Json => "application/json-patch+json",
-            PatchType::Strategic => "application/strategic-merge-patch+json",
+        let kind = match kind {
+            PatchType::Merge => PatchKind::Merge,
+            PatchType::Json => PatchKind::Json,
+            PatchType::Strategic => PatchKind::Strategic,
         };
         self.writer
             .run(Call::Verb(Verb::Patch), target, |s| {
-                s.request(
-                    http::Method::PATCH,
-                    Some(&name),
-                    None,
-                    &[],
-                    (content_type, patch.into_bytes()),
-                )
+                let patch = patch_of(kind, &patch)?;
+                s.request
+                    .patch(s.name(), &s.patch(false), &patch)
+                    .map_err(unbuildable)
             })
             .await
     }
@@ -603,18 +608,15 @@ impl informant::plugin::kube::Host for State {
     ) -> Result<(), WriteError> {
         let ns = namespace.as_deref();
         let target = Target::new(&r, ns, Some(&name));
-        let body = serde_json::json!({
-            "kind": "DeleteOptions",
-            "apiVersion": "v1",
-            "preconditions": {
-                "uid": preconditions.uid,
-                "resourceVersion": preconditions.resource_version,
-            },
-        });
+        let preconditions = kube::api::Preconditions {
+            uid: preconditions.uid,
+            resource_version: preconditions.resource_version,
+        };
         self.writer
             .run(Call::Verb(Verb::Delete), target, |s| {
-                let body = serde_json::to_vec(&body).expect("a Value serializes");
-                s.request(http::Method::DELETE, Some(&name), None, &[], (JSON, body))
+                s.request
+                    .delete(s.name(), &s.delete(preconditions))
+                    .map_err(unbuildable)
             })
             .await
             .map(drop)
@@ -632,17 +634,17 @@ impl informant::plugin::kube::Host for State {
         self.writer
             .run(Call::Verb(Verb::UpdateStatus), target, |s| {
                 let body = object_body(&object, s.resource, ns, Some(&name))?;
-                s.request(
-                    http::Method::PUT,
-                    Some(&name),
-                    Some("status"),
-                    &[],
-                    (JSON, body),
-                )
+                s.request
+                    .replace_subresource("status", s.name(), &s.post(), body)
+                    .map_err(unbuildable)
             })
             .await
     }
 
+    /// Not through `kube::runtime::events::Recorder`: it folds repeats into a series by
+    /// patching the earlier Event (RBAC `patch` the manifest's `create` does not declare), names
+    /// each Event after the object uncut (over 253 characters for long names), and sends no field
+    /// manager. The body is built here; the request still by kube's builder.
     async fn record_event(
         &mut self,
         regarding: WitObjectRef,
@@ -688,15 +690,25 @@ impl informant::plugin::kube::Host for State {
                     (severity, &reason, &action, &note),
                     (&manager, &regarding.name),
                 );
-                s.request(http::Method::POST, None, None, &[], (JSON, body))
+                s.request.create(&s.post(), body).map_err(unbuildable)
             })
             .await
             .map(drop)
     }
 }
 
-const JSON: &str = "application/json";
-const APPLY: &str = "application/apply-patch+yaml";
+/// The `metadata.name` a created object's JSON gives, if it is a string.
+fn body_name(object: &str) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        metadata: Option<Meta>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Meta {
+        name: Option<String>,
+    }
+    serde_json::from_str::<Named>(object).ok()?.metadata?.name
+}
 
 impl informant::plugin::log::Host for State {
     async fn log(&mut self, level: Level, message: String) {

@@ -29,6 +29,7 @@ use tokio::sync::{Mutex, broadcast, watch};
 use super::PluginError;
 use super::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};
 use super::change_filter::ChangeFilters;
+use super::cluster::Cluster;
 use super::engine::{PluginEngine, hex};
 use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
 use super::instance::{InstanceSpec, RetryPolicy};
@@ -37,7 +38,7 @@ use super::outbound::Outbound;
 use super::supervisor::{PluginState, RestartPolicy, Supervisor};
 use super::waiting::{Waiting, WaitingFor};
 use super::wildcard::expand;
-use super::write::{Cluster, Declared, TenantWrites, Writer};
+use super::write::{Declared, TenantWrites, Writer};
 use crate::informer::{
     ChangeFilter, DiscoveredResource, Event, EventFilter, FnHandler, HandlerOptions,
     InformerFactory, ListenerGauges, ListenerHandle, ResolvedResource, SharedInformer, WatchScope,
@@ -265,8 +266,9 @@ pub struct PluginHost {
     waiting_count: watch::Sender<usize>,
     /// Change filters in use, shared by every watch naming the same one.
     change_filters: ChangeFilters,
-    /// Every plugin write with `dryRun=All` (`--dry-run-writes`).
-    dry_run_writes: bool,
+    /// Where plugins' writes go: the host's client, dry-run for every write when the host is
+    /// (`--dry-run-writes`).
+    cluster: Cluster,
     /// The CRD informer's handler, registered while some plugin has a wildcard watch; it
     /// counts CRD changes on `crd_changes` for [`super::rediscover`].
     crd_watch: Mutex<Option<(Arc<SharedInformer>, ListenerHandle)>>,
@@ -294,6 +296,7 @@ impl PluginHost {
         PluginHost {
             dir,
             engine,
+            cluster: Cluster::new(factory.client().clone(), false),
             factory,
             logs: broadcast::channel(config.log_buffer.max(1)).0,
             config: RwLock::new(Arc::new(config)),
@@ -302,7 +305,6 @@ impl PluginHost {
             waiting: RwLock::new(BTreeMap::new()),
             waiting_count: watch::channel(0).0,
             change_filters: ChangeFilters::default(),
-            dry_run_writes: false,
             crd_watch: Mutex::new(None),
             crd_changes: watch::channel(0).0,
             rediscoveries: watch::channel(0).0,
@@ -312,7 +314,7 @@ impl PluginHost {
     /// Sends every plugin write with `dryRun=All`: the API server validates and admits it, and
     /// persists nothing (`--dry-run-writes`).
     pub fn with_dry_run_writes(mut self, dry_run: bool) -> Self {
-        self.dry_run_writes = dry_run;
+        self.cluster = Cluster::new(self.factory.client().clone(), dry_run);
         self
     }
 
@@ -1096,10 +1098,7 @@ impl PluginHost {
                     u64::from(memory_mib) << 20,
                 )),
                 writer: Arc::new(Writer::new(
-                    Some(Cluster {
-                        client: self.factory.client().clone(),
-                        dry_run: self.dry_run_writes,
-                    }),
+                    Some(self.cluster.clone()),
                     declared,
                     (&id.name, &id.tenant),
                     TenantWrites {

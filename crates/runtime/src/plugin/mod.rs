@@ -23,6 +23,7 @@ pub mod batch;
 pub mod cache;
 pub mod change_filter;
 pub mod check;
+pub mod cluster;
 pub mod engine;
 pub mod histogram;
 pub mod host;

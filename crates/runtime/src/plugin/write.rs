@@ -7,10 +7,21 @@
 //! 3. On a real cluster a tenant's writes are sent impersonating the identity its grant names,
 //!    so the cluster's RBAC has the last word.
 //!
-//! Whatever a lock refuses is `denied` before any request leaves the host. Names and namespaces
-//! are checked as the API server would before they go into a URL, and an object's own
-//! apiVersion, kind, namespace and name must agree with the call, so a body cannot smuggle a
-//! write somewhere the call was not allowed to go.
+//! Whatever a lock refuses is `denied` before any request leaves the host. Names are checked by
+//! the rules of the kind they name and namespaces as DNS labels, then percent-encoded where the
+//! path is built, and requests are built by kube's own builders, so no name can reach the query
+//! or the fragment. An object's own apiVersion, kind, namespace and name must agree with the
+//! call, so a body cannot smuggle a write somewhere the call was not allowed to go.
+//!
+//! Cluster-scoped kinds are written by a tenant only where its write grant names the kind with
+//! `cluster-scoped = true`. A `Namespace` object is its namespace: a tenant writes one only when
+//! its name lies inside the tenant's namespaces (grants never overlap, so never inside
+//! another's). Dry-run and impersonation are properties of the client a write is sent with
+//! (see [`super::cluster`]), not parameters a call could leave out.
+//!
+//! What a write returns passes through the tenant's read grant: the object as stored for kinds
+//! and namespaces the tenant may read; otherwise only its identity (apiVersion, kind, name,
+//! namespace, uid, resourceVersion, generation), so a write grant is never a way to read.
 //!
 //! A call waits for its tenant's write budget and for the API server inside the event's
 //! deadline: both are async host calls under the call's timeout.
@@ -18,7 +29,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kube::core::{DynamicObject, Resource as _};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::core::{DynamicObject, Request, Resource as _};
 use serde_json::{Map, Value, json};
 
 use crate::informer::ResolvedResource;
@@ -26,6 +38,7 @@ use crate::manifest::{Verb, Write};
 use crate::selector::names;
 use crate::tenancy::{Budget, Grant, Impersonate};
 
+use super::cluster::Cluster;
 use super::host::WitResource;
 use super::host::bindings::informant::plugin::kube::{ApiError, WriteError};
 
@@ -151,15 +164,6 @@ impl WriteStats {
     }
 }
 
-/// Where writes go: the API server and how to speak to it.
-#[derive(Clone)]
-pub struct Cluster {
-    /// The host's client.
-    pub client: kube::Client,
-    /// Every write with `dryRun=All`: validated and admitted by the server, never persisted.
-    pub dry_run: bool,
-}
-
 /// A kind a plugin declared in `[[write]]`, resolved by discovery.
 #[derive(Debug, Clone)]
 pub struct Declared {
@@ -171,12 +175,13 @@ pub struct Declared {
 
 /// What one plugin version may write, and where to.
 pub struct Writer {
-    cluster: Option<Cluster>,
+    /// The client its writes are sent with (impersonating its tenant's identity, dry-run when
+    /// the host is), or why there is none.
+    client: Result<kube::Client, String>,
     declared: Vec<Declared>,
     grant: Arc<Grant>,
     /// The tenant's `write` tables; `None` for the operator (the manifest alone decides).
     ceiling: Option<Vec<Write>>,
-    impersonate: Option<Impersonate>,
     budget: Option<Arc<Budget>>,
     field_manager: String,
     /// What it did.
@@ -187,11 +192,10 @@ impl Default for Writer {
     /// Writes nothing: no cluster, nothing declared.
     fn default() -> Self {
         Writer {
-            cluster: None,
+            client: Err(NO_CLUSTER.into()),
             declared: Vec::new(),
             grant: Arc::new(Grant::full()),
             ceiling: None,
-            impersonate: None,
             budget: None,
             field_manager: String::new(),
             stats: WriteStats::default(),
@@ -220,12 +224,17 @@ impl Writer {
         (plugin, tenant): (&str, &str),
         tenant_writes: TenantWrites,
     ) -> Self {
+        let client = match cluster {
+            None => Err(NO_CLUSTER.to_string()),
+            Some(c) => c
+                .client_as(tenant_writes.impersonate.as_ref())
+                .map_err(|e| e.to_string()),
+        };
         Writer {
-            cluster,
+            client,
             declared,
             grant: tenant_writes.grant,
             ceiling: tenant_writes.ceiling,
-            impersonate: tenant_writes.impersonate,
             budget: tenant_writes.budget,
             field_manager: field_manager(tenant, plugin),
             stats: WriteStats::default(),
@@ -256,51 +265,56 @@ impl Writer {
         target: Target<'_>,
         build: impl FnOnce(&Sending<'_>) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
-        let Some(cluster) = &self.cluster else {
-            return Err(WriteError::Denied(
-                "there is no cluster to write to here (`replay` runs without one)".into(),
-            ));
-        };
+        let client = self
+            .client
+            .as_ref()
+            .map_err(|why| WriteError::Denied(why.clone()))?;
         let resource = self.check(call, &target)?;
         let sending = Sending {
-            url: DynamicObject::url_path(&resource.api_resource, target.namespace),
+            request: Request::new(DynamicObject::url_path(
+                &resource.api_resource,
+                target.namespace,
+            )),
+            name: target.name.map(|n| names::path_segment(n).into_owned()),
             resource,
-            query: self.query(cluster.dry_run),
+            field_manager: &self.field_manager,
         };
-        let mut request = build(&sending)?;
-        if let Some(who) = &self.impersonate {
-            let headers = request.headers_mut();
-            let value = |s: &str| {
-                http::HeaderValue::from_str(s).map_err(|_| {
-                    WriteError::Denied(format!(
-                        "impersonated identity `{}` is not a header value",
-                        names::shown(s)
-                    ))
-                })
-            };
-            headers.insert("Impersonate-User", value(&who.user)?);
-            for g in &who.groups {
-                headers.append("Impersonate-Group", value(g)?);
-            }
-        }
+        let request = build(&sending)?;
         if let Some(budget) = &self.budget {
             budget.acquire().await;
         }
-        cluster
-            .client
-            .request_text(request)
-            .await
-            .map_err(api_error)
+        let stored = client.request_text(request).await.map_err(api_error)?;
+        Ok(self.readable(resource, target.namespace, stored))
     }
 
-    /// The query every write carries: the field manager, and `dryRun=All` when asked.
-    fn query(&self, dry_run: bool) -> String {
-        let mut q = form_urlencoded::Serializer::new(String::new());
-        q.append_pair("fieldManager", &self.field_manager);
-        if dry_run {
-            q.append_pair("dryRun", "All");
+    /// What the plugin gets back of a stored object: all of it where its tenant may read the
+    /// kind in that namespace, else only the object's identity.
+    fn readable(&self, r: &ResolvedResource, namespace: Option<&str>, stored: String) -> String {
+        let ar = &r.api_resource;
+        if self.grant.allows_resource(&ar.group, &ar.version, &ar.kind)
+            && self.grant.allows_namespace(namespace)
+        {
+            return stored;
         }
-        q.finish()
+        let Ok(Value::Object(mut obj)) = serde_json::from_str::<Value>(&stored) else {
+            return String::new();
+        };
+        let mut meta = Map::new();
+        if let Some(Value::Object(mut m)) = obj.remove("metadata") {
+            for field in IDENTITY {
+                if let Some(v) = m.remove(field) {
+                    meta.insert(field.into(), v);
+                }
+            }
+        }
+        let mut out = Map::new();
+        for field in ["apiVersion", "kind"] {
+            if let Some(v) = obj.remove(field) {
+                out.insert(field.into(), v);
+            }
+        }
+        out.insert("metadata".into(), Value::Object(meta));
+        Value::Object(out).to_string()
     }
 
     /// Why the call may not be made, as `denied`; else the declared kind it writes.
@@ -311,13 +325,16 @@ impl Writer {
         {
             return denied(why);
         }
-        if let Some(name) = t.name
-            && let Err(why) = names::check_name(name)
-        {
-            return denied(why);
-        }
         let r = t.kind;
+        if let Some(name) = t.name
+            && let Err(why) = names::check_object_name(&r.group, &r.kind, name)
+        {
+            return denied(why.to_string());
+        }
         let gvk = (r.group.as_str(), r.version.as_str(), r.kind.as_str());
+        // A Namespace object is its namespace: the grants that hold a namespace hold it.
+        let is_namespace = gvk == ("", "v1", "Namespace");
+        let scope = if is_namespace { t.name } else { t.namespace };
         // Messages are only built for a refusal: an allowed write formats nothing.
         let kind = || {
             let api_version = if r.group.is_empty() {
@@ -329,15 +346,17 @@ impl Writer {
         };
         let verb = call.verb();
         let what = || {
-            let ns = t
-                .namespace
-                .map_or(String::new(), |ns| format!(" in namespace `{ns}`"));
+            let ns = match (is_namespace, t.namespace, t.name) {
+                (true, _, Some(name)) => format!(" `{name}`"),
+                (false, Some(ns), _) => format!(" in namespace `{ns}`"),
+                _ => String::new(),
+            };
             format!("`{verb}` of `{}`{ns}", kind())
         };
         let Some(d) = self
             .declared
             .iter()
-            .find(|d| d.write.allows(verb, gvk, t.namespace))
+            .find(|d| d.write.allows(verb, gvk, scope))
         else {
             let declared: Vec<String> = self.declared.iter().map(|d| d.write.describe()).collect();
             return denied(format!(
@@ -362,14 +381,32 @@ impl Writer {
             }
             _ => {}
         }
-        if let Err(why) = self.grant.check_namespace(t.namespace) {
+        let Some(ceiling) = &self.ceiling else {
+            // The operator's plugins: the manifest alone decides.
+            return Ok(&d.resource);
+        };
+        if is_namespace && t.name.is_none() {
+            return denied(format!(
+                "{}: a tenant creates a Namespace by name (`metadata.name`), so that the name can \
+                 be held to its namespaces; `generateName` cannot be",
+                what()
+            ));
+        }
+        if let Err(why) = self.grant.check_namespace(scope) {
             return denied(format!("{}: {why}", what()));
         }
-        if let Some(ceiling) = &self.ceiling
-            && !ceiling.iter().any(|c| c.allows(verb, gvk, t.namespace))
-        {
+        let cluster_scoped = !d.resource.namespaced;
+        if !ceiling.iter().any(|c| {
+            c.allows(verb, gvk, scope) && (!cluster_scoped || c.covers_cluster_scoped(gvk))
+        }) {
+            let why = if cluster_scoped {
+                " (a cluster-scoped kind is writable only where the grant names it with \
+                 `cluster-scoped = true`)"
+            } else {
+                ""
+            };
             return denied(format!(
-                "{} is outside tenant `{}`'s write grant",
+                "{} is outside tenant `{}`'s write grant{why}",
                 what(),
                 self.grant.tenant()
             ));
@@ -384,12 +421,12 @@ pub struct Target<'a> {
     pub kind: &'a WitResource,
     /// Its namespace, `None` for cluster-scoped objects.
     pub namespace: Option<&'a str>,
-    /// The object's name, for calls on an existing object.
+    /// The object's name: the one the call names, or for a create the body's `metadata.name`.
     pub name: Option<&'a str>,
 }
 
 impl<'a> Target<'a> {
-    /// `kind`'s object `name` (none for a create) in `namespace`.
+    /// `kind`'s object `name` (for a create, the name in its body, if any) in `namespace`.
     pub fn new(kind: &'a WitResource, namespace: Option<&'a str>, name: Option<&'a str>) -> Self {
         Target {
             kind,
@@ -399,48 +436,82 @@ impl<'a> Target<'a> {
     }
 }
 
-/// A checked call about to be built into a request.
+/// A checked call about to be built into a request by kube's request builder.
 pub struct Sending<'a> {
-    /// The collection's path, e.g. `/apis/apps/v1/namespaces/a/deployments`.
-    pub url: String,
+    /// The builder for the kind's collection in the call's namespace.
+    pub request: Request,
+    /// The object's name, checked and percent-encoded as one path segment.
+    pub name: Option<String>,
     /// The kind, resolved.
     pub resource: &'a ResolvedResource,
-    /// `fieldManager=...[&dryRun=All]`.
-    pub query: String,
+    field_manager: &'a str,
 }
 
 impl Sending<'_> {
-    /// A request to the collection (`name` `None`) or to an object or its subresource.
-    pub fn request(
-        &self,
-        method: http::Method,
-        name: Option<&str>,
-        subresource: Option<&str>,
-        extra_query: &[(&str, &str)],
-        (content_type, body): (&str, Vec<u8>),
-    ) -> Result<http::Request<Vec<u8>>, WriteError> {
-        let mut path = self.url.clone();
-        for part in [name, subresource].into_iter().flatten() {
-            path.push('/');
-            path.push_str(part);
+    /// The name the call was checked with (empty for a create, which posts to the collection).
+    pub fn name(&self) -> &str {
+        self.name.as_deref().unwrap_or_default()
+    }
+
+    /// Parameters of a create or replace: the plugin's field manager.
+    pub fn post(&self) -> PostParams {
+        PostParams {
+            dry_run: false,
+            field_manager: Some(self.field_manager.to_string()),
         }
-        let mut query = self.query.clone();
-        let mut extra = form_urlencoded::Serializer::new(String::new());
-        extra.extend_pairs(extra_query);
-        let extra = extra.finish();
-        if !extra.is_empty() {
-            query.push('&');
-            query.push_str(&extra);
+    }
+
+    /// Parameters of a patch: the plugin's field manager, and `force` for an apply.
+    pub fn patch(&self, force: bool) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.field_manager.to_string()),
+            force,
+            ..PatchParams::default()
         }
-        http::Request::builder()
-            .method(method)
-            .uri(format!("{path}?{query}"))
-            .header(http::header::ACCEPT, "application/json")
-            .header(http::header::CONTENT_TYPE, content_type)
-            .body(body)
-            .map_err(|e| WriteError::Denied(format!("could not build the request: {e}")))
+    }
+
+    /// Parameters of a delete, with its preconditions.
+    pub fn delete(&self, preconditions: Preconditions) -> DeleteParams {
+        DeleteParams {
+            preconditions: Some(preconditions),
+            ..DeleteParams::default()
+        }
     }
 }
+
+/// A request kube's builder refused to make.
+pub fn unbuildable(e: kube::core::request::Error) -> WriteError {
+    WriteError::Denied(format!("could not build the request: {e}"))
+}
+
+/// A patch as kube sends it, from the plugin's text in the given format.
+pub fn patch_of(kind: PatchKind, text: &str) -> Result<Patch<Value>, WriteError> {
+    let not = |e: serde_json::Error| WriteError::Denied(format!("the patch is not JSON: {e}"));
+    Ok(match kind {
+        PatchKind::Merge => Patch::Merge(serde_json::from_str(text).map_err(not)?),
+        PatchKind::Strategic => Patch::Strategic(serde_json::from_str(text).map_err(not)?),
+        PatchKind::Json => Patch::Json(serde_json::from_str(text).map_err(|e| {
+            WriteError::Denied(format!("the patch is not a JSON patch (RFC 6902): {e}"))
+        })?),
+    })
+}
+
+/// The patch formats the `kube` import takes.
+#[derive(Debug, Clone, Copy)]
+pub enum PatchKind {
+    /// `application/merge-patch+json`.
+    Merge,
+    /// `application/json-patch+json`.
+    Json,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+}
+
+/// Why a plugin running without a cluster cannot write.
+const NO_CLUSTER: &str = "there is no cluster to write to here (`replay` runs without one)";
+
+/// The metadata a write returns of an object its tenant may not read.
+const IDENTITY: [&str; 5] = ["name", "namespace", "uid", "resourceVersion", "generation"];
 
 /// `informant/TENANT/PLUGIN`, cut to the API server's 128 characters.
 fn field_manager(tenant: &str, plugin: &str) -> String {
