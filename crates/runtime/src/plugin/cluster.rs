@@ -170,8 +170,11 @@ mod tests {
 
     use parking_lot::Mutex;
 
-    /// A client whose "server" records each request's method, URI and impersonation headers.
-    fn recording() -> (kube::Client, Arc<Mutex<Vec<(Method, String, Vec<String>)>>>) {
+    /// Each request's method, URI and impersonation headers, as the "server" saw them.
+    type Seen = Arc<Mutex<Vec<(Method, String, Vec<String>)>>>;
+
+    /// A client whose "server" records each request it gets.
+    fn recording() -> (kube::Client, Seen) {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let log = seen.clone();
         let service = tower::service_fn(move |req: Request<Body>| {
