@@ -14,6 +14,7 @@ mod outbound;
 mod plugins;
 mod polyglot;
 mod polyglot_http;
+mod reload_race;
 mod replay;
 mod retry;
 mod secrets;

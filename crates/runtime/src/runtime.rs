@@ -166,10 +166,18 @@ impl Runtime {
         let (reloader, config_watcher) = match &host {
             Some(host) => {
                 let reports = admin_state.as_ref().map(|s| follow_reconciles(s.clone()));
-                // Watching before the first reconcile: a plugin dropped in while it runs is
-                // reconciled by the next one, not left until some later change.
+                // Watching the directory and the config before the first reconcile: a plugin
+                // dropped in, or a config changed, while it runs is reconciled by the next one,
+                // not left until some later change.
                 let reloader = Reloader::start(host.clone(), reports.clone())
                     .map_err(|e| Error::Reloader(e.to_string()))?;
+                let config_watcher = match &opts.config_path {
+                    Some(path) => Some(
+                        ConfigWatcher::start(path, host.clone(), reports.clone())
+                            .map_err(|e| Error::Config(e.to_string()))?,
+                    ),
+                    None => None,
+                };
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "plugin not loaded");
@@ -179,13 +187,6 @@ impl Runtime {
                     // Through the reloader's channel, so reports are recorded in order.
                     let _ = r.send(report);
                 }
-                let config_watcher = match &opts.config_path {
-                    Some(path) => Some(
-                        ConfigWatcher::start(path, host.clone(), reports)
-                            .map_err(|e| Error::Config(e.to_string()))?,
-                    ),
-                    None => None,
-                };
                 (Some(reloader), config_watcher)
             }
             None => (None, None),
