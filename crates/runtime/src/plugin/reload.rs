@@ -71,12 +71,21 @@ impl DirWatch {
         let cannot =
             |e: notify::Error| PluginError::Engine(format!("cannot watch {}: {e}", dir.display()));
         let (tx, rx) = mpsc::unbounded_channel();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if res.is_ok_and(|e| !e.kind.is_access()) {
-                let _ = tx.send(());
-            }
-        })
-        .map_err(cannot)?;
+        let shown = dir.display().to_string();
+        let mut watcher =
+            notify::recommended_watcher(move |res: notify::Result<notify::Event>| match res {
+                Ok(e) if e.kind.is_access() => {}
+                Ok(_) => {
+                    let _ = tx.send(());
+                }
+                // A watch that could not be added (inotify's limit, on a new subdirectory) or a
+                // queue that overflowed: what changed is unknown, so it counts as a change.
+                Err(e) => {
+                    tracing::warn!(dir = %shown, error = %e, "watching the directory failed; treating it as a change");
+                    let _ = tx.send(());
+                }
+            })
+            .map_err(cannot)?;
         watcher.watch(dir, mode).map_err(cannot)?;
         Ok(DirWatch {
             _watcher: watcher,
