@@ -396,7 +396,8 @@ async fn bad_input_gives_clear_errors() {
 async fn an_object_outside_its_kinds_scope_is_never_cached_or_shown() {
     let server = server().await;
     create_namespaces(&server, &["a", "b"]);
-    server.create(configmap("a", "leak", "v")).unwrap();
+    // Without a namespace, a verbatim replace finds the object in `default`.
+    server.create(configmap("default", "leak", "v")).unwrap();
     let factory = factory(&server, InitialList::Paginated);
     let informer = factory
         .informer("v1", "ConfigMap", WatchScope::default())
@@ -423,7 +424,7 @@ async fn an_object_outside_its_kinds_scope_is_never_cached_or_shown() {
     factory.start();
     guarded("sync", informer.wait_for_sync()).await;
 
-    let mut stripped = configmap("a", "leak", "stripped");
+    let mut stripped = configmap("default", "leak", "stripped");
     stripped["metadata"]
         .as_object_mut()
         .unwrap()
@@ -449,7 +450,9 @@ async fn an_object_outside_its_kinds_scope_is_never_cached_or_shown() {
         store.get(None, "leak").is_none(),
         "not cached as cluster-scoped"
     );
-    let cached = store.get(Some("a"), "leak").expect("the last good version");
+    let cached = store
+        .get(Some("default"), "leak")
+        .expect("the last good version");
     assert_eq!(cached.to_value()["data"]["value"], "v");
     assert_eq!(store.refused_objects(), 1);
     let visible = |ns: Option<&str>| grant.allows_namespace(ns);
@@ -473,14 +476,14 @@ async fn an_object_outside_its_kinds_scope_is_never_cached_or_shown() {
             evs.iter().any(|e| e.key == "b/relisted")
                 && evs
                     .iter()
-                    .any(|e| e.key == "a/leak" && e.final_state_unknown)
+                    .any(|e| e.key == "default/leak" && e.final_state_unknown)
         })
         .await;
     assert!(
         informer.stats().gone.load(Ordering::Relaxed) >= 1,
         "a relist happened"
     );
-    assert!(store.get(None, "leak").is_none() && store.get(Some("a"), "leak").is_none());
+    assert!(store.get(None, "leak").is_none() && store.get(Some("default"), "leak").is_none());
     assert!(store.refused_objects() >= 2, "listed and refused again");
     tenant
         .wait_until("the tenant's relisted object", |evs| {
@@ -494,8 +497,11 @@ async fn an_object_outside_its_kinds_scope_is_never_cached_or_shown() {
         );
     }
     assert!(
-        !tenant.events().iter().any(|e| e.key.starts_with("a/")),
-        "nor anything of namespace a"
+        !tenant
+            .events()
+            .iter()
+            .any(|e| e.key.starts_with("a/") || e.key.starts_with("default/")),
+        "nor anything of other namespaces"
     );
     factory.stop();
 }
