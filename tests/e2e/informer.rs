@@ -1,5 +1,5 @@
 //! The informer against the embedded API server over loopback HTTP: initial sync, watch cuts,
-//! 410 Gone relists, CRDs through discovery, bad input.
+//! 410 Gone relists, CRDs through discovery, bad input, objects outside their kind's scope.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
@@ -9,6 +9,7 @@ use informant_runtime::informer::{
     Error, EventType, FactoryOptions, HandlerOptions, IndexSpec, InformerFactory, InitialList,
     LabelSelector, Visibility, WatchScope,
 };
+use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
 use informant_tests::{Recorder, configmap, create_namespaces, guarded};
 
 async fn server() -> DevServer {
@@ -384,4 +385,123 @@ async fn bad_input_gives_clear_errors() {
         err.to_string().contains("unknown index `no-such-index`"),
         "{err}"
     );
+}
+
+/// A server that serves a ConfigMap without its namespace (stored so by
+/// `DevServer::replace_verbatim`, the one way to make this server do it) does not get it
+/// cached, indexed or shown as a cluster-scoped object, to anyone — not to a tenant granted
+/// cluster-scoped objects — while every other object keeps flowing, through the watch and
+/// through a relist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_object_outside_its_kinds_scope_is_never_cached_or_shown() {
+    let server = server().await;
+    create_namespaces(&server, &["a", "b"]);
+    // Without a namespace, a verbatim replace finds the object in `default`.
+    server.create(configmap("default", "leak", "v")).unwrap();
+    let factory = factory(&server, InitialList::Paginated);
+    let informer = factory
+        .informer("v1", "ConfigMap", WatchScope::default())
+        .await
+        .unwrap();
+    let everyone = Recorder::new();
+    informer.add_handler("everyone", everyone.clone(), HandlerOptions::default());
+    // A tenant of namespace `b` that may also see cluster-scoped objects.
+    let grant = std::sync::Arc::new(Grant::new(
+        "t",
+        vec![NamespacePattern::try_from("b".to_string()).unwrap()],
+        vec![ResourceRule::try_from("v1/ConfigMap".to_string()).unwrap()],
+        true,
+    ));
+    let tenant = Recorder::new();
+    informer.add_handler(
+        "tenant",
+        tenant.clone(),
+        HandlerOptions {
+            filter: grant.event_filter(),
+            ..Default::default()
+        },
+    );
+    factory.start();
+    guarded("sync", informer.wait_for_sync()).await;
+
+    let mut stripped = configmap("default", "leak", "stripped");
+    stripped["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("namespace");
+    let stored = server.replace_verbatim(stripped).unwrap();
+    assert!(stored["metadata"].get("namespace").is_none(), "{stored}");
+    server.create(configmap("b", "after", "v")).unwrap();
+    server.create(configmap("a", "after", "v")).unwrap();
+    everyone
+        .wait_until("the objects written after it", |evs| {
+            ["a/after", "b/after"]
+                .iter()
+                .all(|k| evs.iter().any(|e| e.key == *k))
+        })
+        .await;
+    tenant
+        .wait_until("the tenant's object", |evs| {
+            evs.iter().any(|e| e.key == "b/after")
+        })
+        .await;
+    let store = informer.store();
+    assert!(
+        store.get(None, "leak").is_none(),
+        "not cached as cluster-scoped"
+    );
+    let cached = store
+        .get(Some("default"), "leak")
+        .expect("the last good version");
+    assert_eq!(cached.to_value()["data"]["value"], "v");
+    assert_eq!(store.refused_objects(), 1);
+    let visible = |ns: Option<&str>| grant.allows_namespace(ns);
+    let seen: Vec<String> = store
+        .list_in(None, &LabelSelector::default(), Visibility::Only(&visible))
+        .iter()
+        .map(|o| o.key().to_string())
+        .collect();
+    assert_eq!(seen, ["b/after"], "the tenant's view of the cache");
+
+    // A write missed during a partition, history compacted, watches cut: the resumed watch
+    // gets 410 Gone, and the relist lists the object without its namespace.
+    let faults = server.faults();
+    faults.pause();
+    server.create(configmap("b", "relisted", "v")).unwrap();
+    faults.compact();
+    faults.close_watches();
+    faults.resume();
+    let events = everyone
+        .wait_until("the relist", |evs| {
+            evs.iter().any(|e| e.key == "b/relisted")
+                && evs
+                    .iter()
+                    .any(|e| e.key == "default/leak" && e.final_state_unknown)
+        })
+        .await;
+    assert!(
+        informer.stats().gone.load(Ordering::Relaxed) >= 1,
+        "a relist happened"
+    );
+    assert!(store.get(None, "leak").is_none() && store.get(Some("default"), "leak").is_none());
+    assert!(store.refused_objects() >= 2, "listed and refused again");
+    tenant
+        .wait_until("the tenant's relisted object", |evs| {
+            evs.iter().any(|e| e.key == "b/relisted")
+        })
+        .await;
+    for (who, events) in [("everyone", events), ("tenant", tenant.events())] {
+        assert!(
+            !events.iter().any(|e| e.key == "leak"),
+            "{who} never saw it: {events:?}"
+        );
+    }
+    assert!(
+        !tenant
+            .events()
+            .iter()
+            .any(|e| e.key.starts_with("a/") || e.key.starts_with("default/")),
+        "nor anything of other namespaces"
+    );
+    factory.stop();
 }

@@ -9,7 +9,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use parking_lot::{RwLock, RwLockReadGuard};
 use serde_json::{Value, json};
 
-use super::metadata::{check_type, generate_suffix, meta, meta_mut, new_uid, normalize, now};
+use super::metadata::{
+    check_depth, check_type, generate_suffix, meta, meta_mut, new_uid, normalize, now,
+};
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceType};
 use super::selector::{FieldSelector, LabelSelector, labels_match};
@@ -207,6 +209,9 @@ impl Api {
     ) -> Result<Value> {
         check_type(res, opts.version.as_deref(), &mut obj)?;
         normalize(&mut obj);
+        // The object as given or patched: what the server adds (managedFields mirroring the
+        // fields) nests no more than a few levels deeper, well within what reads back.
+        check_depth(res, &meta(&obj, "name"), &obj)?;
         let body_ns = meta(&obj, "namespace");
         if res.namespaced && !body_ns.is_empty() && body_ns != ns {
             return Err(Error::BadRequest(
@@ -352,7 +357,9 @@ impl Api {
 
     /// Stores `obj` as the next version of an existing object exactly as given, keeping only
     /// the identity it was created with (uid, creationTimestamp) and giving it a fresh
-    /// resourceVersion: no defaulting, validation, field management or status rules.
+    /// resourceVersion: no defaulting, validation, field management or status rules. The one
+    /// write that may store a namespaced object without its namespace (see
+    /// `DevServer::replace_verbatim`).
     pub fn replace_verbatim(&self, mut obj: Value) -> Result<Value> {
         /// The stored version's identity, read without decoding the rest of it.
         #[derive(serde::Deserialize)]
@@ -372,6 +379,8 @@ impl Api {
             ));
         }
         let name = meta(&obj, "name");
+        // Verbatim, but never deeper than the server can read back.
+        check_depth(&res, &name, &obj)?;
         let mut tx = self.store.write();
         let old = tx
             .get(&res.key, &ns, &name)
@@ -426,6 +435,9 @@ impl Api {
     ) -> Result<Value> {
         check_type(res, opts.version.as_deref(), &mut obj)?;
         normalize(&mut obj);
+        // As on create (see `insert`); a patch has been applied by now, and it is what can nest
+        // an object deeper than any one body does.
+        check_depth(res, name, &obj)?;
         let body_name = meta(&obj, "name");
         if body_name != name {
             return Err(Error::BadRequest(format!(
@@ -457,23 +469,24 @@ impl Api {
                 reason: OPTIMISTIC_LOCK.into(),
             });
         }
-        let old = old.value();
+        let old = old.value()?;
         if sub == Sub::Main && res.group.is_empty() && res.kind == "Service" {
             defaults::keep_allocated_service(&old, &mut obj);
         }
         let own_status = sub == Sub::Main && strategy::brings_status(&obj, opts.http);
         let mut new = strategy::merge_update(res, &old, obj, sub, opts.http);
-        for field in [
-            "uid",
-            "creationTimestamp",
-            "namespace",
-            "generation",
-            "resourceVersion",
-        ] {
+        for field in ["uid", "creationTimestamp", "generation", "resourceVersion"] {
             match old["metadata"].get(field) {
                 Some(v) => meta_mut(&mut new).insert(field.into(), v.clone()),
                 None => meta_mut(&mut new).remove(field),
             };
+        }
+        // The namespace is the one the object is stored under, whatever a verbatim replace
+        // left in the stored version.
+        if res.namespaced {
+            meta_mut(&mut new).insert("namespace".into(), ns.into());
+        } else {
+            meta_mut(&mut new).remove("namespace");
         }
         // An update that omits managedFields keeps the stored ones, as the API server does.
         if new["metadata"].get("managedFields").is_none()
@@ -555,7 +568,7 @@ impl Api {
                 name: name.into(),
             });
         };
-        let old_value = old.value();
+        let old_value = old.value()?;
         let mut opts = opts.clone();
         let mut patched = if ptype == PatchType::Apply {
             let config = patch::parse_apply(body)?;
@@ -625,7 +638,7 @@ impl Api {
 
     /// The object's Scale (`.../scale` GET).
     pub fn get_scale(&self, res: &ResourceType, ns: &str, name: &str) -> Result<Value> {
-        Ok(scale::scale_of(res, &self.get(res, ns, name)?.value()))
+        Ok(scale::scale_of(res, &self.get(res, ns, name)?.value()?))
     }
 
     /// `.../scale` PUT: sets the object's replicas from a Scale; returns the new Scale.
@@ -656,7 +669,7 @@ impl Api {
             resource: res.qualified(),
             name: name.into(),
         })?;
-        let current = scale::scale_of(res, &old.value());
+        let current = scale::scale_of(res, &old.value()?);
         let patched = patch::apply(ptype, &current, body)?;
         self.write_scale(&mut tx, res, ns, name, patched, opts)
     }
@@ -684,7 +697,7 @@ impl Api {
                 reason: OPTIMISTIC_LOCK.into(),
             });
         }
-        let mut obj = old.value();
+        let mut obj = old.value()?;
         scale::set_replicas(res, &mut obj, replicas);
         let opts = WriteOpts {
             subresource: Some("scale"),
@@ -712,7 +725,7 @@ impl Api {
             resource: res.qualified(),
             name: name.into(),
         })?;
-        let mut value = old.value();
+        let mut value = old.value()?;
         // The etcd3 store's precondition check, surfaced through storeerr as a Conflict that
         // carries the storage error's text.
         let failed = if let Some(uid) = &opts.precondition_uid
@@ -756,7 +769,7 @@ impl Api {
             let keys = self.registry.read().namespaced_keys();
             for key in keys {
                 for (kns, kname) in tx.keys(&key, Some(name)) {
-                    Self::remove(&mut tx, &key, &kns, &kname);
+                    Self::remove(&mut tx, &key, &kns, &kname)?;
                 }
             }
         }
@@ -768,7 +781,7 @@ impl Api {
             let key: Arc<str> = Arc::from(format!("{plural}.{group}"));
             self.registry.write().unregister(&key);
             for (kns, kname) in tx.keys(&key, None) {
-                Self::remove(&mut tx, &key, &kns, &kname);
+                Self::remove(&mut tx, &key, &kns, &kname)?;
             }
             tx.drop_table(&key);
         }
@@ -778,13 +791,14 @@ impl Api {
         Ok(value)
     }
 
-    fn remove(tx: &mut Tx<'_>, key: &Arc<str>, ns: &str, name: &str) {
+    fn remove(tx: &mut Tx<'_>, key: &Arc<str>, ns: &str, name: &str) -> Result<()> {
         if let Some(old) = tx.get(key, ns, name) {
-            let mut v = old.value();
+            let mut v = old.value()?;
             let rv = tx.next_rv();
             meta_mut(&mut v).insert("resourceVersion".into(), rv.to_string().into());
             tx.put(key, ns, name, EventType::Deleted, &v, rv);
         }
+        Ok(())
     }
 
     /// Deletes every matching object; returns how many.

@@ -203,6 +203,13 @@ pub enum Error {
     /// The patch content type is unknown or not allowed for this resource (415).
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
+    /// A stored object does not parse back (500); nothing is written on top of it.
+    #[error("a stored object cannot be read back: {source}")]
+    Unreadable {
+        /// Why it does not parse.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl Error {
@@ -219,7 +226,9 @@ impl Error {
             Error::MethodNotAllowed(_) => (405, "MethodNotAllowed"),
             Error::TooLarge { .. } => (413, "RequestEntityTooLarge"),
             Error::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),
-            Error::Bind { .. } | Error::WriteKubeconfig { .. } => (500, "InternalError"),
+            Error::Bind { .. } | Error::WriteKubeconfig { .. } | Error::Unreadable { .. } => {
+                (500, "InternalError")
+            }
         }
     }
 
@@ -474,6 +483,12 @@ impl DevServer {
     /// uid and creationTimestamp and gets a fresh resourceVersion), emitting `MODIFIED`, with
     /// none of a write's defaulting, validation, field management or status rules: a synthetic
     /// stream for benchmarks that measure a client rather than this server's write path.
+    ///
+    /// It is also the one way to make this server serve what no API server should: an object
+    /// without its namespace (the object stays under the namespace it was created in, `default`
+    /// if none was given), so tests can prove a client does not trust it. Every other write
+    /// keeps a namespaced object's namespace and uid. Like every write, it refuses an object
+    /// nested deeper than the server can read back.
     pub fn replace_verbatim(&self, obj: serde_json::Value) -> Result<serde_json::Value> {
         self.shared.api.replace_verbatim(obj)
     }

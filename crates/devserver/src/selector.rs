@@ -81,7 +81,8 @@ impl FieldSelector {
                 "metadata.name" => name.to_string(),
                 "metadata.namespace" => namespace.to_string(),
                 path => {
-                    let v = parsed.get_or_insert_with(|| obj.value());
+                    // Stored objects parse (see `Obj::value`); one that did not has no fields.
+                    let v = parsed.get_or_insert_with(|| obj.value().unwrap_or_default());
                     let mut cur = &*v;
                     for seg in path.split('.') {
                         cur = &cur[seg];

@@ -48,9 +48,12 @@ impl Obj {
         }
     }
 
-    /// Parses the stored JSON back into a value.
-    pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.json).unwrap_or(Value::Null)
+    /// Parses the stored JSON back into a value. Every write bounds how deep an object nests
+    /// (`metadata::check_depth`) so that this succeeds; should it fail all the same, the error
+    /// stops a write from building on a null where the object was, which would drop its
+    /// identity (namespace, uid, creationTimestamp) with it.
+    pub fn value(&self) -> Result<Value> {
+        serde_json::from_slice(&self.json).map_err(|source| Error::Unreadable { source })
     }
 }
 

@@ -710,7 +710,8 @@ fn node_roles(v: &Value) -> String {
 }
 
 fn row(res: &ResourceType, obj: &Obj) -> Value {
-    let v = obj.value();
+    // Stored objects parse (see `Obj::value`); one that did not would show as an empty row.
+    let v = obj.value().unwrap_or_default();
     json!({"cells": cells(res, &v), "object": v})
 }
 

@@ -73,7 +73,11 @@ impl WatchRequest {
             (EventType::Modified, Some(_), true) => Some((EventType::Modified, ev.obj.clone())),
             (EventType::Modified, None, true) => Some((EventType::Added, ev.obj.clone())),
             (EventType::Modified, Some(prev), false) => {
-                let mut last = prev.value();
+                let Ok(mut last) = prev.value() else {
+                    // Stored objects parse (see `Obj::value`); were one not to, its previous
+                    // version as stored still names the object, under the older version.
+                    return Some((EventType::Deleted, prev.clone()));
+                };
                 last["metadata"]["resourceVersion"] = ev.rv.to_string().into();
                 Some((EventType::Deleted, Arc::new(Obj::new(&last, ev.rv))))
             }

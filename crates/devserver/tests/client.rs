@@ -429,6 +429,24 @@ async fn raw_with_length(
     body: &[u8],
     length: usize,
 ) -> (u16, Value) {
+    let (code, body) = raw_text(addr, method, path, content_type, body, length).await;
+    // Fixed-length or chunked: the JSON is the part between the first '{' and the last '}'.
+    let json = match (body.find('{'), body.rfind('}')) {
+        (Some(a), Some(b)) => serde_json::from_str(&body[a..=b]).unwrap_or(Value::Null),
+        _ => Value::Null,
+    };
+    (code, json)
+}
+
+/// One HTTP/1.1 request on a fresh connection; returns the status code and the body as text.
+async fn raw_text(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    content_type: Option<&str>,
+    body: &[u8],
+    length: usize,
+) -> (u16, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let ct = content_type
         .map(|c| format!("Content-Type: {c}\r\n"))
@@ -453,12 +471,7 @@ async fn raw_with_length(
         .split_once("\r\n\r\n")
         .map(|(_, b)| b)
         .unwrap_or_default();
-    // Fixed-length or chunked: the JSON is the part between the first '{' and the last '}'.
-    let json = match (body.find('{'), body.rfind('}')) {
-        (Some(a), Some(b)) => serde_json::from_str(&body[a..=b]).unwrap_or(Value::Null),
-        _ => Value::Null,
-    };
-    (code, json)
+    (code, body.to_string())
 }
 
 #[tokio::test]
@@ -584,6 +597,165 @@ async fn bad_input_gets_status_errors_while_others_keep_working() {
         .await
         .unwrap_err();
     assert_eq!(api_code(&err), 400);
+    srv.shutdown().await;
+}
+
+/// `depth` objects, each the only member `a` of the one around it.
+fn nested(depth: usize) -> Value {
+    let mut v = json!("leaf");
+    for _ in 0..depth {
+        v = Value::Object([("a".to_string(), v)].into_iter().collect());
+    }
+    v
+}
+
+/// The identity of a served object, read from its text: serde_json skips the other fields
+/// without a depth limit, so this reads objects too deep to decode whole.
+async fn identity(addr: SocketAddr, path: &str) -> (u16, Option<String>, Option<String>) {
+    #[derive(serde::Deserialize, Default)]
+    struct Served {
+        #[serde(default)]
+        metadata: Meta,
+    }
+    #[derive(serde::Deserialize, Default)]
+    struct Meta {
+        namespace: Option<String>,
+        uid: Option<String>,
+    }
+    let (code, body) = raw_text(addr, "GET", path, None, b"", 0).await;
+    let start = body.find('{').unwrap_or_default();
+    let end = body.rfind('}').map_or(body.len(), |e| e + 1);
+    let served: Served = serde_json::from_str(&body[start..end]).unwrap_or_default();
+    (code, served.metadata.namespace, served.metadata.uid)
+}
+
+/// A write may nest the object deeper than this server (and kube-rs) can read back; such a
+/// write is refused, and no write ever leaves an object without its namespace or uid: a later
+/// patch used to start from a stored object that no longer parsed, as if from nothing.
+#[tokio::test]
+async fn no_nesting_depth_makes_an_object_lose_its_identity() {
+    let srv = server().await;
+    let addr = srv.addr();
+    let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let created = api
+        .create(&PostParams::default(), &cm("victim", "default"))
+        .await
+        .unwrap();
+    let uid = created.metadata.uid.clone();
+    let path = "/api/v1/namespaces/default/configmaps/victim";
+    let deep_pointer = format!("/data/deep{}", "/a".repeat(60));
+    let writes: Vec<(&str, &str, Vec<u8>)> = vec![
+        (
+            "a JSON patch nesting data 162 levels deep",
+            "application/json-patch+json",
+            json!([
+                {"op": "add", "path": "/data/deep", "value": nested(100)},
+                {"op": "add", "path": deep_pointer, "value": nested(100)},
+            ])
+            .to_string()
+            .into_bytes(),
+        ),
+        (
+            "a merge patch 200 levels deep",
+            "application/merge-patch+json",
+            json!({"data": {"deep": nested(198)}})
+                .to_string()
+                .into_bytes(),
+        ),
+        (
+            "a merge patch 112 levels deep",
+            "application/merge-patch+json",
+            json!({"data": {"deep": nested(110)}})
+                .to_string()
+                .into_bytes(),
+        ),
+        (
+            "a strategic merge patch 112 levels deep",
+            "application/strategic-merge-patch+json",
+            json!({"data": {"deep": nested(110)}})
+                .to_string()
+                .into_bytes(),
+        ),
+    ];
+    for (what, content_type, body) in &writes {
+        let (code, status) = raw(addr, "PATCH", path, Some(content_type), body).await;
+        // Whatever the answer, the stored object keeps its identity.
+        let after = identity(addr, path).await;
+        assert_eq!(
+            after,
+            (200, Some("default".to_string()), uid.clone()),
+            "after {what} (answered {code})"
+        );
+        assert_eq!(code, 400, "{what} is refused: {status}");
+        assert_eq!(status["reason"], "BadRequest", "{what}: {status}");
+    }
+    let (_, status) = raw(addr, "PATCH", path, Some(writes[2].1), &writes[2].2).await;
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("nested 112 levels deep") && m.contains("at most 100")),
+        "the refusal says why: {status}"
+    );
+    // An ordinary merge patch afterwards works and keeps the identity.
+    let patched = api
+        .patch(
+            "victim",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"k": "v2"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.uid, uid);
+    assert_eq!(patched.metadata.namespace.as_deref(), Some("default"));
+    assert_eq!(patched.data.unwrap()["k"], "v2");
+
+    // The Rust API is held to the same bound.
+    let deep = |name: &str, depth: usize| {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "default"},
+            "data": {"deep": nested(depth)}})
+    };
+    for (what, result) in [
+        ("create", srv.create(deep("deep", 198))),
+        ("update", srv.update(deep("victim", 198))),
+        (
+            "verbatim replace",
+            srv.replace_verbatim(deep("victim", 198)),
+        ),
+    ] {
+        assert!(
+            matches!(&result, Err(informant_devserver::Error::BadRequest(m)) if m.contains("nested 200 levels deep")),
+            "{what}: {result:?}"
+        );
+    }
+    assert_eq!(
+        identity(addr, path).await,
+        (200, Some("default".to_string()), uid.clone())
+    );
+    // Up to the bound, objects are stored and read back whole.
+    let kept = srv.create(deep("at-the-bound", 98)).unwrap();
+    let (code, read) = raw(
+        addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/at-the-bound",
+        None,
+        b"",
+    )
+    .await;
+    assert_eq!(
+        (code, &read["metadata"]["uid"]),
+        (200, &kept["metadata"]["uid"])
+    );
+    let (code, list) = raw(
+        addr,
+        "GET",
+        "/api/v1/namespaces/default/configmaps",
+        None,
+        b"",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(2), "{list}");
     srv.shutdown().await;
 }
 

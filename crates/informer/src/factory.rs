@@ -63,7 +63,7 @@ struct InformerKey {
 pub struct FactoryOptions {
     /// How initial lists are fetched.
     pub initial_list: InitialList,
-    /// Store options (managedFields stripping).
+    /// Store options (managedFields stripping); each informer's scope comes from discovery.
     pub store: StoreOptions,
     /// Page size for paginated lists.
     pub page_size: Option<u32>,
@@ -250,13 +250,11 @@ impl InformerFactory {
             initial_list: self.options.initial_list,
             page_size: self.options.page_size,
         };
-        let informer = SharedInformer::new(
-            api,
-            ar.clone(),
-            description,
-            config,
-            self.options.store.clone(),
-        );
+        let store = StoreOptions {
+            namespaced: Some(resolved.namespaced),
+            ..self.options.store.clone()
+        };
+        let informer = SharedInformer::new(api, ar.clone(), description, config, store);
         if *self.started.lock() {
             informer.start();
         }

@@ -24,6 +24,8 @@
 //! - [`reflector`]: list + watch with bookmarks, relist on 410 Gone, backoff with jitter,
 //!   streaming lists when the server has them; emits [`Delta`]s.
 //! - [`store`]: the thread-safe cache; a relist is a Replace that diffs against it.
+//! - [`scope`]: an object on the wrong side of its resource's scope (a namespaced kind's
+//!   without a namespace) is refused before the store holds it.
 //! - [`index`]: by-index lookups in O(matches); label selector queries use [`LabelSelector`].
 //! - [`listener`]: one bounded, coalescing, per-key-ordered queue per handler.
 //! - [`processor`]: fans events out to listeners; one task per handler.
@@ -51,6 +53,7 @@ pub mod listener;
 pub mod object;
 pub mod processor;
 pub mod reflector;
+pub mod scope;
 pub mod shared_informer;
 pub mod store;
 

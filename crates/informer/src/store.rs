@@ -6,6 +6,10 @@
 //! cut together with the event stream (registering a late handler, resyncing one) run under
 //! [`Store::read_consistent`], which excludes writers; so a handler that snapshots there and then
 //! receives sink events sees every change exactly once.
+//!
+//! Every object is frozen in one place, `Store::freeze`, and an object on the wrong side of
+//! its resource's scope is refused there (see [`crate::scope`]): never cached, indexed or
+//! dispatched.
 
 use std::sync::Arc;
 
@@ -15,6 +19,7 @@ use parking_lot::RwLock;
 use super::event::Event;
 use super::index::{Buckets, IndexValues, Indices};
 use super::object::{CachedObject, KeyMap, KeySet, ObjectKey, RawObject};
+use super::scope::ScopeCheck;
 use informant_selector::{FieldPath, LabelSelector};
 
 /// Positions of the built-in indexes.
@@ -94,12 +99,17 @@ pub struct StoreOptions {
     /// Drop `metadata.managedFields` from cached objects (default: true; they are large and
     /// hardly any handler reads them).
     pub strip_managed_fields: bool,
+    /// Whether the resource's objects live in namespaces, as discovery reports it (the factory
+    /// sets it for each informer). An object on the wrong side is refused: see
+    /// [`crate::scope`]. `None` (the default) checks nothing, for stores fed without discovery.
+    pub namespaced: Option<bool>,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             strip_managed_fields: true,
+            namespaced: None,
         }
     }
 }
@@ -178,6 +188,7 @@ impl Inner {
 pub struct Store {
     api_resource: ApiResource,
     options: StoreOptions,
+    scope: ScopeCheck,
     inner: RwLock<Inner>,
 }
 
@@ -185,6 +196,7 @@ impl Store {
     /// An empty, unsynced store for objects of `api_resource`.
     pub fn new(api_resource: ApiResource, options: StoreOptions) -> Self {
         Store {
+            scope: ScopeCheck::new(&api_resource, options.namespaced),
             api_resource,
             options,
             inner: RwLock::new(Inner::default()),
@@ -201,14 +213,26 @@ impl Store {
         &self.api_resource
     }
 
-    fn freeze(&self, raw: &mut RawObject) -> CachedObject {
-        CachedObject::from_raw(raw, &self.api_resource, self.options.strip_managed_fields)
+    /// Objects refused so far for being on the wrong side of the resource's scope.
+    pub fn refused_objects(&self) -> u64 {
+        self.scope.refused()
+    }
+
+    /// The cached form of `raw`, or `None` when it is refused: the one place every object
+    /// passes before the store holds it.
+    fn freeze(&self, raw: &mut RawObject) -> Option<CachedObject> {
+        self.scope.admits(raw).then(|| {
+            CachedObject::from_raw(raw, &self.api_resource, self.options.strip_managed_fields)
+        })
     }
 
     /// Applies an added or modified object; emits `Added` or `Updated`, or nothing when the
-    /// store already holds this exact resourceVersion (a watch resumed over known ground).
+    /// store already holds this exact resourceVersion (a watch resumed over known ground) or
+    /// the object is refused.
     pub fn apply(&self, mut raw: RawObject, sink: &mut impl FnMut(Event)) {
-        let object = Arc::new(self.freeze(&mut raw));
+        let Some(object) = self.freeze(&mut raw).map(Arc::new) else {
+            return;
+        };
         let mut inner = self.inner.write();
         if let Some(cur) = inner.objects.get(object.key())
             && cur.object.resource_version() == object.resource_version()
@@ -230,7 +254,9 @@ impl Store {
     /// Applies a delete carrying the object's final state; unknown keys are ignored, as
     /// client-go's DeltaFIFO does, since no handler ever saw them.
     pub fn delete(&self, mut raw: RawObject, sink: &mut impl FnMut(Event)) {
-        let object = Arc::new(self.freeze(&mut raw));
+        let Some(object) = self.freeze(&mut raw).map(Arc::new) else {
+            return;
+        };
         let mut inner = self.inner.write();
         if inner.remove(object.key()).is_some() {
             sink(Event::deleted(object, false));
@@ -265,7 +291,9 @@ impl Store {
     /// resourceVersion is not copied at all; the relist shares the stored one.
     pub fn relist_push(&self, relist: &mut Relist, mut raw: RawObject) {
         // Serialization is the expensive part: done before taking any lock.
-        let object = self.freeze(&mut raw);
+        let Some(object) = self.freeze(&mut raw) else {
+            return;
+        };
         let inner = self.inner.read();
         let listed = match inner.objects.get(object.key()) {
             Some(cur) if cur.object.resource_version() == object.resource_version() => {
