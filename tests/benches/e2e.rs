@@ -71,7 +71,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::{FactoryOptions, InitialList};
-use informant_runtime::plugin::histogram::DurationHistogram;
+use informant_runtime::plugin::exec::histogram::DurationHistogram;
 use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog, PluginState};
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_runtime::workers::{self, WorkerAffinity};

@@ -28,9 +28,9 @@ use informant_runtime::informer::{
     CachedObject, Delta, Event, Handler, HandlerOptions, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
-use informant_runtime::plugin::histogram::DurationHistogram;
-use informant_runtime::plugin::host::WitResource;
-use informant_runtime::plugin::instance::Instance;
+use informant_runtime::plugin::exec::histogram::DurationHistogram;
+use informant_runtime::plugin::exec::instance::Instance;
+use informant_runtime::plugin::imports::host::WitResource;
 use informant_runtime::plugin::{
     CacheView, CompileCache, EngineOptions, Handled, InstanceSpec, LoadedComponent, LogRate,
     PluginEngine, RestartPolicy, Supervisor, TextLimits,
@@ -663,7 +663,7 @@ async fn call_cost(component: &LoadedComponent, mode: &str, events: u64) -> Dura
         })
         .collect();
     let stop = tokio::sync::watch::channel(false).1;
-    let tally = Arc::new(informant_runtime::plugin::batch::Tally::new(
+    let tally = Arc::new(informant_runtime::plugin::exec::batch::Tally::new(
         "calls".into(),
         "".into(),
     ));

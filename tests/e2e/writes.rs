@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use informant_devserver::audit::{AllowRule, AuditRecord};
 use informant_runtime::config;
-use informant_runtime::plugin::write::{Call, Outcome};
+use informant_runtime::plugin::imports::write::{Call, Outcome};
 use informant_runtime::plugin::{HostConfig, PluginId};
 use informant_tests::create_namespaces;
 use informant_tests::plugins::PluginEnv;

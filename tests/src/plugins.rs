@@ -11,9 +11,10 @@ use informant_runtime::devloop::js::JsToolchain;
 use informant_runtime::devloop::python::{self, PyToolchain};
 use informant_runtime::devloop::toolchain::BUILD_TIMEOUT;
 use informant_runtime::informer::{FactoryOptions, InformerFactory, InitialList};
+use informant_runtime::plugin::load::rediscover;
 use informant_runtime::plugin::{
     EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, Rediscoverer,
-    RestartPolicy, rediscover,
+    RestartPolicy,
 };
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};

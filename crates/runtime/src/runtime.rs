@@ -5,7 +5,7 @@
 //!   server and `--watch` loggers, started over one [`InformerFactory`] and stopped in order.
 //!   Nothing the cluster may fix by itself stops it: an API server not reachable yet, a kind
 //!   not served yet (a CRD not installed yet) or an informer that never syncs are waited for
-//!   and retried — plugins by the reloader (see [`crate::plugin::waiting`]), `--watch` kinds
+//!   and retried — plugins by the reloader (see [`crate::plugin::load::waiting`]), `--watch` kinds
 //!   by a task each — never a reason to exit.
 //! - [`Replica`]: a [`Runtime`] run as one replica of a deployment: without leader election it
 //!   runs at once; with it, only while holding the Lease (a standby serves a ready `/readyz`
@@ -193,7 +193,7 @@ impl Runtime {
         };
         let rediscoverer = host
             .as_ref()
-            .map(|h| Rediscoverer::start(h.clone(), crate::plugin::rediscover::PERIOD));
+            .map(|h| Rediscoverer::start(h.clone(), crate::plugin::load::rediscover::PERIOD));
         let watch_retries = watch_and_log(&factory, &watches, opts.scope).await?;
         if let Some(state) = &admin_state {
             state.startup_complete();
@@ -332,7 +332,7 @@ async fn retry_watch(
     };
     let mut why = std::mem::discriminant(&first);
     for attempt in 0.. {
-        tokio::time::sleep(crate::plugin::retry::backoff(attempt)).await;
+        tokio::time::sleep(crate::plugin::load::retry::backoff(attempt)).await;
         match factory.informer(api_version, kind, scope.clone()).await {
             Ok(informer) => {
                 log_events(&informer, watch);

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use informant_devserver::builtin_scope;
-use informant_runtime::plugin::check::{CheckRequest, check, manifest_beside};
+use informant_runtime::plugin::load::check::{CheckRequest, check, manifest_beside};
 use informant_runtime::plugin::{CompileCache, EngineOptions, PluginEngine};
 
 /// Arguments of `informant check`.

@@ -39,7 +39,7 @@ use std::sync::atomic::Ordering;
 
 use prometheus_client::collector::Collector;
 
-use crate::plugin::write::{Call, Outcome};
+use crate::plugin::imports::write::{Call, Outcome};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::TypedMetric;
 use prometheus_client::metrics::counter::ConstCounter;
@@ -47,7 +47,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::AdminState;
-use crate::plugin::histogram::DurationHistogram;
+use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::{PluginState, WaitingFor};
 
 /// The `Content-Type` of [`render`]'s output.
@@ -84,7 +84,7 @@ struct PluginSample {
     dispatch: DurationHistogram,
 }
 
-/// A plugin version waiting to load (see [`crate::plugin::waiting`]).
+/// A plugin version waiting to load (see [`crate::plugin::load::waiting`]).
 #[derive(Debug)]
 struct WaitingSample {
     plugin: String,

@@ -6,7 +6,7 @@
 //! reconcile loads it or it is removed. A quarantined plugin is loaded: it shows in `/plugins` and
 //! the `informant_plugin_state` metric instead, since restarting the process would not fix it.
 //!
-//! A waiting plugin (see [`crate::plugin::waiting`]) that waits for the API server to answer
+//! A waiting plugin (see [`crate::plugin::load::waiting`]) that waits for the API server to answer
 //! keeps the process unready: it cannot do its work. One that waits for a kind to be served
 //! does not: a CRD may be installed much later or never, and a host unready for that would
 //! block rollouts for no fault of its own; it is listed under the `ok` instead ([`notes`]).

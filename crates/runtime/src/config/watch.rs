@@ -15,7 +15,7 @@ use std::sync::Arc;
 use notify::RecursiveMode;
 use tokio::sync::mpsc;
 
-use crate::plugin::reload::DirWatch;
+use crate::plugin::load::reload::DirWatch;
 use crate::plugin::{PluginError, PluginHost, ReconcileReport};
 
 /// Watches a config file until dropped; each settled burst of changes to it is applied and

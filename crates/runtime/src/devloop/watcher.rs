@@ -15,8 +15,8 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use super::DevLoopError;
-pub use crate::plugin::reload::DEBOUNCE;
-use crate::plugin::reload::settled;
+pub use crate::plugin::load::reload::DEBOUNCE;
+use crate::plugin::load::reload::settled;
 
 /// Settled batches of changed source paths under one directory.
 pub struct SourceWatcher {

@@ -1,57 +1,36 @@
 //! The WebAssembly plugin runtime: sandboxed component-model plugins fed by the informers.
 //!
-//! - [`manifest`]: `NAME.toml`, validated while parsing.
-//! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
-//! - [`check`]: the offline check behind `informant check`.
-//! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
-//! - [`change_filter`]: `jq-filter` / `ignore`: which updates wake a plugin, decided on the host.
-//! - [`cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
-//! - [`batch`]: one `handle-queued` call: the events taken, their outcomes, a deadline per event.
-//! - [`host`]: the WIT bindings and the `cache`/`log` imports, reading only the plugin's stores.
-//! - [`instance`]: one live instance, `init` and `handle-queued` under deadlines and a memory cap.
-//! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
-//! - [`loader`]: the plugins directory, reconciled on start and on every change.
-//! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
-//! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.
-//! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
-//! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
-//! - [`wildcard`]: which concrete resources a `kind = "*"` watch covers now.
-//! - [`rediscover`]: re-expands wildcard watches when CRDs change (and periodically).
+//! The layers, in the order an event meets them (each uses only the ones after it, except
+//! where noted in a module's docs):
+//!
+//! - [`load`]: the plugins directory and what may run — scanning, admission against the
+//!   tenant's grant, secrets, wildcard expansion, waiting and retries, hot reload, `check`.
+//! - [`dispatch`]: which updates wake a plugin at all (change filters), decided on the host.
+//! - [`exec`]: running a plugin version — the engine and its compile cache, the supervisor
+//!   (an informer handler with failure containment), one live instance, one batch of events.
+//! - [`imports`]: the WIT host imports a call may make — the bindings with the cache view and
+//!   log, writes to the cluster and the client they go through, outbound HTTP.
+//!
+//! Manifests are `informant-manifest`'s ([`manifest`]).
 
-pub mod admission;
-pub mod batch;
-pub mod cache;
-pub mod change_filter;
-pub mod check;
-pub mod cluster;
-pub mod engine;
-pub mod histogram;
-pub mod host;
-pub mod instance;
-pub mod loader;
-pub mod outbound;
+pub mod dispatch;
+pub mod exec;
+pub mod imports;
+pub mod load;
 pub use informant_manifest as manifest;
-pub mod rediscover;
-pub mod reload;
-pub mod retry;
-pub mod secrets;
-pub mod supervisor;
-pub mod waiting;
-pub mod wildcard;
-pub mod write;
 
-pub use cache::CompileCache;
-pub use engine::{EngineOptions, LoadedComponent, PluginEngine};
-pub use host::{CacheView, Level, LogRate, PluginLog, TextLimits};
-pub use instance::{CallError, Handled, InstanceSpec, RetryPolicy};
-pub use loader::{
+pub use exec::compile_cache::CompileCache;
+pub use exec::engine::{EngineOptions, LoadedComponent, PluginEngine};
+pub use exec::instance::{CallError, Handled, InstanceSpec, RetryPolicy};
+pub use exec::supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
+pub use imports::host::{CacheView, Level, LogRate, PluginLog, TextLimits};
+pub use load::loader::{
     HostConfig, KindChanges, PluginHost, PluginId, PluginStatus, ReconcileReport, RunningPlugin,
 };
+pub use load::rediscover::Rediscoverer;
+pub use load::reload::Reloader;
+pub use load::waiting::{Waiting, WaitingFor};
 pub use manifest::{Manifest, ManifestError};
-pub use rediscover::Rediscoverer;
-pub use reload::Reloader;
-pub use supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
-pub use waiting::{Waiting, WaitingFor};
 
 use std::path::PathBuf;
 

@@ -35,9 +35,9 @@ use crate::informer::{
     Delta, Event, Handler, HandlerOptions, LabelSelector, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
-use crate::plugin::admission::{Admitted, Facts, WatchFacts, admit, describe};
-use crate::plugin::check::manifest_beside;
-use crate::plugin::host::WitResource;
+use crate::plugin::imports::host::WitResource;
+use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe};
+use crate::plugin::load::check::manifest_beside;
 use crate::plugin::{
     CacheView, HostConfig, InstanceSpec, LogRate, Manifest, PluginEngine, PluginError,
     PluginHandler, PluginLog, RetryPolicy, Supervisor,
@@ -197,14 +197,13 @@ pub async fn replay(
         }
     })?;
     // Replay runs as the operator, so its config references resolve as an operator plugin's.
-    let config_json =
-        crate::plugin::secrets::resolve_config(&manifest, "").map_err(|(field, reason)| {
-            PluginError::Refused {
-                plugin: name.clone(),
-                path: manifest_path.clone(),
-                reason: format!("field `{field}`: {reason}"),
-            }
-        })?;
+    let config_json = crate::plugin::load::secrets::resolve_config(&manifest, "").map_err(
+        |(field, reason)| PluginError::Refused {
+            plugin: name.clone(),
+            path: manifest_path.clone(),
+            reason: format!("field `{field}`: {reason}"),
+        },
+    )?;
     let spec = InstanceSpec {
         name: name.as_str().into(),
         tenant: "".into(),

@@ -15,15 +15,15 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 use wasmtime::Store;
 
-use super::batch::{self, Taken, Tally};
-use super::engine::LoadedComponent;
-use super::host::{
+use crate::informer::Event;
+use crate::plugin::exec::batch::{self, Taken, Tally};
+use crate::plugin::exec::engine::LoadedComponent;
+use crate::plugin::imports::host::{
     CacheView, LogRate, Plugin, PluginLog, State, TextLimits, WitResource, escape_controls,
     truncated,
 };
-use super::outbound::Outbound;
-use super::write::Writer;
-use crate::informer::Event;
+use crate::plugin::imports::outbound::Outbound;
+use crate::plugin::imports::write::Writer;
 
 /// Everything needed to create instances of one plugin version.
 pub struct InstanceSpec {
@@ -291,7 +291,7 @@ fn classify(e: wasmtime::Error) -> CallError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::host::MAX_ERROR_BYTES;
+    use crate::plugin::imports::host::MAX_ERROR_BYTES;
 
     #[test]
     fn a_plugins_error_text_is_bounded_and_on_one_line() {

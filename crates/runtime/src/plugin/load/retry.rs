@@ -1,4 +1,4 @@
-//! When to retry waiting plugins (see [`super::waiting`]): on an exponential backoff with
+//! When to retry waiting plugins (see [`crate::plugin::load::waiting`]): on an exponential backoff with
 //! jitter, and as soon as the cluster's CustomResourceDefinitions change — a CRD added is the
 //! usual end of a wait, and the CRD watch's first complete list after an outage says the API
 //! server answers again.
@@ -20,7 +20,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_stream};
 use tokio::time::Instant;
 
-use super::reload::DEBOUNCE;
+use crate::plugin::load::reload::DEBOUNCE;
 
 /// The first retry's delay; each retry that finds the plugin still waiting doubles it.
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);
@@ -37,7 +37,7 @@ pub fn backoff(attempt: u32) -> Duration {
     base.mul_f64(0.8 + rand::random::<f64>() * 0.4)
 }
 
-/// The retry schedule of a [`super::reload::Reloader`]: a timer and a CRD watch, both idle while
+/// The retry schedule of a [`crate::plugin::load::reload::Reloader`]: a timer and a CRD watch, both idle while
 /// nothing waits.
 pub(crate) struct RetryPlan {
     client: kube::Client,

@@ -3,9 +3,9 @@
 //! Editors and `cp` write files in several steps; reconciling on the first event would load a
 //! half-written `.wasm` (and fail) or a new `.wasm` with the old manifest. So events are debounced:
 //! the reconcile runs once the directory has been quiet for the debounce period. A reconcile that
-//! fails for a plugin keeps its old version running (see [`super::loader`]).
+//! fails for a plugin keeps its old version running (see [`crate::plugin::load::loader`]).
 //!
-//! The same loop retries waiting plugins (see [`super::waiting`]) when [`super::retry`] says:
+//! The same loop retries waiting plugins (see [`crate::plugin::load::waiting`]) when [`crate::plugin::load::retry`] says:
 //! a retry is just another reconcile, serialised with the others by the host.
 
 use std::path::Path;
@@ -15,9 +15,9 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use super::PluginError;
-use super::loader::{PluginHost, ReconcileReport};
-use super::retry::RetryPlan;
+use crate::plugin::PluginError;
+use crate::plugin::load::loader::{PluginHost, ReconcileReport};
+use crate::plugin::load::retry::RetryPlan;
 
 /// How long the directory must be quiet before a reconcile.
 pub const DEBOUNCE: Duration = Duration::from_millis(250);

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::batch::{Taken, Tally};
-use super::histogram::DurationHistogram;
-use super::host::WitResource;
-use super::instance::{CallError, Handled, Instance, InstanceSpec};
 use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
+use crate::plugin::exec::batch::{Taken, Tally};
+use crate::plugin::exec::histogram::DurationHistogram;
+use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
+use crate::plugin::imports::host::WitResource;
 use crate::tenancy::Budget;
 
 /// Restart and quarantine policy.
@@ -164,12 +164,12 @@ impl Supervisor {
     }
 
     /// The version's outbound HTTP counters (requests, failures, denied, bytes).
-    pub fn outbound(&self) -> &super::outbound::OutboundStats {
+    pub fn outbound(&self) -> &crate::plugin::imports::outbound::OutboundStats {
         &self.spec.outbound.stats
     }
 
     /// The version's write counters (by call and outcome).
-    pub fn writes(&self) -> &super::write::WriteStats {
+    pub fn writes(&self) -> &crate::plugin::imports::write::WriteStats {
         &self.spec.writer.stats
     }
 

@@ -1,4 +1,4 @@
-//! Re-expands wildcard watches (see [`super::wildcard`]) when the served kinds may have
+//! Re-expands wildcard watches (see [`crate::plugin::load::wildcard`]) when the served kinds may have
 //! changed: on every change to the cluster's CustomResourceDefinitions (seen through the shared
 //! CRD informer the host registers with while some plugin has a wildcard watch, debounced),
 //! and on a period, which is what finds aggregated APIs (APIServices) coming and going.
@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::loader::PluginHost;
-use super::reload::DEBOUNCE;
+use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::reload::DEBOUNCE;
 
 /// How often wildcard watches are re-expanded without a CRD change.
 pub const PERIOD: Duration = Duration::from_secs(60);

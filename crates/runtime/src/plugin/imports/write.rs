@@ -2,7 +2,7 @@
 //!
 //! 1. The plugin's manifest declares each kind, verb and namespace it writes (`[[write]]`).
 //! 2. Its tenant's grant is a ceiling over that: checked at load by
-//!    [`admission`](super::admission), and again here on every call, with the namespace the
+//!    [`admission`](crate::plugin::load::admission), and again here on every call, with the namespace the
 //!    call names held to the tenant's namespaces.
 //! 3. On a real cluster a tenant's writes are sent impersonating the identity its grant names,
 //!    so the cluster's RBAC has the last word.
@@ -17,7 +17,7 @@
 //! `cluster-scoped = true`. A `Namespace` object is its namespace: a tenant writes one only when
 //! its name lies inside the tenant's namespaces (grants never overlap, so never inside
 //! another's). Dry-run and impersonation are properties of the client a write is sent with
-//! (see [`super::cluster`]), not parameters a call could leave out.
+//! (see [`crate::plugin::imports::cluster`]), not parameters a call could leave out.
 //!
 //! What a write returns passes through the tenant's read grant: the object as stored for kinds
 //! and namespaces the tenant may read; otherwise only its identity (apiVersion, kind, name,
@@ -38,9 +38,9 @@ use crate::manifest::{Verb, Write};
 use crate::selector::names;
 use crate::tenancy::{Budget, Grant, Impersonate};
 
-use super::cluster::Cluster;
-use super::host::WitResource;
-use super::host::bindings::informant::plugin::kube::{ApiError, WriteError};
+use crate::plugin::imports::cluster::Cluster;
+use crate::plugin::imports::host::WitResource;
+use crate::plugin::imports::host::bindings::informant::plugin::kube::{ApiError, WriteError};
 
 /// What a write call is, for checks, metrics and messages: a manifest verb, or an Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

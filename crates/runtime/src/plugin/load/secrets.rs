@@ -8,7 +8,7 @@
 
 use std::path::Path;
 
-use super::manifest::{ConfigRef, Manifest};
+use crate::plugin::manifest::{ConfigRef, Manifest};
 
 /// Largest file a `${file:..}` reference may name: secrets are small; anything larger is a
 /// mistake (or a device) and is refused rather than handed to `init`.
@@ -60,7 +60,7 @@ fn read(path: &Path) -> Result<String, String> {
     if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    let bytes = super::loader::read_capped(&mut file, &meta, MAX_SECRET_FILE_BYTES)
+    let bytes = crate::plugin::load::loader::read_capped(&mut file, &meta, MAX_SECRET_FILE_BYTES)
         .map_err(|e| format!("cannot read: {e}"))?
         .map_err(|len| {
             format!("the file holds {len} bytes; at most {MAX_SECRET_FILE_BYTES} are read")

@@ -19,9 +19,9 @@ use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::batch::Batch;
-use super::outbound::{Hooks, Outbound};
-use super::write::{
+use crate::plugin::exec::batch::Batch;
+use crate::plugin::imports::outbound::{Hooks, Outbound};
+use crate::plugin::imports::write::{
     Call, PatchKind, Target, Writer, event_body, object_body, patch_of, unbuildable,
 };
 
@@ -51,7 +51,7 @@ pub mod bindings {
         },
         exports: { default: async },
         with: {
-            // wasi:http is wasmtime-wasi-http's, linked by `super::super::outbound`.
+            // wasi:http is wasmtime-wasi-http's, linked by `crate::plugin::imports::outbound`.
             "wasi:http": wasmtime_wasi_http::p2::bindings::http,
             "wasi:io": wasmtime_wasi::p2::bindings::io,
             "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
@@ -926,7 +926,7 @@ mod tests {
 
     #[test]
     fn the_declared_package_is_the_one_in_wit() {
-        let wit = include_str!("../../../../wit/plugin.wit");
+        let wit = include_str!("../../../../../wit/plugin.wit");
         assert!(wit.contains(&format!("package {WIT_PACKAGE};")));
     }
 

@@ -3,8 +3,8 @@
 
 use crate::tenancy::TenantPolicy;
 
-use super::loader::HostConfig;
-use super::manifest::Manifest;
+use crate::plugin::load::loader::HostConfig;
+use crate::plugin::manifest::Manifest;
 
 /// A watched resource as the checker knows it: resolved by discovery in the loader, as written
 /// (with the built-in scope table, if the kind is there) in `informant check`.

@@ -2,7 +2,7 @@
 //!
 //! The expansion is a pure function of the manifest's watch, what discovery found, and the
 //! tenant's grant, recomputed whenever the served kinds may have changed (see
-//! [`super::rediscover`]); the loader starts informers for kinds that appear and retires
+//! [`crate::plugin::load::rediscover`]); the loader starts informers for kinds that appear and retires
 //! those of kinds that go (their handler gets `Deleted` for every object it still knows).
 //!
 //! A resource is covered when discovery serves it with both `list` and `watch`, the watch's

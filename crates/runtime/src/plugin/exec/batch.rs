@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
-use super::host::{Failure, WitResource, escape_controls, truncated};
-use super::instance::{CallError, Handled};
 use crate::informer::Event;
+use crate::plugin::exec::instance::{CallError, Handled};
+use crate::plugin::imports::host::{Failure, WitResource, escape_controls, truncated};
 
 /// What became of one event the plugin took.
 #[derive(Debug)]

@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-use super::PluginError;
-use super::admission::{Admitted, Facts, WatchFacts, admit};
-use super::engine::PluginEngine;
-use super::loader::HostConfig;
-use super::manifest::Manifest;
+use crate::plugin::PluginError;
+use crate::plugin::exec::engine::PluginEngine;
+use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit};
+use crate::plugin::load::loader::HostConfig;
+use crate::plugin::manifest::Manifest;
 
 /// What to check.
 #[derive(Debug, Clone)]

@@ -10,9 +10,9 @@
 //!   no key's event reaches both versions after the swap.
 //! - A removed plugin is unregistered; informers nobody uses any more are released.
 //! - A plugin refused for a reason that goes away by itself (a kind not served yet, the API
-//!   server not answering discovery) is not an error but *waiting* (see [`super::waiting`]);
+//!   server not answering discovery) is not an error but *waiting* (see [`crate::plugin::load::waiting`]);
 //!   [`PluginHost::retry_waiting`] tries exactly those again.
-//! - A wildcard watch (`kind = "*"`) is expanded at load (see [`super::wildcard`]) and again by
+//! - A wildcard watch (`kind = "*"`) is expanded at load (see [`crate::plugin::load::wildcard`]) and again by
 //!   [`PluginHost::rediscover`] whenever the served kinds may have changed: the running version
 //!   gets informers for kinds that appeared and loses those of kinds that went, without a
 //!   reload (no new `init`, no replay of the kinds it already had).
@@ -26,24 +26,24 @@ use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast, watch};
 
-use super::PluginError;
-use super::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};
-use super::change_filter::ChangeFilters;
-use super::cluster::Cluster;
-use super::engine::{PluginEngine, hex};
-use super::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
-use super::instance::{InstanceSpec, RetryPolicy};
-use super::manifest::{Manifest, ManifestError};
-use super::outbound::Outbound;
-use super::supervisor::{PluginState, RestartPolicy, Supervisor};
-use super::waiting::{Waiting, WaitingFor};
-use super::wildcard::expand;
-use super::write::{Declared, TenantWrites, Writer};
 use crate::informer::{
     ChangeFilter, DiscoveredResource, Event, EventFilter, FnHandler, HandlerOptions,
     InformerFactory, ListenerGauges, ListenerHandle, ResolvedResource, SharedInformer, WatchScope,
     wait_all_synced,
 };
+use crate::plugin::PluginError;
+use crate::plugin::dispatch::change_filter::ChangeFilters;
+use crate::plugin::exec::engine::{PluginEngine, hex};
+use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
+use crate::plugin::exec::supervisor::{PluginState, RestartPolicy, Supervisor};
+use crate::plugin::imports::cluster::Cluster;
+use crate::plugin::imports::host::{CacheView, LogRate, PluginLog, TextLimits, WitResource};
+use crate::plugin::imports::outbound::Outbound;
+use crate::plugin::imports::write::{Declared, TenantWrites, Writer};
+use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};
+use crate::plugin::load::waiting::{Waiting, WaitingFor};
+use crate::plugin::load::wildcard::expand;
+use crate::plugin::manifest::{Manifest, ManifestError};
 use crate::tenancy::{Budgeted, Tenancy, TenantPolicy};
 
 /// How long a reconcile waits for a plugin's informers to sync before registering it anyway.
@@ -270,7 +270,7 @@ pub struct PluginHost {
     /// (`--dry-run-writes`).
     cluster: Cluster,
     /// The CRD informer's handler, registered while some plugin has a wildcard watch; it
-    /// counts CRD changes on `crd_changes` for [`super::rediscover`].
+    /// counts CRD changes on `crd_changes` for [`crate::plugin::load::rediscover`].
     crd_watch: Mutex<Option<(Arc<SharedInformer>, ListenerHandle)>>,
     crd_changes: watch::Sender<u64>,
     /// Counts finished [`PluginHost::rediscover`]s, changed or not.
@@ -872,7 +872,7 @@ impl PluginHost {
         used: &mut BTreeSet<usize>,
     ) -> bool {
         let mut any = false;
-        for scope in super::watch_scopes(w) {
+        for scope in crate::plugin::watch_scopes(w) {
             let informer = match self.factory.informer_for(resolved, scope) {
                 Ok(i) => i,
                 Err(e) => {
@@ -1029,13 +1029,11 @@ impl PluginHost {
                 reason: describe(&refusals),
             }
         })?;
-        let config_json =
-            super::secrets::resolve_config(&manifest, &id.tenant).map_err(|(field, reason)| {
-                PluginError::Refused {
-                    plugin: id.to_string(),
-                    path: found.manifest.clone(),
-                    reason: format!("field `{field}`: {reason}"),
-                }
+        let config_json = crate::plugin::load::secrets::resolve_config(&manifest, &id.tenant)
+            .map_err(|(field, reason)| PluginError::Refused {
+                plugin: id.to_string(),
+                path: found.manifest.clone(),
+                reason: format!("field `{field}`: {reason}"),
             })?;
         let (engine, name) = (self.engine.clone(), id.to_string());
         let (wasm, bytes) = (found.wasm.clone(), found.wasm_bytes.clone());
@@ -1065,7 +1063,7 @@ impl PluginHost {
                         })?;
                 changes.push(change_filter.clone());
                 for (name, resolved) in resolved {
-                    for scope in super::watch_scopes(w) {
+                    for scope in crate::plugin::watch_scopes(w) {
                         let informer = self
                             .factory
                             .informer_for(resolved, scope)

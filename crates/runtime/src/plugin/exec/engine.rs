@@ -3,7 +3,7 @@
 //!
 //! Compiling a component costs tens of milliseconds; deserializing a precompiled one ~0.1 ms. So
 //! compiled artifacts are cached as `<sha256 of the wasm>-<engine hash>.cwasm` in a checked
-//! directory (see [`super::cache`]), and each plugin version gets one `PluginPre` at load time:
+//! directory (see [`crate::plugin::exec::compile_cache`]), and each plugin version gets one `PluginPre` at load time:
 //! nothing is compiled or linked on the event path.
 
 use std::collections::HashMap;
@@ -17,9 +17,9 @@ use sha2::{Digest, Sha256};
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
-use super::PluginError;
-use super::cache::{CacheDir, CompileCache};
-use super::host::{PluginPre, State, WIT_PACKAGE};
+use crate::plugin::PluginError;
+use crate::plugin::exec::compile_cache::{CacheDir, CompileCache};
+use crate::plugin::imports::host::{PluginPre, State, WIT_PACKAGE};
 
 /// How often the epoch advances: a computing guest yields to the executor this often, so its
 /// deadline (a timer) can cut it off.
@@ -105,7 +105,9 @@ impl PluginEngine {
         // The world's own interfaces one by one: its `add_to_linker` would want `State` to
         // implement wasi:http's traits, which wasmtime-wasi-http implements on its view.
         let informant_interfaces = |linker: &mut Linker<State>| -> wasmtime::Result<()> {
-            use super::host::bindings::informant::plugin::{cache, events, kube, log, types};
+            use crate::plugin::imports::host::bindings::informant::plugin::{
+                cache, events, kube, log, types,
+            };
             types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
@@ -176,8 +178,8 @@ impl PluginEngine {
         let unreadable = |e: std::io::Error| failed(format!("cannot read: {e}"));
         let mut file = std::fs::File::open(wasm_path).map_err(unreadable)?;
         let opened = file.metadata().map_err(unreadable)?;
-        let max = super::loader::MAX_PLUGIN_FILE_BYTES;
-        let bytes = super::loader::read_capped(&mut file, &opened, max)
+        let max = crate::plugin::load::loader::MAX_PLUGIN_FILE_BYTES;
+        let bytes = crate::plugin::load::loader::read_capped(&mut file, &opened, max)
             .map_err(unreadable)?
             .map_err(|len| {
                 failed(format!(
