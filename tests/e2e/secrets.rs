@@ -55,6 +55,50 @@ async fn config_secrets_reach_init_and_nothing_else() {
         env.install(None, "relative", "hostile", &echo("${file:secrets/slack}"));
         env.install(None, "empty-name", "hostile", &echo("${env:}"));
         env.install(Some("a"), "tenant", "hostile", &echo(&file_ref));
+        // The host's own state, however a reference reaches it, and files that are no files.
+        let hostile = tempfile::tempdir().unwrap();
+        let environ_link = hostile.path().join("environ");
+        std::os::unix::fs::symlink("/proc/self/environ", &environ_link).unwrap();
+        let fifo = hostile.path().join("fifo");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path; mkfifo only creates a file.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let refused_files = [
+            (
+                "proc-environ",
+                "/proc/self/environ".to_string(),
+                "a path under /proc is refused",
+            ),
+            (
+                "proc-root",
+                "/proc/self/root/etc/hostname".into(),
+                "a path under /proc is refused",
+            ),
+            (
+                "link-to-proc",
+                environ_link.display().to_string(),
+                "it leads through `/proc`",
+            ),
+            (
+                "dev-null",
+                "/dev/null".into(),
+                "a path under /dev is refused",
+            ),
+            ("fifo", fifo.display().to_string(), "not a regular file"),
+            (
+                "directory",
+                hostile.path().display().to_string(),
+                "not a regular file",
+            ),
+            (
+                "dotdot",
+                "/etc/../proc/self/environ".into(),
+                "must not contain `..`",
+            ),
+        ];
+        for (name, path, _) in &refused_files {
+            env.install(None, name, "hostile", &echo(&format!("${{file:{path}}}")));
+        }
         let report = env.reconcile().await;
         let mut loaded: Vec<&str> = report.loaded.iter().map(|id| id.name.as_str()).collect();
         loaded.sort();
@@ -64,7 +108,31 @@ async fn config_secrets_reach_init_and_nothing_else() {
             .iter()
             .map(|(id, e)| (id.name.clone(), e.to_string()))
             .collect();
-        assert_eq!(errors.len(), 4, "{errors:?}");
+        assert_eq!(errors.len(), 4 + refused_files.len(), "{errors:?}");
+        // What a leak of the host's environment would carry.
+        let environ = std::fs::read("/proc/self/environ").unwrap();
+        let host_values: Vec<String> = environ
+            .split(|b| *b == 0)
+            .filter_map(|kv| std::str::from_utf8(kv).ok()?.split_once('='))
+            .map(|(_, v)| v.to_string())
+            // Paths may be named in an error for what they are; other values never.
+            .filter(|v| v.len() >= 8 && !v.starts_with('/'))
+            .collect();
+        for (name, path, reason) in &refused_files {
+            let (_, text) = errors
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap_or_else(|| panic!("{name} not refused: {errors:?}"));
+            for needle in [&format!("{name}.toml"), "field `config.tag`", path, reason] {
+                assert!(text.contains(needle), "{name}: `{text}` lacks `{needle}`");
+            }
+            for v in &host_values {
+                assert!(
+                    !text.contains(v.as_str()),
+                    "{name}'s error carries the host's environment"
+                );
+            }
+        }
         for (name, needles) in [
             (
                 "unset",

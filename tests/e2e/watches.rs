@@ -292,3 +292,75 @@ async fn a_jq_filter_on_spec_suppresses_a_label_only_update_and_passes_a_spec_ch
     })
     .await;
 }
+
+/// An operator's filter that passes every load-time check but explodes (4^24 outputs) beside a
+/// plugin without one, on the same ConfigMaps: the other plugin gets each of 50 updates
+/// promptly, and the exploding filter, cut at its budget, passes its own updates on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exploding_jq_filter_holds_back_no_other_plugin() {
+    const N: usize = 50;
+    guarded("an exploding change filter", async {
+        let env = PluginEnv::start(host_config()).await;
+        let watch = |tag: &str, extra: &str| {
+            format!(
+                "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"default\"\n{extra}\n[config]\nmode = \"echo\"\ntag = \"{tag}\"\n"
+            )
+        };
+        let program = format!("[{}] | length", vec!["(.,.,.,.)"; 24].join(" | "));
+        env.install(
+            None,
+            "explode",
+            "hostile",
+            &watch("explode", &format!("jq-filter = \"{program}\"")),
+        );
+        env.install(None, "other", "hostile", &watch("other", ""));
+        let report = env.reconcile().await;
+        assert_eq!(report.loaded.len(), 2, "{report:?}");
+        let names: Vec<String> = (0..N).map(|i| format!("c{i:02}")).collect();
+        for n in &names {
+            env.server.create(configmap("default", n)).unwrap();
+        }
+        let count = |plugin: &str, kind: &str| {
+            seen(&env, plugin).iter().filter(|(t, _, _)| t == kind).count()
+        };
+        env.logs
+            .wait_until("both plugins to see every ConfigMap added", || {
+                count("explode", "added") == N && count("other", "added") == N
+            })
+            .await;
+
+        // One update per object, so no two coalesce: each is an event of its own.
+        let started = std::time::Instant::now();
+        for n in &names {
+            let mut cm = configmap("default", n);
+            cm["data"]["k"] = json!("changed");
+            env.server.update(cm).unwrap();
+        }
+        env.logs
+            .wait_until("the other plugin to see every update", || {
+                count("other", "updated") == N
+            })
+            .await;
+        let other_took = started.elapsed();
+        env.logs
+            .wait_until("the exploding filter to pass its updates on", || {
+                count("explode", "updated") == N
+            })
+            .await;
+        eprintln!(
+            "other plugin: {N} updates in {other_took:?}; the exploding filter's: {:?}",
+            started.elapsed()
+        );
+        assert!(
+            other_took < std::time::Duration::from_secs(10),
+            "the other plugin took {other_took:?} for {N} updates"
+        );
+        let stats = env.host.change_filter_stats();
+        let (_, _, errors) = stats
+            .iter()
+            .find(|(d, _, _)| d.contains("(.,.,.,.)"))
+            .expect("the exploding filter is live");
+        assert_eq!(*errors, N as u64, "every update passed over budget is counted: {stats:?}");
+    })
+    .await;
+}

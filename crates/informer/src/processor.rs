@@ -4,6 +4,8 @@
 //! Contract:
 //! - [`SharedProcessor::distribute`] never blocks on a handler: it only pushes into queues, so a
 //!   slow or stuck handler delays nobody else (its own queue stays bounded by coalescing).
+//!   Change filters ([`ChangeFilter`]) run on the handler's task too, so a slow one delays only
+//!   its handlers.
 //! - Each handler runs in its own tokio task, one call at a time (an event, or the events taken
 //!   in one wake-up), per key in order.
 //! - A handler that panics ends its own task; the processor and other handlers carry on.
@@ -48,13 +50,15 @@ impl std::fmt::Debug for EventFilter {
     }
 }
 
-/// Which updates a handler is woken for: a change filter sees every update its handler's
-/// [`EventFilter`] accepted, in the informer's order, and `false` drops it before the queue.
+/// Which updates a handler is woken for: a change filter sees the updates its handler's
+/// [`EventFilter`] accepted, per key in order, and `false` drops one before the handler.
 /// Adds, deletes and resyncs are never offered to it: they always pass.
 ///
-/// Called inline while the informer distributes (under the store's write lock), so it must be
-/// cheap and must not block; it is shared by every handler registered with it, which is how a
-/// result can be computed once per object version for all of them.
+/// Called on the handler's own task as it takes events from its queue, never while the informer
+/// distributes: a slow filter delays only the handlers using it. It sees updates after
+/// coalescing (old object of the first pending update, new object of the last), so it may be
+/// offered fewer than the informer applied. It may be shared by several handlers, which is how
+/// a result can be computed once per object version for all of them.
 #[derive(Clone)]
 pub struct ChangeFilter(Arc<dyn Fn(&Event) -> bool + Send + Sync>);
 
@@ -173,10 +177,11 @@ impl SharedProcessor {
         Arc::new(Self::default())
     }
 
-    /// Pushes `event` into the queue of every listener whose filters accept it.
+    /// Pushes `event` into the queue of every listener whose [`EventFilter`] accepts it (change
+    /// filters run later, on each listener's task).
     pub fn distribute(&self, event: &Event) {
         for (_, l) in self.listeners.read().iter() {
-            if l.accepts(&event.object) && l.changes.as_ref().is_none_or(|c| c.passes(event)) {
+            if l.accepts(&event.object) {
                 l.listener.push(event.clone());
             }
         }
@@ -242,7 +247,11 @@ impl SharedProcessor {
             while listener.pop_batch(&mut batch, BATCH).await {
                 for delivery in batch.drain(..) {
                     match delivery {
-                        Delivery::Event(e) => events.push(e),
+                        Delivery::Event(e) => {
+                            if task_state.changes.as_ref().is_none_or(|c| c.passes(&e)) {
+                                events.push(e);
+                            }
+                        }
                         Delivery::Synced => {
                             // What was queued before the marker is handled before it is seen.
                             if !hand_over(&mut handler, &task_state, &mut events).await {

@@ -597,20 +597,82 @@ mod tests {
             },
         );
         assert_eq!(rx.recv().await.unwrap(), (EventType::Added, "1".into()));
+        // Queued before the handler's task runs: coalesced into one update, 1 -> 3, offered once.
         inf.apply(Delta::Apply(cm("a", 2)));
         inf.apply(Delta::Apply(cm("a", 3)));
         assert_eq!(rx.recv().await.unwrap(), (EventType::Updated, "3".into()));
-        inf.apply(Delta::Apply(cm("b", 4)));
+        // a's update to 4 is dropped: b, queued after it, comes next.
+        inf.apply(Delta::Apply(cm("a", 4)));
+        inf.apply(Delta::Apply(cm("b", 5)));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Added, "5".into()));
         inf.apply(Delta::Delete(cm("a", 6)));
-        assert_eq!(rx.recv().await.unwrap(), (EventType::Added, "4".into()));
         assert_eq!(rx.recv().await.unwrap(), (EventType::Deleted, "6".into()));
-        assert_eq!(rx.recv().await.unwrap(), (EventType::Resync, "4".into()));
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Resync, "5".into()));
         assert_eq!(
             offered.load(std::sync::atomic::Ordering::Relaxed),
             2,
-            "only the two updates were offered to the filter"
+            "only the two (coalesced) updates were offered to the filter"
         );
         assert_eq!(h.backlog(), 0);
+    }
+
+    /// A change filter runs on its handler's task, not while the informer distributes: one that
+    /// blocks holds back neither the informer nor another handler of the same informer.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_blocking_change_filter_delays_only_its_own_handler() {
+        let inf = informer();
+        inf.apply(Delta::Replace(vec![cm("a", 1)]));
+        let (release, released) = std::sync::mpsc::channel::<()>();
+        let released = parking_lot::Mutex::new(released);
+        let waited_for_release = Arc::new(parking_lot::Mutex::new(None));
+        let outcome = waited_for_release.clone();
+        let (slow_tx, mut slow_rx) = tokio::sync::mpsc::unbounded_channel();
+        let slow = inf.add_handler(
+            "slow-filter",
+            FnHandler(move |e: Event| {
+                let _ = slow_tx.send(e.event_type);
+            }),
+            HandlerOptions {
+                // The first update offered waits to be released; later ones pass at once.
+                changes: Some(super::ChangeFilter::new(move |_| {
+                    let mut outcome = outcome.lock();
+                    if outcome.is_none() {
+                        let got = released.lock().recv_timeout(Duration::from_secs(30));
+                        *outcome = Some(got.is_ok());
+                    }
+                    true
+                })),
+                ..Default::default()
+            },
+        );
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let other = inf.add_handler(
+            "other",
+            FnHandler(move |e: Event| {
+                let _ = tx.send((e.event_type, e.object.resource_version().to_string()));
+            }),
+            HandlerOptions::default(),
+        );
+        assert_eq!(slow_rx.recv().await.unwrap(), EventType::Added);
+        assert_eq!(rx.recv().await.unwrap(), (EventType::Added, "1".into()));
+        let guard = Duration::from_secs(20);
+        for rv in 2..=50 {
+            inf.apply(Delta::Apply(cm("a", rv)));
+            let got = tokio::time::timeout(guard, rx.recv()).await;
+            assert_eq!(
+                got.expect("the other handler is not held back").unwrap(),
+                (EventType::Updated, rv.to_string())
+            );
+        }
+        release.send(()).unwrap();
+        assert_eq!(slow_rx.recv().await.unwrap(), EventType::Updated);
+        assert_eq!(
+            *waited_for_release.lock(),
+            Some(true),
+            "the filter was released, not timed out"
+        );
+        slow.remove();
+        other.remove();
     }
 
     /// A resource that goes away: each object its handler saw gets exactly one Deleted (from the

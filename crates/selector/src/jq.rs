@@ -1,25 +1,42 @@
 //! Change filters: jq programs (run by jaq) that project an object onto what a plugin cares
 //! about, so an update is delivered only when that projection changed.
 //!
-//! jaq has no step, fuel or time limit, and evaluation cannot be interrupted, so what a program
-//! may do is bounded before it runs:
+//! jaq has no fuel or time limit of its own, so what a program may do is bounded twice.
+//!
+//! Before it runs:
 //! - at most [`MAX_PROGRAM_BYTES`] of text, nested at most [`MAX_DEPTH`] deep (parsing, checking
 //!   and evaluating recurse over the program);
 //! - no `def` (no recursion), no `reduce`/`foreach`, no `*` (string repetition), and only the
 //!   builtins in [`ALLOWED`]: no generators of unbounded length (`range`, `repeat`, `recurse`,
 //!   `while`, `until`), no access to the host (`env`, `input`, `halt`, `now`, `debug`), no
-//!   regular expressions and no `fromjson` (whose cost would depend on the object's text);
+//!   regular expressions and no `fromjson` (whose cost would depend on the object's text).
+//!
+//! What passes can still do work exponential in the program's length (`(.,.,.,.) | (.,.,.,.) |
+//! ...` gives 4^n outputs), so each evaluation also runs under a budget:
+//! - at most [`MAX_STEPS`] steps (a step is one term of the program evaluated on one input, a
+//!   builtin call included) and at most [`MAX_EVAL_TIME`] of wall time, checked every
+//!   [`CLOCK_EVERY`] steps; the first exceeded ends the evaluation with an error
+//!   ([`OVER_BUDGET`] in its text);
 //! - at most [`MAX_OUTPUTS`] outputs, written as at most [`MAX_OUTPUT_BYTES`] of JSON.
 //!
-//! What remains is work exponential in the program's length at worst (`[.,.] | [.,.] | ...`),
-//! not endless loops: fine for a program the operator wrote, not for one an untrusted tenant
-//! wrote, which is why the runtime lets only operator plugins use them.
+//! The budget is counted where jaq looks up the term it evaluates next, and an evaluation over it
+//! is unwound from there (caught in [`JqFilter::eval`]; nothing shared is left half-changed,
+//! since a compiled program is immutable and the values are the evaluation's own). What the
+//! budget cannot stop is one step that is long by itself: a builtin or operator that walks a
+//! whole value (`==`, `sort`, `tojson`, string interpolation, `[..]`, `[paths]`) on a value
+//! built to share one part exponentially often (`[.,.] | [.,.] | ...`) runs to its end. That is
+//! why the runtime lets only operator plugins use change filters, and evaluates them off the
+//! informer's distribution path, on the watching plugin's own task.
 
 use std::fmt::Write as _;
 
+use std::cell::Cell;
+use std::time::{Duration, Instant};
+
+use jaq_core::data::{DataT, HasLut};
 use jaq_core::load::parse::{BinaryOp, Pattern, Term};
 use jaq_core::load::{Arena, File, Loader};
-use jaq_core::{Ctx, Vars, data};
+use jaq_core::{Ctx, Lut, Vars};
 use jaq_json::Val;
 
 /// Longest program accepted.
@@ -32,6 +49,17 @@ const PARSE_STACK_BYTES: usize = 64 << 20;
 pub const MAX_OUTPUTS: usize = 64;
 /// Most bytes of JSON one evaluation's outputs may take.
 pub const MAX_OUTPUT_BYTES: usize = 1 << 20;
+/// Most steps one evaluation may take: a projection of a Kubernetes object takes hundreds to a
+/// few thousand. Steps ran at about 1,300 per ms in a debug test build on a busy machine, so
+/// there [`MAX_EVAL_TIME`] ends an evaluation first; the count keeps the bound independent of
+/// how fast the clock says the machine is.
+pub const MAX_STEPS: u64 = 1_000_000;
+/// Longest one evaluation may run.
+pub const MAX_EVAL_TIME: Duration = Duration::from_millis(50);
+/// Steps between two looks at the clock (reading it costs about as much as a step).
+pub const CLOCK_EVERY: u64 = 1024;
+/// In the error of an evaluation that exceeded [`MAX_STEPS`] or [`MAX_EVAL_TIME`].
+pub const OVER_BUDGET: &str = "over its budget";
 
 /// Builtins a change filter may call: each ends, in time bounded by its input's size.
 pub const ALLOWED: &[&str] = &[
@@ -122,7 +150,63 @@ pub const ALLOWED: &[&str] = &[
     "isnormal",
 ];
 
-type Data = data::JustLut<Val>;
+/// What jaq evaluates on: JSON values, and a lookup table that counts the steps taken.
+struct Data;
+
+impl DataT for Data {
+    type V<'a> = Val;
+    type Data<'a> = Metered<'a>;
+}
+
+/// The program's lookup table, handed out once per step against the evaluation's budget.
+#[derive(Clone)]
+struct Metered<'a> {
+    lut: &'a Lut<Data>,
+    budget: &'a Budget,
+}
+
+impl<'a> HasLut<'a, Data> for Metered<'a> {
+    fn lut(&self) -> &'a Lut<Data> {
+        self.budget.step();
+        self.lut
+    }
+}
+
+/// One evaluation's budget: steps left, and when it must have ended.
+struct Budget {
+    steps: Cell<u64>,
+    deadline: Instant,
+}
+
+/// The unwind payload of an evaluation over its budget.
+struct Exceeded(String);
+
+impl Budget {
+    fn new() -> Self {
+        Budget {
+            steps: Cell::new(0),
+            deadline: Instant::now() + MAX_EVAL_TIME,
+        }
+    }
+
+    /// Counts a step; over the budget, unwinds to [`JqFilter::eval`]. `resume_unwind` rather
+    /// than `panic!`: no panic hook runs, so nothing is printed for an expected outcome.
+    fn step(&self) {
+        let n = self.steps.get() + 1;
+        self.steps.set(n);
+        let why = if n > MAX_STEPS {
+            format!("{OVER_BUDGET}: more than {MAX_STEPS} steps")
+        } else if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > self.deadline {
+            format!(
+                "{OVER_BUDGET}: still running after {} ms ({n} steps)",
+                MAX_EVAL_TIME.as_millis()
+            )
+        } else {
+            return;
+        };
+        std::panic::resume_unwind(Box::new(Exceeded(why)));
+    }
+}
 
 // Shared by every informer thread that evaluates it.
 const _: fn() = || {
@@ -221,11 +305,29 @@ impl JqFilter {
     }
 
     /// The program's outputs for the object `json`, as JSON lines: what two versions of an
-    /// object are compared by. `Err` for a runtime error or an output over the bounds.
+    /// object are compared by. `Err` for a runtime error, an output over the bounds, or an
+    /// evaluation over its budget (the text then holds [`OVER_BUDGET`]).
     pub fn eval(&self, json: &str) -> Result<String, String> {
         let input = jaq_json::read::parse_single(json.as_bytes())
             .map_err(|e| format!("input is not JSON: {e}"))?;
-        let ctx = Ctx::<Data>::new(&self.filter.lut, Vars::new([]));
+        let budget = Budget::new();
+        // Unwind safety: the program is immutable and every value is this evaluation's own, so
+        // an evaluation cut short leaves nothing half-changed behind.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.run(input, &budget))) {
+            Ok(result) => result,
+            Err(payload) => match payload.downcast::<Exceeded>() {
+                Ok(exceeded) => Err(exceeded.0),
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+        }
+    }
+
+    fn run(&self, input: Val, budget: &Budget) -> Result<String, String> {
+        let metered = Metered {
+            lut: &self.filter.lut,
+            budget,
+        };
+        let ctx = Ctx::<Data>::new(metered, Vars::new([]));
         let mut out = String::new();
         for (n, result) in self.filter.id.run((ctx, input)).enumerate() {
             if n >= MAX_OUTPUTS {
@@ -413,6 +515,33 @@ mod tests {
             let err = JqFilter::compile(program).unwrap_err();
             assert!(err.contains(why), "`{program}` -> `{err}` lacks `{why}`");
         }
+    }
+
+    /// Programs that pass every check at load but whose work explodes: each ends promptly with
+    /// an error naming the budget, and the next evaluation starts with a full one.
+    #[test]
+    fn exploding_programs_end_over_budget() {
+        let four = "(.,.,.,.)";
+        let nested = format!(".{}", " | [.,.,.,.]".repeat(24));
+        for program in [
+            format!("[{}] | length", vec![four; 24].join(" | ")),
+            format!("{} | select(false)", vec![four; 24].join(" | ")),
+            format!("isempty({} | select(false))", vec![four; 24].join(" | ")),
+            format!("{nested} | flatten | length"),
+            format!("{nested} | [.. | numbers] | length"),
+        ] {
+            let f = JqFilter::compile(&program).unwrap();
+            let started = Instant::now();
+            let err = f.eval(r#"{"spec":{"x":1}}"#).unwrap_err();
+            let took = started.elapsed();
+            assert!(err.contains(OVER_BUDGET), "`{program}` -> `{err}`");
+            assert!(
+                took < MAX_EVAL_TIME * 20,
+                "`{program}` took {took:?} to be stopped"
+            );
+        }
+        let f = JqFilter::compile(".spec").unwrap();
+        assert_eq!(f.eval(r#"{"spec":{"x":1}}"#).unwrap(), "{\"x\":1}\n");
     }
 
     #[test]

@@ -1,16 +1,27 @@
 //! Change filters on the host: a `[[watch]]`'s `jq-filter` and `ignore` decide which updates
-//! wake its plugin, before they reach the plugin's queue.
+//! wake its plugin, before they reach the plugin.
 //!
 //! An update passes when the object's projection — the object without the `ignore`d fields,
 //! then through the jq program, if any — differs between the old and the new version.
 //! Adds, deletes, replays and resyncs always pass (resync exists to re-deliver what did not
 //! change). Projections are compared by sha256 and cached per object version, shared by every
 //! plugin whose watch has the same filter: 50 plugins with one filter cost one evaluation per
-//! object version, not 50. A projection that fails at run time (`.spec.x | tonumber` on an
-//! object where it is not a number, or an output over the bounds of
-//! [`informant_selector::jq`]) lets the update through: it is counted and logged once per
-//! filter, since a filter that hides events by failing would be worse than one that shows
-//! too many.
+//! object version, not 50.
+//!
+//! A projection that fails — a runtime error (`.spec.x | tonumber` on an object where it is not
+//! a number), an output over the bounds of [`informant_selector::jq`], or an evaluation over its
+//! budget (steps or wall time, same module) — lets the update through: it is counted, logged
+//! once per filter (an evaluation over budget once more, on its own line, since it says the
+//! filter costs too much rather than that an object did not fit it), and remembered for that
+//! object version, so a filter that always exceeds its budget pays it once per version, not on
+//! every update and every watch. A filter that hides events by failing would be worse than one
+//! that shows too many.
+//!
+//! Filters run where the informer hands an update to a watching plugin's own task (see
+//! [`crate::informer::ChangeFilter`]), never while it distributes: a slow filter delays only
+//! the watches using it. On a multi-threaded runtime an evaluation that misses the cache runs
+//! in [`tokio::task::block_in_place`], so even one long step the budget cannot cut holds its
+//! own thread, not a worker other plugins' tasks are queued on.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,13 +33,13 @@ use sha2::{Digest, Sha256};
 use crate::informer::{CachedObject, ChangeFilter, Event};
 use crate::manifest::Watch;
 use crate::selector::FieldPath;
-use crate::selector::jq::JqFilter;
+use crate::selector::jq::{JqFilter, OVER_BUDGET};
 
 /// Cached projections per filter before the cache is emptied (recomputing costs only time):
 /// bounds what objects deleted since, which the filter never hears of, can hold.
 const MAX_CACHED: usize = 1 << 17;
 
-/// Errors quoted in the log are cut here: they may quote a part of the object.
+/// Errors kept and quoted in the log are cut here: they may quote a part of the object.
 const MAX_LOGGED_ERROR: usize = 200;
 
 /// The change filters in use, one per distinct (`jq-filter`, `ignore`), shared by every watch
@@ -72,6 +83,7 @@ impl ChangeFilters {
                     evaluations: AtomicU64::new(0),
                     errors: AtomicU64::new(0),
                     warned: AtomicBool::new(false),
+                    warned_budget: AtomicBool::new(false),
                 });
                 live.insert(spec, Arc::downgrade(&p));
                 p
@@ -108,8 +120,8 @@ fn describe(spec: &Spec) -> String {
     }
 }
 
-/// An object version (resourceVersion) and the sha256 of its projection.
-type Version = (String, [u8; 32]);
+/// An object version (resourceVersion) and the sha256 of its projection, or why there is none.
+type Version = (String, Result<[u8; 32], Arc<str>>);
 
 /// One distinct filter and its cache of projections per object version.
 struct Projection {
@@ -122,6 +134,7 @@ struct Projection {
     evaluations: AtomicU64,
     errors: AtomicU64,
     warned: AtomicBool,
+    warned_budget: AtomicBool,
 }
 
 impl Projection {
@@ -133,30 +146,38 @@ impl Projection {
             (Ok(a), Ok(b)) => a != b,
             (Err(why), _) | (_, Err(why)) => {
                 let n = self.errors.fetch_add(1, Ordering::Relaxed) + 1;
-                if !self.warned.swap(true, Ordering::Relaxed) {
-                    let cut = why.floor_char_boundary(MAX_LOGGED_ERROR);
-                    tracing::warn!(filter = %self.describe, object = %e.key().as_str(), error = %&why[..cut], errors = n, "change filter failed; passing the update (logged once per filter)");
+                let (filter, object) = (&self.describe, e.key().as_str());
+                if !why.contains(OVER_BUDGET) {
+                    if !self.warned.swap(true, Ordering::Relaxed) {
+                        tracing::warn!(%filter, %object, error = %why, errors = n, "change filter failed; passing the update (logged once per filter)");
+                    }
+                } else if !self.warned_budget.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(%filter, %object, error = %why, errors = n, "change filter over its budget; passing the update (logged once per filter)");
                 }
                 true
             }
         }
     }
 
-    /// The projection's digest for this object version, computed once.
-    fn digest(&self, o: &CachedObject) -> Result<[u8; 32], String> {
+    /// The projection's digest for this object version, computed once (a failure too).
+    fn digest(&self, o: &CachedObject) -> Result<[u8; 32], Arc<str>> {
         let rv = o.resource_version();
         if let Some(recent) = self.seen.lock().get(o.uid())
             && let Some((_, d)) = recent.iter().find(|(v, _)| v == rv)
         {
-            return Ok(*d);
+            return d.clone();
         }
         self.evaluations.fetch_add(1, Ordering::Relaxed);
-        let digest: [u8; 32] = Sha256::digest(self.project(o)?).into();
+        let digest = self
+            .project(o)
+            .map(|p| Sha256::digest(p).into())
+            // Cut before it is kept: a jq error may quote the whole object.
+            .map_err(|why| Arc::from(&why[..why.floor_char_boundary(MAX_LOGGED_ERROR)]));
         let mut seen = self.seen.lock();
         if seen.len() >= MAX_CACHED {
             seen.clear();
         }
-        let entry = (rv.to_string(), digest);
+        let entry = (rv.to_string(), digest.clone());
         match seen.get_mut(o.uid()) {
             Some(recent) => {
                 recent[1] = std::mem::replace(&mut recent[0], entry);
@@ -165,7 +186,7 @@ impl Projection {
                 seen.insert(o.uid().to_string(), [entry.clone(), entry]);
             }
         }
-        Ok(digest)
+        digest
     }
 
     fn project(&self, o: &CachedObject) -> Result<String, String> {
@@ -179,9 +200,21 @@ impl Projection {
             std::borrow::Cow::Owned(v.to_string())
         };
         match &self.jq {
-            Some(f) => f.eval(&json),
+            Some(f) => off_the_worker(|| f.eval(&json)),
             None => Ok(json.into_owned()),
         }
+    }
+}
+
+/// Runs `eval` so that, however long it takes, it holds no runtime worker other tasks wait on
+/// (on a current-thread runtime there is no other thread to hand them to: it runs inline).
+fn off_the_worker<T>(eval: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(eval)
+        }
+        _ => eval(),
     }
 }
 
@@ -267,6 +300,32 @@ mod tests {
         assert!(!ignore.passes(&Event::updated(v1.clone(), v2.clone())));
         assert!(ignore.passes(&Event::updated(v2.clone(), v3.clone())));
         assert_eq!(filters.stats().len(), 2);
+    }
+
+    /// A filter that passes every load-time check but explodes: each update passes, and each
+    /// object version costs one evaluation over budget, however many updates and watches ask.
+    #[test]
+    fn a_filter_over_its_budget_passes_the_update_and_pays_once_per_version() {
+        let filters = ChangeFilters::default();
+        let program = vec!["(.,.,.,.)"; 24].join(" | ");
+        let w = watch(&format!("jq-filter = \"[{program}] | length\""));
+        let (a, b) = (
+            filters.for_watch(&w).unwrap().unwrap(),
+            filters.for_watch(&w).unwrap().unwrap(),
+        );
+        let (v1, v2) = (object(1, "a", "x"), object(2, "a", "x"));
+        let started = std::time::Instant::now();
+        for f in [&a, &b, &a] {
+            assert!(f.passes(&Event::updated(v1.clone(), v2.clone())));
+        }
+        let took = started.elapsed();
+        let (_, evaluations, errors) = filters.stats()[0].clone();
+        assert_eq!(evaluations, 2, "one evaluation per version");
+        assert_eq!(errors, 3, "every update passed over budget is counted");
+        assert!(
+            took < crate::selector::jq::MAX_EVAL_TIME * 2 * 20,
+            "two evaluations over budget took {took:?}"
+        );
     }
 
     #[test]

@@ -16,6 +16,12 @@
 //!   [`PluginHost::rediscover`] whenever the served kinds may have changed: the running version
 //!   gets informers for kinds that appeared and loses those of kinds that went, without a
 //!   reload (no new `init`, no replay of the kinds it already had).
+//!
+//! Files are read once, bounded, through the descriptor the checks were made on, and the load
+//! uses those bytes. A symbolic link is followed only within its own directory; a file with
+//! several hard links loads only from a directory whose owner owns the file, so a tenant's link
+//! to another tenant's (or the host's) file neither loads nor freezes the owner's updates
+//! (see `read_within`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -1339,9 +1345,19 @@ fn collect(out: &mut Scan, tenant: &str, real_dir: &Path, path: &Path, config: &
 
 /// Reads a plugin file found in `real_dir` (that directory, canonical), of at most `max` bytes
 /// (`key` names the setting in errors). A symbolic link is followed only when it stays in
-/// `real_dir`; a file with several hard links is refused, since nothing tells where its other
-/// names are. The checks are made on the file actually opened, so a link swapped in between
-/// check and read cannot slip past.
+/// `real_dir`. The checks are made on the file actually opened, and the bytes returned are the
+/// ones read through it, so a link swapped in between check and read cannot slip past.
+///
+/// Hard links: nothing tells where a file's other names are, and a name in one directory may
+/// have been made by anyone able to link the file there (a tenant linking another tenant's or
+/// the host's file into its own directory, to run it under its own grant or have the host read
+/// what it could not). So a file with several names is loaded only from a directory whose
+/// owner (uid) owns the file: that owner could read and copy the file anyway, so loading it
+/// from there lends nobody anything; a name in any other directory is refused. Hence a tenant
+/// that links another's file into its own directory cannot load it, and cannot freeze the
+/// owner's updates either: the owner's own name still loads. One account owning every
+/// directory (tenants writing through group or ACL grants) keeps the refusal of every file
+/// with several names, whoever made them: copy files in, don't link them.
 fn read_within(
     path: &Path,
     real_dir: &Path,
@@ -1373,19 +1389,24 @@ fn read_within(
         path: path.to_path_buf(),
         reason,
     };
+    let whose = if id.tenant.is_empty() {
+        "the plugins directory's top level".to_string()
+    } else {
+        format!("tenant `{}`'s directory", id.tenant)
+    };
     let links = hard_links(&opened);
     if links > 1 {
-        return Err(refused(format!(
-            "it has {links} hard links; a plugin's files must have one, since another name of the \
-             same file may be another tenant's plugin (copy the file instead of linking it)"
-        )));
+        let dir = std::fs::metadata(real_dir).map_err(unreadable)?;
+        if let Some((file_owner, dir_owner)) = owners(&opened, &dir).filter(|(f, d)| f != d) {
+            return Err(refused(format!(
+                "it has {links} hard links and is owned by uid {file_owner}, not by uid \
+                 {dir_owner} who owns {whose}; a file with several names loads only from a \
+                 directory its owner owns, since another name may be in another tenant's \
+                 directory (copy the file instead of linking it)"
+            )));
+        }
     }
     if target.parent() != Some(real_dir) {
-        let whose = if id.tenant.is_empty() {
-            "the plugins directory's top level".to_string()
-        } else {
-            format!("tenant `{}`'s directory", id.tenant)
-        };
         return Err(refused(format!(
             "it is a link to `{}`, outside {whose}; links out of a plugin's directory are refused",
             target.display()
@@ -1443,6 +1464,19 @@ fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
 #[cfg(not(unix))]
 fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
     true
+}
+
+/// The uids owning `file` and `dir`; `None` where files have no owner (every file is then
+/// treated as its directory's).
+#[cfg(unix)]
+fn owners(file: &std::fs::Metadata, dir: &std::fs::Metadata) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((file.uid(), dir.uid()))
+}
+
+#[cfg(not(unix))]
+fn owners(_: &std::fs::Metadata, _: &std::fs::Metadata) -> Option<(u32, u32)> {
+    None
 }
 
 #[cfg(unix)]
@@ -1530,29 +1564,96 @@ mod tests {
         );
     }
 
-    /// A hard link names the same file as another name that may sit in another tenant's
-    /// directory: nothing tells where, so no file with several names is loaded.
+    /// Whether this process may give files away (root, with CAP_CHOWN); the ownership tests
+    /// need two owners and skip, saying so, where they cannot have them.
+    fn can_chown(dir: &Path) -> bool {
+        let probe = dir.join("probe");
+        std::fs::write(&probe, b"").unwrap();
+        let ok = std::os::unix::fs::chown(&probe, Some(4242), None).is_ok();
+        std::fs::remove_file(&probe).unwrap();
+        if !ok {
+            eprintln!("skipped: needs to chown files to another uid (run as root)");
+        }
+        ok
+    }
+
+    fn owned_by(path: &Path, uid: u32) {
+        std::os::unix::fs::chown(path, Some(uid), None).unwrap();
+    }
+
+    /// a links b's component into its own directory: a cannot load it (b owns it, not a's
+    /// directory's owner), and b's own name keeps loading, rewritten in place or not, so a's
+    /// link freezes nothing of b's.
     #[test]
-    fn refuses_a_hard_link_and_the_file_it_shares() {
+    fn another_directorys_hard_link_neither_loads_nor_freezes_the_owners_file() {
         let tmp = tempfile::tempdir().unwrap();
+        if !can_chown(tmp.path()) {
+            return;
+        }
         let (a, b) = (tmp.path().join("a"), tmp.path().join("b"));
         std::fs::create_dir(&a).unwrap();
         std::fs::create_dir(&b).unwrap();
         std::fs::write(b.join("p.wasm"), b"b's plugin").unwrap();
+        let (a_uid, b_uid) = (4001, 4002);
+        owned_by(&a, a_uid);
+        owned_by(&b, b_uid);
+        owned_by(&b.join("p.wasm"), b_uid);
         std::fs::hard_link(b.join("p.wasm"), a.join("p.wasm")).unwrap();
-        for dir in [&a, &b] {
-            let err = read_within(
-                &dir.join("p.wasm"),
-                &dir.canonicalize().unwrap(),
-                &id(),
-                SIZE,
-            )
-            .unwrap_err();
-            assert!(err.to_string().contains("it has 2 hard links"), "{err}");
+        let (a_real, b_real) = (a.canonicalize().unwrap(), b.canonicalize().unwrap());
+
+        let err = read_within(&a.join("p.wasm"), &a_real, &id(), SIZE).unwrap_err();
+        let PluginError::Refused { path, reason, .. } = err else {
+            panic!("expected a refusal, got {err:?}")
+        };
+        assert_eq!(path, a.join("p.wasm"));
+        assert!(
+            reason.contains("it has 2 hard links and is owned by uid 4002, not by uid 4001 who owns tenant `a`'s directory"),
+            "{reason}"
+        );
+
+        assert_eq!(
+            read_within(&b.join("p.wasm"), &b_real, &id(), SIZE).unwrap(),
+            b"b's plugin"
+        );
+        // b updates in place (as `cp` does): the new bytes load from b's directory.
+        std::fs::write(b.join("p.wasm"), b"b's plugin, v2").unwrap();
+        assert_eq!(
+            read_within(&b.join("p.wasm"), &b_real, &id(), SIZE).unwrap(),
+            b"b's plugin, v2"
+        );
+        assert!(read_within(&a.join("p.wasm"), &a_real, &id(), SIZE).is_err());
+    }
+
+    /// A host file (here root's) linked into a tenant's directory is not loaded there; a file
+    /// the directory's owner links within its own directory is.
+    #[test]
+    fn a_hard_link_to_a_host_file_is_refused_and_ones_own_links_load() {
+        let tmp = tempfile::tempdir().unwrap();
+        if !can_chown(tmp.path()) {
+            return;
         }
-        std::fs::remove_file(a.join("p.wasm")).unwrap();
-        let b_real = b.canonicalize().unwrap();
-        assert!(read_within(&b.join("p.wasm"), &b_real, &id(), SIZE).is_ok());
+        let a = tmp.path().join("a");
+        std::fs::create_dir(&a).unwrap();
+        let host = tmp.path().join("host.wasm");
+        std::fs::write(&host, b"the host's file").unwrap();
+        owned_by(&host, 0);
+        owned_by(&a, 4001);
+        std::fs::hard_link(&host, a.join("p.wasm")).unwrap();
+        let a_real = a.canonicalize().unwrap();
+        let err = read_within(&a.join("p.wasm"), &a_real, &id(), SIZE).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("is owned by uid 0, not by uid 4001"),
+            "{err}"
+        );
+
+        std::fs::write(a.join("own.wasm"), b"a's plugin").unwrap();
+        owned_by(&a.join("own.wasm"), 4001);
+        std::fs::hard_link(a.join("own.wasm"), a.join("q.wasm")).unwrap();
+        assert_eq!(
+            read_within(&a.join("q.wasm"), &a_real, &id(), SIZE).unwrap(),
+            b"a's plugin"
+        );
     }
 
     /// Reading a FIFO would block the reconcile (every tenant's loads) until someone writes.

@@ -3,10 +3,13 @@
 //!
 //! Only operator plugins (top-level, or every plugin when no config file is given) may read the
 //! host's environment and files: a tenant's plugin naming a reference is refused, since the
-//! host process holds every tenant's secrets and its own. Values are never logged: every
+//! host process holds every tenant's secrets and its own. Even an operator plugin's `${file:..}`
+//! never reads the host's own state: no path through `/proc`, `/sys` or `/dev`, however links
+//! lead there, and no file on a pseudo-filesystem (see `read`). Values are never logged: every
 //! message names the reference and the field, never what it resolved to.
 
-use std::path::Path;
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
 
 use crate::plugin::manifest::{ConfigRef, Manifest};
 
@@ -45,27 +48,180 @@ fn resolve(r: &ConfigRef) -> Result<String, String> {
     }
 }
 
-/// A secret file's text. Links are followed (a mounted Kubernetes Secret is a chain of them);
-/// the file opened must be a regular file, read bounded, so a FIFO, a device or a huge file
-/// cannot hang or exhaust the loader.
+/// A secret file's text. Links are followed (a mounted Kubernetes Secret is a chain of them),
+/// but no path through `/proc`, `/sys` or `/dev` is, and the file opened must be a regular file
+/// on a filesystem that stores files (see [`pseudo_filesystem`]), read bounded, so a FIFO, a
+/// device, a huge file or the host's own state (`/proc/self/environ`, every secret the host
+/// holds) cannot hang the loader or reach a plugin.
+///
+/// The path is checked as it is resolved, link by link; the file is then opened without
+/// following a last link, and the filesystem and type checked on the descriptor opened, so a
+/// link swapped in after the check opens nothing or is refused by the descriptor's checks.
 fn read(path: &Path) -> Result<String, String> {
+    let resolved = resolve_links(path)?;
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY,
+    );
     let mut file = options
-        .open(path)
+        .open(&resolved)
         .map_err(|e| format!("cannot open: {e}"))?;
     let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(leads(path, &resolved, "not a regular file"));
     }
-    let bytes = crate::plugin::load::loader::read_capped(&mut file, &meta, MAX_SECRET_FILE_BYTES)
+    check_filesystem(&file).map_err(|why| leads(path, &resolved, &why))?;
+    let bytes = super::loader::read_capped(&mut file, &meta, MAX_SECRET_FILE_BYTES)
         .map_err(|e| format!("cannot read: {e}"))?
         .map_err(|len| {
             format!("the file holds {len} bytes; at most {MAX_SECRET_FILE_BYTES} are read")
         })?;
     String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".into())
+}
+
+/// Where a secret file may never be read from, however it is reached: the host's processes
+/// (their environment, memory, open files and root directories), its kernel state and devices.
+pub const REFUSED_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
+
+/// Links followed while resolving one path before giving up (the kernel's own limit).
+const MAX_LINKS: usize = 40;
+
+/// `reason`, naming where `path` led when that is somewhere else.
+fn leads(path: &Path, resolved: &Path, reason: &str) -> String {
+    if path == resolved {
+        reason.to_string()
+    } else {
+        format!("it leads to `{}`: {reason}", resolved.display())
+    }
+}
+
+/// `path` with every link resolved, like `canonicalize`, refusing it as soon as any path it
+/// passes through — as written, or as a link leads — is under one of [`REFUSED_ROOTS`]:
+/// `/proc/self/root/etc/hostname` is refused although it ends outside `/proc`.
+fn resolve_links(path: &Path) -> Result<PathBuf, String> {
+    use std::path::Component;
+    /// What is left to walk, one step at a time.
+    enum Step {
+        Root,
+        Up,
+        Into(std::ffi::OsString),
+    }
+    let steps = |p: &Path| -> Vec<Step> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::RootDir | Component::Prefix(_) => Some(Step::Root),
+                Component::ParentDir => Some(Step::Up),
+                Component::Normal(name) => Some(Step::Into(name.to_os_string())),
+                Component::CurDir => None,
+            })
+            .collect()
+    };
+    if !path.is_absolute() {
+        return Err("the path must be absolute".into());
+    }
+    let mut pending: VecDeque<Step> = steps(path).into();
+    let mut resolved = PathBuf::from("/");
+    let mut links = 0;
+    while let Some(step) = pending.pop_front() {
+        let name = match step {
+            Step::Root => {
+                resolved = PathBuf::from("/");
+                continue;
+            }
+            Step::Up => {
+                resolved.pop();
+                continue;
+            }
+            Step::Into(name) => name,
+        };
+        let next = resolved.join(name);
+        if let Some(root) = REFUSED_ROOTS.iter().find(|r| next.starts_with(r)) {
+            let via = if path.starts_with(&next) {
+                String::new()
+            } else {
+                format!("it leads through `{}`: ", next.display())
+            };
+            return Err(format!(
+                "{via}a path under {root} is refused (it holds the host's processes, kernel or devices, not secrets)"
+            ));
+        }
+        let meta = std::fs::symlink_metadata(&next).map_err(|e| format!("cannot open: {e}"))?;
+        if meta.is_symlink() {
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(format!("cannot open: more than {MAX_LINKS} links"));
+            }
+            let target = std::fs::read_link(&next).map_err(|e| format!("cannot open: {e}"))?;
+            for step in steps(&target).into_iter().rev() {
+                pending.push_front(step);
+            }
+        } else {
+            resolved = next;
+        }
+    }
+    Ok(resolved)
+}
+
+/// Refuses a file on a pseudo-filesystem, checked on the descriptor opened.
+#[cfg(target_os = "linux")]
+fn check_filesystem(file: &std::fs::File) -> Result<(), String> {
+    use std::os::fd::AsRawFd;
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
+    // SAFETY: a valid open descriptor and a buffer of the right type for fstatfs to fill.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
+        return Err(format!(
+            "cannot tell its filesystem: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: fstatfs succeeded, so it filled the buffer.
+    let magic = unsafe { st.assume_init() }.f_type as u64 & 0xffff_ffff;
+    match pseudo_filesystem(magic) {
+        Some(name) => Err(format!(
+            "it is on a {name} filesystem, which holds the host's state, not files"
+        )),
+        None => Ok(()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn check_filesystem(_: &std::fs::File) -> Result<(), String> {
+    Ok(())
+}
+
+/// The name of the pseudo-filesystem whose `statfs` magic number is `magic` (Linux's
+/// `linux/magic.h`), if it is one: each describes or drives the kernel, its processes or its
+/// devices. Filesystems that store files — tmpfs (where Kubernetes mounts Secrets), overlay,
+/// ext4, xfs, NFS and the rest — are not listed. devtmpfs reports tmpfs's number; `/dev` is
+/// refused by path, and its devices are not regular files.
+pub fn pseudo_filesystem(magic: u64) -> Option<&'static str> {
+    Some(match magic {
+        0x9fa0 => "proc",
+        0x6265_6572 => "sysfs",
+        0x1cd1 => "devpts",
+        0x0027_e0eb => "cgroup",
+        0x6367_7270 => "cgroup2",
+        0x6462_6720 => "debugfs",
+        0x7472_6163 => "tracefs",
+        0x7363_6673 => "securityfs",
+        0xcafe_4a11 => "bpf",
+        0x6265_6570 => "configfs",
+        0x6165_676c => "pstore",
+        0xde5e_81e4 => "efivarfs",
+        0x6573_5543 => "fusectl",
+        0x4249_4e4d => "binfmt_misc",
+        0xf97c_ff8c => "selinuxfs",
+        0x4341_5d53 => "smackfs",
+        0x6e73_6673 => "nsfs",
+        0x1980_0202 => "mqueue",
+        0x0904_1934 => "anon_inode",
+        0x5049_5045 => "pipefs",
+        0x534f_434b => "sockfs",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -130,5 +286,95 @@ mod tests {
             why,
             "`${env:INFORMANT_TEST_SURELY_UNSET_VARIABLE}`: the environment variable is not set"
         );
+    }
+
+    /// The host's own state is refused however a reference reaches it: directly, through
+    /// `/proc/self/root`, or through links (absolute, relative, chained) in an ordinary
+    /// directory. Each error names the field, the reference and why, never a value.
+    #[test]
+    fn the_hosts_processes_kernel_and_devices_are_refused_however_reached() {
+        let dir = tempfile::tempdir().unwrap();
+        let link = |name: &str, target: &str| {
+            let path = dir.path().join(name);
+            std::os::unix::fs::symlink(target, &path).unwrap();
+            path.display().to_string()
+        };
+        let to_environ = link("environ", "/proc/self/environ");
+        let depth = dir.path().components().count();
+        let relative = link(
+            "relative",
+            &format!("{}proc/self/environ", "../".repeat(depth)),
+        );
+        let chained = link("chained", &to_environ);
+        let to_null = link("null", "/dev/null");
+        let to_root = link("root", "/proc/self/root/etc/hostname");
+        let to_sys = link("sys", "/sys/kernel");
+        let via_dir = link("proc-dir", "/proc/self");
+        let through = format!("{via_dir}/environ");
+        let under = |root: &str| format!("a path under {root} is refused");
+        let leads = "it leads through `/proc`";
+        for (path, reasons) in [
+            ("/proc/self/environ", vec![under("/proc")]),
+            ("/proc/self/root/etc/hostname", vec![under("/proc")]),
+            ("/proc/1/environ", vec![under("/proc")]),
+            ("/dev/null", vec![under("/dev")]),
+            ("/dev/zero", vec![under("/dev")]),
+            (
+                "/sys/kernel/mm/transparent_hugepage/enabled",
+                vec![under("/sys")],
+            ),
+            (&to_environ, vec![under("/proc"), leads.into()]),
+            (&relative, vec![under("/proc"), leads.into()]),
+            (&chained, vec![under("/proc"), leads.into()]),
+            (&through, vec![under("/proc"), leads.into()]),
+            (&to_root, vec![under("/proc"), leads.into()]),
+            (
+                &to_null,
+                vec![under("/dev"), "it leads through `/dev`".into()],
+            ),
+            (
+                &to_sys,
+                vec![under("/sys"), "it leads through `/sys`".into()],
+            ),
+        ] {
+            let m = manifest(&format!("[config.s]\nk = \"${{file:{path}}}\""));
+            let (field, why) = resolve_config(&m, "").unwrap_err();
+            assert_eq!(field, "config.s.k", "{path}");
+            assert!(why.starts_with(&format!("`${{file:{path}}}`: ")), "{why}");
+            for r in reasons {
+                assert!(why.contains(&r), "{path}: `{why}` lacks `{r}`");
+            }
+            if let Ok(p) = std::env::var("PATH") {
+                assert!(!why.contains(&p), "{why}");
+            }
+        }
+        // `..` never gets this far: the reference is refused where the manifest is parsed.
+        let err = Manifest::parse(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\ns = \"${file:/etc/../proc/self/environ}\"\n",
+            Path::new("p.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("config.s") && err.contains("must not contain `..`"),
+            "{err}"
+        );
+    }
+
+    /// The descriptor's own check, which a link swapped in after the path was checked cannot
+    /// get past: procfs (and the rest) are refused by filesystem, tmpfs and disks are not.
+    #[test]
+    fn files_on_pseudo_filesystems_are_refused_by_the_descriptor_opened() {
+        let environ = std::fs::File::open("/proc/self/environ").unwrap();
+        let why = check_filesystem(&environ).unwrap_err();
+        assert!(why.contains("on a proc filesystem"), "{why}");
+        if let Ok(cgroup) = std::fs::File::open("/sys/fs/cgroup/cgroup.controllers") {
+            let why = check_filesystem(&cgroup).unwrap_err();
+            assert!(why.contains("cgroup2 filesystem"), "{why}");
+        }
+        let ordinary = tempfile::NamedTempFile::new().unwrap();
+        check_filesystem(ordinary.as_file()).unwrap();
+        assert_eq!(pseudo_filesystem(0x0102_1994), None, "tmpfs holds Secrets");
+        assert_eq!(pseudo_filesystem(0x6265_6572), Some("sysfs"));
     }
 }
