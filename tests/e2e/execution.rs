@@ -10,10 +10,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::plugin::{HostConfig, RestartPolicy};
+use informant_runtime::plugin::HostConfig;
 use informant_runtime::runtime::{Replica, RuntimeOptions};
 use informant_tests::http::{free_addr, get, get_until};
-use informant_tests::plugins::{Logs, wasm};
+use informant_tests::plugins::{Logs, never_quarantined, wasm};
 use informant_tests::{configmap, create_namespaces, guarded, plugin_entry};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
@@ -33,12 +33,7 @@ namespaces = ["team-c"]
 "#;
     let mut config =
         informant_runtime::config::parse(text, Path::new("informant.toml")).expect("config");
-    config.restart = RestartPolicy {
-        initial_backoff: Duration::from_millis(5),
-        max_backoff: Duration::from_millis(20),
-        quarantine_after: u32::MAX,
-        healthy_after: 10,
-    };
+    config.restart = never_quarantined();
     config
 }
 

@@ -13,10 +13,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::plugin::{HostConfig, RestartPolicy};
+use informant_runtime::plugin::HostConfig;
 use informant_runtime::runtime::{Replica, RuntimeOptions};
 use informant_tests::http::{free_addr, get_until};
-use informant_tests::plugins::{Logs, wasm};
+use informant_tests::plugins::{Logs, never_quarantined, wasm};
 use informant_tests::{configmap, create_namespaces, guarded, plugin_entry};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
@@ -41,12 +41,7 @@ fn config_text(tenants: &[&str]) -> String {
 fn host_config(text: &str) -> HostConfig {
     let mut config =
         informant_runtime::config::parse(text, Path::new("informant.toml")).expect("config");
-    config.restart = RestartPolicy {
-        initial_backoff: Duration::from_millis(5),
-        max_backoff: Duration::from_millis(20),
-        quarantine_after: u32::MAX,
-        healthy_after: 10,
-    };
+    config.restart = never_quarantined();
     config
 }
 

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use informant_devserver::audit::AuditRecord;
 use informant_runtime::config;
 use informant_runtime::plugin::{HostConfig, PluginId};
 use informant_tests::create_namespaces;
@@ -14,21 +13,13 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::Api;
 use serde_json::{Value, json};
 
-fn id(tenant: &str, name: &str) -> PluginId {
-    PluginId {
-        tenant: tenant.into(),
-        name: name.into(),
-    }
-}
+use crate::writes::{self, audited, err_kind, go, id, results};
 
-/// A `write`-mode hostile plugin watching ConfigMaps in `watch_ns`, making `writes` (JSON
-/// objects, see the plugin's docs) on each `go-*` ConfigMap created there.
+/// [`writes::writer`] with `writes` given as JSON objects (see the hostile plugin's docs).
 fn writer(tag: &str, watch_ns: &str, declared: &str, writes: &[Value]) -> String {
     let writes: Vec<String> = writes.iter().map(toml_inline).collect();
-    format!(
-        "[limits]\ndeadline-ms = 10000\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"{watch_ns}\"\n{declared}\n[config]\nmode = \"write\"\ntag = \"{tag}\"\nwrites = [{}]\n",
-        writes.join(", ")
-    )
+    let writes: Vec<&str> = writes.iter().map(String::as_str).collect();
+    writes::writer(tag, watch_ns, declared, &writes)
 }
 
 /// A JSON value as a TOML inline value (JSON strings are valid TOML basic strings).
@@ -47,41 +38,6 @@ fn toml_inline(v: &Value) -> String {
         ),
         other => other.to_string(),
     }
-}
-
-/// The results the plugin logged for its writes on `key`, once it has.
-async fn results(env: &PluginEnv, plugin: &str, key: &str) -> Vec<Value> {
-    let found = || {
-        env.logs
-            .json_of(plugin)
-            .into_iter()
-            .find(|l| l["key"] == key && l.get("writes").is_some())
-    };
-    env.logs
-        .wait_until(&format!("{plugin}'s writes for {key}"), || {
-            found().is_some()
-        })
-        .await;
-    found().expect("waited for it")["writes"]
-        .as_array()
-        .expect("a list")
-        .clone()
-}
-
-fn err_kind(result: &Value) -> &str {
-    result["err"]["kind"].as_str().unwrap_or("ok")
-}
-
-fn audited(env: &PluginEnv, manager: &str) -> Vec<AuditRecord> {
-    env.server
-        .audit()
-        .into_iter()
-        .filter(|r| r.field_manager.as_deref() == Some(manager))
-        .collect()
-}
-
-fn go(ns: &str, name: &str) -> Value {
-    informant_tests::configmap(ns, name, "v")
 }
 
 /// Names that must never reach a request: a query, a fragment, encoded and look-alike
@@ -117,6 +73,32 @@ fn every_verb(ns: &str, name: &str) -> Vec<Value> {
     ]
 }
 
+/// Installs a plugin echoing the ConfigMaps of namespace `bystander`.
+fn install_bystander(env: &PluginEnv) {
+    create_namespaces(&env.server, &["bystander"]);
+    env.install(
+        None,
+        "bystander",
+        "hostile",
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"bystander\"\n[config]\nmode = \"echo\"\ntag = \"by\"\n",
+    );
+}
+
+/// The bystander gets every one of five new ConfigMaps while the hostile writes run.
+async fn bystander_keeps_getting_events(env: &PluginEnv) {
+    for i in 0..5 {
+        env.server
+            .create(go("bystander", &format!("b{i}")))
+            .unwrap();
+    }
+    env.logs
+        .wait_until("the bystander gets its events", || {
+            let keys = env.logs.keys_of("bystander", "by");
+            (0..5).all(|i| keys.contains(&format!("bystander/b{i}")))
+        })
+        .await;
+}
+
 const ALL_VERBS: &str = "[[write]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nverbs = [\"create\", \"apply\", \"patch\", \"delete\", \"update-status\"]\n";
 
 #[tokio::test]
@@ -137,10 +119,12 @@ async fn names_with_a_query_a_fragment_or_another_spelling_never_reach_a_request
         "hostile",
         &writer("h", "w", ALL_VERBS, &writes),
     );
+    install_bystander(&env);
     let report = env.reconcile().await;
     assert!(report.errors.is_empty(), "{:?}", report.errors);
 
     env.server.create(go("w", "go-1")).unwrap();
+    bystander_keeps_getting_events(&env).await;
     let results = results(&env, "writer", "w/go-1").await;
     assert_eq!(results.len(), writes.len());
     let (hostile, fine) = results.split_at(results.len() - 1);
@@ -213,9 +197,11 @@ async fn a_dry_run_host_persists_nothing_through_any_spelling() {
         "hostile",
         &writer("t", "w", ALL_VERBS, &writes),
     );
+    install_bystander(&env);
     let report = env.reconcile().await;
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     env.server.create(go("w", "go-1")).unwrap();
+    bystander_keeps_getting_events(&env).await;
     let results = results(&env, "writer", "w/go-1").await;
     let kinds: Vec<&str> = results.iter().map(err_kind).collect();
     assert_eq!(kinds[..4], ["denied"; 4], "{results:?}");
@@ -431,6 +417,8 @@ resources = ["v1/ConfigMap"]
 api-version = "v1"
 kind = "*"
 verbs = ["patch"]
+[tenants.team-b]
+namespaces = ["team-b"]
 "#,
         Path::new("informant.toml"),
     )
@@ -454,9 +442,24 @@ verbs = ["patch"]
         "hostile",
         &writer("p", "team-a", declared, &writes),
     );
+    env.install(
+        Some("team-b"),
+        "echo",
+        "hostile",
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nmode = \"echo\"\ntag = \"b\"\n",
+    );
+    create_namespaces(&env.server, &["team-b"]);
     let report = env.reconcile().await;
     assert!(report.errors.is_empty(), "{:?}", report.errors);
     env.server.create(go("team-a", "go-1")).unwrap();
+    for i in 0..5 {
+        env.server.create(go("team-b", &format!("b{i}"))).unwrap();
+    }
+    env.logs
+        .wait_until("team-b's echo plugin gets its events", || {
+            env.logs.keys_of("echo", "b").len() == 5
+        })
+        .await;
     let results = results(&env, "peek", "team-a/go-1").await;
     assert_eq!(
         results.iter().map(err_kind).collect::<Vec<_>>(),

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use serde_json::{Value, json};
 
-fn id(tenant: &str, name: &str) -> PluginId {
+pub(crate) fn id(tenant: &str, name: &str) -> PluginId {
     PluginId {
         tenant: tenant.into(),
         name: name.into(),
@@ -25,7 +25,7 @@ fn id(tenant: &str, name: &str) -> PluginId {
 
 /// A `write`-mode test plugin watching ConfigMaps in `watch_ns`, with `writes` (TOML tables) to
 /// make on each `go-*` ConfigMap created there, and `declared` `[[write]]` tables.
-fn writer(tag: &str, watch_ns: &str, declared: &str, writes: &[&str]) -> String {
+pub(crate) fn writer(tag: &str, watch_ns: &str, declared: &str, writes: &[&str]) -> String {
     format!(
         "[limits]\ndeadline-ms = 10000\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"{watch_ns}\"\n{declared}\n[config]\nmode = \"write\"\ntag = \"{tag}\"\nwrites = [{}]\n",
         writes.join(", ")
@@ -39,7 +39,7 @@ fn configmap_writes(verbs: &str, namespace: Option<&str>) -> String {
 }
 
 /// The results the plugin logged for its writes on `key`, once it has.
-async fn results(env: &PluginEnv, plugin: &str, key: &str) -> Vec<Value> {
+pub(crate) async fn results(env: &PluginEnv, plugin: &str, key: &str) -> Vec<Value> {
     let found = || {
         env.logs
             .json_of(plugin)
@@ -57,16 +57,16 @@ async fn results(env: &PluginEnv, plugin: &str, key: &str) -> Vec<Value> {
         .clone()
 }
 
-fn err_kind(result: &Value) -> &str {
+pub(crate) fn err_kind(result: &Value) -> &str {
     result["err"]["kind"].as_str().unwrap_or("ok")
 }
 
-fn go(ns: &str, name: &str) -> Value {
+pub(crate) fn go(ns: &str, name: &str) -> Value {
     informant_tests::configmap(ns, name, "v")
 }
 
 /// Writes the server received with this field manager.
-fn audited(env: &PluginEnv, manager: &str) -> Vec<AuditRecord> {
+pub(crate) fn audited(env: &PluginEnv, manager: &str) -> Vec<AuditRecord> {
     env.server
         .audit()
         .into_iter()

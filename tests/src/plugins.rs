@@ -220,6 +220,17 @@ pub fn fast_restarts() -> RestartPolicy {
     }
 }
 
+/// Restarts at once and never quarantines: a plugin blocked in its events stays blocked on each
+/// new one, for tests of what a stuck plugin holds back.
+pub fn never_quarantined() -> RestartPolicy {
+    RestartPolicy {
+        initial_backoff: std::time::Duration::from_millis(5),
+        max_backoff: std::time::Duration::from_millis(20),
+        quarantine_after: u32::MAX,
+        healthy_after: 10,
+    }
+}
+
 /// Every plugin log line since it was created, with condition waits.
 #[derive(Clone)]
 pub struct Logs {
