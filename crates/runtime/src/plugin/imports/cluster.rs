@@ -28,6 +28,9 @@ pub enum ClusterError {
     /// The impersonated identity cannot be sent as an HTTP header.
     #[error("impersonated identity `{0}` is not a valid header value")]
     Identity(String),
+    /// There is no API server here (`replay` runs without one).
+    #[error("there is no cluster to write to here (`replay` runs without one)")]
+    NoCluster,
 }
 
 /// Where writes go: the host's client, dry-run or not.

@@ -38,7 +38,7 @@ use crate::manifest::{Verb, Write};
 use crate::selector::names;
 use crate::tenancy::{Budget, Grant, Impersonate};
 
-use crate::plugin::imports::cluster::Cluster;
+use crate::plugin::imports::cluster::{Cluster, ClusterError};
 use crate::plugin::imports::host::WitResource;
 use crate::plugin::imports::host::bindings::informant::plugin::kube::{ApiError, WriteError};
 
@@ -177,7 +177,7 @@ pub struct Declared {
 pub struct Writer {
     /// The client its writes are sent with (impersonating its tenant's identity, dry-run when
     /// the host is), or why there is none.
-    client: Result<kube::Client, String>,
+    client: Result<kube::Client, ClusterError>,
     declared: Vec<Declared>,
     grant: Arc<Grant>,
     /// The tenant's `write` tables; `None` for the operator (the manifest alone decides).
@@ -192,7 +192,7 @@ impl Default for Writer {
     /// Writes nothing: no cluster, nothing declared.
     fn default() -> Self {
         Writer {
-            client: Err(NO_CLUSTER.into()),
+            client: Err(ClusterError::NoCluster),
             declared: Vec::new(),
             grant: Arc::new(Grant::full()),
             ceiling: None,
@@ -225,10 +225,8 @@ impl Writer {
         tenant_writes: TenantWrites,
     ) -> Self {
         let client = match cluster {
-            None => Err(NO_CLUSTER.to_string()),
-            Some(c) => c
-                .client_as(tenant_writes.impersonate.as_ref())
-                .map_err(|e| e.to_string()),
+            None => Err(ClusterError::NoCluster),
+            Some(c) => c.client_as(tenant_writes.impersonate.as_ref()),
         };
         Writer {
             client,
@@ -268,7 +266,7 @@ impl Writer {
         let client = self
             .client
             .as_ref()
-            .map_err(|why| WriteError::Denied(why.clone()))?;
+            .map_err(|why| WriteError::Denied(why.to_string()))?;
         let resource = self.check(call, &target)?;
         let sending = Sending {
             request: Request::new(DynamicObject::url_path(
@@ -506,9 +504,6 @@ pub enum PatchKind {
     /// `application/strategic-merge-patch+json`.
     Strategic,
 }
-
-/// Why a plugin running without a cluster cannot write.
-const NO_CLUSTER: &str = "there is no cluster to write to here (`replay` runs without one)";
 
 /// The metadata a write returns of an object its tenant may not read.
 const IDENTITY: [&str; 5] = ["name", "namespace", "uid", "resourceVersion", "generation"];
