@@ -152,13 +152,24 @@ fn depth(v: &Value) -> usize {
     deepest
 }
 
+/// Whether `v` nests more than `limit` levels. Every write asks, so it allocates nothing and
+/// stops descending at the limit (which also bounds its recursion); [`depth`] walks a refused
+/// object for the message.
+fn deeper_than(v: &Value, limit: usize) -> bool {
+    match v {
+        Value::Object(m) => limit == 0 || m.values().any(|c| deeper_than(c, limit - 1)),
+        Value::Array(a) => limit == 0 || a.iter().any(|c| deeper_than(c, limit - 1)),
+        _ => false,
+    }
+}
+
 /// Refuses an object nested deeper than [`MAX_DEPTH`] with a 400, as kube-apiserver answers a
 /// body too deep to decode.
 pub(crate) fn check_depth(res: &ResourceType, name: &str, obj: &Value) -> Result<()> {
-    let levels = depth(obj);
-    if levels <= MAX_DEPTH {
+    if !deeper_than(obj, MAX_DEPTH) {
         return Ok(());
     }
+    let levels = depth(obj);
     Err(Error::BadRequest(format!(
         "{} \"{name}\": the object is nested {levels} levels deep; this server stores objects nested at most {MAX_DEPTH} levels deep",
         res.kind
@@ -169,7 +180,7 @@ pub(crate) fn check_depth(res: &ResourceType, name: &str, obj: &Value) -> Result
 mod tests {
     use serde_json::json;
 
-    use super::depth;
+    use super::{deeper_than, depth};
 
     #[test]
     fn depth_counts_objects_and_arrays_not_scalars() {
@@ -181,6 +192,21 @@ mod tests {
             deep = serde_json::Value::Array(vec![deep]);
         }
         assert_eq!(depth(&deep), 10_000);
+        // The check agrees with the count at every limit, and stops at the limit on 10 000.
+        for v in [json!("x"), json!({}), json!({"a": [1, {"b": []}], "c": 2})] {
+            for limit in 0..6 {
+                assert_eq!(deeper_than(&v, limit), depth(&v) > limit, "{v} {limit}");
+            }
+        }
+        assert!(
+            deeper_than(&deep, 100),
+            "stops at the limit, not at the bottom"
+        );
+        let mut nested = serde_json::Value::Null;
+        for _ in 0..150 {
+            nested = serde_json::Value::Array(vec![nested]);
+        }
+        assert!(deeper_than(&nested, 149) && !deeper_than(&nested, 150));
         // Taken apart level by level: dropping it whole would recurse 10 000 deep.
         while let serde_json::Value::Array(mut a) = deep {
             deep = a.pop().unwrap_or_default();
