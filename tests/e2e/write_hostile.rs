@@ -99,6 +99,24 @@ async fn bystander_keeps_getting_events(env: &PluginEnv) {
         .await;
 }
 
+/// Loads an operator plugin making `writes` (every ConfigMap verb declared, in namespace `w`)
+/// beside the bystander, sets it off with `w/go-1`, and returns its results once the
+/// bystander has had its events meanwhile.
+async fn run_operator_writer(env: &PluginEnv, tag: &str, writes: &[Value]) -> Vec<Value> {
+    env.install(
+        None,
+        "writer",
+        "hostile",
+        &writer(tag, "w", ALL_VERBS, writes),
+    );
+    install_bystander(env);
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    env.server.create(go("w", "go-1")).unwrap();
+    bystander_keeps_getting_events(env).await;
+    results(env, "writer", "w/go-1").await
+}
+
 const ALL_VERBS: &str = "[[write]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nverbs = [\"create\", \"apply\", \"patch\", \"delete\", \"update-status\"]\n";
 
 #[tokio::test]
@@ -113,19 +131,7 @@ async fn names_with_a_query_a_fragment_or_another_spelling_never_reach_a_request
     // Last, a write that is allowed: the plugin does write, and its results are in order.
     writes.push(json!({"op": "patch", "namespace": "w", "name": "a-cm",
                        "patch": {"metadata": {"labels": {"fine": "1"}}}}));
-    env.install(
-        None,
-        "writer",
-        "hostile",
-        &writer("h", "w", ALL_VERBS, &writes),
-    );
-    install_bystander(&env);
-    let report = env.reconcile().await;
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
-
-    env.server.create(go("w", "go-1")).unwrap();
-    bystander_keeps_getting_events(&env).await;
-    let results = results(&env, "writer", "w/go-1").await;
+    let results = run_operator_writer(&env, "h", &writes).await;
     assert_eq!(results.len(), writes.len());
     let (hostile, fine) = results.split_at(results.len() - 1);
     for (w, r) in writes.iter().zip(hostile) {
@@ -191,18 +197,7 @@ async fn a_dry_run_host_persists_nothing_through_any_spelling() {
         json!({"op": "apply", "namespace": "w", "name": "dr-victim3", "object": {"data": {"pwned": "1"}}}),
         json!({"op": "create", "namespace": "w", "object": {"metadata": {"name": "dr-new"}}}),
     ];
-    env.install(
-        None,
-        "writer",
-        "hostile",
-        &writer("t", "w", ALL_VERBS, &writes),
-    );
-    install_bystander(&env);
-    let report = env.reconcile().await;
-    assert!(report.errors.is_empty(), "{:?}", report.errors);
-    env.server.create(go("w", "go-1")).unwrap();
-    bystander_keeps_getting_events(&env).await;
-    let results = results(&env, "writer", "w/go-1").await;
+    let results = run_operator_writer(&env, "t", &writes).await;
     let kinds: Vec<&str> = results.iter().map(err_kind).collect();
     assert_eq!(kinds[..4], ["denied"; 4], "{results:?}");
     assert!(
