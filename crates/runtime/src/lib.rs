@@ -23,6 +23,7 @@
 pub mod admin;
 pub mod config;
 pub mod devloop;
+pub mod files;
 pub mod leader;
 pub mod plugin;
 pub mod replay;

@@ -24,11 +24,12 @@ pub use exec::engine::{EngineOptions, LoadedComponent, PluginEngine};
 pub use exec::instance::{CallError, Handled, InstanceSpec, RetryPolicy};
 pub use exec::supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
 pub use imports::host::{CacheView, Level, LogRate, PluginLog, TextLimits};
-pub use load::loader::{
-    HostConfig, KindChanges, PluginHost, PluginId, PluginStatus, ReconcileReport, RunningPlugin,
-};
-pub use load::rediscover::Rediscoverer;
+pub use load::host_config::HostConfig;
+pub use load::id::PluginId;
+pub use load::loader::PluginHost;
+pub use load::rediscover::{KindChanges, Rediscoverer};
 pub use load::reload::Reloader;
+pub use load::status::{PluginStatus, ReconcileReport, RunningPlugin};
 pub use load::waiting::{Waiting, WaitingFor};
 pub use manifest::{Manifest, ManifestError};
 

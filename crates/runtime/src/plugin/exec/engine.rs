@@ -178,8 +178,8 @@ impl PluginEngine {
         let unreadable = |e: std::io::Error| failed(format!("cannot read: {e}"));
         let mut file = std::fs::File::open(wasm_path).map_err(unreadable)?;
         let opened = file.metadata().map_err(unreadable)?;
-        let max = crate::plugin::load::loader::MAX_PLUGIN_FILE_BYTES;
-        let bytes = crate::plugin::load::loader::read_capped(&mut file, &opened, max)
+        let max = crate::files::MAX_PLUGIN_FILE_BYTES;
+        let bytes = crate::files::read_capped(&mut file, &opened, max)
             .map_err(unreadable)?
             .map_err(|len| {
                 failed(format!(

@@ -3,7 +3,7 @@
 
 use crate::tenancy::TenantPolicy;
 
-use crate::plugin::load::loader::HostConfig;
+use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::manifest::Manifest;
 
 /// A watched resource as the checker knows it: resolved by discovery in the loader, as written

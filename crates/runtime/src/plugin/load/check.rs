@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::plugin::PluginError;
 use crate::plugin::exec::engine::PluginEngine;
 use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit};
-use crate::plugin::load::loader::HostConfig;
+use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::manifest::Manifest;
 
 /// What to check.

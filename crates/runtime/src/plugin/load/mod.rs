@@ -2,8 +2,14 @@
 //!
 //! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
 //! - [`check`]: the offline check behind `informant check`.
-//! - [`loader`]: the plugins directory, reconciled on start and on every change.
-//! - [`rediscover`]: re-expands wildcard watches when CRDs change (and periodically).
+//! - [`loader`]: the [`PluginHost`](loader::PluginHost): the plugins directory, reconciled on
+//!   start and on every change, in the order [`scan`] → [`prepare`] → register.
+//! - [`host_config`]: the host-wide defaults and ceilings manifests are admitted against.
+//! - [`id`]: which plugin (tenant and name).
+//! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
+//! - `prepare`: one version from bytes to a started supervisor, not yet registered.
+//! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
+//! - [`rediscover`]: re-expands running wildcard watches when CRDs change (and periodically).
 //! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
 //! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
 //! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
@@ -12,10 +18,15 @@
 
 pub mod admission;
 pub mod check;
+pub mod host_config;
+pub mod id;
 pub mod loader;
+mod prepare;
 pub mod rediscover;
 pub mod reload;
 pub mod retry;
+mod scan;
 pub mod secrets;
+pub mod status;
 pub mod waiting;
 pub mod wildcard;

@@ -16,8 +16,9 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::plugin::PluginError;
-use crate::plugin::load::loader::{PluginHost, ReconcileReport};
+use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::retry::RetryPlan;
+use crate::plugin::load::status::ReconcileReport;
 
 /// How long the directory must be quiet before a reconcile.
 pub const DEBOUNCE: Duration = Duration::from_millis(250);

@@ -74,7 +74,7 @@ fn read(path: &Path) -> Result<String, String> {
         return Err(leads(path, &resolved, "not a regular file"));
     }
     check_filesystem(&file).map_err(|why| leads(path, &resolved, &why))?;
-    let bytes = super::loader::read_capped(&mut file, &meta, MAX_SECRET_FILE_BYTES)
+    let bytes = crate::files::read_capped(&mut file, &meta, MAX_SECRET_FILE_BYTES)
         .map_err(|e| format!("cannot read: {e}"))?
         .map_err(|len| {
             format!("the file holds {len} bytes; at most {MAX_SECRET_FILE_BYTES} are read")

@@ -1,0 +1,71 @@
+//! Bounded, non-blocking reads of files someone else may control: the plugins directory,
+//! secret files.
+
+use std::path::Path;
+
+/// Reads `file` (whose metadata is `opened`) if it holds at most `max` bytes; otherwise its
+/// length. The length is the file's claim (a sparse file claims anything): it is never allocated
+/// by, and reading stops one byte past `max` in case the file grows meanwhile.
+pub(crate) fn read_capped(
+    file: &mut std::fs::File,
+    opened: &std::fs::Metadata,
+    max: u64,
+) -> std::io::Result<Result<Vec<u8>, u64>> {
+    if opened.len() > max {
+        return Ok(Err(opened.len()));
+    }
+    let mut bytes = Vec::with_capacity(opened.len() as usize);
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, max + 1), &mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Ok(Err(bytes.len() as u64));
+    }
+    Ok(Ok(bytes))
+}
+
+/// Default largest `.wasm` the loader reads: components are a few MiB; anything far larger is
+/// a mistake or an attack on the host's memory.
+pub const MAX_PLUGIN_FILE_BYTES: u64 = 128 << 20;
+
+/// Opens for reading without blocking on a FIFO swapped in for a plugin file (a tenant must not
+/// be able to hang every reconcile); for regular files the flag changes nothing.
+pub(crate) fn open_nonblocking(path: &Path) -> std::io::Result<std::fs::File> {
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
+    options.open(path)
+}
+
+#[cfg(unix)]
+pub(crate) fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    (a.dev(), a.ino()) == (b.dev(), b.ino())
+}
+
+#[cfg(not(unix))]
+pub(crate) fn same_file(_: &std::fs::Metadata, _: &std::fs::Metadata) -> bool {
+    true
+}
+
+/// The uids owning `file` and `dir`; `None` where files have no owner (every file is then
+/// treated as its directory's).
+#[cfg(unix)]
+pub(crate) fn owners(file: &std::fs::Metadata, dir: &std::fs::Metadata) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((file.uid(), dir.uid()))
+}
+
+#[cfg(not(unix))]
+pub(crate) fn owners(_: &std::fs::Metadata, _: &std::fs::Metadata) -> Option<(u32, u32)> {
+    None
+}
+
+#[cfg(unix)]
+pub(crate) fn hard_links(m: &std::fs::Metadata) -> u64 {
+    std::os::unix::fs::MetadataExt::nlink(m)
+}
+
+#[cfg(not(unix))]
+pub(crate) fn hard_links(_: &std::fs::Metadata) -> u64 {
+    1
+}

@@ -1,0 +1,66 @@
+//! Host-wide plugin settings: the defaults and ceilings manifests are admitted against.
+
+use crate::files::MAX_PLUGIN_FILE_BYTES;
+use crate::plugin::exec::supervisor::RestartPolicy;
+use crate::plugin::imports::host::TextLimits;
+use crate::tenancy::Tenancy;
+
+/// Host-wide plugin settings: defaults and ceilings for what manifests ask.
+#[derive(Debug, Clone)]
+pub struct HostConfig {
+    /// Memory cap when a manifest names none (MiB).
+    pub default_memory_mib: u32,
+    /// Highest memory cap a manifest may get (MiB).
+    pub max_memory_mib: u32,
+    /// Deadline when a manifest names none (ms).
+    pub default_deadline_ms: u32,
+    /// Longest deadline a manifest may get (ms).
+    pub max_deadline_ms: u32,
+    /// Restart and quarantine policy.
+    pub restart: RestartPolicy,
+    /// Plugin log lines buffered for slow subscribers before they miss some.
+    pub log_buffer: usize,
+    /// Largest `.wasm` the loader reads (bytes).
+    pub max_wasm_bytes: u64,
+    /// Largest manifest the loader reads (bytes).
+    pub max_manifest_bytes: u64,
+    /// Most `[[watch]]` tables one manifest may have.
+    pub max_watches: u32,
+    /// What a plugin's own text (log lines, errors) may cost the host.
+    pub text: TextLimits,
+    /// Tenants, their grants and quotas; whether top-level plugins run.
+    pub tenancy: Tenancy,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            default_memory_mib: 64,
+            max_memory_mib: 256,
+            default_deadline_ms: 200,
+            max_deadline_ms: 10_000,
+            restart: RestartPolicy::default(),
+            log_buffer: 4096,
+            max_wasm_bytes: MAX_PLUGIN_FILE_BYTES,
+            max_manifest_bytes: 256 << 10,
+            max_watches: 16,
+            text: TextLimits::default(),
+            tenancy: Tenancy::default(),
+        }
+    }
+}
+
+/// Whether the host limits a manifest is admitted against are the same.
+pub(super) fn same_limits(a: &HostConfig, b: &HostConfig) -> bool {
+    let limits = |c: &HostConfig| {
+        (
+            c.default_memory_mib,
+            c.max_memory_mib,
+            c.default_deadline_ms,
+            c.max_deadline_ms,
+            c.max_watches,
+            c.text,
+        )
+    };
+    limits(a) == limits(b)
+}

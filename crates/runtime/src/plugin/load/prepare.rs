@@ -1,0 +1,334 @@
+//! Preparing one plugin version: parse, count, resolve, expand wildcards, admit, resolve secrets,
+//! compile, claim informers and start it (with `init`), without registering it anywhere yet;
+//! and what registering it needs.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::informer::{
+    ChangeFilter, DiscoveredResource, EventFilter, HandlerOptions, ListenerHandle,
+    ResolvedResource, SharedInformer, wait_all_synced,
+};
+use crate::plugin::PluginError;
+use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
+use crate::plugin::exec::supervisor::Supervisor;
+use crate::plugin::imports::host::{CacheView, LogRate, WitResource};
+use crate::plugin::imports::outbound::Outbound;
+use crate::plugin::imports::write::{Declared, TenantWrites, Writer};
+use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};
+use crate::plugin::load::host_config::HostConfig;
+use crate::plugin::load::id::PluginId;
+use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::rediscover::WildcardWatches;
+use crate::plugin::load::scan::Found;
+use crate::plugin::load::wildcard::expand;
+use crate::plugin::manifest::{Manifest, ManifestError};
+use crate::tenancy::{Budgeted, TenantPolicy};
+
+use crate::plugin::load::loader::Loaded;
+
+/// How long a reconcile waits for a plugin's informers to sync before registering it anyway.
+const SYNC_WAIT: Duration = Duration::from_secs(30);
+
+impl PluginHost {
+    /// Starts the plugin's informers and waits (bounded) until all have synced, so its replay
+    /// sees every cache it may query complete — a cross-kind check made during the replay must
+    /// not find a half-listed kind.
+    pub(super) async fn wait_synced(&self, id: &PluginId, watches: &[Watched]) {
+        self.factory.start();
+        let informers: Vec<_> = watches.iter().map(|w| w.informer.clone()).collect();
+        if let Err(e) = wait_all_synced(&informers, SYNC_WAIT).await {
+            tracing::warn!(plugin = %id, error = %e, "registering the plugin anyway");
+        }
+    }
+
+    /// Loads and starts one plugin version without registering it anywhere yet.
+    pub(super) async fn prepare(
+        &self,
+        id: &PluginId,
+        found: &Found,
+        policy: &TenantPolicy,
+        config: &HostConfig,
+    ) -> Result<Prepared, PluginError> {
+        let manifest = std::str::from_utf8(&found.manifest_bytes)
+            .map_err(|e| ManifestError::Invalid {
+                path: found.manifest.clone(),
+                message: format!("not UTF-8 text: {e}"),
+            })
+            .and_then(|text| Manifest::parse(text, &found.manifest))
+            .map_err(|source| PluginError::Manifest {
+                plugin: id.to_string(),
+                source,
+            })?;
+        watch_count(&manifest, config).map_err(|refusal| PluginError::Refused {
+            plugin: id.to_string(),
+            path: found.manifest.clone(),
+            reason: refusal.to_string(),
+        })?;
+        // Per watch: (resource name for a wildcard's, resolved resource), one for a plain watch.
+        let mut resolved: Vec<Vec<(Option<String>, ResolvedResource)>> = Vec::new();
+        let mut discovered: Option<Vec<DiscoveredResource>> = None;
+        for (index, w) in manifest.watch.iter().enumerate() {
+            let watch_err = |source| PluginError::Watch {
+                plugin: id.to_string(),
+                index,
+                source,
+            };
+            if w.is_wildcard() {
+                let all = match &discovered {
+                    Some(all) => all,
+                    None => {
+                        discovered.insert(self.factory.discover_all().await.map_err(watch_err)?)
+                    }
+                };
+                let kinds = expand(w, all, &policy.grant);
+                resolved.push(kinds.into_iter().map(|(n, r)| (Some(n), r)).collect());
+                continue;
+            }
+            let r = self
+                .factory
+                .resolve(w.api_version.as_str(), &w.kind)
+                .await
+                .map_err(watch_err)?;
+            resolved.push(vec![(None, r)]);
+        }
+        // A write names a kind that must be served now: unlike a watch, nothing waits for it.
+        let mut declared = Vec::new();
+        for (index, w) in manifest.write.iter().enumerate() {
+            let resource = self
+                .factory
+                .resolve(w.api_version.as_str(), &w.kind)
+                .await
+                .map_err(|e| PluginError::Refused {
+                    plugin: id.to_string(),
+                    path: found.manifest.clone(),
+                    reason: format!("field `write[{index}]`: {e}"),
+                })?;
+            declared.push(Declared {
+                write: w.clone(),
+                resource,
+            });
+        }
+        let discovered = |r: &ResolvedResource| WatchFacts {
+            group: r.api_resource.group.clone(),
+            version: r.api_resource.version.clone(),
+            kind: r.api_resource.kind.clone(),
+            namespaced: Some(r.namespaced),
+        };
+        let facts = Facts {
+            watch: manifest
+                .watch
+                .iter()
+                .zip(&resolved)
+                .map(|(w, rs)| match rs.first() {
+                    Some((None, r)) => discovered(r),
+                    // A wildcard's kinds are the grant's already; admission checks its namespaces.
+                    _ => WatchFacts {
+                        group: w.api_version.as_str().into(),
+                        version: "*".into(),
+                        kind: "*".into(),
+                        namespaced: None,
+                    },
+                })
+                .collect(),
+            write: declared.iter().map(|d| discovered(&d.resource)).collect(),
+        };
+        let Admitted {
+            memory_mib,
+            deadline_ms,
+        } = admit(&manifest, &id.tenant, policy, config, &facts).map_err(|refusals| {
+            PluginError::Refused {
+                plugin: id.to_string(),
+                path: found.manifest.clone(),
+                reason: describe(&refusals),
+            }
+        })?;
+        let config_json = crate::plugin::load::secrets::resolve_config(&manifest, &id.tenant)
+            .map_err(|(field, reason)| PluginError::Refused {
+                plugin: id.to_string(),
+                path: found.manifest.clone(),
+                reason: format!("field `{field}`: {reason}"),
+            })?;
+        let (engine, name) = (self.engine.clone(), id.to_string());
+        let (wasm, bytes) = (found.wasm.clone(), found.wasm_bytes.clone());
+        let component =
+            tokio::task::spawn_blocking(move || engine.load_bytes(&name, &wasm, &bytes))
+                .await
+                .map_err(|e| PluginError::Engine(e.to_string()))??;
+
+        let grant = &policy.grant;
+        let mut watches = Vec::new();
+        let cache = Arc::new(CacheView::new(grant.clone()));
+        let mut changes = Vec::new();
+        let started = async {
+            for ((index, w), resolved) in manifest.watch.iter().enumerate().zip(&resolved) {
+                let watch_err = |source| PluginError::Watch {
+                    plugin: id.to_string(),
+                    index,
+                    source,
+                };
+                let change_filter =
+                    self.change_filters
+                        .for_watch(w)
+                        .map_err(|reason| PluginError::Refused {
+                            plugin: id.to_string(),
+                            path: found.manifest.clone(),
+                            reason: format!("field `watch[{index}].jq-filter`: {reason}"),
+                        })?;
+                changes.push(change_filter.clone());
+                for (name, resolved) in resolved {
+                    for scope in crate::plugin::watch_scopes(w) {
+                        let informer = self
+                            .factory
+                            .informer_for(resolved, scope)
+                            .map_err(watch_err)?;
+                        cache.add_with_indexes(informer.store().clone(), w.field_indexes());
+                        // Claimed from here on: a failure below releases it.
+                        watches.push(Watched {
+                            informer,
+                            resource: WitResource::from(&resolved.api_resource),
+                            changes: change_filter.clone(),
+                            kind: name.clone().map(|n| (index, n)),
+                        });
+                    }
+                }
+            }
+            let spec = InstanceSpec {
+                name: id.name.as_str().into(),
+                tenant: id.tenant.as_str().into(),
+                component,
+                config_json,
+                memory_bytes: (memory_mib as usize) << 20,
+                deadline: Duration::from_millis(deadline_ms as u64),
+                cache: cache.clone(),
+                logs: self.logs.clone(),
+                text: config.text,
+                log_rate: LogRate::new(config.text.log_lines_per_second),
+                retry: RetryPolicy::from_manifest(&manifest.retry),
+                outbound: Arc::new(Outbound::new(
+                    manifest.allowed_outbound_hosts.clone(),
+                    u64::from(memory_mib) << 20,
+                )),
+                writer: Arc::new(Writer::new(
+                    Some(self.cluster.clone()),
+                    declared,
+                    (&id.name, &id.tenant),
+                    TenantWrites {
+                        grant: grant.clone(),
+                        ceiling: policy.writes.clone(),
+                        impersonate: policy.impersonate.clone(),
+                        budget: policy.write_budget.clone(),
+                    },
+                )),
+            };
+            let policy = config.restart.clone();
+            let plugin = id.to_string();
+            Supervisor::start(spec, policy)
+                .await
+                .map_err(|source| PluginError::Init { plugin, source })
+        }
+        .await;
+        match started {
+            Ok(supervisor) => Ok(Prepared {
+                supervisor,
+                watches,
+                resync: manifest.resync_period(),
+                filter: grant.event_filter(),
+                field_indexes: manifest.watch.iter().map(|w| w.indexes.len()).sum(),
+                wildcard: manifest.watch.iter().any(|w| w.is_wildcard()).then(|| {
+                    Arc::new(WildcardWatches {
+                        resync: manifest.resync_period(),
+                        filter: grant.event_filter(),
+                        cache,
+                        changes,
+                        manifest: manifest.clone(),
+                    })
+                }),
+            }),
+            Err(e) => {
+                for w in &watches {
+                    self.factory.release(&w.informer);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+/// One informer a plugin version is to be registered with: one per namespace of a `[[watch]]`.
+pub(super) struct Watched {
+    pub(super) informer: Arc<SharedInformer>,
+    pub(super) resource: WitResource,
+    /// The watch's `jq-filter` / `ignore`, if any.
+    pub(super) changes: Option<ChangeFilter>,
+    /// For a wildcard watch's resource: the watch (index) and the resource's name.
+    pub(super) kind: Option<(usize, String)>,
+}
+
+/// A loaded, initialised plugin version, not yet receiving events.
+pub(super) struct Prepared {
+    pub(super) supervisor: Arc<Supervisor>,
+    pub(super) watches: Vec<Watched>,
+    pub(super) resync: Option<Duration>,
+    pub(super) filter: Option<EventFilter>,
+    pub(super) field_indexes: usize,
+    pub(super) wildcard: Option<Arc<WildcardWatches>>,
+}
+
+/// Registers `supervisor`'s handler for `resource` with `informer`, drawing from the tenant's
+/// event budget if it has one (a retry is an event too: it draws like the events it repeats).
+pub(super) fn register(
+    id: &PluginId,
+    supervisor: &Arc<Supervisor>,
+    policy: &TenantPolicy,
+    informer: &Arc<SharedInformer>,
+    resource: WitResource,
+    options: HandlerOptions,
+) -> ListenerHandle {
+    let handler = supervisor.handler(resource, informer.store().clone(), policy.budget.clone());
+    let name = id.to_string();
+    match &policy.budget {
+        Some(b) => informer.add_handler(&name, Budgeted::new(b.clone(), handler), options),
+        None => informer.add_handler(&name, handler, options),
+    }
+}
+
+/// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`,
+/// next to its other running plugins (a running version of `id` itself is being replaced).
+pub(super) fn tenant_room(
+    loaded: &BTreeMap<PluginId, Loaded>,
+    id: &PluginId,
+    policy: &TenantPolicy,
+    watches: &[Watched],
+    field_indexes: usize,
+) -> Result<(), String> {
+    let others = loaded
+        .iter()
+        .filter(|(k, _)| k.tenant == id.tenant && *k != id)
+        .map(|(_, l)| l);
+    let mut informers: Vec<*const SharedInformer> = Vec::new();
+    let mut indexes = field_indexes;
+    for l in others {
+        informers.extend(l.handles.iter().map(|(i, _)| Arc::as_ptr(i)));
+        indexes += l.field_indexes;
+    }
+    informers.extend(watches.iter().map(|w| Arc::as_ptr(&w.informer)));
+    informers.sort();
+    informers.dedup();
+    let who = format!("tenant `{}`", id.tenant);
+    if informers.len() > policy.max_informers {
+        return Err(format!(
+            "{who}'s plugins would use {} informers together; at most {} (`max-informers` in informant.toml)",
+            informers.len(),
+            policy.max_informers
+        ));
+    }
+    if indexes > policy.max_field_indexes {
+        return Err(format!(
+            "{who}'s plugins would declare {indexes} field indexes together; at most {} (`max-field-indexes` in informant.toml)",
+            policy.max_field_indexes
+        ));
+    }
+    Ok(())
+}
