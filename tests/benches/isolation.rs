@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informant_runtime::informer::{CachedObject, Event, Handler, RawObject, Store, StoreOptions};
-use informant_runtime::plugin::imports::host::WitResource;
+use informant_runtime::plugin::imports::bindings::WitResource;
 use informant_runtime::plugin::{
     CacheView, EngineOptions, InstanceSpec, LogRate, PluginEngine, RestartPolicy, Supervisor,
     TextLimits,

@@ -30,7 +30,7 @@ use informant_runtime::informer::{
 };
 use informant_runtime::plugin::exec::histogram::DurationHistogram;
 use informant_runtime::plugin::exec::instance::Instance;
-use informant_runtime::plugin::imports::host::WitResource;
+use informant_runtime::plugin::imports::bindings::WitResource;
 use informant_runtime::plugin::{
     CacheView, CompileCache, EngineOptions, Handled, InstanceSpec, LoadedComponent, LogRate,
     PluginEngine, RestartPolicy, Supervisor, TextLimits,
@@ -663,10 +663,9 @@ async fn call_cost(component: &LoadedComponent, mode: &str, events: u64) -> Dura
         })
         .collect();
     let stop = tokio::sync::watch::channel(false).1;
-    let tally = Arc::new(informant_runtime::plugin::exec::batch::Tally::new(
-        "calls".into(),
-        "".into(),
-    ));
+    let tally = Arc::new(
+        informant_runtime::plugin::imports::events::batch::Tally::new("calls".into(), "".into()),
+    );
     let mut batches = Vec::new();
     for batch in events.chunks(events.len().div_ceil(BATCHES)) {
         let start = Instant::now();

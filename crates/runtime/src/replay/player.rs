@@ -35,7 +35,7 @@ use crate::informer::{
     Delta, Event, Handler, HandlerOptions, LabelSelector, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
-use crate::plugin::imports::host::WitResource;
+use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe};
 use crate::plugin::load::check::manifest_beside;
 use crate::plugin::{

@@ -19,7 +19,8 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use crate::plugin::PluginError;
 use crate::plugin::exec::compile_cache::{CacheDir, CompileCache};
-use crate::plugin::imports::host::{PluginPre, State, WIT_PACKAGE};
+use crate::plugin::imports::bindings::{PluginPre, WIT_PACKAGE};
+use crate::plugin::imports::state::State;
 
 /// How often the epoch advances: a computing guest yields to the executor this often, so its
 /// deadline (a timer) can cut it off.
@@ -105,7 +106,7 @@ impl PluginEngine {
         // The world's own interfaces one by one: its `add_to_linker` would want `State` to
         // implement wasi:http's traits, which wasmtime-wasi-http implements on its view.
         let informant_interfaces = |linker: &mut Linker<State>| -> wasmtime::Result<()> {
-            use crate::plugin::imports::host::bindings::informant::plugin::{
+            use crate::plugin::imports::bindings::informant::plugin::{
                 cache, events, kube, log, types,
             };
             types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;

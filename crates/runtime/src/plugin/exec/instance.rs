@@ -16,13 +16,14 @@ use tokio::sync::{broadcast, watch};
 use wasmtime::Store;
 
 use crate::informer::Event;
-use crate::plugin::exec::batch::{self, Taken, Tally};
 use crate::plugin::exec::engine::LoadedComponent;
-use crate::plugin::imports::host::{
-    CacheView, LogRate, Plugin, PluginLog, State, TextLimits, WitResource, escape_controls,
-    truncated,
-};
+use crate::plugin::imports::bindings::{Plugin, WitResource};
+use crate::plugin::imports::cache::CacheView;
+use crate::plugin::imports::events::batch::{self, Taken, Tally};
+pub use crate::plugin::imports::events::batch::{CallError, Handled};
+use crate::plugin::imports::log::{LogRate, PluginLog, TextLimits};
 use crate::plugin::imports::outbound::Outbound;
+use crate::plugin::imports::state::State;
 use crate::plugin::imports::write::Writer;
 
 /// Everything needed to create instances of one plugin version.
@@ -95,52 +96,6 @@ impl RetryPolicy {
         let exp = attempt.saturating_sub(1).min(20);
         let backoff = (self.initial_backoff * 2u32.pow(exp)).min(self.max_backoff);
         backoff.max(asked.unwrap_or_default())
-    }
-}
-
-/// How a plugin finished an event it did not fail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Handled {
-    /// Done with it.
-    Done,
-    /// Asked to see the object again later.
-    Retry {
-        /// Why, as the plugin said (bounded like an error).
-        reason: String,
-        /// The earliest redelivery the plugin accepts.
-        after: Option<Duration>,
-    },
-}
-
-/// Why a call into a plugin failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallError {
-    /// The call ran past its deadline and was interrupted.
-    #[error("missed its {0:?} deadline")]
-    Deadline(Duration),
-    /// The guest trapped (including running out of its memory cap).
-    #[error("trapped: {0}")]
-    Trap(String),
-    /// The guest returned an error; the instance is healthy.
-    #[error("returned an error: {0}")]
-    Guest(String),
-}
-
-impl CallError {
-    /// Whether the instance is unusable afterwards.
-    pub fn is_fatal(&self) -> bool {
-        !matches!(self, CallError::Guest(_))
-    }
-
-    /// Plugin-made text (an error it returned, a trap's backtrace with its function names) cut
-    /// to `max` bytes and kept on one line: it is logged and shown by `/plugins`.
-    pub(crate) fn bounded(self, max: usize) -> Self {
-        let bound = |m: String| escape_controls(&truncated(m, max)).into_owned();
-        match self {
-            CallError::Trap(m) => CallError::Trap(bound(m)),
-            CallError::Guest(m) => CallError::Guest(bound(m)),
-            deadline => deadline,
-        }
     }
 }
 
@@ -291,7 +246,7 @@ fn classify(e: wasmtime::Error) -> CallError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plugin::imports::host::MAX_ERROR_BYTES;
+    use crate::plugin::imports::log::MAX_ERROR_BYTES;
 
     #[test]
     fn a_plugins_error_text_is_bounded_and_on_one_line() {

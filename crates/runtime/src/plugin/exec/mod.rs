@@ -1,13 +1,11 @@
 //! Execution: a plugin version as an actor that owns its instance.
 //!
-//! - [`batch`]: one `handle-queued` call: the events taken, their outcomes, a deadline per event.
 //! - [`compile_cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
 //! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
 //! - [`histogram`]: the dispatch-delay and call-duration histograms a supervisor keeps.
 //! - [`instance`]: one live instance, `init` and `handle-queued` under deadlines and a memory cap.
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
 
-pub mod batch;
 pub mod compile_cache;
 pub mod engine;
 pub mod histogram;

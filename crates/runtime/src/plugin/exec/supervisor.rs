@@ -27,10 +27,10 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
-use crate::plugin::exec::batch::{Taken, Tally};
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
-use crate::plugin::imports::host::WitResource;
+use crate::plugin::imports::bindings::WitResource;
+use crate::plugin::imports::events::batch::{Taken, Tally};
 use crate::tenancy::Budget;
 
 /// Restart and quarantine policy.

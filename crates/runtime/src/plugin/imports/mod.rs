@@ -1,11 +1,24 @@
-//! Host imports: what a plugin's call can reach, each behind its checks.
+//! Host imports: what a plugin's call can reach, one module per WIT interface, each behind its
+//! checks. [`state`] is what the imports of one instance share.
 //!
-//! - [`cluster`]: the clients writes go through: dry-run and impersonation as layers.
-//! - [`host`]: the WIT bindings and the `events`, `cache` and `log` imports, reading only the plugin's stores.
+//! - [`bindings`]: the generated WIT types and traits, and [`WIT_PACKAGE`](bindings::WIT_PACKAGE).
+//! - [`events`]: `events`, the events of the call in hand and their headers; [`events::batch`] is
+//!   one `handle-queued` call: the events taken, their outcomes, a deadline per event.
+//! - [`cache`]: `cache`, queries answered from the plugin's stores through its tenant's grant.
+//! - [`kube`]: `kube`, writes behind the manifest, the tenant's grant and the cluster's RBAC
+//!   ([`write`] checks and builds them, [`cluster`] is the client they go through: dry-run and
+//!   impersonation as layers).
+//! - [`log`]: `log`, and the bounds on a plugin's own text.
 //! - [`outbound`]: outbound HTTP (`wasi:http`), allowed per origin.
-//! - [`write`]: the `kube` import: writes behind the manifest, the tenant's grant and the cluster's RBAC.
 
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod bindings;
+pub mod cache;
 pub mod cluster;
-pub mod host;
+pub mod events;
+pub mod kube;
+pub mod log;
 pub mod outbound;
+pub mod state;
 pub mod write;

@@ -38,9 +38,9 @@ use crate::manifest::{Verb, Write};
 use crate::selector::names;
 use crate::tenancy::{Budget, Grant, Impersonate};
 
+use crate::plugin::imports::bindings::WitResource;
+use crate::plugin::imports::bindings::informant::plugin::kube::{ApiError, WriteError};
 use crate::plugin::imports::cluster::{Cluster, ClusterError};
-use crate::plugin::imports::host::WitResource;
-use crate::plugin::imports::host::bindings::informant::plugin::kube::{ApiError, WriteError};
 
 /// What a write call is, for checks, metrics and messages: a manifest verb, or an Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 
 use crate::files::MAX_PLUGIN_FILE_BYTES;
 use crate::plugin::exec::supervisor::RestartPolicy;
-use crate::plugin::imports::host::TextLimits;
+use crate::plugin::imports::log::TextLimits;
 use crate::tenancy::Tenancy;
 
 /// Host-wide plugin settings: defaults and ceilings for what manifests ask.

@@ -37,7 +37,7 @@ use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::cluster::Cluster;
-use crate::plugin::imports::host::PluginLog;
+use crate::plugin::imports::log::PluginLog;
 use crate::plugin::load::host_config::{HostConfig, same_limits};
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::prepare::{Prepared, Watched, register, tenant_room};

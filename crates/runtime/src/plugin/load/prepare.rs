@@ -13,7 +13,9 @@ use crate::informer::{
 use crate::plugin::PluginError;
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
-use crate::plugin::imports::host::{CacheView, LogRate, WitResource};
+use crate::plugin::imports::bindings::WitResource;
+use crate::plugin::imports::cache::CacheView;
+use crate::plugin::imports::log::LogRate;
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::write::{Declared, TenantWrites, Writer};
 use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};

@@ -16,7 +16,8 @@ use tokio::sync::watch;
 use crate::informer::{
     ChangeFilter, Event, EventFilter, FnHandler, HandlerOptions, ResolvedResource, WatchScope,
 };
-use crate::plugin::imports::host::{CacheView, WitResource};
+use crate::plugin::imports::bindings::WitResource;
+use crate::plugin::imports::cache::CacheView;
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::prepare::register;
 use crate::plugin::load::wildcard::expand;

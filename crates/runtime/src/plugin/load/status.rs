@@ -10,7 +10,7 @@ use tokio::sync::{broadcast, watch};
 use crate::informer::ListenerGauges;
 use crate::plugin::PluginError;
 use crate::plugin::exec::supervisor::{PluginState, Supervisor};
-use crate::plugin::imports::host::PluginLog;
+use crate::plugin::imports::log::PluginLog;
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::waiting::Waiting;
