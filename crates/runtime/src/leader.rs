@@ -312,7 +312,7 @@ impl Campaign {
             }
             tokio::select! {
                 _ = &mut stop => return self.release().await,
-                _ = tokio::time::sleep(jittered(cfg.retry_period)) => {}
+                _ = tokio::time::sleep(crate::backoff::jitter(cfg.retry_period)) => {}
             }
         }
         tracing::info!(lease = %cfg.name, namespace = %cfg.namespace, identity = %cfg.identity, "became leader");
@@ -496,11 +496,6 @@ impl Campaign {
             }),
         }
     }
-}
-
-/// `d` plus up to 20 % jitter, so standbys do not retry in lockstep.
-fn jittered(d: Duration) -> Duration {
-    d + d.mul_f64(rand::random::<f64>() * 0.2)
 }
 
 #[cfg(test)]

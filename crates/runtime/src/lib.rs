@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod backoff;
 pub mod config;
 pub mod devloop;
 pub mod files;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{broadcast, watch};
 use wasmtime::Store;
 
+use crate::backoff::Backoff;
 use crate::informer::Event;
 use crate::plugin::exec::engine::LoadedComponent;
 use crate::plugin::imports::bindings::{Plugin, WitResource};
@@ -93,9 +94,10 @@ impl RetryPolicy {
 
     /// The wait before redelivery `attempt` (from 1), and at least what the plugin asked.
     pub fn backoff(&self, attempt: u32, asked: Option<Duration>) -> Duration {
-        let exp = attempt.saturating_sub(1).min(20);
-        let backoff = (self.initial_backoff * 2u32.pow(exp)).min(self.max_backoff);
-        backoff.max(asked.unwrap_or_default())
+        let backoff = Backoff::new(self.initial_backoff, self.max_backoff);
+        backoff
+            .delay(attempt.saturating_sub(1))
+            .max(asked.unwrap_or_default())
     }
 }
 

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use tokio::sync::watch;
 
+use crate::backoff::Backoff;
 use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
@@ -341,8 +342,8 @@ impl Supervisor {
             tracing::error!(plugin, tenant, key, call, error = %error, failures = inner.consecutive_failures, "plugin quarantined");
             return;
         }
-        let exp = inner.consecutive_failures.saturating_sub(1).min(20);
-        let backoff = (self.policy.initial_backoff * 2u32.pow(exp)).min(self.policy.max_backoff);
+        let backoff = Backoff::new(self.policy.initial_backoff, self.policy.max_backoff)
+            .delay(inner.consecutive_failures.saturating_sub(1));
         self.set_state(PluginState::BackingOff);
         inner.restart_at = Some(Instant::now() + backoff);
         tracing::warn!(plugin, tenant, key, call, error = %error, ?backoff, "plugin failed an event; restarting after backoff");

@@ -20,6 +20,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch_stream};
 use tokio::time::Instant;
 
+use crate::backoff::Backoff;
 use crate::plugin::load::reload::DEBOUNCE;
 
 /// The first retry's delay; each retry that finds the plugin still waiting doubles it.
@@ -28,13 +29,12 @@ pub const FIRST_RETRY: Duration = Duration::from_secs(1);
 /// The longest delay between retries.
 pub const MAX_RETRY: Duration = Duration::from_secs(30);
 
-/// The delay before retry number `attempt` (0-based): [`FIRST_RETRY`] doubled per attempt up to
-/// [`MAX_RETRY`], then spread by ±20 % so that many replicas do not retry in step.
+/// When waiting plugins are tried again: from [`FIRST_RETRY`] to [`MAX_RETRY`].
+pub const BACKOFF: Backoff = Backoff::new(FIRST_RETRY, MAX_RETRY);
+
+/// The delay before retry number `attempt` (0-based), by [`BACKOFF`].
 pub fn backoff(attempt: u32) -> Duration {
-    let base = FIRST_RETRY
-        .saturating_mul(1 << attempt.min(16))
-        .min(MAX_RETRY);
-    base.mul_f64(0.8 + rand::random::<f64>() * 0.4)
+    BACKOFF.delay(attempt)
 }
 
 /// The retry schedule of a [`crate::plugin::load::reload::Reloader`]: a timer and a CRD watch, both idle while
@@ -167,27 +167,4 @@ fn refused(e: &watcher::Error) -> bool {
         _ => return false,
     };
     matches!(code, 401 | 403)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_from_one_second_to_thirty_with_jitter() {
-        for (attempt, base) in [
-            (0, 1.0),
-            (1, 2.0),
-            (2, 4.0),
-            (4, 16.0),
-            (5, 30.0),
-            (40, 30.0),
-        ] {
-            let d = backoff(attempt).as_secs_f64();
-            assert!(
-                (base * 0.8..=base * 1.2).contains(&d),
-                "attempt {attempt}: {d} s, expected {base} s ± 20 %"
-            );
-        }
-    }
 }
