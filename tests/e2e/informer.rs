@@ -314,9 +314,46 @@ async fn same_scope_shares_one_informer() {
         .informer("v1", "ConfigMap", WatchScope::default())
         .await
         .unwrap();
-    assert!(std::sync::Arc::ptr_eq(&a, &b));
-    assert!(!std::sync::Arc::ptr_eq(&a, &c));
+    assert!(std::sync::Arc::ptr_eq(a.informer(), b.informer()));
+    assert_eq!(a.key(), b.key());
+    assert!(!std::sync::Arc::ptr_eq(a.informer(), c.informer()));
     assert_eq!(factory.informers().len(), 2);
+}
+
+/// A claim gives its informer back when dropped: the informer lives while any claim (or a
+/// clone of one) does, the last drop forgets it, and a kept claim is never given back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_informer_lives_exactly_as_long_as_its_claims() {
+    let server = server().await;
+    let factory = factory(&server, InitialList::Paginated);
+    let first = factory
+        .informer("v1", "ConfigMap", WatchScope::default())
+        .await
+        .unwrap();
+    let second = factory
+        .informer("v1", "ConfigMap", WatchScope::default())
+        .await
+        .unwrap();
+    let cloned = second.clone();
+    let informer = first.informer().clone();
+    factory.start();
+    informer.wait_for_sync().await;
+    drop(first);
+    drop(second);
+    assert_eq!(factory.informers().len(), 1, "a clone still holds it");
+    drop(cloned);
+    assert!(factory.informers().is_empty(), "the last claim forgets it");
+    let again = factory
+        .informer("v1", "ConfigMap", WatchScope::default())
+        .await
+        .unwrap();
+    assert!(
+        !std::sync::Arc::ptr_eq(again.informer(), &informer),
+        "a forgotten informer is not handed out again"
+    );
+    let kept = again.keep();
+    assert_eq!(factory.informers().len(), 1);
+    assert!(std::sync::Arc::ptr_eq(&factory.informers()[0], &kept));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

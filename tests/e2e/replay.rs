@@ -68,7 +68,7 @@ async fn replaying_a_recording_gives_the_live_runs_plugin_output() {
     ];
     // Registered before the informers start, as `informant record` does.
     let recorder = Recorder::start(
-        &informers,
+        &informers.each_ref().map(|c| c.informer().clone()),
         Box::new(std::fs::File::create(&recording).unwrap()),
     );
     // kubediff's own manifest watches every kind; a recording holds the two recorded here.

@@ -49,8 +49,10 @@ pub struct WatchScope {
     pub label_selector: Option<String>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-struct InformerKey {
+/// Which shared informer: a resource within a namespace scope and label selector. Two claims
+/// with equal keys hold the same informer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InformerKey {
     group: String,
     version: String,
     plural: String,
@@ -74,8 +76,8 @@ pub struct FactoryOptions {
 pub struct InformerFactory {
     client: Client,
     options: FactoryOptions,
-    /// Each informer with the number of claims on it (asks not yet released).
-    informers: Mutex<HashMap<InformerKey, (Arc<SharedInformer>, usize)>>,
+    /// Each informer with the number of claims on it (claims not yet dropped).
+    informers: Arc<Claims>,
     discovered: Mutex<HashMap<GroupVersionKind, ResolvedResource>>,
     started: Mutex<bool>,
 }
@@ -86,7 +88,7 @@ impl InformerFactory {
         InformerFactory {
             client,
             options,
-            informers: Mutex::new(HashMap::new()),
+            informers: Arc::new(Mutex::new(HashMap::new())),
             discovered: Mutex::new(HashMap::new()),
             started: Mutex::new(false),
         }
@@ -189,23 +191,24 @@ impl InformerFactory {
         Ok(out)
     }
 
-    /// The shared informer for `apiVersion`/`kind` within `scope`, created on first use.
+    /// A claim on the shared informer for `apiVersion`/`kind` within `scope`, created on first
+    /// use; it runs until the last claim on it is dropped.
     pub async fn informer(
         &self,
         api_version: &str,
         kind: &str,
         scope: WatchScope,
-    ) -> Result<Arc<SharedInformer>> {
+    ) -> Result<InformerClaim> {
         let resolved = self.resolve(api_version, kind).await?;
         self.informer_for(&resolved, scope)
     }
 
-    /// The shared informer for an already resolved resource within `scope`.
+    /// A claim on the shared informer for an already resolved resource within `scope`.
     pub fn informer_for(
         &self,
         resolved: &ResolvedResource,
         scope: WatchScope,
-    ) -> Result<Arc<SharedInformer>> {
+    ) -> Result<InformerClaim> {
         let ar = &resolved.api_resource;
         if let (Some(ns), false) = (&scope.namespace, resolved.namespaced) {
             return Err(Error::ClusterScoped {
@@ -231,7 +234,8 @@ impl InformerFactory {
         let mut informers = self.informers.lock();
         if let Some((i, claims)) = informers.get_mut(&key) {
             *claims += 1;
-            return Ok(i.clone());
+            let informer = i.clone();
+            return Ok(self.claim(key, informer));
         }
         let api: Api<super::RawObject> = match &scope.namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, ar),
@@ -258,8 +262,17 @@ impl InformerFactory {
         if *self.started.lock() {
             informer.start();
         }
-        informers.insert(key, (informer.clone(), 1));
-        Ok(informer)
+        informers.insert(key.clone(), (informer.clone(), 1));
+        Ok(self.claim(key, informer))
+    }
+
+    /// The claim for one count already taken on `key`'s entry.
+    fn claim(&self, key: InformerKey, informer: Arc<SharedInformer>) -> InformerClaim {
+        InformerClaim {
+            informer,
+            key,
+            claims: Arc::downgrade(&self.informers),
+        }
     }
 
     /// Every informer created so far.
@@ -284,34 +297,89 @@ impl InformerFactory {
         wait_all_synced(&self.informers(), timeout).await
     }
 
-    /// Gives back one claim: every [`informer`](Self::informer) or
-    /// [`informer_for`](Self::informer_for) call is one. The last release stops the informer
-    /// and forgets it; returns whether it did. A claim held by a consumer that has not
-    /// registered its handlers yet (a plugin version being swapped in) keeps the informer alive.
-    pub fn release(&self, informer: &Arc<SharedInformer>) -> bool {
-        let mut informers = self.informers.lock();
-        let Some(key) = informers
-            .iter()
-            .find(|(_, (i, _))| Arc::ptr_eq(i, informer))
-            .map(|(k, _)| k.clone())
-        else {
-            return false;
-        };
-        let claims = &mut informers.get_mut(&key).expect("found above").1;
-        *claims -= 1;
-        if *claims > 0 {
-            return false;
-        }
-        informers.remove(&key);
-        informer.stop();
-        true
-    }
-
     /// Stops every informer.
     pub fn stop(&self) {
         *self.started.lock() = false;
         for i in self.informers() {
             i.stop();
+        }
+    }
+}
+
+/// Informers by key, each with how many claims hold it.
+type Claims = Mutex<HashMap<InformerKey, (Arc<SharedInformer>, usize)>>;
+
+/// One consumer's hold on a shared informer, from [`InformerFactory::informer`] or
+/// [`InformerFactory::informer_for`]. Dropping the last claim on an informer stops it and the
+/// factory forgets it; a claim held by a consumer that has not registered its handlers yet (a
+/// plugin version being swapped in) keeps the informer alive across the swap. Cloning takes
+/// another claim.
+#[derive(Debug)]
+pub struct InformerClaim {
+    informer: Arc<SharedInformer>,
+    key: InformerKey,
+    /// Weak: a claim outliving its factory holds only its informer.
+    claims: std::sync::Weak<Claims>,
+}
+
+impl InformerClaim {
+    /// The informer claimed.
+    pub fn informer(&self) -> &Arc<SharedInformer> {
+        &self.informer
+    }
+
+    /// Which shared informer this is: equal for claims on the same one.
+    pub fn key(&self) -> &InformerKey {
+        &self.key
+    }
+
+    /// Keeps the informer running for as long as its factory lives: this claim is never given
+    /// back (what a process-long consumer such as `--watch` wants).
+    pub fn keep(mut self) -> Arc<SharedInformer> {
+        self.claims = std::sync::Weak::new();
+        self.informer.clone()
+    }
+}
+
+impl std::ops::Deref for InformerClaim {
+    type Target = Arc<SharedInformer>;
+
+    fn deref(&self) -> &Arc<SharedInformer> {
+        &self.informer
+    }
+}
+
+impl Clone for InformerClaim {
+    fn clone(&self) -> Self {
+        if let Some(claims) = self.claims.upgrade()
+            && let Some((_, n)) = claims.lock().get_mut(&self.key)
+        {
+            *n += 1;
+        }
+        InformerClaim {
+            informer: self.informer.clone(),
+            key: self.key.clone(),
+            claims: self.claims.clone(),
+        }
+    }
+}
+
+impl Drop for InformerClaim {
+    fn drop(&mut self) {
+        let Some(claims) = self.claims.upgrade() else {
+            return;
+        };
+        let mut claims = claims.lock();
+        let Some((informer, n)) = claims.get_mut(&self.key) else {
+            return;
+        };
+        // The entry may be a newer informer under the same key only if this one was already
+        // forgotten, which takes this claim's count: so it is this one.
+        debug_assert!(Arc::ptr_eq(informer, &self.informer));
+        *n -= 1;
+        if *n == 0 {
+            claims.remove(&self.key);
+            self.informer.stop();
         }
     }
 }

@@ -59,8 +59,8 @@ pub mod store;
 
 pub use event::{Event, EventType};
 pub use factory::{
-    DiscoveredResource, FactoryOptions, InformerFactory, ResolvedResource, WatchScope,
-    wait_all_synced,
+    DiscoveredResource, FactoryOptions, InformerClaim, InformerFactory, InformerKey,
+    ResolvedResource, WatchScope, wait_all_synced,
 };
 pub use index::{IndexError, IndexSpec};
 pub use informant_selector::{FieldPath, LabelSelector, SelectorError};

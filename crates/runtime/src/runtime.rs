@@ -23,7 +23,8 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::admin::{AdminServer, AdminState};
 use crate::config::ConfigWatcher;
 use crate::informer::{
-    Event, FactoryOptions, FnHandler, HandlerOptions, InformerFactory, SharedInformer, WatchScope,
+    Event, FactoryOptions, FnHandler, HandlerOptions, InformerClaim, InformerFactory,
+    SharedInformer, WatchScope,
 };
 use crate::leader::{LeaderElector, Leadership, LeaseConfig};
 use crate::plugin::{
@@ -251,7 +252,7 @@ pub fn host_config(path: Option<&Path>) -> Result<HostConfig, crate::config::Con
     Ok(config)
 }
 
-/// The informer for a `--watch APIVERSION/KIND` argument.
+/// The informer for a `--watch APIVERSION/KIND` argument, kept for the factory's life.
 pub async fn watch_informer(
     factory: &InformerFactory,
     watch: &str,
@@ -261,6 +262,7 @@ pub async fn watch_informer(
     factory
         .informer(api_version, kind, scope)
         .await
+        .map(InformerClaim::keep)
         .map_err(|source| Error::Informer {
             what: format!("--watch `{watch}`"),
             source,
@@ -292,6 +294,7 @@ async fn watch_and_log(
         let (api_version, kind) = parse_watch(w)?;
         match factory.informer(api_version, kind, scope.clone()).await {
             Ok(informer) => {
+                let informer = informer.keep();
                 log_events(&informer, w);
                 informers.push(informer);
             }
@@ -335,7 +338,7 @@ async fn retry_watch(
         tokio::time::sleep(crate::plugin::load::retry::backoff(attempt)).await;
         match factory.informer(api_version, kind, scope.clone()).await {
             Ok(informer) => {
-                log_events(&informer, watch);
+                log_events(&informer.keep(), watch);
                 tracing::info!(watch = %watch, "--watch kind served; logging its events");
                 return;
             }

@@ -61,7 +61,7 @@ pub async fn run(args: Args) -> Result<()> {
                     .informer(w.api_version.as_str(), &w.kind, scope)
                     .await
                     .with_context(|| format!("{}: watch {i}", path.display()))?;
-                keep(informer);
+                keep(informer.keep());
             }
         }
     }

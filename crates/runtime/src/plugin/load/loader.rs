@@ -31,7 +31,7 @@ use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast, watch};
 
-use crate::informer::{HandlerOptions, InformerFactory, ListenerHandle, SharedInformer};
+use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::exec::engine::{PluginEngine, hex};
@@ -50,7 +50,7 @@ use crate::tenancy::TenantPolicy;
 pub(super) struct Loaded {
     pub(super) supervisor: Arc<Supervisor>,
     pub(super) fingerprint: String,
-    pub(super) handles: Vec<(Arc<SharedInformer>, ListenerHandle)>,
+    pub(super) handles: Vec<(InformerClaim, ListenerHandle)>,
     /// What it was admitted under; a config reload that changes either re-admits it.
     pub(super) policy: Arc<TenantPolicy>,
     pub(super) config: Arc<HostConfig>,
@@ -98,7 +98,7 @@ pub struct PluginHost {
     pub(super) cluster: Cluster,
     /// The CRD informer's handler, registered while some plugin has a wildcard watch; it
     /// counts CRD changes on `crd_changes` for [`crate::plugin::load::rediscover`].
-    pub(super) crd_watch: Mutex<Option<(Arc<SharedInformer>, ListenerHandle)>>,
+    pub(super) crd_watch: Mutex<Option<(InformerClaim, ListenerHandle)>>,
     pub(super) crd_changes: watch::Sender<u64>,
     /// Counts finished [`PluginHost::rediscover`]s, changed or not.
     pub(super) rediscoveries: watch::Sender<u64>,
@@ -311,9 +311,7 @@ impl PluginHost {
                     if let Err(reason) = tenant_room(&loaded, &id, &policy, &watches, field_indexes)
                     {
                         supervisor.close();
-                        for w in &watches {
-                            self.factory.release(&w.informer);
-                        }
+                        drop(watches);
                         let e = PluginError::Refused {
                             plugin: id.to_string(),
                             path: f.manifest.clone(),
@@ -449,16 +447,13 @@ impl PluginHost {
         self.sync_crd_watch(&loaded).await;
     }
 
-    /// Unregisters a version and releases its claims on informers (an informer a replacement
-    /// has already claimed keeps running).
     /// Stops a version: no new call starts, its in-flight call (bounded by its deadline) ends,
-    /// then its informer claims are released.
+    /// then its informer claims are given back (an informer a replacement has already claimed
+    /// keeps running).
     pub(super) async fn unregister(&self, old: Loaded) {
         old.supervisor.close();
         let (informers, handles): (Vec<_>, Vec<_>) = old.handles.into_iter().unzip();
         futures::future::join_all(handles.into_iter().map(ListenerHandle::shutdown)).await;
-        for informer in &informers {
-            self.factory.release(informer);
-        }
+        drop(informers);
     }
 }

@@ -2,13 +2,13 @@
 //! compile, claim informers and start it (with `init`), without registering it anywhere yet;
 //! and what registering it needs.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::informer::{
-    ChangeFilter, DiscoveredResource, EventFilter, HandlerOptions, ListenerHandle,
-    ResolvedResource, SharedInformer, wait_all_synced,
+    ChangeFilter, DiscoveredResource, EventFilter, HandlerOptions, InformerClaim, InformerKey,
+    ListenerHandle, ResolvedResource, wait_all_synced,
 };
 use crate::plugin::PluginError;
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
@@ -39,7 +39,10 @@ impl PluginHost {
     /// not find a half-listed kind.
     pub(super) async fn wait_synced(&self, id: &PluginId, watches: &[Watched]) {
         self.factory.start();
-        let informers: Vec<_> = watches.iter().map(|w| w.informer.clone()).collect();
+        let informers: Vec<_> = watches
+            .iter()
+            .map(|w| w.informer.informer().clone())
+            .collect();
         if let Err(e) = wait_all_synced(&informers, SYNC_WAIT).await {
             tracing::warn!(plugin = %id, error = %e, "registering the plugin anyway");
         }
@@ -248,19 +251,15 @@ impl PluginHost {
                     })
                 }),
             }),
-            Err(e) => {
-                for w in &watches {
-                    self.factory.release(&w.informer);
-                }
-                Err(e)
-            }
+            // The claims taken go back with `watches`.
+            Err(e) => Err(e),
         }
     }
 }
 
 /// One informer a plugin version is to be registered with: one per namespace of a `[[watch]]`.
 pub(super) struct Watched {
-    pub(super) informer: Arc<SharedInformer>,
+    pub(super) informer: InformerClaim,
     pub(super) resource: WitResource,
     /// The watch's `jq-filter` / `ignore`, if any.
     pub(super) changes: Option<ChangeFilter>,
@@ -284,12 +283,13 @@ pub(super) fn register(
     id: &PluginId,
     supervisor: &Arc<Supervisor>,
     policy: &TenantPolicy,
-    informer: &Arc<SharedInformer>,
+    informer: &InformerClaim,
     resource: WitResource,
     options: HandlerOptions,
 ) -> ListenerHandle {
     let handler = supervisor.handler(resource, informer.store().clone(), policy.budget.clone());
     let name = id.to_string();
+    let informer = informer.informer();
     match &policy.budget {
         Some(b) => informer.add_handler(&name, Budgeted::new(b.clone(), handler), options),
         None => informer.add_handler(&name, handler, options),
@@ -309,15 +309,13 @@ pub(super) fn tenant_room(
         .iter()
         .filter(|(k, _)| k.tenant == id.tenant && *k != id)
         .map(|(_, l)| l);
-    let mut informers: Vec<*const SharedInformer> = Vec::new();
+    let mut informers: BTreeSet<&InformerKey> = BTreeSet::new();
     let mut indexes = field_indexes;
     for l in others {
-        informers.extend(l.handles.iter().map(|(i, _)| Arc::as_ptr(i)));
+        informers.extend(l.handles.iter().map(|(i, _)| i.key()));
         indexes += l.field_indexes;
     }
-    informers.extend(watches.iter().map(|w| Arc::as_ptr(&w.informer)));
-    informers.sort();
-    informers.dedup();
+    informers.extend(watches.iter().map(|w| w.informer.key()));
     let who = format!("tenant `{}`", id.tenant);
     if informers.len() > policy.max_informers {
         return Err(format!(

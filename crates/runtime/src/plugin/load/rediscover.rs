@@ -14,7 +14,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use tokio::sync::watch;
 
 use crate::informer::{
-    ChangeFilter, Event, EventFilter, FnHandler, HandlerOptions, ResolvedResource, WatchScope,
+    ChangeFilter, Event, EventFilter, FnHandler, HandlerOptions, InformerKey, ResolvedResource,
+    WatchScope,
 };
 use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
@@ -128,7 +129,7 @@ impl PluginHost {
             match crds {
                 Ok(informer) => {
                     let tx = self.crd_changes.clone();
-                    let h = informer.add_handler(
+                    let h = informer.informer().add_handler(
                         "informant:wildcard-rediscovery",
                         FnHandler(move |e: Event| {
                             if !e.initial {
@@ -146,7 +147,7 @@ impl PluginHost {
             }
         } else if !wanted && let Some((informer, h)) = slot.take() {
             h.shutdown().await;
-            self.factory.release(&informer);
+            drop(informer);
         }
     }
 
@@ -161,13 +162,12 @@ impl PluginHost {
         }
         let discovered = self.factory.discover_all().await?;
         // Informers per tenant, for `max-informers`: a tenant's new kinds beyond it are skipped.
-        // Informers by address (as numbers, which stay `Send` across the awaits below).
-        let mut per_tenant: HashMap<String, BTreeSet<usize>> = HashMap::new();
+        let mut per_tenant: HashMap<String, BTreeSet<InformerKey>> = HashMap::new();
         for (id, l) in loaded.iter() {
             per_tenant
                 .entry(id.tenant.clone())
                 .or_default()
-                .extend(l.handles.iter().map(|(i, _)| Arc::as_ptr(i) as usize));
+                .extend(l.handles.iter().map(|(i, _)| i.key().clone()));
         }
         let mut out = Vec::new();
         for (id, l) in loaded.iter_mut() {
@@ -203,7 +203,7 @@ impl PluginHost {
                         l.kinds.remove(at);
                         handle.retire(informer.store()).await;
                         wc.cache.remove(informer.store());
-                        self.factory.release(&informer);
+                        drop(informer);
                     }
                     changes.removed.push(name.clone());
                 }
@@ -235,7 +235,7 @@ impl PluginHost {
         wc: &WildcardWatches,
         (index, w): (usize, &crate::manifest::Watch),
         (name, resolved): (&String, &ResolvedResource),
-        used: &mut BTreeSet<usize>,
+        used: &mut BTreeSet<InformerKey>,
     ) -> bool {
         let mut any = false;
         for scope in crate::plugin::watch_scopes(w) {
@@ -246,13 +246,11 @@ impl PluginHost {
                     continue;
                 }
             };
-            let at = Arc::as_ptr(&informer) as usize;
-            if !used.contains(&at) && used.len() >= l.policy.max_informers {
-                self.factory.release(&informer);
+            if !used.contains(informer.key()) && used.len() >= l.policy.max_informers {
                 tracing::warn!(plugin = %id, resource = %name, max_informers = l.policy.max_informers, "wildcard watch skips a new resource: the tenant's plugins use their maximum of informers (`max-informers` in informant.toml)");
                 continue;
             }
-            used.insert(at);
+            used.insert(informer.key().clone());
             wc.cache
                 .add_with_indexes(informer.store().clone(), w.field_indexes());
             let options = HandlerOptions {
