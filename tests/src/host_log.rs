@@ -16,7 +16,8 @@ use tracing_subscriber::layer::{Context, SubscriberExt};
 
 use crate::wait_for_change;
 
-/// One captured event: its level, its `message`, and its other fields as text.
+/// One captured event: its level, its `message`, and its other fields as text, with the fields
+/// of the spans it happened in (a plugin's `plugin` and `tenant`) as if they were its own.
 #[derive(Debug, Clone)]
 pub struct Line {
     /// `INFO`, `WARN`, ...
@@ -74,9 +75,33 @@ impl HostLog {
 
 struct Capture(HostLog);
 
-impl<S: tracing::Subscriber> Layer<S> for Capture {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
+impl<S> Layer<S> for Capture
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: Context<'_, S>,
+    ) {
         let mut fields = Fields::default();
+        attrs.record(&mut fields);
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(fields);
+        }
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, ctx: Context<'_, S>) {
+        let mut fields = Fields::default();
+        // Outermost span first, so inner spans and the event itself override.
+        if let Some(scope) = ctx.event_scope(event) {
+            for span in scope.from_root() {
+                if let Some(f) = span.extensions().get::<Fields>() {
+                    fields.0.extend(f.0.clone());
+                }
+            }
+        }
         event.record(&mut fields);
         let line = Line {
             level: *event.metadata().level(),

@@ -32,8 +32,9 @@ impl ConfigWatcher {
         host: Arc<PluginHost>,
         reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
     ) -> Result<Self, PluginError> {
-        let cannot = |e: &dyn std::fmt::Display| {
-            PluginError::Engine(format!("cannot watch {}: {e}", path.display()))
+        let cannot = |e: &dyn std::fmt::Display| PluginError::Engine {
+            what: "watching the config file",
+            source: format!("cannot watch {}: {e}", path.display()).into(),
         };
         let dir = path
             .parent()

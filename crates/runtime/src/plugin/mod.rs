@@ -37,12 +37,21 @@ pub use manifest::{Manifest, ManifestError};
 
 use std::path::PathBuf;
 
+/// An error from a library that types its errors loosely (wasmtime's), kept with its chain.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Errors loading or running plugins; each names the plugin and, where there is one, the file.
 #[derive(Debug, thiserror::Error)]
 pub enum PluginError {
-    /// The wasmtime engine could not be set up.
-    #[error("plugin engine: {0}")]
-    Engine(String),
+    /// The wasmtime engine could not be set up, or a compile task could not finish.
+    #[error("plugin engine: {what}: {source}")]
+    Engine {
+        /// What the engine was doing.
+        what: &'static str,
+        /// Why it failed (a wasmtime error or a task's panic).
+        #[source]
+        source: BoxError,
+    },
     /// A `.wasm` could not be read, compiled or linked against the plugin world.
     #[error("plugin `{plugin}`: `{path}`: {reason}")]
     Load {

@@ -139,7 +139,10 @@ pub async fn replay(
     let (eng, n, wasm) = (engine.clone(), name.clone(), config.wasm.clone());
     let component = tokio::task::spawn_blocking(move || eng.load(&n, &wasm))
         .await
-        .map_err(|e| PluginError::Engine(e.to_string()))??;
+        .map_err(|e| PluginError::Engine {
+            what: "compiling the component",
+            source: e.into(),
+        })??;
 
     let recorded: BTreeSet<(String, String)> = objects
         .iter()

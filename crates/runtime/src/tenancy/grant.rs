@@ -36,10 +36,70 @@ impl NamespacePattern {
     }
 }
 
+/// A namespace glob or resource rule of `informant.toml` that cannot be one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPattern {
+    /// A namespace glob that no namespace name could match, or that is ambiguous.
+    #[error("bad namespace glob `{text}`: {why}")]
+    Namespace {
+        /// The glob as written.
+        text: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A resource rule not of the form `APIVERSION/KIND`, `APIVERSION/*` or `*`.
+    #[error(
+        "bad resource `{0}`: expected APIVERSION/KIND (e.g. `v1/ConfigMap`, `apps/v1/Deployment`), APIVERSION/* or *"
+    )]
+    Resource(String),
+}
+
+/// Why something is outside a tenant's grant.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Outside {
+    /// A resource the grant does not name.
+    #[error("`{resource}` is not among the resources tenant `{tenant}` was granted")]
+    Resource {
+        /// The tenant.
+        tenant: String,
+        /// `APIVERSION/KIND`.
+        resource: String,
+    },
+    /// A cluster-scoped resource, and the grant has no cluster-scoped objects.
+    #[error(
+        "`{resource}` is cluster-scoped and tenant `{tenant}` was not granted cluster-scoped objects"
+    )]
+    ClusterScopedResource {
+        /// The tenant.
+        tenant: String,
+        /// `APIVERSION/KIND`.
+        resource: String,
+    },
+    /// A namespace outside the grant's globs.
+    #[error("namespace `{namespace}` is outside the namespaces tenant `{tenant}` was granted")]
+    Namespace {
+        /// The tenant.
+        tenant: String,
+        /// The namespace asked for.
+        namespace: String,
+    },
+    /// Cluster-scoped objects, and the grant has none.
+    #[error("tenant `{tenant}` was not granted cluster-scoped objects")]
+    ClusterScoped {
+        /// The tenant.
+        tenant: String,
+    },
+}
+
 impl TryFrom<String> for NamespacePattern {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        let bad = |why: &str| Err(format!("bad namespace glob `{s}`: {why}"));
+    type Error = BadPattern;
+    fn try_from(s: String) -> Result<Self, BadPattern> {
+        let bad = |why: &str| {
+            Err(BadPattern::Namespace {
+                text: s.clone(),
+                why: why.to_string(),
+            })
+        };
         if s.is_empty() {
             return bad("empty");
         }
@@ -134,8 +194,8 @@ impl ResourceRule {
 }
 
 impl TryFrom<String> for ResourceRule {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = BadPattern;
+    fn try_from(s: String) -> Result<Self, BadPattern> {
         if s == "*" {
             return Ok(ResourceRule {
                 text: s,
@@ -143,12 +203,7 @@ impl TryFrom<String> for ResourceRule {
                 kind: None,
             });
         }
-        let bad = || {
-            format!(
-                "bad resource `{s}`: expected APIVERSION/KIND (e.g. `v1/ConfigMap`, \
-                 `apps/v1/Deployment`), APIVERSION/* or *"
-            )
-        };
+        let bad = || BadPattern::Resource(s.clone());
         let (api_version, kind) = s.rsplit_once('/').ok_or_else(bad)?;
         let part = |p: &str| {
             !p.is_empty()
@@ -276,47 +331,38 @@ impl Grant {
         (group, version, kind): (&str, &str, &str),
         namespaced: Option<bool>,
         namespace: Option<&str>,
-    ) -> Result<(), String> {
-        let who = self.who();
+    ) -> Result<(), Outside> {
         let api_version = if group.is_empty() {
             version.to_string()
         } else {
             format!("{group}/{version}")
         };
+        let (tenant, resource) = (self.tenant.clone(), format!("{api_version}/{kind}"));
         if !self.allows_resource(group, version, kind) {
-            return Err(format!(
-                "`{api_version}/{kind}` is not among the resources {who} was granted"
-            ));
+            return Err(Outside::Resource { tenant, resource });
         }
         if namespaced == Some(false) && !self.cluster_scoped {
-            return Err(format!(
-                "`{api_version}/{kind}` is cluster-scoped and {who} was not granted cluster-scoped objects"
-            ));
+            return Err(Outside::ClusterScopedResource { tenant, resource });
         }
-        if let Some(ns) = namespace
-            && !self.allows_namespace(Some(ns))
-        {
-            return Err(format!(
-                "namespace `{ns}` is outside the namespaces {who} was granted"
-            ));
+        match namespace {
+            Some(ns) => self.check_namespace(Some(ns)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// Why a query naming `namespace` is refused, if it is.
-    pub fn check_namespace(&self, namespace: Option<&str>) -> Result<(), String> {
+    pub fn check_namespace(&self, namespace: Option<&str>) -> Result<(), Outside> {
         if self.allows_namespace(namespace) {
             return Ok(());
         }
-        let who = self.who();
+        let tenant = self.tenant.clone();
         Err(match namespace {
-            Some(ns) => format!("namespace `{ns}` is outside the namespaces {who} was granted"),
-            None => format!("{who} was not granted cluster-scoped objects"),
+            Some(ns) => Outside::Namespace {
+                tenant,
+                namespace: ns.to_string(),
+            },
+            None => Outside::ClusterScoped { tenant },
         })
-    }
-
-    fn who(&self) -> String {
-        format!("tenant `{}`", self.tenant)
     }
 }
 

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 pub use budget::{Budget, Budgeted};
-pub use grant::{Grant, NamespacePattern, ResourceRule};
+pub use grant::{BadPattern, Grant, NamespacePattern, Outside, ResourceRule};
 
 /// Why a plugin's tenant may not load plugins at all.
 #[derive(Debug, Clone, thiserror::Error)]

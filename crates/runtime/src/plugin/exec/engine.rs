@@ -99,10 +99,9 @@ impl PluginEngine {
             .wasm_component_model(true)
             .epoch_interruption(true)
             .allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
-        let engine = Engine::new(&config).map_err(|e| PluginError::Engine(e.to_string()))?;
+        let engine = Engine::new(&config).map_err(engine_err("creating the engine"))?;
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(|e| PluginError::Engine(e.to_string()))?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err("linking WASI"))?;
         // The world's own interfaces one by one: its `add_to_linker` would want `State` to
         // implement wasi:http's traits, which wasmtime-wasi-http implements on its view.
         let informant_interfaces = |linker: &mut Linker<State>| -> wasmtime::Result<()> {
@@ -116,7 +115,7 @@ impl PluginEngine {
             log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
         };
-        informant_interfaces(&mut linker).map_err(|e| PluginError::Engine(e.to_string()))?;
+        informant_interfaces(&mut linker).map_err(engine_err("linking the plugin world"))?;
 
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);
@@ -136,7 +135,10 @@ impl PluginEngine {
                     }
                 }
             })
-            .map_err(|e| PluginError::Engine(format!("epoch ticker: {e}")))?;
+            .map_err(|e| PluginError::Engine {
+                what: "starting the epoch ticker",
+                source: e.into(),
+            })?;
         let cache = match CacheDir::open(&options.compile_cache) {
             Ok(cache) => cache,
             Err(e) => {
@@ -582,5 +584,13 @@ mod tests {
                 "{odd}: {refused}"
             );
         }
+    }
+}
+
+/// Maps a wasmtime error met while `what` to [`PluginError::Engine`], its chain kept.
+fn engine_err(what: &'static str) -> impl FnOnce(wasmtime::Error) -> PluginError {
+    move |e| PluginError::Engine {
+        what,
+        source: e.into(),
     }
 }

@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
@@ -93,14 +94,24 @@ pub struct Supervisor {
     dispatch: DurationHistogram,
     state_tx: watch::Sender<PluginState>,
     closed: watch::Sender<bool>,
+    /// Every call into this version, and what its host imports log, happens in this span.
+    span: tracing::Span,
 }
 
 impl Supervisor {
     /// Creates the first instance now, so a plugin whose `init` fails (or misses its deadline)
     /// is refused at load.
     pub async fn start(spec: InstanceSpec, policy: RestartPolicy) -> Result<Arc<Self>, CallError> {
-        let instance = Instance::create(&spec).await?;
-        let tally = Arc::new(Tally::new(spec.name.clone(), spec.tenant.clone()));
+        // A root span: events arrive long after the load that started the version.
+        let span = tracing::info_span!(
+            parent: None,
+            "plugin",
+            plugin = %spec.name,
+            tenant = %spec.tenant,
+            version = %&spec.component.sha256[..12.min(spec.component.sha256.len())],
+        );
+        let instance = Instance::create(&spec).instrument(span.clone()).await?;
+        let tally = Arc::new(Tally::new());
         Ok(Arc::new(Supervisor {
             tally,
             spec,
@@ -117,6 +128,7 @@ impl Supervisor {
             dispatch: dispatch_histogram(),
             state_tx: watch::channel(PluginState::Running).0,
             closed: watch::channel(false).0,
+            span,
         }))
     }
 
@@ -255,7 +267,7 @@ impl Supervisor {
                 Some(instance) => instance,
                 None => match Instance::create(&self.spec).await {
                     Ok(i) => {
-                        tracing::info!(plugin = %self.spec.name, tenant = %self.spec.tenant, "plugin instance recreated");
+                        tracing::info!("plugin instance recreated");
                         self.set_state(PluginState::Running);
                         inner.restart_at = None;
                         inner.instance.insert(i)
@@ -321,17 +333,17 @@ impl Supervisor {
 
     /// Counts an event whose retries ran out as failed; the instance is healthy.
     fn give_up(&self, event: &Event, attempts: u32, reason: &str) {
-        let (plugin, tenant, key) = (&*self.spec.name, &*self.spec.tenant, event.key().as_str());
+        let key = event.key().as_str();
         let error = format!("gave up after {attempts} retries: {reason}");
-        tracing::warn!(plugin, tenant, key, error, "plugin failed an event");
+        tracing::warn!(parent: &self.span, key, error, "plugin failed an event");
         self.tally.fail(key, "handle", &error);
     }
 
     fn fail(&self, inner: &mut Inner, event: &Event, error: &CallError, call: &str) {
-        let (plugin, tenant, key) = (&*self.spec.name, &*self.spec.tenant, event.key().as_str());
+        let key = event.key().as_str();
         self.tally.fail(key, call, error);
         if !error.is_fatal() {
-            tracing::warn!(plugin, tenant, key, call, error = %error, "plugin failed an event");
+            tracing::warn!(parent: &self.span, key, call, error = %error, "plugin failed an event");
             return;
         }
         inner.instance = None;
@@ -339,14 +351,14 @@ impl Supervisor {
         inner.consecutive_failures += 1;
         if inner.consecutive_failures >= self.policy.quarantine_after {
             self.set_state(PluginState::Quarantined);
-            tracing::error!(plugin, tenant, key, call, error = %error, failures = inner.consecutive_failures, "plugin quarantined");
+            tracing::error!(parent: &self.span, key, call, error = %error, failures = inner.consecutive_failures, "plugin quarantined");
             return;
         }
         let backoff = Backoff::new(self.policy.initial_backoff, self.policy.max_backoff)
             .delay(inner.consecutive_failures.saturating_sub(1));
         self.set_state(PluginState::BackingOff);
         inner.restart_at = Some(Instant::now() + backoff);
-        tracing::warn!(plugin, tenant, key, call, error = %error, ?backoff, "plugin failed an event; restarting after backoff");
+        tracing::warn!(parent: &self.span, key, call, error = %error, ?backoff, "plugin failed an event; restarting after backoff");
     }
 }
 
@@ -467,7 +479,10 @@ async fn deliver(
     retries: &Arc<Retries>,
     events: Vec<Event>,
 ) {
-    let delivered = supervisor.deliver(resource, events).await;
+    let delivered = supervisor
+        .deliver(resource, events)
+        .instrument(supervisor.span.clone())
+        .await;
     fn settled((event, d): &(Event, Delivered)) -> Option<&ObjectKey> {
         matches!(d, Delivered::Done | Delivered::Failed).then(|| event.key())
     }
@@ -507,10 +522,8 @@ fn schedule_retry(
     };
     supervisor.retried.fetch_add(1, Ordering::Relaxed);
     let wait = policy.backoff(attempt, after);
-    let (plugin, tenant) = (&*supervisor.spec.name, &*supervisor.spec.tenant);
     tracing::debug!(
-        plugin,
-        tenant,
+        parent: &supervisor.span,
         key = key.as_str(),
         attempt,
         ?wait,

@@ -141,7 +141,7 @@ impl CacheView {
         }
         self.grant
             .check_namespace(namespace)
-            .map_err(QueryError::Forbidden)
+            .map_err(|outside| QueryError::Forbidden(outside.to_string()))
     }
 
     /// What a broad query may touch: the grant's namespaces only.

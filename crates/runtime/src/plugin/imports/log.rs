@@ -20,7 +20,6 @@ pub struct PluginLog {
 
 impl informant::plugin::log::Host for State {
     async fn log(&mut self, level: Level, message: String) {
-        let (plugin, tenant) = (&*self.plugin, &*self.tenant);
         let message = truncated(message, self.text.log_bytes);
         // The host's log is shared by every tenant: a flood is cut to the plugin's rate, and
         // what was cut is said once it may speak again. Subscribers still get every line.
@@ -28,8 +27,6 @@ impl informant::plugin::log::Host for State {
         if let Some(dropped) = dropped.filter(|n| *n > 0) {
             let rate = self.text.log_lines_per_second;
             tracing::warn!(
-                plugin,
-                tenant,
                 dropped,
                 "log lines dropped from the host's log: over {rate} per second (`limits.log-lines-per-second`)"
             );
@@ -38,11 +35,11 @@ impl informant::plugin::log::Host for State {
             // Escaped: a newline must not start a line that looks like the host's.
             let line = escape_controls(&message);
             match level {
-                Level::Trace => tracing::trace!(plugin, tenant, "{line}"),
-                Level::Debug => tracing::debug!(plugin, tenant, "{line}"),
-                Level::Info => tracing::info!(plugin, tenant, "{line}"),
-                Level::Warn => tracing::warn!(plugin, tenant, "{line}"),
-                Level::Error => tracing::error!(plugin, tenant, "{line}"),
+                Level::Trace => tracing::trace!("{line}"),
+                Level::Debug => tracing::debug!("{line}"),
+                Level::Info => tracing::info!("{line}"),
+                Level::Warn => tracing::warn!("{line}"),
+                Level::Error => tracing::error!("{line}"),
             }
         }
         // Nobody listening is the normal case outside tests and replay.

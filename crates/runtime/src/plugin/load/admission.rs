@@ -155,7 +155,8 @@ pub fn admit(
                     .grant
                     .check_watch((&f.group, &f.version, &f.kind), f.namespaced, ns)
             };
-            if let Err(reason) = checked {
+            if let Err(outside) = checked {
+                let reason = outside.to_string();
                 let field = if w.namespaces.is_empty() {
                     format!("watch[{index}]")
                 } else {
@@ -247,10 +248,10 @@ fn write_refusals(
             (None, _) => vec![],
         };
         for ns in &scopes {
-            if let Err(why) = policy.grant.check_namespace(*ns) {
+            if let Err(outside) = policy.grant.check_namespace(*ns) {
                 refusals.push(Refusal {
                     field: field.clone(),
-                    reason: why,
+                    reason: outside.to_string(),
                 });
             }
         }

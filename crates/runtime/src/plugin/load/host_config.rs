@@ -64,3 +64,18 @@ pub(super) fn same_limits(a: &HostConfig, b: &HostConfig) -> bool {
     };
     limits(a) == limits(b)
 }
+
+/// A reloaded host config the running host cannot take without a restart; the old one stays.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NeedsRestart {
+    /// More memory per plugin than the engine's instance slots were sized for at start.
+    #[error(
+        "key `limits.max-memory-mib`: {asked_mib} is above the {engine_mib} MiB the plugin engine was started with; raising it needs a restart"
+    )]
+    MaxMemory {
+        /// What the new config allows.
+        asked_mib: u32,
+        /// What the engine's slots hold.
+        engine_mib: usize,
+    },
+}

@@ -10,6 +10,12 @@ pub struct PluginId {
 }
 
 impl PluginId {
+    /// The span a plugin's load, calls and host imports are logged in: its tenant and name are
+    /// fields of the span, not of each line.
+    pub fn span(&self) -> tracing::Span {
+        tracing::info_span!("plugin", plugin = %self.name, tenant = %self.tenant)
+    }
+
     /// Stands for a whole directory in errors: the plugins directory (`tenant` empty) or a
     /// tenant's.
     pub fn directory(tenant: &str) -> Self {

@@ -30,6 +30,7 @@ use std::sync::Arc;
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast, watch};
+use tracing::Instrument;
 
 use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::plugin::PluginError;
@@ -38,7 +39,7 @@ use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::cluster::Cluster;
 use crate::plugin::imports::log::PluginLog;
-use crate::plugin::load::host_config::{HostConfig, same_limits};
+use crate::plugin::load::host_config::{HostConfig, NeedsRestart, same_limits};
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::prepare::{Prepared, Watched, register, tenant_room};
 use crate::plugin::load::rediscover::WildcardWatches;
@@ -158,14 +159,13 @@ impl PluginHost {
     /// exactly the plugins whose tenant policy or the host limits changed. Settings the file
     /// does not hold (restart policy, log buffer) stay. Refused, keeping the old config, when it
     /// allows more memory per plugin than the engine's slots were sized for at start.
-    pub fn set_config(&self, new: HostConfig) -> Result<(), String> {
+    pub fn set_config(&self, new: HostConfig) -> Result<(), NeedsRestart> {
         let slot_mib = self.engine.options().max_memory_bytes >> 20;
         if new.max_memory_mib as usize > slot_mib {
-            return Err(format!(
-                "key `limits.max-memory-mib`: {} is above the {slot_mib} MiB the plugin engine was \
-                 started with; raising it needs a restart",
-                new.max_memory_mib
-            ));
+            return Err(NeedsRestart::MaxMemory {
+                asked_mib: new.max_memory_mib,
+                engine_mib: slot_mib,
+            });
         }
         let mut current = self.config.write();
         let mut next = HostConfig {
@@ -193,14 +193,16 @@ impl PluginHost {
 
     /// Brings the loaded plugins in line with the directory.
     pub async fn reconcile(&self) -> ReconcileReport {
-        self.reconcile_some(false).await
+        let span = tracing::info_span!("reconcile");
+        self.reconcile_some(false).instrument(span).await
     }
 
     /// Tries the waiting plugins again, and only them: the others stay as they are (a broken
     /// plugin is not recompiled, nor its error logged again, on every retry). Plugins gone from
     /// disk are still removed.
     pub async fn retry_waiting(&self) -> ReconcileReport {
-        self.reconcile_some(true).await
+        let span = tracing::info_span!("reconcile", waiting_only = true);
+        self.reconcile_some(true).instrument(span).await
     }
 
     /// A reconcile of every plugin, or of the waiting ones only.
@@ -228,7 +230,7 @@ impl PluginHost {
             if let Some(old) = loaded.remove(&id) {
                 self.publish(&loaded);
                 self.unregister(old).await;
-                tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin removed");
+                id.span().in_scope(|| tracing::info!("plugin removed"));
                 report.removed.push(id);
             }
         }
@@ -281,7 +283,7 @@ impl PluginHost {
                     "tenant `{}` already runs its maximum of {} plugins (`max-plugins` in informant.toml)",
                     id.tenant, policy.max_plugins
                 );
-                tracing::error!(plugin = %id.name, tenant = %id.tenant, "{reason}");
+                id.span().in_scope(|| tracing::error!("{reason}"));
                 report.errors.push(found_err(refused(reason)));
                 continue;
             }
@@ -293,7 +295,7 @@ impl PluginHost {
         let prepared = futures::future::join_all(
             wanted
                 .iter()
-                .map(|(id, f, policy)| self.prepare(id, f, policy, &config)),
+                .map(|(id, f, policy)| self.prepare(id, f, policy, &config).instrument(id.span())),
         )
         .await;
         let waited = self.waiting.read().clone();
@@ -317,7 +319,8 @@ impl PluginHost {
                             path: f.manifest.clone(),
                             reason,
                         };
-                        tracing::error!(plugin = %id.name, tenant = %id.tenant, error = %e, "plugin not loaded");
+                        id.span()
+                            .in_scope(|| tracing::error!(error = %e, "plugin not loaded"));
                         report.errors.push((id, e));
                         continue;
                     }
@@ -358,7 +361,13 @@ impl PluginHost {
                             },
                         )
                         .collect();
-                    tracing::info!(plugin = %id.name, tenant = %id.tenant, version = &supervisor.version()[..12], replaced, "plugin loaded");
+                    id.span().in_scope(|| {
+                        tracing::info!(
+                            version = &supervisor.version()[..12],
+                            replaced,
+                            "plugin loaded"
+                        )
+                    });
                     loaded.insert(
                         id.clone(),
                         Loaded {
@@ -388,15 +397,15 @@ impl PluginHost {
                         let version = hex(&Sha256::digest(&f.wasm_bytes));
                         let (w, changed) = Waiting::next(waited.get(&id), waiting_for, &e, version);
                         if changed {
-                            tracing::warn!(plugin = %id.name, tenant = %id.tenant, waiting_for = %w.waiting_for, error = %e, kept_old_version = kept, "plugin waiting; retried with backoff and whenever CRDs change");
+                            id.span().in_scope(|| tracing::warn!(waiting_for = %w.waiting_for, error = %e, kept_old_version = kept, "plugin waiting; retried with backoff and whenever CRDs change"));
                         } else {
-                            tracing::debug!(plugin = %id.name, tenant = %id.tenant, error = %e, attempts = w.attempts, "plugin still waiting");
+                            id.span().in_scope(|| tracing::debug!(error = %e, attempts = w.attempts, "plugin still waiting"));
                         }
                         waiting.insert(id.clone(), w);
                         report.waiting.push((id, e));
                         continue;
                     }
-                    tracing::error!(plugin = %id.name, tenant = %id.tenant, error = %e, kept_old_version = kept, "plugin not loaded");
+                    id.span().in_scope(|| tracing::error!(error = %e, kept_old_version = kept, "plugin not loaded"));
                     report.errors.push((id, e));
                 }
             }
@@ -404,7 +413,8 @@ impl PluginHost {
         // Every waiting plugin was tried above, so what waits now is exactly what just waited.
         for id in waited.keys().filter(|id| !waiting.contains_key(*id)) {
             if !loaded.contains_key(id) && !report.errors.iter().any(|(e, _)| e == id) {
-                tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin no longer waiting: it is gone");
+                id.span()
+                    .in_scope(|| tracing::info!("plugin no longer waiting: it is gone"));
             }
         }
         self.sync_crd_watch(&loaded).await;
@@ -430,7 +440,9 @@ impl PluginHost {
         {
             self.publish(loaded);
             self.unregister(old).await;
-            tracing::info!(plugin = %id.name, tenant = %id.tenant, "plugin removed: the config it was admitted under changed");
+            id.span().in_scope(|| {
+                tracing::info!("plugin removed: the config it was admitted under changed")
+            });
             report.removed.push(id.clone());
         }
     }

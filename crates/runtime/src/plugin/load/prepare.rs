@@ -44,7 +44,8 @@ impl PluginHost {
             .map(|w| w.informer.informer().clone())
             .collect();
         if let Err(e) = wait_all_synced(&informers, SYNC_WAIT).await {
-            tracing::warn!(plugin = %id, error = %e, "registering the plugin anyway");
+            id.span()
+                .in_scope(|| tracing::warn!(error = %e, "registering the plugin anyway"));
         }
     }
 
@@ -160,7 +161,10 @@ impl PluginHost {
         let component =
             tokio::task::spawn_blocking(move || engine.load_bytes(&name, &wasm, &bytes))
                 .await
-                .map_err(|e| PluginError::Engine(e.to_string()))??;
+                .map_err(|e| PluginError::Engine {
+                    what: "compiling the component",
+                    source: e.into(),
+                })??;
 
         let grant = &policy.grant;
         let mut watches = Vec::new();

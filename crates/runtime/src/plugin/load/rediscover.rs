@@ -216,7 +216,7 @@ impl PluginHost {
                 }
             }
             if !changes.added.is_empty() || !changes.removed.is_empty() {
-                tracing::info!(plugin = %id.name, tenant = %id.tenant, added = ?changes.added, removed = ?changes.removed, "wildcard watch re-expanded");
+                id.span().in_scope(|| tracing::info!(added = ?changes.added, removed = ?changes.removed, "wildcard watch re-expanded"));
                 out.push(changes);
             }
         }
@@ -242,12 +242,12 @@ impl PluginHost {
             let informer = match self.factory.informer_for(resolved, scope) {
                 Ok(i) => i,
                 Err(e) => {
-                    tracing::warn!(plugin = %id, resource = %name, error = %e, "wildcard watch cannot watch a new resource");
+                    id.span().in_scope(|| tracing::warn!(resource = %name, error = %e, "wildcard watch cannot watch a new resource"));
                     continue;
                 }
             };
             if !used.contains(informer.key()) && used.len() >= l.policy.max_informers {
-                tracing::warn!(plugin = %id, resource = %name, max_informers = l.policy.max_informers, "wildcard watch skips a new resource: the tenant's plugins use their maximum of informers (`max-informers` in informant.toml)");
+                id.span().in_scope(|| tracing::warn!(resource = %name, max_informers = l.policy.max_informers, "wildcard watch skips a new resource: the tenant's plugins use their maximum of informers (`max-informers` in informant.toml)"));
                 continue;
             }
             used.insert(informer.key().clone());

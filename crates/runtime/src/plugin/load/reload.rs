@@ -69,8 +69,10 @@ impl DirWatch {
         F: FnOnce(Bursts) -> Fut,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let cannot =
-            |e: notify::Error| PluginError::Engine(format!("cannot watch {}: {e}", dir.display()));
+        let cannot = |e: notify::Error| PluginError::Engine {
+            what: "watching the plugins directory",
+            source: format!("cannot watch {}: {e}", dir.display()).into(),
+        };
         let (tx, rx) = mpsc::unbounded_channel();
         let shown = dir.display().to_string();
         let mut watcher =
@@ -142,7 +144,7 @@ impl Reloader {
                     host.reconcile().await
                 };
                 for (id, e) in &report.errors {
-                    tracing::error!(plugin = %id, error = %e, "reload failed; any previous version keeps running");
+                    id.span().in_scope(|| tracing::error!(error = %e, "reload failed; any previous version keeps running"));
                 }
                 if let Some(r) = &reports {
                     let _ = r.send(report);

@@ -153,7 +153,13 @@ mod tests {
             namespace: "a".into(),
         });
         assert_eq!(WaitingFor::of(&scoped), None);
-        assert_eq!(WaitingFor::of(&PluginError::Engine("x".into())), None);
+        assert_eq!(
+            WaitingFor::of(&PluginError::Engine {
+                what: "x",
+                source: "y".into(),
+            }),
+            None
+        );
     }
 
     #[test]

@@ -81,19 +81,15 @@ pub struct Taken {
 /// One plugin version's event counts, updated as the plugin reports each event, so `/plugins`
 /// and the log agree with what the plugin has done so far, mid-batch included.
 pub struct Tally {
-    plugin: Arc<str>,
-    tenant: Arc<str>,
     handled: AtomicU64,
     failed: AtomicU64,
     last_error: Mutex<Option<String>>,
 }
 
 impl Tally {
-    /// Counts for `plugin` of `tenant`, all zero.
-    pub fn new(plugin: Arc<str>, tenant: Arc<str>) -> Self {
+    /// Counts, all zero.
+    pub fn new() -> Self {
         Tally {
-            plugin,
-            tenant,
             handled: AtomicU64::new(0),
             failed: AtomicU64::new(0),
             last_error: Mutex::new(None),
@@ -129,8 +125,7 @@ impl Tally {
     /// Counts an event the plugin answered with an error (its instance stays), and logs it.
     fn returned_error(&self, key: &str, error: &CallError) {
         self.fail(key, "handle", error);
-        let (plugin, tenant) = (&*self.plugin, &*self.tenant);
-        tracing::warn!(plugin, tenant, key, call = "handle", error = %error, "plugin failed an event");
+        tracing::warn!(key, call = "handle", error = %error, "plugin failed an event");
     }
 }
 
@@ -369,7 +364,7 @@ mod tests {
             kind: "Pod".into(),
         });
         let stop = watch::channel(false).1;
-        let tally = Arc::new(Tally::new("p".into(), "t".into()));
+        let tally = Arc::new(Tally::new());
         batch.begin(&kind, vec![event("one"), event("two")], &stop, &tally);
         let now = Instant::now();
         let first = batch.take(now).map(|(id, _, _)| id).unwrap();
