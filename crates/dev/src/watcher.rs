@@ -15,8 +15,8 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use super::DevLoopError;
-pub use crate::plugin::load::reload::DEBOUNCE;
-use crate::plugin::load::reload::settled;
+pub use informant_runtime::plugin::load::reload::DEBOUNCE;
+use informant_runtime::plugin::load::reload::settled;
 
 /// Settled batches of changed source paths under one directory.
 pub struct SourceWatcher {

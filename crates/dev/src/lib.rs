@@ -1,7 +1,7 @@
 //! The developer loop behind `informant dev --plugins SOURCES`: plugin sources (Rust crates,
 //! Python and TypeScript/JS plugins) are built into components, installed into a compiled
 //! plugins directory, and rebuilt when their sources change. Loading and hot swapping stay with
-//! [`crate::plugin::PluginHost`] and [`crate::plugin::Reloader`] watching that directory, so a
+//! [`informant_runtime::plugin::PluginHost`] and [`informant_runtime::plugin::Reloader`] watching that directory, so a
 //! rebuilt plugin is swapped by the loader's tested replace path: the new version is loaded first, and if it cannot be the old
 //! one keeps running.
 //!
@@ -46,7 +46,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::plugin::PluginId;
+use informant_runtime::plugin::PluginId;
 
 /// Errors setting up the dev loop; each names the path at fault.
 #[derive(Debug, thiserror::Error)]
