@@ -6,6 +6,8 @@
 //! - [`tenancy`]: tenant grants and quotas, applied to plugin loads, events and cache queries.
 //! - [`plugin`]: the WebAssembly plugin runtime (manifests, engine, WIT host, supervision).
 //! - [`config`]: the host config file `informant.toml` (limits, tenants).
+//! - [`fswatch`]: debounced file watching, for the plugins directory, the config file and
+//!   plugin sources.
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/plugins`), reading
 //!   the informers and plugins from above.
 //! - [`leader`]: leader election through a coordination.k8s.io Lease (active/standby replicas).
@@ -22,6 +24,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod fswatch;
 pub mod leader;
 pub mod plugin;
 pub mod replay;

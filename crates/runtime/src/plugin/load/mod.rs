@@ -4,7 +4,7 @@
 //! - [`check`]: the offline check behind `informant check`.
 //! - [`loader`]: the plugins directory, reconciled on start and on every change.
 //! - [`rediscover`]: re-expands wildcard watches when CRDs change (and periodically).
-//! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
+//! - [`reload`]: watches the directory ([`crate::fswatch`]) and reconciles once changes settle.
 //! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
 //! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
 //! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.

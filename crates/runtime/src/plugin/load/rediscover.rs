@@ -8,8 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::fswatch::DEBOUNCE;
 use crate::plugin::load::loader::PluginHost;
-use crate::plugin::load::reload::DEBOUNCE;
 
 /// How often wildcard watches are re-expanded without a CRD change.
 pub const PERIOD: Duration = Duration::from_secs(60);
