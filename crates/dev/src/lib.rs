@@ -14,7 +14,7 @@
 //! - [`js`]: the componentize-js toolchain and TypeScript/JS plugin builds.
 //! - [`toolchain`]: what the Python and JS toolchains share.
 //! - [`watcher`]: debounced source changes.
-//! - [`scaffold`]: a new plugin (`informant new`).
+//! - [`scaffold`](mod@scaffold): a new plugin (`informant new`).
 //!
 //! Contract of a [`DevLoop`]:
 //! - At start every plugin is built once, in order, each reported as [`DevEvent::Building`]
