@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use informant_runtime::devloop::{
+use informant_dev::{
     BuildError, Builder, DevEvent, DevLoop, DevLoopConfig, Lang, Polyglot, SdkDependency,
     polyglot_sdk, scaffold, scaffold_polyglot,
 };

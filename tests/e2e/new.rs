@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use informant_runtime::devloop::{
+use informant_dev::{
     Builder, Lang, PluginSource, Polyglot, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot,
 };
 use informant_runtime::plugin::{EngineOptions, PluginEngine, PluginId};
@@ -73,7 +73,7 @@ fn a_scaffolded_plugin_passes_its_unit_tests_and_builds_for_wasm() {
 /// and the dev loop's builder turns it into a component the host's engine loads.
 #[test]
 fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
-    use informant_runtime::devloop::python::PyToolchain;
+    use informant_dev::python::PyToolchain;
     use informant_tests::plugins::target_dir;
 
     let dir = tempfile::tempdir().unwrap();

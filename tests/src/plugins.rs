@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, OnceLock};
 
+use informant_dev::builder::{WASM_TARGET, ensure_target};
+use informant_dev::js::JsToolchain;
+use informant_dev::python::{self, PyToolchain};
+use informant_dev::toolchain::BUILD_TIMEOUT;
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::devloop::builder::{WASM_TARGET, ensure_target};
-use informant_runtime::devloop::js::JsToolchain;
-use informant_runtime::devloop::python::{self, PyToolchain};
-use informant_runtime::devloop::toolchain::BUILD_TIMEOUT;
 use informant_runtime::informer::{FactoryOptions, InformerFactory, InitialList};
 use informant_runtime::plugin::load::rediscover;
 use informant_runtime::plugin::{

@@ -6,25 +6,27 @@
 //! - [`tenancy`]: tenant grants and quotas, applied to plugin loads, events and cache queries.
 //! - [`plugin`]: the WebAssembly plugin runtime (manifests, engine, WIT host, supervision).
 //! - [`config`]: the host config file `informant.toml` (limits, tenants).
+//! - [`fswatch`]: debounced file watching, for the plugins directory, the config file and
+//!   plugin sources.
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/plugins`), reading
 //!   the informers and plugins from above.
 //! - [`leader`]: leader election through a coordination.k8s.io Lease (active/standby replicas).
-//! - [`devloop`]: `informant dev` with plugin sources (build, watch, rebuild) and `informant new`.
 //! - [`replay`]: recording live event streams and replaying them offline into one plugin.
 //! - [`runtime`]: the startup wiring `informant run` and `dev` use ([`runtime::Runtime`],
 //!   [`runtime::Replica`] with leader election), so tests start exactly what the binary starts.
 //!
 //! The informers are the `informant-informer` crate (re-exported as [`informer`]), plugin
 //! manifests `informant-manifest` ([`manifest`]), selectors and field paths
-//! `informant-selector` ([`selector`]); the embedded API server is `informant-devserver`. The
-//! `informant` binary (crate `informant`) is a thin CLI over these.
+//! `informant-selector` ([`selector`]); the embedded API server is `informant-devserver`; the developer tooling
+//! (`informant dev` with plugin sources, `informant new`) is `informant-dev`. The `informant`
+//! binary (crate `informant`) is a thin CLI over these.
 #![warn(missing_docs)]
 
 pub mod admin;
 pub mod backoff;
 pub mod config;
-pub mod devloop;
 pub mod files;
+pub mod fswatch;
 pub mod leader;
 pub mod plugin;
 pub mod replay;

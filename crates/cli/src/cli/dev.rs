@@ -5,8 +5,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use informant_dev::{Builder, DevEvent, DevLoop, DevLoopConfig, Lang, Polyglot};
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::devloop::{self, Builder, DevEvent, DevLoop, DevLoopConfig, Lang, Polyglot};
 use informant_runtime::informer::WatchScope;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 
@@ -139,7 +139,8 @@ fn seed_file(server: &DevServer, file: &Path) -> Result<()> {
 /// rebuilding them on change; returns the compiled plugins directory to load. A directory of
 /// compiled plugins is returned as it is.
 async fn build_sources(dir: PathBuf, target_dir: PathBuf) -> Result<(PathBuf, Option<DevLoop>)> {
-    let sources = devloop::scan(&dir).with_context(|| format!("--plugins {}", dir.display()))?;
+    let sources =
+        informant_dev::scan(&dir).with_context(|| format!("--plugins {}", dir.display()))?;
     if sources.plugins.is_empty() {
         return Ok((dir, None));
     }

@@ -1,10 +1,10 @@
 //! `informant new NAME [--lang rust|python|js]`: scaffolds a plugin (see
-//! [`informant_runtime::devloop::scaffold`]).
+//! [`informant_dev::scaffold`]).
 
 use std::path::PathBuf;
 
 use anyhow::Result;
-use informant_runtime::devloop::{Lang, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot};
+use informant_dev::{Lang, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot};
 
 /// The plugin's language.
 #[derive(Clone, Copy, clap::ValueEnum)]

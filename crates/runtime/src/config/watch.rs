@@ -5,24 +5,23 @@
 //! reload, no replay). A file that does not validate changes nothing: the error names the file,
 //! the key and the reason, and the previous config stays in force.
 //!
-//! The file's directory is watched, not the file: editors replace the file, and the kubelet
-//! updates a mounted ConfigMap by swapping a `..data` link beside it, so no event names the file
-//! itself. Any change in the directory re-reads the file, and only new contents are applied.
+//! The file's directory is watched, not the file ([`Watch::file`]): editors replace the file,
+//! and the kubelet updates a mounted ConfigMap by swapping a `..data` link beside it. Any change
+//! in the directory re-reads the file, and only new contents are applied.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use notify::RecursiveMode;
 use tokio::sync::mpsc;
 
-use crate::plugin::load::reload::DirWatch;
-use crate::plugin::{PluginError, PluginHost, ReconcileReport};
+use crate::fswatch::{Watch, WatchError, Watching};
+use crate::plugin::{PluginHost, ReconcileReport};
 
 /// Watches a config file until dropped; each settled burst of changes to it is applied and
 /// followed by one reconcile, whose report (with [`ReconcileReport::config_error`]) is sent on
 /// `reports` (if given).
 pub struct ConfigWatcher {
-    _watch: DirWatch,
+    _watch: Watching,
 }
 
 impl ConfigWatcher {
@@ -31,23 +30,12 @@ impl ConfigWatcher {
         path: &Path,
         host: Arc<PluginHost>,
         reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
-    ) -> Result<Self, PluginError> {
-        let cannot = |e: &dyn std::fmt::Display| PluginError::Engine {
-            what: "watching the config file",
-            source: format!("cannot watch {}: {e}", path.display()).into(),
-        };
-        let dir = path
-            .parent()
-            .filter(|d| !d.as_os_str().is_empty())
-            .unwrap_or(Path::new("."))
-            .canonicalize()
-            .map_err(|e| cannot(&e))?;
-        let name = path.file_name().ok_or_else(|| cannot(&"not a file"))?;
-        let file: PathBuf = dir.join(name);
+    ) -> Result<Self, WatchError> {
+        let (watch, file) = Watch::file(path)?;
         // What the host runs with was read from this file at start.
         let mut last = std::fs::read(&file).ok();
-        let watch = DirWatch::start(&dir, RecursiveMode::NonRecursive, |mut bursts| async move {
-            while bursts.next().await {
+        let watching = watch.spawn(|mut changes| async move {
+            while changes.next().await.is_some() {
                 let now = std::fs::read(&file).ok();
                 if now == last {
                     continue;
@@ -78,7 +66,7 @@ impl ConfigWatcher {
                     let _ = r.send(report);
                 }
             }
-        })?;
-        Ok(ConfigWatcher { _watch: watch })
+        });
+        Ok(ConfigWatcher { _watch: watching })
     }
 }

@@ -52,6 +52,13 @@ pub enum PluginError {
         #[source]
         source: BoxError,
     },
+    /// The plugins directory could not be watched for hot reload.
+    #[error("plugins directory: {source}")]
+    DirWatch {
+        /// The watch's error.
+        #[source]
+        source: crate::fswatch::WatchError,
+    },
     /// A `.wasm` could not be read, compiled or linked against the plugin world.
     #[error("plugin `{plugin}`: `{path}`: {reason}")]
     Load {

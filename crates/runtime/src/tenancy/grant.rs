@@ -420,7 +420,9 @@ mod tests {
             ("team_[a]", "`_` is not allowed"),
             ("a**", "`**`"),
         ] {
-            let e = NamespacePattern::try_from(s.to_string()).unwrap_err();
+            let e = NamespacePattern::try_from(s.to_string())
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(needle), "{s}: {e}");
         }
         for s in ["ConfigMap", "v1/", "/Pod", "a/b/c/Pod", "v1/Config.Map"] {
@@ -451,14 +453,16 @@ mod tests {
         );
         let e = g
             .check_watch(("", "v1", "ConfigMap"), Some(true), Some("team-b"))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("namespace `team-b`") && e.contains("tenant `a`"),
             "{e}"
         );
         let e = g
             .check_watch(("", "v1", "Secret"), Some(true), None)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("`v1/Secret` is not among"), "{e}");
         assert!(g.check_namespace(None).is_err());
         assert_eq!(g.exact_namespaces(), None, "a glob needs the filter");

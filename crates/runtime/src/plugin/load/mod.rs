@@ -10,7 +10,7 @@
 //! - `prepare`: one version from bytes to a started supervisor, not yet registered.
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
 //! - [`rediscover`]: re-expands running wildcard watches when CRDs change (and periodically).
-//! - [`reload`]: watches the directory (notify) and reconciles once changes settle.
+//! - [`reload`]: watches the directory ([`crate::fswatch`]) and reconciles once changes settle.
 //! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
 //! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
 //! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::fswatch::DEBOUNCE;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use tokio::sync::watch;
@@ -26,7 +27,6 @@ use crate::plugin::manifest::Manifest;
 
 use crate::plugin::load::loader::Loaded;
 use crate::plugin::load::loader::PluginHost;
-use crate::plugin::load::reload::DEBOUNCE;
 
 /// How often wildcard watches are re-expanded without a CRD change.
 pub const PERIOD: Duration = Duration::from_secs(60);

@@ -21,7 +21,7 @@ use kube::runtime::{WatchStreamExt, watcher as watch_stream};
 use tokio::time::Instant;
 
 use crate::backoff::Backoff;
-use crate::plugin::load::reload::DEBOUNCE;
+use crate::fswatch::DEBOUNCE;
 
 /// The first retry's delay; each retry that finds the plugin still waiting doubles it.
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);

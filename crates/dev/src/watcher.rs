@@ -1,6 +1,6 @@
-//! Watching plugin sources: notify events on the sources directory (and on the directories of
-//! files outside it that builds read, such as path dependencies), filtered to what can change a
-//! build and debounced into batches of changed paths.
+//! Watching plugin sources: the sources directory (and the directories of files outside it that
+//! builds read, such as path dependencies) through the runtime's debounced watch
+//! ([`informant_runtime::fswatch`]), filtered to what can change a build.
 //!
 //! Editors save in several steps (temp file, rename, backup), and a build reads every file, so a
 //! batch is delivered only once the tree has been quiet for [`DEBOUNCE`]. Build products never
@@ -11,53 +11,31 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use notify::{RecursiveMode, Watcher};
-use tokio::sync::mpsc;
+pub use informant_runtime::fswatch::DEBOUNCE;
+use informant_runtime::fswatch::{Batch, RecursiveMode, Watch};
 
 use super::DevLoopError;
-pub use crate::plugin::load::reload::DEBOUNCE;
-use crate::plugin::load::reload::settled;
 
 /// Settled batches of changed source paths under one directory.
 pub struct SourceWatcher {
-    watcher: notify::RecommendedWatcher,
+    watch: Watch,
     root: PathBuf,
     /// Directories outside `root` watched for [`SourceWatcher::watch_files`].
     extra: BTreeSet<PathBuf>,
-    rx: mpsc::UnboundedReceiver<PathBuf>,
 }
 
 impl SourceWatcher {
     /// Watches `dir` recursively; paths under any of `ignore` never count as changes.
     pub fn start(dir: &Path, ignore: Vec<PathBuf>) -> Result<Self, DevLoopError> {
-        let (tx, rx) = mpsc::unbounded_channel();
         let root = dir.to_path_buf();
-        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            let Ok(event) = res else { return };
-            if event.kind.is_access() {
-                return;
-            }
-            for p in event.paths {
-                if relevant(&root, &ignore, &p) {
-                    let _ = tx.send(p);
-                }
-            }
+        let watch = Watch::start(dir, RecursiveMode::Recursive, move |p| {
+            relevant(&root, &ignore, p)
         })
-        .map_err(|e| DevLoopError::Watch {
-            path: dir.to_path_buf(),
-            reason: e.to_string(),
-        })?;
-        watcher
-            .watch(dir, RecursiveMode::Recursive)
-            .map_err(|e| DevLoopError::Watch {
-                path: dir.to_path_buf(),
-                reason: e.to_string(),
-            })?;
+        .map_err(DevLoopError::Watch)?;
         Ok(SourceWatcher {
-            watcher,
+            watch,
             root: dir.to_path_buf(),
             extra: BTreeSet::new(),
-            rx,
         })
     }
 
@@ -69,23 +47,21 @@ impl SourceWatcher {
             if dir.starts_with(&self.root) || self.extra.contains(dir) {
                 continue;
             }
-            match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
+            match self.watch.add(dir, RecursiveMode::NonRecursive) {
                 Ok(()) => {
                     self.extra.insert(dir.to_path_buf());
                 }
                 Err(e) => {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot watch a directory plugin builds read")
+                    tracing::warn!(error = %e, "cannot watch a directory plugin builds read")
                 }
             }
         }
     }
 
     /// The next batch of changed paths, once changes have settled; `None` if watching ended.
-    pub async fn next_batch(&mut self) -> Option<Vec<PathBuf>> {
-        let mut batch = settled(&mut self.rx).await?;
-        batch.sort();
-        batch.dedup();
-        Some(batch)
+    /// A batch whose changes were lost ([`Batch::lost`]) may have touched any plugin.
+    pub async fn next_batch(&mut self) -> Option<Batch> {
+        self.watch.next().await
     }
 }
 

@@ -1,16 +1,20 @@
+//! Developer tooling for Informant plugins, used by the `informant` CLI and kept out of the
+//! runtime library the host links: the `informant dev` loop over plugin sources and the
+//! `informant new` scaffolds (from `templates/`).
+//!
 //! The developer loop behind `informant dev --plugins SOURCES`: plugin sources (Rust crates,
 //! Python and TypeScript/JS plugins) are built into components, installed into a compiled
 //! plugins directory, and rebuilt when their sources change. Loading and hot swapping stay with
-//! [`crate::plugin::PluginHost`] and [`crate::plugin::Reloader`] watching that directory, so a
-//! rebuilt plugin is swapped by the loader's tested replace path: the new version is loaded first, and if it cannot be the old
-//! one keeps running.
+//! [`informant_runtime::plugin::PluginHost`] and [`informant_runtime::plugin::Reloader`]
+//! watching that directory, so a rebuilt plugin is swapped by the loader's tested replace path:
+//! the new version is loaded first, and if it cannot be the old one keeps running.
 //!
 //! - [`builder`]: finding plugin sources, building one, installing the result.
 //! - [`python`]: the componentize-py toolchain and Python plugin builds.
 //! - [`js`]: the componentize-js toolchain and TypeScript/JS plugin builds.
 //! - [`toolchain`]: what the Python and JS toolchains share.
 //! - [`watcher`]: debounced source changes.
-//! - [`scaffold`]: a new plugin (`informant new`).
+//! - [`scaffold`](mod@scaffold): a new plugin (`informant new`).
 //!
 //! Contract of a [`DevLoop`]:
 //! - At start every plugin is built once, in order, each reported as [`DevEvent::Building`]
@@ -21,11 +25,14 @@
 //!   directory, or any local file its last successful build read (cargo's dep-info; the SDK and
 //!   WIT files for Python and JS), so editing a path dependency outside the sources, such as
 //!   the SDK, rebuilds the plugins using it. A plugin that appears is built, one that
-//!   disappears is uninstalled (and so unloaded).
+//!   disappears is uninstalled (and so unloaded). Changes the watch lost (a failed watch, an
+//!   overflowed event queue) may have touched any plugin, so every plugin is rebuilt.
 //! - A failed build installs nothing: whatever version was running keeps running, and the
 //!   failure carries the compiler's rendered diagnostics (or the Python or JS toolchain's
 //!   output).
 //! - An unchanged build installs nothing either, so the plugin is not reloaded.
+
+#![warn(missing_docs)]
 
 pub mod builder;
 pub mod js;
@@ -46,7 +53,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::plugin::PluginId;
+use informant_runtime::plugin::PluginId;
 
 /// Errors setting up the dev loop; each names the path at fault.
 #[derive(Debug, thiserror::Error)]
@@ -61,13 +68,8 @@ pub enum DevLoopError {
         source: std::io::Error,
     },
     /// The sources could not be watched.
-    #[error("cannot watch `{}`: {reason}", path.display())]
-    Watch {
-        /// The directory.
-        path: PathBuf,
-        /// notify's error.
-        reason: String,
-    },
+    #[error("plugin sources: {0}")]
+    Watch(#[source] informant_runtime::fswatch::WatchError),
     /// A scaffold could not be written.
     #[error("{0}")]
     Scaffold(String),
@@ -214,7 +216,11 @@ impl DevLoop {
                 };
                 let changed: Vec<PluginSource> = now
                     .iter()
-                    .filter(|c| !known.contains(c) || batch.iter().any(|p| read_by(c, p)))
+                    .filter(|c| {
+                        !known.contains(c)
+                            || batch.lost
+                            || batch.paths.iter().any(|p| read_by(c, p))
+                    })
                     .cloned()
                     .collect();
                 let built = build_round(&builder, &changed, &events).await;

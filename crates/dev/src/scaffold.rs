@@ -1,5 +1,5 @@
 //! `informant new NAME`: a plugin crate on `informant-sdk` with its manifest `NAME.toml` and a
-//! passing unit test, from the templates in `host/templates/plugin/`.
+//! passing unit test, from the templates in `crates/dev/templates/plugin/`.
 //!
 //! The SDK dependency: `informant-sdk` is not published to a registry, so by default the crate
 //! depends on the SDK source this binary was built from, by path (relative when the crate sits
@@ -13,10 +13,10 @@ use std::path::{Component, Path, PathBuf};
 
 use super::DevLoopError;
 
-const CARGO_TOML: &str = include_str!("../../templates/plugin/Cargo.toml.tmpl");
-const LIB_RS: &str = include_str!("../../templates/plugin/lib.rs.tmpl");
-const MANIFEST: &str = include_str!("../../templates/plugin/manifest.toml.tmpl");
-const GITIGNORE: &str = include_str!("../../templates/plugin/gitignore.tmpl");
+const CARGO_TOML: &str = include_str!("../templates/plugin/Cargo.toml.tmpl");
+const LIB_RS: &str = include_str!("../templates/plugin/lib.rs.tmpl");
+const MANIFEST: &str = include_str!("../templates/plugin/manifest.toml.tmpl");
+const GITIGNORE: &str = include_str!("../templates/plugin/gitignore.tmpl");
 
 /// How the new crate depends on the SDK.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,37 +183,37 @@ pub fn scaffold_polyglot(
     const PY: [(&str, &str); 4] = [
         (
             "{{name}}.toml",
-            include_str!("../../templates/plugin-py/manifest.toml.tmpl"),
+            include_str!("../templates/plugin-py/manifest.toml.tmpl"),
         ),
         (
             "plugin.py",
-            include_str!("../../templates/plugin-py/plugin.py.tmpl"),
+            include_str!("../templates/plugin-py/plugin.py.tmpl"),
         ),
         (
             "test_plugin.py",
-            include_str!("../../templates/plugin-py/test_plugin.py.tmpl"),
+            include_str!("../templates/plugin-py/test_plugin.py.tmpl"),
         ),
         (
             "conftest.py",
-            include_str!("../../templates/plugin-py/conftest.py.tmpl"),
+            include_str!("../templates/plugin-py/conftest.py.tmpl"),
         ),
     ];
     const TS: [(&str, &str); 4] = [
         (
             "{{name}}.toml",
-            include_str!("../../templates/plugin-ts/manifest.toml.tmpl"),
+            include_str!("../templates/plugin-ts/manifest.toml.tmpl"),
         ),
         (
             "src/plugin.ts",
-            include_str!("../../templates/plugin-ts/plugin.ts.tmpl"),
+            include_str!("../templates/plugin-ts/plugin.ts.tmpl"),
         ),
         (
             "src/plugin.test.ts",
-            include_str!("../../templates/plugin-ts/plugin.test.ts.tmpl"),
+            include_str!("../templates/plugin-ts/plugin.test.ts.tmpl"),
         ),
         (
             "tsconfig.json",
-            include_str!("../../templates/plugin-ts/tsconfig.json.tmpl"),
+            include_str!("../templates/plugin-ts/tsconfig.json.tmpl"),
         ),
     ];
     let files = match lang {
@@ -339,7 +339,7 @@ mod tests {
         assert!(lib.contains("pub struct MyHook") && lib.contains("../my-hook.toml"));
         assert!(s.dir.join("my-hook.toml").is_file() && s.pinned);
         let manifest = std::fs::read_to_string(s.dir.join("my-hook.toml")).unwrap();
-        crate::plugin::Manifest::parse(&manifest, Path::new("my-hook.toml")).unwrap();
+        informant_runtime::plugin::Manifest::parse(&manifest, Path::new("my-hook.toml")).unwrap();
         // Not over an existing crate.
         let again = scaffold("my-hook", &root.join("plugins"), s.sdk.clone());
         assert!(again.unwrap_err().to_string().contains("not empty"));

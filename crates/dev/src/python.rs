@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::toolchain::{ToolchainError, install_once, io, run, run_build};
 
 /// The pinned Python toolchain requirements (componentize-py, pytest).
-pub const REQUIREMENTS: &str = include_str!("../../../../guest-sdk-py/requirements-build.txt");
+pub const REQUIREMENTS: &str = include_str!("../../../guest-sdk-py/requirements-build.txt");
 
 /// The marker written into a virtualenv once the pins are installed.
 const MARKER: &str = "informant-requirements.txt";
