@@ -663,7 +663,7 @@ async fn call_cost(component: &LoadedComponent, mode: &str, events: u64) -> Dura
         })
         .collect();
     let stop = tokio::sync::watch::channel(false).1;
-    let tally = Arc::new(informant_runtime::plugin::imports::events::batch::Tally::new());
+    let tally = Arc::new(informant_runtime::plugin::imports::events::batch::Tally::default());
     let mut batches = Vec::new();
     for batch in events.chunks(events.len().div_ceil(BATCHES)) {
         let start = Instant::now();

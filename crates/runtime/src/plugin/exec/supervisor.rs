@@ -111,7 +111,7 @@ impl Supervisor {
             version = %&spec.component.sha256[..12.min(spec.component.sha256.len())],
         );
         let instance = Instance::create(&spec).instrument(span.clone()).await?;
-        let tally = Arc::new(Tally::new());
+        let tally = Arc::new(Tally::default());
         Ok(Arc::new(Supervisor {
             tally,
             spec,

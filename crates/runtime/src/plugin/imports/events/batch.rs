@@ -80,6 +80,7 @@ pub struct Taken {
 
 /// One plugin version's event counts, updated as the plugin reports each event, so `/plugins`
 /// and the log agree with what the plugin has done so far, mid-batch included.
+#[derive(Default)]
 pub struct Tally {
     handled: AtomicU64,
     failed: AtomicU64,
@@ -87,15 +88,6 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Counts, all zero.
-    pub fn new() -> Self {
-        Tally {
-            handled: AtomicU64::new(0),
-            failed: AtomicU64::new(0),
-            last_error: Mutex::new(None),
-        }
-    }
-
     /// Events handled successfully.
     pub fn handled(&self) -> u64 {
         self.handled.load(Ordering::Relaxed)
@@ -364,7 +356,7 @@ mod tests {
             kind: "Pod".into(),
         });
         let stop = watch::channel(false).1;
-        let tally = Arc::new(Tally::new());
+        let tally = Arc::new(Tally::default());
         batch.begin(&kind, vec![event("one"), event("two")], &stop, &tally);
         let now = Instant::now();
         let first = batch.take(now).map(|(id, _, _)| id).unwrap();
