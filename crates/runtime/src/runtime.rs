@@ -52,13 +52,13 @@ pub enum Error {
     BadWatch(String),
     /// The admin server could not bind.
     #[error("admin server: {0}")]
-    Admin(String),
+    Admin(#[source] crate::admin::Error),
     /// The config file could not be watched.
     #[error("config watcher: {0}")]
-    Config(String),
+    Config(#[source] crate::fswatch::WatchError),
     /// The plugins directory could not be watched.
     #[error("plugins directory watcher: {0}")]
-    Reloader(String),
+    Reloader(#[source] crate::plugin::PluginError),
     /// Leader election failed to start, or ended before this replica led.
     #[error(transparent)]
     Leader(#[from] crate::leader::Error),
@@ -159,7 +159,7 @@ impl Runtime {
                 let state = AdminState::new(factory.clone(), host.clone());
                 let server = AdminServer::start(addr, state.clone())
                     .await
-                    .map_err(|e| Error::Admin(e.to_string()))?;
+                    .map_err(Error::Admin)?;
                 (Some(server), Some(state))
             }
             None => (None, None),
@@ -171,11 +171,11 @@ impl Runtime {
                 // dropped in, or a config changed, while it runs is reconciled by the next one,
                 // not left until some later change.
                 let reloader = Reloader::start(host.clone(), reports.clone())
-                    .map_err(|e| Error::Reloader(e.to_string()))?;
+                    .map_err(Error::Reloader)?;
                 let config_watcher = match &opts.config_path {
                     Some(path) => Some(
                         ConfigWatcher::start(path, host.clone(), reports.clone())
-                            .map_err(|e| Error::Config(e.to_string()))?,
+                            .map_err(Error::Config)?,
                     ),
                     None => None,
                 };
@@ -604,5 +604,5 @@ async fn standby_admin(addr: SocketAddr, client: &kube::Client) -> Result<AdminS
     state.startup_complete();
     AdminServer::start(addr, state)
         .await
-        .map_err(|e| Error::Admin(e.to_string()))
+        .map_err(Error::Admin)
 }
