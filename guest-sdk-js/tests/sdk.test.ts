@@ -92,6 +92,22 @@ test("the harness routes queries and logs, returns retries, propagates exception
   assert.deepEqual(h.takeLogs(), [["info", "default/d cached=false"]]);
 });
 
+/** Catches a helper's Retry and fails with another error instead. */
+class ChangesItsMind extends Plugin {
+  override onAdded(ev: Event): void {
+    try {
+      throw new Retry("webhook down");
+    } catch {
+      throw new RangeError(`changed its mind about ${ev.meta.name}`);
+    }
+  }
+}
+
+test("only the exception that escapes decides on a retry", () => {
+  assert.deepEqual(outcome(new ChangesItsMind({}), added(cm("c"))), { error: "RangeError: changed its mind about c" });
+  assert.throws(() => new Harness(ChangesItsMind, {}).send(added(cm("c"))), RangeError);
+});
+
 test("outcome turns exceptions into the host's error text", () => {
   assert.deepEqual(outcome(new Queries({}), added(cm("c", { boom: "1" }))), { error: "Error: informant: this call needs the host; run the plugin as a component, or in tests through the Harness" });
   assert.throws(() => new Retry("r", -1), /u32/);

@@ -135,6 +135,12 @@ class Mixed(Plugin):
             raise ValueError("bad object")
         if ev.meta.name == "later":
             raise Retry("not yet", after_ms=50)
+        if ev.meta.name == "changed":
+            try:
+                raise Retry("asked first")
+            except Retry:
+                # The exception that escapes decides: a Retry caught on the way is not one.
+                raise ValueError("changed its mind") from None
 
     def on_updated(self, ev):
         assert ev.old_object["metadata"]["name"] == "old"
@@ -150,7 +156,7 @@ def test_each_outcome_goes_with_the_next_request(glue):
     guest, log, queue = glue
     w = guest.world(plugin_module())()
     w.init("{}")
-    queue += [event("ok"), event("bad"), event("later"), event("new", old="old")]
+    queue += [event("ok"), event("bad"), event("later"), event("changed"), event("new", old="old")]
     w.handle_queued()
     assert log[0] == ("next", None)
     assert log[1] == ("next", Ok(None))
@@ -158,8 +164,11 @@ def test_each_outcome_goes_with_the_next_request(glue):
     assert isinstance(err, Err) and isinstance(err.value, Failure_Error)
     assert err.value.value.startswith("ValueError: bad object")
     assert log[3] == ("next", Err(Failure_Retry(RetryLater("not yet", 50))))
+    err = log[4][1]
+    assert isinstance(err, Err) and isinstance(err.value, Failure_Error)
+    assert err.value.value.startswith("ValueError: changed its mind")
     # The update's handler read its previous version (by the event's id, not logged here).
-    assert log[4:] == [("next", Ok(None))]
+    assert log[5:] == [("next", Ok(None))]
     # A second batch starts afresh: no outcome before its first event.
     log.clear()
     w.handle_queued()

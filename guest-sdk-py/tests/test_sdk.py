@@ -148,6 +148,23 @@ def test_outcome_describes_an_exception_with_its_location():
     assert describe(ValueError("x")) == "ValueError: x"
 
 
+class ChangesItsMind(Plugin):
+    """Catches a helper's Retry and fails with another exception instead."""
+
+    def on_added(self, ev):
+        try:
+            raise Retry("webhook down")
+        except Retry:
+            int(ev.meta.name)
+
+
+def test_only_the_exception_that_escapes_decides_on_a_retry():
+    err, retry = outcome(ChangesItsMind({}), added(cm("c")))
+    assert retry is None and err.startswith("ValueError: invalid literal for int()"), err
+    with pytest.raises(ValueError):
+        Harness(ChangesItsMind, {}).send(added(cm("c")))
+
+
 def test_calls_outside_a_harness_or_component_say_so():
     with pytest.raises(RuntimeError, match="needs the host"):
         log.info("x")

@@ -44,13 +44,6 @@ impl fmt::Display for QueryError {
 
 impl std::error::Error for QueryError {}
 
-/// So handlers returning `Result<(), String>` can use `?` on queries.
-impl From<QueryError> for String {
-    fn from(e: QueryError) -> String {
-        e.to_string()
-    }
-}
-
 /// One object by namespace (`None` for cluster-scoped) and name, as JSON.
 pub fn get(
     r: &Resource,

@@ -360,31 +360,77 @@ impl Event {
     }
 
     /// Decodes the object, e.g. into a `k8s-openapi` type or `serde_json::Value`.
-    pub fn object<T: DeserializeOwned>(&self) -> Result<T, String> {
-        decode(self.json(), "object", self)
+    pub fn object<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
+        decode(self.json(), false, self)
     }
 
     /// Decodes the previous version; `None` unless this is an update.
-    pub fn old_object<T: DeserializeOwned>(&self) -> Result<Option<T>, String> {
+    pub fn old_object<T: DeserializeOwned>(&self) -> Result<Option<T>, DecodeError> {
         self.old_json()
-            .map(|json| decode(json, "old object", self))
+            .map(|json| decode(json, true, self))
             .transpose()
     }
 
     /// The object as a `serde_json::Value`.
-    pub fn value(&self) -> Result<serde_json::Value, String> {
+    pub fn value(&self) -> Result<serde_json::Value, DecodeError> {
         self.object()
     }
 }
 
-fn decode<T: DeserializeOwned>(json: &str, what: &str, ev: &Event) -> Result<T, String> {
-    serde_json::from_str(json).map_err(|e| {
-        format!(
-            "{} {}: cannot decode the {what} as {}: {e}",
-            ev.resource(),
-            ev.meta().key(),
-            std::any::type_name::<T>()
+/// An event's object, or its previous version, did not decode into the type asked for.
+// Boxed: a handler's `Result` stays small on its success path.
+#[derive(Debug)]
+pub struct DecodeError(Box<Decoding>);
+
+#[derive(Debug)]
+struct Decoding {
+    resource: Resource,
+    key: String,
+    old: bool,
+    type_name: &'static str,
+    source: serde_json::Error,
+}
+
+impl DecodeError {
+    /// The Rust type the JSON was decoded as.
+    pub fn type_name(&self) -> &'static str {
+        self.0.type_name
+    }
+
+    /// Whether it was the previous version ([`Event::old_object`]) that did not decode.
+    pub fn is_old(&self) -> bool {
+        self.0.old
+    }
+}
+
+/// Names the object and the type; `serde_json`'s reason is the source.
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = &self.0;
+        let what = if d.old { "old object" } else { "object" };
+        write!(
+            f,
+            "{} {}: cannot decode the {what} as {}",
+            d.resource, d.key, d.type_name
         )
+    }
+}
+
+impl std::error::Error for DecodeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.0.source)
+    }
+}
+
+fn decode<T: DeserializeOwned>(json: &str, old: bool, ev: &Event) -> Result<T, DecodeError> {
+    serde_json::from_str(json).map_err(|source| {
+        DecodeError(Box::new(Decoding {
+            resource: ev.resource().clone(),
+            key: ev.meta().key(),
+            old,
+            type_name: std::any::type_name::<T>(),
+            source,
+        }))
     })
 }
 

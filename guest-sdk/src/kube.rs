@@ -11,7 +11,7 @@
 //! use informant_sdk::kube;
 //! use k8s_openapi::api::apps::v1::Deployment;
 //!
-//! # fn f(d: &Deployment) -> Result<(), String> {
+//! # fn f(d: &Deployment) -> Result<(), informant_sdk::HandlerError> {
 //! // Only the fields this plugin manages: server-side apply merges them with the rest.
 //! let mut labels = std::collections::BTreeMap::new();
 //! labels.insert("team".to_string(), "unknown".to_string());
@@ -87,13 +87,6 @@ impl fmt::Display for WriteError {
 }
 
 impl std::error::Error for WriteError {}
-
-/// So handlers returning `Result<(), String>` can use `?` on writes.
-impl From<WriteError> for String {
-    fn from(e: WriteError) -> String {
-        e.to_string()
-    }
-}
 
 /// The patch formats the API server takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

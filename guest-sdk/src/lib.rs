@@ -5,6 +5,8 @@
 //!
 //! - [`Plugin`]: the trait a plugin implements, and [`export_plugin!`] to make it the component's
 //!   exports;
+//! - [`HandlerError`]: what a handler returns when it did not handle an event: any error through
+//!   `?` (a failure), or [`HandlerError::retry`] to see the object again later;
 //! - [`Event`]: one event, with host-parsed metadata ([`Event::meta`]) so most plugins never parse
 //!   JSON they do not need, and typed decoding ([`Event::object`]) when they do;
 //! - [`cache`]: read-only queries against the host's informer cache, raw JSON or typed through
@@ -25,16 +27,16 @@
 //! replay): keep state that the cache queries can rebuild.
 //!
 //! ```no_run
-//! use informant_sdk::{Event, Plugin, log};
+//! use informant_sdk::{Event, HandlerError, Plugin, log};
 //!
 //! struct Hello;
 //!
 //! impl Plugin for Hello {
-//!     fn init(_config: serde_json::Value) -> Result<Self, String> {
+//!     fn init(_config: serde_json::Value) -> Result<Self, HandlerError> {
 //!         Ok(Hello)
 //!     }
 //!
-//!     fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+//!     fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
 //!         log::info(&format!("hello, {}", ev.meta().name()));
 //!         Ok(())
 //!     }
@@ -43,20 +45,24 @@
 //! informant_sdk::export_plugin!(Hello);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod cache;
+mod error;
 mod event;
 pub mod http;
 pub mod kube;
 pub mod log;
 mod resource;
-mod retry;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
 pub use cache::QueryError;
-pub use event::{Event, EventType, Meta};
+pub use error::{HandlerError, Retry};
+#[allow(deprecated)]
+pub use error::{retry, retry_after};
+pub use event::{DecodeError, Event, EventType, Meta};
 pub use resource::Resource;
-pub use retry::{Retry, retry, retry_after};
 
 /// Bindings generated from `wit/`; use the documented modules instead.
 #[doc(hidden)]
@@ -78,35 +84,39 @@ pub mod wit {
 /// An event-hook plugin: built by [`Plugin::init`] from its config, then fed events one at a time.
 ///
 /// Handlers run to completion before the next event; an `Err` is logged by the host and counted
-/// against the plugin, and the instance keeps running. An `Err` made by [`retry`] asks for the
-/// object again later instead. Handlers must finish within the manifest's
-/// deadline, or the host drops the instance and continues with a fresh one after a backoff.
+/// against the plugin, and the instance keeps running. An `Err` made by
+/// [`HandlerError::retry`] asks for the object again later instead. Handlers must finish within
+/// the manifest's deadline, or the host drops the instance and continues with a fresh one after
+/// a backoff.
 pub trait Plugin: 'static {
     /// Builds the plugin from the manifest's `[config]` table (an empty object when absent).
-    fn init(config: serde_json::Value) -> Result<Self, String>
+    ///
+    /// An `Err` fails the instance's `init` with its message (a retry has no meaning here: it
+    /// fails `init` with its reason).
+    fn init(config: serde_json::Value) -> Result<Self, HandlerError>
     where
         Self: Sized;
 
     /// An object new to this plugin: created, seen in a relist, or part of a replay.
-    fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
         let _ = ev;
         Ok(())
     }
 
     /// An object changed; [`Event::old_json`] holds the version this plugin saw before.
-    fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_updated(&mut self, ev: &Event) -> Result<(), HandlerError> {
         let _ = ev;
         Ok(())
     }
 
     /// An object is gone; its final state, or the last known one if [`Event::final_state_unknown`].
-    fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
         let _ = ev;
         Ok(())
     }
 
     /// The periodic re-delivery of a current object (the manifest's `resync-seconds`).
-    fn on_resync(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_resync(&mut self, ev: &Event) -> Result<(), HandlerError> {
         let _ = ev;
         Ok(())
     }
@@ -148,7 +158,7 @@ pub mod __private {
     use std::cell::RefCell;
     use std::thread::LocalKey;
 
-    use crate::{Event, EventType, Plugin};
+    use crate::{Event, EventType, HandlerError, Plugin};
 
     /// Where the export glue keeps the instance between calls.
     pub type Slot<P> = RefCell<Option<P>>;
@@ -158,17 +168,14 @@ pub mod __private {
         RefCell::new(None)
     }
 
-    /// What the exported functions return.
+    /// What the exported `init` returns.
     pub type Outcome = Result<(), String>;
 
     /// `init` export: builds the instance, replacing any previous one.
     pub fn init_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, config: &str) -> Outcome {
         // A failed init must not leave an older instance answering events.
         slot.with(|s| *s.borrow_mut() = None);
-        let plugin = init::<P>(config);
-        // A retry asked for outside any event must not stick to the first one that fails.
-        crate::retry::take();
-        let plugin = plugin?;
+        let plugin = init::<P>(config).map_err(|e| e.to_string())?;
         slot.with(|s| *s.borrow_mut() = Some(plugin));
         Ok(())
     }
@@ -189,49 +196,59 @@ pub mod __private {
         }
     }
 
-    /// One event of `handle-queued`: routes it to the instance, refusing it before `init`; an error
-    /// made by [`retry`](crate::retry) goes back as a retry.
+    /// One event of `handle-queued`: routes it to the instance, refusing it before `init`; the
+    /// handler's error says whether the host should retry.
     pub fn handle_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, e: crate::wit::Event) -> Handled {
-        let result = handle_event_in(slot, Event::from_wit(e));
-        // Taken after every event, so none is left over for the next.
-        let asked = crate::retry::take();
-        result.map_err(|error| match asked {
+        handle_event_in(slot, Event::from_wit(e)).map_err(|error| to_failure(&error))
+    }
+
+    /// A handler's error as the contract's `failure`: the retry it asked for, or its message.
+    pub fn to_failure(error: &HandlerError) -> crate::wit::Failure {
+        match error.as_retry() {
             Some(r) => {
                 crate::wit::Failure::Retry(crate::wit::informant::plugin::types::RetryLater {
-                    reason: error,
+                    reason: r.reason.clone(),
                     after_ms: r
                         .after
                         .map(|d| u32::try_from(d.as_millis()).unwrap_or(u32::MAX)),
                 })
             }
-            None => crate::wit::Failure::Error(error),
-        })
+            None => crate::wit::Failure::Error(error.to_string()),
+        }
     }
 
     /// What handling one event does once the host's record is wrapped.
-    pub fn handle_event_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, ev: Event) -> Outcome {
+    pub fn handle_event_in<P: Plugin>(
+        slot: &'static LocalKey<Slot<P>>,
+        ev: Event,
+    ) -> Result<(), HandlerError> {
         slot.with(|s| match s.borrow_mut().as_mut() {
             Some(plugin) => dispatch(plugin, &ev),
-            None => Err(NOT_INITIALIZED.to_string()),
+            None => Err(NOT_INITIALIZED.into()),
         })
     }
 
     /// The error an event gets when the host skipped `init`.
     pub const NOT_INITIALIZED: &str = "handle called before init: the plugin has no instance";
 
+    /// The config the host handed is not JSON.
+    #[derive(Debug, thiserror::Error)]
+    #[error("config is not valid JSON")]
+    pub struct ConfigError(#[source] pub serde_json::Error);
+
     /// Parses the config JSON and builds the plugin.
-    pub fn init<P: Plugin>(config: &str) -> Result<P, String> {
+    pub fn init<P: Plugin>(config: &str) -> Result<P, HandlerError> {
         // The host hands "{}" for an absent table; tolerate an empty string from older hosts.
         let value = if config.trim().is_empty() {
             serde_json::Value::Object(Default::default())
         } else {
-            serde_json::from_str(config).map_err(|e| format!("config is not valid JSON: {e}"))?
+            serde_json::from_str(config).map_err(ConfigError)?
         };
         P::init(value)
     }
 
     /// Routes one event to the handler for its type.
-    pub fn dispatch<P: Plugin>(plugin: &mut P, ev: &Event) -> Result<(), String> {
+    pub fn dispatch<P: Plugin>(plugin: &mut P, ev: &Event) -> Result<(), HandlerError> {
         match ev.event_type() {
             EventType::Added => plugin.on_added(ev),
             EventType::Updated => plugin.on_updated(ev),
@@ -257,7 +274,7 @@ mod tests {
     }
 
     impl Plugin for Counter {
-        fn init(config: Value) -> Result<Self, String> {
+        fn init(config: Value) -> Result<Self, HandlerError> {
             let prefix = config
                 .get("prefix")
                 .and_then(Value::as_str)
@@ -268,15 +285,15 @@ mod tests {
             })
         }
 
-        fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+        fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
             if ev.meta().label("fail").is_some() {
-                return Err(format!("{}: told to fail", self.prefix));
+                return Err(format!("{}: told to fail", self.prefix).into());
             }
             self.seen.push("added");
             Ok(())
         }
 
-        fn on_deleted(&mut self, _: &Event) -> Result<(), String> {
+        fn on_deleted(&mut self, _: &Event) -> Result<(), HandlerError> {
             self.seen.push("deleted");
             Ok(())
         }
@@ -306,12 +323,12 @@ mod tests {
     #[test]
     fn export_glue_refuses_events_before_init_and_dispatches_after() {
         let err = handle_event_in(&SLOT, host_event(EventType::Added, &[])).unwrap_err();
-        assert_eq!(err, __private::NOT_INITIALIZED);
+        assert_eq!(err.to_string(), __private::NOT_INITIALIZED);
         assert_eq!(init_in(&SLOT, "{}").unwrap_err(), "no prefix");
         assert!(
             init_in(&SLOT, "{nope")
                 .unwrap_err()
-                .starts_with("config is not valid JSON")
+                .starts_with("config is not valid JSON: key must be a string")
         );
         init_in(&SLOT, r#"{"prefix": "p"}"#).unwrap();
         handle_event_in(&SLOT, host_event(EventType::Added, &[])).unwrap();
@@ -319,12 +336,12 @@ mod tests {
         handle_event_in(&SLOT, host_event(EventType::Deleted, &[])).unwrap();
         let err =
             handle_event_in(&SLOT, host_event(EventType::Added, &[("fail", "")])).unwrap_err();
-        assert_eq!(err, "p: told to fail");
+        assert_eq!(err.to_string(), "p: told to fail");
         SLOT.with(|s| assert_eq!(s.borrow().as_ref().unwrap().seen, ["added", "deleted"]));
         init_in(&SLOT, "[]").unwrap_err();
         let err = handle_event_in(&SLOT, host_event(EventType::Added, &[])).unwrap_err();
         assert_eq!(
-            err,
+            err.to_string(),
             __private::NOT_INITIALIZED,
             "a failed init drops the old instance"
         );
@@ -351,9 +368,12 @@ mod tests {
         assert!(ev.is_initial() && !ev.final_state_unknown());
         assert_eq!(ev.value().unwrap()["spec"]["replicas"], 2);
         assert_eq!(ev.old_object::<Value>().unwrap(), None);
-        let err = ev.object::<Vec<u8>>().unwrap_err();
+        let err = HandlerError::from(ev.object::<Vec<u8>>().unwrap_err()).to_string();
         assert!(
-            err.starts_with("apps/v1/Deployment default/web: cannot decode the object"),
+            err.starts_with(
+                "apps/v1/Deployment default/web: cannot decode the object as alloc::vec::Vec<u8>: \
+                 invalid type: map"
+            ),
             "{err}"
         );
     }
@@ -443,21 +463,28 @@ mod tests {
         Head::decode(bytes);
     }
 
-    /// Asks for a retry on `retry`-labelled objects.
+    /// Asks for a retry on `retry`-labelled objects, fails through `?` on a `count` that is
+    /// not a number.
     struct Flaky;
 
     impl Plugin for Flaky {
-        fn init(_: Value) -> Result<Self, String> {
+        fn init(_: Value) -> Result<Self, HandlerError> {
             Ok(Flaky)
         }
 
-        fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+        fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
+            let _count: u32 = ev.meta().label("count").unwrap_or("0").parse()?;
             match ev.meta().label("retry") {
-                Some("later") => Err(retry_after(
+                Some("later") => Err(HandlerError::retry_after(
                     "webhook down",
                     std::time::Duration::from_secs(2),
                 )),
-                Some(_) => Err(retry("webhook down")),
+                Some("then-fail") => {
+                    // A helper's retry, dropped for a fallback that fails too.
+                    let _ = HandlerError::retry("webhook down");
+                    Err("changed its mind".into())
+                }
+                Some(_) => Err(HandlerError::retry("webhook down")),
                 None => Err("plain failure".into()),
             }
         }
@@ -465,29 +492,63 @@ mod tests {
 
     #[test]
     fn a_retry_is_told_apart_from_a_failure() {
+        use crate::wit::Failure;
+
         let mut h = testing::Harness::<Flaky>::new("{}").unwrap();
         let cm = |labels: Value| {
             json!({"apiVersion": "v1", "kind": "ConfigMap",
                    "metadata": {"name": "c", "namespace": "default", "labels": labels}})
         };
+        let later = Retry {
+            reason: "webhook down".into(),
+            after: Some(std::time::Duration::from_secs(2)),
+        };
         let err = h
             .send(testing::EventBuilder::added(&cm(json!({"retry": "later"}))))
             .unwrap_err();
-        assert_eq!(err, "webhook down");
+        assert_eq!((err.as_retry(), h.retry()), (Some(&later), Some(&later)));
+        // What the export glue reports to the host.
+        let Failure::Retry(r) = __private::to_failure(&err) else {
+            panic!("{err:?} is reported as a retry")
+        };
         assert_eq!(
-            h.retry(),
-            Some(&Retry {
-                reason: "webhook down".into(),
-                after: Some(std::time::Duration::from_secs(2))
-            })
+            (r.reason.as_str(), r.after_ms),
+            ("webhook down", Some(2000))
         );
-        h.send(testing::EventBuilder::added(&cm(json!({"retry": "now"}))))
+        let err = h
+            .send(testing::EventBuilder::added(&cm(json!({"retry": "now"}))))
             .unwrap_err();
         assert_eq!(h.retry().map(|r| r.after), Some(None));
+        let Failure::Retry(r) = __private::to_failure(&err) else {
+            panic!("{err:?} is reported as a retry")
+        };
+        assert_eq!(r.after_ms, None);
         let err = h
             .send(testing::EventBuilder::added(&cm(json!({}))))
             .unwrap_err();
-        assert_eq!((err.as_str(), h.retry()), ("plain failure", None));
+        assert_eq!((err.to_string(), h.retry()), ("plain failure".into(), None));
+        // An ordinary error passed up with `?` is a failure.
+        let err = h
+            .send(testing::EventBuilder::added(&cm(
+                json!({"count": "many", "retry": "now"}),
+            )))
+            .unwrap_err();
+        assert!(!err.is_retry() && h.retry().is_none(), "{err:?}");
+        let Failure::Error(message) = __private::to_failure(&err) else {
+            panic!("{err:?} is reported as a failure")
+        };
+        assert_eq!(message, "invalid digit found in string");
+        // A retry made and dropped does not turn the error returned after it into one.
+        let err = h
+            .send(testing::EventBuilder::added(&cm(
+                json!({"retry": "then-fail"}),
+            )))
+            .unwrap_err();
+        assert_eq!(
+            (err.to_string(), h.retry()),
+            ("changed its mind".into(), None)
+        );
+        assert!(matches!(__private::to_failure(&err), Failure::Error(_)));
     }
 
     #[test]

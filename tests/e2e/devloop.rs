@@ -17,16 +17,16 @@ use tokio::sync::mpsc;
 /// A plugin whose log lines say which version of the source produced them.
 fn source(version: &str) -> String {
     format!(
-        r#"use informant_sdk::{{Event, Plugin}};
+        r#"use informant_sdk::{{Event, HandlerError, Plugin}};
 
 pub struct Echo;
 
 impl Plugin for Echo {{
-    fn init(_config: serde_json::Value) -> Result<Self, String> {{
+    fn init(_config: serde_json::Value) -> Result<Self, HandlerError> {{
         Ok(Echo)
     }}
 
-    fn on_added(&mut self, ev: &Event) -> Result<(), String> {{
+    fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {{
         informant_sdk::info!("{version} added {{}}", ev.meta().key());
         Ok(())
     }}

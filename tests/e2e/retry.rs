@@ -103,6 +103,90 @@ async fn a_retried_object_comes_back_until_done_or_out_of_attempts() {
     assert_eq!((slow.retried(), slow.failed()), (1, 0));
 }
 
+fn labelled(ns: &str, name: &str, labels: serde_json::Value) -> serde_json::Value {
+    let mut cm = configmap(ns, name, "v");
+    cm["metadata"]["labels"] = labels;
+    cm
+}
+
+/// Only an error made as a retry is one: an ordinary error passed up with `?` is a failure, and
+/// so is a plain error returned after the handler made (and dropped) a retry. The one it
+/// returns decides, and a retry's `after` reaches the host.
+#[tokio::test]
+async fn only_the_returned_error_decides_whether_an_event_is_retried() {
+    let (host_log, _capture) = HostLog::capture();
+    let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["plain"]);
+    env.install(None, "plain", "hostile", &retrying("plain", 10));
+    env.reconcile().await;
+    let plain = env
+        .host
+        .supervisor(&PluginId {
+            tenant: String::new(),
+            name: "plain".into(),
+        })
+        .expect("loaded");
+
+    // `retries=lots` does not parse: the `?` on that error fails the event.
+    env.server
+        .create(labelled("plain", "unparsed", json!({"retries": "lots"})))
+        .unwrap();
+    // Asks for a retry, drops it, then returns a plain error.
+    env.server
+        .create(labelled(
+            "plain",
+            "changed",
+            json!({"retries": "2", "then-fail": "changed-its-mind"}),
+        ))
+        .unwrap();
+    for (key, error) in [
+        ("plain/unparsed", "invalid digit found in string"),
+        ("plain/changed", "changed-its-mind"),
+    ] {
+        let failure = host_log
+            .wait_for(&format!("the failure of {key}"), |l| {
+                l.field("key") == key && !l.field("error").is_empty()
+            })
+            .await;
+        assert_eq!(
+            failure.field("error"),
+            format!("returned an error: {error}"),
+            "{key} fails at its first delivery, not after retries"
+        );
+    }
+    assert_eq!((plain.retried(), plain.failed()), (0, 2));
+    assert_eq!(deliveries(&env, "plain", "plain/unparsed").len(), 1);
+    assert_eq!(deliveries(&env, "plain", "plain/changed").len(), 1);
+
+    // A retry not before a second, against a 10 ms backoff: the redelivery waits for the plugin's
+    // `after`. (Observed from the plugin's log, so the gap seen can only shrink by how late the
+    // first delivery was seen; the margin covers that.)
+    env.server
+        .create(labelled(
+            "plain",
+            "later",
+            json!({"retries": "1", "after-ms": "1000"}),
+        ))
+        .unwrap();
+    env.logs
+        .wait_until("the first delivery of plain/later", || {
+            deliveries(&env, "plain", "plain/later").len() == 1
+        })
+        .await;
+    let first = std::time::Instant::now();
+    env.logs
+        .wait_until("the redelivery of plain/later", || {
+            deliveries(&env, "plain", "plain/later").len() == 2
+        })
+        .await;
+    let gap = first.elapsed();
+    assert!(
+        gap >= std::time::Duration::from_millis(500),
+        "redelivered {gap:?} after the first delivery, though the plugin asked for 1 s"
+    );
+    assert_eq!((plain.retried(), plain.failed()), (1, 2));
+}
+
 /// A retry is an event of the tenant's like any other: redeliveries draw from its
 /// `events-per-second` budget, so a plugin answering `retry` cannot outrun it; another
 /// tenant's plugin gets every event meanwhile.

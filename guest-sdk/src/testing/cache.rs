@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::Value;
 
+use super::HarnessError;
 use crate::{QueryError, Resource};
 use informant_manifest::{FieldPath, LabelSelector};
 
@@ -50,10 +51,16 @@ impl MemCache {
     /// Declares a field-path index such as `spec.nodeName` or `metadata.annotations["a/b"]`.
     ///
     /// Arrays on the way are traversed element-wise; strings, numbers and booleans become values.
-    pub fn add_index(&mut self, r: &Resource, name: &str, path: &str) -> Result<&mut Self, String> {
-        let path = path
-            .parse()
-            .map_err(|e| format!("index `{name}` path `{path}`: {e}"))?;
+    pub fn add_index(
+        &mut self,
+        r: &Resource,
+        name: &str,
+        path: &str,
+    ) -> Result<&mut Self, HarnessError> {
+        let path = path.parse().map_err(|e| HarnessError::Index {
+            name: name.to_string(),
+            why: format!("path `{path}`: {e}"),
+        })?;
         self.add_field_index(r, name, path)
     }
 
@@ -63,11 +70,12 @@ impl MemCache {
         r: &Resource,
         name: &str,
         path: FieldPath,
-    ) -> Result<&mut Self, String> {
+    ) -> Result<&mut Self, HarnessError> {
         if BUILT_IN.contains(&name) {
-            return Err(format!(
-                "index `{name}` is built in and cannot be redeclared"
-            ));
+            return Err(HarnessError::Index {
+                name: name.to_string(),
+                why: "built in, cannot be redeclared".to_string(),
+            });
         }
         self.indexes
             .entry(r.clone())
@@ -78,9 +86,9 @@ impl MemCache {
 
     /// Inserts or replaces an object given as JSON text, a `serde_json::Value` or a `k8s-openapi`
     /// object; returns its kind.
-    pub fn insert<T: Serialize + ?Sized>(&mut self, object: &T) -> Result<Resource, String> {
-        let value = to_object(object)?;
-        let (r, key) = identity(&value)?;
+    pub fn insert<T: Serialize + ?Sized>(&mut self, object: &T) -> Result<Resource, HarnessError> {
+        let value = to_object(object).map_err(HarnessError::Object)?;
+        let (r, key) = identity(&value).map_err(HarnessError::Object)?;
         let json = value.to_string();
         self.objects
             .entry(r.clone())
@@ -372,8 +380,13 @@ mod tests {
             ["p1", "p2", "p3"]
         );
         assert_eq!(names(c.by_index(&pods, "app", "db").unwrap()), ["p2"]);
-        assert!(c.add_index(&pods, "owner", "x").is_err());
-        assert!(c.add_index(&pods, "bad", "a..b").is_err());
+        for (name, path) in [("owner", "x"), ("bad", "a..b")] {
+            let err = c.add_index(&pods, name, path).unwrap_err();
+            assert!(
+                matches!(&err, HarnessError::Index { name: n, .. } if n == name),
+                "{err}"
+            );
+        }
     }
 
     #[test]
@@ -389,7 +402,9 @@ mod tests {
         ));
         assert!(c.remove(&pods, Some("a"), "p1").is_some());
         assert_eq!(names(c.list(&pods, None, None).unwrap()), ["p2", "p3"]);
-        assert!(c.insert(&json!({"kind": "Pod"})).is_err());
-        assert!(c.insert("not json").is_err());
+        for bad in [json!({"kind": "Pod"}), json!("not json")] {
+            let err = c.insert(&bad).unwrap_err();
+            assert!(matches!(err, HarnessError::Object(_)), "{err}");
+        }
     }
 }

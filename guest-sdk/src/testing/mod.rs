@@ -11,12 +11,12 @@
 //!
 //! ```
 //! use informant_sdk::testing::{EventBuilder, Harness};
-//! use informant_sdk::{Event, Plugin, log::Level};
+//! use informant_sdk::{Event, HandlerError, Plugin, log::Level};
 //!
 //! struct Echo;
 //! impl Plugin for Echo {
-//!     fn init(_: serde_json::Value) -> Result<Self, String> { Ok(Echo) }
-//!     fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+//!     fn init(_: serde_json::Value) -> Result<Self, HandlerError> { Ok(Echo) }
+//!     fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
 //!         informant_sdk::info!("added {}", ev.meta().key());
 //!         Ok(())
 //!     }
@@ -42,8 +42,39 @@ pub use self::cache::MemCache;
 use crate::event::{Head, Object};
 /// The level of a captured log record.
 pub use crate::log::Level;
-use crate::{Event, EventType, Plugin, QueryError, Resource, Retry};
-use informant_manifest::Manifest;
+use crate::{Event, EventType, HandlerError, Plugin, QueryError, Resource, Retry};
+use informant_manifest::{Manifest, ManifestError};
+
+/// Why the harness could not do what a test asked (the plugin's own errors in
+/// [`Harness::send`] are [`HandlerError`]s).
+#[derive(Debug, thiserror::Error)]
+pub enum HarnessError {
+    /// The manifest does not parse or validate (by the host's own parser).
+    #[error("manifest")]
+    Manifest(#[source] ManifestError),
+    /// The plugin's `init` failed (the config not being JSON included), with its message.
+    #[error("{0}")]
+    Init(HandlerError),
+    /// An event of the replay [`Harness::restart`] makes failed.
+    #[error("replaying {key}: {error}")]
+    Replay {
+        /// The object's `namespace/name`.
+        key: String,
+        /// The plugin's error.
+        error: HandlerError,
+    },
+    /// An object a test handed over cannot be stored or make an event.
+    #[error("{0}")]
+    Object(String),
+    /// An index cannot be declared.
+    #[error("index `{name}`: {why}")]
+    Index {
+        /// The index's name.
+        name: String,
+        /// Why not.
+        why: String,
+    },
+}
 
 #[derive(Default)]
 struct State {
@@ -132,12 +163,12 @@ pub struct Harness<P: Plugin> {
 
 impl<P: Plugin> Harness<P> {
     /// Builds the plugin from config JSON (the manifest's `[config]` table as the host hands it).
-    pub fn new(config_json: &str) -> Result<Self, String> {
+    pub fn new(config_json: &str) -> Result<Self, HarnessError> {
         Self::with_cache(config_json, MemCache::new(), None)
     }
 
     /// Builds the plugin from a config value.
-    pub fn with_config(config: Value) -> Result<Self, String> {
+    pub fn with_config(config: Value) -> Result<Self, HarnessError> {
         Self::new(&config.to_string())
     }
 
@@ -146,9 +177,9 @@ impl<P: Plugin> Harness<P> {
     ///
     /// The manifest is parsed and validated by the host's own parser (`informant-manifest`), so
     /// a manifest these tests accept is one the host loads.
-    pub fn from_manifest(manifest_toml: &str) -> Result<Self, String> {
-        let manifest =
-            Manifest::parse(manifest_toml, Path::new("manifest")).map_err(|e| e.to_string())?;
+    pub fn from_manifest(manifest_toml: &str) -> Result<Self, HarnessError> {
+        let manifest = Manifest::parse(manifest_toml, Path::new("manifest"))
+            .map_err(HarnessError::Manifest)?;
         let mut cache = MemCache::new();
         // A wildcard watch (`kind = "*"`) may cover any kind: a cache with no kind declared
         // refuses none. Its field indexes are declared on the kinds a test stores.
@@ -167,13 +198,14 @@ impl<P: Plugin> Harness<P> {
         config_json: &str,
         cache: MemCache,
         declared: Option<Vec<informant_manifest::Write>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HarnessError> {
         let mut state = State {
             cache,
             declared,
             ..State::default()
         };
-        let plugin = run_in(&mut state, || crate::__private::init::<P>(config_json))?;
+        let plugin = run_in(&mut state, || crate::__private::init::<P>(config_json))
+            .map_err(HarnessError::Init)?;
         Ok(Harness {
             plugin,
             config: config_json.to_string(),
@@ -189,33 +221,37 @@ impl<P: Plugin> Harness<P> {
         self
     }
 
-    /// Hands one event to the plugin; returns the plugin's result (see [`Harness::retry`]
-    /// for whether an error asked for a retry).
-    pub fn send(&mut self, event: impl Into<Event>) -> Result<(), String> {
+    /// Hands one event to the plugin; returns the plugin's result (a retry is an `Err` too: see
+    /// [`HandlerError::as_retry`], or [`Harness::retry`]).
+    pub fn send(&mut self, event: impl Into<Event>) -> Result<(), HandlerError> {
         let event = event.into();
         if self.apply_to_cache {
             apply(&mut self.state.cache, &event)?;
         }
         let plugin = &mut self.plugin;
-        crate::retry::take();
         let result = run_in(&mut self.state, || {
             crate::__private::dispatch(plugin, &event)
         });
-        self.retry = crate::retry::take().filter(|_| result.is_err());
+        self.retry = result
+            .as_ref()
+            .err()
+            .and_then(HandlerError::as_retry)
+            .cloned();
         result
     }
 
-    /// The retry the last [`Harness::send`] answered with, if its error came from
-    /// [`retry`](crate::retry) or [`retry_after`](crate::retry_after).
+    /// The retry the last [`Harness::send`] answered with, if its error was made by
+    /// [`HandlerError::retry`] or [`HandlerError::retry_after`].
     pub fn retry(&self) -> Option<&Retry> {
         self.retry.as_ref()
     }
 
     /// Recreates the instance as the host does after a trap or reload: `init` with the same config,
     /// then every cached object replayed as `added` with `initial` set.
-    pub fn restart(&mut self) -> Result<(), String> {
+    pub fn restart(&mut self) -> Result<(), HarnessError> {
         let config = self.config.clone();
-        self.plugin = run_in(&mut self.state, || crate::__private::init::<P>(&config))?;
+        self.plugin = run_in(&mut self.state, || crate::__private::init::<P>(&config))
+            .map_err(HarnessError::Init)?;
         let replay: Vec<String> = self
             .state
             .cache
@@ -228,6 +264,10 @@ impl<P: Plugin> Harness<P> {
             let plugin = &mut self.plugin;
             run_in(&mut self.state, || {
                 crate::__private::dispatch(plugin, &event)
+            })
+            .map_err(|error| HarnessError::Replay {
+                key: event.meta().key(),
+                error,
             })?;
         }
         Ok(())
@@ -289,7 +329,7 @@ fn run_in<T>(state: &mut State, f: impl FnOnce() -> T) -> T {
     f()
 }
 
-fn apply(cache: &mut MemCache, event: &Event) -> Result<(), String> {
+fn apply(cache: &mut MemCache, event: &Event) -> Result<(), HarnessError> {
     match event.event_type {
         EventType::Deleted => {
             cache.remove(
@@ -313,6 +353,7 @@ fn apply(cache: &mut MemCache, event: &Event) -> Result<(), String> {
 #[derive(Debug, Clone)]
 pub struct EventBuilder {
     event_type: EventType,
+    // Kept as messages, so the builder stays `Clone`; `try_build` makes them `HarnessError`s.
     object: Result<Value, String>,
     old_object: Option<Result<Value, String>>,
     initial: bool,
@@ -365,15 +406,20 @@ impl EventBuilder {
     }
 
     /// The event, or why the object cannot make one.
-    pub fn try_build(self) -> Result<Event, String> {
-        let object = self.object?;
-        let (resource, _) = cache::identity(&object)?;
+    pub fn try_build(self) -> Result<Event, HarnessError> {
+        let object = self.object.map_err(HarnessError::Object)?;
+        let (resource, _) = cache::identity(&object).map_err(HarnessError::Object)?;
         // Both versions are of one kind: the old one need not repeat apiVersion and kind.
         let given = |o: &Value| Object::given(head_of(o, &resource), o.to_string());
         Ok(Event {
             event_type: self.event_type,
             object: given(&object),
-            old_object: self.old_object.transpose()?.as_ref().map(given),
+            old_object: self
+                .old_object
+                .transpose()
+                .map_err(HarnessError::Object)?
+                .as_ref()
+                .map(given),
             initial: self.initial,
             final_state_unknown: self.final_state_unknown,
         })
@@ -428,12 +474,12 @@ mod tests {
     struct Probe;
 
     impl Plugin for Probe {
-        fn init(config: Value) -> Result<Self, String> {
+        fn init(config: Value) -> Result<Self, HandlerError> {
             crate::debug!("init {config}");
             Ok(Probe)
         }
 
-        fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+        fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
             let cached = cache::get_as::<ConfigMap>(ev.meta().namespace(), ev.meta().name())?;
             let data = cached.and_then(|c| c.data).unwrap_or_default();
             crate::info!(
@@ -444,7 +490,7 @@ mod tests {
             Ok(())
         }
 
-        fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+        fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
             let left = cache::list_as::<ConfigMap>(None, None)?.len();
             crate::warn!(
                 "deleted {} fsu={} left={left}",

@@ -29,7 +29,7 @@
 
 use std::time::Duration;
 
-use informant_sdk::{Event, Plugin, http, log, retry};
+use informant_sdk::{Event, HandlerError, Plugin, http, log};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -82,7 +82,7 @@ struct Line<'a> {
 }
 
 impl KubeDiff {
-    fn report(&self, ev: &Event, changes: Option<Vec<Change>>) -> Result<(), String> {
+    fn report(&self, ev: &Event, changes: Option<Vec<Change>>) -> Result<(), HandlerError> {
         let line = Line {
             event: ev.event_type().as_str(),
             api_version: ev.resource().api_version(),
@@ -91,21 +91,20 @@ impl KubeDiff {
             name: ev.meta().name(),
             changes,
         };
-        let json =
-            serde_json::to_string(&line).map_err(|e| format!("cannot encode the record: {e}"))?;
+        let json = serde_json::to_string(&line)?;
         log::info(&json);
         self.post(&line, &json)
     }
 
     /// Sends the record to each configured sink; a failure asks for a retry.
-    fn post(&self, line: &Line<'_>, json: &str) -> Result<(), String> {
+    fn post(&self, line: &Line<'_>, json: &str) -> Result<(), HandlerError> {
         let timeout = Duration::from_millis(self.config.sink_timeout_ms.unwrap_or(2000));
         if let Some(url) = &self.config.webhook_url {
             // The logged text itself, fields in the documented order.
             sent(http::send("POST", url, JSON, json.as_bytes(), timeout))?;
         }
         if let Some(url) = &self.config.slack_webhook_url {
-            let record = serde_json::to_value(line).map_err(|e| e.to_string())?;
+            let record = serde_json::to_value(line)?;
             sent(http::post_json(url, &slack_message(&record), timeout))?;
         }
         Ok(())
@@ -123,16 +122,16 @@ impl KubeDiff {
 }
 
 impl Plugin for KubeDiff {
-    fn init(config: Value) -> Result<Self, String> {
+    fn init(config: Value) -> Result<Self, HandlerError> {
         let config = serde_json::from_value(config).map_err(|e| format!("kubediff config: {e}"))?;
         Ok(KubeDiff { config })
     }
 
-    fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.report(ev, None)
     }
 
-    fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_updated(&mut self, ev: &Event) -> Result<(), HandlerError> {
         let new: Value = ev.value()?;
         let old: Value = ev
             .old_object()?
@@ -151,11 +150,11 @@ impl Plugin for KubeDiff {
         self.report(ev, Some(changes))
     }
 
-    fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.report(ev, None)
     }
 
-    fn on_resync(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_resync(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.report(ev, None)
     }
 }
@@ -165,11 +164,11 @@ informant_sdk::export_plugin!(KubeDiff);
 const JSON: &[(&str, &str)] = &[("content-type", "application/json")];
 
 /// A sink's answer as the handler's result: anything but a 2xx asks for a retry.
-fn sent(answer: Result<http::Response, String>) -> Result<(), String> {
+fn sent(answer: Result<http::Response, http::HttpError>) -> Result<(), HandlerError> {
     match answer {
         Ok(r) if (200..300).contains(&r.status) => Ok(()),
-        Ok(r) => Err(retry(format!("sink answered {}", r.status))),
-        Err(e) => Err(retry(format!("sink unreachable: {e}"))),
+        Ok(r) => Err(HandlerError::retry(format!("sink answered {}", r.status))),
+        Err(e) => Err(HandlerError::retry(format!("sink unreachable: {e}"))),
     }
 }
 
@@ -433,11 +432,13 @@ mod tests {
     fn bad_config_is_refused_with_a_reason() {
         let err = Harness::<KubeDiff>::new(r#"{"ignore-stats": true}"#)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("unknown field `ignore-stats`"), "{err}");
         let err = Harness::<KubeDiff>::new(r#"{"ignore-status": "yes"}"#)
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.starts_with("kubediff config:"), "{err}");
     }
 
@@ -468,11 +469,14 @@ mod tests {
         let err = h
             .send(EventBuilder::added(&deployment(1, "1", 0)))
             .unwrap_err();
+        let retry = err.as_retry().expect("a retry");
         assert!(
-            err.starts_with("sink unreachable: POST http://127.0.0.1:9/hook"),
-            "{err}"
+            retry
+                .reason
+                .starts_with("sink unreachable: POST http://127.0.0.1:9/hook: not sent"),
+            "{err:?}"
         );
-        assert_eq!(h.retry().map(|r| r.reason.as_str()), Some(err.as_str()));
+        assert_eq!(h.retry(), Some(retry));
         assert_eq!(
             infos(&mut h).len(),
             1,

@@ -34,7 +34,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use informant_sdk::kube::{self, Severity};
-use informant_sdk::{Event, EventType, Plugin, Resource, cache, log};
+use informant_sdk::{Event, EventType, HandlerError, Plugin, Resource, cache, log};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -104,7 +104,7 @@ struct Summary {
 }
 
 impl LabelPolicy {
-    fn check(&self, ev: &Event) -> Result<(), String> {
+    fn check(&self, ev: &Event) -> Result<(), HandlerError> {
         let meta = ev.meta();
         let missing: Vec<&str> = self
             .required
@@ -123,7 +123,7 @@ impl LabelPolicy {
             },
             missing,
         };
-        log::warn(&encode(&line)?);
+        log::warn(&serde_json::to_string(&line)?);
         if let Some(defaults) = &self.fix {
             self.fix(ev, &line.missing, defaults)?;
         }
@@ -137,7 +137,7 @@ impl LabelPolicy {
         ev: &Event,
         missing: &[&str],
         defaults: &BTreeMap<String, String>,
-    ) -> Result<(), String> {
+    ) -> Result<(), HandlerError> {
         let meta = ev.meta();
         let labels: BTreeMap<&str, &str> = missing
             .iter()
@@ -161,7 +161,7 @@ impl LabelPolicy {
         Ok(())
     }
 
-    fn summary(&self) -> Result<(), String> {
+    fn summary(&self) -> Result<(), HandlerError> {
         let mut summary = BTreeMap::new();
         for r in &self.kinds {
             let mut counts = BTreeMap::new();
@@ -172,13 +172,9 @@ impl LabelPolicy {
             }
             summary.insert(r.to_string(), counts);
         }
-        log::info(&encode(&Summary { summary })?);
+        log::info(&serde_json::to_string(&Summary { summary })?);
         Ok(())
     }
-}
-
-fn encode<T: Serialize>(line: &T) -> Result<String, String> {
-    serde_json::to_string(line).map_err(|e| format!("cannot encode the log line: {e}"))
 }
 
 /// Whether `key` is a label key a `!key` selector accepts.
@@ -191,7 +187,7 @@ fn valid_key(key: &str) -> bool {
 }
 
 impl Plugin for LabelPolicy {
-    fn init(config: Value) -> Result<Self, String> {
+    fn init(config: Value) -> Result<Self, HandlerError> {
         let config: Config =
             serde_json::from_value(config).map_err(|e| format!("label-policy config: {e}"))?;
         if config.required.is_empty() {
@@ -200,7 +196,8 @@ impl Plugin for LabelPolicy {
         if let Some(bad) = config.required.iter().find(|k| !valid_key(k)) {
             return Err(format!(
                 "label-policy config: `required` has an invalid label key `{bad}`"
-            ));
+            )
+            .into());
         }
         if config.fix
             && let Some(l) = config
@@ -210,7 +207,8 @@ impl Plugin for LabelPolicy {
         {
             return Err(format!(
                 "label-policy config: `fix` needs a value for `{l}` in `defaults`"
-            ));
+            )
+            .into());
         }
         let fix = config.fix.then_some(config.defaults);
         let fixed_kinds = config.resources.is_some();
@@ -231,26 +229,26 @@ impl Plugin for LabelPolicy {
         })
     }
 
-    fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.after(ev, true)
     }
 
-    fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_updated(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.after(ev, true)
     }
 
-    fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.after(ev, false)
     }
 
-    fn on_resync(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_resync(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.after(ev, true)
     }
 }
 
 impl LabelPolicy {
     /// Checks the object if asked, then logs a summary when one is due.
-    fn after(&mut self, ev: &Event, check: bool) -> Result<(), String> {
+    fn after(&mut self, ev: &Event, check: bool) -> Result<(), HandlerError> {
         if !self.fixed_kinds {
             self.kinds.insert(ev.resource().clone());
         }
@@ -409,7 +407,8 @@ mod tests {
         let mut h = Harness::<LabelPolicy>::from_manifest(manifest).unwrap();
         let err = h
             .send(EventBuilder::added(&config_map("a", json!({"team": "t"}))))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("summary of v1/Secret: not watched"),
             "{err}"
@@ -481,7 +480,8 @@ mod tests {
         .unwrap();
         let err = h
             .send(EventBuilder::added(&deployment("web", json!({}))))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("`apply` of `apps/v1/Deployment` in namespace `prod` is not declared"),
             "{err}"
@@ -490,7 +490,12 @@ mod tests {
 
     #[test]
     fn bad_config_is_refused_with_a_reason() {
-        let err = |c: Value| Harness::<LabelPolicy>::with_config(c).err().unwrap();
+        let err = |c: Value| {
+            Harness::<LabelPolicy>::with_config(c)
+                .err()
+                .unwrap()
+                .to_string()
+        };
         assert!(err(json!({})).contains("missing field `required`"));
         assert!(err(json!({"required": []})).contains("names no label"));
         assert!(err(json!({"required": ["a b"]})).contains("invalid label key `a b`"));

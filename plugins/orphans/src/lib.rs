@@ -27,7 +27,7 @@
 use std::collections::BTreeSet;
 
 use informant_sdk::kube::{self, Preconditions, WriteError};
-use informant_sdk::{Event, Plugin, Resource, cache, log};
+use informant_sdk::{Event, HandlerError, Plugin, Resource, cache, log};
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use serde::Serialize;
 use serde_json::Value;
@@ -70,7 +70,7 @@ impl Orphans {
         (namespace, name, uid): (Option<&str>, &str, Option<&str>),
         owner_name: &str,
         owner_uid: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), HandlerError> {
         if !self
             .reported
             .insert((key(namespace, name), owner_uid.to_string()))
@@ -89,8 +89,7 @@ impl Orphans {
                 uid: owner_uid,
             },
         };
-        let json =
-            serde_json::to_string(&report).map_err(|e| format!("cannot encode the report: {e}"))?;
+        let json = serde_json::to_string(&report)?;
         log::warn(&json);
         if self.delete {
             let pre = Preconditions {
@@ -100,13 +99,15 @@ impl Orphans {
             match kube::delete::<ReplicaSet>(namespace, name, &pre) {
                 // Gone already, or a new ReplicaSet of that name: not this orphan any more.
                 Ok(()) | Err(WriteError::NotFound(_) | WriteError::Conflict(_)) => {}
-                Err(e) => return Err(format!("deleting ReplicaSet {}: {e}", key(namespace, name))),
+                Err(e) => {
+                    return Err(format!("deleting ReplicaSet {}: {e}", key(namespace, name)).into());
+                }
             }
         }
         Ok(())
     }
 
-    fn check_replica_set(&mut self, ev: &Event) -> Result<(), String> {
+    fn check_replica_set(&mut self, ev: &Event) -> Result<(), HandlerError> {
         if ev.resource() != &Resource::of::<ReplicaSet>() {
             return Ok(());
         }
@@ -134,7 +135,7 @@ impl Orphans {
 }
 
 impl Plugin for Orphans {
-    fn init(config: Value) -> Result<Self, String> {
+    fn init(config: Value) -> Result<Self, HandlerError> {
         let table = config
             .as_object()
             .ok_or_else(|| format!("orphans config must be a table, got {config}"))?;
@@ -145,26 +146,27 @@ impl Plugin for Orphans {
                 _ => {
                     return Err(format!(
                         "orphans config: unknown or invalid `{k} = {v}` (only `delete = true|false`)"
-                    ));
+                    )
+                    .into());
                 }
             }
         }
         Ok(orphans)
     }
 
-    fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.check_replica_set(ev)
     }
 
-    fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_updated(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.check_replica_set(ev)
     }
 
-    fn on_resync(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_resync(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.check_replica_set(ev)
     }
 
-    fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
         let resource = ev.resource();
         if resource == &Resource::of::<ReplicaSet>() {
             let rs_key = key(ev.meta().namespace(), ev.meta().name());
@@ -172,13 +174,12 @@ impl Plugin for Orphans {
         } else if resource == &Resource::of::<Deployment>() {
             let uid = ev.meta().uid();
             if uid.is_empty() {
-                return Err(format!("deleted Deployment {} has no uid", ev.meta().key()));
+                return Err(format!("deleted Deployment {} has no uid", ev.meta().key()).into());
             }
             let owned = cache::by_index(&Resource::of::<ReplicaSet>(), "owner", uid)
                 .map_err(|e| format!("listing ReplicaSets owned by {uid}: {e}"))?;
             for json in owned {
-                let rs: ReplicaSet = serde_json::from_str(&json)
-                    .map_err(|e| format!("cannot decode a cached ReplicaSet: {e}"))?;
+                let rs: ReplicaSet = serde_json::from_str(&json)?;
                 let name = rs.metadata.name.as_deref().unwrap_or_default();
                 let rs_uid = rs.metadata.uid.as_deref();
                 self.report(
@@ -342,6 +343,8 @@ mod tests {
         let bad = json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
             "metadata": {"name": "x", "ownerReferences": "nope"}});
         let err = h.send(EventBuilder::added(&bad)).unwrap_err();
+        assert!(!err.is_retry(), "{err:?}");
+        let err = err.to_string();
         assert!(err.contains("cannot decode the object"), "{err}");
     }
 }

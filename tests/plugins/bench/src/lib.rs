@@ -7,7 +7,7 @@
 //!   per key, so intermediate versions may be skipped, but every key's final version arrives
 //!   exactly once; more than `pods` of either count is an error, so a miscount fails loudly.
 
-use informant_sdk::{Event, Plugin, log};
+use informant_sdk::{Event, HandlerError, Plugin, log};
 use serde_json::Value;
 
 /// The benchmark plugin's state.
@@ -20,7 +20,7 @@ pub struct Bench {
 }
 
 impl Bench {
-    fn on(&mut self, ev: &Event) -> Result<(), String> {
+    fn on(&mut self, ev: &Event) -> Result<(), HandlerError> {
         // Both modes read the label of every event, replay included, so they differ only in how.
         let is_final = if self.parse {
             let object = ev.value()?;
@@ -44,25 +44,25 @@ impl Bench {
 }
 
 /// Logs `{"<what>": pods}` when `count` reaches `pods`; an error past it.
-fn report(count: u64, pods: u64, what: &str) -> Result<(), String> {
+fn report(count: u64, pods: u64, what: &str) -> Result<(), HandlerError> {
     if count == pods {
         log::info(&serde_json::json!({ what: pods }).to_string());
     }
     if count > pods {
-        return Err(format!("{what}: {count} events for {pods} pods"));
+        return Err(format!("{what}: {count} events for {pods} pods").into());
     }
     Ok(())
 }
 
 impl Plugin for Bench {
-    fn init(config: Value) -> Result<Self, String> {
+    fn init(config: Value) -> Result<Self, HandlerError> {
         let parse = match config.get("mode").and_then(Value::as_str) {
             Some("meta") => false,
             Some("parse") => true,
             other => {
-                return Err(format!(
-                    "config `mode` must be \"meta\" or \"parse\", got {other:?}"
-                ));
+                return Err(
+                    format!("config `mode` must be \"meta\" or \"parse\", got {other:?}").into(),
+                );
             }
         };
         let number = |k: &str| {
@@ -80,20 +80,20 @@ impl Plugin for Bench {
         })
     }
 
-    fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.on(ev)
     }
 
-    fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_updated(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.on(ev)
     }
 
-    fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
-        Err(format!("unexpected delete of {}", ev.meta().key()))
+    fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
+        Err(format!("unexpected delete of {}", ev.meta().key()).into())
     }
 
-    fn on_resync(&mut self, ev: &Event) -> Result<(), String> {
-        Err(format!("unexpected resync of {}", ev.meta().key()))
+    fn on_resync(&mut self, ev: &Event) -> Result<(), HandlerError> {
+        Err(format!("unexpected resync of {}", ev.meta().key()).into())
     }
 }
 

@@ -15,7 +15,9 @@
 //! - `hoard`: echoes, and keeps every event it is given, never reading their objects;
 //! - `fs`: tries to read the filesystem root and the environment, and logs what it got;
 //! - `retry`: echoes every delivery, and answers `retry` to the first N deliveries of an object
-//!   labelled `retries=N` (the reason says which attempt of how many);
+//!   labelled `retries=N` (the reason says which attempt of how many; not before `after-ms`
+//!   when labelled so); `retries` that is not a number fails the event through `?`, and an
+//!   object labelled `then-fail=WHY` asks for a retry, drops it, and fails with WHY;
 //! - `post`: POSTs the echo line as JSON to `config.url` and logs
 //!   `{"tag", "key", "status"}` or `{"tag", "key", "error"}` (the error is not returned: the
 //!   event succeeds either way, so the log is the record);
@@ -31,7 +33,7 @@
 //!   `$NAME` in any of them stand for the event's namespace and name) and logs
 //!   `{"tag", "key", "writes": [{"ok": ".."} | {"err": {"kind", "code", "message"}}]}`.
 
-use informant_sdk::{Event, Plugin, Resource, cache, log};
+use informant_sdk::{Event, HandlerError, Plugin, Resource, cache, log};
 use serde_json::{Value, json};
 
 /// The test plugin.
@@ -49,7 +51,7 @@ pub struct Hostile {
 }
 
 impl Hostile {
-    fn on(&mut self, ev: &Event) -> Result<(), String> {
+    fn on(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.seen += 1;
         match self.mode.as_str() {
             "echo" => self.echo(ev),
@@ -90,9 +92,7 @@ impl Hostile {
                 self.echo(ev)
             }
             "fs" => {
-                let root = std::fs::read_dir("/")
-                    .map(|d| d.count())
-                    .map_err(|e| e.to_string());
+                let root = std::fs::read_dir("/").map(|d| d.count());
                 let env = std::env::vars().count();
                 let line =
                     serde_json::json!({"tag": self.tag, "fs": format!("{root:?}"), "env": env});
@@ -122,12 +122,25 @@ impl Hostile {
                 let wanted: u64 = ev
                     .meta()
                     .label("retries")
-                    .and_then(|n| n.parse().ok())
+                    .map(str::parse)
+                    .transpose()?
                     .unwrap_or(0);
+                if let Some(why) = ev.meta().label("then-fail") {
+                    // A retry a helper asked for, dropped for a fallback that fails too.
+                    let _ = HandlerError::retry("asked first");
+                    return Err(why.into());
+                }
                 let n = self.deliveries.entry(ev.meta().key()).or_default();
                 *n += 1;
                 if *n <= wanted {
-                    return Err(informant_sdk::retry(format!("attempt {n} of {wanted}")));
+                    let reason = format!("attempt {n} of {wanted}");
+                    return Err(match ev.meta().label("after-ms") {
+                        Some(ms) => HandlerError::retry_after(
+                            reason,
+                            std::time::Duration::from_millis(ms.parse()?),
+                        ),
+                        None => HandlerError::retry(reason),
+                    });
                 }
                 Ok(())
             }
@@ -142,7 +155,7 @@ impl Hostile {
                     std::time::Duration::from_secs(30),
                 ) {
                     Ok(r) => json!({"tag": self.tag, "key": meta.key(), "status": r.status}),
-                    Err(e) => json!({"tag": self.tag, "key": meta.key(), "error": e}),
+                    Err(e) => json!({"tag": self.tag, "key": meta.key(), "error": e.to_string()}),
                 };
                 log::info(&outcome.to_string());
                 Ok(())
@@ -165,7 +178,7 @@ impl Hostile {
                 std::hint::black_box(&v);
                 Ok(())
             }
-            other => Err(format!("unknown mode `{other}`")),
+            other => Err(format!("unknown mode `{other}`").into()),
         }
     }
 
@@ -283,7 +296,7 @@ impl Hostile {
         log::info(&json!({"tag": self.tag, "probes": results}).to_string());
     }
 
-    fn echo(&self, ev: &Event) -> Result<(), String> {
+    fn echo(&self, ev: &Event) -> Result<(), HandlerError> {
         let meta = ev.meta();
         let line = serde_json::json!({
             "tag": self.tag,
@@ -299,7 +312,7 @@ impl Hostile {
 }
 
 impl Plugin for Hostile {
-    fn init(config: serde_json::Value) -> Result<Self, String> {
+    fn init(config: serde_json::Value) -> Result<Self, HandlerError> {
         let text = |k: &str| config.get(k).and_then(|v| v.as_str()).map(str::to_string);
         if text("mode").as_deref() == Some("sleep-init") {
             std::thread::sleep(std::time::Duration::from_secs(3600));
@@ -325,16 +338,16 @@ impl Plugin for Hostile {
                 .unwrap_or_default(),
         })
     }
-    fn on_added(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.on(ev)
     }
-    fn on_updated(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_updated(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.on(ev)
     }
-    fn on_deleted(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.on(ev)
     }
-    fn on_resync(&mut self, ev: &Event) -> Result<(), String> {
+    fn on_resync(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.on(ev)
     }
 }
