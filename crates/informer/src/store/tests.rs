@@ -1,0 +1,274 @@
+//! The store's unit tests: synthetic pods through applies, deletes and relists, checked
+//! against its indexes and queries.
+
+use super::*;
+use crate::event::EventType;
+use kube::core::GroupVersionKind;
+
+fn store() -> Store {
+    Store::new(
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod")),
+        StoreOptions::default(),
+    )
+}
+
+fn pod(ns: &str, name: &str, rv: u32, labels: &str, owner: Option<&str>) -> RawObject {
+    let owners = owner
+        .map(|o| {
+            format!(
+                r#","ownerReferences":[{{"apiVersion":"v1","kind":"X","name":"o","uid":"{o}"}}]"#
+            )
+        })
+        .unwrap_or_default();
+    let json = format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"{ns}","uid":"uid-{name}","resourceVersion":"{rv}","labels":{{{labels}}}{owners}}},"spec":{{"nodeName":"node-{rv}"}}}}"#
+    );
+    serde_json::from_str(&json).unwrap()
+}
+
+fn collect(f: impl FnOnce(&mut dyn FnMut(Event))) -> Vec<(EventType, String, bool)> {
+    let mut out = Vec::new();
+    f(&mut |e: Event| out.push((e.event_type, e.key().to_string(), e.final_state_unknown)));
+    out.sort_by(|a, b| a.1.cmp(&b.1));
+    out
+}
+
+fn names(v: Vec<Arc<CachedObject>>) -> Vec<String> {
+    let mut n: Vec<String> = v.iter().map(|o| o.key().to_string()).collect();
+    n.sort();
+    n
+}
+
+fn sel(s: &str) -> LabelSelector {
+    s.parse().unwrap()
+}
+
+#[test]
+fn indexes_follow_add_update_delete_and_label_changes() {
+    let s = store();
+    let mut sink = |_e: Event| {};
+    s.apply(pod("a", "p1", 1, r#""app":"web""#, Some("rs1")), &mut sink);
+    s.apply(pod("a", "p2", 2, r#""app":"db""#, Some("rs1")), &mut sink);
+    s.apply(pod("b", "p3", 3, r#""app":"web""#, None), &mut sink);
+    assert_eq!(
+        names(s.by_index("label", "app=web").unwrap()),
+        ["a/p1", "b/p3"]
+    );
+    assert_eq!(names(s.by_index("owner", "rs1").unwrap()), ["a/p1", "a/p2"]);
+    assert_eq!(
+        names(s.by_index("namespace", "a").unwrap()),
+        ["a/p1", "a/p2"]
+    );
+
+    // Label change moves the key between index values; owner removed.
+    s.apply(pod("a", "p1", 4, r#""app":"db""#, None), &mut sink);
+    assert_eq!(names(s.by_index("label", "app=web").unwrap()), ["b/p3"]);
+    assert_eq!(
+        names(s.by_index("label", "app=db").unwrap()),
+        ["a/p1", "a/p2"]
+    );
+    assert_eq!(names(s.by_index("owner", "rs1").unwrap()), ["a/p2"]);
+
+    // Update that keeps a value must keep it indexed.
+    s.apply(pod("a", "p2", 5, r#""app":"db""#, Some("rs1")), &mut sink);
+    assert_eq!(names(s.by_index("owner", "rs1").unwrap()), ["a/p2"]);
+
+    s.delete(pod("a", "p2", 6, r#""app":"db""#, Some("rs1")), &mut sink);
+    assert!(s.by_index("owner", "rs1").unwrap().is_empty());
+    assert_eq!(names(s.by_index("label", "app=db").unwrap()), ["a/p1"]);
+    assert_eq!(s.len(), 2);
+}
+
+#[test]
+fn field_indexes_are_held_shared_and_released() {
+    let s = Arc::new(store());
+    let mut sink = |_e: Event| {};
+    s.apply(pod("a", "p1", 1, "", None), &mut sink);
+    let node: FieldPath = "spec.nodeName".parse().unwrap();
+    let held = s.add_field_index(node.clone());
+    let look = |id, v: &str| names(s.lookup(id, v, Visibility::All));
+    assert_eq!(look(held.id(), "node-1"), ["a/p1"]);
+    s.apply(pod("a", "p1", 2, "", None), &mut sink);
+    s.apply(pod("a", "p9", 2, "", None), &mut sink);
+    assert!(look(held.id(), "node-1").is_empty());
+    assert_eq!(look(held.id(), "node-2"), ["a/p1", "a/p9"]);
+    // The same path again shares the index; another path gets its own.
+    let again = s.add_field_index(node);
+    assert_eq!(again.id(), held.id());
+    let other = s.add_field_index("metadata.uid".parse().unwrap());
+    assert_ne!(other.id(), held.id());
+    assert_eq!(s.field_index_count(), 2);
+    drop(held);
+    assert_eq!(look(again.id(), "node-2"), ["a/p1", "a/p9"], "still held");
+    drop(again);
+    assert_eq!(s.field_index_count(), 1);
+    // A freed position is reused, and filled from the objects already cached.
+    let reused = s.add_field_index("spec.nodeName".parse().unwrap());
+    assert_eq!(look(reused.id(), "node-2"), ["a/p1", "a/p9"]);
+    assert_eq!(look(other.id(), "uid-p1"), ["a/p1"]);
+    let err = s.by_index("nodes", "x").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "unknown index `nodes` (declared: namespace, label, owner)"
+    );
+}
+
+#[test]
+fn odd_spellings_of_a_key_find_nothing() {
+    let s = store();
+    let mut sink = |_e: Event| {};
+    s.apply(pod("team-b", "b-secret", 1, "", None), &mut sink);
+    assert!(s.get(Some("team-b"), "b-secret").is_some());
+    assert!(s.get(None, "team-b/b-secret").is_none());
+    assert!(s.get(Some("team-b/b-secret"), "").is_none());
+    assert!(s.get(Some(""), "team-b/b-secret").is_none());
+    assert!(s.get(Some("team"), "b/b-secret").is_none());
+    assert!(s.list(Some(""), &sel("")).is_empty());
+    assert!(s.by_index("namespace", "").unwrap().is_empty());
+}
+
+#[test]
+fn a_limited_query_never_touches_other_namespaces() {
+    let s = store();
+    let mut sink = |_e: Event| {};
+    s.apply(pod("a", "p1", 1, r#""app":"web""#, None), &mut sink);
+    for i in 0..50 {
+        s.apply(
+            pod("b", &format!("q{i}"), 2, r#""app":"web""#, None),
+            &mut sink,
+        );
+    }
+    let asked = std::cell::RefCell::new(Vec::new());
+    let only_a = |ns: Option<&str>| {
+        asked.borrow_mut().push(ns.map(str::to_string));
+        ns == Some("a")
+    };
+    let vis = Visibility::Only(&only_a);
+    assert_eq!(names(s.list_in(None, &sel("app=web"), vis)), ["a/p1"]);
+    assert_eq!(names(s.list_in(None, &sel(""), vis)), ["a/p1"]);
+    assert_eq!(names(s.list_in(None, &sel("!tier"), vis)), ["a/p1"]);
+    let label = Store::builtin_index("label").unwrap();
+    assert_eq!(names(s.lookup(label, "app=web", vis)), ["a/p1"]);
+    // Each query asked about each namespace group once, not about each of b's objects.
+    assert_eq!(asked.borrow().len(), 8, "{:?}", asked.borrow());
+}
+
+#[test]
+fn list_by_namespace_and_selector() {
+    let s = store();
+    let mut sink = |_e: Event| {};
+    s.apply(
+        pod("a", "p1", 1, r#""app":"web","tier":"fe""#, None),
+        &mut sink,
+    );
+    s.apply(pod("a", "p2", 2, r#""app":"web""#, None), &mut sink);
+    s.apply(
+        pod("b", "p3", 3, r#""app":"web","tier":"fe""#, None),
+        &mut sink,
+    );
+    assert_eq!(names(s.list(None, &sel(""))), ["a/p1", "a/p2", "b/p3"]);
+    assert_eq!(names(s.list(Some("a"), &sel("app=web"))), ["a/p1", "a/p2"]);
+    assert_eq!(names(s.list(Some("a"), &sel("tier"))), ["a/p1"]);
+    assert_eq!(names(s.list(None, &sel("app=web,!tier"))), ["a/p2"]);
+    assert_eq!(
+        names(s.list(None, &sel("tier in (fe),app"))),
+        ["a/p1", "b/p3"]
+    );
+    assert!(s.list(Some("zzz"), &sel("")).is_empty());
+    assert!(s.list(None, &sel("app=nope")).is_empty());
+}
+
+#[test]
+fn replace_diffs_against_the_store() {
+    let s = store();
+    let first = collect(|sink| {
+        s.replace(
+            vec![
+                pod("a", "keep", 1, "", None),
+                pod("a", "change", 1, "", None),
+                pod("a", "gone", 1, "", None),
+            ],
+            &mut |e| sink(e),
+        )
+    });
+    assert!(s.has_synced());
+    assert_eq!(first.len(), 3);
+    assert!(first.iter().all(|(t, _, _)| *t == EventType::Added));
+
+    let mut initial_flags = Vec::new();
+    let events = collect(|sink| {
+        s.replace(
+            vec![
+                pod("a", "keep", 1, "", None),
+                pod("a", "change", 2, "", None),
+                pod("a", "new", 3, "", None),
+            ],
+            &mut |e| {
+                initial_flags.push(e.initial);
+                sink(e)
+            },
+        )
+    });
+    assert_eq!(
+        events,
+        vec![
+            (EventType::Updated, "a/change".to_string(), false),
+            (EventType::Deleted, "a/gone".to_string(), true),
+            (EventType::Added, "a/new".to_string(), false),
+        ]
+    );
+    assert!(
+        initial_flags.iter().all(|i| !i),
+        "only the first list is initial"
+    );
+    assert!(s.get(Some("a"), "gone").is_none());
+    assert_eq!(s.get(Some("a"), "change").unwrap().resource_version(), "2");
+}
+
+#[test]
+fn a_relist_shares_unchanged_objects_and_follows_indexes_declared_while_it_arrives() {
+    let s = Arc::new(store());
+    let mut sink = |_e: Event| {};
+    s.replace(
+        vec![
+            pod("a", "keep", 1, "", None),
+            pod("a", "change", 1, "", None),
+        ],
+        &mut sink,
+    );
+    let kept = s.get(Some("a"), "keep").unwrap();
+    let mut relist = s.begin_relist();
+    s.relist_push(&mut relist, pod("a", "keep", 1, "", None));
+    s.relist_push(&mut relist, pod("a", "change", 2, "", None));
+    // Declared after `change` was frozen with the old set of indexes, before `new`.
+    let node = s.add_field_index("spec.nodeName".parse().unwrap());
+    s.relist_push(&mut relist, pod("a", "new", 3, "", None));
+    assert_eq!(relist.len(), 3);
+    let events = collect(|sink| s.finish_relist(relist, &mut |e| sink(e)));
+    assert_eq!(
+        events,
+        vec![
+            (EventType::Updated, "a/change".to_string(), false),
+            (EventType::Added, "a/new".to_string(), false),
+        ]
+    );
+    assert!(
+        Arc::ptr_eq(&kept, &s.get(Some("a"), "keep").unwrap()),
+        "an unchanged object is the stored copy, not a second one"
+    );
+    let look = |v: &str| names(s.lookup(node.id(), v, Visibility::All));
+    assert_eq!(look("node-1"), ["a/keep"]);
+    assert_eq!(look("node-2"), ["a/change"], "recomputed for the new index");
+    assert_eq!(look("node-3"), ["a/new"]);
+}
+
+#[test]
+fn same_resource_version_is_not_an_event_and_unknown_deletes_are_ignored() {
+    let s = store();
+    let events = collect(|sink| {
+        s.apply(pod("a", "p", 1, "", None), &mut |e| sink(e));
+        s.apply(pod("a", "p", 1, "", None), &mut |e| sink(e));
+        s.delete(pod("a", "ghost", 1, "", None), &mut |e| sink(e));
+    });
+    assert_eq!(events, vec![(EventType::Added, "a/p".to_string(), false)]);
+}
