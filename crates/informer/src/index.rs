@@ -7,7 +7,7 @@
 //! held by whoever declared them and shared by identical paths, computed once per object version
 //! when it enters the store.
 
-use informant_selector::FieldPath;
+use informant_apimachinery::FieldPath;
 use serde_json::Value;
 use std::collections::HashMap;
 

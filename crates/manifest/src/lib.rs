@@ -42,7 +42,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use informant_selector::{FieldPath, LabelSelector};
+pub use informant_apimachinery::{FieldPath, LabelSelector};
 
 pub mod config_ref;
 pub mod outbound;
@@ -168,7 +168,7 @@ pub struct JqFilterText(pub String);
 impl TryFrom<String> for JqFilterText {
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
-        informant_selector::jq::JqFilter::compile(&s)
+        informant_apimachinery::jq::JqFilter::compile(&s)
             .map_err(|why| format!("invalid jq filter: {why}"))?;
         Ok(JqFilterText(s))
     }
@@ -178,7 +178,7 @@ impl TryFrom<String> for JqFilterText {
 /// than sent to the API server, where `""` would make a request path with an empty segment.
 fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let s = String::deserialize(d)?;
-    informant_selector::names::check_namespace(&s)
+    informant_apimachinery::names::check_namespace(&s)
         .map_err(|why| serde::de::Error::custom(format!("invalid namespace: {why}")))?;
     Ok(Some(s))
 }
@@ -193,7 +193,7 @@ fn namespace_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>,
         ));
     }
     for (i, ns) in list.iter().enumerate() {
-        informant_selector::names::check_namespace(ns).map_err(|why| {
+        informant_apimachinery::names::check_namespace(ns).map_err(|why| {
             serde::de::Error::custom(format!("invalid namespace at [{i}]: {why}"))
         })?;
         if list[..i].contains(ns) {

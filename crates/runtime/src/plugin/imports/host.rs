@@ -25,9 +25,9 @@ use crate::plugin::imports::write::{
     Call, PatchKind, Target, Writer, event_body, object_body, patch_of, unbuildable,
 };
 
+use crate::apimachinery::{FieldPath, LabelSelector, names};
 use crate::informer::{CachedObject, Event, EventType, FieldIndex, IndexId, Store, Visibility};
 use crate::manifest::{BUILTIN_INDEXES, Verb};
-use crate::selector::{FieldPath, LabelSelector, names};
 use crate::tenancy::Grant;
 
 /// Generated from `wit/`: the contract's types and traits, hidden behind the re-exports below.

@@ -33,9 +33,9 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::{DynamicObject, Request, Resource as _};
 use serde_json::{Map, Value, json};
 
+use crate::apimachinery::names;
 use crate::informer::ResolvedResource;
 use crate::manifest::{Verb, Write};
-use crate::selector::names;
 use crate::tenancy::{Budget, Grant, Impersonate};
 
 use crate::plugin::imports::cluster::{Cluster, ClusterError};

@@ -84,7 +84,7 @@ impl LabelSelector {
     /// Parses the Kubernetes selector syntax.
     ///
     /// ```
-    /// use informant_selector::LabelSelector;
+    /// use informant_apimachinery::LabelSelector;
     /// let s: LabelSelector = "app=web,tier in (front,back),!canary".parse().unwrap();
     /// assert_eq!(s.requirements().len(), 3);
     /// assert!("app==".parse::<LabelSelector>().is_ok()); // empty values are allowed
@@ -115,7 +115,7 @@ impl LabelSelector {
     /// Whether the labels that `label` looks up satisfy every requirement.
     ///
     /// ```
-    /// use informant_selector::LabelSelector;
+    /// use informant_apimachinery::LabelSelector;
     /// let s: LabelSelector = "app=web,!canary".parse().unwrap();
     /// assert!(s.matches(|k| (k == "app").then_some("web")));
     /// ```
