@@ -1,5 +1,8 @@
-//! Label selectors, JSON field paths and object names, parsed once with the API server's rules and shared by
-//! the informer, the embedded API server, plugin manifests and the SDK's test harness.
+//! The parts of Kubernetes apimachinery Informant needs, parsed once with the API server's rules
+//! and shared by the informer, the embedded API server, plugin manifests and the SDK's test
+//! harness: label selectors ([`LabelSelector`], apimachinery's `labels`), JSON field paths
+//! ([`FieldPath`], as `fields` and field indexes use them) and object and namespace name rules
+//! ([`names`], apimachinery's `validation`).
 //!
 //! Label selectors: the Kubernetes string syntax, matched against any label lookup — the
 //! informer's cached objects and the embedded API server's stored ones alike.
@@ -10,7 +13,6 @@
 //! this accepts is one the server accepts too.
 
 mod field_path;
-pub mod jq;
 pub mod names;
 #[cfg(test)]
 mod proptests;

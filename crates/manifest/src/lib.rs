@@ -45,6 +45,7 @@ use serde::Deserialize;
 pub use informant_apimachinery::{FieldPath, LabelSelector};
 
 pub mod config_ref;
+pub mod jq;
 pub mod outbound;
 pub mod toml_error;
 pub mod wildcard;
@@ -168,8 +169,7 @@ pub struct JqFilterText(pub String);
 impl TryFrom<String> for JqFilterText {
     type Error = String;
     fn try_from(s: String) -> Result<Self, String> {
-        informant_apimachinery::jq::JqFilter::compile(&s)
-            .map_err(|why| format!("invalid jq filter: {why}"))?;
+        jq::JqFilter::compile(&s).map_err(|why| format!("invalid jq filter: {why}"))?;
         Ok(JqFilterText(s))
     }
 }
