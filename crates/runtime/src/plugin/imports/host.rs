@@ -442,7 +442,7 @@ pub fn header(kind: &WitResource, o: &CachedObject) -> Vec<u8> {
     let len = kind_fields.iter().map(|f| 4 + f.len()).sum::<usize>() + metadata.len();
     let mut out = Vec::with_capacity(len);
     for f in kind_fields {
-        crate::informer::object::put_field(&mut out, f);
+        informant_header::put_field(&mut out, f);
     }
     out.extend_from_slice(metadata);
     out
