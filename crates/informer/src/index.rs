@@ -106,7 +106,9 @@ impl IndexSpec {
         if [NAMESPACE, LABEL, OWNER].contains(&name) {
             return Err(err(format!("`{name}` is a built-in index")));
         }
-        path.parse().map(IndexSpec::Field).map_err(err)
+        path.parse()
+            .map(IndexSpec::Field)
+            .map_err(|e: informant_apimachinery::FieldPathError| err(e.to_string()))
     }
 
     fn values_raw<'r>(

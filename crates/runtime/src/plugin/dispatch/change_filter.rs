@@ -76,7 +76,12 @@ impl ChangeFilters {
             Some(p) => p,
             None => {
                 let p = Arc::new(Projection {
-                    jq: spec.jq.as_deref().map(JqFilter::compile).transpose()?,
+                    jq: spec
+                        .jq
+                        .as_deref()
+                        .map(JqFilter::compile)
+                        .transpose()
+                        .map_err(|e| e.to_string())?,
                     ignore: watch.ignore.iter().map(|p| p.0.clone()).collect(),
                     describe: describe(&spec),
                     seen: Mutex::new(HashMap::new()),
@@ -200,7 +205,7 @@ impl Projection {
             std::borrow::Cow::Owned(v.to_string())
         };
         match &self.jq {
-            Some(f) => off_the_worker(|| f.eval(&json)),
+            Some(f) => off_the_worker(|| f.eval(&json)).map_err(|e| e.to_string()),
             None => Ok(json.into_owned()),
         }
     }

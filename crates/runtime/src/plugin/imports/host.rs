@@ -211,7 +211,7 @@ impl CacheView {
     /// Refuses a namespace that is not a namespace name or lies outside the grant.
     fn check_namespace(&self, namespace: Option<&str>) -> Result<(), QueryError> {
         if let Some(ns) = namespace {
-            names::check_namespace(ns).map_err(QueryError::Forbidden)?;
+            names::check_namespace(ns).map_err(|e| QueryError::Forbidden(e.to_string()))?;
         }
         self.grant
             .check_namespace(namespace)
@@ -236,7 +236,7 @@ impl CacheView {
     ) -> Result<Option<Arc<CachedObject>>, QueryError> {
         let scopes = self.scopes(r)?;
         self.check_namespace(namespace)?;
-        names::check_name(name).map_err(QueryError::Forbidden)?;
+        names::check_name(name).map_err(|e| QueryError::Forbidden(e.to_string()))?;
         Ok(scopes.iter().find_map(|s| s.store.get(namespace, name)))
     }
 
