@@ -1,4 +1,10 @@
-/** Events: the kind and metadata without a JSON parse, the object parsed on demand. */
+/**
+ * Events: the kind and metadata without a JSON parse, the object parsed on demand.
+ *
+ * The header's bytes (`parseHeader`, `encodeHeader`) are defined once, in the Rust crate
+ * `informant-header` (`crates/header/src/lib.rs`: the layout, its contract version and its
+ * tests); this module follows that definition.
+ */
 import { Resource } from "./resource.js";
 import type { KubeObject } from "./cache.js";
 

@@ -1,4 +1,9 @@
-"""Events: the kind and metadata without a JSON parse, the object as a dict on demand."""
+"""Events: the kind and metadata without a JSON parse, the object as a dict on demand.
+
+The header's bytes (``parse_header``, ``encode_header``) are defined once, in the Rust crate
+``informant-header`` (``crates/header/src/lib.rs``: the layout, its contract version and its
+tests); this module follows that definition.
+"""
 
 import json
 import struct

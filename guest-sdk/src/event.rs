@@ -4,6 +4,7 @@ use std::cell::OnceCell;
 use std::fmt;
 use std::rc::Rc;
 
+use informant_header::{EventHeader, Field};
 use serde::de::DeserializeOwned;
 
 use crate::Resource;
@@ -133,40 +134,24 @@ impl Object {
     }
 }
 
-/// The kind and metadata of an object: the header as the host encoded it (length-prefixed
-/// fields, see `wit/plugin.wit`), read in place. Most plugins read a name or a label per event,
-/// so nothing is copied out or checked as UTF-8 until a field is asked for.
+/// The kind and metadata of an object: the header as the host encoded it
+/// ([`informant_header`], the layout `wit/plugin.wit` describes), checked once and read in
+/// place. Most plugins read a name or a label per event, so nothing is copied out until a
+/// field is asked for.
 pub(crate) struct Head {
-    bytes: Vec<u8>,
-    /// Where group, version, kind, namespace, name, uid and resourceVersion lie in `bytes`.
-    fixed: [(u32, u32); FIXED],
-    /// Where the label pairs begin in `bytes`.
-    labels_at: usize,
+    header: EventHeader,
     resource: OnceCell<Resource>,
     labels: OnceCell<Vec<(String, String)>>,
 }
 
-/// The fields every header has, before its labels.
-const FIXED: usize = 7;
-const NAMESPACE: usize = 3;
-const NAME: usize = 4;
-const UID: usize = 5;
-const RESOURCE_VERSION: usize = 6;
-
 impl Head {
-    /// Reads the ends of the fixed fields of `bytes`, a header from `object.header`.
+    /// Checks `bytes`, a header from the host. A header the host's own encoder did not write
+    /// breaks the contract, and the event's handling traps with the reason.
     pub(crate) fn decode(bytes: Vec<u8>) -> Head {
-        let mut fields = Fields::new(&bytes);
-        let fixed = std::array::from_fn(|_| {
-            fields
-                .next()
-                .expect("the host's object header has every fixed field")
-        });
-        let labels_at = fields.at;
+        let header =
+            EventHeader::decode(bytes).unwrap_or_else(|e| panic!("the host's object header {e}"));
         Head {
-            bytes,
-            fixed,
-            labels_at,
+            header,
             resource: OnceCell::new(),
             labels: OnceCell::new(),
         }
@@ -178,52 +163,33 @@ impl Head {
         resource: &Resource,
         namespace: Option<&str>,
         [name, uid, resource_version]: [&str; 3],
-        labels: impl IntoIterator<Item = (&'a str, &'a str)>,
+        labels: impl IntoIterator<Item = (&'a str, &'a str), IntoIter: Clone>,
     ) -> Head {
-        let mut bytes = Vec::new();
-        let mut put = |f: &str| {
-            bytes.extend_from_slice(&(f.len() as u32).to_le_bytes());
-            bytes.extend_from_slice(f.as_bytes());
-        };
-        let namespace = namespace.unwrap_or_default();
-        for f in [&resource.group, &resource.version, &resource.kind] {
-            put(f);
+        let metadata = informant_header::Metadata {
+            namespace: namespace.unwrap_or_default(),
+            name,
+            uid,
+            resource_version,
         }
-        for f in [namespace, name, uid, resource_version] {
-            put(f);
-        }
-        for (k, v) in labels {
-            put(k);
-            put(v);
-        }
-        Head::decode(bytes)
+        .encode(labels);
+        Head::decode(informant_header::encode(
+            [&resource.group, &resource.version, &resource.kind],
+            &metadata,
+        ))
     }
 
-    fn text(&self, (start, end): (u32, u32)) -> &str {
-        std::str::from_utf8(&self.bytes[start as usize..end as usize])
-            .expect("the host's object header is UTF-8")
-    }
-
-    fn field(&self, i: usize) -> &str {
-        self.text(self.fixed[i])
+    fn field(&self, field: Field) -> &str {
+        self.header.get(field)
     }
 
     /// The object's kind; built on first use.
     pub(crate) fn resource(&self) -> &Resource {
-        self.resource
-            .get_or_init(|| Resource::new(self.field(0), self.field(1), self.field(2)))
-    }
-
-    /// The label pairs in the host's order (sorted by key), as byte ranges.
-    fn label_pairs(&self) -> impl Iterator<Item = ((u32, u32), (u32, u32))> + '_ {
-        let mut fields = Fields::new(&self.bytes);
-        fields.at = self.labels_at;
-        std::iter::from_fn(move || {
-            let key = fields.next()?;
-            let value = fields
-                .next()
-                .expect("the host's object header pairs labels");
-            Some((key, value))
+        self.resource.get_or_init(|| {
+            Resource::new(
+                self.field(Field::Group),
+                self.field(Field::Version),
+                self.field(Field::Kind),
+            )
         })
     }
 }
@@ -240,37 +206,6 @@ impl fmt::Debug for Head {
             .field("resource_version", &meta.resource_version())
             .field("labels", &meta.labels())
             .finish()
-    }
-}
-
-/// The fields of an object header from `at`, as byte ranges in order; `None` at its end.
-struct Fields<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Fields<'a> {
-    fn new(bytes: &'a [u8]) -> Self {
-        Fields { bytes, at: 0 }
-    }
-
-    fn next(&mut self) -> Option<(u32, u32)> {
-        let rest = &self.bytes[self.at..];
-        if rest.is_empty() {
-            return None;
-        }
-        let len = rest
-            .first_chunk::<4>()
-            .expect("the host's object header ends inside a field length");
-        let len = u32::from_le_bytes(*len) as usize;
-        let start = self.at + 4;
-        let end = start + len;
-        assert!(
-            end <= self.bytes.len(),
-            "the host's object header ends inside a field"
-        );
-        self.at = end;
-        Some((start as u32, end as u32))
     }
 }
 
@@ -441,40 +376,38 @@ pub struct Meta<'a>(pub(crate) &'a Head);
 impl<'a> Meta<'a> {
     /// Absent for cluster-scoped objects.
     pub fn namespace(&self) -> Option<&'a str> {
-        Some(self.0.field(NAMESPACE)).filter(|ns| !ns.is_empty())
+        self.0.header.namespace()
     }
 
     /// The object's name.
     pub fn name(&self) -> &'a str {
-        self.0.field(NAME)
+        self.0.field(Field::Name)
     }
 
     /// The object's uid.
     pub fn uid(&self) -> &'a str {
-        self.0.field(UID)
+        self.0.field(Field::Uid)
     }
 
     /// The object's resourceVersion.
     pub fn resource_version(&self) -> &'a str {
-        self.0.field(RESOURCE_VERSION)
+        self.0.field(Field::ResourceVersion)
     }
 
     /// Labels, sorted by key; copied out of the header on first use.
     pub fn labels(&self) -> &'a [(String, String)] {
         let head = self.0;
         head.labels.get_or_init(|| {
-            head.label_pairs()
-                .map(|(k, v)| (head.text(k).to_string(), head.text(v).to_string()))
+            head.header
+                .labels()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect()
         })
     }
 
     /// One label's value, read in place.
     pub fn label(&self, key: &str) -> Option<&'a str> {
-        let head = self.0;
-        head.label_pairs()
-            .find(|&((start, end), _)| &head.bytes[start as usize..end as usize] == key.as_bytes())
-            .map(|(_, v)| head.text(v))
+        self.0.header.label(key)
     }
 
     /// `namespace/name`, or `name` for cluster-scoped objects: the informer's cache key.

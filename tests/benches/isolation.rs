@@ -10,13 +10,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use informant_runtime::apimachinery::FieldPath;
 use informant_runtime::informer::{CachedObject, Event, Handler, RawObject, Store, StoreOptions};
 use informant_runtime::plugin::imports::bindings::WitResource;
 use informant_runtime::plugin::{
     CacheView, EngineOptions, InstanceSpec, LogRate, PluginEngine, RestartPolicy, Supervisor,
     TextLimits,
 };
-use informant_runtime::selector::FieldPath;
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;

@@ -1,11 +1,11 @@
 //! Selectors on list and watch: label selectors through the crate's shared parser
-//! ([`informant_selector`]), and field selectors (`metadata.name`, `metadata.namespace`, and any
+//! ([`informant_apimachinery`]), and field selectors (`metadata.name`, `metadata.namespace`, and any
 //! other dotted path into the object, compared as strings). Parse errors are 400 BadRequest, as
 //! from a real apiserver.
 
 use serde_json::Value;
 
-pub(crate) use informant_selector::LabelSelector;
+pub(crate) use informant_apimachinery::LabelSelector;
 
 use super::resources::ResourceType;
 use super::store::Obj;

@@ -20,7 +20,7 @@ use super::reflector::{InitialList, ReflectorConfig};
 use super::shared_informer::SharedInformer;
 use super::store::StoreOptions;
 use super::{Error, Result};
-use informant_selector::LabelSelector;
+use informant_apimachinery::LabelSelector;
 
 /// A resource as discovery resolved it.
 #[derive(Debug, Clone, PartialEq, Eq)]

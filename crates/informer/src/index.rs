@@ -7,7 +7,7 @@
 //! held by whoever declared them and shared by identical paths, computed once per object version
 //! when it enters the store.
 
-use informant_selector::FieldPath;
+use informant_apimachinery::FieldPath;
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -106,7 +106,9 @@ impl IndexSpec {
         if [NAMESPACE, LABEL, OWNER].contains(&name) {
             return Err(err(format!("`{name}` is a built-in index")));
         }
-        path.parse().map(IndexSpec::Field).map_err(err)
+        path.parse()
+            .map(IndexSpec::Field)
+            .map_err(|e: informant_apimachinery::FieldPathError| err(e.to_string()))
     }
 
     fn values_raw<'r>(

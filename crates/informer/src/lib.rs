@@ -63,7 +63,7 @@ pub use factory::{
     ResolvedResource, WatchScope, wait_all_synced,
 };
 pub use index::{IndexError, IndexSpec};
-pub use informant_selector::{FieldPath, LabelSelector, SelectorError};
+pub use informant_apimachinery::{FieldPath, LabelSelector, SelectorError};
 pub use object::{CachedObject, ObjectKey, RawObject};
 pub use processor::{
     ChangeFilter, EventFilter, FnHandler, Handler, ListenerGauges, ListenerHandle, SharedProcessor,

@@ -17,6 +17,7 @@
 use std::fmt;
 use std::sync::Arc;
 
+use informant_header::{Field, METADATA_FIXED_FIELDS};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::core::{ApiResource, DynamicResourceScope, Resource};
 use serde::Deserialize;
@@ -449,40 +450,17 @@ fn push_quoted(out: &mut String, s: &str) {
 pub struct CachedObject {
     key: ObjectKey,
     /// See [`CachedObject::metadata_fields`]: one allocation instead of one per string, and
-    /// what a plugin's event header is made of, copied as it is.
+    /// what a plugin's event header is made of ([`informant_header::Metadata`]), copied as it is.
     fields: Box<[u8]>,
     label_count: u32,
     owner_uids: Box<[Box<str>]>,
     json: Box<str>,
 }
 
-/// Positions of the fields before the labels in [`CachedObject::metadata_fields`].
-const NAMESPACE_FIELD: usize = 0;
-const NAME_FIELD: usize = 1;
-const UID_FIELD: usize = 2;
-const RESOURCE_VERSION_FIELD: usize = 3;
-const FIXED_FIELDS: usize = 4;
-
-/// Appends `text` to `out` as a field of [`CachedObject::metadata_fields`] (and of a plugin's
-/// event header, which is made of such fields): its length as a little-endian u32, then its
-/// bytes.
-pub fn put_field(out: &mut Vec<u8>, text: &str) {
-    // Kubernetes caps names, uids and label values far below 4 GiB; an object that broke
-    // that would have been refused by the API server.
-    out.extend_from_slice(&u32::try_from(text.len()).unwrap_or(u32::MAX).to_le_bytes());
-    out.extend_from_slice(text.as_bytes());
-}
-
-/// The fields of `bytes` (as [`put_field`] writes them), in order.
+/// The fields of `bytes` ([`informant_header::Metadata`] wrote them from `&str`s, so none is
+/// ever an error), in order.
 fn fields(bytes: &[u8]) -> impl Iterator<Item = &str> {
-    let mut rest = bytes;
-    std::iter::from_fn(move || {
-        let (len, tail) = rest.split_first_chunk::<4>()?;
-        let (text, tail) = tail.split_at(u32::from_le_bytes(*len) as usize);
-        rest = tail;
-        // Written from `&str`s by `put_field` only.
-        Some(std::str::from_utf8(text).unwrap_or_default())
-    })
+    informant_header::fields(bytes).map(Result::unwrap_or_default)
 }
 
 impl CachedObject {
@@ -506,28 +484,15 @@ impl CachedObject {
         }
         let json = raw.to_json();
         let meta = &raw.metadata;
-        // BTreeMap iteration is already sorted by key, as the fields' contract says.
+        // BTreeMap iteration is already sorted by key, as the header's layout says.
         let labels = meta.labels.iter().flatten();
-        let fixed = [
-            &meta.namespace,
-            &meta.name,
-            &meta.uid,
-            &meta.resource_version,
-        ]
-        .map(|s| s.as_deref().unwrap_or_default());
-        let len = fixed.iter().map(|f| 4 + f.len()).sum::<usize>()
-            + labels
-                .clone()
-                .map(|(k, v)| 8 + k.len() + v.len())
-                .sum::<usize>();
-        let mut fields = Vec::with_capacity(len);
-        for f in fixed {
-            put_field(&mut fields, f);
+        let fields = informant_header::Metadata {
+            namespace: meta.namespace.as_deref().unwrap_or_default(),
+            name: meta.name.as_deref().unwrap_or_default(),
+            uid: meta.uid.as_deref().unwrap_or_default(),
+            resource_version: meta.resource_version.as_deref().unwrap_or_default(),
         }
-        for (k, v) in labels.clone() {
-            put_field(&mut fields, k);
-            put_field(&mut fields, v);
-        }
+        .encode(labels.clone().map(|(k, v)| (k.as_str(), v.as_str())));
         let owner_uids = meta
             .owner_references
             .iter()
@@ -557,28 +522,31 @@ impl CachedObject {
     pub fn key(&self) -> &ObjectKey {
         &self.key
     }
-    fn field(&self, at: usize) -> &str {
-        fields(&self.fields).nth(at).unwrap_or_default()
+    fn field(&self, field: Field) -> &str {
+        field
+            .metadata_index()
+            .and_then(|at| fields(&self.fields).nth(at))
+            .unwrap_or_default()
     }
     /// `metadata.namespace`, if namespaced.
     pub fn namespace(&self) -> Option<&str> {
-        Some(self.field(NAMESPACE_FIELD)).filter(|ns| !ns.is_empty())
+        Some(self.field(Field::Namespace)).filter(|ns| !ns.is_empty())
     }
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        self.field(NAME_FIELD)
+        self.field(Field::Name)
     }
     /// `metadata.uid` (empty if the server sent none).
     pub fn uid(&self) -> &str {
-        self.field(UID_FIELD)
+        self.field(Field::Uid)
     }
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> &str {
-        self.field(RESOURCE_VERSION_FIELD)
+        self.field(Field::ResourceVersion)
     }
     /// Labels, sorted by key.
     pub fn labels(&self) -> impl ExactSizeIterator<Item = (&str, &str)> {
-        let mut rest = fields(&self.fields).skip(FIXED_FIELDS);
+        let mut rest = fields(&self.fields).skip(METADATA_FIXED_FIELDS);
         (0..self.label_count as usize).map(move |_| {
             let key = rest.next().unwrap_or_default();
             (key, rest.next().unwrap_or_default())
@@ -588,11 +556,10 @@ impl CachedObject {
     pub fn label(&self, key: &str) -> Option<&str> {
         self.labels().find(|(k, _)| *k == key).map(|(_, v)| v)
     }
-    /// The metadata as consecutive fields, each its length in bytes as a little-endian u32
-    /// followed by that many bytes of UTF-8: namespace (empty for cluster-scoped objects),
-    /// name, uid, resourceVersion, then a key and a value for each label, sorted by key. Kept
-    /// in this form, it is copied out as it is (a plugin's event header is this, after the
-    /// kind).
+    /// The metadata as a plugin's event header holds it after the kind
+    /// ([`informant_header::Metadata`]: namespace, name, uid, resourceVersion, then each
+    /// label's key and value, sorted by key, as length-prefixed fields). Kept in this form, it
+    /// is copied out as it is ([`informant_header::encode`]).
     pub fn metadata_fields(&self) -> &[u8] {
         &self.fields
     }

@@ -540,7 +540,7 @@ mod tests {
         assert!(inf.has_synced());
         let mut keys: Vec<String> = inf
             .store()
-            .list(None, &informant_selector::LabelSelector::default())
+            .list(None, &informant_apimachinery::LabelSelector::default())
             .iter()
             .map(|o| o.key().to_string())
             .collect();

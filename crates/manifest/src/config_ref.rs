@@ -40,35 +40,57 @@ pub enum ConfigText {
     Ref(ConfigRef),
 }
 
+/// Why a `[config]` string is neither a literal nor a reference.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigRefError {
+    /// `${...` without its closing `}`.
+    #[error(
+        "`{0}` starts a reference but does not end with `}}` (write `$${{` for a literal `${{`)"
+    )]
+    Unclosed(String),
+    /// `${...}` naming neither `env` nor `file`.
+    #[error(
+        "`{0}` is not a reference: expected `${{env:NAME}}` or `${{file:/absolute/path}}` (write `$${{` for a literal `${{`)"
+    )]
+    NotAReference(String),
+    /// A reference inside a longer string.
+    #[error("a `${{env:..}}` or `${{file:..}}` reference must be the whole value, not part of it")]
+    NotWhole,
+    /// `${env:NAME}` with a name no environment variable has.
+    #[error("`${{env:{0}}}`: `{0}` is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)")]
+    EnvName(String),
+    /// `${file:path}` with a relative path.
+    #[error("`${{file:{0}}}`: the path must be absolute")]
+    RelativePath(String),
+    /// `${file:path}` with a `..` in the path.
+    #[error("`${{file:{0}}}`: the path must not contain `..`")]
+    ParentDir(String),
+}
+
 /// Reads one `[config]` string; `Err` says why it is neither a literal nor a reference.
-pub fn parse(s: &str) -> Result<ConfigText, String> {
+pub fn parse(s: &str) -> Result<ConfigText, ConfigRefError> {
     if let Some(rest) = s.strip_prefix("$${") {
         return Ok(ConfigText::Literal(format!("${{{rest}")));
     }
     if let Some(body) = s.strip_prefix("${") {
-        let body = body.strip_suffix('}').ok_or_else(|| {
-            format!("`{s}` starts a reference but does not end with `}}` (write `$${{` for a literal `${{`)")
-        })?;
+        let body = body
+            .strip_suffix('}')
+            .ok_or_else(|| ConfigRefError::Unclosed(s.to_string()))?;
         return match body.split_once(':') {
             Some(("env", name)) => {
                 env_name(name).map(|()| ConfigText::Ref(ConfigRef::Env(name.into())))
             }
             Some(("file", path)) => file_path(path).map(|p| ConfigText::Ref(ConfigRef::File(p))),
-            _ => Err(format!(
-                "`{s}` is not a reference: expected `${{env:NAME}}` or `${{file:/absolute/path}}` (write `$${{` for a literal `${{`)"
-            )),
+            _ => Err(ConfigRefError::NotAReference(s.to_string())),
         };
     }
     if s.contains("${env:") || s.contains("${file:") {
-        return Err(
-            "a `${env:..}` or `${file:..}` reference must be the whole value, not part of it"
-                .into(),
-        );
+        return Err(ConfigRefError::NotWhole);
     }
     Ok(ConfigText::Literal(s.into()))
 }
 
-fn env_name(name: &str) -> Result<(), String> {
+fn env_name(name: &str) -> Result<(), ConfigRefError> {
     let mut chars = name.chars();
     let ok = chars
         .next()
@@ -77,21 +99,17 @@ fn env_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "`${{env:{name}}}`: `{name}` is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)"
-        ))
+        Err(ConfigRefError::EnvName(name.to_string()))
     }
 }
 
-fn file_path(path: &str) -> Result<PathBuf, String> {
+fn file_path(path: &str) -> Result<PathBuf, ConfigRefError> {
     let p = Path::new(path);
     if !p.is_absolute() {
-        return Err(format!("`${{file:{path}}}`: the path must be absolute"));
+        return Err(ConfigRefError::RelativePath(path.to_string()));
     }
     if p.components().any(|c| c == Component::ParentDir) {
-        return Err(format!(
-            "`${{file:{path}}}`: the path must not contain `..`"
-        ));
+        return Err(ConfigRefError::ParentDir(path.to_string()));
     }
     Ok(p.to_path_buf())
 }
@@ -149,7 +167,7 @@ mod tests {
             ("Bearer ${env:TOKEN}", "must be the whole value"),
             ("${env:A", "does not end"),
         ] {
-            let err = parse(bad).unwrap_err();
+            let err = parse(bad).unwrap_err().to_string();
             assert!(err.contains(why), "`{bad}` -> `{err}` lacks `{why}`");
         }
     }

@@ -42,9 +42,10 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-pub use informant_selector::{FieldPath, LabelSelector};
+pub use informant_apimachinery::{FieldPath, LabelSelector};
 
 pub mod config_ref;
+pub mod jq;
 pub mod outbound;
 pub mod toml_error;
 pub mod wildcard;
@@ -76,7 +77,49 @@ pub enum ManifestError {
         #[source]
         source: std::io::Error,
     },
-    /// The TOML is malformed or a field is invalid; the message names field, line and column.
+    /// The TOML is malformed or a field's value is invalid; the message names field, line and
+    /// column.
+    #[error("manifest `{path}`: {source}")]
+    Toml {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong, where.
+        #[source]
+        source: toml_error::TomlError,
+    },
+    /// A wildcard watch's `kind`, `api-version` and `exclude` do not make sense together.
+    #[error("manifest `{path}`: {source}")]
+    Wildcard {
+        /// The manifest file.
+        path: PathBuf,
+        /// What is wrong, in which field (boxed, as are the other rare variants' sources, so
+        /// every manifest error stays small).
+        #[source]
+        source: Box<wildcard::WildcardError>,
+    },
+    /// A `[[write]]` table is invalid.
+    #[error("manifest `{path}`: field `write[{index}].{}`: {source}", source.field())]
+    Write {
+        /// The manifest file.
+        path: PathBuf,
+        /// The table's position.
+        index: usize,
+        /// What is wrong.
+        #[source]
+        source: Box<write::WriteTableError>,
+    },
+    /// A `[config]` string is neither a literal nor a reference.
+    #[error("manifest `{path}`: field `{field}`: {source}")]
+    ConfigRef {
+        /// The manifest file.
+        path: PathBuf,
+        /// The string's field (`config.slack.url`).
+        field: String,
+        /// What is wrong.
+        #[source]
+        source: Box<config_ref::ConfigRefError>,
+    },
+    /// A field is invalid; the message names the field.
     #[error("manifest `{path}`: {message}")]
     Invalid {
         /// The manifest file.
@@ -108,9 +151,16 @@ impl ApiVersion {
     }
 }
 
+/// Text that is not an `apiVersion`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid api-version `{0}` (expected GROUP/VERSION, or VERSION for core; for a wildcard watch `*` or GROUP/*)"
+)]
+pub struct ApiVersionError(pub String);
+
 impl TryFrom<String> for ApiVersion {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
+    type Error = ApiVersionError;
+    fn try_from(s: String) -> Result<Self, ApiVersionError> {
         let ok_part = |p: &str| {
             !p.is_empty()
                 && p.chars()
@@ -124,10 +174,7 @@ impl TryFrom<String> for ApiVersion {
         if valid {
             Ok(ApiVersion(s))
         } else {
-            Err(format!(
-                "invalid api-version `{s}` (expected GROUP/VERSION, or VERSION for core; for a \
-                 wildcard watch `*` or GROUP/*)"
-            ))
+            Err(ApiVersionError(s))
         }
     }
 }
@@ -138,9 +185,9 @@ impl TryFrom<String> for ApiVersion {
 pub struct SelectorText(pub String);
 
 impl TryFrom<String> for SelectorText {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        LabelSelector::parse(&s).map_err(|e| e.to_string())?;
+    type Error = informant_apimachinery::SelectorError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        LabelSelector::parse(&s)?;
         Ok(SelectorText(s))
     }
 }
@@ -150,12 +197,24 @@ impl TryFrom<String> for SelectorText {
 #[serde(try_from = "String")]
 pub struct FieldPathText(pub FieldPath);
 
+/// Text that is not a field path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid field path `{text}`: {source}")]
+pub struct FieldPathTextError {
+    /// The path as written.
+    pub text: String,
+    /// Why it is not one.
+    #[source]
+    pub source: informant_apimachinery::FieldPathError,
+}
+
 impl TryFrom<String> for FieldPathText {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse()
-            .map(FieldPathText)
-            .map_err(|reason| format!("invalid field path `{s}`: {reason}"))
+    type Error = FieldPathTextError;
+    fn try_from(s: String) -> Result<Self, FieldPathTextError> {
+        match s.parse() {
+            Ok(path) => Ok(FieldPathText(path)),
+            Err(source) => Err(FieldPathTextError { text: s, source }),
+        }
     }
 }
 
@@ -165,11 +224,15 @@ impl TryFrom<String> for FieldPathText {
 #[serde(try_from = "String")]
 pub struct JqFilterText(pub String);
 
+/// A change filter refused at load.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid jq filter: {0}")]
+pub struct JqFilterTextError(#[source] pub jq::JqError);
+
 impl TryFrom<String> for JqFilterText {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        informant_selector::jq::JqFilter::compile(&s)
-            .map_err(|why| format!("invalid jq filter: {why}"))?;
+    type Error = JqFilterTextError;
+    fn try_from(s: String) -> Result<Self, JqFilterTextError> {
+        jq::JqFilter::compile(&s).map_err(JqFilterTextError)?;
         Ok(JqFilterText(s))
     }
 }
@@ -178,7 +241,7 @@ impl TryFrom<String> for JqFilterText {
 /// than sent to the API server, where `""` would make a request path with an empty segment.
 fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
     let s = String::deserialize(d)?;
-    informant_selector::names::check_namespace(&s)
+    informant_apimachinery::names::check_namespace(&s)
         .map_err(|why| serde::de::Error::custom(format!("invalid namespace: {why}")))?;
     Ok(Some(s))
 }
@@ -193,7 +256,7 @@ fn namespace_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>,
         ));
     }
     for (i, ns) in list.iter().enumerate() {
-        informant_selector::names::check_namespace(ns).map_err(|why| {
+        informant_apimachinery::names::check_namespace(ns).map_err(|why| {
             serde::de::Error::custom(format!("invalid namespace at [{i}]: {why}"))
         })?;
         if list[..i].contains(ns) {
@@ -353,51 +416,46 @@ pub struct Manifest {
 }
 
 /// A wildcard watch's `kind`, `api-version` and `exclude` must make sense together.
-fn check_wildcard(i: usize, w: &Watch) -> Result<(), String> {
-    let field = |name: &str| format!("field `watch[{i}].{name}`");
+fn check_wildcard(i: usize, w: &Watch) -> Result<(), wildcard::WildcardError> {
+    use wildcard::WildcardError as E;
     if w.kind != "*" && w.kind.contains('*') {
-        return Err(format!(
-            "{}: `{}`: a kind is either `*` (every kind) or one kind; partial wildcards are not supported",
-            field("kind"),
-            w.kind
-        ));
+        return Err(E::PartialKind {
+            watch: i,
+            kind: w.kind.clone(),
+        });
     }
     if w.api_version.is_wildcard() && !w.is_wildcard() {
-        return Err(format!(
-            "{}: api-version `{}` is a wildcard, so kind must be `*`; to watch one kind `{}`, name its GROUP/VERSION",
-            field("kind"),
-            w.api_version.as_str(),
-            w.kind
-        ));
+        return Err(E::OneKindOfWildcardVersion {
+            watch: i,
+            api_version: w.api_version.as_str().to_string(),
+            kind: w.kind.clone(),
+        });
     }
     if !w.is_wildcard() {
         if !w.exclude.is_empty() {
-            return Err(format!(
-                "{}: only a wildcard watch (kind = \"*\") excludes kinds",
-                field("exclude")
-            ));
+            return Err(E::ExcludeWithoutWildcard { watch: i });
         }
         return Ok(());
     }
     let pattern = w.kind_pattern().expect("a wildcard watch");
     for (at, e) in w.exclude.iter().enumerate() {
         if w.exclude[..at].contains(e) {
-            return Err(format!(
-                "{}: `{}` is listed twice",
-                field(&format!("exclude[{at}]")),
-                e.as_str()
-            ));
+            return Err(E::ExcludedTwice {
+                watch: i,
+                at,
+                entry: e.as_str().to_string(),
+            });
         }
         let (group, version) = (&e.group, e.version.as_deref());
         let outside = pattern.group.as_ref().is_some_and(|g| g != group)
             || matches!((&pattern.version, version), (Some(p), Some(v)) if p != v);
         if outside {
-            return Err(format!(
-                "{}: `{}` is not covered by api-version `{}`, so excluding it means nothing",
-                field(&format!("exclude[{at}]")),
-                e.as_str(),
-                w.api_version.as_str()
-            ));
+            return Err(E::ExcludeNotCovered {
+                watch: i,
+                at,
+                entry: e.as_str().to_string(),
+                api_version: w.api_version.as_str().to_string(),
+            });
         }
     }
     Ok(())
@@ -422,7 +480,11 @@ impl Manifest {
             path: path.to_path_buf(),
             message,
         };
-        let mut manifest: Manifest = toml_error::from_str(text).map_err(invalid)?;
+        let mut manifest: Manifest =
+            toml_error::from_str(text).map_err(|source| ManifestError::Toml {
+                path: path.to_path_buf(),
+                source,
+            })?;
         if manifest.tenant_claim.is_some() {
             return Err(invalid(
                 "field `tenant`: a plugin's tenant is the directory it sits in, never its \
@@ -441,7 +503,10 @@ impl Manifest {
                     "field `watch[{i}].kind`: must not be empty"
                 )));
             }
-            check_wildcard(i, w).map_err(&invalid)?;
+            check_wildcard(i, w).map_err(|source| ManifestError::Wildcard {
+                path: path.to_path_buf(),
+                source: Box::new(source),
+            })?;
             if w.namespace.is_some() && !w.namespaces.is_empty() {
                 return Err(invalid(format!(
                     "field `watch[{i}].namespaces`: give either `namespace` or `namespaces`, not both"
@@ -462,16 +527,23 @@ impl Manifest {
                 )));
             }
         }
-        for (i, w) in manifest.write.iter().enumerate() {
-            w.check(false)
-                .map_err(|(field, why)| invalid(format!("field `write[{i}].{field}`: {why}")))?;
+        for (index, w) in manifest.write.iter().enumerate() {
+            w.check(false).map_err(|source| ManifestError::Write {
+                path: path.to_path_buf(),
+                index,
+                source: Box::new(source),
+            })?;
         }
         let mut strings = Vec::new();
         for (k, v) in &manifest.config {
             config_ref::strings(format!("config.{k}"), v, &mut strings);
         }
         for (field, s) in strings {
-            config_ref::parse(s).map_err(|why| invalid(format!("field `{field}`: {why}")))?;
+            config_ref::parse(s).map_err(|source| ManifestError::ConfigRef {
+                path: path.to_path_buf(),
+                field,
+                source: Box::new(source),
+            })?;
         }
         for (field, value) in [
             ("limits.memory-mib", manifest.limits.memory_mib),
@@ -514,24 +586,34 @@ impl Manifest {
     }
 
     /// `config` as JSON text for `init`, each reference replaced by what `resolve` gives for it
-    /// and escapes undone. `Err((field, reason))` from the first reference `resolve` refuses;
-    /// the reason is `resolve`'s, which must name the reference, never a value.
-    pub fn config_json_resolved(
+    /// and escapes undone. `Err` names the field of the first reference `resolve` refuses, with
+    /// `resolve`'s reason, which must name the reference, never a value.
+    pub fn config_json_resolved<E>(
         &self,
-        mut resolve: impl FnMut(&ConfigRef) -> Result<String, String>,
-    ) -> Result<String, (String, String)> {
-        fn walk(
+        mut resolve: impl FnMut(&ConfigRef) -> Result<String, E>,
+    ) -> Result<String, UnresolvedConfig<E>> {
+        fn walk<E>(
             field: String,
             v: &toml::Value,
-            resolve: &mut dyn FnMut(&ConfigRef) -> Result<String, String>,
-        ) -> Result<serde_json::Value, (String, String)> {
+            resolve: &mut dyn FnMut(&ConfigRef) -> Result<String, E>,
+        ) -> Result<serde_json::Value, UnresolvedConfig<E>> {
             use serde_json::Value as J;
             Ok(match v {
                 toml::Value::String(s) => match config_ref::parse(s) {
                     Ok(ConfigText::Literal(text)) => J::String(text),
-                    Ok(ConfigText::Ref(r)) => J::String(resolve(&r).map_err(|why| (field, why))?),
+                    Ok(ConfigText::Ref(r)) => {
+                        J::String(resolve(&r).map_err(|why| UnresolvedConfig {
+                            field,
+                            reason: Unresolved::Refused(why),
+                        })?)
+                    }
                     // Refused by `parse`, so not reached for a parsed manifest.
-                    Err(why) => return Err((field, why)),
+                    Err(why) => {
+                        return Err(UnresolvedConfig {
+                            field,
+                            reason: Unresolved::Invalid(why),
+                        });
+                    }
                 },
                 toml::Value::Array(a) => J::Array(
                     a.iter()
@@ -543,7 +625,7 @@ impl Manifest {
                     t.iter()
                         .map(|(k, v)| {
                             let v = walk(format!("{field}.{k}"), v, resolve)?;
-                            Ok::<_, (String, String)>((k.clone(), v))
+                            Ok::<_, UnresolvedConfig<E>>((k.clone(), v))
                         })
                         .collect::<Result<_, _>>()?,
                 ),
@@ -553,6 +635,27 @@ impl Manifest {
         let table = toml::Value::Table(self.config.clone());
         Ok(walk("config".into(), &table, &mut resolve)?.to_string())
     }
+}
+
+/// A `[config]` reference [`Manifest::config_json_resolved`] could not resolve, and its field.
+#[derive(Debug, thiserror::Error)]
+#[error("field `{field}`: {reason}")]
+pub struct UnresolvedConfig<E> {
+    /// The reference's field (`config.slack.url`).
+    pub field: String,
+    /// Why it has no value.
+    pub reason: Unresolved<E>,
+}
+
+/// Why a `[config]` reference has no value.
+#[derive(Debug, thiserror::Error)]
+pub enum Unresolved<E> {
+    /// The resolver refused it, with its reason.
+    #[error("{0}")]
+    Refused(E),
+    /// The string is not a reference (never for a parsed manifest).
+    #[error(transparent)]
+    Invalid(config_ref::ConfigRefError),
 }
 
 /// A TOML value as JSON. serde would write a datetime as an object with a private key
@@ -575,6 +678,12 @@ fn json_of(v: &toml::Value) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every caller's error that wraps a manifest error pays for its size.
+    #[test]
+    fn a_manifest_error_stays_small() {
+        assert!(std::mem::size_of::<ManifestError>() <= 64);
+    }
 
     fn parse(text: &str) -> Result<Manifest, String> {
         Manifest::parse(text, Path::new("plugins/demo.toml")).map_err(|e| e.to_string())
@@ -645,7 +754,9 @@ ignore-status = true
             "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[config]\nplain = \"$${env:X}\"\nn = 1\n[config.slack]\nurl = \"${env:SLACK}\"\nkeys = [\"${file:/run/k}\"]\n",
         )
         .unwrap();
-        let json = m.config_json_resolved(|r| Ok(format!("<{r}>"))).unwrap();
+        let json = m
+            .config_json_resolved(|r| Ok::<_, String>(format!("<{r}>")))
+            .unwrap();
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         assert_eq!(
             v,
@@ -659,7 +770,7 @@ ignore-status = true
             })
             .unwrap_err();
         assert_eq!(
-            refused,
+            (refused.field, refused.reason.to_string()),
             ("config.slack.url".into(), "`${env:SLACK}`: not set".into())
         );
     }

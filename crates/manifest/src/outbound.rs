@@ -110,29 +110,88 @@ impl fmt::Display for Origin {
     }
 }
 
+/// Why text is not an allowed origin: the text, and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid origin `{text}`: {flaw}")]
+pub struct OriginError {
+    /// The origin as written.
+    pub text: String,
+    /// What is wrong with it.
+    pub flaw: OriginFlaw,
+}
+
+/// What is wrong with an origin, or with a request URL's scheme, host or port.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OriginFlaw {
+    /// No `://`.
+    #[error("expected `scheme://host[:port]`, e.g. `https://hooks.slack.com`")]
+    NoScheme,
+    /// A scheme other than `http` and `https`.
+    #[error("scheme `{0}` is not allowed (only `http` and `https`)")]
+    Scheme(String),
+    /// A path, query or fragment after the authority.
+    #[error("an origin has no path, query or fragment")]
+    PathQueryOrFragment,
+    /// `*` in the host.
+    #[error("host wildcards are not supported: list each host (`*` is allowed as the port only)")]
+    HostWildcard,
+    /// `user@` before the host.
+    #[error("user info (`user@`) is not allowed")]
+    UserInfo,
+    /// No host.
+    #[error("the host is empty")]
+    EmptyHost,
+    /// `[` without its `]`.
+    #[error("an IPv6 address needs its closing `]`")]
+    UnclosedIpv6,
+    /// Something other than `:port` after an IPv6 address.
+    #[error("unexpected `{0}` after the IPv6 address")]
+    AfterIpv6(String),
+    /// A port that is not 1..=65535 in digits.
+    #[error("port `{0}` is not a number from 1 to 65535")]
+    Port(String),
+    /// Brackets around something that is not an IPv6 address.
+    #[error("`{text}` is not an IPv6 address (zone ids are not allowed)")]
+    NotIpv6 {
+        /// What the brackets held.
+        text: String,
+        /// Why the address parser refused it.
+        #[source]
+        source: std::net::AddrParseError,
+    },
+    /// Digits and dots that are not a dotted-decimal IPv4 address.
+    #[error("`{text}` is not a dotted-decimal IPv4 address")]
+    NotIpv4 {
+        /// The host.
+        text: String,
+        /// Why the address parser refused it.
+        #[source]
+        source: std::net::AddrParseError,
+    },
+    /// Not a DNS name.
+    #[error(
+        "`{0}` is not a host name (labels of letters, digits and `-` joined by dots, no trailing dot)"
+    )]
+    NotAHostName(String),
+}
+
 impl TryFrom<String> for Origin {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        parse_origin(&s).map_err(|why| format!("invalid origin `{s}`: {why}"))
+    type Error = OriginError;
+    fn try_from(s: String) -> Result<Self, OriginError> {
+        parse_origin(&s).map_err(|flaw| OriginError { text: s, flaw })
     }
 }
 
-fn parse_origin(s: &str) -> Result<Origin, String> {
-    let (scheme, rest) = s
-        .split_once("://")
-        .ok_or("expected `scheme://host[:port]`, e.g. `https://hooks.slack.com`")?;
-    let scheme = Scheme::parse(scheme)
-        .ok_or_else(|| format!("scheme `{scheme}` is not allowed (only `http` and `https`)"))?;
+fn parse_origin(s: &str) -> Result<Origin, OriginFlaw> {
+    let (scheme, rest) = s.split_once("://").ok_or(OriginFlaw::NoScheme)?;
+    let scheme = Scheme::parse(scheme).ok_or_else(|| OriginFlaw::Scheme(scheme.to_string()))?;
     let authority = rest.strip_suffix('/').unwrap_or(rest);
     if authority.contains(['/', '?', '#']) {
-        return Err("an origin has no path, query or fragment".into());
+        return Err(OriginFlaw::PathQueryOrFragment);
     }
     let (host, port) = split_authority(authority)?;
     if host.contains('*') {
-        return Err(
-            "host wildcards are not supported: list each host (`*` is allowed as the port only)"
-                .into(),
-        );
+        return Err(OriginFlaw::HostWildcard);
     }
     let host = canonical_host(host)?;
     let port = match port {
@@ -144,23 +203,21 @@ fn parse_origin(s: &str) -> Result<Origin, String> {
 }
 
 /// Splits `host[:port]`, refusing user info. The port is returned unparsed.
-pub fn split_authority(authority: &str) -> Result<(&str, Option<&str>), String> {
+pub fn split_authority(authority: &str) -> Result<(&str, Option<&str>), OriginFlaw> {
     if authority.contains('@') {
-        return Err("user info (`user@`) is not allowed".into());
+        return Err(OriginFlaw::UserInfo);
     }
     if authority.is_empty() {
-        return Err("the host is empty".into());
+        return Err(OriginFlaw::EmptyHost);
     }
     if authority.starts_with('[') {
-        let end = authority
-            .find(']')
-            .ok_or("an IPv6 address needs its closing `]`")?;
+        let end = authority.find(']').ok_or(OriginFlaw::UnclosedIpv6)?;
         let (host, rest) = authority.split_at(end + 1);
         return match rest {
             "" => Ok((host, None)),
             _ => match rest.strip_prefix(':') {
                 Some(port) => Ok((host, Some(port))),
-                None => Err(format!("unexpected `{rest}` after the IPv6 address")),
+                None => Err(OriginFlaw::AfterIpv6(rest.to_string())),
             },
         };
     }
@@ -171,39 +228,39 @@ pub fn split_authority(authority: &str) -> Result<(&str, Option<&str>), String> 
 }
 
 /// A port number 1..=65535, digits only.
-pub fn parse_port(p: &str) -> Result<u16, String> {
+pub fn parse_port(p: &str) -> Result<u16, OriginFlaw> {
     if p.is_empty() || p.len() > 5 || !p.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("port `{p}` is not a number from 1 to 65535"));
+        return Err(OriginFlaw::Port(p.to_string()));
     }
     match p.parse::<u16>() {
         Ok(n) if n > 0 => Ok(n),
-        _ => Err(format!("port `{p}` is not a number from 1 to 65535")),
+        _ => Err(OriginFlaw::Port(p.to_string())),
     }
 }
 
 /// The canonical spelling of a host: a lowercase DNS name, a dotted-decimal IPv4 address, or a
 /// bracketed, compressed IPv6 address. Anything else (a trailing dot, a zone id, `_`, empty
 /// labels, a name over 253 bytes) is refused, so two spellings of one host never both pass.
-pub fn canonical_host(host: &str) -> Result<String, String> {
+pub fn canonical_host(host: &str) -> Result<String, OriginFlaw> {
     if let Some(inner) = host.strip_prefix('[') {
-        let inner = inner
-            .strip_suffix(']')
-            .ok_or("an IPv6 address needs its closing `]`")?;
-        let ip: Ipv6Addr = inner
-            .parse()
-            .map_err(|_| format!("`{inner}` is not an IPv6 address (zone ids are not allowed)"))?;
+        let inner = inner.strip_suffix(']').ok_or(OriginFlaw::UnclosedIpv6)?;
+        let ip: Ipv6Addr = inner.parse().map_err(|source| OriginFlaw::NotIpv6 {
+            text: inner.to_string(),
+            source,
+        })?;
         return Ok(format!("[{ip}]"));
     }
     let host = host.to_ascii_lowercase();
     if host.is_empty() {
-        return Err("the host is empty".into());
+        return Err(OriginFlaw::EmptyHost);
     }
     if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         // All digits and dots: only a full dotted-decimal IPv4 address, never `127.1` or a
         // bare number, which resolvers read as addresses in surprising ways.
-        let ip: Ipv4Addr = host
-            .parse()
-            .map_err(|_| format!("`{host}` is not a dotted-decimal IPv4 address"))?;
+        let ip: Ipv4Addr = host.parse().map_err(|source| OriginFlaw::NotIpv4 {
+            text: host.clone(),
+            source,
+        })?;
         return Ok(ip.to_string());
     }
     let label_ok = |l: &str| {
@@ -214,10 +271,7 @@ pub fn canonical_host(host: &str) -> Result<String, String> {
             && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
     };
     if host.len() > 253 || !host.split('.').all(label_ok) {
-        return Err(format!(
-            "`{host}` is not a host name (labels of letters, digits and `-` joined by dots, no \
-             trailing dot)"
-        ));
+        return Err(OriginFlaw::NotAHostName(host));
     }
     Ok(host)
 }
@@ -227,7 +281,7 @@ mod tests {
     use super::*;
 
     fn origin(s: &str) -> Result<Origin, String> {
-        Origin::try_from(s.to_string())
+        Origin::try_from(s.to_string()).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -4,13 +4,34 @@
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
+/// TOML that could not be read as the type asked for: where, which field, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("{described}")]
+pub struct TomlError {
+    /// "line L, column C: field `a.b[0].c`: reason" (see [`describe`]).
+    described: String,
+    /// The parser's or the deserializer's error (boxed: it is large, and every manifest
+    /// error carries this one's size).
+    #[source]
+    source: Box<toml::de::Error>,
+}
+
+impl TomlError {
+    fn new(source: toml::de::Error, text: &str, path: &str) -> Self {
+        TomlError {
+            described: describe(&source, text, path),
+            source: Box::new(source),
+        }
+    }
+}
+
 /// Deserializes TOML text; an error reads "line L, column C: field `a.b[0].c`: reason", with
 /// the position from the parser's span and the path of the field being read.
-pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    let de = toml::Deserializer::parse(text).map_err(|e| describe(&e, text, ""))?;
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, TomlError> {
+    let de = toml::Deserializer::parse(text).map_err(|e| TomlError::new(e, text, ""))?;
     serde_path_to_error::deserialize(de).map_err(|e| {
         let path = e.path().to_string();
-        describe(e.inner(), text, &path)
+        TomlError::new(e.into_inner(), text, &path)
     })
 }
 
@@ -93,17 +114,21 @@ mod tests {
 
     #[test]
     fn errors_name_position_and_full_path() {
-        let err = from_str::<Outer>("[[inner]]\nn = 1\n[[inner]]\nn = \"x\"\n").unwrap_err();
+        let err = from_str::<Outer>("[[inner]]\nn = 1\n[[inner]]\nn = \"x\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("line 4, column 5: field `inner[1].n`: invalid type"),
             "{err}"
         );
-        let err = from_str::<Outer>("[[inner]]\nn = 1\nm = 2\n").unwrap_err();
+        let err = from_str::<Outer>("[[inner]]\nn = 1\nm = 2\n")
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("line 3, column 1:") && err.contains("unknown field `m`"),
             "{err}"
         );
-        let err = from_str::<Outer>("[[inner]\n").unwrap_err();
+        let err = from_str::<Outer>("[[inner]\n").unwrap_err().to_string();
         assert!(err.starts_with("line 1, column"), "{err}");
     }
 }

@@ -16,6 +16,64 @@
 
 use std::fmt;
 
+/// Why a watch's `kind`, `api-version` and `exclude` do not make sense together; each names the
+/// field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WildcardError {
+    /// A kind with a `*` that is not just `*`.
+    #[error(
+        "field `watch[{watch}].kind`: `{kind}`: a kind is either `*` (every kind) or one kind; partial wildcards are not supported"
+    )]
+    PartialKind {
+        /// The watch's position.
+        watch: usize,
+        /// The kind as written.
+        kind: String,
+    },
+    /// A wildcard api-version with one kind.
+    #[error(
+        "field `watch[{watch}].kind`: api-version `{api_version}` is a wildcard, so kind must be `*`; to watch one kind `{kind}`, name its GROUP/VERSION"
+    )]
+    OneKindOfWildcardVersion {
+        /// The watch's position.
+        watch: usize,
+        /// The api-version as written.
+        api_version: String,
+        /// The kind as written.
+        kind: String,
+    },
+    /// `exclude` on a watch of one kind.
+    #[error("field `watch[{watch}].exclude`: only a wildcard watch (kind = \"*\") excludes kinds")]
+    ExcludeWithoutWildcard {
+        /// The watch's position.
+        watch: usize,
+    },
+    /// An entry listed twice.
+    #[error("field `watch[{watch}].exclude[{at}]`: `{entry}` is listed twice")]
+    ExcludedTwice {
+        /// The watch's position.
+        watch: usize,
+        /// The entry's position.
+        at: usize,
+        /// The entry as written.
+        entry: String,
+    },
+    /// An entry the watch does not cover anyway.
+    #[error(
+        "field `watch[{watch}].exclude[{at}]`: `{entry}` is not covered by api-version `{api_version}`, so excluding it means nothing"
+    )]
+    ExcludeNotCovered {
+        /// The watch's position.
+        watch: usize,
+        /// The entry's position.
+        at: usize,
+        /// The entry as written.
+        entry: String,
+        /// The watch's api-version.
+        api_version: String,
+    },
+}
+
 /// Which group versions a wildcard watch covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KindPattern {
@@ -110,40 +168,73 @@ pub fn valid_kind(k: &str) -> bool {
         && k.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
+/// Why an `exclude` entry is refused: the entry, what is wrong with it, and the forms it may take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid exclude entry `{text}`: {flaw} (expected GROUP/VERSION/Kind, v1/Kind for core, or GROUP/Kind for every version)"
+)]
+pub struct ExcludeError {
+    /// The entry as written.
+    pub text: String,
+    /// What is wrong with it.
+    pub flaw: ExcludeFlaw,
+}
+
+/// What is wrong with an `exclude` entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExcludeFlaw {
+    /// The first of three parts is not a group.
+    #[error("`{0}` is not an API group")]
+    NotAGroup(String),
+    /// The middle of three parts is not a version.
+    #[error("`{0}` is not an API version")]
+    NotAVersion(String),
+    /// The first of two parts is neither.
+    #[error("`{0}` is neither an API group nor a version")]
+    NeitherGroupNorVersion(String),
+    /// Not two or three parts.
+    #[error("wrong number of `/`-separated parts")]
+    PartCount,
+    /// A `*` in the kind.
+    #[error("wildcards are not allowed in an exclude entry")]
+    Wildcard,
+    /// The kind is not a kind.
+    #[error("`{0}` is not a kind")]
+    NotAKind(String),
+}
+
 impl TryFrom<String> for Exclude {
-    type Error = String;
-    fn try_from(text: String) -> Result<Self, String> {
-        let bad = |why: &str| {
-            format!(
-                "invalid exclude entry `{text}`: {why} (expected GROUP/VERSION/Kind, v1/Kind for \
-                 core, or GROUP/Kind for every version)"
-            )
+    type Error = ExcludeError;
+    fn try_from(text: String) -> Result<Self, ExcludeError> {
+        let bad = |flaw: ExcludeFlaw| ExcludeError {
+            text: text.clone(),
+            flaw,
         };
         let parts: Vec<&str> = text.split('/').collect();
         let (group, version, kind) = match parts.as_slice() {
             [g, v, k] => {
                 if !valid_group(g) {
-                    return Err(bad(&format!("`{g}` is not an API group")));
+                    return Err(bad(ExcludeFlaw::NotAGroup(g.to_string())));
                 }
                 if !looks_like_version(v) {
-                    return Err(bad(&format!("`{v}` is not an API version")));
+                    return Err(bad(ExcludeFlaw::NotAVersion(v.to_string())));
                 }
                 (g.to_string(), Some(v.to_string()), *k)
             }
             [v, k] if looks_like_version(v) => (String::new(), Some(v.to_string()), *k),
             [g, k] => {
                 if !valid_group(g) {
-                    return Err(bad(&format!("`{g}` is neither an API group nor a version")));
+                    return Err(bad(ExcludeFlaw::NeitherGroupNorVersion(g.to_string())));
                 }
                 (g.to_string(), None, *k)
             }
-            _ => return Err(bad("wrong number of `/`-separated parts")),
+            _ => return Err(bad(ExcludeFlaw::PartCount)),
         };
         if kind.contains('*') {
-            return Err(bad("wildcards are not allowed in an exclude entry"));
+            return Err(bad(ExcludeFlaw::Wildcard));
         }
         if !valid_kind(kind) {
-            return Err(bad(&format!("`{kind}` is not a kind")));
+            return Err(bad(ExcludeFlaw::NotAKind(kind.to_string())));
         }
         Ok(Exclude {
             group,
@@ -159,7 +250,7 @@ mod tests {
     use super::*;
 
     fn ex(s: &str) -> Result<Exclude, String> {
-        Exclude::try_from(s.to_string())
+        Exclude::try_from(s.to_string()).map_err(|e| e.to_string())
     }
 
     #[test]

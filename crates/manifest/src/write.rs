@@ -104,6 +104,49 @@ fn verbs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<Verb>, D::Error> 
     Ok(list)
 }
 
+/// What [`Write::check`] refuses in a `[[write]]` table; [`WriteTableError::field`] names the
+/// field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum WriteTableError {
+    /// `kind = "*"` in a plugin's table.
+    #[error("a plugin names the kinds it writes; `*` is only for a tenant's ceiling")]
+    WildcardKind,
+    /// Not a kind.
+    #[error("invalid kind `{0}` (expected a Kubernetes kind such as `Deployment`)")]
+    InvalidKind(String),
+    /// Both `namespace` and `namespaces`.
+    #[error("give either `namespace` or `namespaces`, not both")]
+    BothNamespaces,
+    /// `cluster-scoped` in a plugin's table.
+    #[error(
+        "only a tenant's write grant says this; a plugin's table covers a cluster-scoped kind when it names no namespaces"
+    )]
+    ClusterScopedInPlugin,
+    /// `cluster-scoped` with `kind = "*"`.
+    #[error("name the kind: `kind = \"*\"` never covers cluster-scoped kinds")]
+    ClusterScopedWildcard,
+    /// Namespaces on a cluster-scoped kind other than `Namespace`.
+    #[error(
+        "a cluster-scoped kind's objects have no namespace (only for `Namespace` do namespaces list the objects, by name)"
+    )]
+    ClusterScopedNamespaces,
+}
+
+impl WriteTableError {
+    /// The field at fault, as the table spells it.
+    pub fn field(&self) -> &'static str {
+        match self {
+            WriteTableError::WildcardKind | WriteTableError::InvalidKind(_) => "kind",
+            WriteTableError::BothNamespaces | WriteTableError::ClusterScopedNamespaces => {
+                "namespaces"
+            }
+            WriteTableError::ClusterScopedInPlugin | WriteTableError::ClusterScopedWildcard => {
+                "cluster-scoped"
+            }
+        }
+    }
+}
+
 impl Write {
     /// The namespaces named, `None` when the table names none (every namespace granted).
     pub fn namespace_list(&self) -> Option<Vec<&str>> {
@@ -138,58 +181,33 @@ impl Write {
     }
 
     /// Checks what serde cannot: a kind, and not both `namespace` and `namespaces`.
-    /// `wildcard_kind`: whether `kind = "*"` is allowed (a tenant's ceiling). The error is a
-    /// field suffix and a reason.
-    pub fn check(&self, wildcard_kind: bool) -> Result<(), (&'static str, String)> {
+    /// `wildcard_kind`: whether `kind = "*"` is allowed (a tenant's ceiling). The error names
+    /// its field ([`WriteTableError::field`]).
+    pub fn check(&self, wildcard_kind: bool) -> Result<(), WriteTableError> {
         let kind_ok = |k: &str| {
             k.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
                 && k.chars().all(|c| c.is_ascii_alphanumeric())
         };
         if self.kind == "*" {
             if !wildcard_kind {
-                return Err((
-                    "kind",
-                    "a plugin names the kinds it writes; `*` is only for a tenant's ceiling".into(),
-                ));
+                return Err(WriteTableError::WildcardKind);
             }
         } else if !kind_ok(&self.kind) {
-            return Err((
-                "kind",
-                format!(
-                    "invalid kind `{}` (expected a Kubernetes kind such as `Deployment`)",
-                    self.kind
-                ),
-            ));
+            return Err(WriteTableError::InvalidKind(self.kind.clone()));
         }
         if self.namespace.is_some() && !self.namespaces.is_empty() {
-            return Err((
-                "namespaces",
-                "give either `namespace` or `namespaces`, not both".into(),
-            ));
+            return Err(WriteTableError::BothNamespaces);
         }
         if self.cluster_scoped {
             if !wildcard_kind {
-                return Err((
-                    "cluster-scoped",
-                    "only a tenant's write grant says this; a plugin's table covers a \
-                     cluster-scoped kind when it names no namespaces"
-                        .into(),
-                ));
+                return Err(WriteTableError::ClusterScopedInPlugin);
             }
             if self.kind == "*" {
-                return Err((
-                    "cluster-scoped",
-                    "name the kind: `kind = \"*\"` never covers cluster-scoped kinds".into(),
-                ));
+                return Err(WriteTableError::ClusterScopedWildcard);
             }
             let namespace = self.api_version.split() == ("", "v1") && self.kind == "Namespace";
             if !namespace && self.namespace_list().is_some() {
-                return Err((
-                    "namespaces",
-                    "a cluster-scoped kind's objects have no namespace (only for `Namespace` \
-                     do namespaces list the objects, by name)"
-                        .into(),
-                ));
+                return Err(WriteTableError::ClusterScopedNamespaces);
             }
         }
         Ok(())
@@ -261,7 +279,7 @@ mod tests {
             .unwrap()
         };
         assert!(w("ConfigMap").check(false).is_ok());
-        assert_eq!(w("*").check(false).unwrap_err().0, "kind");
+        assert_eq!(w("*").check(false).unwrap_err().field(), "kind");
         assert!(w("*").check(true).is_ok());
         let cluster = |kind: &str, extra: &str| {
             write(&format!(
@@ -280,13 +298,17 @@ mod tests {
             (cluster("*", ""), true, "cluster-scoped"),
             (cluster("Node", "namespace = \"a\""), true, "namespaces"),
         ] {
-            assert_eq!(table.check(wildcard).unwrap_err().0, field, "{table:?}");
+            assert_eq!(
+                table.check(wildcard).unwrap_err().field(),
+                field,
+                "{table:?}"
+            );
         }
         assert!(cluster("Namespace", "").covers_cluster_scoped(("", "v1", "Namespace")));
         assert!(!cluster("Namespace", "").covers_cluster_scoped(("", "v1", "Node")));
         assert!(!w("*").covers_cluster_scoped(("", "v1", "Namespace")));
         for bad in ["", "config maps", "v1/ConfigMap", "../Secret", "9Lives"] {
-            assert_eq!(w(bad).check(true).unwrap_err().0, "kind", "{bad:?}");
+            assert_eq!(w(bad).check(true).unwrap_err().field(), "kind", "{bad:?}");
         }
     }
 

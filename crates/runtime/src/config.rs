@@ -180,7 +180,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         path: path.to_path_buf(),
         message,
     };
-    let file: File = toml_error::from_str(text).map_err(invalid)?;
+    let file: File = toml_error::from_str(text).map_err(|e| invalid(e.to_string()))?;
     let mut host = HostConfig::default();
     let l = &file.limits;
     for (value, slot) in [
@@ -269,7 +269,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         for (i, w) in t.write.iter().enumerate() {
             let field = |f: &str| key(&format!("write[{i}].{f}"));
             w.check(true)
-                .map_err(|(f, why)| invalid(format!("{}: {why}", field(f))))?;
+                .map_err(|e| invalid(format!("{}: {e}", field(e.field()))))?;
             for ns in w.namespace_list().into_iter().flatten() {
                 if !t.namespaces.iter().any(|p| p.matches(ns)) {
                     return Err(invalid(format!(

@@ -16,10 +16,10 @@
 //!   [`runtime::Replica`] with leader election), so tests start exactly what the binary starts.
 //!
 //! The informers are the `informant-informer` crate (re-exported as [`informer`]), plugin
-//! manifests `informant-manifest` ([`manifest`]), selectors and field paths
-//! `informant-selector` ([`selector`]); the embedded API server is `informant-devserver`; the developer tooling
-//! (`informant dev` with plugin sources, `informant new`) is `informant-dev`. The `informant`
-//! binary (crate `informant`) is a thin CLI over these.
+//! manifests `informant-manifest` ([`manifest`]), label selectors, field paths and name rules
+//! `informant-apimachinery` ([`apimachinery`]); the embedded API server is `informant-devserver`; the
+//! developer tooling (`informant dev` with plugin sources, `informant new`) is `informant-dev`. The
+//! `informant` binary (crate `informant`) is a thin CLI over these.
 #![warn(missing_docs)]
 
 pub mod admin;
@@ -36,6 +36,6 @@ pub mod tenancy;
 mod testing;
 pub mod workers;
 
+pub use informant_apimachinery as apimachinery;
 pub use informant_informer as informer;
 pub use informant_manifest as manifest;
-pub use informant_selector as selector;

@@ -170,8 +170,8 @@ impl Runtime {
                 // Watching the directory and the config before the first reconcile: a plugin
                 // dropped in, or a config changed, while it runs is reconciled by the next one,
                 // not left until some later change.
-                let reloader = Reloader::start(host.clone(), reports.clone())
-                    .map_err(Error::Reloader)?;
+                let reloader =
+                    Reloader::start(host.clone(), reports.clone()).map_err(Error::Reloader)?;
                 let config_watcher = match &opts.config_path {
                     Some(path) => Some(
                         ConfigWatcher::start(path, host.clone(), reports.clone())
@@ -602,7 +602,5 @@ async fn standby_admin(addr: SocketAddr, client: &kube::Client) -> Result<AdminS
     ));
     let state = AdminState::new(idle, None);
     state.startup_complete();
-    AdminServer::start(addr, state)
-        .await
-        .map_err(Error::Admin)
+    AdminServer::start(addr, state).await.map_err(Error::Admin)
 }

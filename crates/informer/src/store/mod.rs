@@ -20,7 +20,7 @@ use super::event::Event;
 use super::index::{Buckets, IndexValues, Indices};
 use super::object::{CachedObject, KeyMap, KeySet, ObjectKey, RawObject};
 use super::scope::ScopeCheck;
-use informant_selector::{FieldPath, LabelSelector};
+use informant_apimachinery::{FieldPath, LabelSelector};
 
 mod relist;
 #[cfg(test)]

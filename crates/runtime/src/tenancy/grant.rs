@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
+use crate::apimachinery::names;
 use crate::informer::{CachedObject, EventFilter};
-use crate::selector::names;
 
 /// A namespace name or glob (`*` any run of characters, `?` one character), validated.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]

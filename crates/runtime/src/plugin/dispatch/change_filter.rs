@@ -9,7 +9,7 @@
 //! object version, not 50.
 //!
 //! A projection that fails — a runtime error (`.spec.x | tonumber` on an object where it is not
-//! a number), an output over the bounds of [`informant_selector::jq`], or an evaluation over its
+//! a number), an output over the bounds of [`informant_manifest::jq`], or an evaluation over its
 //! budget (steps or wall time, same module) — lets the update through: it is counted, logged
 //! once per filter (an evaluation over budget once more, on its own line, since it says the
 //! filter costs too much rather than that an object did not fit it), and remembered for that
@@ -30,10 +30,10 @@ use std::sync::{Arc, Weak};
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
+use crate::apimachinery::FieldPath;
 use crate::informer::{CachedObject, ChangeFilter, Event};
 use crate::manifest::Watch;
-use crate::selector::FieldPath;
-use crate::selector::jq::{JqFilter, OVER_BUDGET};
+use crate::manifest::jq::{JqFilter, OVER_BUDGET};
 
 /// Cached projections per filter before the cache is emptied (recomputing costs only time):
 /// bounds what objects deleted since, which the filter never hears of, can hold.
@@ -76,7 +76,12 @@ impl ChangeFilters {
             Some(p) => p,
             None => {
                 let p = Arc::new(Projection {
-                    jq: spec.jq.as_deref().map(JqFilter::compile).transpose()?,
+                    jq: spec
+                        .jq
+                        .as_deref()
+                        .map(JqFilter::compile)
+                        .transpose()
+                        .map_err(|e| e.to_string())?,
                     ignore: watch.ignore.iter().map(|p| p.0.clone()).collect(),
                     describe: describe(&spec),
                     seen: Mutex::new(HashMap::new()),
@@ -200,7 +205,7 @@ impl Projection {
             std::borrow::Cow::Owned(v.to_string())
         };
         match &self.jq {
-            Some(f) => off_the_worker(|| f.eval(&json)),
+            Some(f) => off_the_worker(|| f.eval(&json)).map_err(|e| e.to_string()),
             None => Ok(json.into_owned()),
         }
     }
@@ -323,7 +328,7 @@ mod tests {
         assert_eq!(evaluations, 2, "one evaluation per version");
         assert_eq!(errors, 3, "every update passed over budget is counted");
         assert!(
-            took < crate::selector::jq::MAX_EVAL_TIME * 2 * 20,
+            took < crate::manifest::jq::MAX_EVAL_TIME * 2 * 20,
             "two evaluations over budget took {took:?}"
         );
     }

@@ -5,9 +5,9 @@ use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
+use crate::apimachinery::{FieldPath, LabelSelector, names};
 use crate::informer::{CachedObject, FieldIndex, IndexId, Store, Visibility};
 use crate::manifest::BUILTIN_INDEXES;
-use crate::selector::{FieldPath, LabelSelector, names};
 use crate::tenancy::Grant;
 
 use crate::plugin::imports::bindings::{Gvk, QueryError, WitResource, informant};
@@ -137,7 +137,7 @@ impl CacheView {
     /// Refuses a namespace that is not a namespace name or lies outside the grant.
     fn check_namespace(&self, namespace: Option<&str>) -> Result<(), QueryError> {
         if let Some(ns) = namespace {
-            names::check_namespace(ns).map_err(QueryError::Forbidden)?;
+            names::check_namespace(ns).map_err(|e| QueryError::Forbidden(e.to_string()))?;
         }
         self.grant
             .check_namespace(namespace)
@@ -162,7 +162,7 @@ impl CacheView {
     ) -> Result<Option<Arc<CachedObject>>, QueryError> {
         let scopes = self.scopes(r)?;
         self.check_namespace(namespace)?;
-        names::check_name(name).map_err(QueryError::Forbidden)?;
+        names::check_name(name).map_err(|e| QueryError::Forbidden(e.to_string()))?;
         Ok(scopes.iter().find_map(|s| s.store.get(namespace, name)))
     }
 

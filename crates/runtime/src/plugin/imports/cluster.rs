@@ -71,8 +71,9 @@ impl Cluster {
             return Ok(self.client.clone());
         };
         let value = |s: &str| {
-            HeaderValue::from_str(s)
-                .map_err(|_| ClusterError::Identity(crate::selector::names::shown(s).to_string()))
+            HeaderValue::from_str(s).map_err(|_| {
+                ClusterError::Identity(crate::apimachinery::names::shown(s).to_string())
+            })
         };
         let identity = Identity {
             user: value(&who.user)?,

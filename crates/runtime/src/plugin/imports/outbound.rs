@@ -83,10 +83,10 @@ impl Outbound {
             .authority()
             .ok_or_else(|| format!("`{uri}` has no host"))?
             .as_str();
-        let (host, port) = split_authority(authority)?;
-        let host = canonical_host(host)?;
+        let (host, port) = split_authority(authority).map_err(|e| e.to_string())?;
+        let host = canonical_host(host).map_err(|e| e.to_string())?;
         let port = match port {
-            Some(p) => parse_port(p)?,
+            Some(p) => parse_port(p).map_err(|e| e.to_string())?,
             None => scheme.default_port(),
         };
         for value in request.headers().get_all(http::header::HOST) {

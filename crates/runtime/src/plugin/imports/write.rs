@@ -33,9 +33,9 @@ use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::core::{DynamicObject, Request, Resource as _};
 use serde_json::{Map, Value, json};
 
+use crate::apimachinery::names;
 use crate::informer::ResolvedResource;
 use crate::manifest::{Verb, Write};
-use crate::selector::names;
 use crate::tenancy::{Budget, Grant, Impersonate};
 
 use crate::plugin::imports::bindings::WitResource;
@@ -321,7 +321,7 @@ impl Writer {
         if let Some(ns) = t.namespace
             && let Err(why) = names::check_namespace(ns)
         {
-            return denied(why);
+            return denied(why.to_string());
         }
         let r = t.kind;
         if let Some(name) = t.name
@@ -607,7 +607,7 @@ pub fn object_body(
             // A create names the object in its body.
             (Some(Value::String(s)), None) => {
                 if let Err(why) = names::check_name(s) {
-                    return denied(why);
+                    return denied(why.to_string());
                 }
             }
             (Some(other), None) => {

@@ -20,14 +20,16 @@ pub const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
 /// `manifest`'s config as JSON for `init`, references resolved; `Err((field, reason))` names
 /// the first one that cannot be, or any at all for a tenant's plugin.
 pub fn resolve_config(manifest: &Manifest, tenant: &str) -> Result<String, (String, String)> {
-    manifest.config_json_resolved(|r| {
-        if !tenant.is_empty() {
-            return Err(format!(
-                "`{r}`: tenant `{tenant}`'s plugins may not read the host's environment or files; only operator plugins may"
-            ));
-        }
-        resolve(r)
-    })
+    manifest
+        .config_json_resolved(|r| {
+            if !tenant.is_empty() {
+                return Err(format!(
+                    "`{r}`: tenant `{tenant}`'s plugins may not read the host's environment or files; only operator plugins may"
+                ));
+            }
+            resolve(r)
+        })
+        .map_err(|e| (e.field, e.reason.to_string()))
 }
 
 /// One reference's value.

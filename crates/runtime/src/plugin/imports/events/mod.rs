@@ -28,18 +28,11 @@ pub(crate) fn wit_event(id: u64, kind: &WitResource, e: &Event) -> WitEvent {
     }
 }
 
-/// An event's `header`: the kind and metadata as length-prefixed fields (see `wit/plugin.wit`);
-/// after the kind, the cached object's metadata fields exactly as it keeps them.
+/// An event's `header` (layout: `informant-header`): the kind, then the cached object's metadata
+/// fields exactly as it keeps them.
 pub fn header(kind: &WitResource, o: &CachedObject) -> Vec<u8> {
     let kind_fields = [kind.group.as_str(), &kind.version, &kind.kind];
-    let metadata = o.metadata_fields();
-    let len = kind_fields.iter().map(|f| 4 + f.len()).sum::<usize>() + metadata.len();
-    let mut out = Vec::with_capacity(len);
-    for f in kind_fields {
-        crate::informer::object::put_field(&mut out, f);
-    }
-    out.extend_from_slice(metadata);
-    out
+    informant_header::encode(kind_fields, o.metadata_fields())
 }
 
 impl informant::plugin::events::Host for State {

@@ -1,5 +1,8 @@
-//! Label selectors, JSON field paths and object names, parsed once with the API server's rules and shared by
-//! the informer, the embedded API server, plugin manifests and the SDK's test harness.
+//! The parts of Kubernetes apimachinery Informant needs, parsed once with the API server's rules
+//! and shared by the informer, the embedded API server, plugin manifests and the SDK's test
+//! harness: label selectors ([`LabelSelector`], apimachinery's `labels`), JSON field paths
+//! ([`FieldPath`], as `fields` and field indexes use them) and object and namespace name rules
+//! ([`names`], apimachinery's `validation`).
 //!
 //! Label selectors: the Kubernetes string syntax, matched against any label lookup — the
 //! informer's cached objects and the embedded API server's stored ones alike.
@@ -10,12 +13,11 @@
 //! this accepts is one the server accepts too.
 
 mod field_path;
-pub mod jq;
 pub mod names;
 #[cfg(test)]
 mod proptests;
 
-pub use field_path::FieldPath;
+pub use field_path::{FieldPath, FieldPathError};
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -28,7 +30,89 @@ pub struct SelectorError {
     /// The whole selector as given.
     pub selector: String,
     /// What is wrong with it.
-    pub reason: String,
+    pub reason: SelectorReason,
+}
+
+/// What is wrong with a selector, naming the offending part (and its byte offset where the
+/// grammar, not a key or value, is broken).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectorReason {
+    /// A key is followed by something that starts no operator.
+    #[error("unexpected `{found}` after key `{key}` at offset {offset}")]
+    UnexpectedAfterKey {
+        /// The character found.
+        found: char,
+        /// The key before it.
+        key: String,
+        /// Where it is.
+        offset: usize,
+    },
+    /// A key is followed by a word that is no operator.
+    #[error("unknown operator `{operator}` after key `{key}` (expected =, ==, !=, in, notin)")]
+    UnknownOperator {
+        /// The word found.
+        operator: String,
+        /// The key before it.
+        key: String,
+    },
+    /// No key where one must be.
+    #[error("expected a label key at offset {offset}")]
+    MissingKey {
+        /// Where the key should be.
+        offset: usize,
+    },
+    /// An operator where a key must be.
+    #[error("expected a label key, found the operator `{operator}`")]
+    OperatorAsKey {
+        /// `in` or `notin`.
+        operator: String,
+    },
+    /// `key in ()` or `key notin ()`.
+    #[error("the value set of key `{key}` needs at least one value")]
+    EmptyValueSet {
+        /// The key.
+        key: String,
+    },
+    /// The selector ended where a token must be.
+    #[error("expected `{expected}` but the selector ended")]
+    Ended {
+        /// The token.
+        expected: &'static str,
+    },
+    /// Something else where a token must be.
+    #[error("expected `{expected}` at offset {offset}, found `{found}`")]
+    Unexpected {
+        /// The token.
+        expected: &'static str,
+        /// Where it should be.
+        offset: usize,
+        /// The rest of the selector from there.
+        found: String,
+    },
+    /// A key's prefix is not a DNS subdomain.
+    #[error("label key `{key}` has an invalid prefix `{prefix}` (must be a DNS subdomain)")]
+    InvalidKeyPrefix {
+        /// The key.
+        key: String,
+        /// Its prefix.
+        prefix: String,
+    },
+    /// A key's name part breaks the rules.
+    #[error(
+        "label key `{key}` is invalid (name part must be 1-63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric)"
+    )]
+    InvalidKey {
+        /// The key.
+        key: String,
+    },
+    /// A value breaks the rules.
+    #[error(
+        "label value `{value}` is invalid (at most 63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric)"
+    )]
+    InvalidValue {
+        /// The value.
+        value: String,
+    },
 }
 
 /// One requirement of a selector.
@@ -84,7 +168,7 @@ impl LabelSelector {
     /// Parses the Kubernetes selector syntax.
     ///
     /// ```
-    /// use informant_selector::LabelSelector;
+    /// use informant_apimachinery::LabelSelector;
     /// let s: LabelSelector = "app=web,tier in (front,back),!canary".parse().unwrap();
     /// assert_eq!(s.requirements().len(), 3);
     /// assert!("app==".parse::<LabelSelector>().is_ok()); // empty values are allowed
@@ -115,7 +199,7 @@ impl LabelSelector {
     /// Whether the labels that `label` looks up satisfy every requirement.
     ///
     /// ```
-    /// use informant_selector::LabelSelector;
+    /// use informant_apimachinery::LabelSelector;
     /// let s: LabelSelector = "app=web,!canary".parse().unwrap();
     /// assert!(s.matches(|k| (k == "app").then_some("web")));
     /// ```
@@ -166,7 +250,7 @@ struct Parser<'a> {
 }
 
 impl Parser<'_> {
-    fn parse(mut self) -> Result<LabelSelector, String> {
+    fn parse(mut self) -> Result<LabelSelector, SelectorReason> {
         let mut requirements = Vec::new();
         self.skip_ws();
         if self.at_end() {
@@ -183,7 +267,7 @@ impl Parser<'_> {
         Ok(LabelSelector { requirements })
     }
 
-    fn requirement(&mut self) -> Result<Requirement, String> {
+    fn requirement(&mut self) -> Result<Requirement, SelectorReason> {
         self.skip_ws();
         if self.eat("!") {
             let key = self.key()?;
@@ -210,38 +294,41 @@ impl Parser<'_> {
                 let set = self.value_set(&key)?;
                 Ok(Requirement::NotIn(key, set))
             }
-            "" => Err(format!(
-                "unexpected `{}` after key `{key}` at offset {}",
-                self.rest().chars().next().unwrap_or(' '),
-                self.pos
-            )),
-            other => Err(format!(
-                "unknown operator `{other}` after key `{key}` (expected =, ==, !=, in, notin)"
-            )),
+            "" => Err(SelectorReason::UnexpectedAfterKey {
+                found: self.rest().chars().next().unwrap_or(' '),
+                key,
+                offset: self.pos,
+            }),
+            other => Err(SelectorReason::UnknownOperator {
+                operator: other.to_string(),
+                key,
+            }),
         }
     }
 
-    fn key(&mut self) -> Result<String, String> {
+    fn key(&mut self) -> Result<String, SelectorReason> {
         self.skip_ws();
         let key = self.word();
         if key.is_empty() {
-            return Err(format!("expected a label key at offset {}", self.pos));
+            return Err(SelectorReason::MissingKey { offset: self.pos });
         }
         if matches!(key, "in" | "notin") {
-            return Err(format!("expected a label key, found the operator `{key}`"));
+            return Err(SelectorReason::OperatorAsKey {
+                operator: key.to_string(),
+            });
         }
         validate_key(key)?;
         Ok(key.to_string())
     }
 
-    fn value(&mut self) -> Result<String, String> {
+    fn value(&mut self) -> Result<String, SelectorReason> {
         self.skip_ws();
         let v = self.word();
         validate_value(v)?;
         Ok(v.to_string())
     }
 
-    fn value_set(&mut self, key: &str) -> Result<BTreeSet<String>, String> {
+    fn value_set(&mut self, key: &str) -> Result<BTreeSet<String>, SelectorReason> {
         self.skip_ws();
         self.expect("(")?;
         let mut set = BTreeSet::new();
@@ -255,9 +342,9 @@ impl Parser<'_> {
             self.expect(",")?;
         }
         if set.len() == 1 && set.contains("") {
-            return Err(format!(
-                "the value set of key `{key}` needs at least one value"
-            ));
+            return Err(SelectorReason::EmptyValueSet {
+                key: key.to_string(),
+            });
         }
         Ok(set)
     }
@@ -272,17 +359,17 @@ impl Parser<'_> {
         w
     }
 
-    fn expect(&mut self, tok: &str) -> Result<(), String> {
+    fn expect(&mut self, tok: &'static str) -> Result<(), SelectorReason> {
         if self.eat(tok) {
             Ok(())
         } else if self.at_end() {
-            Err(format!("expected `{tok}` but the selector ended"))
+            Err(SelectorReason::Ended { expected: tok })
         } else {
-            Err(format!(
-                "expected `{tok}` at offset {}, found `{}`",
-                self.pos,
-                self.rest()
-            ))
+            Err(SelectorReason::Unexpected {
+                expected: tok,
+                offset: self.pos,
+                found: self.rest().to_string(),
+            })
         }
     }
 
@@ -323,7 +410,7 @@ fn valid_name_part(s: &str) -> bool {
 }
 
 /// Checks a label key as the API server does: optional DNS-subdomain prefix, `/`, name.
-fn validate_key(key: &str) -> Result<(), String> {
+fn validate_key(key: &str) -> Result<(), SelectorReason> {
     let (prefix, name) = match key.split_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -341,27 +428,28 @@ fn validate_key(key: &str) -> Result<(), String> {
                         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
             });
         if !ok {
-            return Err(format!(
-                "label key `{key}` has an invalid prefix `{p}` (must be a DNS subdomain)"
-            ));
+            return Err(SelectorReason::InvalidKeyPrefix {
+                key: key.to_string(),
+                prefix: p.to_string(),
+            });
         }
     }
     if !valid_name_part(name) {
-        return Err(format!(
-            "label key `{key}` is invalid (name part must be 1-63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric)"
-        ));
+        return Err(SelectorReason::InvalidKey {
+            key: key.to_string(),
+        });
     }
     Ok(())
 }
 
 /// Checks a label value: empty, or a valid name part.
-fn validate_value(value: &str) -> Result<(), String> {
+fn validate_value(value: &str) -> Result<(), SelectorReason> {
     if value.is_empty() || valid_name_part(value) {
         Ok(())
     } else {
-        Err(format!(
-            "label value `{value}` is invalid (at most 63 characters of [A-Za-z0-9_.-], starting and ending alphanumeric)"
-        ))
+        Err(SelectorReason::InvalidValue {
+            value: value.to_string(),
+        })
     }
 }
 

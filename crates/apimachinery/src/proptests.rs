@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
-use crate::{FieldPath, LabelSelector, Requirement};
+use crate::{FieldPath, FieldPathError, LabelSelector, Requirement};
 
 /// Text that looks like selectors often enough to reach every branch of the parser.
 fn selectorish() -> impl Strategy<Value = String> {
@@ -170,7 +170,7 @@ proptest! {
             Err(e) => {
                 prop_assert_eq!(&e.selector, &text);
                 prop_assert!(e.to_string().contains(&format!("`{text}`")), "{}", e);
-                prop_assert!(locates(&e.reason, &text), "`{}`: {}", text, e.reason);
+                prop_assert!(locates(&e.reason.to_string(), &text), "`{}`: {}", text, e.reason);
             }
         }
     }
@@ -210,7 +210,7 @@ proptest! {
         let piece = if as_key { format!("{bad}=x") } else { format!("k={bad}") };
         let text = if good.trim().is_empty() { piece } else { format!("{good},{piece}") };
         let e = LabelSelector::parse(&text).expect_err(&text);
-        prop_assert!(e.reason.contains(&format!("`{bad}")), "`{}`: {}", text, e);
+        prop_assert!(e.reason.to_string().contains(&format!("`{bad}")), "`{}`: {}", text, e);
     }
 }
 
@@ -312,7 +312,9 @@ proptest! {
                 prop_assert_eq!(p.to_string(), text);
             }
             Err(reason) => prop_assert!(
-                locates(&reason, &text) || reason.contains("empty") || reason.contains("ends with"),
+                locates(&reason.to_string(), &text)
+                    || reason.to_string().contains("empty")
+                    || reason.to_string().contains("ends with"),
                 "`{}`: {}", text, reason
             ),
         }
@@ -330,7 +332,7 @@ proptest! {
     /// `values_in` never panics, and finds no more values than the object holds scalars.
     #[test]
     fn values_in_any_json_is_bounded((_, text) in written_path(), root in json_value()) {
-        let p: FieldPath = text.parse().map_err(TestCaseError::fail)?;
+        let p: FieldPath = text.parse().map_err(|e: FieldPathError| TestCaseError::fail(e.to_string()))?;
         prop_assert!(p.values_in(&root).len() <= scalar_count(&root));
     }
 
@@ -345,7 +347,7 @@ proptest! {
             any::<bool>().prop_map(Value::Bool),
         ],
     ) {
-        let p: FieldPath = text.parse().map_err(TestCaseError::fail)?;
+        let p: FieldPath = text.parse().map_err(|e: FieldPathError| TestCaseError::fail(e.to_string()))?;
         let expected = match &leaf {
             Value::String(s) => s.clone(),
             other => other.to_string(),

@@ -12,53 +12,99 @@ pub const MAX_NAMESPACE_LEN: usize = 63;
 /// rules still keep to this length).
 pub const MAX_NAME_LEN: usize = 253;
 
+/// Why a namespace or an object name is refused: the input as messages show it, and the flaw.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    /// Not a namespace name (a DNS-1123 label).
+    #[error("`{shown}` is not a namespace name: {flaw}")]
+    Namespace {
+        /// The namespace as messages show it (see [`shown`]).
+        shown: String,
+        /// What breaks the rule.
+        flaw: Flaw,
+    },
+    /// Not an object name (a path segment).
+    #[error("`{shown}` is not an object name: {flaw}")]
+    Object {
+        /// The name as messages show it (see [`shown`]).
+        shown: String,
+        /// What breaks the rule.
+        flaw: Flaw,
+    },
+}
+
+/// What breaks a namespace or name rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Flaw {
+    /// Nothing at all.
+    #[error("it is empty")]
+    Empty,
+    /// Over the rule's length.
+    #[error("longer than {0} characters")]
+    TooLong(usize),
+    /// A character a DNS label may not hold.
+    #[error("`{}` is not allowed (lowercase letters, digits and `-` only)", .0.escape_debug())]
+    NotLabelChar(char),
+    /// A DNS label starting or ending with `-`.
+    #[error("it must start and end with a letter or digit")]
+    Ends,
+    /// `.` or `..`.
+    #[error("`.` and `..` are not names")]
+    Dots,
+    /// A character a path segment may not hold.
+    #[error("`{}` is not allowed", .0.escape_debug())]
+    NotAllowed(char),
+}
+
 /// Why `namespace` is not a namespace name, if it is not.
-pub fn check_namespace(namespace: &str) -> Result<(), String> {
-    let bad = |why: &str| {
-        Err(format!(
-            "`{}` is not a namespace name: {why}",
-            shown(namespace)
-        ))
+pub fn check_namespace(namespace: &str) -> Result<(), NameError> {
+    let bad = |flaw: Flaw| {
+        Err(NameError::Namespace {
+            shown: shown(namespace),
+            flaw,
+        })
     };
     if namespace.is_empty() {
-        return bad("it is empty");
+        return bad(Flaw::Empty);
     }
     if namespace.len() > MAX_NAMESPACE_LEN {
-        return bad("longer than 63 characters");
+        return bad(Flaw::TooLong(MAX_NAMESPACE_LEN));
     }
     if let Some(c) = namespace
         .chars()
         .find(|c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '-'))
     {
-        return bad(&format!(
-            "`{}` is not allowed (lowercase letters, digits and `-` only)",
-            c.escape_debug()
-        ));
+        return bad(Flaw::NotLabelChar(c));
     }
     if namespace.starts_with('-') || namespace.ends_with('-') {
-        return bad("it must start and end with a letter or digit");
+        return bad(Flaw::Ends);
     }
     Ok(())
 }
 
 /// Why `name` cannot be an object's name, if it cannot: the rules every kind shares (a path
 /// segment: not `.` or `..`, no `/` or `%`, at most 253 characters).
-pub fn check_name(name: &str) -> Result<(), String> {
-    let bad = |why: &str| Err(format!("`{}` is not an object name: {why}", shown(name)));
+pub fn check_name(name: &str) -> Result<(), NameError> {
+    let bad = |flaw: Flaw| {
+        Err(NameError::Object {
+            shown: shown(name),
+            flaw,
+        })
+    };
     if name.is_empty() {
-        return bad("it is empty");
+        return bad(Flaw::Empty);
     }
     if name.len() > MAX_NAME_LEN {
-        return bad("longer than 253 characters");
+        return bad(Flaw::TooLong(MAX_NAME_LEN));
     }
     if name == "." || name == ".." {
-        return bad("`.` and `..` are not names");
+        return bad(Flaw::Dots);
     }
     if let Some(c) = name
         .chars()
         .find(|c| matches!(c, '/' | '%') || c.is_control())
     {
-        return bad(&format!("`{}` is not allowed", c.escape_debug()));
+        return bad(Flaw::NotAllowed(c));
     }
     Ok(())
 }
@@ -138,7 +184,7 @@ impl NameRule {
             None
         };
         match self {
-            NameRule::PathSegment => check_name(name).err(),
+            NameRule::PathSegment => check_name(name).err().map(|e| e.to_string()),
             NameRule::Dns1123Label => label_chars(name, MAX_NAMESPACE_LEN, "it"),
             NameRule::Dns1035Label => label_chars(name, MAX_NAMESPACE_LEN, "it").or_else(|| {
                 (!name.starts_with(|c: char| c.is_ascii_lowercase()))
@@ -220,7 +266,7 @@ mod tests {
             ("a\nb", "`\\n`"),
             (&"x".repeat(64), "63"),
         ] {
-            let e = check_namespace(bad).unwrap_err();
+            let e = check_namespace(bad).unwrap_err().to_string();
             assert!(e.contains(needle), "{bad:?}: {e}");
         }
     }
@@ -238,10 +284,12 @@ mod tests {
             ("a%2Fb", "`%`"),
             (&"x".repeat(254), "253"),
         ] {
-            let e = check_name(bad).unwrap_err();
+            let e = check_name(bad).unwrap_err().to_string();
             assert!(e.contains(needle), "{bad:?}: {e}");
         }
-        let long = check_name(&format!("{}/", "y".repeat(1000))).unwrap_err();
+        let long = check_name(&format!("{}/", "y".repeat(1000)))
+            .unwrap_err()
+            .to_string();
         assert!(
             long.len() < 200,
             "a long name is cut in the message: {long}"

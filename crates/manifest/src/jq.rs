@@ -150,6 +150,87 @@ pub const ALLOWED: &[&str] = &[
     "isnormal",
 ];
 
+/// Why a program is refused, or why its evaluation gave no projection.
+#[derive(Debug, thiserror::Error)]
+pub enum JqError {
+    /// Longer than [`MAX_PROGRAM_BYTES`].
+    #[error("the program is {0} bytes; at most {MAX_PROGRAM_BYTES}")]
+    TooLong(usize),
+    /// Nested deeper than [`MAX_DEPTH`].
+    #[error("nested more than {MAX_DEPTH} deep")]
+    TooDeep,
+    /// jaq's parser found no program.
+    #[error("`{0}` is not a jq program")]
+    NotJq(String),
+    /// jaq's loader refused the program.
+    #[error("`{text}` is not a jq program: {detail}")]
+    NotLoaded {
+        /// The program.
+        text: String,
+        /// jaq's errors.
+        detail: String,
+    },
+    /// The program calls what jaq does not define.
+    #[error("`{text}`: undefined {names}")]
+    Undefined {
+        /// The program.
+        text: String,
+        /// The names, quoted and comma-separated.
+        names: String,
+    },
+    /// The thread that parses and checks the program could not start.
+    #[error("cannot start the checking thread: {0}")]
+    CheckThread(#[source] std::io::Error),
+    /// jaq's parser panicked.
+    #[error("the jq parser failed")]
+    ParserFailed,
+    /// String repetition.
+    #[error("`*` is not allowed (string repetition has no bound)")]
+    Repetition,
+    /// `reduce` or `foreach`.
+    #[error("`reduce` and `foreach` are not allowed")]
+    Fold,
+    /// A definition.
+    #[error("`def` is not allowed (a definition could recurse forever)")]
+    Def,
+    /// A builtin not in [`ALLOWED`].
+    #[error(
+        "`{0}` is not allowed in a change filter (allowed: paths, operators other than `*`, and the builtins listed in the README)"
+    )]
+    NotAllowed(String),
+    /// The object given is not JSON.
+    #[error("input is not JSON: {0}")]
+    Input(#[source] jaq_json::read::Error),
+    /// The program raised an error.
+    #[error("{0}")]
+    Runtime(String),
+    /// The program called `halt`.
+    #[error("halted")]
+    Halted,
+    /// More than [`MAX_OUTPUTS`] outputs.
+    #[error("more than {MAX_OUTPUTS} outputs")]
+    TooManyOutputs,
+    /// Outputs over [`MAX_OUTPUT_BYTES`] of JSON.
+    #[error("outputs over {MAX_OUTPUT_BYTES} bytes")]
+    OutputTooLarge,
+    /// More than [`MAX_STEPS`] steps.
+    #[error("{OVER_BUDGET}: more than {MAX_STEPS} steps")]
+    OverSteps,
+    /// Longer than [`MAX_EVAL_TIME`].
+    #[error("{OVER_BUDGET}: still running after {} ms ({steps} steps)", MAX_EVAL_TIME.as_millis())]
+    OverTime {
+        /// The steps taken by then.
+        steps: u64,
+    },
+}
+
+impl JqError {
+    /// Whether the evaluation was ended by its budget ([`MAX_STEPS`] or [`MAX_EVAL_TIME`]).
+    pub fn is_over_budget(&self) -> bool {
+        matches!(self, JqError::OverSteps | JqError::OverTime { .. })
+    }
+}
+
 /// What jaq evaluates on: JSON values, and a lookup table that counts the steps taken.
 struct Data;
 
@@ -179,7 +260,7 @@ struct Budget {
 }
 
 /// The unwind payload of an evaluation over its budget.
-struct Exceeded(String);
+struct Exceeded(JqError);
 
 impl Budget {
     fn new() -> Self {
@@ -195,12 +276,9 @@ impl Budget {
         let n = self.steps.get() + 1;
         self.steps.set(n);
         let why = if n > MAX_STEPS {
-            format!("{OVER_BUDGET}: more than {MAX_STEPS} steps")
+            JqError::OverSteps
         } else if n.is_multiple_of(CLOCK_EVERY) && Instant::now() > self.deadline {
-            format!(
-                "{OVER_BUDGET}: still running after {} ms ({n} steps)",
-                MAX_EVAL_TIME.as_millis()
-            )
+            JqError::OverTime { steps: n }
         } else {
             return;
         };
@@ -229,12 +307,9 @@ impl std::fmt::Debug for JqFilter {
 impl JqFilter {
     /// Checks and compiles `text`; `Err` says why it is refused (jaq's message for a syntax
     /// or compile error).
-    pub fn compile(text: &str) -> Result<JqFilter, String> {
+    pub fn compile(text: &str) -> Result<JqFilter, JqError> {
         if text.len() > MAX_PROGRAM_BYTES {
-            return Err(format!(
-                "the program is {} bytes; at most {MAX_PROGRAM_BYTES}",
-                text.len()
-            ));
+            return Err(JqError::TooLong(text.len()));
         }
         // Nesting is bounded before anything recursive (jaq's parser) sees the text: every
         // bracket counts, whether in a string or not, which only ever refuses more.
@@ -244,7 +319,7 @@ impl JqFilter {
                 '(' | '[' | '{' => {
                     depth += 1;
                     if depth > MAX_DEPTH {
-                        return Err(format!("nested more than {MAX_DEPTH} deep"));
+                        return Err(JqError::TooDeep);
                     }
                 }
                 ')' | ']' | '}' => depth = depth.saturating_sub(1),
@@ -260,12 +335,12 @@ impl JqFilter {
                 .stack_size(PARSE_STACK_BYTES)
                 .spawn_scoped(scope, || {
                     let term = jaq_core::load::parse(text, |p| p.term())
-                        .ok_or_else(|| format!("`{text}` is not a jq program"))?;
+                        .ok_or_else(|| JqError::NotJq(text.to_string()))?;
                     check(&term, 0)
                 })
-                .map_err(|e| format!("cannot start the checking thread: {e}"))?
+                .map_err(JqError::CheckThread)?
                 .join()
-                .map_err(|_| "the jq parser failed".to_string())?
+                .map_err(|_| JqError::ParserFailed)?
         })?;
         let defs = jaq_core::defs()
             .chain(jaq_std::defs())
@@ -282,7 +357,10 @@ impl JqFilter {
                     path: (),
                 },
             )
-            .map_err(|errs| format!("`{text}` is not a jq program: {errs:?}"))?;
+            .map_err(|errs| JqError::NotLoaded {
+                text: text.to_string(),
+                detail: format!("{errs:?}"),
+            })?;
         let filter = jaq_core::Compiler::default()
             .with_funs(funs)
             .compile(modules)
@@ -291,7 +369,10 @@ impl JqFilter {
                     .iter()
                     .flat_map(|(_, es)| es.iter().map(|(name, _)| format!("`{name}`")))
                     .collect();
-                format!("`{text}`: undefined {}", names.join(", "))
+                JqError::Undefined {
+                    text: text.to_string(),
+                    names: names.join(", "),
+                }
             })?;
         Ok(JqFilter {
             text: text.to_string(),
@@ -307,9 +388,8 @@ impl JqFilter {
     /// The program's outputs for the object `json`, as JSON lines: what two versions of an
     /// object are compared by. `Err` for a runtime error, an output over the bounds, or an
     /// evaluation over its budget (the text then holds [`OVER_BUDGET`]).
-    pub fn eval(&self, json: &str) -> Result<String, String> {
-        let input = jaq_json::read::parse_single(json.as_bytes())
-            .map_err(|e| format!("input is not JSON: {e}"))?;
+    pub fn eval(&self, json: &str) -> Result<String, JqError> {
+        let input = jaq_json::read::parse_single(json.as_bytes()).map_err(JqError::Input)?;
         let budget = Budget::new();
         // Unwind safety: the program is immutable and every value is this evaluation's own, so
         // an evaluation cut short leaves nothing half-changed behind.
@@ -322,7 +402,7 @@ impl JqFilter {
         }
     }
 
-    fn run(&self, input: Val, budget: &Budget) -> Result<String, String> {
+    fn run(&self, input: Val, budget: &Budget) -> Result<String, JqError> {
         let metered = Metered {
             lut: &self.filter.lut,
             budget,
@@ -331,16 +411,16 @@ impl JqFilter {
         let mut out = String::new();
         for (n, result) in self.filter.id.run((ctx, input)).enumerate() {
             if n >= MAX_OUTPUTS {
-                return Err(format!("more than {MAX_OUTPUTS} outputs"));
+                return Err(JqError::TooManyOutputs);
             }
             // Never `unwrap_valr`: it exits the process on `halt`.
             let value = result.map_err(|e| match e.get_err() {
-                Ok(err) => err.to_string(),
-                Err(_) => "halted".to_string(),
+                Ok(err) => JqError::Runtime(err.to_string()),
+                Err(_) => JqError::Halted,
             })?;
             let _ = writeln!(Bounded(&mut out), "{value}");
             if out.len() > MAX_OUTPUT_BYTES {
-                return Err(format!("outputs over {MAX_OUTPUT_BYTES} bytes"));
+                return Err(JqError::OutputTooLarge);
             }
         }
         Ok(out)
@@ -365,9 +445,9 @@ impl std::fmt::Write for Bounded<'_> {
 }
 
 /// Refuses what could run without end (or beyond the stack).
-fn check(t: &Term<&str>, depth: usize) -> Result<(), String> {
+fn check(t: &Term<&str>, depth: usize) -> Result<(), JqError> {
     if depth > MAX_DEPTH {
-        return Err(format!("nested more than {MAX_DEPTH} deep"));
+        return Err(JqError::TooDeep);
     }
     let sub = |t: &Term<&str>| check(t, depth + 1);
     match t {
@@ -385,7 +465,7 @@ fn check(t: &Term<&str>, depth: usize) -> Result<(), String> {
         Term::BinOp(l, op, r) => {
             match op {
                 BinaryOp::Math(jaq_core::ops::Math::Mul) => {
-                    return Err("`*` is not allowed (string repetition has no bound)".into());
+                    return Err(JqError::Repetition);
                 }
                 BinaryOp::Pipe(Some(p)) => pattern(p, depth + 1)?,
                 _ => {}
@@ -393,7 +473,7 @@ fn check(t: &Term<&str>, depth: usize) -> Result<(), String> {
             sub(l)?;
             sub(r)
         }
-        Term::Fold(..) => Err("`reduce` and `foreach` are not allowed".into()),
+        Term::Fold(..) => Err(JqError::Fold),
         Term::TryCatch(t, c) => {
             sub(t)?;
             c.as_deref().map_or(Ok(()), sub)
@@ -405,13 +485,10 @@ fn check(t: &Term<&str>, depth: usize) -> Result<(), String> {
             }
             otherwise.as_deref().map_or(Ok(()), sub)
         }
-        Term::Def(..) => Err("`def` is not allowed (a definition could recurse forever)".into()),
+        Term::Def(..) => Err(JqError::Def),
         Term::Call(name, args) => {
             if !ALLOWED.contains(name) {
-                return Err(format!(
-                    "`{name}` is not allowed in a change filter (allowed: paths, operators other than `*`, and {})",
-                    "the builtins listed in the README"
-                ));
+                return Err(JqError::NotAllowed(name.to_string()));
             }
             args.iter().try_for_each(sub)
         }
@@ -428,9 +505,9 @@ fn check(t: &Term<&str>, depth: usize) -> Result<(), String> {
     }
 }
 
-fn pattern(p: &Pattern<&str>, depth: usize) -> Result<(), String> {
+fn pattern(p: &Pattern<&str>, depth: usize) -> Result<(), JqError> {
     if depth > MAX_DEPTH {
-        return Err(format!("nested more than {MAX_DEPTH} deep"));
+        return Err(JqError::TooDeep);
     }
     match p {
         Pattern::Var(_) => Ok(()),
@@ -468,7 +545,8 @@ mod tests {
         let err = JqFilter::compile(".spec.x | tonumber")
             .unwrap()
             .eval(r#"{"spec":{"x":"abc"}}"#)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("abc"), "{err}");
     }
 
@@ -512,7 +590,7 @@ mod tests {
             ),
             (&".a".repeat(600), "at most 1024"),
         ] {
-            let err = JqFilter::compile(program).unwrap_err();
+            let err = JqFilter::compile(program).unwrap_err().to_string();
             assert!(err.contains(why), "`{program}` -> `{err}` lacks `{why}`");
         }
     }
@@ -534,7 +612,11 @@ mod tests {
             let started = Instant::now();
             let err = f.eval(r#"{"spec":{"x":1}}"#).unwrap_err();
             let took = started.elapsed();
-            assert!(err.contains(OVER_BUDGET), "`{program}` -> `{err}`");
+            assert!(err.is_over_budget(), "`{program}` -> `{err}`");
+            assert!(
+                err.to_string().contains(OVER_BUDGET),
+                "`{program}` -> `{err}`"
+            );
             assert!(
                 took < MAX_EVAL_TIME * 20,
                 "`{program}` took {took:?} to be stopped"
@@ -551,6 +633,7 @@ mod tests {
         assert!(
             many.eval(&input)
                 .unwrap_err()
+                .to_string()
                 .contains("more than 64 outputs")
         );
         // Built cheaply by sharing, huge once written: refused while being written.
@@ -558,7 +641,8 @@ mod tests {
         let err = JqFilter::compile(&wide)
             .unwrap()
             .eval(r#""0123456789""#)
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("over 1048576 bytes"), "{err}");
     }
 }

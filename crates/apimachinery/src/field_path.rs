@@ -60,10 +60,48 @@ fn collect(v: &Value, segments: &[String], out: &mut Vec<String>) {
     }
 }
 
-impl FromStr for FieldPath {
-    type Err = String;
+/// Why text is not a field path; offsets are byte offsets into the path without its leading
+/// `.`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FieldPathError {
+    /// Two dots in a row, or a leading `..`.
+    #[error("empty segment at offset {0}")]
+    EmptySegment(usize),
+    /// A `[` right after `]` that did not start a key.
+    #[error("unexpected `[` at offset {0}")]
+    UnexpectedBracket(usize),
+    /// `[` not followed by a quote.
+    #[error("expected a quoted key after `[` at offset {0}")]
+    UnquotedKey(usize),
+    /// A bracketed key without its closing quote and `]`.
+    #[error("unterminated `[` at offset {0}")]
+    Unterminated(usize),
+    /// `[""]`.
+    #[error("empty key in brackets at offset {0}")]
+    EmptyKey(usize),
+    /// Something other than `.` or `[` after `]`.
+    #[error("expected `.` or `[` after `]` at offset {0}")]
+    AfterBracket(usize),
+    /// A character a segment may not hold.
+    #[error("unexpected character `{found}` at offset {offset}")]
+    UnexpectedChar {
+        /// The character.
+        found: char,
+        /// Where it is.
+        offset: usize,
+    },
+    /// No segment at all.
+    #[error("the path is empty")]
+    Empty,
+    /// A trailing `.`.
+    #[error("the path ends with `.`")]
+    TrailingDot,
+}
 
-    fn from_str(text: &str) -> Result<Self, String> {
+impl FromStr for FieldPath {
+    type Err = FieldPathError;
+
+    fn from_str(text: &str) -> Result<Self, FieldPathError> {
         let mut segments = Vec::new();
         let s = text.strip_prefix('.').unwrap_or(text);
         let mut chars = s.char_indices().peekable();
@@ -73,7 +111,7 @@ impl FromStr for FieldPath {
             match c {
                 '.' => {
                     if expect_segment {
-                        return Err(format!("empty segment at offset {i}"));
+                        return Err(FieldPathError::EmptySegment(i));
                     }
                     segments.push(std::mem::take(&mut cur));
                     expect_segment = true;
@@ -82,11 +120,11 @@ impl FromStr for FieldPath {
                     if !cur.is_empty() {
                         segments.push(std::mem::take(&mut cur));
                     } else if !expect_segment && segments.is_empty() {
-                        return Err(format!("unexpected `[` at offset {i}"));
+                        return Err(FieldPathError::UnexpectedBracket(i));
                     }
                     let quote = match chars.next() {
                         Some((_, q @ ('"' | '\''))) => q,
-                        _ => return Err(format!("expected a quoted key after `[` at offset {i}")),
+                        _ => return Err(FieldPathError::UnquotedKey(i)),
                     };
                     let mut key = String::new();
                     let mut closed = false;
@@ -98,10 +136,10 @@ impl FromStr for FieldPath {
                         key.push(c);
                     }
                     if !closed || !matches!(chars.next(), Some((_, ']'))) {
-                        return Err(format!("unterminated `[` at offset {i}"));
+                        return Err(FieldPathError::Unterminated(i));
                     }
                     if key.is_empty() {
-                        return Err(format!("empty key in brackets at offset {i}"));
+                        return Err(FieldPathError::EmptyKey(i));
                     }
                     segments.push(key);
                     expect_segment = false;
@@ -109,23 +147,28 @@ impl FromStr for FieldPath {
                         chars.next();
                         expect_segment = true;
                     } else if chars.peek().is_some_and(|(_, c)| *c != '[') {
-                        return Err(format!("expected `.` or `[` after `]` at offset {i}"));
+                        return Err(FieldPathError::AfterBracket(i));
                     }
                 }
                 c if c.is_alphanumeric() || matches!(c, '_' | '-' | '$') => {
                     cur.push(c);
                     expect_segment = false;
                 }
-                other => return Err(format!("unexpected character `{other}` at offset {i}")),
+                other => {
+                    return Err(FieldPathError::UnexpectedChar {
+                        found: other,
+                        offset: i,
+                    });
+                }
             }
         }
         if !cur.is_empty() {
             segments.push(cur);
         } else if expect_segment {
             return Err(if segments.is_empty() {
-                "the path is empty".into()
+                FieldPathError::Empty
             } else {
-                "the path ends with `.`".into()
+                FieldPathError::TrailingDot
             });
         }
         Ok(FieldPath {
@@ -172,7 +215,7 @@ mod tests {
             ("spec['x']y", "expected `.`"),
             ("spec.a b", "unexpected character ` `"),
         ] {
-            let err = bad.parse::<FieldPath>().unwrap_err();
+            let err = bad.parse::<FieldPath>().unwrap_err().to_string();
             assert!(err.contains(needle), "{bad}: {err}");
         }
     }
