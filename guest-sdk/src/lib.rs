@@ -45,8 +45,6 @@
 //! informant_sdk::export_plugin!(Hello);
 //! ```
 
-#![warn(missing_docs)]
-
 pub mod cache;
 mod error;
 mod event;

@@ -12,7 +12,10 @@ use tokio::sync::{mpsc, watch};
 #[derive(Clone, Copy)]
 pub enum Answer {
     /// `200 OK`, or `302` to `location` for a path starting with `/redirect`.
-    Ok { location: u16 },
+    Ok {
+        /// The port a redirect points at.
+        location: u16,
+    },
     /// Reads the request and never answers; reports when the client hangs up.
     Never,
     /// `500` to the first N requests, then `200 OK`.

@@ -32,8 +32,6 @@
 //!   output).
 //! - An unchanged build installs nothing either, so the plugin is not reloaded.
 
-#![warn(missing_docs)]
-
 pub mod builder;
 pub mod js;
 pub mod python;

@@ -49,8 +49,6 @@
 //! # Ok(()) }
 //! ```
 
-#![warn(missing_docs)]
-
 mod api;
 pub mod audit;
 mod defaults;

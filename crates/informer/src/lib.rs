@@ -44,7 +44,6 @@
 //! let owned = pods.store().by_index("owner", "some-replicaset-uid")?;
 //! # Ok(()) }
 //! ```
-#![warn(missing_docs)]
 
 pub mod event;
 pub mod factory;

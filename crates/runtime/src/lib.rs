@@ -20,7 +20,6 @@
 //! `informant-apimachinery` ([`apimachinery`]); the embedded API server is `informant-devserver`; the
 //! developer tooling (`informant dev` with plugin sources, `informant new`) is `informant-dev`. The
 //! `informant` binary (crate `informant`) is a thin CLI over these.
-#![warn(missing_docs)]
 
 pub mod admin;
 pub mod backoff;
