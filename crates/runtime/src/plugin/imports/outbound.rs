@@ -27,7 +27,7 @@ use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::manifest::Origin;
-use crate::manifest::outbound::{Scheme, canonical_host, parse_port, split_authority};
+use crate::manifest::outbound::{OriginFlaw, Scheme, canonical_host, parse_port, split_authority};
 
 /// Counters of one plugin version's outbound requests, read by `/metrics`.
 #[derive(Debug, Default)]
@@ -73,38 +73,64 @@ impl Outbound {
 
     /// Why a request may not be sent, if it may not: checked on the request exactly as the
     /// client will send it (the authority it connects to, the `Host` header it writes).
-    pub fn check(&self, request: &http::Request<WasiBody>) -> Result<(), String> {
+    pub fn check(&self, request: &http::Request<WasiBody>) -> Result<(), Denied> {
         let uri = request.uri();
         let scheme = uri
             .scheme_str()
             .and_then(Scheme::parse)
-            .ok_or_else(|| format!("scheme of `{uri}` is not http or https"))?;
+            .ok_or_else(|| Denied::Scheme(uri.to_string()))?;
         let authority = uri
             .authority()
-            .ok_or_else(|| format!("`{uri}` has no host"))?
+            .ok_or_else(|| Denied::NoHost(uri.to_string()))?
             .as_str();
-        let (host, port) = split_authority(authority).map_err(|e| e.to_string())?;
-        let host = canonical_host(host).map_err(|e| e.to_string())?;
+        let (host, port) = split_authority(authority)?;
+        let host = canonical_host(host)?;
         let port = match port {
-            Some(p) => parse_port(p).map_err(|e| e.to_string())?,
+            Some(p) => parse_port(p)?,
             None => scheme.default_port(),
         };
         for value in request.headers().get_all(http::header::HOST) {
             if value.as_bytes() != authority.as_bytes() {
-                return Err(format!(
-                    "the Host header {value:?} differs from the request's authority `{authority}`"
-                ));
+                return Err(Denied::HostHeader {
+                    header: format!("{value:?}"),
+                    authority: authority.to_string(),
+                });
             }
         }
         if self.allowed.iter().any(|o| o.matches(scheme, &host, port)) {
             Ok(())
         } else {
-            Err(format!(
-                "`{}://{host}:{port}` is not in the manifest's `allowed-outbound-hosts`",
+            Err(Denied::NotAllowed(format!(
+                "{}://{host}:{port}",
                 scheme.as_str()
-            ))
+            )))
         }
     }
+}
+
+/// Why an outbound request is refused before it is sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    /// Neither `http` nor `https`.
+    #[error("scheme of `{0}` is not http or https")]
+    Scheme(String),
+    /// No authority to connect to.
+    #[error("`{0}` has no host")]
+    NoHost(String),
+    /// An authority that is not a plain host and port (user info, a host that is not one).
+    #[error(transparent)]
+    Authority(#[from] OriginFlaw),
+    /// A `Host` header naming another server than the one connected to.
+    #[error("the Host header {header} differs from the request's authority `{authority}`")]
+    HostHeader {
+        /// The header's value, quoted.
+        header: String,
+        /// What the request connects to.
+        authority: String,
+    },
+    /// An origin the manifest does not allow.
+    #[error("`{0}` is not in the manifest's `allowed-outbound-hosts`")]
+    NotAllowed(String),
 }
 
 /// The `wasi:http` hooks of one instance: every request goes through its plugin's allow-list.
@@ -343,7 +369,9 @@ mod tests {
             let err = match bad.parse::<http::Uri>() {
                 Ok(uri) => {
                     let host = uri.authority().map(|a| a.as_str().to_string());
-                    o.check(&request(bad, host.as_deref())).unwrap_err()
+                    o.check(&request(bad, host.as_deref()))
+                        .unwrap_err()
+                        .to_string()
                 }
                 // Not even a URI: wasmtime-wasi-http refuses it before the hook.
                 Err(_) => continue,
@@ -352,14 +380,16 @@ mod tests {
         }
         let err = o
             .check(&request("http://127.0.0.1:8080/", Some("evil.example")))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("differs from the request's authority"),
             "{err}"
         );
         let err = outbound(&[])
             .check(&request("http://127.0.0.1:8080/", None))
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not in the manifest"), "{err}");
     }
 }
