@@ -200,13 +200,14 @@ pub async fn replay(
         }
     })?;
     // Replay runs as the operator, so its config references resolve as an operator plugin's.
-    let config_json = crate::plugin::load::secrets::resolve_config(&manifest, "").map_err(
-        |(field, reason)| PluginError::Refused {
-            plugin: name.clone(),
-            path: manifest_path.clone(),
-            reason: format!("field `{field}`: {reason}"),
-        },
-    )?;
+    let config_json =
+        crate::plugin::load::secrets::resolve_config(&manifest, "").map_err(|unresolved| {
+            PluginError::Refused {
+                plugin: name.clone(),
+                path: manifest_path.clone(),
+                reason: unresolved.to_string(),
+            }
+        })?;
     let spec = InstanceSpec {
         name: name.as_str().into(),
         tenant: "".into(),

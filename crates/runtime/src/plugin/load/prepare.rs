@@ -151,10 +151,10 @@ impl PluginHost {
             }
         })?;
         let config_json = crate::plugin::load::secrets::resolve_config(&manifest, &id.tenant)
-            .map_err(|(field, reason)| PluginError::Refused {
+            .map_err(|unresolved| PluginError::Refused {
                 plugin: id.to_string(),
                 path: found.manifest.clone(),
-                reason: format!("field `{field}`: {reason}"),
+                reason: unresolved.to_string(),
             })?;
         let (engine, name) = (self.engine.clone(), id.to_string());
         let (wasm, bytes) = (found.wasm.clone(), found.wasm_bytes.clone());

@@ -11,42 +11,134 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use crate::plugin::manifest::{ConfigRef, Manifest};
+use crate::plugin::manifest::{ConfigRef, Manifest, UnresolvedConfig};
 
 /// Largest file a `${file:..}` reference may name: secrets are small; anything larger is a
 /// mistake (or a device) and is refused rather than handed to `init`.
 pub const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
 
-/// `manifest`'s config as JSON for `init`, references resolved; `Err((field, reason))` names
-/// the first one that cannot be, or any at all for a tenant's plugin.
-pub fn resolve_config(manifest: &Manifest, tenant: &str) -> Result<String, (String, String)> {
-    manifest
-        .config_json_resolved(|r| {
-            if !tenant.is_empty() {
-                return Err(format!(
-                    "`{r}`: tenant `{tenant}`'s plugins may not read the host's environment or files; only operator plugins may"
-                ));
-            }
-            resolve(r)
-        })
-        .map_err(|e| (e.field, e.reason.to_string()))
+/// Why a config reference has no value; names the reference, never a value.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// A tenant's plugin named a reference: only operator plugins may.
+    #[error(
+        "`{reference}`: tenant `{tenant}`'s plugins may not read the host's environment or files; only operator plugins may"
+    )]
+    NotForTenants {
+        /// The reference as written.
+        reference: String,
+        /// The plugin's tenant.
+        tenant: String,
+    },
+    /// `${env:..}` names a variable that is not set.
+    #[error("`{reference}`: the environment variable is not set")]
+    EnvNotSet {
+        /// The reference as written.
+        reference: String,
+    },
+    /// `${env:..}` names a variable that is not UTF-8.
+    #[error("`{reference}`: the environment variable is not UTF-8")]
+    EnvNotUtf8 {
+        /// The reference as written.
+        reference: String,
+    },
+    /// `${file:..}` names a file that may not or cannot be read.
+    #[error("`{reference}`: {source}")]
+    File {
+        /// The reference as written.
+        reference: String,
+        /// Why.
+        #[source]
+        source: FileError,
+    },
+}
+
+/// Why a `${file:..}` reference's file is not read.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// A relative path: relative to what the host's working directory happens to be.
+    #[error("the path must be absolute")]
+    NotAbsolute,
+    /// The path, as written or as its links lead, passes through one of [`REFUSED_ROOTS`].
+    #[error(
+        "{}a path under {root} is refused (it holds the host's processes, kernel or devices, not secrets)",
+        .via.as_ref().map(|v| format!("it leads through `{}`: ", v.display())).unwrap_or_default()
+    )]
+    RefusedRoot {
+        /// Where a link led, when that is not where the path itself goes.
+        via: Option<PathBuf>,
+        /// The refused root.
+        root: &'static str,
+    },
+    /// A step of the path or the file could not be opened.
+    #[error("cannot open: {0}")]
+    Open(#[source] std::io::Error),
+    /// More links than the kernel would follow.
+    #[error("cannot open: more than {MAX_LINKS} links")]
+    TooManyLinks,
+    /// The opened file's metadata could not be read.
+    #[error("cannot stat: {0}")]
+    Stat(#[source] std::io::Error),
+    /// Refused where the path led to, which is not where it was written to go.
+    #[error("it leads to `{}`: {reason}", .resolved.display())]
+    Leads {
+        /// The file the path resolved to.
+        resolved: PathBuf,
+        /// Why it is refused.
+        #[source]
+        reason: Box<FileError>,
+    },
+    /// A FIFO, device, directory or socket.
+    #[error("not a regular file")]
+    NotRegular,
+    /// `fstatfs` failed.
+    #[error("cannot tell its filesystem: {0}")]
+    Statfs(#[source] std::io::Error),
+    /// On a pseudo-filesystem (see [`pseudo_filesystem`]).
+    #[error("it is on a {0} filesystem, which holds the host's state, not files")]
+    Pseudo(&'static str),
+    /// Reading failed.
+    #[error("cannot read: {0}")]
+    Read(#[source] std::io::Error),
+    /// Larger than [`MAX_SECRET_FILE_BYTES`].
+    #[error("the file holds {0} bytes; at most {MAX_SECRET_FILE_BYTES} are read")]
+    TooBig(u64),
+    /// Not UTF-8 text.
+    #[error("the file is not UTF-8 text")]
+    NotUtf8,
+}
+
+/// `manifest`'s config as JSON for `init`, references resolved; the error names the field of
+/// the first one that cannot be, or of any at all for a tenant's plugin.
+pub fn resolve_config(
+    manifest: &Manifest,
+    tenant: &str,
+) -> Result<String, UnresolvedConfig<SecretError>> {
+    manifest.config_json_resolved(|r| {
+        if !tenant.is_empty() {
+            return Err(SecretError::NotForTenants {
+                reference: r.to_string(),
+                tenant: tenant.to_string(),
+            });
+        }
+        resolve(r)
+    })
 }
 
 /// One reference's value.
-fn resolve(r: &ConfigRef) -> Result<String, String> {
+fn resolve(r: &ConfigRef) -> Result<String, SecretError> {
+    let reference = r.to_string();
     match r {
         ConfigRef::Env(name) => std::env::var(name).map_err(|e| match e {
-            std::env::VarError::NotPresent => format!("`{r}`: the environment variable is not set"),
-            std::env::VarError::NotUnicode(_) => {
-                format!("`{r}`: the environment variable is not UTF-8")
-            }
+            std::env::VarError::NotPresent => SecretError::EnvNotSet { reference },
+            std::env::VarError::NotUnicode(_) => SecretError::EnvNotUtf8 { reference },
         }),
         ConfigRef::File(path) => read(path)
             .map(|text| {
                 let text = text.strip_suffix('\n').unwrap_or(&text);
                 text.strip_suffix('\r').unwrap_or(text).to_string()
             })
-            .map_err(|why| format!("`{r}`: {why}")),
+            .map_err(|source| SecretError::File { reference, source }),
     }
 }
 
@@ -59,7 +151,7 @@ fn resolve(r: &ConfigRef) -> Result<String, String> {
 /// The path is checked as it is resolved, link by link; the file is then opened without
 /// following a last link, and the filesystem and type checked on the descriptor opened, so a
 /// link swapped in after the check opens nothing or is refused by the descriptor's checks.
-fn read(path: &Path) -> Result<String, String> {
+fn read(path: &Path) -> Result<String, FileError> {
     let resolved = resolve_links(path)?;
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
@@ -68,20 +160,16 @@ fn read(path: &Path) -> Result<String, String> {
         &mut options,
         libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY,
     );
-    let mut file = options
-        .open(&resolved)
-        .map_err(|e| format!("cannot open: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("cannot stat: {e}"))?;
+    let mut file = options.open(&resolved).map_err(FileError::Open)?;
+    let meta = file.metadata().map_err(FileError::Stat)?;
     if !meta.is_file() {
-        return Err(leads(path, &resolved, "not a regular file"));
+        return Err(leads(path, &resolved, FileError::NotRegular));
     }
-    check_filesystem(&file).map_err(|why| leads(path, &resolved, &why))?;
+    check_filesystem(&file).map_err(|why| leads(path, &resolved, why))?;
     let bytes = crate::files::read_capped(&mut file, &meta, MAX_SECRET_FILE_BYTES)
-        .map_err(|e| format!("cannot read: {e}"))?
-        .map_err(|len| {
-            format!("the file holds {len} bytes; at most {MAX_SECRET_FILE_BYTES} are read")
-        })?;
-    String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".into())
+        .map_err(FileError::Read)?
+        .map_err(FileError::TooBig)?;
+    String::from_utf8(bytes).map_err(|_| FileError::NotUtf8)
 }
 
 /// Where a secret file may never be read from, however it is reached: the host's processes
@@ -92,18 +180,21 @@ pub const REFUSED_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
 const MAX_LINKS: usize = 40;
 
 /// `reason`, naming where `path` led when that is somewhere else.
-fn leads(path: &Path, resolved: &Path, reason: &str) -> String {
+fn leads(path: &Path, resolved: &Path, reason: FileError) -> FileError {
     if path == resolved {
-        reason.to_string()
+        reason
     } else {
-        format!("it leads to `{}`: {reason}", resolved.display())
+        FileError::Leads {
+            resolved: resolved.to_path_buf(),
+            reason: Box::new(reason),
+        }
     }
 }
 
 /// `path` with every link resolved, like `canonicalize`, refusing it as soon as any path it
 /// passes through — as written, or as a link leads — is under one of [`REFUSED_ROOTS`]:
 /// `/proc/self/root/etc/hostname` is refused although it ends outside `/proc`.
-fn resolve_links(path: &Path) -> Result<PathBuf, String> {
+fn resolve_links(path: &Path) -> Result<PathBuf, FileError> {
     use std::path::Component;
     /// What is left to walk, one step at a time.
     enum Step {
@@ -122,7 +213,7 @@ fn resolve_links(path: &Path) -> Result<PathBuf, String> {
             .collect()
     };
     if !path.is_absolute() {
-        return Err("the path must be absolute".into());
+        return Err(FileError::NotAbsolute);
     }
     let mut pending: VecDeque<Step> = steps(path).into();
     let mut resolved = PathBuf::from("/");
@@ -141,22 +232,16 @@ fn resolve_links(path: &Path) -> Result<PathBuf, String> {
         };
         let next = resolved.join(name);
         if let Some(root) = REFUSED_ROOTS.iter().find(|r| next.starts_with(r)) {
-            let via = if path.starts_with(&next) {
-                String::new()
-            } else {
-                format!("it leads through `{}`: ", next.display())
-            };
-            return Err(format!(
-                "{via}a path under {root} is refused (it holds the host's processes, kernel or devices, not secrets)"
-            ));
+            let via = (!path.starts_with(&next)).then(|| next.clone());
+            return Err(FileError::RefusedRoot { via, root });
         }
-        let meta = std::fs::symlink_metadata(&next).map_err(|e| format!("cannot open: {e}"))?;
+        let meta = std::fs::symlink_metadata(&next).map_err(FileError::Open)?;
         if meta.is_symlink() {
             links += 1;
             if links > MAX_LINKS {
-                return Err(format!("cannot open: more than {MAX_LINKS} links"));
+                return Err(FileError::TooManyLinks);
             }
-            let target = std::fs::read_link(&next).map_err(|e| format!("cannot open: {e}"))?;
+            let target = std::fs::read_link(&next).map_err(FileError::Open)?;
             for step in steps(&target).into_iter().rev() {
                 pending.push_front(step);
             }
@@ -169,28 +254,23 @@ fn resolve_links(path: &Path) -> Result<PathBuf, String> {
 
 /// Refuses a file on a pseudo-filesystem, checked on the descriptor opened.
 #[cfg(target_os = "linux")]
-fn check_filesystem(file: &std::fs::File) -> Result<(), String> {
+fn check_filesystem(file: &std::fs::File) -> Result<(), FileError> {
     use std::os::fd::AsRawFd;
     let mut st = std::mem::MaybeUninit::<libc::statfs>::zeroed();
     // SAFETY: a valid open descriptor and a buffer of the right type for fstatfs to fill.
     if unsafe { libc::fstatfs(file.as_raw_fd(), st.as_mut_ptr()) } != 0 {
-        return Err(format!(
-            "cannot tell its filesystem: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(FileError::Statfs(std::io::Error::last_os_error()));
     }
     // SAFETY: fstatfs succeeded, so it filled the buffer.
     let magic = unsafe { st.assume_init() }.f_type as u64 & 0xffff_ffff;
     match pseudo_filesystem(magic) {
-        Some(name) => Err(format!(
-            "it is on a {name} filesystem, which holds the host's state, not files"
-        )),
+        Some(name) => Err(FileError::Pseudo(name)),
         None => Ok(()),
     }
 }
 
 #[cfg(not(target_os = "linux"))]
-fn check_filesystem(_: &std::fs::File) -> Result<(), String> {
+fn check_filesystem(_: &std::fs::File) -> Result<(), FileError> {
     Ok(())
 }
 
@@ -254,7 +334,8 @@ mod tests {
         assert_eq!(v["a"], "https://hooks.example/s3cr3t");
         assert_eq!(v["b"], "https://hooks.example/s3cr3t", "links are followed");
 
-        let (field, why) = resolve_config(&m, "team-a").unwrap_err();
+        let e = resolve_config(&m, "team-a").unwrap_err();
+        let (field, why) = (e.field, e.reason.to_string());
         assert_eq!(field, "config.a");
         assert!(
             why.contains("tenant `team-a`'s plugins may not read"),
@@ -278,12 +359,14 @@ mod tests {
             (Path::new("/nonexistent/secret"), "cannot open"),
         ] {
             let m = manifest(&format!("s = \"${{file:{}}}\"", path.display()));
-            let (field, why) = resolve_config(&m, "").unwrap_err();
+            let e = resolve_config(&m, "").unwrap_err();
+            let (field, why) = (e.field, e.reason.to_string());
             assert_eq!(field, "config.s");
             assert!(why.contains(reason) && why.contains("${file:"), "{why}");
         }
         let m = manifest("s = \"${env:INFORMANT_TEST_SURELY_UNSET_VARIABLE}\"");
-        let (_, why) = resolve_config(&m, "").unwrap_err();
+        let e = resolve_config(&m, "").unwrap_err();
+        let (_, why) = (e.field, e.reason.to_string());
         assert_eq!(
             why,
             "`${env:INFORMANT_TEST_SURELY_UNSET_VARIABLE}`: the environment variable is not set"
@@ -340,7 +423,8 @@ mod tests {
             ),
         ] {
             let m = manifest(&format!("[config.s]\nk = \"${{file:{path}}}\""));
-            let (field, why) = resolve_config(&m, "").unwrap_err();
+            let e = resolve_config(&m, "").unwrap_err();
+            let (field, why) = (e.field, e.reason.to_string());
             assert_eq!(field, "config.s.k", "{path}");
             assert!(why.starts_with(&format!("`${{file:{path}}}`: ")), "{why}");
             for r in reasons {
@@ -368,10 +452,10 @@ mod tests {
     #[test]
     fn files_on_pseudo_filesystems_are_refused_by_the_descriptor_opened() {
         let environ = std::fs::File::open("/proc/self/environ").unwrap();
-        let why = check_filesystem(&environ).unwrap_err();
+        let why = check_filesystem(&environ).unwrap_err().to_string();
         assert!(why.contains("on a proc filesystem"), "{why}");
         if let Ok(cgroup) = std::fs::File::open("/sys/fs/cgroup/cgroup.controllers") {
-            let why = check_filesystem(&cgroup).unwrap_err();
+            let why = check_filesystem(&cgroup).unwrap_err().to_string();
             assert!(why.contains("cgroup2 filesystem"), "{why}");
         }
         let ordinary = tempfile::NamedTempFile::new().unwrap();
