@@ -100,15 +100,20 @@ pub enum ConfigError {
 struct Positive(NonZeroU32);
 
 impl TryFrom<i64> for Positive {
-    type Error = String;
-    fn try_from(n: i64) -> Result<Self, String> {
+    type Error = NotPositive;
+    fn try_from(n: i64) -> Result<Self, NotPositive> {
         u32::try_from(n)
             .ok()
             .and_then(NonZeroU32::new)
             .map(Positive)
-            .ok_or_else(|| format!("must be a whole number from 1 to {}, got {n}", u32::MAX))
+            .ok_or(NotPositive(n))
     }
 }
+
+/// A count or size that must be a positive `u32`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must be a whole number from 1 to {max}, got {0}", max = u32::MAX)]
+struct NotPositive(i64);
 
 impl Positive {
     fn get(self) -> u32 {
@@ -339,7 +344,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
 }
 
 /// A tenant is a directory name: keep it to what is safe and unambiguous on every system.
-fn check_tenant_name(name: &str) -> Result<(), String> {
+fn check_tenant_name(name: &str) -> Result<(), BadTenantName> {
     let ok = !name.is_empty()
         && name.len() <= 63
         && !name.starts_with(['.', '-'])
@@ -349,12 +354,16 @@ fn check_tenant_name(name: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "tenant name `{name}` must be a directory name of lowercase letters, digits, `-`, `_` \
-             or `.`, not starting with `.` or `-`, at most 63 characters"
-        ))
+        Err(BadTenantName(name.to_string()))
     }
 }
+
+/// A tenant name that is not a safe directory name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "tenant name `{0}` must be a directory name of lowercase letters, digits, `-`, `_` or `.`, not starting with `.` or `-`, at most 63 characters"
+)]
+struct BadTenantName(String);
 
 #[cfg(test)]
 mod tests {

@@ -65,7 +65,7 @@ pub fn parse_yaml_objects(text: &str, path: &Path) -> Result<Vec<YamlObject>, Re
                 }
             }
             object => {
-                check(&object).map_err(bad)?;
+                check(&object).map_err(|r| bad(r.to_string()))?;
                 out.push(YamlObject { document, object });
             }
         }
@@ -101,25 +101,36 @@ fn documents(text: &str) -> Vec<(usize, &str)> {
 }
 
 /// The fields every object needs to be stored or cached.
-fn check(object: &Value) -> Result<(), String> {
+fn check(object: &Value) -> Result<(), NotAnObject> {
     let Some(map) = object.as_object() else {
-        return Err("expected a Kubernetes object (a mapping)".into());
+        return Err(NotAnObject::NotAMapping);
     };
     for field in ["apiVersion", "kind"] {
         if map
             .get(field)
             .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
         {
-            return Err(format!("field `{field}`: missing or not a string"));
+            return Err(NotAnObject::Missing(field));
         }
     }
     if object
         .pointer("/metadata/name")
         .is_none_or(|v| v.as_str().is_none_or(str::is_empty))
     {
-        return Err("field `metadata.name`: missing or not a string".into());
+        return Err(NotAnObject::Missing("metadata.name"));
     }
     Ok(())
+}
+
+/// Why a YAML document is not an object the cache could hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+enum NotAnObject {
+    /// A scalar or a sequence.
+    #[error("expected a Kubernetes object (a mapping)")]
+    NotAMapping,
+    /// A field every object has.
+    #[error("field `{0}`: missing or not a string")]
+    Missing(&'static str),
 }
 
 #[cfg(test)]

@@ -33,7 +33,7 @@ use sha2::{Digest, Sha256};
 use crate::apimachinery::FieldPath;
 use crate::informer::{CachedObject, ChangeFilter, Event};
 use crate::manifest::Watch;
-use crate::manifest::jq::{JqFilter, OVER_BUDGET};
+use crate::manifest::jq::{JqError, JqFilter, OVER_BUDGET};
 
 /// Cached projections per filter before the cache is emptied (recomputing costs only time):
 /// bounds what objects deleted since, which the filter never hears of, can hold.
@@ -177,7 +177,10 @@ impl Projection {
             .project(o)
             .map(|p| Sha256::digest(p).into())
             // Cut before it is kept: a jq error may quote the whole object.
-            .map_err(|why| Arc::from(&why[..why.floor_char_boundary(MAX_LOGGED_ERROR)]));
+            .map_err(|e| {
+                let why = e.to_string();
+                Arc::from(&why[..why.floor_char_boundary(MAX_LOGGED_ERROR)])
+            });
         let mut seen = self.seen.lock();
         if seen.len() >= MAX_CACHED {
             seen.clear();
@@ -194,7 +197,7 @@ impl Projection {
         digest
     }
 
-    fn project(&self, o: &CachedObject) -> Result<String, String> {
+    fn project(&self, o: &CachedObject) -> Result<String, JqError> {
         let json = if self.ignore.is_empty() {
             std::borrow::Cow::Borrowed(o.json())
         } else {
@@ -205,7 +208,7 @@ impl Projection {
             std::borrow::Cow::Owned(v.to_string())
         };
         match &self.jq {
-            Some(f) => off_the_worker(|| f.eval(&json)).map_err(|e| e.to_string()),
+            Some(f) => off_the_worker(|| f.eval(&json)),
             None => Ok(json.into_owned()),
         }
     }

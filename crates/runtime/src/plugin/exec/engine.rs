@@ -213,8 +213,9 @@ impl PluginEngine {
             Some(code) => (code, true),
             None => {
                 // Two first loads of one wasm at once both compile; the later one is shared.
-                let (component, from_cache) =
-                    self.component(name, bytes, &digest).map_err(load_err)?;
+                let (component, from_cache) = self
+                    .component(name, bytes, &digest)
+                    .map_err(|e| load_err(format!("not a valid WebAssembly component: {e:#}")))?;
                 let code = Arc::new(component);
                 let mut loaded = self.loaded.lock();
                 loaded.retain(|_, held| held.strong_count() > 0);
@@ -275,7 +276,7 @@ impl PluginEngine {
         plugin: &str,
         bytes: &[u8],
         source: &[u8],
-    ) -> Result<(Component, bool), String> {
+    ) -> wasmtime::Result<(Component, bool)> {
         let entry = &self.entry_name(source);
         if let Some(cache) = &self.cache {
             match cache.read(entry) {
@@ -309,8 +310,7 @@ impl PluginEngine {
                 }
             }
         }
-        let component = Component::new(&self.engine, bytes)
-            .map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
+        let component = Component::new(&self.engine, bytes)?;
         if let Some(cache) = &self.cache {
             let written = component
                 .serialize()

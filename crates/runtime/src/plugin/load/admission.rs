@@ -172,7 +172,7 @@ pub fn admit(
         }
     }
     let mut limit =
-        |asked, default, host_max, tenant_max, (field, unit): (&str, &str)| match ceiling(
+        |asked, default, host_max, tenant_max, (field, unit): (&str, &'static str)| match ceiling(
             asked,
             default,
             host_max,
@@ -180,10 +180,10 @@ pub fn admit(
             (tenant, unit),
         ) {
             Ok(v) => v,
-            Err(reason) => {
+            Err(above) => {
                 refusals.push(Refusal {
                     field: field.into(),
-                    reason,
+                    reason: above.to_string(),
                 });
                 0
             }
@@ -332,19 +332,46 @@ fn ceiling(
     default: u32,
     host_max: u32,
     tenant_max: Option<u32>,
-    (tenant, unit): (&str, &str),
-) -> Result<u32, String> {
+    (tenant, unit): (&str, &'static str),
+) -> Result<u32, AboveCeiling> {
     let ceiling = tenant_max.map_or(host_max, |t| t.min(host_max));
     match asked {
         None => Ok(default.min(ceiling)),
         Some(v) if v <= ceiling => Ok(v),
-        Some(v) => Err(match tenant_max {
-            Some(t) if t <= host_max && !tenant.is_empty() => {
-                format!("{v} {unit} is above tenant `{tenant}`'s ceiling of {ceiling} {unit}")
-            }
-            _ => format!("{v} {unit} is above the host's ceiling of {ceiling} {unit}"),
+        Some(asked) => Err(match tenant_max {
+            Some(t) if t <= host_max && !tenant.is_empty() => AboveCeiling::Tenant {
+                asked,
+                ceiling,
+                unit,
+                tenant: tenant.to_string(),
+            },
+            _ => AboveCeiling::Host {
+                asked,
+                ceiling,
+                unit,
+            },
         }),
     }
+}
+
+/// A limit asked above the ceiling that applies.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum AboveCeiling {
+    /// The tenant's ceiling, lower than the host's.
+    #[error("{asked} {unit} is above tenant `{tenant}`'s ceiling of {ceiling} {unit}")]
+    Tenant {
+        asked: u32,
+        ceiling: u32,
+        unit: &'static str,
+        tenant: String,
+    },
+    /// The host's ceiling.
+    #[error("{asked} {unit} is above the host's ceiling of {ceiling} {unit}")]
+    Host {
+        asked: u32,
+        ceiling: u32,
+        unit: &'static str,
+    },
 }
 
 #[cfg(test)]

@@ -310,14 +310,13 @@ impl PluginHost {
                     field_indexes,
                     wildcard,
                 }) => {
-                    if let Err(reason) = tenant_room(&loaded, &id, &policy, &watches, field_indexes)
-                    {
+                    if let Err(full) = tenant_room(&loaded, &id, &policy, &watches, field_indexes) {
                         supervisor.close();
                         drop(watches);
                         let e = PluginError::Refused {
                             plugin: id.to_string(),
                             path: f.manifest.clone(),
-                            reason,
+                            reason: full.to_string(),
                         };
                         id.span()
                             .in_scope(|| tracing::error!(error = %e, "plugin not loaded"));

@@ -308,7 +308,7 @@ pub(super) fn tenant_room(
     policy: &TenantPolicy,
     watches: &[Watched],
     field_indexes: usize,
-) -> Result<(), String> {
+) -> Result<(), TenantFull> {
     let others = loaded
         .iter()
         .filter(|(k, _)| k.tenant == id.tenant && *k != id)
@@ -320,19 +320,43 @@ pub(super) fn tenant_room(
         indexes += l.field_indexes;
     }
     informers.extend(watches.iter().map(|w| w.informer.key()));
-    let who = format!("tenant `{}`", id.tenant);
+    let tenant = id.tenant.clone();
     if informers.len() > policy.max_informers {
-        return Err(format!(
-            "{who}'s plugins would use {} informers together; at most {} (`max-informers` in informant.toml)",
-            informers.len(),
-            policy.max_informers
-        ));
+        return Err(TenantFull::Informers {
+            tenant,
+            would: informers.len(),
+            max: policy.max_informers,
+        });
     }
     if indexes > policy.max_field_indexes {
-        return Err(format!(
-            "{who}'s plugins would declare {indexes} field indexes together; at most {} (`max-field-indexes` in informant.toml)",
-            policy.max_field_indexes
-        ));
+        return Err(TenantFull::FieldIndexes {
+            tenant,
+            would: indexes,
+            max: policy.max_field_indexes,
+        });
     }
     Ok(())
+}
+
+/// A tenant quota a new version would exceed next to the tenant's other plugins.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum TenantFull {
+    /// `max-informers`.
+    #[error(
+        "tenant `{tenant}`'s plugins would use {would} informers together; at most {max} (`max-informers` in informant.toml)"
+    )]
+    Informers {
+        tenant: String,
+        would: usize,
+        max: usize,
+    },
+    /// `max-field-indexes`.
+    #[error(
+        "tenant `{tenant}`'s plugins would declare {would} field indexes together; at most {max} (`max-field-indexes` in informant.toml)"
+    )]
+    FieldIndexes {
+        tenant: String,
+        would: usize,
+        max: usize,
+    },
 }
