@@ -64,10 +64,10 @@ impl JsToolchain {
                     .current_dir(cache),
                 "`npm install` (TypeScript/JS plugins need Node.js 20+ and npm on PATH)",
             )
-            .map_err(|detail| ToolchainError::Install {
+            .map_err(|source| ToolchainError::Install {
                 tool: "componentize-js",
                 dir: cache.to_path_buf(),
-                detail,
+                source: Box::new(source),
             })?;
             Ok(())
         })?;

@@ -43,10 +43,10 @@ impl PyToolchain {
         // An executable gone missing under a current marker: install again.
         let _ = std::fs::remove_file(venv.join(MARKER));
         tracing::info!(venv = %venv.display(), "installing componentize-py");
-        let failed = |detail| ToolchainError::Install {
+        let failed = |source| ToolchainError::Install {
             tool: "componentize-py",
             dir: venv.to_path_buf(),
-            detail,
+            source: Box::new(source),
         };
         install_once(venv, MARKER, REQUIREMENTS.as_bytes(), || {
             let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());

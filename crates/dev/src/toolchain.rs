@@ -8,14 +8,15 @@ use std::process::{Command, Output, Stdio};
 #[derive(Debug, thiserror::Error)]
 pub enum ToolchainError {
     /// Installing the toolchain (a virtualenv, `pip install`, `npm install`) failed.
-    #[error("installing {tool} into `{}`: {detail}", dir.display())]
+    #[error("installing {tool} into `{}`: {source}", dir.display())]
     Install {
         /// The toolchain: "componentize-py" or "componentize-js".
         tool: &'static str,
         /// Where it was being installed.
         dir: PathBuf,
         /// What failed, with the tool's output.
-        detail: String,
+        #[source]
+        source: Box<CommandError>,
     },
     /// The plugin directory has no entry module.
     #[error("`{}` has no {expected}", dir.display())]
@@ -62,21 +63,65 @@ pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> ToolchainError +
     }
 }
 
+/// Why a toolchain command gave no output to use; `what` names the command as a user would.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// It could not be started (not installed, not on PATH).
+    #[error("{what}: cannot start: {source}")]
+    Start {
+        /// The command.
+        what: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It exited unsuccessfully.
+    #[error("{what} failed ({status}):\n{printed}")]
+    Failed {
+        /// The command.
+        what: String,
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// Its stderr, then stdout.
+        printed: String,
+    },
+}
+
+/// Why a bounded build did not run to its end.
+#[derive(Debug, thiserror::Error)]
+enum Unfinished {
+    /// It could not be started.
+    #[error("cannot start: {0}")]
+    Start(#[source] std::io::Error),
+    /// Its process group was killed at the time limit.
+    #[error(
+        "killed after {}s: the build did not finish (a plugin module that loops or blocks at import time never does)",
+        .0.as_secs()
+    )]
+    Killed(std::time::Duration),
+    /// Waiting for it failed.
+    #[error("waiting for it: {0}")]
+    Wait(#[source] std::io::Error),
+}
+
 /// Runs `cmd` (stdin closed) and returns its output if it exits successfully; otherwise what
 /// failed, with the exit status and everything it printed.
-pub(crate) fn run(cmd: &mut Command, what: &str) -> Result<Output, String> {
+pub(crate) fn run(cmd: &mut Command, what: &str) -> Result<Output, CommandError> {
     let out = cmd
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{what}: cannot start: {e}"))?;
+        .map_err(|source| CommandError::Start {
+            what: what.to_string(),
+            source,
+        })?;
     if out.status.success() {
         Ok(out)
     } else {
-        Err(format!(
-            "{what} failed ({}):\n{}",
-            out.status,
-            printed(&out)
-        ))
+        Err(CommandError::Failed {
+            what: what.to_string(),
+            status: out.status,
+            printed: printed(&out),
+        })
     }
 }
 
@@ -144,7 +189,7 @@ pub(crate) fn run_build(
 /// Runs `cmd` in its own process group, killing the whole group (the build script and the
 /// toolchain it started) if it has not finished within `limit`. `Err` only when it cannot be
 /// started or was killed, with the reason.
-fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, String> {
+fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, Unfinished> {
     use std::io::Read;
     use std::os::unix::process::CommandExt;
 
@@ -154,7 +199,7 @@ fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, 
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| format!("cannot start: {e}"))?;
+        .map_err(Unfinished::Start)?;
     // Read both pipes while waiting, so a chatty build cannot block on a full pipe.
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
         std::thread::spawn(move || {
@@ -178,13 +223,9 @@ fn run_bounded(cmd: &mut Command, limit: std::time::Duration) -> Result<Output, 
                 // SAFETY: signalling the process group this function created.
                 unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
                 let _ = child.wait();
-                return Err(format!(
-                    "killed after {}s: the build did not finish (a plugin module that loops or \
-                     blocks at import time never does)",
-                    limit.as_secs()
-                ));
+                return Err(Unfinished::Killed(limit));
             }
-            Err(e) => return Err(format!("waiting for it: {e}")),
+            Err(e) => return Err(Unfinished::Wait(e)),
         }
     };
     Ok(Output {
