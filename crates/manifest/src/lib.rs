@@ -36,25 +36,37 @@
 //! token = "${env:TOKEN}"            # resolved by the host at load (see [`config_ref`])
 //! ```
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde::Deserialize;
 
 pub use informant_apimachinery::{FieldPath, LabelSelector};
 
+mod config;
 pub mod config_ref;
+mod error;
 pub mod jq;
 pub mod outbound;
+mod text;
 pub mod toml_error;
+mod watch;
 pub mod wildcard;
 pub mod write;
 
+pub use config::{Unresolved, UnresolvedConfig};
 pub use config_ref::{ConfigRef, ConfigText};
+pub use error::{ApiVersionError, FieldPathTextError, JqFilterTextError, ManifestError};
 pub use outbound::Origin;
+pub use text::{ApiVersion, FieldPathText, JqFilterText, SelectorText};
+pub use watch::Watch;
 pub use wildcard::{Exclude, KindPattern};
 pub use write::{Verb, Write};
+
+use config::config_table;
+// `write` names these as `crate::namespace` and `crate::namespace_list`.
+use text::{namespace, namespace_list};
+use watch::check_wildcard;
 
 #[cfg(any(test, feature = "proptest"))]
 #[doc(hidden)]
@@ -64,303 +76,6 @@ mod proptests;
 
 /// Index names the host builds in for every resource; a manifest cannot declare them.
 pub const BUILTIN_INDEXES: [&str; 3] = ["namespace", "label", "owner"];
-
-/// A manifest that could not be read or is invalid.
-#[derive(Debug, thiserror::Error)]
-pub enum ManifestError {
-    /// The file could not be read.
-    #[error("manifest `{path}`: {source}")]
-    Io {
-        /// The manifest file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The TOML is malformed or a field's value is invalid; the message names field, line and
-    /// column.
-    #[error("manifest `{path}`: {source}")]
-    Toml {
-        /// The manifest file.
-        path: PathBuf,
-        /// What is wrong, where.
-        #[source]
-        source: toml_error::TomlError,
-    },
-    /// A wildcard watch's `kind`, `api-version` and `exclude` do not make sense together.
-    #[error("manifest `{path}`: {source}")]
-    Wildcard {
-        /// The manifest file.
-        path: PathBuf,
-        /// What is wrong, in which field (boxed, as are the other rare variants' sources, so
-        /// every manifest error stays small).
-        #[source]
-        source: Box<wildcard::WildcardError>,
-    },
-    /// A `[[write]]` table is invalid.
-    #[error("manifest `{path}`: field `write[{index}].{}`: {source}", source.field())]
-    Write {
-        /// The manifest file.
-        path: PathBuf,
-        /// The table's position.
-        index: usize,
-        /// What is wrong.
-        #[source]
-        source: Box<write::WriteTableError>,
-    },
-    /// A `[config]` string is neither a literal nor a reference.
-    #[error("manifest `{path}`: field `{field}`: {source}")]
-    ConfigRef {
-        /// The manifest file.
-        path: PathBuf,
-        /// The string's field (`config.slack.url`).
-        field: String,
-        /// What is wrong.
-        #[source]
-        source: Box<config_ref::ConfigRefError>,
-    },
-    /// A field is invalid; the message names the field.
-    #[error("manifest `{path}`: {message}")]
-    Invalid {
-        /// The manifest file.
-        path: PathBuf,
-        /// What is wrong, where.
-        message: String,
-    },
-}
-
-/// A validated `apiVersion`, `GROUP/VERSION` or `VERSION`; for a wildcard watch also `*` or
-/// `GROUP/*`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Deserialize)]
-#[serde(try_from = "String")]
-pub struct ApiVersion(String);
-
-impl ApiVersion {
-    /// The text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-    /// (group, version); the group is empty for core.
-    pub fn split(&self) -> (&str, &str) {
-        self.0.split_once('/').unwrap_or(("", &self.0))
-    }
-
-    /// Whether this is `*` or `GROUP/*`.
-    pub fn is_wildcard(&self) -> bool {
-        self.0 == "*" || self.0.ends_with("/*")
-    }
-}
-
-/// Text that is not an `apiVersion`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "invalid api-version `{0}` (expected GROUP/VERSION, or VERSION for core; for a wildcard watch `*` or GROUP/*)"
-)]
-pub struct ApiVersionError(pub String);
-
-impl TryFrom<String> for ApiVersion {
-    type Error = ApiVersionError;
-    fn try_from(s: String) -> Result<Self, ApiVersionError> {
-        let ok_part = |p: &str| {
-            !p.is_empty()
-                && p.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-')
-        };
-        let valid = match s.split_once('/') {
-            _ if s == "*" => true,
-            Some((g, v)) => ok_part(g) && (ok_part(v) || v == "*"),
-            None => ok_part(&s),
-        };
-        if valid {
-            Ok(ApiVersion(s))
-        } else {
-            Err(ApiVersionError(s))
-        }
-    }
-}
-
-/// A label selector checked while deserializing.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct SelectorText(pub String);
-
-impl TryFrom<String> for SelectorText {
-    type Error = informant_apimachinery::SelectorError;
-    fn try_from(s: String) -> Result<Self, Self::Error> {
-        LabelSelector::parse(&s)?;
-        Ok(SelectorText(s))
-    }
-}
-
-/// A field path checked while deserializing.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct FieldPathText(pub FieldPath);
-
-/// Text that is not a field path.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid field path `{text}`: {source}")]
-pub struct FieldPathTextError {
-    /// The path as written.
-    pub text: String,
-    /// Why it is not one.
-    #[source]
-    pub source: informant_apimachinery::FieldPathError,
-}
-
-impl TryFrom<String> for FieldPathText {
-    type Error = FieldPathTextError;
-    fn try_from(s: String) -> Result<Self, FieldPathTextError> {
-        match s.parse() {
-            Ok(path) => Ok(FieldPathText(path)),
-            Err(source) => Err(FieldPathTextError { text: s, source }),
-        }
-    }
-}
-
-/// A change filter (jq program) checked and compiled while deserializing, so its error carries
-/// the TOML line; the host compiles its own copy from the text.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(try_from = "String")]
-pub struct JqFilterText(pub String);
-
-/// A change filter refused at load.
-#[derive(Debug, thiserror::Error)]
-#[error("invalid jq filter: {0}")]
-pub struct JqFilterTextError(#[source] pub jq::JqError);
-
-impl TryFrom<String> for JqFilterText {
-    type Error = JqFilterTextError;
-    fn try_from(s: String) -> Result<Self, JqFilterTextError> {
-        jq::JqFilter::compile(&s).map_err(JqFilterTextError)?;
-        Ok(JqFilterText(s))
-    }
-}
-
-/// A namespace checked while deserializing. An empty or malformed one is refused here rather
-/// than sent to the API server, where `""` would make a request path with an empty segment.
-fn namespace<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    let s = String::deserialize(d)?;
-    informant_apimachinery::names::check_namespace(&s)
-        .map_err(|why| serde::de::Error::custom(format!("invalid namespace: {why}")))?;
-    Ok(Some(s))
-}
-
-/// `namespaces = [..]` checked while deserializing: every name valid, none twice, at least one,
-/// so an error carries the TOML line of the list.
-fn namespace_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
-    let list = Vec::<String>::deserialize(d)?;
-    if list.is_empty() {
-        return Err(serde::de::Error::custom(
-            "must name at least one namespace (omit it to watch every namespace)",
-        ));
-    }
-    for (i, ns) in list.iter().enumerate() {
-        informant_apimachinery::names::check_namespace(ns).map_err(|why| {
-            serde::de::Error::custom(format!("invalid namespace at [{i}]: {why}"))
-        })?;
-        if list[..i].contains(ns) {
-            return Err(serde::de::Error::custom(format!(
-                "namespace `{ns}` is listed twice"
-            )));
-        }
-    }
-    Ok(list)
-}
-
-/// One resource a plugin watches.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-pub struct Watch {
-    /// `GROUP/VERSION`, or `VERSION` for core.
-    pub api_version: ApiVersion,
-    /// The kind, e.g. `Deployment`.
-    pub kind: String,
-    /// Only this namespace; a DNS-1123 label, as the API server requires.
-    #[serde(default, deserialize_with = "namespace")]
-    pub namespace: Option<String>,
-    /// Only these namespaces (one informer each, shared like any other); not with `namespace`.
-    #[serde(default, deserialize_with = "namespace_list")]
-    pub namespaces: Vec<String>,
-    /// Only objects matching this label selector.
-    pub label_selector: Option<SelectorText>,
-    /// Extra field indexes, name -> JSON field path.
-    #[serde(default)]
-    pub indexes: BTreeMap<String, FieldPathText>,
-    /// Deliver an update only when this jq program's output changed (operator plugins only).
-    pub jq_filter: Option<JqFilterText>,
-    /// Deliver an update only when the object changed outside these field paths.
-    #[serde(default)]
-    pub ignore: Vec<FieldPathText>,
-    /// Kinds a wildcard watch (`kind = "*"`) leaves out (see [`wildcard`]).
-    #[serde(default)]
-    pub exclude: Vec<Exclude>,
-}
-
-impl Watch {
-    /// The label selector's text, if any.
-    pub fn label_selector(&self) -> Option<&str> {
-        self.label_selector.as_ref().map(|s| s.0.as_str())
-    }
-
-    /// The namespaces this watch covers, one informer each: `[None]` for every namespace.
-    pub fn scopes(&self) -> Vec<Option<&str>> {
-        match (&self.namespace, self.namespaces.as_slice()) {
-            (Some(ns), _) => vec![Some(ns.as_str())],
-            (None, []) => vec![None],
-            (None, list) => list.iter().map(|ns| Some(ns.as_str())).collect(),
-        }
-    }
-
-    /// Whether updates are filtered on the host (`jq-filter` or `ignore`).
-    pub fn filters_changes(&self) -> bool {
-        self.jq_filter.is_some() || !self.ignore.is_empty()
-    }
-
-    /// Whether this watch covers every kind discovery finds (`kind = "*"`).
-    pub fn is_wildcard(&self) -> bool {
-        self.kind == "*"
-    }
-
-    /// For a wildcard watch, the group versions it covers; `None` for a watch of one kind.
-    pub fn kind_pattern(&self) -> Option<KindPattern> {
-        if !self.is_wildcard() {
-            return None;
-        }
-        let s = self.api_version.as_str();
-        Some(match s.split_once('/') {
-            _ if s == "*" => KindPattern {
-                group: None,
-                version: None,
-            },
-            Some((g, "*")) => KindPattern {
-                group: Some(g.into()),
-                version: None,
-            },
-            Some((g, v)) => KindPattern {
-                group: Some(g.into()),
-                version: Some(v.into()),
-            },
-            None => KindPattern {
-                group: Some(String::new()),
-                version: Some(s.into()),
-            },
-        })
-    }
-
-    /// Whether a wildcard watch covers `group/version` `kind` (`preferred`: whether `version` is
-    /// the group's preferred one) and does not exclude it; `false` for a watch of one kind.
-    pub fn covers(&self, group: &str, version: &str, kind: &str, preferred: bool) -> bool {
-        self.kind_pattern()
-            .is_some_and(|p| p.covers(group, version, preferred))
-            && !self.exclude.iter().any(|e| e.matches(group, version, kind))
-    }
-
-    /// The declared field indexes: name and parsed path.
-    pub fn field_indexes(&self) -> impl Iterator<Item = (&str, &FieldPath)> {
-        self.indexes.iter().map(|(n, p)| (n.as_str(), &p.0))
-    }
-}
 
 /// Limits a plugin asks for; the host clamps them to its ceilings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
@@ -413,64 +128,6 @@ pub struct Manifest {
     /// Only read to refuse it with a reason better than "unknown field".
     #[serde(default, rename = "tenant")]
     tenant_claim: Option<toml::Value>,
-}
-
-/// A wildcard watch's `kind`, `api-version` and `exclude` must make sense together.
-fn check_wildcard(i: usize, w: &Watch) -> Result<(), wildcard::WildcardError> {
-    use wildcard::WildcardError as E;
-    if w.kind != "*" && w.kind.contains('*') {
-        return Err(E::PartialKind {
-            watch: i,
-            kind: w.kind.clone(),
-        });
-    }
-    if w.api_version.is_wildcard() && !w.is_wildcard() {
-        return Err(E::OneKindOfWildcardVersion {
-            watch: i,
-            api_version: w.api_version.as_str().to_string(),
-            kind: w.kind.clone(),
-        });
-    }
-    if !w.is_wildcard() {
-        if !w.exclude.is_empty() {
-            return Err(E::ExcludeWithoutWildcard { watch: i });
-        }
-        return Ok(());
-    }
-    let pattern = w.kind_pattern().expect("a wildcard watch");
-    for (at, e) in w.exclude.iter().enumerate() {
-        if w.exclude[..at].contains(e) {
-            return Err(E::ExcludedTwice {
-                watch: i,
-                at,
-                entry: e.as_str().to_string(),
-            });
-        }
-        let (group, version) = (&e.group, e.version.as_deref());
-        let outside = pattern.group.as_ref().is_some_and(|g| g != group)
-            || matches!((&pattern.version, version), (Some(p), Some(v)) if p != v);
-        if outside {
-            return Err(E::ExcludeNotCovered {
-                watch: i,
-                at,
-                entry: e.as_str().to_string(),
-                api_version: w.api_version.as_str().to_string(),
-            });
-        }
-    }
-    Ok(())
-}
-
-/// `[config]` read as a value first: read as a table directly, a TOML datetime would pass as the
-/// table `{"$__toml_private_datetime" = ...}` and reach the plugin's `init` as that.
-fn config_table<'de, D: serde::Deserializer<'de>>(d: D) -> Result<toml::Table, D::Error> {
-    match toml::Value::deserialize(d)? {
-        toml::Value::Table(t) => Ok(t),
-        other => Err(serde::de::Error::custom(format!(
-            "invalid type: {}, expected a table",
-            other.type_str()
-        ))),
-    }
 }
 
 impl Manifest {
@@ -576,114 +233,11 @@ impl Manifest {
             .filter(|s| *s > 0)
             .map(Duration::from_secs)
     }
-
-    /// `config` as JSON text for `init`, as written: references left as their text, escapes
-    /// not undone (the SDK's native harness, which has no host to resolve them). TOML dates
-    /// and times become their RFC 3339 text.
-    pub fn config_json(&self) -> String {
-        let table = toml::Value::Table(self.config.clone());
-        json_of(&table).to_string()
-    }
-
-    /// `config` as JSON text for `init`, each reference replaced by what `resolve` gives for it
-    /// and escapes undone. `Err` names the field of the first reference `resolve` refuses, with
-    /// `resolve`'s reason, which must name the reference, never a value.
-    pub fn config_json_resolved<E>(
-        &self,
-        mut resolve: impl FnMut(&ConfigRef) -> Result<String, E>,
-    ) -> Result<String, UnresolvedConfig<E>> {
-        fn walk<E>(
-            field: String,
-            v: &toml::Value,
-            resolve: &mut dyn FnMut(&ConfigRef) -> Result<String, E>,
-        ) -> Result<serde_json::Value, UnresolvedConfig<E>> {
-            use serde_json::Value as J;
-            Ok(match v {
-                toml::Value::String(s) => match config_ref::parse(s) {
-                    Ok(ConfigText::Literal(text)) => J::String(text),
-                    Ok(ConfigText::Ref(r)) => {
-                        J::String(resolve(&r).map_err(|why| UnresolvedConfig {
-                            field,
-                            reason: Unresolved::Refused(why),
-                        })?)
-                    }
-                    // Refused by `parse`, so not reached for a parsed manifest.
-                    Err(why) => {
-                        return Err(UnresolvedConfig {
-                            field,
-                            reason: Unresolved::Invalid(why),
-                        });
-                    }
-                },
-                toml::Value::Array(a) => J::Array(
-                    a.iter()
-                        .enumerate()
-                        .map(|(i, v)| walk(format!("{field}[{i}]"), v, resolve))
-                        .collect::<Result<_, _>>()?,
-                ),
-                toml::Value::Table(t) => J::Object(
-                    t.iter()
-                        .map(|(k, v)| {
-                            let v = walk(format!("{field}.{k}"), v, resolve)?;
-                            Ok::<_, UnresolvedConfig<E>>((k.clone(), v))
-                        })
-                        .collect::<Result<_, _>>()?,
-                ),
-                other => json_of(other),
-            })
-        }
-        let table = toml::Value::Table(self.config.clone());
-        Ok(walk("config".into(), &table, &mut resolve)?.to_string())
-    }
-}
-
-/// A `[config]` reference [`Manifest::config_json_resolved`] could not resolve, and its field.
-#[derive(Debug, thiserror::Error)]
-#[error("field `{field}`: {reason}")]
-pub struct UnresolvedConfig<E> {
-    /// The reference's field (`config.slack.url`).
-    pub field: String,
-    /// Why it has no value.
-    pub reason: Unresolved<E>,
-}
-
-/// Why a `[config]` reference has no value.
-#[derive(Debug, thiserror::Error)]
-pub enum Unresolved<E> {
-    /// The resolver refused it, with its reason.
-    #[error("{0}")]
-    Refused(E),
-    /// The string is not a reference (never for a parsed manifest).
-    #[error(transparent)]
-    Invalid(config_ref::ConfigRefError),
-}
-
-/// A TOML value as JSON. serde would write a datetime as an object with a private key
-/// (`$__toml_private_datetime`); a plugin expects the text it wrote.
-fn json_of(v: &toml::Value) -> serde_json::Value {
-    use serde_json::Value as J;
-    match v {
-        toml::Value::String(s) => J::String(s.clone()),
-        toml::Value::Integer(i) => J::from(*i),
-        toml::Value::Float(f) => J::from(*f),
-        toml::Value::Boolean(b) => J::Bool(*b),
-        toml::Value::Datetime(d) => J::String(d.to_string()),
-        toml::Value::Array(a) => J::Array(a.iter().map(json_of).collect()),
-        toml::Value::Table(t) => {
-            J::Object(t.iter().map(|(k, v)| (k.clone(), json_of(v))).collect())
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Every caller's error that wraps a manifest error pays for its size.
-    #[test]
-    fn a_manifest_error_stays_small() {
-        assert!(std::mem::size_of::<ManifestError>() <= 64);
-    }
 
     fn parse(text: &str) -> Result<Manifest, String> {
         Manifest::parse(text, Path::new("plugins/demo.toml")).map_err(|e| e.to_string())
