@@ -48,6 +48,8 @@ use crate::plugin::load::status::{ReconcileReport, Running};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::tenancy::TenantPolicy;
 
+/// A registered plugin version: its supervisor, its informer claims with their handlers, and
+/// what it was admitted under.
 pub(super) struct Loaded {
     pub(super) supervisor: Arc<Supervisor>,
     pub(super) fingerprint: String,
