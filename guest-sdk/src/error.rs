@@ -16,7 +16,7 @@ use std::time::Duration;
 ///
 /// ```
 /// use informant_sdk::{Event, HandlerError};
-/// # fn post(_: &str) -> Result<u16, String> { Ok(200) }
+/// # fn post(_: &str) -> Result<u16, std::io::Error> { Ok(200) }
 ///
 /// fn on_added(ev: &Event) -> Result<(), HandlerError> {
 ///     // A failure: logged by the host and counted against the plugin.
