@@ -343,6 +343,13 @@ async fn an_informer_lives_exactly_as_long_as_its_claims() {
     assert_eq!(factory.informers().len(), 1, "a clone still holds it");
     drop(cloned);
     assert!(factory.informers().is_empty(), "the last claim forgets it");
+    // And stops it: its list/watch task, which holds the informer, ends.
+    guarded("the forgotten informer's list/watch task to end", async {
+        while std::sync::Arc::strong_count(&informer) > 1 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
     let again = factory
         .informer("v1", "ConfigMap", WatchScope::default())
         .await
@@ -354,6 +361,10 @@ async fn an_informer_lives_exactly_as_long_as_its_claims() {
     let kept = again.keep();
     assert_eq!(factory.informers().len(), 1);
     assert!(std::sync::Arc::ptr_eq(&factory.informers()[0], &kept));
+    assert!(
+        std::sync::Arc::strong_count(&kept) > 2,
+        "a kept informer's task still runs (it, the factory and this test hold it)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

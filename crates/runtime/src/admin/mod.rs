@@ -3,7 +3,7 @@
 //!
 //! It sits on top of the other layers and only reads them: the informers through
 //! [`InformerFactory::informers`] (sync state, reflector and listener counters), the plugins
-//! through [`PluginHost`] (which plugins are loaded, and each one's [`Supervisor`] counters).
+//! through [`PluginHost`] (which plugins are loaded, and each one's [`Supervisor`](crate::plugin::Supervisor) counters).
 //! Nothing below knows it exists; every figure is read at request time from counters the
 //! pipeline keeps anyway, so serving the endpoints costs the pipeline nothing between scrapes.
 //!

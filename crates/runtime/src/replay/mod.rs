@@ -1,6 +1,6 @@
 //! Record a live event stream and replay it offline into one plugin.
 //!
-//! - [`format`]: the JSON Lines recording format (one informer event per line).
+//! - [`format`](mod@format): the JSON Lines recording format (one informer event per line).
 //! - [`recorder`]: a handler on live informers that writes the recording.
 //! - [`player`]: runs one plugin against a recording (and optional starting objects) through
 //!   never-started informers fed the way the reflector feeds them, so the plugin's output

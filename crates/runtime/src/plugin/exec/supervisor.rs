@@ -10,7 +10,7 @@
 //! - Quarantined plugins drop their events and are reported as such.
 //! - An error *returned* by the plugin is counted and logged; the instance stays.
 //! - A `retry` answer redelivers the object's latest state after a per-object exponential
-//!   backoff ([`RetryPolicy`]); a newer event for the object replaces the pending retry, and
+//!   backoff ([`RetryPolicy`](crate::plugin::RetryPolicy)); a newer event for the object replaces the pending retry, and
 //!   past `max-attempts` the event counts as failed.
 //! - A handler's queued events go to the plugin in one `handle-queued` call per wake-up; each
 //!   event is bounded by its own deadline, and a failure is the failure of the event in hand:
@@ -71,7 +71,7 @@ pub enum PluginState {
     Quarantined,
     /// Not loaded yet: a kind it watches is not served yet, or the API server did not answer
     /// discovery; retried until it loads. Never a supervisor's state, only the host's (see
-    /// [`PluginHost::status`](super::PluginHost::status)).
+    /// [`PluginHost::status`](crate::plugin::PluginHost::status)).
     Waiting,
 }
 

@@ -6,7 +6,7 @@
 //!   one `handle-queued` call: the events taken, their outcomes, a deadline per event.
 //! - [`cache`]: `cache`, queries answered from the plugin's stores through its tenant's grant.
 //! - [`kube`]: `kube`, writes behind the manifest, the tenant's grant and the cluster's RBAC
-//!   ([`write`] checks and builds them, [`cluster`] is the client they go through: dry-run and
+//!   ([`write`](mod@write) checks and builds them, [`cluster`] is the client they go through: dry-run and
 //!   impersonation as layers).
 //! - [`log`]: `log`, and the bounds on a plugin's own text.
 //! - [`outbound`]: outbound HTTP (`wasi:http`), allowed per origin.

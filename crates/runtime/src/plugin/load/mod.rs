@@ -3,7 +3,7 @@
 //! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
 //! - [`check`]: the offline check behind `informant check`.
 //! - [`loader`]: the [`PluginHost`](loader::PluginHost): the plugins directory, reconciled on
-//!   start and on every change, in the order [`scan`] → [`prepare`] → register.
+//!   start and on every change, in the order `scan` → `prepare` → register.
 //! - [`host_config`]: the host-wide defaults and ceilings manifests are admitted against.
 //! - [`id`]: which plugin (tenant and name).
 //! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
