@@ -391,13 +391,32 @@ pub async fn wait_all_synced(informers: &[Arc<SharedInformer>], timeout: Duratio
     if tokio::time::timeout(timeout, all).await.is_ok() {
         return Ok(());
     }
+    Err(sync_timeout(informers, timeout, SharedInformer::has_synced))
+}
+
+/// Waits until every one of `informers` has synced or been refused by the server (see
+/// [`SharedInformer::wait_settled`]), for at most `timeout`; the error names the others.
+pub async fn wait_all_settled(informers: &[Arc<SharedInformer>], timeout: Duration) -> Result<()> {
+    let all = futures::future::join_all(informers.iter().map(|i| i.wait_settled()));
+    if tokio::time::timeout(timeout, all).await.is_ok() {
+        return Ok(());
+    }
+    Err(sync_timeout(informers, timeout, SharedInformer::is_settled))
+}
+
+/// The timeout naming the informers `done` says are not.
+fn sync_timeout(
+    informers: &[Arc<SharedInformer>],
+    timeout: Duration,
+    done: impl Fn(&SharedInformer) -> bool,
+) -> Error {
     let pending: Vec<&str> = informers
         .iter()
-        .filter(|i| !i.has_synced())
+        .filter(|i| !done(i))
         .map(|i| i.description())
         .collect();
-    Err(Error::SyncTimeout {
+    Error::SyncTimeout {
         timeout,
         pending: pending.join(", "),
-    })
+    }
 }

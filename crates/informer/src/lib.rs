@@ -52,6 +52,7 @@ pub mod listener;
 pub mod object;
 pub mod processor;
 pub mod reflector;
+pub mod review;
 pub mod scope;
 pub mod shared_informer;
 pub mod store;
@@ -59,7 +60,7 @@ pub mod store;
 pub use event::{Event, EventType};
 pub use factory::{
     DiscoveredResource, FactoryOptions, InformerClaim, InformerFactory, InformerKey,
-    ResolvedResource, WatchScope, wait_all_synced,
+    ResolvedResource, WatchScope, wait_all_settled, wait_all_synced,
 };
 pub use index::{IndexError, IndexSpec};
 pub use informant_apimachinery::{FieldPath, LabelSelector, SelectorError};
@@ -67,7 +68,7 @@ pub use object::{CachedObject, ObjectKey, RawObject};
 pub use processor::{
     ChangeFilter, EventFilter, FnHandler, Handler, ListenerGauges, ListenerHandle, SharedProcessor,
 };
-pub use reflector::{Delta, InitialList, ReflectorConfig, ReflectorStats};
+pub use reflector::{Access, Delta, InitialList, ReflectorConfig, ReflectorStats};
 pub use shared_informer::{HandlerOptions, SharedInformer};
 pub use store::{FieldIndex, IndexId, QueryError, Relist, Store, StoreOptions, Visibility};
 

@@ -4,15 +4,23 @@
 //! The watcher's `Init, InitApply.., InitDone` run becomes `ListBegin, ListItem.., ListEnd`: the
 //! store freezes each listed object as it arrives and, at the end, diffs the list against what
 //! it holds (a Replace): that is where deletes missed during an outage surface.
+//!
+//! Retries are paced here, not by kube-runtime's `StreamBackoff`: the watcher yields `Init`
+//! before it lists, and a backoff reset on every item would reset on that `Init`, so a list
+//! that always fails would be retried every 800 ms for ever. Only progress (an object, a
+//! list's end) resets the pace. A refusal (403) is a state, not a fault: the informer reports
+//! it ([`Access::Forbidden`]), logs it once, and asks again no sooner than
+//! [`FORBIDDEN_RETRY`] — RBAC changes when someone changes it, not in a second.
 
+use std::hash::BuildHasher;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use futures::{Stream, StreamExt, future};
+use futures::{Stream, StreamExt};
 use kube::api::{Api, WatchEvent, WatchParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event as WatcherEvent};
+use tokio::sync::watch;
 
 use super::object::RawObject;
 
@@ -70,6 +78,8 @@ pub struct ReflectorStats {
     pub errors: AtomicU64,
     /// Times the server answered 410 Gone, forcing a relist.
     pub gone: AtomicU64,
+    /// Times the server refused the list or watch (403).
+    pub forbidden: AtomicU64,
     /// Whether lists are streamed (watch-list) rather than paginated; decided at start.
     pub streaming_lists: AtomicBool,
 }
@@ -107,15 +117,76 @@ pub async fn supports_streaming_lists(api: &Api<RawObject>) -> bool {
         .unwrap_or(false)
 }
 
+/// The first wait after the server refuses a list or watch (403); later refusals double it up
+/// to [`FORBIDDEN_RETRY_MAX`].
+pub const FORBIDDEN_RETRY: Duration = Duration::from_secs(30);
+/// The longest wait between two attempts while refused.
+pub const FORBIDDEN_RETRY_MAX: Duration = Duration::from_secs(300);
+/// The first wait after any other failure; doubled up to [`RETRY_MAX`] (kube-runtime's pace).
+const RETRY_FIRST: Duration = Duration::from_millis(800);
+const RETRY_MAX: Duration = Duration::from_secs(30);
+
+/// Whether the server lets the informer's identity list and watch what it watches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Access {
+    /// Not refused (or not asked yet).
+    #[default]
+    Allowed,
+    /// The last list or watch was refused with 403; retried every [`FORBIDDEN_RETRY`] or more.
+    Forbidden {
+        /// The server's message (`configmaps is forbidden: User ... cannot list ...`).
+        reason: String,
+        /// When the refusals began.
+        since: SystemTime,
+    },
+}
+
+impl Access {
+    /// Whether the server refuses the list or watch.
+    pub fn is_forbidden(&self) -> bool {
+        matches!(self, Access::Forbidden { .. })
+    }
+}
+
+/// How long to wait before the next attempt: doubling per failure in a row, from
+/// [`RETRY_FIRST`] or, while refused, from [`FORBIDDEN_RETRY`]; reset by progress.
+#[derive(Debug, Default)]
+struct Pace {
+    failures: u32,
+}
+
+impl Pace {
+    fn next(&mut self, forbidden: bool) -> Duration {
+        let (first, max) = if forbidden {
+            (FORBIDDEN_RETRY, FORBIDDEN_RETRY_MAX)
+        } else {
+            (RETRY_FIRST, RETRY_MAX)
+        };
+        let delay = first.saturating_mul(1 << self.failures.min(16)).min(max);
+        self.failures = self.failures.saturating_add(1);
+        // Up to a tenth longer, never shorter: replicas and informers refused together do not
+        // come back together, and a refusal is never retried before its floor.
+        let jitter = foldhash::fast::RandomState::default().hash_one(self.failures) % 1000;
+        delay + delay.mul_f64(jitter as f64 / 10_000.0)
+    }
+
+    fn progress(&mut self) {
+        self.failures = 0;
+    }
+}
+
 /// Lists and watches `api` forever, yielding deltas; errors are counted, logged and retried.
 ///
 /// `streaming` must already be resolved (see [`supports_streaming_lists`]). Lists come as
-/// `ListBegin, ListItem.., ListEnd`, one object at a time, never held here.
+/// `ListBegin, ListItem.., ListEnd`, one object at a time, never held here. `access` follows
+/// whether the server refuses us; a refusal is logged when it begins and when it ends, not per
+/// attempt.
 pub fn reflect(
     api: Api<RawObject>,
     config: &ReflectorConfig,
     streaming: bool,
     stats: Arc<ReflectorStats>,
+    access: watch::Sender<Access>,
     resource: String,
 ) -> impl Stream<Item = Delta> + Send {
     let mut wc = watcher::Config::default();
@@ -132,49 +203,94 @@ pub fn reflect(
         wc = wc.streaming_lists();
     }
     stats.streaming_lists.store(streaming, Ordering::Relaxed);
-    watcher::watcher(api, wc)
-        .default_backoff()
-        .filter_map(move |item| {
-            let delta = match item {
-                Ok(WatcherEvent::Apply(o)) => {
-                    ReflectorStats::bump(&stats.objects_received);
-                    Some(Delta::Apply(o))
-                }
-                Ok(WatcherEvent::Delete(o)) => {
-                    ReflectorStats::bump(&stats.objects_received);
-                    Some(Delta::Delete(o))
-                }
-                Ok(WatcherEvent::Init) => Some(Delta::ListBegin),
-                Ok(WatcherEvent::InitApply(o)) => {
-                    ReflectorStats::bump(&stats.objects_received);
-                    Some(Delta::ListItem(o))
-                }
-                Ok(WatcherEvent::InitDone) => {
-                    ReflectorStats::bump(&stats.lists);
-                    Some(Delta::ListEnd)
-                }
-                Err(e) => {
-                    ReflectorStats::bump(&stats.errors);
-                    if is_gone(&e) {
-                        ReflectorStats::bump(&stats.gone);
-                        tracing::info!(%resource, "resourceVersion too old (410 Gone): relisting");
-                    } else {
-                        tracing::warn!(%resource, error = %e, "list/watch failed; retrying with backoff");
+    let events = watcher::watcher(api, wc).boxed();
+    let state = (events, Pace::default(), stats, access, resource);
+    futures::stream::unfold(
+        state,
+        |(mut events, mut pace, stats, access, resource)| async move {
+            loop {
+                let delta = match events.next().await? {
+                    Ok(WatcherEvent::Init) => Delta::ListBegin,
+                    Ok(WatcherEvent::Apply(o)) => {
+                        ReflectorStats::bump(&stats.objects_received);
+                        Delta::Apply(o)
                     }
-                    None
+                    Ok(WatcherEvent::Delete(o)) => {
+                        ReflectorStats::bump(&stats.objects_received);
+                        Delta::Delete(o)
+                    }
+                    Ok(WatcherEvent::InitApply(o)) => {
+                        ReflectorStats::bump(&stats.objects_received);
+                        Delta::ListItem(o)
+                    }
+                    Ok(WatcherEvent::InitDone) => {
+                        ReflectorStats::bump(&stats.lists);
+                        Delta::ListEnd
+                    }
+                    Err(e) => {
+                        ReflectorStats::bump(&stats.errors);
+                        let refusal = forbidden(&e);
+                        if let Some(reason) = &refusal {
+                            ReflectorStats::bump(&stats.forbidden);
+                            let new = access.send_if_modified(|a| match a {
+                                Access::Forbidden { reason: r, .. } if r == reason => false,
+                                _ => {
+                                    *a = Access::Forbidden {
+                                        reason: reason.clone(),
+                                        since: SystemTime::now(),
+                                    };
+                                    true
+                                }
+                            });
+                            if new {
+                                tracing::warn!(%resource, %reason, retry_after_s = FORBIDDEN_RETRY.as_secs(), "list/watch forbidden; retried with a capped backoff until permitted");
+                            } else {
+                                tracing::debug!(%resource, %reason, "list/watch still forbidden");
+                            }
+                        } else if is_gone(&e) {
+                            ReflectorStats::bump(&stats.gone);
+                            tracing::info!(%resource, "resourceVersion too old (410 Gone): relisting");
+                        } else {
+                            tracing::warn!(%resource, error = %e, "list/watch failed; retrying with backoff");
+                        }
+                        tokio::time::sleep(pace.next(refusal.is_some())).await;
+                        continue;
+                    }
+                };
+                // `Init` comes before the list is even asked for: only what the server sent back
+                // is progress.
+                if !matches!(delta, Delta::ListBegin) {
+                    pace.progress();
+                    let was = access.send_if_modified(|a| std::mem::take(a).is_forbidden());
+                    if was {
+                        tracing::info!(%resource, "list/watch permitted again");
+                    }
                 }
-            };
-            future::ready(delta)
-        })
+                return Some((delta, (events, pace, stats, access, resource)));
+            }
+        },
+    )
+}
+
+/// The server's message when `e` is a refusal (403).
+fn forbidden(e: &watcher::Error) -> Option<String> {
+    status(e)
+        .filter(|s| s.code == 403)
+        .map(|s| s.message.clone())
 }
 
 fn is_gone(e: &watcher::Error) -> bool {
+    status(e).is_some_and(|s| s.code == 410)
+}
+
+/// The Status the server answered with, when `e` carries one.
+fn status(e: &watcher::Error) -> Option<&kube::core::Status> {
     match e {
-        watcher::Error::WatchError(s) => s.code == 410,
+        watcher::Error::WatchError(s) => Some(s),
         watcher::Error::WatchFailed(kube::Error::Api(s))
         | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-        | watcher::Error::InitialListFailed(kube::Error::Api(s)) => s.code == 410,
-        _ => false,
+        | watcher::Error::InitialListFailed(kube::Error::Api(s)) => Some(s),
+        _ => None,
     }
 }
 
@@ -190,5 +306,51 @@ mod tests {
         let other = kube::core::Status::failure("boom", "InternalError").with_code(500);
         assert!(!is_gone(&watcher::Error::WatchError(Box::new(other))));
         assert!(!is_gone(&watcher::Error::NoResourceVersion));
+    }
+
+    #[test]
+    fn a_refusal_is_recognised_from_a_list_or_a_watch() {
+        let refused = kube::core::Status::failure(
+            "secrets is forbidden: User \"u\" cannot list resource \"secrets\"",
+            "Forbidden",
+        )
+        .with_code(403);
+        let list = watcher::Error::InitialListFailed(kube::Error::Api(Box::new(refused.clone())));
+        assert_eq!(forbidden(&list).as_deref(), Some(refused.message.as_str()));
+        assert!(forbidden(&watcher::Error::WatchError(Box::new(refused))).is_some());
+        let other = kube::core::Status::failure("boom", "InternalError").with_code(500);
+        assert!(forbidden(&watcher::Error::WatchError(Box::new(other))).is_none());
+    }
+
+    #[test]
+    fn a_refusal_waits_at_least_its_floor_and_at_most_its_cap_plus_jitter() {
+        let mut pace = Pace::default();
+        let waits: Vec<Duration> = (0..8).map(|_| pace.next(true)).collect();
+        assert!(waits.iter().all(|w| *w >= FORBIDDEN_RETRY), "{waits:?}");
+        assert!(
+            waits.iter().all(|w| *w <= FORBIDDEN_RETRY_MAX.mul_f64(1.1)),
+            "{waits:?}"
+        );
+        assert!(waits[7] >= FORBIDDEN_RETRY_MAX, "{waits:?}");
+        pace.progress();
+        let after = pace.next(false);
+        assert!(
+            after >= RETRY_FIRST && after < Duration::from_secs(1),
+            "{after:?}"
+        );
+    }
+
+    #[test]
+    fn other_failures_double_from_kube_runtimes_pace() {
+        let mut pace = Pace::default();
+        let waits: Vec<Duration> = (0..10).map(|_| pace.next(false)).collect();
+        assert!(
+            waits[0] >= RETRY_FIRST && waits[1] >= RETRY_FIRST * 2,
+            "{waits:?}"
+        );
+        assert!(
+            waits[9] >= RETRY_MAX && waits[9] <= RETRY_MAX.mul_f64(1.1),
+            "{waits:?}"
+        );
     }
 }

@@ -26,7 +26,7 @@ use super::object::RawObject;
 use super::processor::{
     ChangeFilter, EventFilter, Handler, ListenerHandle, ListenerStats, SharedProcessor,
 };
-use super::reflector::{self, Delta, InitialList, ReflectorConfig, ReflectorStats};
+use super::reflector::{self, Access, Delta, InitialList, ReflectorConfig, ReflectorStats};
 use super::store::{Relist, Store, StoreOptions};
 
 /// How long the reflector task applies deltas the watch stream already holds before it yields.
@@ -55,6 +55,8 @@ pub struct SharedInformer {
     processor: Arc<SharedProcessor>,
     stats: Arc<ReflectorStats>,
     synced: watch::Sender<bool>,
+    /// Whether the server refuses our list/watch, as the reflector last found.
+    access: watch::Sender<Access>,
     /// The list arriving now, between `ListBegin` and `ListEnd`.
     relist: Mutex<Option<Relist>>,
     task: Mutex<Option<JoinHandle<()>>>,
@@ -88,6 +90,7 @@ impl SharedInformer {
             processor: SharedProcessor::new(),
             stats: Arc::new(ReflectorStats::default()),
             synced: watch::channel(false).0,
+            access: watch::channel(Access::Allowed).0,
             relist: Mutex::new(None),
             task: Mutex::new(None),
         })
@@ -146,6 +149,27 @@ impl SharedInformer {
         let _ = rx.wait_for(|s| *s).await;
     }
 
+    /// Whether the server refuses this informer's list or watch (403) right now.
+    pub fn access(&self) -> Access {
+        self.access.borrow().clone()
+    }
+
+    /// Waits until the informer has synced or the server refused it: what a consumer waiting
+    /// for its caches can expect of it until someone changes RBAC.
+    pub async fn wait_settled(&self) {
+        let mut synced = self.synced.subscribe();
+        let mut access = self.access.subscribe();
+        tokio::select! {
+            _ = synced.wait_for(|s| *s) => {}
+            _ = access.wait_for(Access::is_forbidden) => {}
+        }
+    }
+
+    /// Whether [`wait_settled`](Self::wait_settled) would return at once.
+    pub fn is_settled(&self) -> bool {
+        self.has_synced() || self.access.borrow().is_forbidden()
+    }
+
     async fn run(self: Arc<Self>) {
         let streaming = match self.config.initial_list {
             InitialList::Streaming => true,
@@ -158,6 +182,7 @@ impl SharedInformer {
             &self.config,
             streaming,
             self.stats.clone(),
+            self.access.clone(),
             self.description.clone(),
         );
         let mut deltas = std::pin::pin!(deltas);

@@ -314,7 +314,7 @@ async fn watch_and_log(
     factory.start();
     // Only these informers: the plugins' are their host's business, and a plugin's informer
     // that never syncs (say its list is forbidden) must not hold up or end the process.
-    if let Err(e) = crate::informer::wait_all_synced(&informers, WATCH_SYNC_WAIT).await {
+    if let Err(e) = crate::informer::wait_all_settled(&informers, WATCH_SYNC_WAIT).await {
         tracing::warn!(error = %e, "--watch informers keep retrying; startup goes on");
     } else if !informers.is_empty() {
         tracing::info!(informers = informers.len(), "--watch informers synced");

@@ -204,6 +204,7 @@ impl Snapshot {
                 waiting_for: escape(&match w.waiting_for {
                     WaitingFor::Kind { api_version, kind } => format!("{api_version}/{kind}"),
                     WaitingFor::ApiServer => "api-server".into(),
+                    WaitingFor::Forbidden { resource } => format!("forbidden: {resource}"),
                 }),
                 attempts: u64::from(w.attempts),
             })

@@ -1,5 +1,11 @@
-//! What `/readyz` checks: ready means the runtime finished starting, every informer has applied
-//! its first complete list, and every plugin found on disk has a version loaded.
+//! What `/readyz` checks: ready means the runtime finished starting, the first reconcile is
+//! done, every plugin found on disk has a version loaded whose events flow (its informers
+//! synced and its replay queued), and every informer has applied its first complete list.
+//!
+//! What the server refuses to let us list (403) does not hold readiness: RBAC changes when an
+//! operator changes it, and a pod unready until then would block rollouts while the plugins
+//! that may read do their work. Refused informers are listed under the `ok` instead ([`notes`]),
+//! and the plugins naming such a kind show `waiting` in `/plugins`.
 //!
 //! A plugin whose replacement was refused keeps its old version running, so it counts as loaded
 //! (the refusal is logged); a plugin that never loaded keeps the process unready until the next
@@ -14,6 +20,7 @@
 use parking_lot::Mutex;
 
 use super::AdminState;
+use crate::informer::Access;
 use crate::plugin::{PluginId, ReconcileReport, Waiting, WaitingFor};
 
 /// Readiness facts only the runtime knows: that startup is over, and what the last reconcile
@@ -67,15 +74,24 @@ pub fn check(state: &AdminState) -> Vec<String> {
     }
     let mut informers = state.factory().informers();
     informers.sort_by(|a, b| a.description().cmp(b.description()));
-    for i in informers.iter().filter(|i| !i.has_synced()) {
+    for i in informers
+        .iter()
+        .filter(|i| !i.has_synced() && !i.access().is_forbidden())
+    {
         reasons.push(format!(
             "informer `{}` has not synced (initial list not complete)",
             i.description()
         ));
     }
-    if state.host().is_some() {
+    if let Some(host) = state.host() {
         if !reconciled {
             reasons.push("plugins: no reconcile has completed yet".to_string());
+        }
+        for (id, pending) in host.starting() {
+            reasons.push(format!(
+                "plugin `{id}` is loaded; its events wait for its informers to sync: {}",
+                pending.join(", ")
+            ));
         }
         let loaded = state.plugins();
         for (id, error) in refused {
@@ -97,9 +113,10 @@ pub fn check(state: &AdminState) -> Vec<String> {
     reasons
 }
 
-/// What waits without making the process unready, one line each: plugins waiting for a kind.
+/// What waits without making the process unready, one line each: plugins waiting for a kind,
+/// and informers the server refuses.
 pub fn notes(state: &AdminState) -> Vec<String> {
-    waiting(state)
+    let mut notes: Vec<String> = waiting(state)
         .into_iter()
         .filter(|(_, w)| w.waiting_for != WaitingFor::ApiServer)
         .map(|(id, w)| {
@@ -108,7 +125,18 @@ pub fn notes(state: &AdminState) -> Vec<String> {
                 w.waiting_for, w.attempts
             )
         })
-        .collect()
+        .collect();
+    let mut informers = state.factory().informers();
+    informers.sort_by(|a, b| a.description().cmp(b.description()));
+    for i in informers {
+        if let Access::Forbidden { reason, .. } = i.access() {
+            notes.push(format!(
+                "informer `{}` is forbidden, retried on a capped backoff: {reason}",
+                i.description()
+            ));
+        }
+    }
+    notes
 }
 
 /// The waiting plugins that have no version running (a running one does its work meanwhile).

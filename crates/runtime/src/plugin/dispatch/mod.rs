@@ -1,5 +1,7 @@
 //! Dispatch: which events reach a plugin.
 //!
 //! - [`change_filter`]: `jq-filter` / `ignore`: which updates wake a plugin, decided on the host.
+//! - [`gate`]: a plugin's events wait until its caches are complete.
 
 pub mod change_filter;
+pub mod gate;

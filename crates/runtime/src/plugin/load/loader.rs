@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use futures::StreamExt;
 use parking_lot::RwLock;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast, watch};
@@ -35,15 +36,17 @@ use tracing::Instrument;
 use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
+use crate::plugin::dispatch::gate::{Gate, open_when_settled};
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::cluster::Cluster;
 use crate::plugin::imports::log::PluginLog;
 use crate::plugin::load::host_config::{HostConfig, NeedsRestart, same_limits};
 use crate::plugin::load::id::PluginId;
-use crate::plugin::load::prepare::{Prepared, Watched, register, tenant_room};
+use crate::plugin::load::permitted::{self, NotPermitted};
+use crate::plugin::load::prepare::{Prepared, SYNC_WAIT, Watched, register, tenant_room};
 use crate::plugin::load::rediscover::WildcardWatches;
-use crate::plugin::load::scan::scan;
+use crate::plugin::load::scan::{Found, scan};
 use crate::plugin::load::status::{ReconcileReport, Running};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::tenancy::TenantPolicy;
@@ -63,6 +66,12 @@ pub(super) struct Loaded {
     pub(super) kinds: Vec<Option<(usize, String)>>,
     /// Set when its manifest has wildcard watches: what re-expanding them needs.
     pub(super) wildcard: Option<Arc<WildcardWatches>>,
+    /// Kinds its wildcard watches cover that RBAC does not let it watch.
+    pub(super) not_permitted: Vec<NotPermitted>,
+    /// Open once its informers settled: its events flow.
+    pub(super) gate: Gate,
+    /// Opens `gate`; aborted when the version is unregistered first.
+    pub(super) opening: tokio::task::JoinHandle<()>,
 }
 
 impl Loaded {
@@ -294,15 +303,15 @@ impl PluginHost {
             }
             wanted.push((id, f, policy));
         }
-        let prepared = futures::future::join_all(
-            wanted
-                .iter()
-                .map(|(id, f, policy)| self.prepare(id, f, policy, &config).instrument(id.span())),
-        )
-        .await;
+        // Every new version prepared at once, each registered as soon as it is ready: one
+        // plugin's compile, `init` or refusal never holds another's load.
+        let mut prepared = futures::stream::FuturesUnordered::new();
+        for (id, f, policy) in wanted {
+            prepared.push(self.prepare_one(id, f, policy, config.clone()));
+        }
         let waited = self.waiting.read().clone();
         let mut waiting = BTreeMap::new();
-        for ((id, f, policy), prepared) in wanted.into_iter().zip(prepared) {
+        while let Some((id, f, policy, prepared)) = prepared.next().await {
             match prepared {
                 Ok(Prepared {
                     supervisor,
@@ -311,6 +320,7 @@ impl PluginHost {
                     filter,
                     field_indexes,
                     wildcard,
+                    not_permitted,
                 }) => {
                     if let Err(full) = tenant_room(&loaded, &id, &policy, &watches, field_indexes) {
                         supervisor.close();
@@ -325,7 +335,6 @@ impl PluginHost {
                         report.errors.push((id, e));
                         continue;
                     }
-                    self.wait_synced(&id, &watches).await;
                     let replaced = match loaded.remove(&id) {
                         Some(old) => {
                             self.publish(&loaded);
@@ -334,6 +343,15 @@ impl PluginHost {
                         }
                         None => false,
                     };
+                    self.factory.start();
+                    let (gate, opening) = open_when_settled(
+                        watches
+                            .iter()
+                            .map(|w| w.informer.informer().clone())
+                            .collect(),
+                        SYNC_WAIT,
+                    );
+                    let opening = tokio::spawn(opening.instrument(id.span()));
                     let mut kinds = Vec::with_capacity(watches.len());
                     let handles = watches
                         .into_iter()
@@ -351,8 +369,7 @@ impl PluginHost {
                                 };
                                 kinds.push(kind);
                                 let h = register(
-                                    &id,
-                                    &supervisor,
+                                    (&id, &supervisor, &gate),
                                     &policy,
                                     &informer,
                                     resource,
@@ -369,6 +386,7 @@ impl PluginHost {
                             "plugin loaded"
                         )
                     });
+                    permitted::report(&id, &[], &not_permitted);
                     loaded.insert(
                         id.clone(),
                         Loaded {
@@ -380,6 +398,9 @@ impl PluginHost {
                             field_indexes,
                             kinds,
                             wildcard,
+                            not_permitted,
+                            gate,
+                            opening,
                         },
                     );
                     self.publish(&loaded);
@@ -426,6 +447,27 @@ impl PluginHost {
         report
     }
 
+    /// [`prepare`](Self::prepare), in `id`'s span, handing back what it was given.
+    async fn prepare_one(
+        &self,
+        id: PluginId,
+        f: Found,
+        policy: Arc<TenantPolicy>,
+        config: Arc<HostConfig>,
+    ) -> (
+        PluginId,
+        Found,
+        Arc<TenantPolicy>,
+        Result<Prepared, PluginError>,
+    ) {
+        let span = id.span();
+        let prepared = self
+            .prepare(&id, &f, &policy, &config)
+            .instrument(span)
+            .await;
+        (id, f, policy, prepared)
+    }
+
     /// When `id`'s new version could not be loaded: its running version keeps running only if
     /// it was admitted under the policy and limits in force (just its files changed). One loaded
     /// under a grant or limits a config reload has since changed must not outlive them.
@@ -464,6 +506,7 @@ impl PluginHost {
     /// then its informer claims are given back (an informer a replacement has already claimed
     /// keeps running).
     pub(super) async fn unregister(&self, old: Loaded) {
+        old.opening.abort();
         old.supervisor.close();
         let (informers, handles): (Vec<_>, Vec<_>) = old.handles.into_iter().unzip();
         futures::future::join_all(handles.into_iter().map(ListenerHandle::shutdown)).await;

@@ -15,12 +15,14 @@
 //! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
 //! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.
 //! - [`wildcard`]: which concrete resources a `kind = "*"` watch covers now.
+//! - [`permitted`]: which of those RBAC lets the host (and a tenant's identity) list and watch.
 
 pub mod admission;
 pub mod check;
 pub mod host_config;
 pub mod id;
 pub mod loader;
+pub mod permitted;
 mod prepare;
 pub mod rediscover;
 pub mod reload;

@@ -8,9 +8,10 @@ use std::time::Duration;
 
 use crate::informer::{
     ChangeFilter, DiscoveredResource, EventFilter, HandlerOptions, InformerClaim, InformerKey,
-    ListenerHandle, ResolvedResource, wait_all_synced,
+    ListenerHandle, ResolvedResource,
 };
 use crate::plugin::PluginError;
+use crate::plugin::dispatch::gate::{Gate, Gated};
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::bindings::WitResource;
@@ -22,6 +23,7 @@ use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describ
 use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::permitted::{NotPermitted, permitted};
 use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::Found;
 use crate::plugin::load::wildcard::expand;
@@ -30,25 +32,11 @@ use crate::tenancy::{Budgeted, TenantPolicy};
 
 use crate::plugin::load::loader::Loaded;
 
-/// How long a reconcile waits for a plugin's informers to sync before registering it anyway.
-const SYNC_WAIT: Duration = Duration::from_secs(30);
+/// How long a plugin's events wait for its informers to sync (see
+/// [`crate::plugin::dispatch::gate`]) before they are delivered anyway.
+pub(super) const SYNC_WAIT: Duration = Duration::from_secs(30);
 
 impl PluginHost {
-    /// Starts the plugin's informers and waits (bounded) until all have synced, so its replay
-    /// sees every cache it may query complete — a cross-kind check made during the replay must
-    /// not find a half-listed kind.
-    pub(super) async fn wait_synced(&self, id: &PluginId, watches: &[Watched]) {
-        self.factory.start();
-        let informers: Vec<_> = watches
-            .iter()
-            .map(|w| w.informer.informer().clone())
-            .collect();
-        if let Err(e) = wait_all_synced(&informers, SYNC_WAIT).await {
-            id.span()
-                .in_scope(|| tracing::warn!(error = %e, "registering the plugin anyway"));
-        }
-    }
-
     /// Loads and starts one plugin version without registering it anywhere yet.
     pub(super) async fn prepare(
         &self,
@@ -75,6 +63,7 @@ impl PluginHost {
         // Per watch: (resource name for a wildcard's, resolved resource), one for a plain watch.
         let mut resolved: Vec<Vec<(Option<String>, ResolvedResource)>> = Vec::new();
         let mut discovered: Option<Vec<DiscoveredResource>> = None;
+        let mut not_permitted = Vec::new();
         for (index, w) in manifest.watch.iter().enumerate() {
             let watch_err = |source| PluginError::Watch {
                 plugin: id.to_string(),
@@ -89,6 +78,19 @@ impl PluginHost {
                     }
                 };
                 let kinds = expand(w, all, &policy.grant);
+                let namespaces: Vec<Option<String>> = crate::plugin::watch_scopes(w)
+                    .into_iter()
+                    .map(|s| s.namespace)
+                    .collect();
+                let (kinds, refused) = permitted(
+                    self.factory.client(),
+                    &self.cluster,
+                    policy.impersonate.as_ref(),
+                    &namespaces,
+                    kinds,
+                )
+                .await;
+                not_permitted.extend(refused);
                 resolved.push(kinds.into_iter().map(|(n, r)| (Some(n), r)).collect());
                 continue;
             }
@@ -245,6 +247,11 @@ impl PluginHost {
                 resync: manifest.resync_period(),
                 filter: grant.event_filter(),
                 field_indexes: manifest.watch.iter().map(|w| w.indexes.len()).sum(),
+                not_permitted: {
+                    not_permitted.sort();
+                    not_permitted.dedup();
+                    not_permitted
+                },
                 wildcard: manifest.watch.iter().any(|w| w.is_wildcard()).then(|| {
                     Arc::new(WildcardWatches {
                         resync: manifest.resync_period(),
@@ -279,13 +286,15 @@ pub(super) struct Prepared {
     pub(super) filter: Option<EventFilter>,
     pub(super) field_indexes: usize,
     pub(super) wildcard: Option<Arc<WildcardWatches>>,
+    /// Kinds its wildcard watches cover that RBAC does not let it watch.
+    pub(super) not_permitted: Vec<NotPermitted>,
 }
 
-/// Registers `supervisor`'s handler for `resource` with `informer`, drawing from the tenant's
-/// event budget if it has one (a retry is an event too: it draws like the events it repeats).
+/// Registers `supervisor`'s handler for `resource` with `informer`, its events held by `gate`,
+/// drawing from the tenant's event budget if it has one (a retry is an event too: it draws
+/// like the events it repeats).
 pub(super) fn register(
-    id: &PluginId,
-    supervisor: &Arc<Supervisor>,
+    (id, supervisor, gate): (&PluginId, &Arc<Supervisor>, &Gate),
     policy: &TenantPolicy,
     informer: &InformerClaim,
     resource: WitResource,
@@ -294,9 +303,14 @@ pub(super) fn register(
     let handler = supervisor.handler(resource, informer.store().clone(), policy.budget.clone());
     let name = id.to_string();
     let informer = informer.informer();
+    let gate = gate.clone();
     match &policy.budget {
-        Some(b) => informer.add_handler(&name, Budgeted::new(b.clone(), handler), options),
-        None => informer.add_handler(&name, handler, options),
+        Some(b) => informer.add_handler(
+            &name,
+            Gated::new(Budgeted::new(b.clone(), handler), gate),
+            options,
+        ),
+        None => informer.add_handler(&name, Gated::new(handler, gate), options),
     }
 }
 

@@ -21,6 +21,7 @@ use crate::informer::{
 use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::load::id::PluginId;
+use crate::plugin::load::permitted::{self, permitted};
 use crate::plugin::load::prepare::register;
 use crate::plugin::load::wildcard::expand;
 use crate::plugin::manifest::Manifest;
@@ -179,11 +180,24 @@ impl PluginHost {
                 added: Vec::new(),
                 removed: Vec::new(),
             };
+            let mut not_permitted = Vec::new();
             for (index, w) in wc.manifest.watch.iter().enumerate() {
                 if !w.is_wildcard() {
                     continue;
                 }
-                let now = expand(w, &discovered, &l.policy.grant);
+                let namespaces: Vec<Option<String>> = crate::plugin::watch_scopes(w)
+                    .into_iter()
+                    .map(|s| s.namespace)
+                    .collect();
+                let (now, refused) = permitted(
+                    self.factory.client(),
+                    &self.cluster,
+                    l.policy.impersonate.as_ref(),
+                    &namespaces,
+                    expand(w, &discovered, &l.policy.grant),
+                )
+                .await;
+                not_permitted.extend(refused);
                 let had: BTreeSet<String> = l
                     .kinds
                     .iter()
@@ -215,6 +229,10 @@ impl PluginHost {
                     }
                 }
             }
+            not_permitted.sort();
+            not_permitted.dedup();
+            permitted::report(id, &l.not_permitted, &not_permitted);
+            l.not_permitted = not_permitted;
             if !changes.added.is_empty() || !changes.removed.is_empty() {
                 id.span().in_scope(|| tracing::info!(added = ?changes.added, removed = ?changes.removed, "wildcard watch re-expanded"));
                 out.push(changes);
@@ -259,7 +277,13 @@ impl PluginHost {
                 changes: wc.changes[index].clone(),
             };
             let resource = WitResource::from(&resolved.api_resource);
-            let h = register(id, &l.supervisor, &l.policy, &informer, resource, options);
+            let h = register(
+                (id, &l.supervisor, &l.gate),
+                &l.policy,
+                &informer,
+                resource,
+                options,
+            );
             l.handles.push((informer, h));
             l.kinds.push(Some((index, name.clone())));
             any = true;

@@ -7,13 +7,15 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, watch};
 
-use crate::informer::ListenerGauges;
+use crate::informer::{Access, ListenerGauges, SharedInformer};
 use crate::plugin::PluginError;
+use crate::plugin::dispatch::gate::Gate;
 use crate::plugin::exec::supervisor::{PluginState, Supervisor};
 use crate::plugin::imports::log::PluginLog;
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
-use crate::plugin::load::waiting::Waiting;
+use crate::plugin::load::permitted::NotPermitted;
+use crate::plugin::load::waiting::{Waiting, WaitingFor};
 
 use crate::plugin::load::loader::Loaded;
 
@@ -57,6 +59,10 @@ pub struct PluginStatus {
     /// The resources its wildcard watches cover now (`apps/v1/Deployment`); empty without any.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub expanded: Vec<String>,
+    /// Resources its wildcard watches cover but RBAC does not let it list and watch, with why;
+    /// not watched (re-checked on every re-discovery).
+    #[serde(rename = "not-permitted", skip_serializing_if = "Vec::is_empty")]
+    pub not_permitted: Vec<NotPermitted>,
 }
 
 /// What a reconcile did.
@@ -86,6 +92,55 @@ pub(super) struct Running {
     pub(super) supervisor: Arc<Supervisor>,
     pub(super) queues: Vec<ListenerGauges>,
     pub(super) expanded: Vec<String>,
+    /// Its informers, each with the resource name when a wildcard watch added it.
+    pub(super) informers: Vec<(Arc<SharedInformer>, Option<String>)>,
+    pub(super) not_permitted: Vec<NotPermitted>,
+    pub(super) gate: Gate,
+}
+
+impl Running {
+    /// Why it waits although loaded: a kind it names (not one a wildcard found) the server
+    /// refuses to list or watch.
+    fn forbidden(&self, version: &str) -> Option<Waiting> {
+        self.informers
+            .iter()
+            .find_map(|(i, wildcard)| match i.access() {
+                Access::Forbidden { reason, since } if wildcard.is_none() => Some(Waiting {
+                    waiting_for: WaitingFor::Forbidden {
+                        resource: i.description().to_string(),
+                    },
+                    reason: format!("forbidden: {reason}"),
+                    version: version.to_string(),
+                    attempts: u32::try_from(
+                        i.stats()
+                            .forbidden
+                            .load(std::sync::atomic::Ordering::Relaxed),
+                    )
+                    .unwrap_or(u32::MAX),
+                    since: k8s_openapi::jiff::Timestamp::try_from(since)
+                        .map(|t| t.to_string())
+                        .unwrap_or_default(),
+                }),
+                _ => None,
+            })
+    }
+
+    /// What its wildcard watches may not watch: left out by the access review, or refused by
+    /// the server when listed.
+    fn not_permitted(&self) -> Vec<NotPermitted> {
+        let mut all = self.not_permitted.clone();
+        for (i, name) in &self.informers {
+            if let (Some(name), Access::Forbidden { reason, .. }) = (name, i.access()) {
+                all.push(NotPermitted {
+                    resource: name.clone(),
+                    reason: format!("forbidden: {reason}"),
+                });
+            }
+        }
+        all.sort();
+        all.dedup_by(|a, b| a.resource == b.resource);
+        all
+    }
 }
 
 impl PluginHost {
@@ -97,12 +152,23 @@ impl PluginHost {
                 let queues = l.handles.iter().map(|(_, h)| h.gauges()).collect();
                 let supervisor = l.supervisor.clone();
                 let expanded = l.expanded();
+                let informers = l
+                    .handles
+                    .iter()
+                    .zip(&l.kinds)
+                    .map(|((i, _), kind)| {
+                        (i.informer().clone(), kind.as_ref().map(|(_, n)| n.clone()))
+                    })
+                    .collect();
                 (
                     id.clone(),
                     Running {
                         supervisor,
                         queues,
                         expanded,
+                        informers,
+                        not_permitted: l.not_permitted.clone(),
+                        gate: l.gate.clone(),
                     },
                 )
             })
@@ -150,30 +216,62 @@ impl PluginHost {
             .collect()
     }
 
+    /// Running plugins whose events still wait for their informers (see
+    /// [`crate::plugin::dispatch::gate`]), each with the informers not settled yet; never waits
+    /// for a reconcile in progress.
+    pub fn starting(&self) -> Vec<(PluginId, Vec<String>)> {
+        self.running
+            .read()
+            .iter()
+            .filter(|(_, r)| !r.gate.is_open())
+            .map(|(id, r)| {
+                let pending = r
+                    .informers
+                    .iter()
+                    .filter(|(i, _)| !i.is_settled())
+                    .map(|(i, _)| i.description().to_string())
+                    .collect();
+                (id.clone(), pending)
+            })
+            .collect()
+    }
+
     /// Status of every running or waiting plugin, by tenant and name; never waits for a
     /// reconcile in progress.
     pub fn status(&self) -> Vec<PluginStatus> {
         let mut waiting = self.waiting.read().clone();
-        let mut expanded: BTreeMap<PluginId, Vec<String>> = self
-            .running
-            .read()
-            .iter()
-            .map(|(id, r)| (id.clone(), r.expanded.clone()))
-            .collect();
+        let mut running = self.running.read().clone();
         let mut all: Vec<PluginStatus> = self
             .running()
             .into_iter()
-            .map(|r| PluginStatus {
-                expanded: expanded.remove(&r.id).unwrap_or_default(),
-                version: r.supervisor.version().to_string(),
-                state: r.supervisor.state(),
-                handled: r.supervisor.handled(),
-                failed: r.supervisor.failed(),
-                backlog: r.backlog,
-                last_error: r.supervisor.last_error(),
-                waiting: waiting.remove(&r.id),
-                name: r.id.name,
-                tenant: r.id.tenant,
+            .map(|r| {
+                let version = r.supervisor.version().to_string();
+                let seen = running.remove(&r.id);
+                let forbidden = seen.as_ref().and_then(|s| s.forbidden(&version));
+                let mut state = r.supervisor.state();
+                if forbidden.is_some() && state == PluginState::Running {
+                    state = PluginState::Waiting;
+                }
+                PluginStatus {
+                    expanded: seen
+                        .as_ref()
+                        .map(|s| s.expanded.clone())
+                        .unwrap_or_default(),
+                    not_permitted: seen
+                        .as_ref()
+                        .map(Running::not_permitted)
+                        .unwrap_or_default(),
+                    version,
+                    state,
+                    handled: r.supervisor.handled(),
+                    failed: r.supervisor.failed(),
+                    backlog: r.backlog,
+                    last_error: r.supervisor.last_error(),
+                    // A new version waiting says more than the running one's refused kind.
+                    waiting: waiting.remove(&r.id).or(forbidden),
+                    name: r.id.name,
+                    tenant: r.id.tenant,
+                }
             })
             .collect();
         all.extend(waiting.into_iter().map(|(id, w)| PluginStatus {
@@ -187,6 +285,7 @@ impl PluginHost {
             last_error: None,
             waiting: Some(w),
             expanded: Vec::new(),
+            not_permitted: Vec::new(),
         }));
         all.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
         all

@@ -26,6 +26,12 @@ pub enum WaitingFor {
     },
     /// The API server did not answer discovery: unreachable, overloaded or refusing us.
     ApiServer,
+    /// The plugin is loaded, but the server refuses (403) to list or watch a kind it names:
+    /// its informer asks again on a capped backoff, and the plugin's other kinds run.
+    Forbidden {
+        /// The informer, e.g. `v1 secrets in all namespaces`.
+        resource: String,
+    },
 }
 
 impl WaitingFor {
@@ -59,6 +65,9 @@ impl fmt::Display for WaitingFor {
                 write!(f, "kind `{kind}` of `{api_version}` to be served")
             }
             WaitingFor::ApiServer => f.write_str("the API server to answer discovery"),
+            WaitingFor::Forbidden { resource } => {
+                write!(f, "permission to list and watch {resource}")
+            }
         }
     }
 }
