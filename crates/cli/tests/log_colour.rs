@@ -54,5 +54,8 @@ fn the_text_log_written_to_a_pipe_has_no_colour_codes() {
     child.wait().unwrap();
     let log = log.join("\n");
     assert!(warned, "no --watch warning within 60 s: {log}");
-    assert!(!log.contains("\x1b["), "colour codes in a piped log: {log:?}");
+    assert!(
+        !log.contains("\x1b["),
+        "colour codes in a piped log: {log:?}"
+    );
 }
