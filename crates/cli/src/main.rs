@@ -75,13 +75,40 @@ async fn run(command: Command) -> Result<()> {
 }
 
 fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(ansi);
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().flatten_event(true).init(),
+    }
+}
+
+/// Colour only for a person at a terminal: a file or a pipe gets plain text, and a non-empty
+/// `NO_COLOR` turns it off everywhere (no-color.org).
+fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(colour(true, Some(OsStr::new(""))));
+        assert!(!colour(true, Some(OsStr::new("1"))));
+        assert!(!colour(false, None));
+        assert!(!colour(false, Some(OsStr::new("1"))));
     }
 }

@@ -7,34 +7,9 @@
 //! Validated while deserializing: unknown fields are refused, selectors and index paths are
 //! parsed, so every error names the file, the field (with TOML line and column) and the reason.
 //!
-//! ```toml
-//! description = "one line"          # optional
-//! resync-seconds = 300              # optional; absent or 0 = no resync
-//! allowed-outbound-hosts = ["https://hooks.slack.com"]  # optional; see [`outbound`]
-//! [limits]                          # optional; clamped by the host's ceilings
-//! memory-mib = 32
-//! deadline-ms = 200
-//! [retry]                           # optional; for events a plugin answers with `retry`
-//! max-attempts = 5                  # redeliveries per object, then the event fails (0: none)
-//! initial-backoff-ms = 200          # doubles per attempt
-//! max-backoff-ms = 60000
-//! [[watch]]                         # one or more; `kind = "*"` watches every kind (see [`wildcard`])
-//! api-version = "apps/v1"
-//! kind = "ReplicaSet"
-//! namespace = "default"             # optional; or namespaces = ["a", "b"] (one informer each)
-//! label-selector = "app=web"        # optional
-//! jq-filter = ".spec"               # optional: updates reach the plugin only when this changes
-//! ignore = ["status"]               # optional: ... or when anything but these fields changes
-//! [watch.indexes]                   # optional extra field indexes: name = JSON field path
-//! by-node = "spec.nodeName"
-//! [[write]]                         # optional: what the plugin may write; see [`write`]
-//! api-version = "apps/v1"
-//! kind = "Deployment"
-//! verbs = ["apply"]
-//! [config]                          # free table handed to the plugin's init as JSON
-//! ignore-status = true
-//! token = "${env:TOKEN}"            # resolved by the host at load (see [`config_ref`])
-//! ```
+//! Every key, its default and what it does: the book's manifest reference,
+//! `docs/src/manifest.md` (a test holds its table equal to the fields parsed here). Limits
+//! above the host's or the tenant's ceilings are refused at admission, never clamped.
 
 use std::path::Path;
 use std::time::Duration;
@@ -47,9 +22,11 @@ mod config;
 pub mod config_ref;
 mod error;
 pub mod jq;
+pub mod keys;
 pub mod outbound;
 mod text;
 pub mod toml_error;
+pub mod version;
 mod watch;
 pub mod wildcard;
 pub mod write;
@@ -77,7 +54,7 @@ mod proptests;
 /// Index names the host builds in for every resource; a manifest cannot declare them.
 pub const BUILTIN_INDEXES: [&str; 3] = ["namespace", "label", "owner"];
 
-/// Limits a plugin asks for; the host clamps them to its ceilings.
+/// Limits a plugin asks for; a value above the host's or its tenant's ceiling refuses the plugin.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Limits {
@@ -103,6 +80,9 @@ pub struct Retry {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Manifest {
+    /// The format version: 1, the default; any other is refused.
+    #[serde(default)]
+    pub manifest_version: version::FormatVersion,
     /// One line about the plugin.
     pub description: Option<String>,
     /// Re-deliver the cache as `resync` events this often (seconds; 0 = never).
@@ -259,6 +239,75 @@ by-node = "spec.nodeName"
 [config]
 ignore-status = true
 "#;
+
+    const POD_WATCH: &str = "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n";
+
+    #[test]
+    fn manifest_version_1_is_read_and_the_default() {
+        assert_eq!(
+            parse(POD_WATCH).unwrap().manifest_version,
+            version::FormatVersion
+        );
+        let m = parse(&format!("manifest-version = 1\n{POD_WATCH}")).unwrap();
+        assert_eq!(m.manifest_version, version::FormatVersion);
+    }
+
+    #[test]
+    fn other_manifest_versions_are_refused_naming_file_field_and_reason() {
+        for (value, reason) in [
+            ("2", "version 2 is not one this Informant reads"),
+            ("-1", "version -1 is not one this Informant reads"),
+            ("0", "version 0 is not one this Informant reads"),
+            ("\"1\"", "must be the integer 1, not the string \"1\""),
+            ("1.0", "expected the integer 1"),
+        ] {
+            let err = parse(&format!("manifest-version = {value}\n{POD_WATCH}")).unwrap_err();
+            assert!(
+                err.starts_with(
+                    "manifest `plugins/demo.toml`: line 1, column 20: field `manifest-version`: "
+                ) && err.contains(reason),
+                "{value}: {err}"
+            );
+        }
+    }
+
+    /// The book's manifest reference lists every key the parser reads and no other, and its
+    /// complete example is a manifest this parser accepts.
+    #[test]
+    fn the_books_manifest_reference_matches_the_parser() {
+        const PAGE: &str = include_str!("../../../docs/src/manifest.md");
+        let mut code = std::collections::BTreeSet::new();
+        for key in keys::of::<Manifest>().unwrap() {
+            let nested = match *key {
+                // Read only to refuse it: not a key a manifest may have.
+                "tenant" => continue,
+                "limits" => keys::of::<Limits>(),
+                "retry" => keys::of::<Retry>(),
+                "watch" => keys::of::<Watch>(),
+                "write" => keys::of::<Write>(),
+                _ => None,
+            };
+            code.insert(key.to_string());
+            for field in nested.into_iter().flatten() {
+                code.insert(format!("{key}.{field}"));
+            }
+        }
+        let book: std::collections::BTreeSet<String> =
+            keys::table_column(PAGE, "## Keys").into_iter().collect();
+        let missing: Vec<_> = code.difference(&book).collect();
+        let extra: Vec<_> = book.difference(&code).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "docs/src/manifest.md's `## Keys` table: rows missing for {missing:?}; rows for nothing the code has: {extra:?}"
+        );
+        let example = PAGE
+            .split_once("## Example")
+            .and_then(|(_, rest)| rest.split_once("```toml\n"))
+            .and_then(|(_, rest)| rest.split_once("```"))
+            .expect("a ```toml block under `## Example`")
+            .0;
+        parse(example).unwrap();
+    }
 
     #[test]
     fn parses_a_full_manifest() {

@@ -5,44 +5,13 @@
 //! error naming the file, the key and the reason. A [`ConfigWatcher`] applies changes to the file
 //! without a restart.
 //!
-//! ```toml
-//! operator-plugins = true      # top-level plugins run with full access (default: false here;
-//!                              # without any config file they do)
-//! [limits]                     # defaults and ceilings for what manifests ask
-//! default-memory-mib = 64
-//! max-memory-mib = 256
-//! default-deadline-ms = 200
-//! max-deadline-ms = 10000
-//! max-wasm-mib = 128           # largest .wasm read (never allocated from a file's length)
-//! max-manifest-kib = 256       # largest manifest read
-//! max-watches = 16             # [[watch]] tables per manifest
-//! max-log-bytes = 65536        # per plugin log line; the rest is cut and marked
-//! max-error-bytes = 4096       # per plugin error (returned or trap); cut and marked
-//! log-lines-per-second = 1000  # per plugin, into the host's log; the excess is counted
-//!
-//! [tenants.team-a]             # plugins in PLUGINS_DIR/team-a/
-//! namespaces = ["team-a", "team-a-*"]       # exact names and globs (`*`, `?`)
-//! resources = ["v1/ConfigMap", "apps/v1/*"] # APIVERSION/KIND, APIVERSION/*, or "*" (default)
-//! cluster-scoped = false       # cluster-scoped objects visible (default false)
-//! max-plugins = 10             # default 10
-//! max-memory-mib = 64          # per plugin; default: the host ceiling
-//! max-deadline-ms = 500        # per event; default: the host ceiling
-//! events-per-second = 1000     # shared by the tenant's plugins; default: unlimited
-//! max-informers = 32           # informers its plugins use together; default 32
-//! max-field-indexes = 16       # field indexes its plugins declare together; default 16
-//! allowed-outbound-hosts = ["https://hooks.slack.com"]  # ceiling; default: none
-//! impersonate = "system:serviceaccount:team-a:informant-team-a"  # writes are sent as this
-//! impersonate-groups = []      # and these groups; both optional
-//! writes-per-second = 20       # shared by the tenant's plugins; default 20
-//! [[tenants.team-a.write]]     # ceiling over its plugins' [[write]] tables; default: none
-//! api-version = "apps/v1"
-//! kind = "*"                   # any kind of the api-version
-//! verbs = ["apply", "patch"]
-//! namespaces = ["team-a"]      # optional; default: the tenant's namespaces
-//! ```
+//! Every key, its default and what it does: the book's configuration reference,
+//! `docs/src/configuration.md` (a test holds its table equal to the fields parsed here).
 
 #[cfg(test)]
 mod proptests;
+#[cfg(test)]
+mod reference;
 mod watch;
 
 pub use watch::ConfigWatcher;
@@ -124,6 +93,10 @@ impl Positive {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct File {
+    /// Read only to refuse a version other than 1.
+    #[serde(default)]
+    #[allow(dead_code)]
+    manifest_version: informant_manifest::version::FormatVersion,
     operator_plugins: Option<bool>,
     #[serde(default, deserialize_with = "toml_error::table")]
     limits: FileLimits,

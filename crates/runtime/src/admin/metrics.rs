@@ -2,35 +2,9 @@
 //! counters the pipeline keeps anyway (reflector stats, listener queues, supervisors), so nothing
 //! is counted twice and nothing costs anything between scrapes.
 //!
-//! Families (OpenMetrics text; counters carry the `_total` suffix on their samples):
-//!
-//! | name | type | labels |
-//! |---|---|---|
-//! | `informant_plugin_events_received_total` | counter | `plugin`, `tenant` |
-//! | `informant_plugin_events_dispatched_total` | counter | `plugin`, `tenant` |
-//! | `informant_plugin_events_failed_total` | counter | `plugin`, `tenant` |
-//! | `informant_plugin_events_dropped_total` | counter | `plugin`, `tenant` |
-//! | `informant_plugin_handler_duration_seconds` | histogram | `plugin`, `tenant` |
-//! | `informant_plugin_dispatch_delay_seconds` | histogram | `plugin`, `tenant` |
-//! | `informant_plugin_backlog` | gauge | `plugin`, `tenant` |
-//! | `informant_plugin_state` | gauge (0/1) | `plugin`, `tenant`, `state` |
-//! | `informant_plugin_waiting_attempts` | gauge | `plugin`, `tenant`, `waiting_for` |
-//! | `informant_plugin_writes_total` | counter | `plugin`, `tenant`, `verb`, `outcome` |
-//! | `informant_plugin_wildcard_resources` | gauge | `plugin`, `tenant` |
-//! | `informant_change_filter_evaluations_total` | counter | `filter` |
-//! | `informant_change_filter_errors_total` | counter | `filter` |
-//! | `informant_informer_synced` | gauge (0/1) | `informer` |
-//! | `informant_informer_objects` | gauge | `informer` |
-//! | `informant_informer_objects_received_total` | counter | `informer` |
-//! | `informant_informer_lists_total` | counter | `informer` |
-//! | `informant_informer_watch_restarts_total` | counter | `informer` |
-//! | `informant_informer_relists_after_gone_total` | counter | `informer` |
-//! | `informant_listener_backlog` | gauge | `informer`, `handler` |
-//! | `informant_listener_events_received_total` | counter | `informer`, `handler` |
-//! | `informant_listener_events_delivered_total` | counter | `informer`, `handler` |
-//!
-//! `informer` is the informer's description (`apps/v1 deployments in ns [app=web]`); `handler`
-//! is the registration name (a plugin's `tenant/name`, or `log` for `--watch`).
+//! The families, their labels and what each counts: the book's operations page,
+//! `docs/src/operations.md` (a test holds its table equal to what this module encodes).
+//! Counters carry the `_total` suffix on their samples.
 //! A family appears once it has a sample (the plugin families once a plugin is loaded).
 
 use std::collections::BTreeMap;
@@ -544,6 +518,96 @@ mod tests {
         assert_eq!(
             escape("apps/v1 deployments in ns [app=web]"),
             "apps/v1 deployments in ns [app=web]"
+        );
+    }
+
+    /// One scrape with a sample in every family: each plugin figure, a write, a waiting plugin,
+    /// a change filter, an informer and a listener.
+    fn full_snapshot() -> Snapshot {
+        let histogram = || DurationHistogram::exponential(1e-3, 2.0, 4);
+        Snapshot {
+            plugins: vec![PluginSample {
+                plugin: "p".into(),
+                tenant: "t".into(),
+                expanded: 1,
+                received: 1,
+                dispatched: 1,
+                failed: 1,
+                dropped: 1,
+                retried: 1,
+                http: [1; 5],
+                writes: vec![("apply", "ok", 1)],
+                backlog: 1,
+                state: PluginState::Running,
+                latency: histogram(),
+                dispatch: histogram(),
+            }],
+            waiting: vec![WaitingSample {
+                plugin: "w".into(),
+                tenant: "t".into(),
+                waiting_for: "api-server".into(),
+                attempts: 1,
+            }],
+            filters: vec![(".spec".into(), 1, 1)],
+            informers: vec![InformerSample {
+                informer: "v1 configmaps".into(),
+                synced: true,
+                objects: 1,
+                objects_received: 1,
+                lists: 1,
+                restarts: 1,
+                gone: 1,
+            }],
+            listeners: BTreeMap::from([(
+                ("v1 configmaps".into(), "t/p".into()),
+                ListenerSample {
+                    backlog: 1,
+                    received: 1,
+                    delivered: 1,
+                },
+            )]),
+        }
+    }
+
+    /// The book's metrics table lists every family this module encodes, with its type, and
+    /// no other.
+    #[test]
+    fn the_books_metrics_table_matches_the_families() {
+        const PAGE: &str = include_str!("../../../../docs/src/operations.md");
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(full_snapshot()));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        let encoded: std::collections::BTreeSet<(String, String)> = out
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .map(|l| {
+                let (name, kind) = l.split_once(' ').unwrap();
+                let name = match kind {
+                    "counter" => format!("{name}_total"),
+                    _ => name.to_string(),
+                };
+                (name, kind.to_string())
+            })
+            .collect();
+        let kinds: Vec<String> = PAGE
+            .split_once("## Metrics")
+            .expect("a `## Metrics` section")
+            .1
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .skip(2)
+            .map(|row| row.split('|').nth(2).unwrap_or("").trim().to_string())
+            .collect();
+        let names = informant_manifest::keys::table_column(PAGE, "## Metrics");
+        let book: std::collections::BTreeSet<(String, String)> =
+            names.into_iter().zip(kinds).collect();
+        let missing: Vec<_> = encoded.difference(&book).collect();
+        let extra: Vec<_> = book.difference(&encoded).collect();
+        assert!(
+            missing.is_empty() && extra.is_empty(),
+            "docs/src/operations.md's `## Metrics` table (name, type): rows missing for {missing:?}; rows for nothing the code has: {extra:?}"
         );
     }
 
