@@ -108,7 +108,8 @@ fn impersonate_user(user: &str) -> Attributes {
 /// with the apiserver's 403.
 pub(crate) fn identify(shared: &Shared, headers: &HeaderMap) -> Result<Identity> {
     let caller = authenticate(shared, headers)?;
-    let user = header_values(headers, "impersonate-user").next();
+    // An empty header asks for nothing, as the apiserver reads it.
+    let user = header_values(headers, "impersonate-user").find(|u| !u.is_empty());
     let groups: Vec<String> = header_values(headers, "impersonate-group")
         .map(String::from)
         .collect();

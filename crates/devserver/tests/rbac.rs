@@ -544,6 +544,7 @@ async fn the_access_log_sees_every_request_and_the_audit_only_writes() {
         )
         .await
         .unwrap();
+    assert!(allowed(&sa, ssar("list", "", "configmaps", None)).await);
     let (code, _) = raw(srv.addr(), "GET", "/apis", &[]).await;
     assert_eq!(code, 200);
 
@@ -564,8 +565,21 @@ async fn the_access_log_sees_every_request_and_the_audit_only_writes() {
         .find(|r| r.user.is_none() && r.verb == "get")
         .expect("the admin's get is logged");
     assert_eq!(admin_get.name.as_deref(), Some("cm"));
-    assert_eq!(log.len(), 6, "discovery is not logged: {log:?}");
-    // The audit stays what it was: writes only.
+    let review = log.last().expect("the review is logged");
+    assert_eq!(
+        (
+            review.verb.as_str(),
+            review.resource.as_str(),
+            review.allowed
+        ),
+        (
+            "create",
+            "selfsubjectaccessreviews.authorization.k8s.io",
+            true
+        )
+    );
+    assert_eq!(log.len(), 7, "discovery is not logged: {log:?}");
+    // The audit stays what it was: writes only, and a review is no write.
     let audit = srv.audit();
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert_eq!(audit[0].verb, "create");
