@@ -373,8 +373,7 @@ fn attributes(t: &Target, method: &Method, q: &Params) -> Attributes {
         (&Method::DELETE, None) => "deletecollection".to_string(),
         (m, _) => write_verb(m).map_or_else(|| m.as_str().to_ascii_lowercase(), String::from),
     };
-    // A list or watch of one object by field selector is authorized by that name, and a
-    // namespace is its own namespace.
+    // A list or watch of one object by field selector is authorized by that name.
     let name = t.name.clone().or_else(|| {
         let selector = q
             .get("fieldSelector")
@@ -386,6 +385,7 @@ fn attributes(t: &Target, method: &Method, q: &Params) -> Attributes {
             (!value.is_empty()).then(|| value.to_string())
         })
     });
+    // `namespaces/x` is in namespace x, so a rule for that namespace reaches the object itself.
     let is_namespace = t.res.group.is_empty() && t.res.plural == "namespaces";
     let namespace = match (&t.namespace, is_namespace) {
         (None, true) => t.name.clone(),

@@ -14,7 +14,7 @@ use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
     SelfSubjectRulesReview, SelfSubjectRulesReviewSpec,
 };
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ListParams, PostParams, WatchParams};
 use kube::discovery::{Discovery, verbs};
 use serde_json::{Value, json};
@@ -156,6 +156,16 @@ async fn a_restricted_identity_reads_what_its_rules_allow_and_nothing_else() {
         "secrets",
         "",
     );
+    // A list of one object by name is refused by that name, as the apiserver words it.
+    let by_name = ListParams::default().fields("metadata.name=s");
+    assert_forbidden(
+        secrets.list(&by_name).await.unwrap_err(),
+        &format!(
+            "secrets \"s\" is forbidden: {who} cannot list resource \"secrets\" in API group \"\" in the namespace \"team-a\""
+        ),
+        "secrets",
+        "s",
+    );
     // Writes are held to the same rules.
     let e = cms
         .create(
@@ -210,6 +220,16 @@ async fn a_namespaced_rule_allows_its_namespace_and_not_the_cluster() {
     );
     // The rule names one verb; the others stay refused in its namespace too.
     assert_eq!(status(in_a.get("s").await.unwrap_err()).code, 403);
+    // A namespace is in itself: a rule for team-a reaches the Namespace object team-a.
+    srv.restrict("carol", vec![rule(&["get"], "namespaces", Some("team-a"))]);
+    let namespaces: Api<Namespace> = Api::all(srv.client_as("carol"));
+    namespaces.get("team-a").await.unwrap();
+    assert_forbidden(
+        namespaces.get("team-b").await.unwrap_err(),
+        "namespaces \"team-b\" is forbidden: User \"carol\" cannot get resource \"namespaces\" in API group \"\" in the namespace \"team-b\"",
+        "namespaces",
+        "team-b",
+    );
     srv.shutdown().await;
 }
 
