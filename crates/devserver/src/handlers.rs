@@ -699,7 +699,7 @@ fn action(
 }
 
 /// A TokenRequest's answer: an unsigned JWT for `system:serviceaccount:NS:NAME`, valid an hour
-/// (nothing here checks tokens; clients only carry them).
+/// (the server does not take it as a credential: only the tokens it maps to users count).
 fn token_request(ns: &str, name: &str) -> Value {
     use base64::Engine as _;
     let b64 = |v: &Value| {
