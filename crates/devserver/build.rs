@@ -11,6 +11,7 @@ const ROOTS: &[&str] = &[
     "api/batch/v1/generated.proto",
     "api/coordination/v1/generated.proto",
     "api/autoscaling/v1/generated.proto",
+    "api/authorization/v1/generated.proto",
     "apiextensions_apiserver/pkg/apis/apiextensions/v1/generated.proto",
 ];
 

@@ -9,6 +9,7 @@ mod example_plugins;
 mod execution;
 mod informer;
 mod leader;
+mod least_privilege;
 mod new;
 mod outbound;
 mod plugins;

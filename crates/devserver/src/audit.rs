@@ -1,30 +1,35 @@
-//! Who wrote what: every write request the server receives, with the identity it impersonates,
-//! and an optional allow list per impersonated user standing in for the cluster's RBAC.
+//! Who asked for what: every API request the server receives, with the identity it was made
+//! as and whether RBAC let it through ([`DevServer::requests`]), and the write requests among
+//! them in the shape tests have always read ([`DevServer::audit`]).
 //!
-//! The server has no authentication: a request is made as the kubeconfig's user, or as the user
-//! its `Impersonate-User` header names (`Impersonate-Group` adds groups), as the API server
-//! would after checking the caller may impersonate. Tests read [`DevServer::audit`] to see
-//! which identity a write carried, and [`DevServer::allow_impersonated`] makes writes by an
-//! impersonated user outside its rules fail with the API server's 403.
+//! Identities and rules live in `identity` and `rbac`: a request is made as the user its bearer
+//! token was issued to, or the user its `Impersonate-User` header names (`Impersonate-Group`
+//! adds groups), or else as the unauthenticated admin. Discovery is not recorded.
 //!
 //! [`DevServer::audit`]: crate::DevServer::audit
-//! [`DevServer::allow_impersonated`]: crate::DevServer::allow_impersonated
+//! [`DevServer::requests`]: crate::DevServer::requests
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::time::Instant;
 
 use parking_lot::Mutex;
 
-/// Records kept; the oldest go first.
+pub use super::rbac::AllowRule;
+use super::rbac::Attributes;
+
+/// Records kept of each kind; the oldest go first.
 const KEPT: usize = 10_000;
 
 /// One write request as received.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditRecord {
-    /// `Impersonate-User`, if the request carried one.
+    /// The user the write was made as (its bearer token's or `Impersonate-User`); `None`: the
+    /// unauthenticated admin.
     pub user: Option<String>,
     /// `Impersonate-Group` values.
     pub groups: Vec<String>,
-    /// The Kubernetes verb: `create`, `update`, `patch` or `delete`.
+    /// The verb of the method: `create`, `update`, `patch` or `delete` (a delete of a whole
+    /// collection too; [`AccessRecord::verb`] tells `deletecollection` apart).
     pub verb: String,
     /// The resource, `plural` or `plural.group`.
     pub resource: String,
@@ -38,165 +43,114 @@ pub struct AuditRecord {
     pub field_manager: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
-    /// Whether the allow list let it through (always, for users without one).
+    /// Whether RBAC let it through (always, for users without rules).
     pub allowed: bool,
 }
 
-/// What an impersonated user may write (one rule of its allow list).
+/// One API request as authorized (discovery excluded).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AllowRule {
-    /// Kubernetes verbs (`create`, `update`, `patch`, `delete`), or `*`.
-    pub verbs: Vec<String>,
-    /// `plural` or `plural.group` (subresources as `plural/status`), or `*`.
+pub struct AccessRecord {
+    /// The user it was made as; `None`: the unauthenticated admin.
+    pub user: Option<String>,
+    /// Impersonated groups.
+    pub groups: Vec<String>,
+    /// The Kubernetes verb: `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
+    /// `deletecollection`, or `impersonate` for a refused impersonation.
+    pub verb: String,
+    /// The resource, `plural` or `plural.group`.
     pub resource: String,
-    /// Only this namespace; `None`: any.
+    /// `status`, `scale`, `log`, ..., or empty.
+    pub subresource: String,
+    /// The namespace the request is in; `None`: the cluster scope or all namespaces.
     pub namespace: Option<String>,
+    /// The object's name, when the request names one (a list by `metadata.name` field selector
+    /// names it too, as the apiserver's request info does).
+    pub name: Option<String>,
+    /// Whether RBAC let it through.
+    pub allowed: bool,
+    /// When it was received.
+    pub at: Instant,
 }
 
-impl AllowRule {
-    fn allows(&self, r: &AuditRecord) -> bool {
-        let resource = if r.subresource.is_empty() {
-            r.resource.clone()
-        } else {
-            let (plural, group) = r.resource.split_once('.').unwrap_or((&r.resource, ""));
-            let sub = format!("{plural}/{}", r.subresource);
-            if group.is_empty() {
-                sub
-            } else {
-                format!("{sub}.{group}")
-            }
-        };
-        (self.verbs.iter().any(|v| v == "*" || *v == r.verb))
-            && (self.resource == "*" || self.resource == resource)
-            && self
-                .namespace
-                .as_ref()
-                .is_none_or(|ns| r.namespace.as_ref() == Some(ns))
+impl AccessRecord {
+    pub(crate) fn new(
+        user: Option<String>,
+        groups: Vec<String>,
+        a: &Attributes,
+        allowed: bool,
+        at: Instant,
+    ) -> AccessRecord {
+        AccessRecord {
+            user,
+            groups,
+            verb: a.verb.clone(),
+            resource: a.qualified(),
+            subresource: a.subresource.clone(),
+            namespace: a.namespace.clone(),
+            name: a.name.clone(),
+            allowed,
+            at,
+        }
     }
 }
 
-/// The records and the allow lists.
+/// The two bounded logs.
 #[derive(Default)]
 pub(crate) struct Audit {
-    records: Mutex<VecDeque<AuditRecord>>,
-    rules: Mutex<HashMap<String, Vec<AllowRule>>>,
+    writes: Mutex<VecDeque<AuditRecord>>,
+    requests: Mutex<VecDeque<AccessRecord>>,
+}
+
+fn push<T>(log: &Mutex<VecDeque<T>>, record: T) {
+    let mut log = log.lock();
+    if log.len() == KEPT {
+        log.pop_front();
+    }
+    log.push_back(record);
 }
 
 impl Audit {
-    /// Records `r`, judging it by its user's allow list; returns the API server's refusal if
-    /// the list does not allow it.
-    pub(crate) fn record(&self, mut r: AuditRecord) -> Option<String> {
-        r.allowed = match &r.user {
-            Some(user) => self
-                .rules
-                .lock()
-                .get(user)
-                .is_none_or(|rules| rules.iter().any(|rule| rule.allows(&r))),
-            None => true,
-        };
-        let refusal = (!r.allowed).then(|| forbidden_message(&r));
-        let mut records = self.records.lock();
-        if records.len() == KEPT {
-            records.pop_front();
-        }
-        records.push_back(r);
-        refusal
+    /// Records a write request, already judged.
+    pub(crate) fn record_write(&self, r: AuditRecord) {
+        push(&self.writes, r);
     }
 
-    pub(crate) fn records(&self) -> Vec<AuditRecord> {
-        self.records.lock().iter().cloned().collect()
+    /// Records an API request, already judged.
+    pub(crate) fn record_request(&self, r: AccessRecord) {
+        push(&self.requests, r);
     }
 
-    pub(crate) fn allow(&self, user: &str, rules: Vec<AllowRule>) {
-        self.rules.lock().insert(user.to_string(), rules);
+    pub(crate) fn writes(&self) -> Vec<AuditRecord> {
+        self.writes.lock().iter().cloned().collect()
     }
-}
 
-/// The API server's words for a write RBAC refused.
-fn forbidden_message(r: &AuditRecord) -> String {
-    let (plural, group) = r.resource.split_once('.').unwrap_or((&r.resource, ""));
-    let resource = if r.subresource.is_empty() {
-        plural.to_string()
-    } else {
-        format!("{plural}/{}", r.subresource)
-    };
-    let what = match &r.name {
-        Some(name) => format!("{} \"{name}\" is forbidden", r.resource),
-        None => format!("{} is forbidden", r.resource),
-    };
-    let mut m = format!(
-        "{what}: User \"{}\" cannot {} resource \"{resource}\" in API group \"{group}\"",
-        r.user.as_deref().unwrap_or_default(),
-        r.verb
-    );
-    match &r.namespace {
-        Some(ns) => m.push_str(&format!(" in the namespace \"{ns}\"")),
-        None => m.push_str(" at the cluster scope"),
+    pub(crate) fn requests(&self) -> Vec<AccessRecord> {
+        self.requests.lock().iter().cloned().collect()
     }
-    m
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn record(user: Option<&str>, verb: &str, ns: Option<&str>) -> AuditRecord {
-        AuditRecord {
-            user: user.map(String::from),
-            groups: vec![],
-            verb: verb.into(),
-            resource: "deployments.apps".into(),
-            subresource: String::new(),
-            namespace: ns.map(String::from),
-            name: Some("web".into()),
-            field_manager: None,
-            dry_run: false,
-            allowed: false,
-        }
-    }
-
     #[test]
-    fn an_allow_list_holds_its_user_to_its_rules_and_nobody_else() {
+    fn each_log_keeps_the_newest_records() {
         let audit = Audit::default();
-        audit.allow(
-            "alice",
-            vec![AllowRule {
-                verbs: vec!["patch".into()],
-                resource: "deployments.apps".into(),
-                namespace: Some("a".into()),
-            }],
-        );
-        assert_eq!(
-            audit.record(record(Some("alice"), "patch", Some("a"))),
-            None
-        );
-        let refused = audit.record(record(Some("alice"), "patch", Some("b")));
+        let a = Attributes {
+            verb: "list".into(),
+            resource: "configmaps".into(),
+            ..Attributes::default()
+        };
+        let start = Instant::now();
+        for _ in 0..KEPT + 2 {
+            audit.record_request(AccessRecord::new(None, vec![], &a, true, Instant::now()));
+        }
+        let kept = audit.requests();
+        assert_eq!(kept.len(), KEPT);
         assert!(
-            refused.is_some_and(|m| m.contains("cannot patch resource \"deployments\"")),
-            "refused in RBAC's words"
+            kept.iter()
+                .all(|r| r.at >= start && r.resource == "configmaps")
         );
-        assert!(
-            audit
-                .record(record(Some("alice"), "delete", Some("a")))
-                .is_some()
-        );
-        assert_eq!(
-            audit.record(record(Some("bob"), "delete", Some("b"))),
-            None,
-            "no list: no limits"
-        );
-        assert_eq!(audit.record(record(None, "delete", Some("b"))), None);
-        let kept: Vec<bool> = audit.records().iter().map(|r| r.allowed).collect();
-        assert_eq!(kept, [true, false, false, true, true]);
-    }
-
-    #[test]
-    fn the_refusal_is_worded_as_the_api_server_words_it() {
-        let r = record(Some("system:serviceaccount:a:hooks"), "patch", Some("a"));
-        assert_eq!(
-            forbidden_message(&r),
-            "deployments.apps \"web\" is forbidden: User \"system:serviceaccount:a:hooks\" cannot \
-             patch resource \"deployments\" in API group \"apps\" in the namespace \"a\""
-        );
+        assert!(audit.writes().is_empty(), "reads are no writes");
     }
 }

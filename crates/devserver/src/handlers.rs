@@ -18,13 +18,16 @@ use http::{HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
 use super::api::{Sub, WriteOpts};
-use super::audit::AuditRecord;
+use super::audit::{AccessRecord, AuditRecord};
+use super::identity::{self, Identity};
 use super::patch::PatchType;
+use super::rbac::{self, Attributes};
 use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector, parse_labels};
 use super::watch::{self, WatchRequest};
 use super::{
-    Error, Result, Shared, discovery, openapi, protobuf, server, strategy, table, validation,
+    Error, Result, Shared, discovery, openapi, protobuf, review, server, strategy, table,
+    validation,
 };
 
 mod list;
@@ -61,13 +64,22 @@ fn success(message: &str) -> Value {
 }
 
 async fn handle(State(shared): State<Arc<Shared>>, req: Request) -> Response {
+    // Authentication and impersonation come first, as in the apiserver's filter chain.
+    let who = match identity::identify(&shared, req.headers()) {
+        Ok(who) => who,
+        Err(e) => return error_response(&e),
+    };
     if let Some(fault) = req.uri().path().strip_prefix("/_informant/faults/") {
+        // The test's own controls are no part of the API a restricted identity was granted.
+        if let Err(e) = check_path(&shared, &who, req.method(), req.uri().path()) {
+            return error_response(&e);
+        }
         let fault = fault.trim_end_matches('/').to_string();
         return faults_endpoint(&shared, req.method(), &fault);
     }
     // The partition: hold every ordinary request until resumed.
     shared.faults.wait_resumed().await;
-    match dispatch(&shared, req).await {
+    match dispatch(&shared, &who, req).await {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
     }
@@ -152,7 +164,17 @@ fn wants_openapi_v2_protobuf(req: &Request) -> bool {
         .any(|v| v.contains("application/com.github.proto-openapi.spec.v2"))
 }
 
-async fn dispatch(shared: &Arc<Shared>, req: Request) -> Result<Response> {
+/// A non-resource path: refused to a restricted identity unless it is discovery.
+fn check_path(shared: &Shared, who: &Identity, method: &Method, path: &str) -> Result<()> {
+    let verb = method.as_str().to_ascii_lowercase();
+    let user = who.user.as_deref();
+    if shared.rbac.allows_path(user, &verb, path) {
+        return Ok(());
+    }
+    Err(rbac::forbidden_path(user.unwrap_or_default(), &verb, path))
+}
+
+async fn dispatch(shared: &Arc<Shared>, who: &Identity, req: Request) -> Result<Response> {
     let path = req.uri().path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let get_only = |doc: Value| {
@@ -233,13 +255,16 @@ async fn dispatch(shared: &Arc<Shared>, req: Request) -> Result<Response> {
         }
         ["api", version, rest @ ..] => {
             let target = parse_target(shared, "", version, rest, &path)?;
-            resource(shared, target, req).await
+            resource(shared, who, target, req).await
         }
         ["apis", group, version, rest @ ..] => {
             let target = parse_target(shared, group, version, rest, &path)?;
-            resource(shared, target, req).await
+            resource(shared, who, target, req).await
         }
-        _ => Err(Error::UnknownResource { what: path.clone() }),
+        _ => {
+            check_path(shared, who, req.method(), &path)?;
+            Err(Error::UnknownResource { what: path.clone() })
+        }
     }
 }
 
@@ -328,6 +353,90 @@ fn parse_target(
 
 type Params = HashMap<String, String>;
 
+/// The subresource's name, empty for the main resource.
+fn subresource_name(t: &Target) -> &'static str {
+    match (t.action, t.sub) {
+        (Some(a), _) => a.name(),
+        (None, Sub::Main) => "",
+        (None, Sub::Status) => "status",
+        (None, Sub::Scale) => "scale",
+    }
+}
+
+/// What the request asks of the authorizer, as the apiserver's request info reads it from the
+/// same path and query this server then serves (so the two can never disagree).
+fn attributes(t: &Target, method: &Method, q: &Params) -> Attributes {
+    let verb = match (method, &t.name) {
+        (&Method::GET | &Method::HEAD, Some(_)) => "get".to_string(),
+        (&Method::GET | &Method::HEAD, None) if flag(q, "watch") => "watch".to_string(),
+        (&Method::GET | &Method::HEAD, None) => "list".to_string(),
+        (&Method::DELETE, None) => "deletecollection".to_string(),
+        (m, _) => write_verb(m).map_or_else(|| m.as_str().to_ascii_lowercase(), String::from),
+    };
+    // A list or watch of one object by field selector is authorized by that name.
+    let name = t.name.clone().or_else(|| {
+        let selector = q
+            .get("fieldSelector")
+            .filter(|_| verb == "list" || verb == "watch")?;
+        selector.split(',').find_map(|term| {
+            let value = term
+                .strip_prefix("metadata.name==")
+                .or_else(|| term.strip_prefix("metadata.name="))?;
+            (!value.is_empty()).then(|| value.to_string())
+        })
+    });
+    // `namespaces/x` is in namespace x, so a rule for that namespace reaches the object itself.
+    let is_namespace = t.res.group.is_empty() && t.res.plural == "namespaces";
+    let namespace = match (&t.namespace, is_namespace) {
+        (None, true) => t.name.clone(),
+        (ns, _) => ns.clone(),
+    };
+    Attributes {
+        verb,
+        group: t.res.group.clone(),
+        resource: t.res.plural.clone(),
+        subresource: subresource_name(t).to_string(),
+        namespace,
+        name,
+    }
+}
+
+/// Authorizes the request and records it (and a write in the audit too); the apiserver's 403
+/// if the rules refuse it.
+fn authorize(shared: &Shared, who: &Identity, t: &Target, req: &Request, q: &Params) -> Result<()> {
+    let attrs = attributes(t, req.method(), q);
+    let user = who.user.as_deref();
+    let allowed = shared.rbac.allows(user, &attrs);
+    shared.audit.record_request(AccessRecord::new(
+        who.user.clone(),
+        who.groups.clone(),
+        &attrs,
+        allowed,
+        std::time::Instant::now(),
+    ));
+    // An access review is answered, not written: the write audit never saw one and still
+    // does not.
+    if let Some(verb) = write_verb(req.method()).filter(|_| !t.res.review) {
+        shared.audit.record_write(AuditRecord {
+            user: who.user.clone(),
+            groups: who.groups.clone(),
+            verb: verb.into(),
+            resource: t.res.qualified(),
+            subresource: subresource_name(t).into(),
+            namespace: t.namespace.clone(),
+            name: t.name.clone(),
+            field_manager: q.get("fieldManager").cloned(),
+            dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
+            allowed,
+        });
+    }
+    if allowed {
+        Ok(())
+    } else {
+        Err(rbac::forbidden(user.unwrap_or_default(), &attrs))
+    }
+}
+
 /// The Kubernetes verb of a write method.
 fn write_verb(method: &Method) -> Option<&'static str> {
     match *method {
@@ -411,8 +520,27 @@ fn parse_object(body: &[u8], content_type: Option<&str>) -> Result<Value> {
     Ok(v)
 }
 
-async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Response> {
+async fn resource(
+    shared: &Arc<Shared>,
+    who: &Identity,
+    t: Target,
+    req: Request,
+) -> Result<Response> {
     let q = params(&req)?;
+    authorize(shared, who, &t, &req, &q)?;
+    if t.res.review {
+        if req.method() != Method::POST || t.name.is_some() {
+            return Err(Error::MethodNotAllowed(format!(
+                "{} {}",
+                req.method(),
+                t.res.plural
+            )));
+        }
+        let (body, ct) = read_body(shared, req).await?;
+        let obj = parse_object(&body, ct.as_deref())?;
+        let answered = review::answer(&shared.rbac, who, &t.res.plural, obj)?;
+        return Ok(json_value(StatusCode::CREATED, &answered));
+    }
     let ns = t.namespace.clone().unwrap_or_default();
     let method = req.method().clone();
     let user_agent = req
@@ -426,36 +554,6 @@ async fn resource(shared: &Arc<Shared>, t: Target, req: Request) -> Result<Respo
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
-    if let Some(verb) = write_verb(&method) {
-        let header = |name: &str| {
-            req.headers()
-                .get_all(name)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .map(String::from)
-                .collect::<Vec<_>>()
-        };
-        let record = AuditRecord {
-            user: header("impersonate-user").into_iter().next(),
-            groups: header("impersonate-group"),
-            verb: verb.into(),
-            resource: t.res.qualified(),
-            subresource: match (t.action, t.sub) {
-                (Some(a), _) => a.name().into(),
-                (None, Sub::Main) => String::new(),
-                (None, Sub::Status) => "status".into(),
-                (None, Sub::Scale) => "scale".into(),
-            },
-            namespace: t.namespace.clone(),
-            name: t.name.clone(),
-            field_manager: q.get("fieldManager").cloned(),
-            dry_run: q.get("dryRun").is_some_and(|v| v == "All"),
-            allowed: true,
-        };
-        if let Some(refusal) = shared.audit.record(record) {
-            return Err(Error::Forbidden(refusal));
-        }
-    }
     if let (Some(a), Some(name)) = (t.action, &t.name) {
         return action(shared, &t, a, name, &q, ua, &method);
     }
@@ -601,7 +699,7 @@ fn action(
 }
 
 /// A TokenRequest's answer: an unsigned JWT for `system:serviceaccount:NS:NAME`, valid an hour
-/// (nothing here checks tokens; clients only carry them).
+/// (the server does not take it as a credential: only the tokens it maps to users count).
 fn token_request(ns: &str, name: &str) -> Value {
     use base64::Engine as _;
     let b64 = |v: &Value| {

@@ -12,7 +12,9 @@
 //! holds objects and the watch history; `resources` is the registry and discovery; `protobuf`
 //! decodes protobuf bodies with Kubernetes' own schema (`proto/`, compiled by `build.rs`);
 //! `patch` does the four patch types, `ssa` managedFields and server-side apply's field
-//! ownership; `openapi` the skeletal OpenAPI kubectl checks.
+//! ownership; `openapi` the skeletal OpenAPI kubectl checks. `identity` decides who a request
+//! is made as, `rbac` what that identity may do, `review` answers the self access reviews,
+//! and `audit` records every request.
 //!
 //! Contract, in the terms a client cares about:
 //! - Every write takes the next value of ONE global resourceVersion counter (like etcd), so
@@ -34,6 +36,12 @@
 //!   own status (a test playing the controller) are stored as given.
 //! - [`Faults`] injects the failures informers must survive: closed watches, compaction, a network
 //!   partition (pause/resume) and a restart that keeps the data.
+//! - Identities, as a least-privilege cluster has them: a request carries no credentials and is
+//!   made as an unrestricted admin (every client from [`DevServer::client`]), or a bearer token
+//!   from [`DevServer::kubeconfig_as`] / [`DevServer::client_as`] makes it a named user, or
+//!   `Impersonate-User` does. [`DevServer::restrict`] holds a user to RBAC-like rules for every
+//!   request, reads included, with the apiserver's own 401/403 answers; the self access reviews
+//!   answer for the caller, and [`DevServer::requests`] shows what was asked.
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), informant_devserver::Error> {
@@ -55,12 +63,15 @@ mod defaults;
 mod discovery;
 mod faults;
 mod handlers;
+mod identity;
 mod kubeconfig;
 mod metadata;
 mod openapi;
 mod patch;
 mod protobuf;
+mod rbac;
 mod resources;
+mod review;
 mod scale;
 mod selector;
 mod server;
@@ -196,8 +207,20 @@ pub enum Error {
         causes: Vec<Cause>,
     },
     /// The identity the request was made as may not do this (403), in RBAC's words.
-    #[error("{0}")]
-    Forbidden(String),
+    #[error("{message}")]
+    Forbidden {
+        /// `... is forbidden: User "..." cannot ...`.
+        message: String,
+        /// API group of the refused resource (empty for the core group and for paths).
+        group: String,
+        /// The refused resource's plural (empty for a non-resource path).
+        resource: String,
+        /// The object's name, if the request named one.
+        name: Option<String>,
+    },
+    /// The request's credentials are not this server's (401).
+    #[error("Unauthorized")]
+    Unauthorized,
     /// The patch content type is unknown or not allowed for this resource (415).
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
@@ -219,7 +242,8 @@ impl Error {
             Error::Conflict { .. } | Error::ApplyConflict { .. } => (409, "Conflict"),
             Error::Invalid { .. } | Error::Unprocessable { .. } => (422, "Invalid"),
             Error::BadRequest(_) => (400, "BadRequest"),
-            Error::Forbidden(_) => (403, "Forbidden"),
+            Error::Forbidden { .. } => (403, "Forbidden"),
+            Error::Unauthorized => (401, "Unauthorized"),
             Error::Expired { .. } | Error::ContinueExpired => (410, "Expired"),
             Error::MethodNotAllowed(_) => (405, "MethodNotAllowed"),
             Error::TooLarge { .. } => (413, "RequestEntityTooLarge"),
@@ -269,6 +293,25 @@ impl Error {
                     d.as_object_mut().map(|m| m.remove("name"));
                 }
                 Some(d)
+            }
+            Error::Forbidden {
+                group,
+                resource,
+                name,
+                ..
+            } => {
+                // `NewForbidden` names the resource (not the kind) and always has details.
+                let mut d = serde_json::Map::new();
+                if let Some(name) = name {
+                    d.insert("name".into(), name.clone().into());
+                }
+                if !group.is_empty() {
+                    d.insert("group".into(), group.clone().into());
+                }
+                if !resource.is_empty() {
+                    d.insert("kind".into(), resource.clone().into());
+                }
+                Some(serde_json::Value::Object(d))
             }
             Error::ApplyConflict { causes, .. } => Some(serde_json::json!({
                 "causes": causes.iter().map(Cause::to_json).collect::<Vec<_>>()
@@ -403,6 +446,8 @@ pub(crate) struct Shared {
     pub(crate) faults: faults::FaultState,
     pub(crate) listener: server::ListenerSlot,
     pub(crate) audit: audit::Audit,
+    pub(crate) rbac: rbac::Rbac,
+    pub(crate) tokens: identity::Tokens,
 }
 
 /// A running embedded API server. Dropping it stops the listener; prefer [`DevServer::shutdown`].
@@ -420,6 +465,8 @@ impl DevServer {
             faults: faults::FaultState::default(),
             listener: server::ListenerSlot::default(),
             audit: audit::Audit::default(),
+            rbac: rbac::Rbac::default(),
+            tokens: identity::Tokens::default(),
             config,
         });
         // The namespaces every kube-apiserver creates for itself (its system namespaces
@@ -444,20 +491,43 @@ impl DevServer {
         format!("http://{}", self.addr())
     }
 
-    /// A kubeconfig with one cluster/user/context (`informant`) pointing at this server.
+    /// A kubeconfig with one cluster/user/context (`informant`) pointing at this server; its
+    /// user carries no credentials, so requests are made as the unrestricted admin.
     pub fn kubeconfig(&self) -> kube::config::Kubeconfig {
-        kubeconfig::kubeconfig(&self.url())
+        kubeconfig::kubeconfig(&self.url(), None)
     }
 
     /// Writes [`DevServer::kubeconfig`] as YAML to `path`.
     pub fn write_kubeconfig(&self, path: &Path) -> Result<()> {
-        kubeconfig::write(&self.url(), path)
+        kubeconfig::write(&self.url(), None, path)
     }
 
-    /// A plain-HTTP kube client for this server, default namespace `default`.
-    /// Must be called inside a tokio runtime (kube's client spawns its buffer worker).
+    /// A plain-HTTP kube client for this server as the unrestricted admin, default namespace
+    /// `default`. Must be called inside a tokio runtime (kube's client spawns its buffer worker).
     pub fn client(&self) -> kube::Client {
-        kubeconfig::client(&self.url())
+        kubeconfig::client(&self.url(), None)
+    }
+
+    /// The bearer token this server maps to `user` (the same one on every call).
+    pub fn token_for(&self, user: &str) -> String {
+        self.shared.tokens.issue(user)
+    }
+
+    /// [`DevServer::kubeconfig`] whose user carries `user`'s bearer token. kube-rs sends it
+    /// over this plain HTTP; kubectl (client-go) does not: it reads a kubeconfig's credentials
+    /// only for a TLS server, so give kubectl the identity with `--as` instead.
+    pub fn kubeconfig_as(&self, user: &str) -> kube::config::Kubeconfig {
+        kubeconfig::kubeconfig(&self.url(), Some(&self.token_for(user)))
+    }
+
+    /// Writes [`DevServer::kubeconfig_as`] as YAML to `path`.
+    pub fn write_kubeconfig_as(&self, user: &str, path: &Path) -> Result<()> {
+        kubeconfig::write(&self.url(), Some(&self.token_for(user)), path)
+    }
+
+    /// [`DevServer::client`] making every request as `user` (by its bearer token).
+    pub fn client_as(&self, user: &str) -> kube::Client {
+        kubeconfig::client(&self.url(), Some(&self.token_for(user)))
     }
 
     /// Handle for fault injection; cheap to clone and usable from any task.
@@ -512,15 +582,27 @@ impl DevServer {
     }
 
     /// Every write request received over HTTP so far (the last 10 000), with the identity it
-    /// impersonated.
+    /// was made as.
     pub fn audit(&self) -> Vec<audit::AuditRecord> {
-        self.shared.audit.records()
+        self.shared.audit.writes()
     }
 
-    /// Holds writes impersonating `user` to `rules`, as the cluster's RBAC would: anything
-    /// else gets the API server's 403. Users without rules may write anything.
+    /// Every API request received over HTTP so far (the last 10 000; discovery excluded),
+    /// reads and writes, with its identity and whether RBAC allowed it, oldest first.
+    pub fn requests(&self) -> Vec<audit::AccessRecord> {
+        self.shared.audit.requests()
+    }
+
+    /// Holds every request made as `user` (by token or impersonation) to `rules`, as the
+    /// cluster's RBAC would: anything else gets the API server's 403. Replaces the user's
+    /// earlier rules; users without rules may do anything.
+    pub fn restrict(&self, user: &str, rules: Vec<audit::AllowRule>) {
+        self.shared.rbac.restrict(user, rules);
+    }
+
+    /// Like [`DevServer::restrict`], for writes only: `user` may still read anything.
     pub fn allow_impersonated(&self, user: &str, rules: Vec<audit::AllowRule>) {
-        self.shared.audit.allow(user, rules);
+        self.shared.rbac.restrict_writes(user, rules);
     }
 
     /// Stops listening, drops open connections and ends every watch.

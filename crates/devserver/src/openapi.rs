@@ -55,6 +55,8 @@ fn item_paths(reg: &Registry, group: &str, version: &str) -> Vec<ItemPath> {
     let base = gv_path(group, version);
     reg.resources_in(group, version)
         .into_iter()
+        // An access review has no item path: it is only ever POSTed to its collection.
+        .filter(|res| !res.review)
         .map(|res| ItemPath {
             path: if res.namespaced {
                 format!("/{base}/namespaces/{{namespace}}/{}/{{name}}", res.plural)

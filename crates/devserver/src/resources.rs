@@ -33,6 +33,9 @@ pub(crate) struct ResourceType {
     /// A CRD's `openAPIV3Schema` (of its storage version): its list and map markers decide how
     /// server-side apply merges the custom resources.
     pub schema: Option<Arc<Value>>,
+    /// An access review (`selfsubjectaccessreviews`, ...): answered from the request, never
+    /// stored, so `create` is its only verb.
+    pub review: bool,
 }
 
 impl ResourceType {
@@ -70,7 +73,7 @@ impl ResourceType {
     }
 
     fn discovery_entry(&self) -> Vec<Value> {
-        let verbs: Vec<&str> = [
+        let all = [
             "create",
             "delete",
             "deletecollection",
@@ -79,10 +82,14 @@ impl ResourceType {
             "patch",
             "update",
             "watch",
-        ]
-        .into_iter()
-        .filter(|v| *v != "deletecollection" || self.delete_collection())
-        .collect();
+        ];
+        let verbs: Vec<&str> = if self.review {
+            vec!["create"]
+        } else {
+            all.into_iter()
+                .filter(|v| *v != "deletecollection" || self.delete_collection())
+                .collect()
+        };
         let mut out = vec![json!({
             "name": self.plural, "singularName": self.singular, "namespaced": self.namespaced,
             "kind": self.kind, "verbs": verbs, "shortNames": self.short_names,
@@ -140,6 +147,8 @@ struct Builtin {
     generation: Generation,
     /// Has a `scale` subresource (spec.replicas, status.replicas, spec.selector).
     scale: bool,
+    /// An access review: only created, never stored.
+    review: bool,
 }
 
 /// The defaults most rows share; each row says where it differs.
@@ -154,6 +163,7 @@ const fn builtin(group: &'static str, plural: &'static str, kind: &'static str) 
         all: false,
         generation: Generation::None,
         scale: false,
+        review: false,
     }
 }
 
@@ -275,6 +285,25 @@ const BUILTINS: &[Builtin] = &[
             "CustomResourceDefinition",
         )
     },
+    // What `kubectl auth can-i` asks; answered by `review`.
+    Builtin {
+        namespaced: false,
+        review: true,
+        ..builtin(
+            "authorization.k8s.io",
+            "selfsubjectaccessreviews",
+            "SelfSubjectAccessReview",
+        )
+    },
+    Builtin {
+        namespaced: false,
+        review: true,
+        ..builtin(
+            "authorization.k8s.io",
+            "selfsubjectrulesreviews",
+            "SelfSubjectRulesReview",
+        )
+    },
 ];
 
 /// All served resources, indexed by (group, version, plural) and by (group, kind).
@@ -314,6 +343,7 @@ impl Registry {
                 builtin: true,
                 key: key_of(b.group, b.plural),
                 schema: None,
+                review: b.review,
             });
         }
         reg
@@ -336,12 +366,18 @@ impl Registry {
             .cloned()
     }
 
-    /// Resource for an object's apiVersion/kind.
+    /// Resource for an object's apiVersion/kind; never an access review, which is no object
+    /// to store.
     pub fn by_kind(&self, api_version: &str, kind: &str) -> Result<Arc<ResourceType>> {
         let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
         self.resources
             .iter()
-            .find(|r| r.group == group && r.kind == kind && r.versions.iter().any(|v| v == version))
+            .find(|r| {
+                !r.review
+                    && r.group == group
+                    && r.kind == kind
+                    && r.versions.iter().any(|v| v == version)
+            })
             .cloned()
             .ok_or_else(|| Error::UnknownResource {
                 what: format!("apiVersion {api_version}, kind {kind}"),
@@ -411,6 +447,7 @@ impl Registry {
             builtin: false,
             key: key.clone(),
             schema,
+            review: false,
             group,
             plural,
             singular,

@@ -786,3 +786,66 @@ versions! {
     kubectl_1_32 => "1.32",
     kubectl_1_33 => "1.33",
 }
+
+/// `kubectl auth can-i` (a SelfSubjectAccessReview) and `auth can-i --list` (a
+/// SelfSubjectRulesReview) answer for a restricted identity. client-go reads a kubeconfig's
+/// credentials only for a TLS server, so over this server's plain HTTP kubectl sends no token
+/// at all; the identity travels as impersonation (`--as`), which kubectl does send.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auth_can_i_answers_for_a_restricted_identity() {
+    const SA: &str = "system:serviceaccount:informant:informant";
+    let (srv, _dir, kc) = start().await;
+    let rule = |resource: &str| informant_devserver::audit::AllowRule {
+        verbs: vec!["get".into(), "list".into(), "watch".into()],
+        resource: resource.into(),
+        namespace: None,
+    };
+    srv.restrict(SA, vec![rule("configmaps"), rule("deployments.apps")]);
+    let k = Kubectl::new("kubectl", &kc);
+    let yes = k
+        .ok(
+            &[
+                "auth",
+                "can-i",
+                "list",
+                "configmaps",
+                "--all-namespaces",
+                "--as",
+                SA,
+            ],
+            None,
+        )
+        .await;
+    assert_eq!(yes.trim(), "yes");
+    let (code, out, err) = k
+        .run(&["auth", "can-i", "list", "secrets", "--as", SA], None)
+        .await;
+    assert_eq!((code, out.trim()), (Some(1), "no"), "stderr: {err}");
+    assert_eq!(
+        k.ok(&["auth", "can-i", "list", "secrets"], None)
+            .await
+            .trim(),
+        "yes",
+        "the admin may"
+    );
+    let listed = k
+        .ok(
+            &["auth", "can-i", "--list", "-n", "default", "--as", SA],
+            None,
+        )
+        .await;
+    let row = |resource: &str| {
+        listed
+            .lines()
+            .find(|l| l.split_whitespace().next() == Some(resource))
+            .unwrap_or_else(|| panic!("no {resource} row in:\n{listed}"))
+            .to_string()
+    };
+    assert!(row("configmaps").ends_with("[get list watch]"), "{listed}");
+    assert!(
+        row("deployments.apps").ends_with("[get list watch]"),
+        "{listed}"
+    );
+    assert!(!listed.contains("secrets"), "{listed}");
+    srv.shutdown().await;
+}
