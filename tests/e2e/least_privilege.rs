@@ -148,8 +148,12 @@ async fn a_least_privilege_host_watches_what_it_may_and_is_ready_when_its_plugin
     logs.wait_until("each plugin to handle its new object", || {
         logs.keys_of("cms", "cms").contains("team-a/after-ready")
             && logs.keys_of("deps", "deps").contains("team-a/web")
-            && logs.keys_of("all-kinds", "all-kinds").contains("team-a/after-ready")
-            && logs.keys_of("all-kinds", "all-kinds").contains("team-a/web")
+            && logs
+                .keys_of("all-kinds", "all-kinds")
+                .contains("team-a/after-ready")
+            && logs
+                .keys_of("all-kinds", "all-kinds")
+                .contains("team-a/web")
     })
     .await;
     let handled_after = started.elapsed();
@@ -170,7 +174,7 @@ async fn a_least_privilege_host_watches_what_it_may_and_is_ready_when_its_plugin
         .iter()
         .filter_map(|n| n["resource"].as_str())
         .collect();
-    for kind in ["v1/Secret", "v1/Namespace", "v1/Pod", "rbac.authorization.k8s.io/v1/Role"] {
+    for kind in ["v1/Secret", "v1/Namespace", "v1/Pod", "apps/v1/StatefulSet"] {
         assert!(left_out.contains(&kind), "{kind} not in {left_out:?}");
     }
     let secret = every["not-permitted"]

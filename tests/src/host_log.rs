@@ -49,7 +49,13 @@ impl HostLog {
             lines: Arc::default(),
             count: Arc::new(watch::channel(0).0),
         };
-        let layer = Capture(log.clone()).with_filter(tracing_subscriber::filter::LevelFilter::INFO);
+        // Filtered as the binary filters its log, so counts of lines are what a user reads.
+        let mut targets =
+            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::INFO);
+        for target in informant_runtime::informer::reflector::QUIETED_TARGETS {
+            targets = targets.with_target(*target, tracing::Level::ERROR);
+        }
+        let layer = Capture(log.clone()).with_filter(targets);
         let guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(layer));
         (log, guard)
     }

@@ -76,8 +76,18 @@ async fn run(command: Command) -> Result<()> {
 
 fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let spec = std::env::var("RUST_LOG").unwrap_or_default();
+    let mut filter = tracing_subscriber::EnvFilter::try_new(&spec)
+        .ok()
+        .filter(|_| !spec.is_empty())
+        .unwrap_or_else(|| tracing_subscriber::EnvFilter::new("info"));
+    for target in informant_runtime::informer::reflector::QUIETED_TARGETS {
+        if !spec.contains(target)
+            && let Ok(directive) = format!("{target}=error").parse()
+        {
+            filter = filter.add_directive(directive);
+        }
+    }
     let ansi = colour(
         std::io::stderr().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),

@@ -117,6 +117,11 @@ pub async fn supports_streaming_lists(api: &Api<RawObject>) -> bool {
         .unwrap_or(false)
 }
 
+/// Log targets whose warnings repeat, once per attempt, what the reflector reports once per
+/// change of state (kube-runtime's watcher warns on every 403): a subscriber should show them
+/// at `error` only, unless its user asks for them by name.
+pub const QUIETED_TARGETS: &[&str] = &["kube_runtime::watcher"];
+
 /// The first wait after the server refuses a list or watch (403); later refusals double it up
 /// to [`FORBIDDEN_RETRY_MAX`].
 pub const FORBIDDEN_RETRY: Duration = Duration::from_secs(30);
