@@ -36,6 +36,9 @@ pub fn required() -> bool {
 /// for the test to return on, or panics with the reason when [`required`].
 pub fn skip<T>(why: impl Display, how: impl Display) -> Option<T> {
     // libtest names each test's thread after the test.
+    // A tool's own output may end the reason with a newline.
+    let why = why.to_string();
+    let why = why.trim_end();
     let thread = std::thread::current();
     let test = thread.name().filter(|n| *n != "main").unwrap_or("a test");
     if required() {
