@@ -440,11 +440,16 @@ const LANGUAGES: [Language; 3] = [
     },
     Language {
         name: "Python",
-        build: || informant_tests::plugins::python_wasm("tests/plugins/hostile-py"),
+        build: || {
+            informant_tests::plugins::python_wasm("tests/plugins/hostile-py")
+                .expect("the Python toolchain")
+        },
     },
     Language {
         name: "TypeScript",
-        build: || informant_tests::plugins::js_wasm("tests/plugins/hostile-ts"),
+        build: || {
+            informant_tests::plugins::js_wasm("tests/plugins/hostile-ts").expect("the JS toolchain")
+        },
     },
 ];
 

@@ -278,6 +278,13 @@ fn js_sdk_without_toolchain(to: &Path) -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_and_typescript_sources_build_beside_a_rust_crate_and_swap_on_save() {
+    // The loop installs the JS toolchain itself; the shared install says whether npm can.
+    let (Some(_), Some(_)) = (
+        informant_tests::toolchains::python(),
+        informant_tests::toolchains::js_sdk(),
+    ) else {
+        return;
+    };
     let env = PluginEnv::start(HostConfig::default()).await;
     let sources = tempfile::tempdir().unwrap();
     let scratch = tempfile::tempdir().unwrap();
@@ -451,6 +458,9 @@ async fn python_and_typescript_sources_build_beside_a_rust_crate_and_swap_on_sav
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_python_plugin_that_loops_while_building_is_killed_and_the_next_one_still_builds() {
+    if informant_tests::toolchains::python().is_none() {
+        return;
+    }
     // componentize-py runs a plugin's module-level code at build time: this one never returns.
     let env = PluginEnv::start(HostConfig::default()).await;
     let sources = tempfile::tempdir().unwrap();

@@ -37,6 +37,9 @@ fn has_change(line: &Value, path: &str, old: Value, new: Value) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubediff_logs_diffs_for_kube_rs_kubectl_and_crds() {
+    let Some(kubectl) = informant_test_tools::need("kubectl", None) else {
+        return;
+    };
     let env = PluginEnv::start(HostConfig::default()).await;
     create_namespaces(&env.server, &["demo", "p", "prod"]);
     env.server
@@ -82,7 +85,7 @@ async fn kubediff_logs_diffs_for_kube_rs_kubectl_and_crds() {
     // Through kubectl.
     let kubeconfig = env.dir().join("kubeconfig");
     env.server.write_kubeconfig(&kubeconfig).unwrap();
-    let out = Command::new("kubectl")
+    let out = Command::new(&kubectl)
         .arg("--kubeconfig")
         .arg(&kubeconfig)
         .args([
@@ -97,7 +100,7 @@ async fn kubediff_logs_diffs_for_kube_rs_kubectl_and_crds() {
             r#"{"spec":{"replicas":5}}"#,
         ])
         .output()
-        .expect("kubectl must be installed");
+        .expect("run kubectl");
     assert!(
         out.status.success(),
         "kubectl: {}",

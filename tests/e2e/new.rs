@@ -73,9 +73,12 @@ fn a_scaffolded_plugin_passes_its_unit_tests_and_builds_for_wasm() {
 /// and the dev loop's builder turns it into a component the host's engine loads.
 #[test]
 fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
-    use informant_dev::python::PyToolchain;
     use informant_tests::plugins::target_dir;
+    use informant_tests::toolchains;
 
+    let (Some(tc), Some(js_sdk)) = (toolchains::python(), toolchains::js_sdk()) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let engine = PluginEngine::new(EngineOptions::default()).unwrap();
     let builder = Builder {
@@ -114,7 +117,6 @@ fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
 
     let py_sdk = polyglot_sdk(Lang::Python).expect("guest-sdk-py");
     let py = scaffold_polyglot(Lang::Python, "hello-py", dir.path(), &py_sdk).unwrap();
-    let tc = PyToolchain::ensure(&target_dir().join("py-toolchain")).unwrap();
     run(
         Command::new(tc.python())
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
@@ -124,7 +126,6 @@ fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
     build(Lang::Python, "hello-py", &py);
 
     // The test runner needs the SDK's own toolchain (esbuild).
-    let js_sdk = informant_tests::plugins::js_sdk();
     let js = scaffold_polyglot(Lang::Js, "hello-ts", dir.path(), &js_sdk).unwrap();
     run(
         Command::new("node").arg(js_sdk.join("test.mjs")).arg(&js),

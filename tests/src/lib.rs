@@ -1,12 +1,14 @@
 //! Shared harness for the end-to-end tests: a recording handler whose waits are on real
 //! conditions (events received), never on sleeps; plugin building and a plugin host in
-//! [`plugins`]; the host's own log lines in [`host_log`].
+//! [`plugins`]; the host's own log lines in [`host_log`]; the Python and JS toolchains, or a
+//! printed skip without them, in [`toolchains`].
 
 pub mod host_log;
 pub mod http;
 pub mod plugins;
 pub mod proc;
 pub mod receiver;
+pub mod toolchains;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

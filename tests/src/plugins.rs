@@ -1,13 +1,11 @@
-//! Plugin test support: building plugins for `wasm32-wasip2`, a host over the embedded API server,
-//! and a recorder of plugin log lines.
+//! Plugin test support: the plugins' components (Rust ones from the build step, Python and JS
+//! ones built here), a host over the embedded API server, and a recorder of plugin log lines.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use informant_dev::builder::{WASM_TARGET, ensure_target};
 use informant_dev::js::JsToolchain;
-use informant_dev::python::{self, PyToolchain};
+use informant_dev::python;
 use informant_dev::toolchain::BUILD_TIMEOUT;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::{FactoryOptions, InformerFactory, InitialList};
@@ -19,54 +17,14 @@ use informant_runtime::plugin::{
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 
-use crate::GUARD;
+use crate::{GUARD, toolchains};
 use tokio::sync::{broadcast, watch};
 
-/// Plugin crates the tests load.
-const PACKAGES: &[&str] = &[
-    "kubediff",
-    "orphans",
-    "label-policy",
-    "hostile",
-    "bench-plugin",
-];
-
-/// Builds every test plugin once per process (installing the wasm target if needed) and returns
-/// the path of `package`'s component.
+/// The path of `package`'s component, built by `informant-test-programs`' build step.
 pub fn wasm(package: &str) -> PathBuf {
-    static DIR: OnceLock<PathBuf> = OnceLock::new();
-    let dir = DIR.get_or_init(|| {
-        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .parent()
-            .expect("workspace root");
-        // CI machines start without the target; the dev loop's builder installs it the same way.
-        ensure_target();
-        let target_dir = target_dir().join("wasm-plugins");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut cmd = Command::new(cargo);
-        cmd.current_dir(root)
-            .args([
-                "build",
-                "--release",
-                "--target",
-                WASM_TARGET,
-                "--target-dir",
-            ])
-            .arg(&target_dir);
-        for p in PACKAGES {
-            cmd.args(["-p", p]);
-        }
-        let out = cmd.output().expect("run cargo to build the plugins");
-        assert!(
-            out.status.success(),
-            "building plugins for wasm32-wasip2 failed:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        target_dir.join(WASM_TARGET).join("release")
-    });
-    let path = dir.join(format!("{}.wasm", package.replace('-', "_")));
-    assert!(path.is_file(), "{} was not built", path.display());
-    path
+    let path = informant_test_programs::component(package)
+        .unwrap_or_else(|| panic!("`{package}` is not among the test programs"));
+    PathBuf::from(path)
 }
 
 /// The cargo target directory (`CARGO_TARGET_DIR`, else the workspace's `target/`): built test
@@ -86,8 +44,8 @@ fn workspace_root() -> &'static Path {
 
 /// The component of the Python plugin in `dir` (relative to the workspace root), built with
 /// componentize-py (installed into `target/py-toolchain` from PyPI if missing); see [`cached`].
-pub fn python_wasm(dir: &str) -> PathBuf {
-    static TOOLCHAIN: OnceLock<PyToolchain> = OnceLock::new();
+/// `None` after a printed skip when it is not built and the toolchain cannot be had.
+pub fn python_wasm(dir: &str) -> Option<PathBuf> {
     let root = workspace_root();
     let (sdk, wit) = (root.join("guest-sdk-py"), root.join("wit"));
     let inputs = [
@@ -98,21 +56,19 @@ pub fn python_wasm(dir: &str) -> PathBuf {
         root.join(dir),
     ];
     cached(dir, python::REQUIREMENTS.as_bytes(), &inputs, |out| {
-        let tc = TOOLCHAIN.get_or_init(|| {
-            PyToolchain::ensure(&target_dir().join("py-toolchain"))
-                .unwrap_or_else(|e| panic!("{e}"))
-        });
+        let tc = toolchains::python()?;
         tc.build(&wit, &sdk, &root.join(dir), out, BUILD_TIMEOUT)
             .unwrap_or_else(|e| panic!("{e}"));
+        Some(())
     })
 }
 
 /// The component of the TypeScript/JavaScript plugin in `dir` (relative to the workspace root),
 /// built by the dev loop's JS toolchain (the SDK's `build.mjs`: esbuild + componentize-js); see
-/// [`cached`].
-pub fn js_wasm(dir: &str) -> PathBuf {
+/// [`cached`]. `None` after a printed skip when it is not built and the toolchain cannot be had.
+pub fn js_wasm(dir: &str) -> Option<PathBuf> {
     let root = workspace_root();
-    let sdk = js_sdk();
+    let sdk = root.join("guest-sdk-js");
     let lock =
         std::fs::read(sdk.join("package-lock.json")).expect("guest-sdk-js/package-lock.json");
     let inputs = [
@@ -123,51 +79,24 @@ pub fn js_wasm(dir: &str) -> PathBuf {
         root.join(dir).join("src"),
     ];
     cached(dir, &lock, &inputs, |out| {
+        let sdk = toolchains::js_sdk()?;
         JsToolchain::ensure(&sdk, &target_dir().join("js-toolchain"))
             .and_then(|tc| tc.build(&root.join("wit"), &sdk, &root.join(dir), out, BUILD_TIMEOUT))
             .unwrap_or_else(|e| panic!("{e}"));
+        Some(())
     })
-}
-
-/// The JS SDK, with its locked toolchain installed in its own `node_modules` (`npm install`
-/// there if missing), as its test runner `test.mjs` needs.
-pub fn js_sdk() -> PathBuf {
-    static TOOLCHAIN: OnceLock<()> = OnceLock::new();
-    let sdk = workspace_root().join("guest-sdk-js");
-    TOOLCHAIN.get_or_init(|| {
-        if !sdk
-            .join("node_modules/@bytecodealliance/componentize-js")
-            .is_dir()
-        {
-            run(
-                Command::new("npm")
-                    .args(["install", "--no-save", "--no-audit", "--no-fund"])
-                    .current_dir(&sdk),
-                "npm install in guest-sdk-js",
-            );
-        }
-    });
-    sdk
-}
-
-fn run(cmd: &mut Command, what: &str) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: cannot start: {e}"));
-    assert!(
-        out.status.success(),
-        "{what} failed ({}):\n{}{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr),
-        String::from_utf8_lossy(&out.stdout)
-    );
 }
 
 /// `target/polyglot-plugins/NAME-HASH.wasm`, built by `build` unless it exists: HASH covers the
 /// toolchain pins and the files directly in each of `inputs` (not tests), so a change to the
 /// plugin, its SDK or `wit/` rebuilds it and nothing else does. Builds are serialized, so each
-/// runs once per change even when tests ask concurrently.
-fn cached(dir: &str, pins: &[u8], inputs: &[PathBuf], build: impl FnOnce(&Path)) -> PathBuf {
+/// runs once per change even when tests ask concurrently. `None` when `build` skipped.
+fn cached(
+    dir: &str,
+    pins: &[u8],
+    inputs: &[PathBuf],
+    build: impl FnOnce(&Path) -> Option<()>,
+) -> Option<PathBuf> {
     static BUILDS: Mutex<()> = Mutex::new(());
     let mut hasher = Sha256::new();
     hasher.update(pins);
@@ -185,10 +114,10 @@ fn cached(dir: &str, pins: &[u8], inputs: &[PathBuf], build: impl FnOnce(&Path))
     let _serial = BUILDS.lock();
     if !out.is_file() {
         std::fs::create_dir_all(out.parent().unwrap()).expect("polyglot-plugins dir");
-        build(&out);
+        build(&out)?;
         assert!(out.is_file(), "building {dir} wrote no {}", out.display());
     }
-    out
+    Some(out)
 }
 
 /// Feeds the names and contents of `dir`'s files (not subdirectories, not tests) to `hasher`.

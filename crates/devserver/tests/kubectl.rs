@@ -1,11 +1,13 @@
 //! The embedded API server driven by every real `kubectl` on the machine (`kubectl.1.27` …
-//! `kubectl.1.33`, and the `kubectl` on PATH), one test per binary so they run side by side.
+//! `kubectl.1.33` and the `kubectl` on PATH, found as `informant_test_tools::kubectl` says), one
+//! test per binary so they run side by side.
 //! Each runs the same everyday session: `create` of each common kind (protobuf bodies from
 //! kubectl ≥ 1.32), client- and server-side apply, get, describe, edit, label, annotate, patch,
 //! scale, `rollout status` (which must fail at once, saying so, since nothing rolls out here),
 //! the status subresource, `metadata.generation`, CRDs and their objects, watches and delete.
 //! Each kubectl gets a fresh `--cache-dir` so discovery is never served from another test's
-//! cache. A missing kubectl is a failure, not a skip.
+//! cache. A missing kubectl skips its test with a printed reason, or fails it when the run sets
+//! `INFORMANT_REQUIRE_ALL=1`.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -18,7 +20,6 @@ use tokio::process::Command;
 use tokio::time::timeout;
 
 const GUARD: Duration = Duration::from_secs(60);
-const VERSIONED: &str = "/usr/lib/google-cloud-sdk/bin";
 
 struct Kubectl {
     bin: PathBuf,
@@ -27,12 +28,7 @@ struct Kubectl {
 }
 
 impl Kubectl {
-    fn new(bin: impl Into<PathBuf>, kubeconfig: &Path) -> Kubectl {
-        let bin = bin.into();
-        assert!(
-            bin.is_absolute() && bin.exists() || which(&bin).is_some(),
-            "kubectl binary {bin:?} is missing: these tests need a real kubectl"
-        );
+    fn new(bin: PathBuf, kubeconfig: &Path) -> Kubectl {
         Kubectl {
             bin,
             kubeconfig: kubeconfig.to_path_buf(),
@@ -112,14 +108,6 @@ impl Kubectl {
     async fn get(&self, kind: &str, name: &str) -> Value {
         self.json(&["get", kind, name, "-n", "demo"]).await
     }
-}
-
-fn which(bin: &Path) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_string_lossy()
-        .split(':')
-        .map(|d| Path::new(d).join(bin))
-        .find(|p| p.exists())
 }
 
 fn assert_clean(stderr: &str, args: &[&str]) {
@@ -741,7 +729,7 @@ async fn apply_watch_delete(k: &Kubectl) {
 }
 
 /// The whole session against a fresh server.
-async fn session(bin: impl Into<PathBuf>) {
+async fn session(bin: PathBuf) {
     let (srv, _dir, kc) = start().await;
     let k = Kubectl::new(bin, &kc);
     creates(&k).await;
@@ -752,19 +740,13 @@ async fn session(bin: impl Into<PathBuf>) {
     srv.shutdown().await;
 }
 
-fn versioned(version: &str) -> PathBuf {
-    let bin = Path::new(VERSIONED).join(format!("kubectl.{version}"));
-    assert!(
-        bin.exists(),
-        "{bin:?} is missing: these tests need the versioned kubectl binaries"
-    );
-    bin
-}
-
 /// The `kubectl` a new user types (on this machine a dispatcher that picks a version by server).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_on_path() {
-    session("kubectl").await;
+    let Some(bin) = informant_test_tools::need("kubectl", None) else {
+        return;
+    };
+    session(bin).await;
 }
 
 macro_rules! versions {
@@ -772,7 +754,10 @@ macro_rules! versions {
         #[doc = concat!("kubectl ", $version, ".")]
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $test() {
-            session(versioned($version)).await;
+            let Some(bin) = informant_test_tools::kubectl($version) else {
+                return;
+            };
+            session(bin).await;
         }
     )*};
 }
