@@ -624,3 +624,167 @@ fn cluster_wide_read_grants_only_reads_on_everything() {
         "{err}"
     );
 }
+
+/// The chart's RBAC for its ServiceAccount as the embedded API server's rules: the ClusterRole's
+/// cluster-wide, the Role's in the release namespace (names dropped: the server's rules have
+/// none), plus the self access reviews every authenticated identity may create on a real
+/// cluster (the built-in `system:basic-user`).
+fn allow_rules(r: &Rendered) -> Vec<informant_devserver::audit::AllowRule> {
+    let mut out = Vec::new();
+    for (kind, groups, resources, verbs, _) in rules(r) {
+        for group in &groups {
+            for resource in &resources {
+                out.push(informant_devserver::audit::AllowRule {
+                    verbs: verbs.clone(),
+                    resource: if group.is_empty() {
+                        resource.clone()
+                    } else {
+                        format!("{resource}.{group}")
+                    },
+                    namespace: (kind == "Role").then(|| "ops".to_string()),
+                });
+            }
+        }
+    }
+    for review in ["selfsubjectaccessreviews", "selfsubjectrulesreviews"] {
+        out.push(informant_devserver::audit::AllowRule {
+            verbs: vec!["create".into()],
+            resource: format!("{review}.authorization.k8s.io"),
+            namespace: None,
+        });
+    }
+    out
+}
+
+/// `helm install` with default values and the three example plugins, as a new user would: the
+/// host runs as the chart's ServiceAccount with exactly the chart's RBAC, and is ready with every
+/// plugin handling events; kubediff's wildcard watches what the chart grants and reports the
+/// rest as not permitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_rbac_runs_the_example_plugins() {
+    use informant_devserver::{DevServer, DevServerConfig};
+    use informant_runtime::plugin::HostConfig;
+    use informant_runtime::runtime::{Runtime, RuntimeOptions};
+    use informant_tests::http::{free_addr, get, get_until};
+    use informant_tests::plugins::{Logs, wasm};
+
+    if python().is_none() {
+        return;
+    }
+    let r = render(json!({})).expect("render");
+    let sa = r.one("ServiceAccount");
+    let user = format!(
+        "system:serviceaccount:{}:{}",
+        sa["metadata"]["namespace"].as_str().unwrap_or("ops"),
+        sa["metadata"]["name"]
+            .as_str()
+            .expect("ServiceAccount name")
+    );
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    informant_tests::create_namespaces(&server, &["ops", "prod"]);
+    server.restrict(&user, allow_rules(&r));
+
+    let dir = tempfile::tempdir().unwrap();
+    for (name, package) in [
+        ("kubediff", "kubediff"),
+        ("label-policy", "label-policy"),
+        ("orphans", "orphans"),
+    ] {
+        std::fs::copy(wasm(package), dir.path().join(format!("{name}.wasm"))).unwrap();
+        std::fs::copy(
+            root().join(format!("plugins/{name}/{name}.toml")),
+            dir.path().join(format!("{name}.toml")),
+        )
+        .unwrap();
+    }
+    let addr = free_addr();
+    let plugin_logs = tokio::sync::broadcast::channel(4096).0;
+    let logs = Logs::record(plugin_logs.subscribe());
+    let runtime = informant_tests::guarded(
+        "the runtime to start",
+        Runtime::start(
+            server.client_as(&user),
+            RuntimeOptions {
+                plugins: Some(dir.path().to_path_buf()),
+                admin: Some(addr),
+                plugin_logs: Some(plugin_logs),
+                config: HostConfig::default(),
+                ..Default::default()
+            },
+        ),
+    )
+    .await
+    .expect("runtime starts");
+    get_until(addr, "/readyz", "ready under the chart's RBAC", |s, _| {
+        s == 200
+    })
+    .await;
+    let (_, _, body) = get(addr, "/plugins").await;
+    let plugins: Value = serde_json::from_str(&body).unwrap();
+    let plugins = plugins["plugins"].as_array().unwrap();
+    for p in plugins {
+        assert_eq!(p["state"], "running", "{p}");
+    }
+    assert_eq!(plugins.len(), 3, "{plugins:?}");
+    let kubediff = plugins.iter().find(|p| p["name"] == "kubediff").unwrap();
+    for k in [
+        "v1/ConfigMap",
+        "v1/Pod",
+        "apps/v1/Deployment",
+        "apps/v1/ReplicaSet",
+    ] {
+        assert!(
+            kubediff["expanded"].as_array().unwrap().contains(&json!(k)),
+            "{k} not watched: {kubediff}"
+        );
+    }
+    assert!(
+        kubediff["not-permitted"]
+            .as_array()
+            .is_some_and(|n| n.iter().any(|x| x["resource"] == "v1/Secret")),
+        "{kubediff}"
+    );
+
+    // An unlabelled Deployment and a ReplicaSet whose owner is gone: each plugin has its event.
+    server
+        .create(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "prod"},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "app", "image": "nginx:1.27"}]}}}}))
+        .unwrap();
+    server
+        .create(json!({"apiVersion": "apps/v1", "kind": "ReplicaSet",
+            "metadata": {"name": "old-1a2b", "namespace": "prod",
+                "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                    "name": "old", "uid": "uid-of-a-deleted-deployment", "controller": true}]},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "old"}},
+                "template": {"metadata": {"labels": {"app": "old"}},
+                    "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}))
+        .unwrap();
+    logs.wait_until("each example plugin to handle its event", || {
+        logs.json_of("kubediff")
+            .iter()
+            .any(|l| l["event"] == "added" && l["name"] == "web")
+            && logs
+                .json_of("label-policy")
+                .iter()
+                .any(|l| l.get("violation").is_some())
+            && logs
+                .json_of("orphans")
+                .iter()
+                .any(|l| l["orphan"]["name"] == "old-1a2b")
+    })
+    .await;
+    let refused = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.user.as_deref() == Some(user.as_str()) && !r.allowed)
+        .count();
+    assert!(refused <= 2, "{refused} refused requests");
+
+    runtime.stop().await;
+    server.shutdown().await;
+}
