@@ -46,7 +46,7 @@
 //! `cargo bench -p informant-tests --bench e2e` (builds the plugins for wasm32-wasip2 first);
 //! small: `E2E_PODS=5000 E2E_MODS=10000 E2E_CONFIGS=kube,meta10 cargo bench -p informant-tests --bench e2e`.
 //! Paced: `E2E_RATE=10000` pushes that many modifications per second (in 1 ms ticks) instead of
-//! as fast as it can, for the dispatch delay at a given load (issue 12's target: p99 under 1 ms
+//! as fast as it can, for the dispatch delay at a given load (the target: p99 under 1 ms
 //! at 10k events/s into 50 plugins, `E2E_CONFIGS=meta50`).
 //! `E2E_AFFINITY=pin` runs each client as `informant run --worker-affinity pin`.
 //! `E2E_SERVER_CPU=idle` runs the server and pusher at `SCHED_IDLE`, so that they only take CPU

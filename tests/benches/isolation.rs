@@ -1,7 +1,7 @@
 //! What a tenant's query costs while another tenant holds 0 or 100k objects matching it.
 //!
 //! Tenant a's plugin (the real hostile component, through its WIT `cache` imports) asks the
-//! three questions of issue 13's timing oracle: `by-index namespace=team-b-bulk`,
+//! three questions of the timing oracle: `by-index namespace=team-b-bulk`,
 //! `list(none, "bulk=b")`, and its own field index on `data.password` for b's value. Each
 //! answers nothing; what is measured is whether the time to say so shows how much b holds.
 //!

@@ -755,7 +755,7 @@ async fn run(affinity: WorkerAffinity) {
         }
     }
     println!(
-        "   paced at 10k events/s (issue 12's dispatch target: p99 < 1 ms with 50 plugins), workers {}:",
+        "   paced at 10k events/s (the dispatch target: p99 < 1 ms with 50 plugins), workers {}:",
         match affinity {
             WorkerAffinity::Pin => "pinned one per CPU (PLUGINS_BENCH_AFFINITY=pin)",
             WorkerAffinity::Off =>

@@ -3,7 +3,10 @@
 //! load and every hot reload.
 //!
 //! Contract of a reconcile:
-//! - New plugins are loaded, get `init`, a replay of the cache, then live events.
+//! - New plugins are loaded, get `init`, a replay of the cache, then live events. Each is
+//!   registered as soon as it is started, never after another plugin: its events wait only for
+//!   its own informers to sync or be refused (see [`crate::plugin::dispatch::gate`]), queued
+//!   meanwhile, so one plugin's slow or forbidden kind holds no other plugin.
 //! - A changed plugin (wasm or manifest bytes) is fully loaded first; if that fails the old
 //!   version keeps running and the error names the file and the reason. If it succeeds, the old
 //!   version is unregistered and its in-flight event finished before the new one is registered:
