@@ -289,13 +289,17 @@ async fn a_schedule_that_spins_or_traps_holds_up_no_other_plugins_events() {
 /// of `plugin`'s `informant_plugin_dispatch_delay_seconds`.
 fn dispatch_under(metrics: &str, plugin: &str, tenant: &str, seconds: f64) -> (u64, u64) {
     let labels = format!("plugin=\"{plugin}\",tenant=\"{tenant}\"");
-    let bucket = format!("informant_plugin_dispatch_delay_seconds_bucket{{{labels},le=\"");
+    // `le` comes first: `..._bucket{le="0.25",plugin="p",tenant="t"} 3`.
+    let bucket = "informant_plugin_dispatch_delay_seconds_bucket{le=\"";
+    let of_plugin = format!("\",{labels}}} ");
     let mut within = (0.0, 0);
     for line in metrics.lines() {
-        let Some(rest) = line.strip_prefix(&bucket) else {
+        let Some((le, count)) = line
+            .strip_prefix(bucket)
+            .and_then(|rest| rest.split_once(&of_plugin))
+        else {
             continue;
         };
-        let (le, count) = rest.split_once("\"} ").expect("a bucket line");
         let le: f64 = le.parse().unwrap_or(f64::INFINITY);
         let count: u64 = count.trim().parse().expect("a bucket count");
         if le <= seconds && le >= within.0 {
