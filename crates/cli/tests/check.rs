@@ -184,9 +184,10 @@ fn check_refuses_hostile_schedules_naming_file_field_and_reason() {
         let (out, manifest) = run(&tables);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{tables}: accepted");
-        for needle in [&format!("{manifest}`"), &format!("field `{field}`"), reason] {
+        let (file, field) = (format!("{manifest}`"), format!("field `{field}`"));
+        for needle in [file.as_str(), field.as_str(), reason] {
             assert!(
-                stderr.contains(needle.as_str()),
+                stderr.contains(needle),
                 "{tables}: lacks `{needle}`:\n{stderr}"
             );
         }
