@@ -74,6 +74,7 @@ try {
       `const world = exportsFor(Plugin, events, cache, log, kube${httpArg});`,
       `export const init = world.init;`,
       `export const handleQueued = world.handleQueued;`,
+      `export const handleSchedule = world.handleSchedule;`,
       "",
     ].join("\n"),
   );

@@ -1,12 +1,13 @@
 /**
- * The component's exports: turns a `Plugin` subclass into `init`/`handleQueued` and routes the
+ * The component's exports: turns a `Plugin` subclass into `init`/`handleQueued`/`handleSchedule`
+ * and routes the
  * SDK's calls to the host's imports. Used only by the entry module `build.mjs` generates, which
  * imports the contract's interfaces (versioned as `wit/` says) and passes them in here.
  */
 import { setBackend, type Level } from "./backend.js";
 import { HttpError, QueryError, WriteError } from "./errors.js";
 import { Event, type EventType, type Source } from "./event.js";
-import { construct, outcome, describe, type Plugin, type PluginClass } from "./plugin.js";
+import { construct, outcome, describe, tick, type Plugin, type PluginClass } from "./plugin.js";
 import type { Resource } from "./resource.js";
 import { WasiHttp, type WasiHttpTypes, type WasiOutgoingHandler } from "./wasi-http.js";
 
@@ -183,6 +184,12 @@ export function exportsFor(
         if (e == null) return;
         previous = handleOne(e);
       }
+    },
+    /** A `[[schedule]]` tick; a thrown string is the `err` of `result<_, string>`. */
+    handleSchedule(name: string): void {
+      if (!instance) throw "handle called before a successful init";
+      const error = tick(instance, name);
+      if (error !== undefined) throw error;
     },
   };
 }

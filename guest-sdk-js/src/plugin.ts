@@ -19,6 +19,12 @@ export class Plugin {
   onDeleted(_ev: Event): void {}
   /** The periodic re-delivery of a current object. */
   onResync(_ev: Event): void {}
+  /**
+   * The manifest's `[[schedule]]` table `name` ticked. Runs under the event deadline, never
+   * while an event is handled; the cache answers as for events. Throw to count the tick as an
+   * error (a `Retry` means nothing here: it counts as an error too).
+   */
+  onSchedule(_name: string): void {}
 }
 
 /** A `Plugin` subclass. */
@@ -46,6 +52,16 @@ export function dispatch(plugin: Plugin, ev: Event): void {
       return plugin.onDeleted(ev);
     case "resync":
       return plugin.onResync(ev);
+  }
+}
+
+/** Runs one schedule tick: `undefined` on success, else the error (a `Retry` included). */
+export function tick(plugin: Plugin, name: string): string | undefined {
+  try {
+    plugin.onSchedule(name);
+    return undefined;
+  } catch (e) {
+    return describe(e);
   }
 }
 

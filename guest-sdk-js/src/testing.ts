@@ -269,6 +269,11 @@ export class Harness<P extends Plugin = Plugin> {
   declared: Array<Record<string, any>> | undefined;
   /** Outbound HTTP: the requests the plugin sent and the canned answers it gets. */
   readonly http = new HttpStub();
+  /**
+   * The manifest's `[[schedule]]` names when built from one: `tick` refuses others, as the host
+   * never ticks them. Undefined: any name.
+   */
+  schedules: string[] | undefined;
   /** Whether `send` applies each event to the cache first. */
   applyToCache = true;
   private readonly configJson: string;
@@ -294,6 +299,7 @@ export class Harness<P extends Plugin = Plugin> {
       watch?: Array<Record<string, string>>;
       write?: Array<Record<string, any>>;
       "allowed-outbound-hosts"?: string[];
+      schedule?: Array<Record<string, string>>;
     },
   ): Harness<P> {
     const cache = new MemCache();
@@ -301,6 +307,7 @@ export class Harness<P extends Plugin = Plugin> {
     const h = new Harness(cls, manifest.config ?? {}, cache);
     h.declared = manifest.write ?? [];
     h.http.allowed = [...(manifest["allowed-outbound-hosts"] ?? [])];
+    h.schedules = (manifest.schedule ?? []).map((s) => s.name);
     return h;
   }
 
@@ -388,6 +395,18 @@ export class Harness<P extends Plugin = Plugin> {
       throw e;
     }
     return undefined;
+  }
+
+  /**
+   * Ticks the schedule `name` as the host's timer does: `onSchedule` with this harness's cache
+   * and log. The plugin's exceptions propagate (the host would count the tick as an error); a
+   * name the manifest does not declare throws.
+   */
+  tick(name: string): void {
+    if (this.schedules && !this.schedules.includes(name)) {
+      throw new Error(`schedule \`${name}\` is not declared in the manifest's [[schedule]] tables`);
+    }
+    this.run(() => this.plugin.onSchedule(name));
   }
 
   /** Replaces the instance with a fresh one from the same config, as after a trap. */

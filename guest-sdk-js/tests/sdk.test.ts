@@ -145,3 +145,24 @@ test("the harness records declared writes and refuses the rest", () => {
   );
   assert.equal(h.writes.length, 2);
 });
+
+class Ticker extends Plugin {
+  onSchedule(name: string): void {
+    if (name === "bad") throw new Retry("a retry is an error here");
+    log.info(`tick ${name}: ${cache.list(CM).length} configmaps`);
+  }
+}
+
+test("tick runs a schedule with the harness cache and refuses undeclared names", () => {
+  const h = Harness.fromManifest(Ticker, {
+    watch: [{ "api-version": "v1", kind: "ConfigMap" }],
+    schedule: [{ name: "count", every: "1m" }],
+  });
+  h.cache.put(cm("a"), cm("b"));
+  h.tick("count");
+  assert.deepEqual(h.takeLogs(), [["info", "tick count: 2 configmaps"]]);
+  assert.throws(() => h.tick("other"), /schedule `other` is not declared in the manifest's \[\[schedule\]\] tables/);
+  assert.throws(() => h.tick("count-not"), /not declared/);
+  // A plugin without a handler does nothing; a harness without a manifest ticks any name.
+  new Harness(Plugin).tick("anything");
+});

@@ -1,5 +1,5 @@
-"""The component's exports: turns a plugin module's ``Plugin`` subclass into ``init`` and
-``handle-queued`` (contract ``informant:plugin@0.7.0``).
+"""The component's exports: turns a plugin module's ``Plugin`` subclass into ``init``,
+``handle-queued`` and ``handle-schedule`` (contract ``informant:plugin@0.8.0``).
 
 Imported only inside a componentize-py build (it needs the generated ``wit_world`` bindings).
 The build's entry module is two lines: import the plugin module, ``WitWorld = world(module)``.
@@ -22,7 +22,7 @@ from wit_world.imports import events
 from wit_world.imports import informant_plugin_types as wit
 
 from .event import Event, EventType
-from .plugin import Plugin, construct, describe, outcome
+from .plugin import Plugin, construct, describe, outcome, tick
 
 _TYPES = {
     wit.EventType.ADDED: EventType.ADDED,
@@ -118,5 +118,13 @@ def world(module: ModuleType) -> type:
             previous: "Optional[Result[None, wit.Failure]]" = None
             while (e := events.next(previous)) is not None:
                 previous = _handle(instance[0], e)
+
+        def handle_schedule(self, name: str) -> None:
+            plugin = instance[0]
+            if plugin is None:
+                raise Err("handle called before a successful init")
+            error = tick(plugin, name)
+            if error is not None:
+                raise Err(error)
 
     return WitWorld

@@ -33,6 +33,11 @@ class Plugin:
     def on_resync(self, ev: Event) -> None:
         """The periodic re-delivery of a current object (the manifest's ``resync-seconds``)."""
 
+    def on_schedule(self, name: str) -> None:
+        """The manifest's ``[[schedule]]`` table ``name`` ticked. Runs under the event deadline,
+        never while an event is handled; the cache answers as for events. Raise to count the
+        tick as an error (``Retry`` means nothing here: it counts as an error too)."""
+
 
 def construct(cls: type, config_json: str) -> Plugin:
     """Builds the plugin from the config JSON; any failure becomes a ValueError with its cause."""
@@ -52,6 +57,15 @@ def dispatch(plugin: Plugin, ev: Event) -> None:
         EventType.RESYNC: plugin.on_resync,
     }[ev.event_type]
     handler(ev)
+
+
+def tick(plugin: Plugin, name: str) -> Optional[str]:
+    """Runs one schedule tick: None on success, else the error (a Retry is an error here)."""
+    try:
+        plugin.on_schedule(name)
+    except Exception as e:  # noqa: BLE001 - every guest exception is the tick's failure
+        return describe(e)
+    return None
 
 
 def describe(e: BaseException) -> str:

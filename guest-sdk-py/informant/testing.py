@@ -308,6 +308,9 @@ class Harness:
         self.declared: Optional[List[Dict[str, Any]]] = None
         #: Outbound HTTP: the requests the plugin sent and the canned answers it gets.
         self.http = HttpStub()
+        #: The manifest's ``[[schedule]]`` names when built from one: ``tick`` refuses others,
+        #: as the host never ticks them. ``None``: any name.
+        self.schedules: Optional[List[str]] = None
         self.apply_to_cache = True
         self.plugin = self.run(lambda: construct(cls, self.config_json))
 
@@ -324,6 +327,7 @@ class Harness:
         harness = cls(plugin_cls, manifest.get("config", {}), cache)
         harness.declared = manifest.get("write", [])
         harness.http.allowed = list(manifest.get("allowed-outbound-hosts", []))
+        harness.schedules = [s["name"] for s in manifest.get("schedule", [])]
         return harness
 
     def run(self, f: Callable[[], Any]) -> Any:
@@ -352,6 +356,16 @@ class Harness:
         except Retry as r:
             return r
         return None
+
+    def tick(self, name: str) -> None:
+        """Ticks the schedule ``name`` as the host's timer does: ``on_schedule`` with this
+        harness's cache and log. The plugin's exceptions propagate (the host would count the
+        tick as an error); a name the manifest does not declare raises ``ValueError``."""
+        if self.schedules is not None and name not in self.schedules:
+            raise ValueError(
+                f"schedule `{name}` is not declared in the manifest's [[schedule]] tables"
+            )
+        self.run(lambda: self.plugin.on_schedule(name))
 
     def restart(self) -> None:
         """Replaces the instance with a fresh one from the same config, as after a trap."""

@@ -209,3 +209,32 @@ def test_events_before_a_successful_init_fail_one_by_one(glue):
     w.handle_queued()
     failed = ("next", Err(Failure_Error("handle called before a successful init")))
     assert log == [("next", None), failed, failed]
+
+
+def test_a_schedule_tick_reaches_the_plugin_and_its_error_is_the_result(glue):
+    guest, log, queue = glue
+    ticked = []
+
+    class Ticker(Plugin):
+        __module__ = "plugin"
+
+        def on_schedule(self, name):
+            if name == "bad":
+                raise Retry("means nothing here")
+            ticked.append(name)
+
+    module = types.ModuleType("plugin")
+    module.Ticker = Ticker
+    w = guest.world(module)()
+    with pytest.raises(Err, match="before a successful init"):
+        w.handle_schedule("sweep")
+    w.init("{}")
+    w.handle_schedule("sweep")
+    assert ticked == ["sweep"]
+    with pytest.raises(Err) as refused:
+        w.handle_schedule("bad")
+    assert "means nothing here" in str(refused.value.value)
+    # A plugin without schedules answers ok.
+    w = guest.world(plugin_module())()
+    w.init("{}")
+    w.handle_schedule("anything")

@@ -226,3 +226,35 @@ def test_write_errors_are_typed_exceptions():
     assert (e.code, e.reason, str(e)) == (422, "Invalid", "bad")
     with pytest.raises(ValueError, match="patch kind"):
         kube.patch(CM, "a", {}, kind="yaml")
+
+
+class Ticker(Plugin):
+    def on_schedule(self, name: str) -> None:
+        if name == "bad":
+            raise Retry("a retry is an error here")
+        n = len(cache.list(Resource("", "v1", "ConfigMap")))
+        log.info(f"tick {name}: {n} configmaps")
+
+
+def test_tick_runs_a_schedule_with_the_cache_and_refuses_undeclared_names(tmp_path):
+    manifest = tmp_path / "ticker.toml"
+    manifest.write_text(
+        '[[watch]]\napi-version = "v1"\nkind = "ConfigMap"\n'
+        '[[schedule]]\nname = "count"\nevery = "1m"\n'
+    )
+    h = Harness.from_manifest(Ticker, str(manifest))
+    h.cache.put(cm("a"), cm("b"))
+    h.tick("count")
+    assert h.take_logs() == [(Level.INFO, "tick count: 2 configmaps")]
+    with pytest.raises(ValueError, match="schedule `other` is not declared"):
+        h.tick("other")
+    # A plugin without a handler does nothing; its harness without a manifest ticks any name.
+    Harness(Plugin).tick("anything")
+
+
+def test_a_tick_outcome_is_none_or_the_error_a_retry_included():
+    from informant.plugin import tick
+
+    plugin = Ticker({})
+    assert tick(Plugin({}), "x") is None
+    assert "a retry is an error here" in tick(plugin, "bad")

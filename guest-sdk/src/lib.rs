@@ -24,7 +24,8 @@
 //! event at a time; per object key events arrive in order. A new or reloaded plugin first gets a
 //! replay of the cache as [`EventType::Added`] with [`Event::is_initial`] set. After a trap or a
 //! missed deadline the instance is recreated and gets `init` again, then the next events (no
-//! replay): keep state that the cache queries can rebuild.
+//! replay): keep state that the cache queries can rebuild. The manifest's `[[schedule]]` tables
+//! tick [`Plugin::on_schedule`] with their name, between events, under the same deadline.
 //!
 //! ```no_run
 //! use informant_sdk::{Event, HandlerError, Plugin, log};
@@ -118,9 +119,20 @@ pub trait Plugin: 'static {
         let _ = ev;
         Ok(())
     }
+
+    /// The manifest's `[[schedule]]` table `name` ticked (a `cron` pattern matched, or an
+    /// `every` period passed). Runs under the same deadline as an event and never while one is
+    /// handled; the [`cache`] answers as it does for events. An `Err` is logged and counted
+    /// against the schedule (a retry has no meaning here: it counts as an error). A tick due
+    /// while the previous one still runs is skipped, and ticks due while the host was down are
+    /// not made up.
+    fn on_schedule(&mut self, name: &str) -> Result<(), HandlerError> {
+        let _ = name;
+        Ok(())
+    }
 }
 
-/// Makes a [`Plugin`] type the component's `init` and `handle-queued` exports.
+/// Makes a [`Plugin`] type the component's `init`, `handle-queued` and `handle-schedule` exports.
 ///
 /// Use it once, at the top level of the plugin crate. It expands to nothing on native targets,
 /// where [`testing::Harness`] drives the plugin instead.
@@ -142,6 +154,10 @@ macro_rules! export_plugin {
 
                 fn handle_queued() {
                     $crate::__private::handle_queued_in(&INSTANCE)
+                }
+
+                fn handle_schedule(name: ::std::string::String) -> $crate::__private::Outcome {
+                    $crate::__private::handle_schedule_in(&INSTANCE, &name)
                 }
             }
 
@@ -222,6 +238,14 @@ pub mod __private {
     ) -> Result<(), HandlerError> {
         slot.with(|s| match s.borrow_mut().as_mut() {
             Some(plugin) => dispatch(plugin, &ev),
+            None => Err(NOT_INITIALIZED.into()),
+        })
+    }
+
+    /// `handle-schedule` export: routes the tick to the instance, refusing it before `init`.
+    pub fn handle_schedule_in<P: Plugin>(slot: &'static LocalKey<Slot<P>>, name: &str) -> Outcome {
+        slot.with(|s| match s.borrow_mut().as_mut() {
+            Some(plugin) => plugin.on_schedule(name).map_err(|e| e.to_string()),
             None => Err(NOT_INITIALIZED.into()),
         })
     }
@@ -343,6 +367,49 @@ mod tests {
             __private::NOT_INITIALIZED,
             "a failed init drops the old instance"
         );
+    }
+
+    /// Ticks schedules by name; counts them on the instance.
+    struct Ticker {
+        ticks: Vec<String>,
+    }
+
+    impl Plugin for Ticker {
+        fn init(_: Value) -> Result<Self, HandlerError> {
+            Ok(Ticker { ticks: Vec::new() })
+        }
+
+        fn on_schedule(&mut self, name: &str) -> Result<(), HandlerError> {
+            if name == "bad" {
+                return Err(HandlerError::retry("a retry is an error here"));
+            }
+            self.ticks.push(name.to_string());
+            Ok(())
+        }
+    }
+
+    thread_local! {
+        static TICKER: Slot<Ticker> = const { empty() };
+        static PLAIN: Slot<Flaky> = const { empty() };
+    }
+
+    #[test]
+    fn export_glue_ticks_schedules_after_init_and_plugins_without_any_answer_ok() {
+        use __private::handle_schedule_in;
+        assert_eq!(
+            handle_schedule_in(&TICKER, "sweep").unwrap_err(),
+            __private::NOT_INITIALIZED
+        );
+        init_in(&TICKER, "{}").unwrap();
+        handle_schedule_in(&TICKER, "sweep").unwrap();
+        assert_eq!(
+            handle_schedule_in(&TICKER, "bad").unwrap_err(),
+            "a retry is an error here"
+        );
+        TICKER.with(|s| assert_eq!(s.borrow().as_ref().unwrap().ticks, ["sweep"]));
+        // A plugin that declares no schedule handler answers `ok`.
+        init_in(&PLAIN, "{}").unwrap();
+        handle_schedule_in(&PLAIN, "anything").unwrap();
     }
 
     #[test]

@@ -18,6 +18,7 @@ mod polyglot_http;
 mod reload_race;
 mod replay;
 mod retry;
+mod schedules;
 mod secrets;
 mod tenancy;
 mod waiting;

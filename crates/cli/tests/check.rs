@@ -94,3 +94,102 @@ fn check_accepts_a_fitting_plugin_and_lists_every_problem_otherwise() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("none.toml"));
 }
+
+/// Hostile `[[schedule]]` tables through the real binary: each refused, naming the manifest
+/// file, the field and the reason; a good one is accepted.
+#[test]
+fn check_refuses_hostile_schedules_naming_file_field_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("tick.wasm");
+    std::fs::copy(informant_tests::plugins::wasm("hostile"), &wasm).unwrap();
+    let wasm = wasm.display().to_string();
+    let watch =
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nmode = \"echo\"\n";
+    let run = |tables: &str| {
+        let manifest = write(dir.path(), "tick.toml", &format!("{tables}{watch}"));
+        (check(&[&wasm, "--manifest", &manifest]), manifest)
+    };
+    let (ok, _) = run(
+        "[[schedule]]\nname = \"a\"\ncron = \"*/10 * * * * *\"\n[[schedule]]\nname = \"b\"\nevery = \"1h30m\"\n",
+    );
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    let table = |name: &str, timing: &str| format!("[[schedule]]\nname = \"{name}\"\n{timing}\n");
+    for (tables, field, reason) in [
+        (table("a", "cron = \"\""), "schedule[0].cron", "it is empty"),
+        (
+            table("a", "cron = \"* * * * * * *\""),
+            "schedule[0].cron",
+            "7 fields",
+        ),
+        (
+            table("a", "cron = \"61 * * * *\""),
+            "schedule[0].cron",
+            "the minute field `61`",
+        ),
+        (
+            table("a", "cron = \"\u{0663} * * * *\""),
+            "schedule[0].cron",
+            "U+0663",
+        ),
+        (
+            table("a", "cron = \"*/99999999999 * * * *\""),
+            "schedule[0].cron",
+            "invalid step",
+        ),
+        (
+            table("a", "cron = \"* * * * * \""),
+            "schedule[0].cron",
+            "whitespace",
+        ),
+        (
+            table("a", "every = \"0s\""),
+            "schedule[0].every",
+            "shorter than the shortest period",
+        ),
+        (
+            table("a", "every = \"-1s\""),
+            "schedule[0].every",
+            "where a number was expected",
+        ),
+        (
+            table("a", "every = \"1ns\""),
+            "schedule[0].every",
+            "unknown unit `ns`",
+        ),
+        (
+            table("a", "every = \"1s\"\ncron = \"* * * * *\""),
+            "schedule[0].every",
+            "not both",
+        ),
+        (table("a", ""), "schedule[0].cron", "needs `cron`"),
+        (
+            format!(
+                "{}{}",
+                table("a", "every = \"1s\""),
+                table("a", "every = \"2s\"")
+            ),
+            "schedule[1].name",
+            "already declared",
+        ),
+        (
+            table("Not_A_Label", "every = \"1s\""),
+            "schedule[0].name",
+            "not a schedule name",
+        ),
+    ] {
+        let (out, manifest) = run(&tables);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{tables}: accepted");
+        let (file, field) = (format!("{manifest}`"), format!("field `{field}`"));
+        for needle in [file.as_str(), field.as_str(), reason] {
+            assert!(
+                stderr.contains(needle),
+                "{tables}: lacks `{needle}`:\n{stderr}"
+            );
+        }
+    }
+}

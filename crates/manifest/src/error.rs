@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::{config_ref, jq, toml_error, wildcard, write};
+use crate::{config_ref, jq, schedule, toml_error, wildcard, write};
 
 /// A manifest that could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +47,18 @@ pub enum ManifestError {
         /// What is wrong.
         #[source]
         source: Box<write::WriteTableError>,
+    },
+    /// A `[[schedule]]` table is invalid (its values are checked while deserializing: those
+    /// errors are [`ManifestError::Toml`]).
+    #[error("manifest `{path}`: field `schedule[{index}].{}`: {source}", source.field())]
+    Schedule {
+        /// The manifest file.
+        path: PathBuf,
+        /// The table's position.
+        index: usize,
+        /// What is wrong.
+        #[source]
+        source: Box<schedule::ScheduleTableError>,
     },
     /// A `[config]` string is neither a literal nor a reference.
     #[error("manifest `{path}`: field `{field}`: {source}")]

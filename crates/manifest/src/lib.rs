@@ -24,6 +24,7 @@ mod error;
 pub mod jq;
 pub mod keys;
 pub mod outbound;
+pub mod schedule;
 mod text;
 pub mod toml_error;
 pub mod version;
@@ -35,6 +36,7 @@ pub use config::{Unresolved, UnresolvedConfig};
 pub use config_ref::{ConfigRef, ConfigText};
 pub use error::{ApiVersionError, FieldPathTextError, JqFilterTextError, ManifestError};
 pub use outbound::Origin;
+pub use schedule::{CronPattern, Every, Schedule, ScheduleName, When};
 pub use text::{ApiVersion, FieldPathText, JqFilterText, SelectorText};
 pub use watch::Watch;
 pub use wildcard::{Exclude, KindPattern};
@@ -102,6 +104,9 @@ pub struct Manifest {
     /// What the plugin may write; nothing when absent.
     #[serde(default, deserialize_with = "toml_error::tables")]
     pub write: Vec<Write>,
+    /// Named ticks delivered to `handle-schedule`; none when absent.
+    #[serde(default, deserialize_with = "toml_error::tables")]
+    pub schedule: Vec<Schedule>,
     /// Handed to `init` as JSON.
     #[serde(default, deserialize_with = "config_table")]
     pub config: toml::Table,
@@ -171,6 +176,13 @@ impl Manifest {
                 source: Box::new(source),
             })?;
         }
+        schedule::check_all(&manifest.schedule).map_err(|(index, source)| {
+            ManifestError::Schedule {
+                path: path.to_path_buf(),
+                index,
+                source: Box::new(source),
+            }
+        })?;
         let mut strings = Vec::new();
         for (k, v) in &manifest.config {
             config_ref::strings(format!("config.{k}"), v, &mut strings);
@@ -285,6 +297,7 @@ ignore-status = true
                 "retry" => keys::of::<Retry>(),
                 "watch" => keys::of::<Watch>(),
                 "write" => keys::of::<Write>(),
+                "schedule" => keys::of::<Schedule>(),
                 _ => None,
             };
             code.insert(key.to_string());
@@ -597,6 +610,14 @@ ignore-status = true
                     "not covered by api-version `apps/v1`",
                 ],
             ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n[[schedule]]\nname = \"a\"\nevery = \"1s\"\n[[schedule]]\nname = \"a\"\ncron = \"* * * * *\"\n",
+                &[
+                    "plugins/demo.toml",
+                    "field `schedule[1].name`",
+                    "schedule `a` is already declared by schedule[0]",
+                ],
+            ),
             ("description = \"x\"\n", &["missing field `watch`"]),
             ("watch = []\n", &["at least one [[watch]]"]),
             ("[[watch]\n", &["line 1"]),
@@ -605,6 +626,157 @@ ignore-status = true
             for n in needles {
                 assert!(err.contains(n), "`{text}` -> `{err}` lacks `{n}`");
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::*;
+
+    const WATCH: &str = "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\n";
+
+    fn refusal(table: &str) -> String {
+        let text = format!("{WATCH}[[schedule]]\n{table}");
+        Manifest::parse(&text, Path::new("plugins/tick.toml"))
+            .expect_err(table)
+            .to_string()
+    }
+
+    #[test]
+    fn schedules_are_read_with_their_timing() {
+        let m = Manifest::parse(
+            &format!(
+                "{WATCH}[[schedule]]\nname = \"sweep\"\nevery = \"30s\"\n[[schedule]]\nname = \"summary\"\ncron = \"0 */6 * * *\"\n"
+            ),
+            Path::new("p.toml"),
+        )
+        .unwrap();
+        assert_eq!(m.schedule[0].name.as_str(), "sweep");
+        assert_eq!(m.schedule[0].when(), When::Every(Duration::from_secs(30)));
+        assert!(matches!(m.schedule[1].when(), When::Cron(c) if c.as_str() == "0 */6 * * *"));
+        assert!(parse_plain(WATCH).schedule.is_empty());
+    }
+
+    fn parse_plain(text: &str) -> Manifest {
+        Manifest::parse(text, Path::new("p.toml")).unwrap()
+    }
+
+    /// Hostile `[[schedule]]` tables: every refusal names the file, the field (with its line
+    /// where the value is at fault) and the reason.
+    #[test]
+    fn hostile_schedules_are_refused_naming_file_field_and_reason() {
+        for (table, field, reason) in [
+            (
+                "name = \"a\"\ncron = \"\"\n",
+                "schedule[0].cron",
+                "it is empty",
+            ),
+            (
+                "name = \"a\"\ncron = \"* * * * * * *\"\n",
+                "schedule[0].cron",
+                "7 fields; expected 5",
+            ),
+            (
+                "name = \"a\"\ncron = \"0 0 1 1 * * 2030\"\n",
+                "schedule[0].cron",
+                "7 fields",
+            ),
+            (
+                "name = \"a\"\ncron = \"61 * * * *\"\n",
+                "schedule[0].cron",
+                "the minute field `61`: number out of bounds",
+            ),
+            (
+                "name = \"a\"\ncron = \"\u{0665} * * * *\"\n",
+                "schedule[0].cron",
+                "(U+0665) is not allowed",
+            ),
+            (
+                "name = \"a\"\ncron = \"*/99999999999 * * * *\"\n",
+                "schedule[0].cron",
+                "the minute field `*/99999999999`: invalid step",
+            ),
+            (
+                "name = \"a\"\ncron = \"* * * * *  \"\n",
+                "schedule[0].cron",
+                "remove the whitespace",
+            ),
+            (
+                "name = \"a\"\nevery = \"0s\"\n",
+                "schedule[0].every",
+                "shorter than the shortest period, 1s",
+            ),
+            (
+                "name = \"a\"\nevery = \"-1s\"\n",
+                "schedule[0].every",
+                "`-` where a number was expected",
+            ),
+            (
+                "name = \"a\"\nevery = \"1ns\"\n",
+                "schedule[0].every",
+                "unknown unit `ns`",
+            ),
+            (
+                "name = \"a\"\nevery = 30\n",
+                "schedule[0].every",
+                "expected a string",
+            ),
+            (
+                "name = \"Tick_1\"\nevery = \"1s\"\n",
+                "schedule[0].name",
+                "is not a schedule name",
+            ),
+            (
+                "name = \"\"\nevery = \"1s\"\n",
+                "schedule[0].name",
+                "it is empty",
+            ),
+            ("every = \"1s\"\n", "schedule[0]", "missing field `name`"),
+            (
+                "name = \"a\"\nevery = \"1s\"\nat = \"noon\"\n",
+                "",
+                "unknown field `at`",
+            ),
+        ] {
+            let err = refusal(table);
+            assert!(
+                err.starts_with("manifest `plugins/tick.toml`: ")
+                    && err.contains(&format!("field `{field}"))
+                    && err.contains(reason),
+                "`{table}` -> {err}"
+            );
+            let line = match field {
+                "schedule[0].name" => Some("line 5"),
+                "schedule[0].cron" | "schedule[0].every" => Some("line 6"),
+                _ => None,
+            };
+            if let Some(line) = line {
+                assert!(err.contains(line), "`{table}` -> {err}");
+            }
+        }
+        // Whole-table rules, checked after deserializing: file, field and reason.
+        for (table, field, reason) in [
+            (
+                "name = \"a\"\ncron = \"* * * * *\"\nevery = \"1s\"\n",
+                "schedule[0].every",
+                "either `cron` or `every`, not both",
+            ),
+            (
+                "name = \"a\"\n",
+                "schedule[0].cron",
+                "needs `cron` (a pattern) or `every`",
+            ),
+        ] {
+            let err = refusal(table);
+            assert_eq!(
+                err,
+                format!("manifest `plugins/tick.toml`: field `{field}`: {}", {
+                    let (_, rest) = err.split_once(": field `").unwrap();
+                    rest.split_once("`: ").unwrap().1.to_string()
+                }),
+            );
+            assert!(err.contains(reason), "{err}");
         }
     }
 }

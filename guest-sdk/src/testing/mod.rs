@@ -7,7 +7,8 @@
 //!
 //! Like the host, [`Harness::send`] first applies the event to the cache (added, updated and resync
 //! store the object, deleted removes it), so queries see the object the event is about; turn that
-//! off with [`Harness::apply_to_cache`] to stage the cache by hand.
+//! off with [`Harness::apply_to_cache`] to stage the cache by hand. [`Harness::tick`] ticks a
+//! schedule as the host's timer would.
 //!
 //! ```
 //! use informant_sdk::testing::{EventBuilder, Harness};
@@ -83,6 +84,8 @@ struct State {
     writes: Vec<Written>,
     /// The manifest's `[[write]]` tables, when the harness was built from one.
     declared: Option<Vec<informant_manifest::Write>>,
+    /// The manifest's `[[schedule]]` names, when the harness was built from one.
+    schedules: Option<Vec<String>>,
 }
 
 /// One write a plugin made, as the harness recorded it instead of sending it.
@@ -191,7 +194,14 @@ impl<P: Plugin> Harness<P> {
                 cache.add_field_index(&r, name, path.clone())?;
             }
         }
-        Self::with_cache(&manifest.config_json(), cache, Some(manifest.write))
+        let schedules = manifest
+            .schedule
+            .iter()
+            .map(|s| s.name.as_str().to_string())
+            .collect();
+        let mut h = Self::with_cache(&manifest.config_json(), cache, Some(manifest.write))?;
+        h.state.schedules = Some(schedules);
+        Ok(h)
     }
 
     fn with_cache(
@@ -238,6 +248,22 @@ impl<P: Plugin> Harness<P> {
             .and_then(HandlerError::as_retry)
             .cloned();
         result
+    }
+
+    /// Ticks the schedule `name` as the host's timer does: [`Plugin::on_schedule`], with the
+    /// harness's cache and log. A harness built from a manifest refuses a name its
+    /// `[[schedule]]` tables do not declare (the host never ticks one).
+    pub fn tick(&mut self, name: &str) -> Result<(), HandlerError> {
+        if let Some(declared) = &self.state.schedules
+            && !declared.iter().any(|d| d == name)
+        {
+            return Err(format!(
+                "schedule `{name}` is not declared in the manifest's [[schedule]] tables"
+            )
+            .into());
+        }
+        let plugin = &mut self.plugin;
+        run_in(&mut self.state, || plugin.on_schedule(name))
     }
 
     /// The retry the last [`Harness::send`] answered with, if its error was made by
@@ -490,6 +516,12 @@ mod tests {
             Ok(())
         }
 
+        fn on_schedule(&mut self, name: &str) -> Result<(), HandlerError> {
+            let n = cache::list_as::<ConfigMap>(None, None)?.len();
+            crate::info!("tick {name}: {n} configmaps");
+            Ok(())
+        }
+
         fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
             let left = cache::list_as::<ConfigMap>(None, None)?.len();
             crate::warn!(
@@ -586,5 +618,34 @@ mod tests {
             Err(QueryError::NotWatched(_))
         ));
         assert_eq!(h.logs(), [(Level::Debug, r#"init {"x":1}"#.to_string())]);
+    }
+
+    #[test]
+    fn tick_runs_a_schedule_with_the_harness_cache_and_refuses_undeclared_names() {
+        let manifest = r#"
+            [[watch]]
+            api-version = "v1"
+            kind = "ConfigMap"
+            [[schedule]]
+            name = "count"
+            every = "1m"
+        "#;
+        let mut h = Harness::<Probe>::from_manifest(manifest).unwrap();
+        h.cache_mut().insert(&cm("a")).unwrap();
+        h.cache_mut().insert(&cm("b")).unwrap();
+        h.take_logs();
+        h.tick("count").unwrap();
+        assert_eq!(
+            h.logs(),
+            [(Level::Info, "tick count: 2 configmaps".to_string())]
+        );
+        let err = h.tick("other").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "schedule `other` is not declared in the manifest's [[schedule]] tables"
+        );
+        // Without a manifest any name is ticked.
+        let mut h = Harness::<Probe>::new("{}").unwrap();
+        h.tick("anything").unwrap();
     }
 }

@@ -22,6 +22,7 @@ use prometheus_client::registry::Registry;
 
 use super::AdminState;
 use crate::plugin::exec::histogram::DurationHistogram;
+use crate::plugin::exec::scheduler::TickOutcome;
 use crate::plugin::{PluginState, WaitingFor};
 
 /// The `Content-Type` of [`render`]'s output.
@@ -52,6 +53,8 @@ struct PluginSample {
     http: [u64; 5],
     /// Writes by call and outcome, the ones that happened.
     writes: Vec<(&'static str, &'static str, u64)>,
+    /// Schedule ticks by schedule and outcome, every outcome of every schedule.
+    ticks: Vec<(String, &'static str, u64)>,
     backlog: u64,
     state: PluginState,
     latency: DurationHistogram,
@@ -160,6 +163,15 @@ impl Snapshot {
                             .filter(|(_, _, n)| *n > 0)
                             .collect()
                     },
+                    ticks: s
+                        .schedules()
+                        .iter()
+                        .flat_map(|t| {
+                            TickOutcome::ALL
+                                .iter()
+                                .map(|o| (escape(&t.name), o.as_str(), t.get(*o)))
+                        })
+                        .collect(),
                     backlog: r.backlog as u64,
                     state: s.state(),
                     latency: s.latency().clone(),
@@ -335,6 +347,25 @@ impl Collector for Snapshot {
                             plugin,
                             tenant,
                             ("verb", verb.to_string()),
+                            ("outcome", outcome.to_string()),
+                        ],
+                        counter(*n),
+                    )
+                })
+            }),
+        )?;
+        family(
+            &mut enc,
+            "informant_plugin_schedule_ticks",
+            "Ticks of the plugin's [[schedule]] tables by outcome (skipped: due while the previous tick still ran, or the plugin was quarantined).",
+            self.plugins.iter().flat_map(|p| {
+                p.ticks.iter().map(move |(schedule, outcome, n)| {
+                    let [plugin, tenant] = plugin_labels(p);
+                    (
+                        [
+                            plugin,
+                            tenant,
+                            ("schedule", schedule.clone()),
                             ("outcome", outcome.to_string()),
                         ],
                         counter(*n),
@@ -537,6 +568,7 @@ mod tests {
                 retried: 1,
                 http: [1; 5],
                 writes: vec![("apply", "ok", 1)],
+                ticks: vec![("sweep".into(), "skipped", 1)],
                 backlog: 1,
                 state: PluginState::Running,
                 latency: histogram(),

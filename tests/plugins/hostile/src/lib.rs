@@ -32,6 +32,15 @@
 //!   `namespace`, `name`, `object`, `patch`, `patch-type`, `force`, `uid`; the text `$NS` and
 //!   `$NAME` in any of them stand for the event's namespace and name) and logs
 //!   `{"tag", "key", "writes": [{"ok": ".."} | {"err": {"kind", "code", "message"}}]}`.
+//!
+//! `config.on-schedule` picks what a `[[schedule]]` tick does (absent: nothing, as a plugin
+//! without schedules):
+//! - `count`: lists every ConfigMap in the cache and logs `{"tag", "schedule", "configmaps",
+//!   "at_ms"}` (the wall clock, milliseconds since the epoch);
+//! - `slow`: logs `{"tag", "schedule", "phase": "start"}`, sleeps `config.schedule-ms` (a WASI
+//!   poll), then logs `"phase": "end"` with the ConfigMaps counted;
+//! - `spin`: loops forever (the deadline must stop it);
+//! - `trap`: panics.
 
 use informant_sdk::{Event, HandlerError, Plugin, Resource, cache, log};
 use serde_json::{Value, json};
@@ -48,6 +57,8 @@ pub struct Hostile {
     url: Option<String>,
     writes: Vec<Value>,
     nap_ms: u64,
+    on_schedule: Option<String>,
+    schedule_ms: u64,
 }
 
 impl Hostile {
@@ -326,6 +337,11 @@ impl Plugin for Hostile {
             deliveries: Default::default(),
             url: text("url"),
             nap_ms: config.get("nap-ms").and_then(Value::as_u64).unwrap_or(300),
+            on_schedule: text("on-schedule"),
+            schedule_ms: config
+                .get("schedule-ms")
+                .and_then(Value::as_u64)
+                .unwrap_or(1500),
             writes: config
                 .get("writes")
                 .and_then(Value::as_array)
@@ -350,9 +366,48 @@ impl Plugin for Hostile {
     fn on_resync(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.on(ev)
     }
+    fn on_schedule(&mut self, name: &str) -> Result<(), HandlerError> {
+        let configmaps = || cache::list(&Resource::new("", "v1", "ConfigMap"), None, None);
+        match self.on_schedule.as_deref() {
+            None => Ok(()),
+            Some("count") => {
+                let n = configmaps()?.len();
+                let line =
+                    json!({"tag": self.tag, "schedule": name, "configmaps": n, "at_ms": now_ms()});
+                log::info(&line.to_string());
+                Ok(())
+            }
+            Some("slow") => {
+                log::info(
+                    &json!({"tag": self.tag, "schedule": name, "phase": "start"}).to_string(),
+                );
+                std::thread::sleep(std::time::Duration::from_millis(self.schedule_ms));
+                let n = configmaps()?.len();
+                let line =
+                    json!({"tag": self.tag, "schedule": name, "phase": "end", "configmaps": n});
+                log::info(&line.to_string());
+                Ok(())
+            }
+            Some("spin") => {
+                let mut x = 0u64;
+                loop {
+                    x = std::hint::black_box(x.wrapping_add(1));
+                }
+            }
+            Some("trap") => panic!("schedule `{name}` traps"),
+            Some(other) => Err(format!("unknown on-schedule `{other}`").into()),
+        }
+    }
 }
 
 informant_sdk::export_plugin!(Hostile);
+
+/// The wall clock (WASI's), in milliseconds since the epoch.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
 
 /// `namespace/name` (or `name`) of an object's JSON.
 fn key_of(object: &str) -> String {

@@ -28,7 +28,8 @@ impl Gate {
         *self.0.borrow()
     }
 
-    async fn opened(&mut self) {
+    /// Waits until the gate opens (forever, if its opener was dropped before).
+    pub(crate) async fn opened(&mut self) {
         // A dropped opener leaves the gate as it was; then nothing will open it, and the
         // handler's plugin is being unregistered anyway.
         let _ = self.0.wait_for(|open| *open).await;

@@ -551,7 +551,7 @@ mod tests {
         wasm
     }
 
-    /// Plugins built for 0.6.0 (before event ids) or for a later contract are refused at load,
+    /// Plugins built for 0.7.0 (before schedules) or for a later contract are refused at load,
     /// naming both versions; another package whose name merely starts like ours, or a misspelt
     /// interface, is refused as unlinkable, never taken for another version of the contract.
     #[test]
@@ -564,7 +564,7 @@ mod tests {
                 Err(e) => e.to_string(),
             }
         };
-        for version in ["0.6.0", "0.8.0", "0.7.0-rc.1"] {
+        for version in ["0.6.0", "0.7.0", "0.9.0", "0.8.0-rc.1"] {
             let refused = refusal(&format!("informant:plugin/events@{version}"));
             assert!(
                 refused.contains(&format!("built for `informant:plugin@{version}`"))
@@ -576,7 +576,7 @@ mod tests {
         for odd in [
             "informant:plugins/events@0.6.0",
             "informant:plugin-x/events@0.6.0",
-            "informant:plugin/event@0.7.0",
+            "informant:plugin/event@0.8.0",
         ] {
             let refused = refusal(odd);
             assert!(

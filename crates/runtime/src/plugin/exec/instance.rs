@@ -1,5 +1,5 @@
-//! One live plugin instance: a wasmtime `Store` with its memory cap, and calls into `init` and
-//! `handle-queued` under deadlines.
+//! One live plugin instance: a wasmtime `Store` with its memory cap, and calls into `init`,
+//! `handle-queued` and `handle-schedule` under deadlines.
 //!
 //! Instances are long-lived (instantiation costs ~11 µs against a ~0.5 µs call) and recreated
 //! only after a trap, a missed deadline or a reload.
@@ -216,6 +216,29 @@ impl Instance {
             untaken: untaken.into(),
             fatal: fatal.is_some(),
         }
+    }
+}
+
+impl Instance {
+    /// Calls `handle-schedule(name)` within `deadline`. After a fatal error the instance must
+    /// be dropped, as after a failed `handle-queued`.
+    pub async fn handle_schedule(
+        &mut self,
+        name: &str,
+        deadline: Duration,
+    ) -> Result<(), CallError> {
+        // As for a batch: the first yield one tick from now, not from the last call.
+        self.store.set_epoch_deadline(1);
+        let call = async {
+            self.bindings
+                .call_handle_schedule(&mut self.store, name)
+                .await
+                .map_err(classify)?
+                .map_err(CallError::Guest)
+        };
+        within(deadline, call)
+            .await
+            .map_err(|e| e.bounded(self.error_bytes))
     }
 }
 

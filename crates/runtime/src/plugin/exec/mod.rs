@@ -4,10 +4,12 @@
 //! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
 //! - [`histogram`]: the dispatch-delay and call-duration histograms a supervisor keeps.
 //! - [`instance`]: one live instance, `init` and `handle-queued` under deadlines and a memory cap.
+//! - [`scheduler`]: a version's `[[schedule]]` timers, ticking `handle-schedule` through its supervisor.
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
 
 pub mod compile_cache;
 pub mod engine;
 pub mod histogram;
 pub mod instance;
+pub mod scheduler;
 pub mod supervisor;

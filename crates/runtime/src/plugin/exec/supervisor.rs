@@ -18,6 +18,9 @@
 //! - Calls are async and bounded by their deadlines; they never hold a runtime worker or a
 //!   lock anyone outside this plugin waits on. The instance sits behind an async mutex that
 //!   only this plugin's own handlers (one per watched informer) take, one call at a time.
+//! - Schedule ticks ([`scheduler`](crate::plugin::exec::scheduler)) take the same lock: a tick
+//!   and a batch never run at once, and a tick's trap or missed deadline counts toward restart
+//!   and quarantine like an event's (but not in the event counters).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -29,8 +32,10 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
+use crate::plugin::dispatch::gate::Gate;
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
+use crate::plugin::exec::scheduler::{self, ScheduleStats, TickOutcome};
 use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::events::batch::{Taken, Tally};
 use crate::tenancy::Budget;
@@ -94,6 +99,8 @@ pub struct Supervisor {
     dispatch: DurationHistogram,
     state_tx: watch::Sender<PluginState>,
     closed: watch::Sender<bool>,
+    /// The `[[schedule]]` counters, once the schedules are started.
+    schedules: std::sync::OnceLock<Vec<Arc<ScheduleStats>>>,
     /// Every call into this version, and what its host imports log, happens in this span.
     span: tracing::Span,
 }
@@ -128,6 +135,7 @@ impl Supervisor {
             dispatch: dispatch_histogram(),
             state_tx: watch::channel(PluginState::Running).0,
             closed: watch::channel(false).0,
+            schedules: std::sync::OnceLock::new(),
             span,
         }))
     }
@@ -223,6 +231,79 @@ impl Supervisor {
         }
     }
 
+    /// Starts the version's `[[schedule]]` timers once `gate` opens (its caches settled); they
+    /// stop when it is closed. Only the first call starts any.
+    pub fn start_schedules(self: &Arc<Self>, schedules: &[crate::manifest::Schedule], gate: Gate) {
+        if schedules.is_empty() || self.schedules.get().is_some() {
+            return;
+        }
+        let stats = scheduler::start(self, schedules, gate);
+        let _ = self.schedules.set(stats);
+    }
+
+    /// Each schedule's tick counts (none before [`Supervisor::start_schedules`]).
+    pub fn schedules(&self) -> &[Arc<ScheduleStats>] {
+        self.schedules.get().map_or(&[], Vec::as_slice)
+    }
+
+    /// The span every call into this version runs in.
+    pub(crate) fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// Set once the version is closed.
+    pub(crate) fn closed(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+
+    /// Calls `handle-schedule(name)`: waits for the plugin's other calls and any restart
+    /// backoff, recreates the instance if needed, and calls it under the plugin's deadline.
+    /// Skipped while quarantined or closed.
+    pub(crate) async fn tick(&self, name: &str) -> TickOutcome {
+        let mut inner = self.inner.lock().await;
+        let mut closed = self.closed.subscribe();
+        let key = format!("schedule `{name}`");
+        if *closed.borrow() || self.state() == PluginState::Quarantined {
+            return TickOutcome::Skipped;
+        }
+        if let Some(wait) = inner
+            .restart_at
+            .and_then(|at| at.checked_duration_since(Instant::now()))
+        {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = closed.wait_for(|c| *c) => return TickOutcome::Skipped,
+            }
+        }
+        let instance = match &mut inner.instance {
+            Some(instance) => instance,
+            None => match Instance::create(&self.spec).await {
+                Ok(i) => {
+                    tracing::info!(parent: &self.span, "plugin instance recreated");
+                    self.set_state(PluginState::Running);
+                    inner.restart_at = None;
+                    inner.instance.insert(i)
+                }
+                Err(e) => {
+                    self.tally.note(&key, "init", &e);
+                    self.after_failure(&mut inner, &key, &e, "init");
+                    return TickOutcome::Error;
+                }
+            },
+        };
+        match instance.handle_schedule(name, self.spec.deadline).await {
+            Ok(()) => {
+                self.succeeded(&mut inner);
+                TickOutcome::Ok
+            }
+            Err(e) => {
+                self.tally.note(&key, "schedule", &e);
+                self.after_failure(&mut inner, &key, &e, "schedule");
+                TickOutcome::Error
+            }
+        }
+    }
+
     /// Starts no call from now on (the version is being unregistered); a call in flight ends
     /// within its deadline.
     pub fn close(&self) {
@@ -308,10 +389,7 @@ impl Supervisor {
     fn settle(&self, inner: &mut Inner, taken: Taken) -> (Event, Delivered) {
         let delivered = match taken.result {
             Ok(handled) => {
-                inner.successes_in_row += 1;
-                if inner.successes_in_row >= self.policy.healthy_after {
-                    inner.consecutive_failures = 0;
-                }
+                self.succeeded(inner);
                 match handled {
                     Handled::Done => {
                         if !taken.tallied {
@@ -339,9 +417,23 @@ impl Supervisor {
         self.tally.fail(key, "handle", &error);
     }
 
+    /// One call succeeded: enough of them in a row clear the failure count.
+    fn succeeded(&self, inner: &mut Inner) {
+        inner.successes_in_row += 1;
+        if inner.successes_in_row >= self.policy.healthy_after {
+            inner.consecutive_failures = 0;
+        }
+    }
+
     fn fail(&self, inner: &mut Inner, event: &Event, error: &CallError, call: &str) {
         let key = event.key().as_str();
         self.tally.fail(key, call, error);
+        self.after_failure(inner, key, error, call);
+    }
+
+    /// After a failed call (`call` of `key`): logs it and, when the instance is unusable, drops
+    /// it and backs off, or quarantines the plugin.
+    fn after_failure(&self, inner: &mut Inner, key: &str, error: &CallError, call: &str) {
         if !error.is_fatal() {
             tracing::warn!(parent: &self.span, key, call, error = %error, "plugin failed an event");
             return;

@@ -26,7 +26,7 @@ wasmtime::component::bindgen!({
 
 /// The WIT package this host implements; plugins built for another version are refused at load
 /// with this named.
-pub const WIT_PACKAGE: &str = "informant:plugin@0.7.0";
+pub const WIT_PACKAGE: &str = "informant:plugin@0.8.0";
 
 pub use informant::plugin::log::Level;
 pub use informant::plugin::types::{

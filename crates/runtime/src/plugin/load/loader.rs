@@ -324,6 +324,7 @@ impl PluginHost {
                     field_indexes,
                     wildcard,
                     not_permitted,
+                    schedules,
                 }) => {
                     if let Err(full) = tenant_room(&loaded, &id, &policy, &watches, field_indexes) {
                         supervisor.close();
@@ -390,6 +391,7 @@ impl PluginHost {
                         )
                     });
                     permitted::report(&id, &[], &not_permitted);
+                    supervisor.start_schedules(&schedules, gate.clone());
                     loaded.insert(
                         id.clone(),
                         Loaded {

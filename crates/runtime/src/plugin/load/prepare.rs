@@ -247,6 +247,7 @@ impl PluginHost {
                 resync: manifest.resync_period(),
                 filter: grant.event_filter(),
                 field_indexes: manifest.watch.iter().map(|w| w.indexes.len()).sum(),
+                schedules: manifest.schedule.clone(),
                 not_permitted: {
                     not_permitted.sort();
                     not_permitted.dedup();
@@ -285,6 +286,8 @@ pub(super) struct Prepared {
     pub(super) resync: Option<Duration>,
     pub(super) filter: Option<EventFilter>,
     pub(super) field_indexes: usize,
+    /// Its `[[schedule]]` tables, started once it is registered.
+    pub(super) schedules: Vec<crate::manifest::Schedule>,
     pub(super) wildcard: Option<Arc<WildcardWatches>>,
     /// Kinds its wildcard watches cover that RBAC does not let it watch.
     pub(super) not_permitted: Vec<NotPermitted>,

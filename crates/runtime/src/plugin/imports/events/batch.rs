@@ -111,6 +111,12 @@ impl Tally {
     /// Counts one failed event; `call` of the object `key` failed with `error`.
     pub fn fail(&self, key: &str, call: &str, error: &dyn std::fmt::Display) {
         self.failed.fetch_add(1, Ordering::Relaxed);
+        self.note(key, call, error);
+    }
+
+    /// Records a failure that is not an event's (a schedule's tick) as the last error, without
+    /// counting it.
+    pub fn note(&self, key: &str, call: &str, error: &dyn std::fmt::Display) {
         *self.last_error.lock() = Some(format!("{call} of {key}: {error}"));
     }
 
