@@ -109,7 +109,8 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// Instantiates the plugin and calls `init` with its config, all within the deadline.
+    /// Instantiates the plugin (within the deadline, or [`INSTANTIATE_FLOOR`] if longer) and
+    /// calls `init` with its config within the deadline.
     pub async fn create(spec: &InstanceSpec) -> Result<Self, CallError> {
         let engine = spec.component.pre.engine();
         let state = State::new(
@@ -129,22 +130,25 @@ impl Instance {
         store.set_epoch_deadline(1);
         store.epoch_deadline_async_yield_and_update(1);
         let deadline = spec.deadline;
-        let create = async {
-            let bindings = spec
-                .component
-                .pre
-                .instantiate_async(&mut store)
-                .await
-                .map_err(classify)?;
+        let error_bytes = spec.text.error_bytes;
+        // Instantiating copies the component's memory image (tens of MiB for a Python or
+        // TypeScript interpreter) and runs no plugin code but start functions: on a loaded
+        // machine that alone can take longer than a tight event deadline, so it gets a floor of
+        // its own. `init` is the plugin's code and gets the deadline.
+        let instantiate = spec.component.pre.instantiate_async(&mut store);
+        let bindings = within(deadline.max(INSTANTIATE_FLOOR), async {
+            instantiate.await.map_err(classify)
+        })
+        .await
+        .map_err(|e| e.bounded(error_bytes))?;
+        let init = async {
             bindings
                 .call_init(&mut store, &spec.config_json)
                 .await
                 .map_err(classify)?
-                .map_err(CallError::Guest)?;
-            Ok(bindings)
+                .map_err(CallError::Guest)
         };
-        let error_bytes = spec.text.error_bytes;
-        let bindings = within(deadline, create)
+        within(deadline, init)
             .await
             .map_err(|e| e.bounded(error_bytes))?;
         Ok(Instance {
@@ -253,6 +257,9 @@ pub struct Batched {
     /// The instance failed (trap or deadline, attributed to the last of `taken`) and must go.
     pub fatal: bool,
 }
+
+/// The least time instantiating a component gets, whatever the plugin's deadline.
+pub const INSTANTIATE_FLOOR: Duration = Duration::from_secs(2);
 
 /// Runs `call`, or fails with [`CallError::Deadline`] once `deadline` has passed.
 async fn within<T>(
