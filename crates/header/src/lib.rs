@@ -52,7 +52,7 @@ use std::fmt;
 
 /// The version of the WIT contract (`package informant:plugin@VERSION`) whose `event.header`
 /// this layout is. The layout came with 0.6.0 and is unchanged since.
-pub const VERSION: &str = "0.7.0";
+pub const VERSION: &str = "0.8.0";
 
 /// The fields every header has, before its labels.
 pub const FIXED_FIELDS: usize = 7;

@@ -31,7 +31,11 @@
 //!   `config.writes` (`op` create/apply/patch/delete/status/event, `group`, `version`, `kind`,
 //!   `namespace`, `name`, `object`, `patch`, `patch-type`, `force`, `uid`; the text `$NS` and
 //!   `$NAME` in any of them stand for the event's namespace and name) and logs
-//!   `{"tag", "key", "writes": [{"ok": ".."} | {"err": {"kind", "code", "message"}}]}`.
+//!   `{"tag", "key", "writes": [{"ok": ".."} | {"err": {"kind", "code", "message"}}]}`;
+//! - `metrics`: on the `added` (not initial) event of an object named `go-*`, makes the metric
+//!   calls in `config.metrics` and logs what came of them (see [`metrics`]).
+
+mod metrics;
 
 use informant_sdk::{Event, HandlerError, Plugin, Resource, cache, log};
 use serde_json::{Value, json};
@@ -47,6 +51,7 @@ pub struct Hostile {
     deliveries: std::collections::HashMap<String, u64>,
     url: Option<String>,
     writes: Vec<Value>,
+    metrics: Vec<Value>,
     nap_ms: u64,
 }
 
@@ -166,6 +171,15 @@ impl Hostile {
                     && ev.meta().name().starts_with("go-")
                 {
                     self.write(ev);
+                }
+                Ok(())
+            }
+            "metrics" => {
+                if ev.event_type() == informant_sdk::EventType::Added
+                    && !ev.is_initial()
+                    && ev.meta().name().starts_with("go-")
+                {
+                    metrics::run(&self.tag, &self.metrics, ev);
                 }
                 Ok(())
             }
@@ -328,6 +342,11 @@ impl Plugin for Hostile {
             nap_ms: config.get("nap-ms").and_then(Value::as_u64).unwrap_or(300),
             writes: config
                 .get("writes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            metrics: config
+                .get("metrics")
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default(),

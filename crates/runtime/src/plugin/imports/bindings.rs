@@ -13,6 +13,12 @@ wasmtime::component::bindgen!({
         "informant:plugin/events.json": trappable,
         "informant:plugin/events.old-json": trappable,
         "informant:plugin/events.old-header": trappable,
+        // Answered from memory under the plugin's own lock, so plain calls too.
+        "informant:plugin/metrics.counter-add": trappable,
+        "informant:plugin/metrics.gauge-set": trappable,
+        "informant:plugin/metrics.histogram-observe": trappable,
+        "informant:plugin/metrics.delete": trappable,
+        "informant:plugin/metrics.delete-group": trappable,
         default: async,
     },
     exports: { default: async },
@@ -26,7 +32,7 @@ wasmtime::component::bindgen!({
 
 /// The WIT package this host implements; plugins built for another version are refused at load
 /// with this named.
-pub const WIT_PACKAGE: &str = "informant:plugin@0.7.0";
+pub const WIT_PACKAGE: &str = "informant:plugin@0.8.0";
 
 pub use informant::plugin::log::Level;
 pub use informant::plugin::types::{
