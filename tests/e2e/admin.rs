@@ -111,7 +111,11 @@ impl Scrape {
 
 /// Scrapes until `pred` holds. The endpoint offers no change signal to wait on, so this polls
 /// it (the condition is the point; the interval only spares the CPU), failing after [`GUARD`].
-pub(crate) async fn scrape_until(addr: SocketAddr, what: &str, pred: impl Fn(&Scrape) -> bool) -> Scrape {
+pub(crate) async fn scrape_until(
+    addr: SocketAddr,
+    what: &str,
+    pred: impl Fn(&Scrape) -> bool,
+) -> Scrape {
     let deadline = tokio::time::Instant::now() + GUARD;
     loop {
         let scrape = Scrape::take(addr).await;

@@ -734,7 +734,10 @@ mod tests {
         let mut h = Harness::<Counting>::new("{}").unwrap();
         h.send(EventBuilder::added(&cm("a"))).unwrap();
         h.send(EventBuilder::added(&cm("b"))).unwrap();
-        assert_eq!(h.metric_value("seen_total", &[("namespace", "ns")]), Some(2.0));
+        assert_eq!(
+            h.metric_value("seen_total", &[("namespace", "ns")]),
+            Some(2.0)
+        );
         let present = [("namespace", "ns"), ("name", "a")];
         assert_eq!(h.metric_value("present", &present), Some(1.0));
         assert_eq!(h.metrics().len(), 6);
@@ -745,6 +748,9 @@ mod tests {
         assert_eq!(h.take_logs(), [(Level::Info, "1 series gone".to_string())]);
         // Written as another type than it was made as: refused, as the host would.
         let e = crate::metrics::gauge("g", "").add(1.0).unwrap_err();
-        assert!(matches!(e, crate::metrics::MetricError::TypeConflict(_)), "{e}");
+        assert!(
+            matches!(e, crate::metrics::MetricError::TypeConflict(_)),
+            "{e}"
+        );
     }
 }

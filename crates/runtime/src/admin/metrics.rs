@@ -464,7 +464,6 @@ impl Collector for Snapshot {
                 .map(|(k, l)| (listener_labels(k), counter(l.delivered))),
         )?;
         self.plugin_metrics.encode(&mut enc)
-
     }
 }
 

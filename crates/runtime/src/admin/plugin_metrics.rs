@@ -129,8 +129,7 @@ impl PluginMetricsSample {
 
     /// Encodes the host's figures about plugin metrics, then the plugins' families.
     pub(super) fn encode(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let labels =
-            |h: &Held| [("plugin", h.plugin.clone()), ("tenant", h.tenant.clone())];
+        let labels = |h: &Held| [("plugin", h.plugin.clone()), ("tenant", h.tenant.clone())];
         super::metrics::family(
             enc,
             "informant_plugin_metric_series",

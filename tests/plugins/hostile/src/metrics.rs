@@ -46,8 +46,10 @@ pub fn run(tag: &str, calls: &[Value], ev: &Event) {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.replace("$I", &i)))
                     .collect();
-                let pairs: Vec<(&str, &str)> =
-                    labels.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                let pairs: Vec<(&str, &str)> = labels
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str()))
+                    .collect();
                 let op = c.get("op").and_then(Value::as_str).unwrap_or_default();
                 let written = |m: metrics::Metric<'_>| {
                     let m = m.labels(&pairs);

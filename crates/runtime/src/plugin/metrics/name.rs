@@ -132,7 +132,10 @@ pub fn labels(metric: &str, kind: Kind, labels: &[(String, String)]) -> Result<(
             return Err(refused(name, why.to_string()));
         }
         if name.starts_with("__") {
-            return Err(refused(name, "names starting with `__` are reserved".into()));
+            return Err(refused(
+                name,
+                "names starting with `__` are reserved".into(),
+            ));
         }
         if HOST_LABELS.contains(&name.as_str()) {
             return Err(refused(
@@ -286,9 +289,6 @@ mod tests {
         for bad in [&[2.0, 1.0][..], &[1.0, 1.0], &[f64::NAN], &[f64::INFINITY]] {
             assert!(buckets("m", bad).is_err(), "{bad:?}");
         }
-        assert_eq!(
-            escape_help("a \"b\"\\\nc\r"),
-            r#"a \"b\"\\\nc "#
-        );
+        assert_eq!(escape_help("a \"b\"\\\nc\r"), r#"a \"b\"\\\nc "#);
     }
 }

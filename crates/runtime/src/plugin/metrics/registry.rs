@@ -180,7 +180,12 @@ impl std::fmt::Debug for PluginMetrics {
 impl Default for PluginMetrics {
     /// No plugin, default limits, names of its own (tests, replays).
     fn default() -> Self {
-        PluginMetrics::new("".into(), "".into(), MetricLimits::default(), Arc::default())
+        PluginMetrics::new(
+            "".into(),
+            "".into(),
+            MetricLimits::default(),
+            Arc::default(),
+        )
     }
 }
 
@@ -469,8 +474,14 @@ mod tests {
             .unwrap();
         m.write("hits", "ignored", ba.clone(), None, Op::Add(2.0))
             .unwrap();
-        m.write("lat", "Latency.", vec![], None, Op::Observe(&[1.0, 2.0], 1.5))
-            .unwrap();
+        m.write(
+            "lat",
+            "Latency.",
+            vec![],
+            None,
+            Op::Observe(&[1.0, 2.0], 1.5),
+        )
+        .unwrap();
         let snap = m.snapshot();
         assert_eq!(snap[0].name, "hits");
         assert_eq!(snap[0].help, "Hits.");
@@ -499,7 +510,10 @@ mod tests {
         let e = m
             .write("g", "", l(&[("i", "3")]), None, Op::Set(1.0))
             .unwrap_err();
-        assert!(matches!(e, MetricError::TooManySeries { limit: 3, .. }), "{e}");
+        assert!(
+            matches!(e, MetricError::TooManySeries { limit: 3, .. }),
+            "{e}"
+        );
         // Existing series still take writes at the ceiling.
         m.write("g", "", l(&[("i", "0")]), None, Op::Set(5.0))
             .unwrap();
@@ -537,8 +551,10 @@ mod tests {
     fn groups_expire_together() {
         let m = PluginMetrics::default();
         let g = || Some("deploy/web".to_string());
-        m.write("a", "", l(&[("k", "1")]), g(), Op::Set(1.0)).unwrap();
-        m.write("a", "", l(&[("k", "2")]), None, Op::Set(1.0)).unwrap();
+        m.write("a", "", l(&[("k", "1")]), g(), Op::Set(1.0))
+            .unwrap();
+        m.write("a", "", l(&[("k", "2")]), None, Op::Set(1.0))
+            .unwrap();
         m.write("b", "", vec![], g(), Op::Add(1.0)).unwrap();
         assert_eq!(m.delete_group("deploy/web"), 2);
         assert_eq!(m.series(), 1);
