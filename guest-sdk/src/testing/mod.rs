@@ -161,9 +161,12 @@ pub(crate) fn record_metric(call: MetricCall) {
     CURRENT.with(|s| s.borrow_mut().metrics.push(call));
 }
 
-/// The series (name, labels) written and not deleted since, by the recorded calls.
-fn live_series(calls: &[MetricCall]) -> Vec<(&str, &[(String, String)], Option<&str>)> {
-    let mut live: Vec<(&str, &[(String, String)], Option<&str>)> = Vec::new();
+/// A series as the recorded calls name it: metric, labels, and the group of its latest write.
+type LiveSeries<'a> = (&'a str, &'a [(String, String)], Option<&'a str>);
+
+/// The series written and not deleted since, by the recorded calls.
+fn live_series(calls: &[MetricCall]) -> Vec<LiveSeries<'_>> {
+    let mut live: Vec<LiveSeries<'_>> = Vec::new();
     for c in calls {
         match c.call {
             "delete" => live.retain(|(n, l, _)| (*n, *l) != (c.name.as_str(), &c.labels[..])),

@@ -3,8 +3,9 @@
 //! "delete-group", "name", "help", "labels": [[k, v], ..], "group", "value", "buckets",
 //! "repeat"}`; `repeat` (default 1) makes it that many times, `$I` in a label value standing for
 //! the repetition's number and `$NAME` (anywhere) for the event's object name. Logs
-//! `{"tag", "key", "metrics": [{"ok": n, "err": n, "first": {"kind", "message"}}]}`, one entry per
-//! call (for deletes, `ok` counts the ones that removed something).
+//! `{"tag", "key", "metrics": [{"ok": n, "err": n, "first": {"kind", "message"}, "micros": n}]}`,
+//! one entry per call (for deletes, `ok` counts the ones that removed something; `micros` is the
+//! time all its repetitions took, in the plugin).
 
 use informant_sdk::Event;
 use informant_sdk::metrics::{self, MetricError};
@@ -40,6 +41,7 @@ pub fn run(tag: &str, calls: &[Value], ev: &Event) {
                 .unwrap_or_default();
             let repeat = c.get("repeat").and_then(Value::as_u64).unwrap_or(1);
             let (mut ok, mut err, mut first) = (0u64, 0u64, Value::Null);
+            let started = std::time::Instant::now();
             for i in 0..repeat {
                 let i = i.to_string();
                 let labels: Vec<(String, String)> = labels
@@ -87,7 +89,8 @@ pub fn run(tag: &str, calls: &[Value], ev: &Event) {
                     }
                 }
             }
-            json!({"ok": ok, "err": err, "first": first})
+            let micros = started.elapsed().as_micros() as u64;
+            json!({"ok": ok, "err": err, "first": first, "micros": micros})
         })
         .collect();
     let line = json!({"tag": tag, "key": ev.meta().key(), "metrics": results});
