@@ -5,6 +5,9 @@
 import type { Request, Response } from "./http.js";
 import type { Resource } from "./resource.js";
 
+/** The `metrics` calls that write a series. */
+export type MetricCallKind = "counter-add" | "gauge-set" | "histogram-observe";
+
 /** Log severities, as the contract names them. */
 export type Level = "trace" | "debug" | "info" | "warn" | "error";
 
@@ -24,6 +27,17 @@ export interface Backend {
   updateStatus(r: Resource, namespace: string | undefined, name: string, obj: string): string;
   recordEvent(regarding: ObjectRef, warning: boolean, reason: string, action: string, note: string): void;
   httpSend(request: Request): Response;
+  metric(
+    call: MetricCallKind,
+    name: string,
+    help: string,
+    labels: Array<[string, string]>,
+    group: string | undefined,
+    buckets: number[],
+    value: number,
+  ): void;
+  metricDelete(name: string, labels: Array<[string, string]>): boolean;
+  metricDeleteGroup(group: string): number;
 }
 
 /** The object an Event is about. */
@@ -52,6 +66,9 @@ let current: Backend = {
   updateStatus: unavailable,
   recordEvent: unavailable,
   httpSend: unavailable,
+  metric: unavailable,
+  metricDelete: unavailable,
+  metricDeleteGroup: unavailable,
 };
 
 /** The backend in use. */

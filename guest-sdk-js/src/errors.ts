@@ -66,3 +66,14 @@ export class Retry extends Error {
     this.afterMs = afterMs;
   }
 }
+
+/** The host refused a metric call; `kind` is the contract's case, the message names the rule. */
+export class MetricError extends Error {
+  /** The contract's case. */
+  readonly kind: "invalid-name" | "invalid-label" | "invalid-value" | "type-conflict" | "too-many-series";
+  constructor(kind: MetricError["kind"], message: string) {
+    super(`${kind}: ${message}`);
+    this.name = "MetricError";
+    this.kind = kind;
+  }
+}

@@ -5,7 +5,7 @@
  * imports the contract's interfaces (versioned as `wit/` says) and passes them in here.
  */
 import { setBackend, type Level } from "./backend.js";
-import { HttpError, QueryError, WriteError } from "./errors.js";
+import { HttpError, MetricError, QueryError, WriteError } from "./errors.js";
 import { Event, type EventType, type Source } from "./event.js";
 import { construct, outcome, describe, tick, type Plugin, type PluginClass } from "./plugin.js";
 import type { Resource } from "./resource.js";
@@ -45,6 +45,28 @@ function write<T>(f: () => T): T {
       if (p.tag === "denied") throw new WriteError("denied", String(p.val));
       throw new WriteError(p.tag, String(p.val?.message ?? ""), Number(p.val?.code ?? 0), String(p.val?.reason ?? ""));
     }
+    throw e;
+  }
+}
+
+/** The `metrics` import as componentize-js binds it (an err is thrown with a `payload`). */
+export interface WitMetrics {
+  counterAdd(m: WitMetric, value: number): void;
+  gaugeSet(m: WitMetric, value: number): void;
+  histogramObserve(m: WitMetric, buckets: Float64Array | number[], value: number): void;
+  delete(name: string, labels: Array<[string, string]>): boolean;
+  deleteGroup(group: string): number;
+}
+
+/** The contract's `metric` record. */
+type WitMetric = { name: string; help: string; labels: Array<[string, string]>; group: string | undefined };
+
+function metric(f: () => void): void {
+  try {
+    f();
+  } catch (e: any) {
+    const p = e?.payload;
+    if (p && typeof p.tag === "string") throw new MetricError(p.tag, String(p.val));
     throw e;
   }
 }
@@ -105,6 +127,7 @@ export function exportsFor(
   cache: WitCache,
   log: WitLog,
   kube: WitKube,
+  metrics: WitMetrics,
   http?: WitHttp,
 ) {
   const wasiHttp = http && new WasiHttp(http.types, http.outgoingHandler);
@@ -129,6 +152,16 @@ export function exportsFor(
           note,
         ),
       ),
+    metric: (call, name, help, labels, group, buckets, value) => {
+      const m: WitMetric = { name, help, labels, group };
+      metric(() => {
+        if (call === "counter-add") metrics.counterAdd(m, value);
+        else if (call === "gauge-set") metrics.gaugeSet(m, value);
+        else metrics.histogramObserve(m, new Float64Array(buckets), value);
+      });
+    },
+    metricDelete: (name, labels) => metrics.delete(name, labels),
+    metricDeleteGroup: (group) => metrics.deleteGroup(group),
     httpSend: (request) => {
       if (!wasiHttp) {
         throw new HttpError("failed", `${request.method} ${request.url}: this plugin's contract does not import wasi:http`);

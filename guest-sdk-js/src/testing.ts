@@ -1,12 +1,12 @@
 /**
  * Unit-test plugins natively with `node --test`: no cluster, no wasm runtime. A `Harness` owns
- * a plugin instance, an in-memory `MemCache`, the captured log, the writes made and an `HttpStub`
- * answering outbound requests; while it runs the plugin, the SDK's `cache`, `log`, `kube` and
+ * a plugin instance, an in-memory `MemCache`, the captured log, the writes and metric calls made and an `HttpStub`
+ * answering outbound requests; while it runs the plugin, the SDK's `cache`, `log`, `kube`, `metrics` and
  * `http` calls go to them. Like the host, `send` first applies the event
  * to the cache (added, updated and resync store the object, deleted removes it).
  */
 import { readFileSync } from "node:fs";
-import { setBackend, type Backend, type Level } from "./backend.js";
+import { setBackend, type Backend, type Level, type MetricCallKind } from "./backend.js";
 import type { KubeObject } from "./cache.js";
 import { HttpError, QueryError, Retry, WriteError } from "./errors.js";
 import { Event, Meta, encodeHeader, type Source } from "./event.js";
@@ -262,6 +262,8 @@ export class Harness<P extends Plugin = Plugin> {
    * name and body (object, patch, preconditions or Event) as parsed JSON.
    */
   writes: Array<{ verb: string; resource: Resource; namespace?: string; name?: string; body: any }> = [];
+  /** Every `metrics` call, oldest first (accepted: the host's rules are not checked here). */
+  metrics: MetricCall[] = [];
   /**
    * The manifest's `[[write]]` tables when built from one: writes outside them throw a `denied`
    * WriteError as on the host. Undefined: anything goes.
@@ -370,6 +372,19 @@ export class Harness<P extends Plugin = Plugin> {
         this.record("record-event", new Resource("events.k8s.io", "v1", "Event"), ref.namespace ?? "default", undefined, body);
       },
       httpSend: (request) => this.http.send(request),
+      metric: (call, name, help, labels, group, _buckets, value) =>
+        void this.metrics.push({ call, name, help, labels: sortedPairs(labels), group, value }),
+      metricDelete: (name, labels) => {
+        const sorted = sortedPairs(labels);
+        const existed = this.live().has(seriesKey(name, sorted));
+        this.metrics.push({ call: "delete", name, help: "", labels: sorted, group: undefined, value: 0 });
+        return existed;
+      },
+      metricDeleteGroup: (group) => {
+        const n = [...this.live().values()].filter((g) => g === group).length;
+        this.metrics.push({ call: "delete-group", name: "", help: "", labels: [], group, value: 0 });
+        return n;
+      },
     };
     const previous = setBackend(me);
     try {
@@ -414,6 +429,36 @@ export class Harness<P extends Plugin = Plugin> {
     this.plugin = this.run(() => construct(this.cls as PluginClass, this.configJson) as P);
   }
 
+  /** The series written and not deleted since, by the recorded calls, to their latest group. */
+  private live(): Map<string, string | undefined> {
+    const live = new Map<string, string | undefined>();
+    for (const c of this.metrics) {
+      const key = seriesKey(c.name, c.labels);
+      if (c.call === "delete") live.delete(key);
+      else if (c.call === "delete-group") {
+        for (const [k, g] of [...live]) if (g === c.group) live.delete(k);
+      } else live.set(key, c.group);
+    }
+    return live;
+  }
+
+  /**
+   * A counter's total or a gauge's last value over the recorded calls since the series was last
+   * deleted; `undefined` if it has none.
+   */
+  metricValue(name: string, labels: Record<string, string> = {}): number | undefined {
+    const key = seriesKey(name, sortedPairs(Object.entries(labels)));
+    if (!this.live().has(key)) return undefined;
+    let value: number | undefined;
+    for (const c of this.metrics) {
+      if (seriesKey(c.name, c.labels) !== key) continue;
+      if (c.call === "counter-add") value = (value ?? 0) + c.value;
+      else if (c.call === "gauge-set") value = c.value;
+      else if (c.call === "delete") value = undefined;
+    }
+    return value;
+  }
+
   /** The captured log lines, clearing them. */
   takeLogs(): Array<[Level, string]> {
     const out = this.logs;
@@ -426,3 +471,21 @@ export class Harness<P extends Plugin = Plugin> {
 export function readBeside(moduleUrl: string, path: string): string {
   return readFileSync(new URL(path, moduleUrl), "utf8");
 }
+
+/** One `metrics` call a plugin made, as the harness recorded it. */
+export interface MetricCall {
+  call: MetricCallKind | "delete" | "delete-group";
+  /** Empty for `delete-group`. */
+  name: string;
+  help: string;
+  /** Label pairs, sorted by name. */
+  labels: Array<[string, string]>;
+  group: string | undefined;
+  /** Added, set or observed (0 for deletes). */
+  value: number;
+}
+
+const sortedPairs = (pairs: Array<[string, string]>): Array<[string, string]> =>
+  [...pairs].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+
+const seriesKey = (name: string, labels: Array<[string, string]>) => JSON.stringify([name, labels]);

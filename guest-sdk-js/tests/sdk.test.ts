@@ -1,7 +1,7 @@
 // The JS SDK's own tests: header decoding, lazy objects, the harness cache, errors and retries.
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { Plugin, QueryError, Resource, Retry, WriteError, cache, kube, log, type Event } from "informant";
+import { MetricError, Plugin, QueryError, Resource, Retry, WriteError, cache, kube, log, metrics, type Event } from "informant";
 import { Event as EventClass, Meta, encodeHeader, parseHeader } from "../src/event.ts";
 import { outcome } from "../src/plugin.ts";
 import { Harness, MemCache, ObjectSource, added, deleted, updated } from "informant/testing";
@@ -165,4 +165,29 @@ test("tick runs a schedule with the harness cache and refuses undeclared names",
   assert.throws(() => h.tick("count-not"), /not declared/);
   // A plugin without a handler does nothing; a harness without a manifest ticks any name.
   new Harness(Plugin).tick("anything");
+});
+
+test("the harness records metric calls", () => {
+  class Counting extends Plugin {
+    onAdded(ev: Event) {
+      metrics.counter("seen_total", "Objects seen.").labels({ namespace: ev.meta.namespace ?? "" }).inc();
+      metrics.gauge("present", "Present.").labels({ name: ev.meta.name }).group(ev.meta.name).set(1);
+      metrics.histogram("name_len", "Name lengths.", [4, 16]).observe(ev.meta.name.length);
+    }
+    onDeleted(ev: Event) {
+      log.info(`${metrics.deleteGroup(ev.meta.name)} series gone`);
+    }
+  }
+  const h = new Harness(Counting);
+  h.send(added(cm("a")));
+  h.send(added(cm("b")));
+  assert.equal(h.metricValue("seen_total", { namespace: "default" }), 2);
+  assert.equal(h.metricValue("present", { name: "a" }), 1);
+  assert.deepEqual(h.metrics.slice(0, 3).map((c) => c.call), ["counter-add", "gauge-set", "histogram-observe"]);
+  assert.deepEqual([h.metrics[1].labels, h.metrics[1].group], [[["name", "a"]], "a"]);
+  h.send(deleted(cm("a")));
+  assert.equal(h.metricValue("present", { name: "a" }), undefined);
+  assert.equal(h.metricValue("present", { name: "b" }), 1);
+  assert.deepEqual(h.takeLogs(), [["info", "1 series gone"]]);
+  assert.throws(() => h.run(() => metrics.gauge("g").add(1)), (e) => e instanceof MetricError && e.kind === "type-conflict");
 });

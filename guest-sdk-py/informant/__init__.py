@@ -12,7 +12,7 @@ against an in-memory cache so a plugin's tests are plain pytest.
             log.info(f"added {ev.meta.key}")
 """
 
-from . import cache, http, kube, log
+from . import cache, http, kube, log, metrics
 from .errors import BadSelector, Forbidden, NotWatched, QueryError, Retry, UnknownIndex
 from .event import Event, EventType, Meta
 from .plugin import Plugin
@@ -34,4 +34,5 @@ __all__ = [
     "http",
     "kube",
     "log",
+    "metrics",
 ]

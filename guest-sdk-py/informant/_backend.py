@@ -5,7 +5,7 @@ Natively they do not, and ``informant.testing`` installs an in-memory backend in
 made with neither fails with a clear message rather than an ImportError deep in a handler.
 """
 
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple
 
 from .errors import BadSelector, Forbidden, NotWatched, QueryError, UnknownIndex
 from .resource import Resource
@@ -24,6 +24,7 @@ try:  # Only a componentize-py build has the generated bindings.
     from wit_world.imports import kube as _wit_kube
     from wit_world.imports import informant_plugin_types as _wit_types
     from wit_world.imports import log as _wit_log
+    from wit_world.imports import metrics as _wit_metrics
     from componentize_py_types import Err as _Err
 
     IN_COMPONENT = True
@@ -86,6 +87,28 @@ class _WitBackend:
                 f"{request.method} {request.url}: this plugin's contract does not import wasi:http"
             )
         return _wasi_http.send(request)
+
+    def metric(self, call: str, name: str, help: str, labels: List[Tuple[str, str]],
+               group: Optional[str], buckets: List[float], value: float) -> None:
+        from .metrics import ERRORS, MetricError
+
+        m = _wit_metrics.Metric(name, help, labels, group)
+        try:
+            if call == "counter-add":
+                _wit_metrics.counter_add(m, value)
+            elif call == "gauge-set":
+                _wit_metrics.gauge_set(m, value)
+            else:
+                _wit_metrics.histogram_observe(m, buckets, value)
+        except _Err as e:
+            v = e.value
+            raise ERRORS.get(type(v).__name__, MetricError)(getattr(v, "value", str(v))) from None
+
+    def metric_delete(self, name: str, labels: List[Tuple[str, str]]) -> bool:
+        return _wit_metrics.delete(name, labels)
+
+    def metric_delete_group(self, group: str) -> int:
+        return _wit_metrics.delete_group(group)
 
     # Writes: each host call, with its WriteError variant raised as the matching exception.
     def _write(self, call: Callable[[], Any]) -> Any:

@@ -1,8 +1,8 @@
 """Unit-test plugins natively with pytest: no cluster, no wasm runtime.
 
 A ``Harness`` owns a plugin instance, an in-memory ``MemCache``, the captured log, the writes
-made and an ``HttpStub`` answering outbound requests. While it runs the plugin, the plugin's
-``informant.cache``, ``log``, ``kube`` and ``http`` calls go to them. Like the host, ``send``
+and metric calls made and an ``HttpStub`` answering outbound requests. While it runs the plugin,
+the plugin's ``informant.cache``, ``log``, ``kube``, ``metrics`` and ``http`` calls go to them. Like the host, ``send``
 first applies the event to the cache (added, updated and resync store the object, deleted removes
 it), so queries see the object the event is about.
 
@@ -15,7 +15,7 @@ it), so queries see the object the event is about.
 import json
 import re
 import tomllib
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _backend
 from .errors import BadSelector, NotWatched, Retry, UnknownIndex
@@ -26,6 +26,20 @@ from .plugin import construct, dispatch
 from .resource import Resource
 
 Obj = Dict[str, Any]
+
+
+class MetricCall(NamedTuple):
+    """One ``metrics`` call a plugin made, as the harness recorded it."""
+
+    #: ``counter-add``, ``gauge-set``, ``histogram-observe``, ``delete`` or ``delete-group``.
+    call: str
+    name: str
+    help: str
+    #: Label pairs, sorted by name.
+    labels: Tuple[Tuple[str, str], ...]
+    group: Optional[str]
+    #: Added, set or observed (0 for deletes).
+    value: float
 
 
 def resource_of(obj: Obj) -> Resource:
@@ -306,6 +320,8 @@ class Harness:
         #: The manifest's ``[[write]]`` tables when built from one: writes outside them raise
         #: ``kube.Denied`` as on the host. ``None``: anything goes.
         self.declared: Optional[List[Dict[str, Any]]] = None
+        #: Every ``metrics`` call, oldest first (accepted: the host's rules are not checked).
+        self.metrics: List[MetricCall] = []
         #: Outbound HTTP: the requests the plugin sent and the canned answers it gets.
         self.http = HttpStub()
         #: The manifest's ``[[schedule]]`` names when built from one: ``tick`` refuses others,
@@ -391,6 +407,51 @@ class Harness:
 
     def http_send(self, request: Request) -> Response:
         return self.http.send(request)
+
+    def metric(self, call: str, name: str, help: str, labels: List[Tuple[str, str]],
+               group: Optional[str], buckets: List[float], value: float) -> None:
+        self.metrics.append(MetricCall(call, name, help, tuple(sorted(labels)), group, value))
+
+    def _live(self) -> Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Optional[str]]:
+        """The series written and not deleted since: (name, labels) to the latest group."""
+        live: Dict[Tuple[str, Tuple[Tuple[str, str], ...]], Optional[str]] = {}
+        for c in self.metrics:
+            if c.call == "delete":
+                live.pop((c.name, c.labels), None)
+            elif c.call == "delete-group":
+                live = {k: g for k, g in live.items() if g != c.group}
+            else:
+                live[(c.name, c.labels)] = c.group
+        return live
+
+    def metric_delete(self, name: str, labels: List[Tuple[str, str]]) -> bool:
+        key = (name, tuple(sorted(labels)))
+        existed = key in self._live()
+        self.metrics.append(MetricCall("delete", name, "", key[1], None, 0.0))
+        return existed
+
+    def metric_delete_group(self, group: str) -> int:
+        n = sum(1 for g in self._live().values() if g == group)
+        self.metrics.append(MetricCall("delete-group", "", "", (), group, 0.0))
+        return n
+
+    def metric_value(self, name: str, /, **labels: str) -> Optional[float]:
+        """A counter's total or a gauge's last value over the recorded calls since the series
+        was last deleted; ``None`` if it has none."""
+        key = (name, tuple(sorted(labels.items())))
+        if key not in self._live():
+            return None
+        value: Optional[float] = None
+        for c in self.metrics:
+            if (c.name, c.labels) != key:
+                continue
+            if c.call == "counter-add":
+                value = (value or 0.0) + c.value
+            elif c.call == "gauge-set":
+                value = c.value
+            elif c.call == "delete":
+                value = None
+        return value
 
     def _record(self, verb: str, r: Resource, namespace: Optional[str], name: Optional[str],
                 body: str) -> str:

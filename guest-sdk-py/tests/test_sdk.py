@@ -4,7 +4,7 @@ import struct
 
 import pytest
 
-from informant import BadSelector, EventType, NotWatched, Plugin, Resource, Retry, UnknownIndex, cache, kube, log
+from informant import BadSelector, EventType, NotWatched, Plugin, Resource, Retry, UnknownIndex, cache, kube, log, metrics
 from informant.event import Event, Meta, encode_header, parse_header
 from informant.log import Level
 from informant.plugin import describe, outcome
@@ -258,3 +258,31 @@ def test_a_tick_outcome_is_none_or_the_error_a_retry_included():
     plugin = Ticker({})
     assert tick(Plugin({}), "x") is None
     assert "a retry is an error here" in tick(plugin, "bad")
+
+
+class Counting(Plugin):
+    """Counts objects per namespace, a gauge per object in the object's group."""
+
+    def on_added(self, ev):
+        metrics.counter("seen_total", "Objects seen.").labels(namespace=ev.meta.namespace).inc()
+        metrics.gauge("present", "Present.").labels(name=ev.meta.name).group(ev.meta.name).set(1)
+        metrics.histogram("name_len", "Name lengths.", buckets=[4, 16]).observe(len(ev.meta.name))
+
+    def on_deleted(self, ev):
+        log.info(f"{metrics.delete_group(ev.meta.name)} series gone")
+
+
+def test_the_harness_records_metric_calls():
+    h = Harness(Counting)
+    h.send(added(cm("a")))
+    h.send(added(cm("b")))
+    assert h.metric_value("seen_total", namespace="default") == 2
+    assert h.metric_value("present", name="a") == 1
+    assert [c.call for c in h.metrics[:3]] == ["counter-add", "gauge-set", "histogram-observe"]
+    assert h.metrics[1].labels == (("name", "a"),) and h.metrics[1].group == "a"
+    h.send(deleted(cm("a")))
+    assert h.metric_value("present", name="a") is None
+    assert h.metric_value("present", name="b") == 1
+    assert h.take_logs() == [(Level.INFO, "1 series gone")]
+    with pytest.raises(metrics.TypeConflict):
+        h.run(lambda: metrics.gauge("g").add(1))

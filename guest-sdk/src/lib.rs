@@ -12,6 +12,7 @@
 //! - [`cache`]: read-only queries against the host's informer cache, raw JSON or typed through
 //!   `k8s-openapi`;
 //! - [`log`](mod@log): the host's log (a plugin has no stdout);
+//! - [`metrics`]: counters, gauges and histograms on the host's `/metrics`;
 //! - [`http`]: outbound HTTP to the origins the manifest allows (`allowed-outbound-hosts`);
 //! - [`kube`](mod@kube): writes to the cluster (create, server-side apply, patch, delete, status,
 //!   Events) within the manifest's `[[write]]` tables and the tenant's grant;
@@ -52,6 +53,7 @@ mod event;
 pub mod http;
 pub mod kube;
 pub mod log;
+pub mod metrics;
 mod resource;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;

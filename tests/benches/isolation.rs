@@ -99,6 +99,7 @@ async fn case(
         retry: Default::default(),
         outbound: Default::default(),
         writer: Default::default(),
+        metrics: Default::default(),
     };
     let sup = Supervisor::start(spec, RestartPolicy::default())
         .await

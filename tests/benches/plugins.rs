@@ -134,6 +134,7 @@ fn spec_of(
         retry: Default::default(),
         outbound: Default::default(),
         writer: Default::default(),
+        metrics: Default::default(),
     }
 }
 

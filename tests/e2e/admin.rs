@@ -34,13 +34,13 @@ fn config() -> HostConfig {
 }
 
 /// One parsed scrape, with lookups that fail the test naming what is missing.
-struct Scrape {
-    text: String,
-    parsed: MetricsExposition<OpenMetricsType, OpenMetricsValue>,
+pub(crate) struct Scrape {
+    pub(crate) text: String,
+    pub(crate) parsed: MetricsExposition<OpenMetricsType, OpenMetricsValue>,
 }
 
 impl Scrape {
-    async fn take(addr: SocketAddr) -> Scrape {
+    pub(crate) async fn take(addr: SocketAddr) -> Scrape {
         let (status, content_type, text) = get(addr, "/metrics").await;
         assert_eq!(status, 200, "{text}");
         assert!(
@@ -54,7 +54,7 @@ impl Scrape {
         Scrape { text, parsed }
     }
 
-    fn sample(&self, family: &str, labels: &[(&str, &str)]) -> &OpenMetricsValue {
+    pub(crate) fn sample(&self, family: &str, labels: &[(&str, &str)]) -> &OpenMetricsValue {
         let fam = self
             .parsed
             .families
@@ -74,7 +74,7 @@ impl Scrape {
     }
 
     /// A counter's or gauge's value.
-    fn value(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(crate) fn value(&self, family: &str, labels: &[(&str, &str)]) -> f64 {
         match self.sample(family, labels) {
             OpenMetricsValue::Counter(c) => c.value.as_f64(),
             OpenMetricsValue::Gauge(g) => g.as_f64(),
@@ -83,7 +83,7 @@ impl Scrape {
     }
 
     /// A histogram's observation count, checked against its `+Inf` bucket.
-    fn histogram_count(&self, family: &str, labels: &[(&str, &str)]) -> u64 {
+    pub(crate) fn histogram_count(&self, family: &str, labels: &[(&str, &str)]) -> u64 {
         match self.sample(family, labels) {
             OpenMetricsValue::Histogram(h) => {
                 let count = h.count.expect("histograms carry _count");
@@ -111,7 +111,11 @@ impl Scrape {
 
 /// Scrapes until `pred` holds. The endpoint offers no change signal to wait on, so this polls
 /// it (the condition is the point; the interval only spares the CPU), failing after [`GUARD`].
-async fn scrape_until(addr: SocketAddr, what: &str, pred: impl Fn(&Scrape) -> bool) -> Scrape {
+pub(crate) async fn scrape_until(
+    addr: SocketAddr,
+    what: &str,
+    pred: impl Fn(&Scrape) -> bool,
+) -> Scrape {
     let deadline = tokio::time::Instant::now() + GUARD;
     loop {
         let scrape = Scrape::take(addr).await;
@@ -127,7 +131,7 @@ async fn scrape_until(addr: SocketAddr, what: &str, pred: impl Fn(&Scrape) -> bo
     }
 }
 
-async fn start_admin(env: &PluginEnv) -> (Arc<AdminState>, AdminServer) {
+pub(crate) async fn start_admin(env: &PluginEnv) -> (Arc<AdminState>, AdminServer) {
     let state = AdminState::new(env.factory.clone(), Some(env.host.clone()));
     let server = AdminServer::start(SocketAddr::from(([127, 0, 0, 1], 0)), state.clone())
         .await

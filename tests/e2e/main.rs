@@ -12,6 +12,7 @@ mod leader;
 mod least_privilege;
 mod new;
 mod outbound;
+mod plugin_metrics;
 mod plugins;
 mod polyglot;
 mod polyglot_http;

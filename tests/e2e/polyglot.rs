@@ -444,3 +444,75 @@ async fn a_typescript_plugin_writes_through_the_kube_import_within_its_manifest(
     };
     writes_through_the_kube_import(&component, "ts", "denied: ").await;
 }
+
+/// A `metrics`-mode test plugin (`hostile-py` or `hostile-ts`): its counter and histogram reach
+/// `/metrics` with the host's labels, and the host's refusal reaches it as the SDK's error
+/// (`refused_prefix` names its class or kind).
+async fn metrics_through_the_import(component: &Path, tag: &str, refused_prefix: &str) {
+    let env = PluginEnv::start(HostConfig::default()).await;
+    create_namespaces(&env.server, &["demo"]);
+    let (_state, admin) = crate::admin::start_admin(&env).await;
+    let manifest = format!(
+        "[limits]\ndeadline-ms = 5000\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"demo\"\n\
+         [config]\nmode = \"metrics\"\ntag = \"{tag}\"\n"
+    );
+    env.install_component(None, "counter", component, &manifest);
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    env.server.create(configmap("demo", "go-1", "1")).unwrap();
+    env.logs
+        .wait_until("the plugin's metric calls", || {
+            !lines_with(&env, "counter", "refused").is_empty()
+        })
+        .await;
+    let line = &lines_with(&env, "counter", "refused")[0];
+    let refused = line["refused"].as_str().unwrap();
+    assert!(
+        refused.starts_with(refused_prefix) && refused.contains("`plugin`"),
+        "{refused}"
+    );
+    assert_eq!(
+        (&line["deleted"], &line["group"]),
+        (&json!(true), &json!(1)),
+        "{line}"
+    );
+    let scrape = crate::admin::scrape_until(admin.addr(), "the plugin's series", |s| {
+        s.parsed
+            .families
+            .contains_key("informant_plugin_polyglot_checks")
+    })
+    .await;
+    let labels = [("plugin", "counter"), ("tenant", "")];
+    let mut named = labels.to_vec();
+    named.push(("name", "go-1"));
+    assert_eq!(
+        scrape.value("informant_plugin_polyglot_checks", &named),
+        2.0
+    );
+    assert_eq!(
+        scrape.histogram_count("informant_plugin_polyglot_sizes", &labels),
+        1
+    );
+    assert!(
+        !scrape.text.contains("polyglot_temp") && !scrape.text.contains("evil"),
+        "{}",
+        scrape.text
+    );
+    env.host.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_python_plugin_keeps_metrics_through_the_import() {
+    let Some(component) = python_wasm("tests/plugins/hostile-py") else {
+        return;
+    };
+    metrics_through_the_import(&component, "py", "InvalidLabel: ").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typescript_plugin_keeps_metrics_through_the_import() {
+    let Some(component) = js_wasm("tests/plugins/hostile-ts") else {
+        return;
+    };
+    metrics_through_the_import(&component, "ts", "invalid-label: ").await;
+}

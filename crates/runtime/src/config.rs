@@ -117,6 +117,7 @@ struct FileLimits {
     max_log_bytes: Option<Positive>,
     max_error_bytes: Option<Positive>,
     log_lines_per_second: Option<Positive>,
+    max_metric_series: Option<Positive>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -188,6 +189,9 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     }
     if let Some(v) = l.log_lines_per_second {
         host.text.log_lines_per_second = v.get();
+    }
+    if let Some(v) = l.max_metric_series {
+        host.metrics.max_series = v.get() as usize;
     }
     for (default, max, what) in [
         (host.default_memory_mib, host.max_memory_mib, "memory-mib"),

@@ -82,6 +82,7 @@ struct State {
     cache: MemCache,
     logs: Vec<(Level, String)>,
     writes: Vec<Written>,
+    metrics: Vec<MetricCall>,
     /// The manifest's `[[write]]` tables, when the harness was built from one.
     declared: Option<Vec<informant_manifest::Write>>,
     /// The manifest's `[[schedule]]` names, when the harness was built from one.
@@ -138,6 +139,84 @@ pub(crate) fn record_write(w: Written) -> Result<String, crate::kube::WriteError
         let body = w.body.clone();
         s.writes.push(w);
         Ok(body)
+    })
+}
+
+/// One `metrics` call a plugin made, as the harness recorded it (and accepted: the host's
+/// naming rules and ceilings are not checked here).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MetricCall {
+    /// `counter-add`, `gauge-set`, `histogram-observe`, `delete` or `delete-group`.
+    pub call: &'static str,
+    /// The metric's name (empty for `delete-group`).
+    pub name: String,
+    /// Its help text (empty for deletes).
+    pub help: String,
+    /// Its labels, sorted by name.
+    pub labels: Vec<(String, String)>,
+    /// The group written or deleted.
+    pub group: Option<String>,
+    /// The value added, set or observed (0 for deletes).
+    pub value: f64,
+}
+
+pub(crate) fn record_metric(call: MetricCall) {
+    CURRENT.with(|s| s.borrow_mut().metrics.push(call));
+}
+
+/// A series as the recorded calls name it: metric, labels, and the group of its latest write.
+type LiveSeries<'a> = (&'a str, &'a [(String, String)], Option<&'a str>);
+
+/// The series written and not deleted since, by the recorded calls.
+fn live_series(calls: &[MetricCall]) -> Vec<LiveSeries<'_>> {
+    let mut live: Vec<LiveSeries<'_>> = Vec::new();
+    for c in calls {
+        match c.call {
+            "delete" => live.retain(|(n, l, _)| (*n, *l) != (c.name.as_str(), &c.labels[..])),
+            "delete-group" => live.retain(|(_, _, g)| *g != c.group.as_deref()),
+            _ => {
+                live.retain(|(n, l, _)| (*n, *l) != (c.name.as_str(), &c.labels[..]));
+                live.push((&c.name, &c.labels, c.group.as_deref()));
+            }
+        }
+    }
+    live
+}
+
+pub(crate) fn delete_metric(name: &str, labels: Vec<(String, String)>) -> bool {
+    CURRENT.with(|s| {
+        let mut s = s.borrow_mut();
+        let existed = live_series(&s.metrics)
+            .iter()
+            .any(|(n, l, _)| *n == name && *l == &labels[..]);
+        s.metrics.push(MetricCall {
+            call: "delete",
+            name: name.to_string(),
+            help: String::new(),
+            labels,
+            group: None,
+            value: 0.0,
+        });
+        existed
+    })
+}
+
+pub(crate) fn delete_metric_group(group: &str) -> u32 {
+    CURRENT.with(|s| {
+        let mut s = s.borrow_mut();
+        let n = live_series(&s.metrics)
+            .iter()
+            .filter(|(_, _, g)| *g == Some(group))
+            .count();
+        s.metrics.push(MetricCall {
+            call: "delete-group",
+            name: String::new(),
+            help: String::new(),
+            labels: Vec::new(),
+            group: Some(group.to_string()),
+            value: 0.0,
+        });
+        n as u32
     })
 }
 
@@ -328,6 +407,41 @@ impl<P: Plugin> Harness<P> {
     /// Returns and forgets the writes made so far.
     pub fn take_writes(&mut self) -> Vec<Written> {
         std::mem::take(&mut self.state.writes)
+    }
+
+    /// Every `metrics` call the plugin made so far, oldest first.
+    pub fn metrics(&self) -> &[MetricCall] {
+        &self.state.metrics
+    }
+
+    /// Returns and forgets the `metrics` calls made so far.
+    pub fn take_metrics(&mut self) -> Vec<MetricCall> {
+        std::mem::take(&mut self.state.metrics)
+    }
+
+    /// A counter's total or a gauge's last value over the recorded calls since the series was
+    /// last deleted; `None` if it has none.
+    pub fn metric_value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        let mut labels: Vec<(String, String)> = labels
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        labels.sort();
+        let (mut value, mut group) = (None, None);
+        for c in &self.state.metrics {
+            let this = c.name == name && c.labels == labels;
+            match c.call {
+                "counter-add" if this => value = Some(value.unwrap_or(0.0) + c.value),
+                "gauge-set" if this => value = Some(c.value),
+                "delete" if this => value = None,
+                "delete-group" if group.is_some() && group == c.group.as_deref() => value = None,
+                _ => continue,
+            }
+            if this && c.call != "delete" {
+                group = c.group.as_deref();
+            }
+        }
+        value
     }
 
     /// The plugin instance.
@@ -647,5 +761,60 @@ mod tests {
         // Without a manifest any name is ticked.
         let mut h = Harness::<Probe>::new("{}").unwrap();
         h.tick("anything").unwrap();
+    }
+
+    /// Counts objects per namespace under a group per object, and deletes the group on delete.
+    struct Counting;
+
+    impl Plugin for Counting {
+        fn init(_config: Value) -> Result<Self, HandlerError> {
+            Ok(Counting)
+        }
+
+        fn on_added(&mut self, ev: &Event) -> Result<(), HandlerError> {
+            let ns = ev.meta().namespace().unwrap_or_default();
+            crate::metrics::counter("seen_total", "Objects seen.")
+                .labels(&[("namespace", ns)])
+                .inc()?;
+            crate::metrics::gauge("present", "Present objects.")
+                .labels(&[("name", ev.meta().name()), ("namespace", ns)])
+                .group(ev.meta().name())
+                .set(1.0)?;
+            crate::metrics::histogram("name_bytes", "Name lengths.")
+                .buckets(&[4.0, 16.0])
+                .observe(ev.meta().name().len() as f64)?;
+            Ok(())
+        }
+
+        fn on_deleted(&mut self, ev: &Event) -> Result<(), HandlerError> {
+            let gone = crate::metrics::delete_group(ev.meta().name());
+            crate::info!("{gone} series gone");
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn the_harness_records_metric_calls() {
+        let mut h = Harness::<Counting>::new("{}").unwrap();
+        h.send(EventBuilder::added(&cm("a"))).unwrap();
+        h.send(EventBuilder::added(&cm("b"))).unwrap();
+        assert_eq!(
+            h.metric_value("seen_total", &[("namespace", "ns")]),
+            Some(2.0)
+        );
+        let present = [("namespace", "ns"), ("name", "a")];
+        assert_eq!(h.metric_value("present", &present), Some(1.0));
+        assert_eq!(h.metrics().len(), 6);
+        assert_eq!(h.metrics()[2].call, "histogram-observe");
+        assert_eq!(h.metrics()[1].labels[0], ("name".into(), "a".into()));
+        h.send(EventBuilder::deleted(&cm("a"))).unwrap();
+        assert_eq!(h.metric_value("present", &present), None);
+        assert_eq!(h.take_logs(), [(Level::Info, "1 series gone".to_string())]);
+        // Written as another type than it was made as: refused, as the host would.
+        let e = crate::metrics::gauge("g", "").add(1.0).unwrap_err();
+        assert!(
+            matches!(e, crate::metrics::MetricError::TypeConflict(_)),
+            "{e}"
+        );
     }
 }

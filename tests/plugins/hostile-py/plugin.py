@@ -14,12 +14,16 @@ several names.
 - `post`: on each event not from a replay, POSTs `{"tag", "type", "key"}` as JSON to
   `config.url` (timeout `config.timeout-ms`, default 30000) and logs `{"tag", "key", "status",
   "body"}`, or `{"tag", "key", "class", "error"}` with the `informant.http` error's class and
-  message (the event succeeds either way: the log is the record).
+  message (the event succeeds either way: the log is the record);
+- `metrics`: on the (not initial) add of an object named `go-*`, adds 2 to the counter
+  `polyglot_checks{name}`, observes 5 in the histogram `polyglot_sizes` (buckets 1 and 10),
+  tries a gauge labelled `plugin`, deletes a gauge of its own and a group, and logs
+  `{"tag", "key", "refused": "Class: message", "deleted", "group"}`.
 """
 
 import json
 
-from informant import Event, EventType, Plugin, cache, http, kube, log
+from informant import Event, EventType, Plugin, cache, http, kube, log, metrics
 
 
 class Hostile(Plugin):
@@ -27,7 +31,7 @@ class Hostile(Plugin):
 
     def __init__(self, config: dict):
         self.mode = config.get("mode", "echo")
-        if self.mode not in ("echo", "raise", "spin", "label", "noop", "parse", "post"):
+        if self.mode not in ("echo", "raise", "spin", "label", "noop", "parse", "post", "metrics"):
             raise ValueError(f"unknown mode `{self.mode}`")
         self.tag = config.get("tag", self.mode)
         self.url = config.get("url")
@@ -65,6 +69,10 @@ class Hostile(Plugin):
             if not ev.initial:
                 self._post(ev)
             return
+        if self.mode == "metrics":
+            if ev.event_type is EventType.ADDED and not ev.initial and ev.meta.name.startswith("go-"):
+                self._metrics(ev)
+            return
         if self.mode == "raise" and ev.meta.label("boom") is not None:
             raise ValueError(f"boom on {ev.meta.key}")
         got = cache.get(ev.resource, ev.meta.name, ev.meta.namespace)
@@ -77,6 +85,23 @@ class Hostile(Plugin):
             "cached": got is not None,
             "value": ev.object.get("data", {}).get("value"),
         }
+        log.info(json.dumps(line))
+
+    def _metrics(self, ev: Event) -> None:
+        name = ev.meta.name
+        metrics.counter("polyglot_checks", 'Checks, "quoted".').labels(name=name).add(2)
+        metrics.histogram("polyglot_sizes", "Sizes.", buckets=[1, 10]).observe(5)
+        try:
+            metrics.gauge("polyglot_gauge").labels(plugin="evil").set(1)
+            refused = "none"
+        except metrics.MetricError as e:
+            refused = f"{type(e).__name__}: {e}"
+        metrics.gauge("polyglot_temp", "Gone again.").labels(name=name).group("g").set(1)
+        deleted = metrics.delete("polyglot_temp", name=name)
+        metrics.gauge("polyglot_temp", "Gone again.").labels(name=name).group("g").set(1)
+        group = metrics.delete_group("g")
+        line = {"tag": self.tag, "key": ev.meta.key, "refused": refused, "deleted": deleted,
+                "group": group}
         log.info(json.dumps(line))
 
     def _post(self, ev: Event) -> None:

@@ -21,6 +21,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 use super::AdminState;
+use super::plugin_metrics::PluginMetricsSample;
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::scheduler::TickOutcome;
 use crate::plugin::{PluginState, WaitingFor};
@@ -100,6 +101,8 @@ struct Snapshot {
     /// Keyed by (informer, handler); two handlers registered under one name on one informer are
     /// summed, since a label set may appear only once per family.
     listeners: BTreeMap<(String, String), ListenerSample>,
+    /// What the plugins count themselves (the `metrics` import).
+    plugin_metrics: PluginMetricsSample,
 }
 
 impl Snapshot {
@@ -129,8 +132,9 @@ impl Snapshot {
         }
         informers.sort_by(|a, b| a.informer.cmp(&b.informer));
 
-        let plugins = state
-            .plugins()
+        let running = state.plugins();
+        let plugin_metrics = PluginMetricsSample::gather(&running, escape);
+        let plugins = running
             .iter()
             .map(|r| {
                 let s = &r.supervisor;
@@ -208,6 +212,7 @@ impl Snapshot {
             filters,
             informers,
             listeners,
+            plugin_metrics,
         }
     }
 }
@@ -489,7 +494,7 @@ impl Collector for Snapshot {
                 .iter()
                 .map(|(k, l)| (listener_labels(k), counter(l.delivered))),
         )?;
-        Ok(())
+        self.plugin_metrics.encode(&mut enc)
     }
 }
 
@@ -506,7 +511,7 @@ type Labels<const N: usize> = [(&'static str, String); N];
 ///
 /// A family without samples (no plugins yet) is left out, as client_golang does with empty
 /// vectors: some parsers refuse a descriptor with nothing under it.
-fn family<const N: usize, M: EncodeMetric + TypedMetric>(
+pub(super) fn family<const N: usize, M: EncodeMetric + TypedMetric>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
@@ -525,7 +530,7 @@ fn family<const N: usize, M: EncodeMetric + TypedMetric>(
 
 /// Escapes a label value for the text format; prometheus-client writes label values verbatim,
 /// and plugin and tenant names come from file names, which may hold anything.
-fn escape(value: &str) -> String {
+pub(super) fn escape(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
         match c {
@@ -598,11 +603,13 @@ mod tests {
                     delivered: 1,
                 },
             )]),
+            plugin_metrics: super::super::plugin_metrics::tests::sample(),
         }
     }
 
     /// The book's metrics table lists every family this module encodes, with its type, and
-    /// no other.
+    /// no other (the plugins' own aside); and plugins may name none of the host's plugin
+    /// families.
     #[test]
     fn the_books_metrics_table_matches_the_families() {
         const PAGE: &str = include_str!("../../../../docs/src/operations.md");
@@ -610,9 +617,11 @@ mod tests {
         registry.register_collector(Box::new(full_snapshot()));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        let plugins_own = ["hits", "depth", "size"].map(|n| format!("informant_plugin_{n} "));
         let encoded: std::collections::BTreeSet<(String, String)> = out
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter(|l| !plugins_own.iter().any(|own| l.starts_with(own.as_str())))
             .map(|l| {
                 let (name, kind) = l.split_once(' ').unwrap();
                 let name = match kind {
@@ -635,6 +644,19 @@ mod tests {
         let names = informant_manifest::keys::table_column(PAGE, "## Metrics");
         let book: std::collections::BTreeSet<(String, String)> =
             names.into_iter().zip(kinds).collect();
+        for (name, kind) in &encoded {
+            let Some(host) = name.strip_prefix("informant_plugin_") else {
+                continue;
+            };
+            let host = match kind.as_str() {
+                "counter" => host.strip_suffix("_total").unwrap(),
+                _ => host,
+            };
+            assert!(
+                crate::plugin::metrics::name::HOST_FAMILIES.contains(&host),
+                "`{host}` is missing from name::HOST_FAMILIES: a plugin could take its name"
+            );
+        }
         let missing: Vec<_> = encoded.difference(&book).collect();
         let extra: Vec<_> = book.difference(&encoded).collect();
         assert!(
@@ -659,6 +681,7 @@ mod tests {
                 gone: 0,
             }],
             listeners: BTreeMap::new(),
+            plugin_metrics: Default::default(),
         };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot));

@@ -17,10 +17,12 @@
 //!   [`AdminState::record_reconcile`].
 //!
 //! - [`metrics`]: the scrape-time collector and the metric names.
+//! - `plugin_metrics`: the plugins' own metrics (the `metrics` import), merged by name.
 //! - [`readiness`]: what `/readyz` checks.
 //! - [`server`]: the axum routes and the listener.
 
 pub mod metrics;
+mod plugin_metrics;
 pub mod readiness;
 pub mod server;
 

@@ -9,7 +9,9 @@
 //! - [`exec`]: running a plugin version — the engine and its compile cache, the supervisor
 //!   (an informer handler with failure containment), one live instance, one batch of events.
 //! - [`imports`]: the WIT host imports a call may make — the bindings with the cache view and
-//!   log, writes to the cluster and the client they go through, outbound HTTP.
+//!   log, writes to the cluster and the client they go through, outbound HTTP, metrics.
+//! - [`metrics`](mod@metrics): what plugins count — each version's series, the rules they follow,
+//!   the host-wide type of each name — read by `/metrics`.
 //!
 //! Manifests are `informant-manifest`'s ([`manifest`]).
 
@@ -17,6 +19,7 @@ pub mod dispatch;
 pub mod exec;
 pub mod imports;
 pub mod load;
+pub mod metrics;
 pub use informant_manifest as manifest;
 
 pub use exec::compile_cache::CompileCache;

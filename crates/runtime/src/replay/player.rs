@@ -224,6 +224,8 @@ pub async fn replay(
         outbound: Default::default(),
         // Nor writes: there is no cluster (writes fail as denied, saying so).
         writer: Default::default(),
+        // Metrics are kept, for nobody: a replay has no `/metrics`.
+        metrics: Default::default(),
     };
     let policy = host.restart.clone();
     let plugin = name.clone();

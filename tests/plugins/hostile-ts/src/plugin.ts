@@ -14,9 +14,13 @@
  * - `post`: on each event not from a replay, POSTs `{tag, type, key}` as JSON to `config.url`
  *   (timeout `config["timeout-ms"]`, default 30000) and logs `{tag, key, status, body}`, or
  *   `{tag, key, class, error}` with the `HttpError`'s kind and message (the event succeeds
- *   either way: the log is the record).
+ *   either way: the log is the record);
+ * - `metrics`: on the (not initial) add of an object named `go-*`, adds 2 to the counter
+ *   `polyglot_checks{name}`, observes 5 in the histogram `polyglot_sizes` (buckets 1 and 10),
+ *   tries a gauge labelled `plugin`, deletes a gauge of its own and a group, and logs
+ *   `{tag, key, refused: "kind: message", deleted, group}`.
  */
-import { HttpError, Plugin, WriteError, cache, http, kube, log, type Event } from "informant";
+import { HttpError, MetricError, Plugin, WriteError, cache, http, kube, log, metrics, type Event } from "informant";
 
 export default class Hostile extends Plugin {
   private readonly mode: string;
@@ -27,7 +31,7 @@ export default class Hostile extends Plugin {
   constructor(config: Record<string, any>) {
     super(config);
     this.mode = config.mode ?? "echo";
-    if (!["echo", "raise", "label", "noop", "parse", "post"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
+    if (!["echo", "raise", "label", "noop", "parse", "post", "metrics"].includes(this.mode)) throw new Error(`unknown mode \`${this.mode}\``);
     this.tag = config.tag ?? this.mode;
     this.url = config.url ?? "";
     this.timeoutMs = config["timeout-ms"] ?? 30000;
@@ -51,6 +55,10 @@ export default class Hostile extends Plugin {
       if (!ev.initial) this.post(ev);
       return;
     }
+    if (this.mode === "metrics") {
+      if (ev.type === "added" && !ev.initial && ev.meta.name.startsWith("go-")) this.metrics(ev);
+      return;
+    }
     if (this.mode === "raise" && ev.meta.label("boom") !== undefined) {
       throw new TypeError(`boom on ${ev.meta.key}`);
     }
@@ -64,6 +72,24 @@ export default class Hostile extends Plugin {
         value: ev.object.data?.value ?? null,
       }),
     );
+  }
+
+  private metrics(ev: Event): void {
+    const name = ev.meta.name;
+    metrics.counter("polyglot_checks", "Checks, \"quoted\".").labels({ name }).add(2);
+    metrics.histogram("polyglot_sizes", "Sizes.", [1, 10]).observe(5);
+    let refused = "none";
+    try {
+      metrics.gauge("polyglot_gauge").labels({ plugin: "evil" }).set(1);
+    } catch (e) {
+      if (!(e instanceof MetricError)) throw e;
+      refused = e.message;
+    }
+    metrics.gauge("polyglot_temp", "Gone again.").labels({ name }).group("g").set(1);
+    const deleted = metrics.deleteSeries("polyglot_temp", { name });
+    metrics.gauge("polyglot_temp", "Gone again.").labels({ name }).group("g").set(1);
+    const group = metrics.deleteGroup("g");
+    log.info(JSON.stringify({ tag: this.tag, key: ev.meta.key, refused, deleted, group }));
   }
 
   private label(ev: Event): void {

@@ -31,7 +31,9 @@
 //!   `config.writes` (`op` create/apply/patch/delete/status/event, `group`, `version`, `kind`,
 //!   `namespace`, `name`, `object`, `patch`, `patch-type`, `force`, `uid`; the text `$NS` and
 //!   `$NAME` in any of them stand for the event's namespace and name) and logs
-//!   `{"tag", "key", "writes": [{"ok": ".."} | {"err": {"kind", "code", "message"}}]}`.
+//!   `{"tag", "key", "writes": [{"ok": ".."} | {"err": {"kind", "code", "message"}}]}`;
+//! - `metrics`: on the `added` (not initial) event of an object named `go-*`, makes the metric
+//!   calls in `config.metrics` and logs what came of them (see [`metrics`]).
 //!
 //! `config.on-schedule` picks what a `[[schedule]]` tick does (absent: nothing, as a plugin
 //! without schedules):
@@ -41,6 +43,8 @@
 //!   poll), then logs `"phase": "end"` with the ConfigMaps counted;
 //! - `spin`: loops forever (the deadline must stop it);
 //! - `trap`: panics.
+
+mod metrics;
 
 use informant_sdk::{Event, HandlerError, Plugin, Resource, cache, log};
 use serde_json::{Value, json};
@@ -56,6 +60,7 @@ pub struct Hostile {
     deliveries: std::collections::HashMap<String, u64>,
     url: Option<String>,
     writes: Vec<Value>,
+    metrics: Vec<Value>,
     nap_ms: u64,
     on_schedule: Option<String>,
     schedule_ms: u64,
@@ -177,6 +182,15 @@ impl Hostile {
                     && ev.meta().name().starts_with("go-")
                 {
                     self.write(ev);
+                }
+                Ok(())
+            }
+            "metrics" => {
+                if ev.event_type() == informant_sdk::EventType::Added
+                    && !ev.is_initial()
+                    && ev.meta().name().starts_with("go-")
+                {
+                    metrics::run(&self.tag, &self.metrics, ev);
                 }
                 Ok(())
             }
@@ -344,6 +358,11 @@ impl Plugin for Hostile {
                 .unwrap_or(1500),
             writes: config
                 .get("writes")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default(),
+            metrics: config
+                .get("metrics")
                 .and_then(Value::as_array)
                 .cloned()
                 .unwrap_or_default(),

@@ -106,13 +106,14 @@ impl PluginEngine {
         // implement wasi:http's traits, which wasmtime-wasi-http implements on its view.
         let informant_interfaces = |linker: &mut Linker<State>| -> wasmtime::Result<()> {
             use crate::plugin::imports::bindings::informant::plugin::{
-                cache, events, kube, log, types,
+                cache, events, kube, log, metrics, types,
             };
             types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             kube::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+            metrics::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
             wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
         };
         informant_interfaces(&mut linker).map_err(engine_err("linking the plugin world"))?;
@@ -551,7 +552,7 @@ mod tests {
         wasm
     }
 
-    /// Plugins built for 0.7.0 (before schedules) or for a later contract are refused at load,
+    /// Plugins built for 0.7.0 (before schedules and metrics) or for a later contract are refused at load,
     /// naming both versions; another package whose name merely starts like ours, or a misspelt
     /// interface, is refused as unlinkable, never taken for another version of the contract.
     #[test]

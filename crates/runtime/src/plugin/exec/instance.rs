@@ -26,6 +26,7 @@ use crate::plugin::imports::log::{LogRate, PluginLog, TextLimits};
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::state::State;
 use crate::plugin::imports::write::Writer;
+use crate::plugin::metrics::PluginMetrics;
 
 /// Everything needed to create instances of one plugin version.
 pub struct InstanceSpec {
@@ -55,6 +56,8 @@ pub struct InstanceSpec {
     pub outbound: Arc<Outbound>,
     /// What the plugin may write, and what it wrote (shared by its instances).
     pub writer: Arc<Writer>,
+    /// The plugin version's own metrics (shared by its instances).
+    pub metrics: Arc<PluginMetrics>,
 }
 
 /// How `retry` answers are redelivered (the manifest's `[retry]`).
@@ -123,6 +126,7 @@ impl Instance {
         )
         .with_outbound(spec.outbound.clone())
         .with_writer(spec.writer.clone())
+        .with_metrics(spec.metrics.clone())
         .with_deadline(spec.deadline);
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);

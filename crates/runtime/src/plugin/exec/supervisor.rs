@@ -194,6 +194,11 @@ impl Supervisor {
         &self.spec.writer.stats
     }
 
+    /// The plugin version's own metrics (the `metrics` import's series).
+    pub fn metrics(&self) -> &Arc<crate::plugin::metrics::PluginMetrics> {
+        &self.spec.metrics
+    }
+
     /// Redeliveries scheduled because the plugin answered `retry`.
     pub fn retried(&self) -> u64 {
         self.retried.load(Ordering::Relaxed)

@@ -13,6 +13,12 @@ wasmtime::component::bindgen!({
         "informant:plugin/events.json": trappable,
         "informant:plugin/events.old-json": trappable,
         "informant:plugin/events.old-header": trappable,
+        // Answered from memory under the plugin's own lock, so plain calls too.
+        "informant:plugin/metrics.counter-add": trappable,
+        "informant:plugin/metrics.gauge-set": trappable,
+        "informant:plugin/metrics.histogram-observe": trappable,
+        "informant:plugin/metrics.delete": trappable,
+        "informant:plugin/metrics.delete-group": trappable,
         default: async,
     },
     exports: { default: async },

@@ -9,6 +9,7 @@
 //!   ([`write`](mod@write) checks and builds them, [`cluster`] is the client they go through: dry-run and
 //!   impersonation as layers).
 //! - [`log`]: `log`, and the bounds on a plugin's own text.
+//! - [`metrics`](mod@metrics): `metrics`, a plugin's own series ([`crate::plugin::metrics`] keeps them).
 //! - [`outbound`]: outbound HTTP (`wasi:http`), allowed per origin.
 
 #[doc(hidden)]
@@ -19,6 +20,7 @@ pub mod cluster;
 pub mod events;
 pub mod kube;
 pub mod log;
+pub mod metrics;
 pub mod outbound;
 pub mod state;
 pub mod write;

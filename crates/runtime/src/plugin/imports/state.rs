@@ -11,6 +11,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use crate::plugin::imports::events::batch::Batch;
 use crate::plugin::imports::outbound::{Hooks, Outbound};
 use crate::plugin::imports::write::Writer;
+use crate::plugin::metrics::PluginMetrics;
 
 use crate::plugin::imports::bindings::informant;
 use crate::plugin::imports::cache::CacheView;
@@ -30,6 +31,7 @@ pub struct State {
     pub(super) http: WasiHttpCtx,
     pub(super) hooks: Hooks,
     pub(super) writer: Arc<Writer>,
+    pub(super) metrics: Arc<PluginMetrics>,
     /// The events of the `handle-queued` call in progress.
     pub(crate) batch: Batch,
 }
@@ -70,6 +72,7 @@ impl State {
             text,
             log_rate,
             writer: Arc::new(Writer::default()),
+            metrics: Arc::default(),
         }
     }
 

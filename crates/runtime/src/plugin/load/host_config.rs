@@ -3,6 +3,7 @@
 use crate::files::MAX_PLUGIN_FILE_BYTES;
 use crate::plugin::exec::supervisor::RestartPolicy;
 use crate::plugin::imports::log::TextLimits;
+use crate::plugin::metrics::MetricLimits;
 use crate::tenancy::Tenancy;
 
 /// Host-wide plugin settings: defaults and ceilings for what manifests ask.
@@ -28,6 +29,8 @@ pub struct HostConfig {
     pub max_watches: u32,
     /// What a plugin's own text (log lines, errors) may cost the host.
     pub text: TextLimits,
+    /// What a plugin's own metrics may hold.
+    pub metrics: MetricLimits,
     /// Tenants, their grants and quotas; whether top-level plugins run.
     pub tenancy: Tenancy,
 }
@@ -45,6 +48,7 @@ impl Default for HostConfig {
             max_manifest_bytes: 256 << 10,
             max_watches: 16,
             text: TextLimits::default(),
+            metrics: MetricLimits::default(),
             tenancy: Tenancy::default(),
         }
     }

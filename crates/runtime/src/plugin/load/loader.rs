@@ -108,6 +108,8 @@ pub struct PluginHost {
     pub(super) waiting_count: watch::Sender<usize>,
     /// Change filters in use, shared by every watch naming the same one.
     pub(super) change_filters: ChangeFilters,
+    /// The type each plugin metric name has on this host's `/metrics`.
+    pub(super) metric_names: Arc<crate::plugin::metrics::MetricNames>,
     /// Where plugins' writes go: the host's client, dry-run for every write when the host is
     /// (`--dry-run-writes`).
     pub(super) cluster: Cluster,
@@ -139,6 +141,7 @@ impl PluginHost {
             waiting: RwLock::new(BTreeMap::new()),
             waiting_count: watch::channel(0).0,
             change_filters: ChangeFilters::default(),
+            metric_names: Arc::default(),
             crd_watch: Mutex::new(None),
             crd_changes: watch::channel(0).0,
             rediscoveries: watch::channel(0).0,

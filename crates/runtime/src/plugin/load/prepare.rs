@@ -28,6 +28,7 @@ use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::Found;
 use crate::plugin::load::wildcard::expand;
 use crate::plugin::manifest::{Manifest, ManifestError};
+use crate::plugin::metrics::PluginMetrics;
 use crate::tenancy::{Budgeted, TenantPolicy};
 
 use crate::plugin::load::loader::Loaded;
@@ -231,6 +232,12 @@ impl PluginHost {
                         impersonate: policy.impersonate.clone(),
                         budget: policy.write_budget.clone(),
                     },
+                )),
+                metrics: Arc::new(PluginMetrics::new(
+                    id.name.as_str().into(),
+                    id.tenant.as_str().into(),
+                    config.metrics,
+                    self.metric_names.clone(),
                 )),
             };
             let policy = config.restart.clone();

@@ -1,0 +1,63 @@
+//! The `metrics` import: a plugin's counters, gauges and histograms, written into its version's
+//! [`PluginMetrics`] (the rules and ceilings are [`crate::plugin::metrics`]'s). Answered from
+//! memory under the plugin's own lock: plain calls, like `events`.
+
+use crate::plugin::imports::bindings::informant::plugin::metrics::{Host, Metric, MetricError};
+use crate::plugin::imports::state::State;
+use crate::plugin::metrics::registry::Op;
+use crate::plugin::metrics::{MetricError as Refused, PluginMetrics};
+
+impl State {
+    fn write_metric(&self, m: Metric, op: Op<'_>) -> Result<(), MetricError> {
+        self.metrics
+            .write(&m.name, &m.help, m.labels, m.group, op)
+            .map_err(wit_error)
+    }
+}
+
+/// The refusal as the plugin sees it: the variant for its rule, the message naming it.
+fn wit_error(e: Refused) -> MetricError {
+    let message = e.to_string();
+    match e {
+        Refused::InvalidName { .. } => MetricError::InvalidName(message),
+        Refused::InvalidLabel { .. } => MetricError::InvalidLabel(message),
+        Refused::InvalidValue { .. } => MetricError::InvalidValue(message),
+        Refused::TypeConflict { .. } => MetricError::TypeConflict(message),
+        Refused::TooManySeries { .. } => MetricError::TooManySeries(message),
+    }
+}
+
+impl Host for State {
+    fn counter_add(&mut self, m: Metric, value: f64) -> wasmtime::Result<Result<(), MetricError>> {
+        Ok(self.write_metric(m, Op::Add(value)))
+    }
+
+    fn gauge_set(&mut self, m: Metric, value: f64) -> wasmtime::Result<Result<(), MetricError>> {
+        Ok(self.write_metric(m, Op::Set(value)))
+    }
+
+    fn histogram_observe(
+        &mut self,
+        m: Metric,
+        buckets: Vec<f64>,
+        value: f64,
+    ) -> wasmtime::Result<Result<(), MetricError>> {
+        Ok(self.write_metric(m, Op::Observe(&buckets, value)))
+    }
+
+    fn delete(&mut self, name: String, labels: Vec<(String, String)>) -> wasmtime::Result<bool> {
+        Ok(self.metrics.delete(&name, labels))
+    }
+
+    fn delete_group(&mut self, group: String) -> wasmtime::Result<u32> {
+        Ok(self.metrics.delete_group(&group))
+    }
+}
+
+impl State {
+    /// The plugin version's metrics (a fresh, unshared set until given).
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<PluginMetrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+}
