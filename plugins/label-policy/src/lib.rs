@@ -27,14 +27,20 @@
 //! {"summary":{"apps/v1/Deployment":{"missing:team":2},"v1/ConfigMap":{"missing:team":0}}}
 //! ```
 //!
-//! Summaries are logged after every N-th handled event (any type, replays included), and also at
-//! the start of each resync round: on a resync event that follows a non-resync event, so one burst
-//! of resyncs yields one summary rather than one per object.
+//! Summaries are logged after every N-th handled event (any type, replays included), at the
+//! start of each resync round (on a resync event that follows a non-resync event, so one burst
+//! of resyncs yields one summary rather than one per object), and at each tick of the manifest's
+//! `summary` schedule (`[[schedule]] name = "summary"`), which sees the cache however quiet the
+//! cluster is.
+//!
+//! Each summary also sets the gauge `objects_missing_label{kind, label}` (on the host's
+//! `/metrics` as `informant_plugin_objects_missing_label`, with the plugin's `plugin` and
+//! `tenant` labels) to the counts it logs, so a dashboard or an alert can follow them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use informant_sdk::kube::{self, Severity};
-use informant_sdk::{Event, EventType, HandlerError, Plugin, Resource, cache, log};
+use informant_sdk::{Event, EventType, HandlerError, Plugin, Resource, cache, log, metrics};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -169,6 +175,13 @@ impl LabelPolicy {
                 let without = cache::list(r, None, Some(&format!("!{label}")))
                     .map_err(|e| format!("summary of {r}: {e}"))?;
                 counts.insert(format!("missing:{label}"), without.len());
+                metrics::gauge(
+                    "objects_missing_label",
+                    "Cached objects without a required label, by kind and label.",
+                )
+                .labels(&[("kind", &r.to_string()), ("label", label)])
+                .set(without.len() as f64)
+                .map_err(|e| format!("summary gauge: {e}"))?;
             }
             summary.insert(r.to_string(), counts);
         }
@@ -243,6 +256,13 @@ impl Plugin for LabelPolicy {
 
     fn on_resync(&mut self, ev: &Event) -> Result<(), HandlerError> {
         self.after(ev, true)
+    }
+
+    fn on_schedule(&mut self, name: &str) -> Result<(), HandlerError> {
+        match name {
+            "summary" => self.summary(),
+            other => Err(format!("label-policy has no schedule `{other}`").into()),
+        }
     }
 }
 
@@ -504,5 +524,29 @@ mod tests {
             err(json!({"required": ["t", "u"], "fix": true, "defaults": {"t": "x"}}))
                 .contains("`fix` needs a value for `u` in `defaults`")
         );
+    }
+
+    #[test]
+    fn the_summary_schedule_logs_a_summary_and_sets_the_gauges() {
+        let mut h = harness(json!({"required": ["team"], "summary-every": 0,
+            "resources": [{"api-version": "v1", "kind": "ConfigMap"}]}));
+        h.cache_mut()
+            .insert(&config_map("a", json!({"team": "t"})))
+            .unwrap();
+        h.cache_mut().insert(&config_map("b", json!({}))).unwrap();
+        h.tick("summary").unwrap();
+        assert_eq!(
+            h.take_logs(),
+            [(
+                Level::Info,
+                r#"{"summary":{"v1/ConfigMap":{"missing:team":1}}}"#.to_string()
+            )]
+        );
+        let labels = [("kind", "v1/ConfigMap"), ("label", "team")];
+        assert_eq!(h.metric_value("objects_missing_label", &labels), Some(1.0));
+        h.cache_mut().insert(&config_map("c", json!({}))).unwrap();
+        h.tick("summary").unwrap();
+        assert_eq!(h.metric_value("objects_missing_label", &labels), Some(2.0));
+        assert!(h.tick("other").is_err());
     }
 }
