@@ -4,8 +4,9 @@
 //!
 //! Contract of a reconcile:
 //! - New plugins are loaded, get `init`, a replay of the cache, then live events. Each is
-//!   registered as soon as it is started, never after another plugin: its events wait only for
-//!   its own informers to sync or be refused (see [`crate::plugin::dispatch::gate`]), queued
+//!   registered as soon as it is started (in a tenant with quotas, after the tenant's plugins
+//!   named before it, so quota refusals do not depend on timing): its events wait only for its
+//!   own informers to sync or be refused (see [`crate::plugin::dispatch::gate`]), queued
 //!   meanwhile, so one plugin's slow or forbidden kind holds no other plugin.
 //! - A changed plugin (wasm or manifest bytes) is fully loaded first; if that fails the old
 //!   version keeps running and the error names the file and the reason. If it succeeds, the old
@@ -26,7 +27,7 @@
 //! to another tenant's (or the host's) file neither loads nor freezes the owner's updates
 //! (see `read_within`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -310,133 +311,162 @@ impl PluginHost {
             wanted.push((id, f, policy));
         }
         // Every new version prepared at once, each registered as soon as it is ready: one
-        // plugin's compile, `init` or refusal never holds another's load.
-        let mut prepared = futures::stream::FuturesUnordered::new();
+        // plugin's compile, `init` or refusal never holds another's load. Except within a tenant
+        // with quotas (informers, field indexes): its new plugins are admitted to them in name
+        // order, whichever is prepared first, so which one a full tenant refuses never depends
+        // on timing. Unbounded tenants' plugins (the operator's) and other tenants' never wait.
+        let mut in_order: HashMap<String, VecDeque<PluginId>> = HashMap::new();
+        for (id, _, policy) in &wanted {
+            if policy.max_informers != usize::MAX || policy.max_field_indexes != usize::MAX {
+                in_order
+                    .entry(id.tenant.clone())
+                    .or_default()
+                    .push_back(id.clone());
+            }
+        }
+        let mut pending = futures::stream::FuturesUnordered::new();
         for (id, f, policy) in wanted {
-            prepared.push(self.prepare_one(id, f, policy, config.clone()));
+            pending.push(self.prepare_one(id, f, policy, config.clone()));
         }
         let waited = self.waiting.read().clone();
         let mut waiting = BTreeMap::new();
-        while let Some((id, f, policy, prepared)) = prepared.next().await {
-            match prepared {
-                Ok(Prepared {
-                    supervisor,
-                    watches,
-                    resync,
-                    filter,
-                    field_indexes,
-                    wildcard,
-                    not_permitted,
-                    schedules,
-                }) => {
-                    if let Err(full) = tenant_room(&loaded, &id, &policy, &watches, field_indexes) {
-                        supervisor.close();
-                        drop(watches);
-                        let e = PluginError::Refused {
-                            plugin: id.to_string(),
-                            path: f.manifest.clone(),
-                            reason: full.to_string(),
-                        };
-                        id.span()
-                            .in_scope(|| tracing::error!(error = %e, "plugin not loaded"));
-                        report.errors.push((id, e));
-                        continue;
-                    }
-                    let replaced = match loaded.remove(&id) {
-                        Some(old) => {
-                            self.publish(&loaded);
-                            self.unregister(old).await;
-                            true
-                        }
-                        None => false,
-                    };
-                    self.factory.start();
-                    let (gate, opening) = open_when_settled(
-                        watches
-                            .iter()
-                            .map(|w| w.informer.informer().clone())
-                            .collect(),
-                        SYNC_WAIT,
-                    );
-                    let opening = tokio::spawn(opening.instrument(id.span()));
-                    let mut kinds = Vec::with_capacity(watches.len());
-                    let handles = watches
-                        .into_iter()
-                        .map(
-                            |Watched {
-                                 informer,
-                                 resource,
-                                 changes,
-                                 kind,
-                             }| {
-                                let options = HandlerOptions {
-                                    resync_period: resync,
-                                    filter: filter.clone(),
-                                    changes,
-                                };
-                                kinds.push(kind);
-                                let h = register(
-                                    (&id, &supervisor, &gate),
-                                    &policy,
-                                    &informer,
-                                    resource,
-                                    options,
-                                );
-                                (informer, h)
-                            },
-                        )
-                        .collect();
-                    id.span().in_scope(|| {
-                        tracing::info!(
-                            version = &supervisor.version()[..12],
-                            replaced,
-                            "plugin loaded"
-                        )
-                    });
-                    permitted::report(&id, &[], &not_permitted);
-                    supervisor.start_schedules(&schedules, gate.clone());
-                    loaded.insert(
-                        id.clone(),
-                        Loaded {
-                            supervisor,
-                            fingerprint: f.fingerprint,
-                            handles,
-                            policy,
-                            config: config.clone(),
-                            field_indexes,
-                            kinds,
-                            wildcard,
-                            not_permitted,
-                            gate,
-                            opening,
-                        },
-                    );
-                    self.publish(&loaded);
-                    if replaced {
-                        report.replaced.push(id);
-                    } else {
-                        report.loaded.push(id);
-                    }
+        let mut ready = HashMap::new();
+        while let Some((id, f, policy, prepared)) = pending.next().await {
+            let tenant = id.tenant.clone();
+            ready.insert(id.clone(), (f, policy, prepared));
+            let mut next = vec![id];
+            if let Some(queue) = in_order.get_mut(&tenant) {
+                next.clear();
+                while let Some(first) = queue.front().filter(|q| ready.contains_key(*q)) {
+                    next.push(first.clone());
+                    queue.pop_front();
                 }
-                Err(e) => {
-                    let admitted_now = |l: &Loaded| l.admitted_under(&policy, &config);
-                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
-                        .await;
-                    let kept = loaded.contains_key(&id);
-                    if let Some(waiting_for) = WaitingFor::of(&e) {
-                        let version = hex(&Sha256::digest(&f.wasm_bytes));
-                        let (w, changed) = Waiting::next(waited.get(&id), waiting_for, &e, version);
-                        if changed {
-                            id.span().in_scope(|| tracing::warn!(waiting_for = %w.waiting_for, error = %e, kept_old_version = kept, "plugin waiting; retried with backoff and whenever CRDs change"));
-                        } else {
-                            id.span().in_scope(|| tracing::debug!(error = %e, attempts = w.attempts, "plugin still waiting"));
+            }
+            for id in next {
+                let (f, policy, prepared) = ready.remove(&id).expect("prepared above");
+                match prepared {
+                    Ok(Prepared {
+                        supervisor,
+                        watches,
+                        resync,
+                        filter,
+                        field_indexes,
+                        wildcard,
+                        not_permitted,
+                        schedules,
+                    }) => {
+                        if let Err(full) =
+                            tenant_room(&loaded, &id, &policy, &watches, field_indexes)
+                        {
+                            supervisor.close();
+                            drop(watches);
+                            let e = PluginError::Refused {
+                                plugin: id.to_string(),
+                                path: f.manifest.clone(),
+                                reason: full.to_string(),
+                            };
+                            id.span()
+                                .in_scope(|| tracing::error!(error = %e, "plugin not loaded"));
+                            report.errors.push((id, e));
+                            continue;
                         }
-                        waiting.insert(id.clone(), w);
-                        report.waiting.push((id, e));
-                        continue;
+                        let replaced = match loaded.remove(&id) {
+                            Some(old) => {
+                                self.publish(&loaded);
+                                self.unregister(old).await;
+                                true
+                            }
+                            None => false,
+                        };
+                        self.factory.start();
+                        let (gate, opening) = open_when_settled(
+                            watches
+                                .iter()
+                                .map(|w| w.informer.informer().clone())
+                                .collect(),
+                            SYNC_WAIT,
+                        );
+                        let opening = tokio::spawn(opening.instrument(id.span()));
+                        let mut kinds = Vec::with_capacity(watches.len());
+                        let handles = watches
+                            .into_iter()
+                            .map(
+                                |Watched {
+                                     informer,
+                                     resource,
+                                     changes,
+                                     kind,
+                                 }| {
+                                    let options = HandlerOptions {
+                                        resync_period: resync,
+                                        filter: filter.clone(),
+                                        changes,
+                                    };
+                                    kinds.push(kind);
+                                    let h = register(
+                                        (&id, &supervisor, &gate),
+                                        &policy,
+                                        &informer,
+                                        resource,
+                                        options,
+                                    );
+                                    (informer, h)
+                                },
+                            )
+                            .collect();
+                        id.span().in_scope(|| {
+                            tracing::info!(
+                                version = &supervisor.version()[..12],
+                                replaced,
+                                "plugin loaded"
+                            )
+                        });
+                        permitted::report(&id, &[], &not_permitted);
+                        supervisor.start_schedules(&schedules, gate.clone());
+                        loaded.insert(
+                            id.clone(),
+                            Loaded {
+                                supervisor,
+                                fingerprint: f.fingerprint,
+                                handles,
+                                policy,
+                                config: config.clone(),
+                                field_indexes,
+                                kinds,
+                                wildcard,
+                                not_permitted,
+                                gate,
+                                opening,
+                            },
+                        );
+                        self.publish(&loaded);
+                        if replaced {
+                            report.replaced.push(id);
+                        } else {
+                            report.loaded.push(id);
+                        }
                     }
-                    id.span().in_scope(|| tracing::error!(error = %e, kept_old_version = kept, "plugin not loaded"));
-                    report.errors.push((id, e));
+                    Err(e) => {
+                        let admitted_now = |l: &Loaded| l.admitted_under(&policy, &config);
+                        self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
+                            .await;
+                        let kept = loaded.contains_key(&id);
+                        if let Some(waiting_for) = WaitingFor::of(&e) {
+                            let version = hex(&Sha256::digest(&f.wasm_bytes));
+                            let (w, changed) =
+                                Waiting::next(waited.get(&id), waiting_for, &e, version);
+                            if changed {
+                                id.span().in_scope(|| tracing::warn!(waiting_for = %w.waiting_for, error = %e, kept_old_version = kept, "plugin waiting; retried with backoff and whenever CRDs change"));
+                            } else {
+                                id.span().in_scope(|| tracing::debug!(error = %e, attempts = w.attempts, "plugin still waiting"));
+                            }
+                            waiting.insert(id.clone(), w);
+                            report.waiting.push((id, e));
+                            continue;
+                        }
+                        id.span().in_scope(|| tracing::error!(error = %e, kept_old_version = kept, "plugin not loaded"));
+                        report.errors.push((id, e));
+                    }
                 }
             }
         }

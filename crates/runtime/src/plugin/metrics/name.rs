@@ -39,6 +39,7 @@ pub const HOST_FAMILIES: &[&str] = &[
     "http_sent_bytes",
     "metric_series",
     "metric_series_refused",
+    "schedule_ticks",
     "state",
     "waiting_attempts",
     "wildcard_resources",
