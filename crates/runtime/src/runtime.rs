@@ -188,6 +188,9 @@ impl Runtime {
                     // Through the reloader's channel, so reports are recorded in order.
                     let _ = r.send(report);
                 }
+                // Started means the plugins' events flow, as readiness does: a caller creating
+                // objects next sees them as changes, not as part of a first list.
+                host.wait_started().await;
                 (Some(reloader), config_watcher)
             }
             None => (None, None),
@@ -386,8 +389,9 @@ pub enum ReplicaState {
     Standby,
     /// Leading (or not elected): starting informers and plugins.
     Starting,
-    /// Started: the first reconcile done and the `--watch` informers synced (or waited for, in
-    /// the background). Waiting plugins and kinds are retried from here on.
+    /// Started: the first reconcile done, its plugins' informers synced or refused (their events
+    /// flowing) and the `--watch` informers synced (or waited for, in the background). Waiting
+    /// plugins and kinds are retried from here on.
     Running,
     /// Stopped: shut down, aborted, or the Lease was lost.
     Stopped,

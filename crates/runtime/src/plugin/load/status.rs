@@ -236,6 +236,15 @@ impl PluginHost {
             .collect()
     }
 
+    /// Waits until the events of every plugin running now flow: its informers synced or
+    /// refused, its replay queued (each within the sync wait at the latest).
+    pub async fn wait_started(&self) {
+        let gates: Vec<Gate> = self.running.read().values().map(|r| r.gate.clone()).collect();
+        for mut gate in gates {
+            gate.opened().await;
+        }
+    }
+
     /// Status of every running or waiting plugin, by tenant and name; never waits for a
     /// reconcile in progress.
     pub fn status(&self) -> Vec<PluginStatus> {
