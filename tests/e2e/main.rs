@@ -19,6 +19,7 @@ mod reload_race;
 mod replay;
 mod retry;
 mod secrets;
+mod status;
 mod tenancy;
 mod waiting;
 mod watches;

@@ -1,5 +1,6 @@
 //! The admin HTTP server: `/metrics` (OpenMetrics text, which Prometheus scrapes), `/healthz`,
-//! `/readyz` and `/plugins` (JSON).
+//! `/readyz`, `/plugins` (JSON) and `/logs` (one plugin's log lines); and [`client`], what
+//! `informant status` and `informant logs` read it with.
 //!
 //! It sits on top of the other layers and only reads them: the informers through
 //! [`InformerFactory::informers`] (sync state, reflector and listener counters), the plugins
@@ -16,10 +17,15 @@
 //!   refused); it tells [`AdminState`] through [`AdminState::startup_complete`] and
 //!   [`AdminState::record_reconcile`].
 //!
+//! - [`client`]: reading a running host's admin server: its plugins' status as a table, a
+//!   plugin's log lines.
+//! - [`logs`]: what `/logs` answers.
 //! - [`metrics`]: the scrape-time collector and the metric names.
 //! - [`readiness`]: what `/readyz` checks.
 //! - [`server`]: the axum routes and the listener.
 
+pub mod client;
+pub mod logs;
 pub mod metrics;
 pub mod readiness;
 pub mod server;
@@ -55,6 +61,8 @@ pub struct AdminState {
     factory: Arc<InformerFactory>,
     host: Option<Arc<PluginHost>>,
     readiness: Readiness,
+    /// What `/logs` followers may be sent together.
+    pub(crate) follow_budget: governor::DefaultDirectRateLimiter,
 }
 
 impl AdminState {
@@ -64,6 +72,7 @@ impl AdminState {
             factory,
             host,
             readiness: Readiness::default(),
+            follow_budget: logs::follow_budget(),
         })
     }
 

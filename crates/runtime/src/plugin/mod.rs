@@ -11,12 +11,15 @@
 //! - [`imports`]: the WIT host imports a call may make — the bindings with the cache view and
 //!   log, writes to the cluster and the client they go through, outbound HTTP.
 //!
+//! Beside them, [`logbook`] keeps each plugin's last log lines for the admin server's `/logs`.
+//!
 //! Manifests are `informant-manifest`'s ([`manifest`]).
 
 pub mod dispatch;
 pub mod exec;
 pub mod imports;
 pub mod load;
+pub mod logbook;
 pub use informant_manifest as manifest;
 
 pub use exec::compile_cache::CompileCache;
@@ -33,6 +36,7 @@ pub use load::rediscover::{KindChanges, Rediscoverer};
 pub use load::reload::Reloader;
 pub use load::status::{PluginStatus, ReconcileReport, RunningPlugin};
 pub use load::waiting::{Waiting, WaitingFor};
+pub use logbook::{Journal, LogBook, LogRecord};
 pub use manifest::{Manifest, ManifestError};
 
 use std::path::PathBuf;

@@ -93,6 +93,8 @@ pub struct Supervisor {
     latency: DurationHistogram,
     dispatch: DurationHistogram,
     state_tx: watch::Sender<PluginState>,
+    /// When the state last changed (or the version started).
+    since: Mutex<jiff::Timestamp>,
     closed: watch::Sender<bool>,
     /// Every call into this version, and what its host imports log, happens in this span.
     span: tracing::Span,
@@ -127,6 +129,7 @@ impl Supervisor {
             latency: latency_histogram(),
             dispatch: dispatch_histogram(),
             state_tx: watch::channel(PluginState::Running).0,
+            since: Mutex::new(jiff::Timestamp::now()),
             closed: watch::channel(false).0,
             span,
         }))
@@ -158,7 +161,14 @@ impl Supervisor {
     }
 
     fn set_state(&self, state: PluginState) {
-        self.state_tx.send_replace(state);
+        if self.state_tx.send_replace(state) != state {
+            *self.since.lock() = jiff::Timestamp::now();
+        }
+    }
+
+    /// When it entered its current state: the version's start, or its last change of state.
+    pub fn since(&self) -> jiff::Timestamp {
+        *self.since.lock()
     }
 
     /// Events handled successfully.

@@ -49,6 +49,7 @@ use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::{Found, scan};
 use crate::plugin::load::status::{ReconcileReport, Running};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
+use crate::plugin::logbook::LogBook;
 use crate::tenancy::TenantPolicy;
 
 /// A registered plugin version: its supervisor, its informer claims with their handlers, and
@@ -95,6 +96,8 @@ pub struct PluginHost {
     /// Replaced whole by [`PluginHost::set_config`]; each reconcile works from one snapshot.
     pub(super) config: RwLock<Arc<HostConfig>>,
     pub(super) logs: broadcast::Sender<PluginLog>,
+    /// Each plugin's last log lines, for `/logs`.
+    pub(super) logbook: Arc<LogBook>,
     pub(super) loaded: Mutex<BTreeMap<PluginId, Loaded>>,
     /// What is running, republished after every change to `loaded`: readers (status, the
     /// admin endpoints) never wait for a reconcile, which holds `loaded` while plugins load.
@@ -130,6 +133,7 @@ impl PluginHost {
             cluster: Cluster::new(factory.client().clone(), false),
             factory,
             logs: broadcast::channel(config.log_buffer.max(1)).0,
+            logbook: Arc::default(),
             config: RwLock::new(Arc::new(config)),
             loaded: Mutex::new(BTreeMap::new()),
             running: RwLock::new(BTreeMap::new()),

@@ -216,6 +216,7 @@ impl PluginHost {
                 logs: self.logs.clone(),
                 text: config.text,
                 log_rate: LogRate::new(config.text.log_lines_per_second),
+                journal: Some(self.logbook.journal(id).writer()),
                 retry: RetryPolicy::from_manifest(&manifest.retry),
                 outbound: Arc::new(Outbound::new(
                     manifest.allowed_outbound_hosts.clone(),
