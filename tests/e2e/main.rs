@@ -10,6 +10,7 @@ mod execution;
 mod informer;
 mod leader;
 mod least_privilege;
+mod namespace_selector;
 mod new;
 mod outbound;
 mod plugins;

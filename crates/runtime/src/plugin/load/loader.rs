@@ -37,6 +37,7 @@ use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHa
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::dispatch::gate::{Gate, open_when_settled};
+use crate::plugin::dispatch::namespace_selector::NamespaceWatch;
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::cluster::Cluster;
@@ -73,6 +74,8 @@ pub(super) struct Loaded {
     pub(super) gate: Gate,
     /// Opens `gate`; aborted when the version is unregistered first.
     pub(super) opening: tokio::task::JoinHandle<()>,
+    /// Its `namespace-selector` watches' handlers on the Namespace informer.
+    pub(super) selections: Vec<NamespaceWatch>,
 }
 
 impl Loaded {
@@ -357,6 +360,7 @@ impl PluginHost {
                     );
                     let opening = tokio::spawn(opening.instrument(id.span()));
                     let mut kinds = Vec::with_capacity(watches.len());
+                    let mut selections = Vec::new();
                     let handles = watches
                         .into_iter()
                         .map(
@@ -365,10 +369,15 @@ impl PluginHost {
                                  resource,
                                  changes,
                                  kind,
+                                 selection,
                              }| {
                                 let options = HandlerOptions {
                                     resync_period: resync,
-                                    filter: filter.clone(),
+                                    // A selection's filter holds the grant's too.
+                                    filter: match &selection {
+                                        Some((s, _)) => Some(s.filter()),
+                                        None => filter.clone(),
+                                    },
                                     changes,
                                 };
                                 kinds.push(kind);
@@ -379,6 +388,12 @@ impl PluginHost {
                                     resource,
                                     options,
                                 );
+                                if let Some((s, namespaces)) = selection {
+                                    let name = id.to_string();
+                                    let followed =
+                                        s.follow(&name, h.injector(), namespaces.informer());
+                                    selections.push(followed.holding(namespaces));
+                                }
                                 (informer, h)
                             },
                         )
@@ -405,6 +420,7 @@ impl PluginHost {
                             not_permitted,
                             gate,
                             opening,
+                            selections,
                         },
                     );
                     self.publish(&loaded);
@@ -512,6 +528,7 @@ impl PluginHost {
     pub(super) async fn unregister(&self, old: Loaded) {
         old.opening.abort();
         old.supervisor.close();
+        drop(old.selections);
         let (informers, handles): (Vec<_>, Vec<_>) = old.handles.into_iter().unzip();
         futures::future::join_all(handles.into_iter().map(ListenerHandle::shutdown)).await;
         drop(informers);
