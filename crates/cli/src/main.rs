@@ -48,6 +48,10 @@ enum Command {
     Record(cli::record::Args),
     /// Run one plugin offline against a recording, printing its logs.
     Replay(cli::replay::Args),
+    /// What a running host's plugins are doing: a table read from its admin server.
+    Status(cli::status::Args),
+    /// One plugin's log lines from a running host's admin server (`-f` to follow).
+    Logs(cli::logs::Args),
 }
 
 /// mimalloc rather than glibc's malloc: a list's decoding garbage is handed back to the system
@@ -71,6 +75,8 @@ async fn run(command: Command) -> Result<()> {
         Command::New(args) => cli::new::run(args),
         Command::Record(args) => cli::record::run(args).await,
         Command::Replay(args) => cli::replay::run(args).await,
+        Command::Status(args) => cli::status::run(args).await,
+        Command::Logs(args) => cli::logs::run(args).await,
     }
 }
 
@@ -104,7 +110,7 @@ fn init_logging(format: LogFormat) {
 
 /// Colour only for a person at a terminal: a file or a pipe gets plain text, and a non-empty
 /// `NO_COLOR` turns it off everywhere (no-color.org).
-fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+pub(crate) fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
     terminal && no_color.is_none_or(|v| v.is_empty())
 }
 

@@ -193,3 +193,77 @@ fn check_refuses_hostile_schedules_naming_file_field_and_reason() {
         }
     }
 }
+
+#[test]
+fn check_refuses_a_namespace_selector_that_cannot_select_naming_file_field_and_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("sel.wasm");
+    std::fs::copy(informant_tests::plugins::wasm("hostile"), &wasm).unwrap();
+    let wasm = wasm.display().to_string();
+    let watch = |kind: &str, selector: &str| {
+        format!(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"{kind}\"\nnamespace-selector = '{selector}'\n"
+        )
+    };
+    let good = write(
+        dir.path(),
+        "good.toml",
+        &watch("ConfigMap", "team=a,env!=prod"),
+    );
+    let ok = check(&[&wasm, "--manifest", &good]);
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    for (name, manifest, needles) in [
+        (
+            "syntax.toml",
+            watch("ConfigMap", "team in (a"),
+            &[
+                "syntax.toml",
+                "line 4",
+                "namespace-selector",
+                "invalid label selector `team in (a`",
+            ][..],
+        ),
+        (
+            "operator.toml",
+            watch("ConfigMap", "team=a,,b"),
+            &[
+                "operator.toml",
+                "namespace-selector",
+                "invalid label selector",
+            ],
+        ),
+        (
+            "both.toml",
+            format!("{}namespace = \"a\"\n", watch("ConfigMap", "team=a")),
+            &[
+                "both.toml",
+                "field `watch[0].namespace-selector`",
+                "not both",
+            ],
+        ),
+        (
+            "cluster.toml",
+            watch("Node", "team=a"),
+            &[
+                "cluster.toml",
+                "field `watch[0].namespace-selector`",
+                "`Node` is cluster-scoped",
+            ],
+        ),
+    ] {
+        let path = write(dir.path(), name, &manifest);
+        let out = check(&[&wasm, "--manifest", &path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{name}");
+        for needle in needles {
+            assert!(
+                stderr.contains(needle),
+                "{name} lacks `{needle}`:\n{stderr}"
+            );
+        }
+    }
+}

@@ -66,7 +66,8 @@ pub use index::{IndexError, IndexSpec};
 pub use informant_apimachinery::{FieldPath, LabelSelector, SelectorError};
 pub use object::{CachedObject, ObjectKey, RawObject};
 pub use processor::{
-    ChangeFilter, EventFilter, FnHandler, Handler, ListenerGauges, ListenerHandle, SharedProcessor,
+    ChangeFilter, EventFilter, FnHandler, Handler, Injector, ListenerGauges, ListenerHandle,
+    SharedProcessor,
 };
 pub use reflector::{Access, Delta, InitialList, ReflectorConfig, ReflectorStats};
 pub use shared_informer::{HandlerOptions, SharedInformer};

@@ -327,6 +327,29 @@ impl ListenerGauges {
     }
 }
 
+/// Queues events for one handler alone, past its [`EventFilter`]: for a filter whose answer
+/// for existing objects changes (a namespace that starts or stops being selected), the adds
+/// and deletes that change stands for. Call it where the change is ordered against the
+/// informer's own events, i.e. inside the store's
+/// [`read_consistent`](crate::store::Store::read_consistent), so the handler never sees an
+/// object's update before its add or after its delete. Events for a removed handler are
+/// dropped.
+#[derive(Clone)]
+pub struct Injector(Arc<ListenerState>);
+
+impl Injector {
+    /// Queues `event`, coalesced with what is pending for its key like any other.
+    pub fn push(&self, event: Event) {
+        self.0.listener.push(event);
+    }
+}
+
+impl std::fmt::Debug for Injector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Injector").field(&self.0.name).finish()
+    }
+}
+
 /// A registered handler: its synced signal, backlog gauge and removal.
 ///
 /// Dropping the handle does not unregister the handler; call [`remove`](Self::remove).
@@ -382,6 +405,11 @@ impl ListenerHandle {
     /// A view of this handler's queue figures that can be kept apart from the handle.
     pub fn gauges(&self) -> ListenerGauges {
         ListenerGauges(self.state.clone())
+    }
+
+    /// Queues events for this handler alone (see [`Injector`]).
+    pub fn injector(&self) -> Injector {
+        Injector(self.state.clone())
     }
 
     /// Unregisters the handler; queued events are dropped and its task ends.

@@ -154,6 +154,22 @@ impl Manifest {
                     "field `watch[{i}].namespaces`: give either `namespace` or `namespaces`, not both"
                 )));
             }
+            if let Some(selector) = w.namespace_selector() {
+                let reason = if w.namespace.is_some() || !w.namespaces.is_empty() {
+                    Some("give either `namespace-selector` or namespaces by name, not both")
+                } else if w.is_wildcard() {
+                    Some("not supported on a wildcard watch (`kind = \"*\"`); name the kind")
+                } else if selector.trim().is_empty() {
+                    Some("an empty selector would select every namespace; leave the key out")
+                } else {
+                    None
+                };
+                if let Some(reason) = reason {
+                    return Err(invalid(format!(
+                        "field `watch[{i}].namespace-selector`: {reason}"
+                    )));
+                }
+            }
             if w.indexes.contains_key("") {
                 return Err(invalid(format!(
                     "field `watch[{i}].indexes`: an index name must not be empty"
@@ -415,6 +431,38 @@ ignore-status = true
             (
                 "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nlabel-selector = \"app in (web\"\n",
                 &["line 4", "invalid label selector `app in (web`"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace-selector = \"team in (a,b\"\n",
+                &[
+                    "plugins/demo.toml",
+                    "line 4",
+                    "namespace-selector",
+                    "invalid label selector `team in (a,b`",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace-selector = \"team=a,=b\"\n",
+                &["line 4", "namespace-selector", "invalid label selector"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace-selector = \"team=a\"\nnamespace = \"a\"\n",
+                &[
+                    "field `watch[0].namespace-selector`",
+                    "either `namespace-selector` or namespaces by name",
+                ],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace-selector = \"team=a\"\nnamespaces = [\"a\"]\n",
+                &["field `watch[0].namespace-selector`", "not both"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"*\"\nnamespace-selector = \"team=a\"\n",
+                &["field `watch[0].namespace-selector`", "wildcard"],
+            ),
+            (
+                "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace-selector = \" \"\n",
+                &["field `watch[0].namespace-selector`", "every namespace"],
             ),
             (
                 "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"\"\n",

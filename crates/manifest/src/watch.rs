@@ -26,6 +26,9 @@ pub struct Watch {
     pub namespaces: Vec<String>,
     /// Only objects matching this label selector.
     pub label_selector: Option<SelectorText>,
+    /// Only objects in namespaces whose labels match this selector, followed as namespaces'
+    /// labels change; not with `namespace` or `namespaces`, nor on a wildcard watch.
+    pub namespace_selector: Option<SelectorText>,
     /// Extra field indexes, name -> JSON field path.
     #[serde(default)]
     pub indexes: BTreeMap<String, FieldPathText>,
@@ -45,7 +48,13 @@ impl Watch {
         self.label_selector.as_ref().map(|s| s.0.as_str())
     }
 
-    /// The namespaces this watch covers, one informer each: `[None]` for every namespace.
+    /// The namespace selector's text, if any.
+    pub fn namespace_selector(&self) -> Option<&str> {
+        self.namespace_selector.as_ref().map(|s| s.0.as_str())
+    }
+
+    /// The namespaces this watch covers, one informer each: `[None]` for every namespace (a
+    /// watch with a namespace selector, too: the selection is made on the host).
     pub fn scopes(&self) -> Vec<Option<&str>> {
         match (&self.namespace, self.namespaces.as_slice()) {
             (Some(ns), _) => vec![Some(ns.as_str())],

@@ -4,10 +4,12 @@
 pub mod apiserver;
 pub mod check;
 pub mod dev;
+pub mod logs;
 pub mod new;
 pub mod record;
 pub mod replay;
 pub mod run;
+pub mod status;
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +42,28 @@ impl CompileCacheArgs {
             (None, false) => CompileCache::Default,
         }
     }
+}
+
+/// Where a running host's admin server is, for the commands that read it.
+#[derive(clap::Args)]
+pub struct AdminArgs {
+    /// The admin server of the running host (`HOST:PORT`, what it was given as `--admin`).
+    #[arg(
+        long,
+        value_name = "ADDR",
+        env = "INFORMANT_ADMIN",
+        default_value = "127.0.0.1:9090"
+    )]
+    pub admin: String,
+}
+
+/// How the commands that read a running host print.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum Output {
+    /// For a person: aligned columns, colour only at a terminal.
+    Table,
+    /// For a program: JSON.
+    Json,
 }
 
 /// A client from a kubeconfig file, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).

@@ -1,5 +1,6 @@
 //! The admin HTTP server: `/metrics` (OpenMetrics text, which Prometheus scrapes), `/healthz`,
-//! `/readyz` and `/plugins` (JSON).
+//! `/readyz`, `/plugins` (JSON) and `/logs` (one plugin's log lines); and [`client`], what
+//! `informant status` and `informant logs` read it with.
 //!
 //! It sits on top of the other layers and only reads them: the informers through
 //! [`InformerFactory::informers`] (sync state, reflector and listener counters), the plugins
@@ -16,11 +17,16 @@
 //!   refused); it tells [`AdminState`] through [`AdminState::startup_complete`] and
 //!   [`AdminState::record_reconcile`].
 //!
+//! - [`client`]: reading a running host's admin server: its plugins' status as a table, a
+//!   plugin's log lines.
+//! - [`logs`]: what `/logs` answers.
 //! - [`metrics`]: the scrape-time collector and the metric names.
 //! - `plugin_metrics`: the plugins' own metrics (the `metrics` import), merged by name.
 //! - [`readiness`]: what `/readyz` checks.
 //! - [`server`]: the axum routes and the listener.
 
+pub mod client;
+pub mod logs;
 pub mod metrics;
 mod plugin_metrics;
 pub mod readiness;
@@ -57,6 +63,8 @@ pub struct AdminState {
     factory: Arc<InformerFactory>,
     host: Option<Arc<PluginHost>>,
     readiness: Readiness,
+    /// What `/logs` followers may be sent together.
+    pub(crate) follow_budget: governor::DefaultDirectRateLimiter,
 }
 
 impl AdminState {
@@ -66,6 +74,7 @@ impl AdminState {
             factory,
             host,
             readiness: Readiness::default(),
+            follow_budget: logs::follow_budget(),
         })
     }
 

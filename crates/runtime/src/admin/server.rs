@@ -6,24 +6,27 @@
 //! | `GET /readyz` | 200 `ok` (then a line per plugin waiting for a kind), or 503 with one line per reason (see [`super::readiness`]) |
 //! | `GET /metrics` | OpenMetrics text (see [`super::metrics`]) |
 //! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::PluginStatus) per running or waiting plugin |
+//! | `GET /logs?plugin=NAME[&tenant=T][&follow=1][&tail=N]` | one plugin's last log lines as JSON lines, followed if asked (see [`super::logs`]); `404` for a plugin neither loaded nor waiting |
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::get;
-use tokio::sync::oneshot;
+use axum::{Extension, Router};
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::{AdminState, Error, Result, metrics, readiness};
+use super::{AdminState, Error, Result, logs, metrics, readiness};
 
 /// A running admin server; stops when [`shutdown`](Self::shutdown) is called or it is dropped.
 pub struct AdminServer {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
+    /// Ends the `/logs` follows, which would otherwise hold a graceful shutdown forever.
+    stopping: watch::Sender<bool>,
     task: Option<JoinHandle<()>>,
 }
 
@@ -37,7 +40,8 @@ impl AdminServer {
             .local_addr()
             .map_err(|source| Error::Bind { addr, source })?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let app = router(state);
+        let stopping = watch::channel(false).0;
+        let app = routes(state, logs::Stopping(Some(stopping.subscribe())));
         let task = tokio::spawn(async move {
             let serve = axum::serve(listener, app).with_graceful_shutdown(async {
                 let _ = stopped.await;
@@ -46,10 +50,11 @@ impl AdminServer {
                 tracing::error!(error = %e, "admin server stopped");
             }
         });
-        tracing::info!(addr = %bound, "admin server: /metrics /healthz /readyz /plugins");
+        tracing::info!(addr = %bound, "admin server: /metrics /healthz /readyz /plugins /logs");
         Ok(AdminServer {
             addr: bound,
             stop: Some(stop),
+            stopping,
             task: Some(task),
         })
     }
@@ -61,6 +66,7 @@ impl AdminServer {
 
     /// Stops accepting connections and waits for requests in flight to finish.
     pub async fn shutdown(mut self) {
+        self.stopping.send_replace(true);
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
@@ -78,13 +84,20 @@ impl Drop for AdminServer {
     }
 }
 
-/// The admin routes over `state`, for embedding in another server.
+/// The admin routes over `state`, for embedding in another server (its `/logs` follows end
+/// only when their plugin goes).
 pub fn router(state: Arc<AdminState>) -> Router {
+    routes(state, logs::Stopping(None))
+}
+
+fn routes(state: Arc<AdminState>, stopping: logs::Stopping) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .route("/plugins", get(plugins))
+        .route("/logs", get(logs::logs))
+        .layer(Extension(stopping))
         .with_state(state)
 }
 

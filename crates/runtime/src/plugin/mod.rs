@@ -13,12 +13,15 @@
 //! - [`metrics`](mod@metrics): what plugins count — each version's series, the rules they follow,
 //!   the host-wide type of each name — read by `/metrics`.
 //!
+//! Beside them, [`logbook`] keeps each plugin's last log lines for the admin server's `/logs`.
+//!
 //! Manifests are `informant-manifest`'s ([`manifest`]).
 
 pub mod dispatch;
 pub mod exec;
 pub mod imports;
 pub mod load;
+pub mod logbook;
 pub mod metrics;
 pub use informant_manifest as manifest;
 
@@ -36,6 +39,7 @@ pub use load::rediscover::{KindChanges, Rediscoverer};
 pub use load::reload::Reloader;
 pub use load::status::{PluginStatus, ReconcileReport, RunningPlugin};
 pub use load::waiting::{Waiting, WaitingFor};
+pub use logbook::{Journal, LogBook, LogRecord};
 pub use manifest::{Manifest, ManifestError};
 
 use std::path::PathBuf;

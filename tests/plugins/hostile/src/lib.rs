@@ -10,6 +10,8 @@
 //! - `grab`: echoes, then asks the host for the next event itself (out of turn, without
 //!   reporting the one in hand) and drops what it got;
 //! - `flaky`: echoes, but traps (panics) on every third event;
+//! - `chatter`: logs `config.lines` lines of `config.line-bytes` bytes on every event (a log
+//!   flood), then echoes;
 //! - `keep`: echoes, and keeps each event past its call without reading its object, then reads
 //!   the kept object's JSON in the next call (that event is no longer in hand: a trap);
 //! - `hoard`: echoes, and keeps every event it is given, never reading their objects;
@@ -62,6 +64,7 @@ pub struct Hostile {
     writes: Vec<Value>,
     metrics: Vec<Value>,
     nap_ms: u64,
+    chatter: (u64, usize),
     on_schedule: Option<String>,
     schedule_ms: u64,
 }
@@ -104,6 +107,15 @@ impl Hostile {
             "flaky" => {
                 if self.seen.is_multiple_of(3) {
                     panic!("flaky plugin fails event {}", self.seen);
+                }
+                self.echo(ev)
+            }
+            "chatter" => {
+                let (lines, bytes) = self.chatter;
+                for i in 0..lines {
+                    let mut line = format!("{} chatter {i} ", self.tag);
+                    line.extend(std::iter::repeat_n('x', bytes.saturating_sub(line.len())));
+                    log::info(&line);
                 }
                 self.echo(ev)
             }
@@ -351,6 +363,13 @@ impl Plugin for Hostile {
             deliveries: Default::default(),
             url: text("url"),
             nap_ms: config.get("nap-ms").and_then(Value::as_u64).unwrap_or(300),
+            chatter: (
+                config.get("lines").and_then(Value::as_u64).unwrap_or(10),
+                config
+                    .get("line-bytes")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(100) as usize,
+            ),
             on_schedule: text("on-schedule"),
             schedule_ms: config
                 .get("schedule-ms")

@@ -50,6 +50,8 @@ pub struct InstanceSpec {
     pub text: TextLimits,
     /// The plugin version's log rate, shared by its instances.
     pub log_rate: Arc<LogRate>,
+    /// Where its log lines are kept for `informant logs` (the plugin's, across versions).
+    pub journal: Option<crate::plugin::logbook::JournalWriter>,
     /// How `retry` answers are redelivered.
     pub retry: RetryPolicy,
     /// Where the plugin may send HTTP requests, and what it sent (shared by its instances).
@@ -127,6 +129,7 @@ impl Instance {
         .with_outbound(spec.outbound.clone())
         .with_writer(spec.writer.clone())
         .with_metrics(spec.metrics.clone())
+        .with_journal(spec.journal.as_ref().map(|w| w.journal().clone()))
         .with_deadline(spec.deadline);
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);

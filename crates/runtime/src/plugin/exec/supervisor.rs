@@ -98,6 +98,8 @@ pub struct Supervisor {
     latency: DurationHistogram,
     dispatch: DurationHistogram,
     state_tx: watch::Sender<PluginState>,
+    /// When the state last changed (or the version started).
+    since: Mutex<jiff::Timestamp>,
     closed: watch::Sender<bool>,
     /// The `[[schedule]]` counters, once the schedules are started.
     schedules: std::sync::OnceLock<Vec<Arc<ScheduleStats>>>,
@@ -134,6 +136,7 @@ impl Supervisor {
             latency: latency_histogram(),
             dispatch: dispatch_histogram(),
             state_tx: watch::channel(PluginState::Running).0,
+            since: Mutex::new(jiff::Timestamp::now()),
             closed: watch::channel(false).0,
             schedules: std::sync::OnceLock::new(),
             span,
@@ -166,7 +169,14 @@ impl Supervisor {
     }
 
     fn set_state(&self, state: PluginState) {
-        self.state_tx.send_replace(state);
+        if self.state_tx.send_replace(state) != state {
+            *self.since.lock() = jiff::Timestamp::now();
+        }
+    }
+
+    /// When it entered its current state: the version's start, or its last change of state.
+    pub fn since(&self) -> jiff::Timestamp {
+        *self.since.lock()
     }
 
     /// Events handled successfully.

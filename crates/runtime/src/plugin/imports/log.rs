@@ -5,7 +5,8 @@ use std::sync::Arc;
 use crate::plugin::imports::bindings::{Level, informant};
 use crate::plugin::imports::state::State;
 
-/// One line a plugin logged, as broadcast to subscribers (tests, `replay`).
+/// One line a plugin logged, as broadcast to subscribers (tests, `replay`); its plugin's
+/// [`Journal`](crate::plugin::Journal) keeps it too, for `informant logs`.
 #[derive(Debug, Clone)]
 pub struct PluginLog {
     /// The plugin's name.
@@ -41,6 +42,9 @@ impl informant::plugin::log::Host for State {
                 Level::Warn => tracing::warn!("{line}"),
                 Level::Error => tracing::error!("{line}"),
             }
+        }
+        if let Some(journal) = &self.journal {
+            journal.push(level, &message);
         }
         // Nobody listening is the normal case outside tests and replay.
         let _ = self.logs.send(PluginLog {

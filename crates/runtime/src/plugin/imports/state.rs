@@ -16,6 +16,7 @@ use crate::plugin::metrics::PluginMetrics;
 use crate::plugin::imports::bindings::informant;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::log::{LogRate, PluginLog, TextLimits};
+use crate::plugin::logbook::Journal;
 
 /// Per-instance state inside the wasmtime `Store`.
 pub struct State {
@@ -28,6 +29,8 @@ pub struct State {
     pub(super) logs: broadcast::Sender<PluginLog>,
     pub(super) text: TextLimits,
     pub(super) log_rate: Arc<LogRate>,
+    /// Where the plugin's lines are kept for `informant logs`, if anywhere.
+    pub(super) journal: Option<Arc<Journal>>,
     pub(super) http: WasiHttpCtx,
     pub(super) hooks: Hooks,
     pub(super) writer: Arc<Writer>,
@@ -71,9 +74,16 @@ impl State {
             batch: Batch::new(std::time::Duration::from_secs(1), text.error_bytes),
             text,
             log_rate,
+            journal: None,
             writer: Arc::new(Writer::default()),
             metrics: Arc::default(),
         }
+    }
+
+    /// Keeps the plugin's log lines in `journal` too.
+    pub fn with_journal(mut self, journal: Option<Arc<Journal>>) -> Self {
+        self.journal = journal;
+        self
     }
 
     /// Each event's deadline within a `handle-queued` call (1 s until given).

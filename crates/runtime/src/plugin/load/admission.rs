@@ -141,6 +141,15 @@ pub fn admit(
     }
     refusals.extend(write_refusals(manifest, &who, policy, &facts.write));
     for (index, (w, f)) in manifest.watch.iter().zip(&facts.watch).enumerate() {
+        if w.namespace_selector.is_some() && f.namespaced == Some(false) {
+            refusals.push(Refusal {
+                field: format!("watch[{index}].namespace-selector"),
+                reason: format!(
+                    "`{}` is cluster-scoped: its objects are in no namespace to select",
+                    f.kind
+                ),
+            });
+        }
         // Each listed namespace is checked on its own, so the refusal names the one outside.
         for (at, ns) in w.scopes().into_iter().enumerate() {
             // A wildcard covers only the kinds the grant allows (see `wildcard::expand`); what

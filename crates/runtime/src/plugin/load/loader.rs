@@ -41,6 +41,7 @@ use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHa
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::dispatch::gate::{Gate, open_when_settled};
+use crate::plugin::dispatch::namespace_selector::NamespaceWatch;
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::cluster::Cluster;
@@ -53,6 +54,7 @@ use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::{Found, scan};
 use crate::plugin::load::status::{ReconcileReport, Running};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
+use crate::plugin::logbook::LogBook;
 use crate::tenancy::TenantPolicy;
 
 /// A registered plugin version: its supervisor, its informer claims with their handlers, and
@@ -76,6 +78,8 @@ pub(super) struct Loaded {
     pub(super) gate: Gate,
     /// Opens `gate`; aborted when the version is unregistered first.
     pub(super) opening: tokio::task::JoinHandle<()>,
+    /// Its `namespace-selector` watches' handlers on the Namespace informer.
+    pub(super) selections: Vec<NamespaceWatch>,
 }
 
 impl Loaded {
@@ -99,6 +103,8 @@ pub struct PluginHost {
     /// Replaced whole by [`PluginHost::set_config`]; each reconcile works from one snapshot.
     pub(super) config: RwLock<Arc<HostConfig>>,
     pub(super) logs: broadcast::Sender<PluginLog>,
+    /// Each plugin's last log lines, for `/logs`.
+    pub(super) logbook: Arc<LogBook>,
     pub(super) loaded: Mutex<BTreeMap<PluginId, Loaded>>,
     /// What is running, republished after every change to `loaded`: readers (status, the
     /// admin endpoints) never wait for a reconcile, which holds `loaded` while plugins load.
@@ -136,6 +142,7 @@ impl PluginHost {
             cluster: Cluster::new(factory.client().clone(), false),
             factory,
             logs: broadcast::channel(config.log_buffer.max(1)).0,
+            logbook: Arc::default(),
             config: RwLock::new(Arc::new(config)),
             loaded: Mutex::new(BTreeMap::new()),
             running: RwLock::new(BTreeMap::new()),
@@ -388,6 +395,7 @@ impl PluginHost {
                         );
                         let opening = tokio::spawn(opening.instrument(id.span()));
                         let mut kinds = Vec::with_capacity(watches.len());
+                        let mut selections = Vec::new();
                         let handles = watches
                             .into_iter()
                             .map(
@@ -396,10 +404,15 @@ impl PluginHost {
                                      resource,
                                      changes,
                                      kind,
+                                     selection,
                                  }| {
                                     let options = HandlerOptions {
                                         resync_period: resync,
-                                        filter: filter.clone(),
+                                        // A selection's filter holds the grant's too.
+                                        filter: match &selection {
+                                            Some((s, _)) => Some(s.filter()),
+                                            None => filter.clone(),
+                                        },
                                         changes,
                                     };
                                     kinds.push(kind);
@@ -410,6 +423,12 @@ impl PluginHost {
                                         resource,
                                         options,
                                     );
+                                    if let Some((s, namespaces)) = selection {
+                                        let name = id.to_string();
+                                        let followed =
+                                            s.follow(&name, h.injector(), namespaces.informer());
+                                        selections.push(followed.holding(namespaces));
+                                    }
                                     (informer, h)
                                 },
                             )
@@ -437,6 +456,7 @@ impl PluginHost {
                                 not_permitted,
                                 gate,
                                 opening,
+                                selections,
                             },
                         );
                         self.publish(&loaded);
@@ -546,6 +566,7 @@ impl PluginHost {
     pub(super) async fn unregister(&self, old: Loaded) {
         old.opening.abort();
         old.supervisor.close();
+        drop(old.selections);
         let (informers, handles): (Vec<_>, Vec<_>) = old.handles.into_iter().unzip();
         futures::future::join_all(handles.into_iter().map(ListenerHandle::shutdown)).await;
         drop(informers);

@@ -12,6 +12,7 @@ use crate::informer::{
 };
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::gate::{Gate, Gated};
+use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::bindings::WitResource;
@@ -195,6 +196,14 @@ impl PluginHost {
                             .factory
                             .informer_for(resolved, scope)
                             .map_err(watch_err)?;
+                        let selection = match w.namespace_selector() {
+                            Some(text) => Some(
+                                self.namespace_selection(text, grant, &informer)
+                                    .await
+                                    .map_err(watch_err)?,
+                            ),
+                            None => None,
+                        };
                         cache.add_with_indexes(informer.store().clone(), w.field_indexes());
                         // Claimed from here on: a failure below releases it.
                         watches.push(Watched {
@@ -202,6 +211,7 @@ impl PluginHost {
                             resource: WitResource::from(&resolved.api_resource),
                             changes: change_filter.clone(),
                             kind: name.clone().map(|n| (index, n)),
+                            selection,
                         });
                     }
                 }
@@ -217,6 +227,7 @@ impl PluginHost {
                 logs: self.logs.clone(),
                 text: config.text,
                 log_rate: LogRate::new(config.text.log_lines_per_second),
+                journal: Some(self.logbook.journal(id).writer()),
                 retry: RetryPolicy::from_manifest(&manifest.retry),
                 outbound: Arc::new(Outbound::new(
                     manifest.allowed_outbound_hosts.clone(),
@@ -284,6 +295,28 @@ pub(super) struct Watched {
     pub(super) changes: Option<ChangeFilter>,
     /// For a wildcard watch's resource: the watch (index) and the resource's name.
     pub(super) kind: Option<(usize, String)>,
+    /// For a watch with a `namespace-selector`: the selection, and the Namespace informer it
+    /// follows.
+    pub(super) selection: Option<(Arc<NamespaceSelection>, InformerClaim)>,
+}
+
+impl PluginHost {
+    /// The selection of `informer`'s objects by `selector` (a manifest's, checked already),
+    /// within `grant`, with a claim on the Namespace informer it is to follow.
+    async fn namespace_selection(
+        &self,
+        selector: &str,
+        grant: &Arc<crate::tenancy::Grant>,
+        informer: &InformerClaim,
+    ) -> Result<(Arc<NamespaceSelection>, InformerClaim), crate::informer::Error> {
+        let namespaces = self.factory.resolve("v1", "Namespace").await?;
+        let claim = self
+            .factory
+            .informer_for(&namespaces, crate::informer::WatchScope::default())?;
+        let selection =
+            NamespaceSelection::new(selector, grant.clone(), informer.informer().clone())?;
+        Ok((selection, claim))
+    }
 }
 
 /// A loaded, initialised plugin version, not yet receiving events.

@@ -16,6 +16,7 @@ use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
+use crate::plugin::logbook::Journal;
 
 use crate::plugin::load::loader::Loaded;
 
@@ -50,10 +51,15 @@ pub struct PluginStatus {
     pub handled: u64,
     /// Events failed.
     pub failed: u64,
+    /// Redeliveries scheduled because it answered `retry`.
+    pub retried: u64,
     /// Events queued across its handlers.
     pub backlog: usize,
     /// The most recent failure.
     pub last_error: Option<String>,
+    /// When it entered its state (RFC 3339): the version's start or its last change of state;
+    /// for a waiting plugin, since when it waits.
+    pub since: String,
     /// Why it, or for a running plugin its new version, is not loaded yet (retried until it is).
     pub waiting: Option<Waiting>,
     /// The resources its wildcard watches cover now (`apps/v1/Deployment`); empty without any.
@@ -146,6 +152,12 @@ impl Running {
 impl PluginHost {
     /// Makes `loaded` what readers see.
     pub(super) fn publish(&self, loaded: &BTreeMap<PluginId, Loaded>) {
+        // A plugin gone from disk takes its lines with it; one waiting to load keeps them.
+        {
+            let waiting = self.waiting.read();
+            self.logbook
+                .retain(|id| loaded.contains_key(id) || waiting.contains_key(id));
+        }
         *self.running.write() = loaded
             .iter()
             .map(|(id, l)| {
@@ -200,6 +212,13 @@ impl PluginHost {
         self.logs.subscribe()
     }
 
+    /// The last lines of a plugin that is loaded or waiting, by exact tenant and name; `None`
+    /// for any other. Never waits for a reconcile in progress.
+    pub fn journal(&self, id: &PluginId) -> Option<Arc<Journal>> {
+        let known = self.running.read().contains_key(id) || self.waiting.read().contains_key(id);
+        known.then(|| self.logbook.journal(id))
+    }
+
     /// Every running plugin with its supervisor and queue figures, read in one go; never waits
     /// for a reconcile in progress.
     pub fn running(&self) -> Vec<RunningPlugin> {
@@ -239,7 +258,12 @@ impl PluginHost {
     /// Waits until the events of every plugin running now flow: its informers synced or
     /// refused, its replay queued (each within the sync wait at the latest).
     pub async fn wait_started(&self) {
-        let gates: Vec<Gate> = self.running.read().values().map(|r| r.gate.clone()).collect();
+        let gates: Vec<Gate> = self
+            .running
+            .read()
+            .values()
+            .map(|r| r.gate.clone())
+            .collect();
         for mut gate in gates {
             gate.opened().await;
         }
@@ -274,8 +298,13 @@ impl PluginHost {
                     state,
                     handled: r.supervisor.handled(),
                     failed: r.supervisor.failed(),
+                    retried: r.supervisor.retried(),
                     backlog: r.backlog,
                     last_error: r.supervisor.last_error(),
+                    since: match &forbidden {
+                        Some(f) if state == PluginState::Waiting => f.since.clone(),
+                        _ => r.supervisor.since().to_string(),
+                    },
                     // A new version waiting says more than the running one's refused kind.
                     waiting: waiting.remove(&r.id).or(forbidden),
                     name: r.id.name,
@@ -290,8 +319,10 @@ impl PluginHost {
             state: PluginState::Waiting,
             handled: 0,
             failed: 0,
+            retried: 0,
             backlog: 0,
             last_error: None,
+            since: w.since.clone(),
             waiting: Some(w),
             expanded: Vec::new(),
             not_permitted: Vec::new(),
