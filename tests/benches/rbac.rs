@@ -15,36 +15,15 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use informant_devserver::audit::AllowRule;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::plugin::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_tests::host_log::HostLog;
 use informant_tests::http::{free_addr, get};
-use informant_tests::plugins::{Logs, wasm};
+use informant_tests::plugins::Logs;
+use informant_tests::rbac::{HOST, echo, reader_rules};
 use informant_tests::{configmap, create_namespaces};
 use serde_json::json;
-
-const HOST: &str = "system:serviceaccount:informant:informant";
-
-fn rule(verbs: &[&str], resource: &str) -> AllowRule {
-    AllowRule {
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-        resource: resource.into(),
-        namespace: None,
-    }
-}
-
-fn echo(dir: &std::path::Path, name: &str, api_version: &str, kind: &str) {
-    std::fs::copy(wasm("hostile"), dir.join(format!("{name}.wasm"))).unwrap();
-    std::fs::write(
-        dir.join(format!("{name}.toml")),
-        format!(
-            "[limits]\ndeadline-ms = 2000\nmemory-mib = 16\n[[watch]]\napi-version = \"{api_version}\"\nkind = \"{kind}\"\n[config]\nmode = \"echo\"\ntag = \"{name}\"\n"
-        ),
-    )
-    .unwrap();
-}
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
@@ -57,15 +36,7 @@ async fn main() {
         .await
         .expect("start API server");
     create_namespaces(&server, &["team-a"]);
-    server.restrict(
-        HOST,
-        vec![
-            rule(&["get", "list", "watch"], "configmaps"),
-            rule(&["get", "list", "watch"], "deployments.apps"),
-            rule(&["create"], "selfsubjectaccessreviews.authorization.k8s.io"),
-            rule(&["create"], "selfsubjectrulesreviews.authorization.k8s.io"),
-        ],
-    );
+    server.restrict(HOST, reader_rules());
     server.create(configmap("team-a", "before", "1")).unwrap();
     server
         .create(json!({"apiVersion": "apps/v1", "kind": "Deployment",

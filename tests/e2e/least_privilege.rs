@@ -5,51 +5,17 @@
 //! a refused kind waits visibly while the API server sees no storm of LISTs; `/readyz` is 200
 //! once the plugins run, and not before.
 
-use std::path::Path;
 use std::time::Instant;
 
-use informant_devserver::audit::AllowRule;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::plugin::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_tests::host_log::HostLog;
 use informant_tests::http::{free_addr, get, get_until};
-use informant_tests::plugins::{Logs, fast_restarts, wasm};
+use informant_tests::plugins::{Logs, fast_restarts};
+use informant_tests::rbac::{HOST, echo, reader_rules, rule};
 use informant_tests::{configmap, create_namespaces, guarded};
 use serde_json::{Value, json};
-
-/// The host's identity, as the Helm chart's ServiceAccount would be.
-const HOST: &str = "system:serviceaccount:informant:informant";
-
-fn rule(verbs: &[&str], resource: &str) -> AllowRule {
-    AllowRule {
-        verbs: verbs.iter().map(|v| v.to_string()).collect(),
-        resource: resource.into(),
-        namespace: None,
-    }
-}
-
-/// Read ConfigMaps and Deployments; ask what it may do (every authenticated user may).
-fn reader_rules() -> Vec<AllowRule> {
-    vec![
-        rule(&["get", "list", "watch"], "configmaps"),
-        rule(&["get", "list", "watch"], "deployments.apps"),
-        rule(&["create"], "selfsubjectaccessreviews.authorization.k8s.io"),
-        rule(&["create"], "selfsubjectrulesreviews.authorization.k8s.io"),
-    ]
-}
-
-/// The hostile test plugin echoing every event of `api_version`/`kind`, tagged with its name.
-fn echo(dir: &Path, name: &str, api_version: &str, kind: &str) {
-    std::fs::copy(wasm("hostile"), dir.join(format!("{name}.wasm"))).unwrap();
-    std::fs::write(
-        dir.join(format!("{name}.toml")),
-        format!(
-            "[limits]\ndeadline-ms = 2000\nmemory-mib = 16\n[[watch]]\napi-version = \"{api_version}\"\nkind = \"{kind}\"\n[config]\nmode = \"echo\"\ntag = \"{name}\"\n"
-        ),
-    )
-    .unwrap();
-}
 
 fn deployment(ns: &str, name: &str) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "Deployment",

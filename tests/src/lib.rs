@@ -7,6 +7,7 @@ pub mod host_log;
 pub mod http;
 pub mod plugins;
 pub mod proc;
+pub mod rbac;
 pub mod receiver;
 pub mod toolchains;
 

@@ -498,6 +498,11 @@ impl PluginHost {
             }
         }
         self.sync_crd_watch(&loaded).await;
+        // Plugins finish loading in any order; the report lists them by tenant and name.
+        report.loaded.sort();
+        report.replaced.sort();
+        report.errors.sort_by(|a, b| a.0.cmp(&b.0));
+        report.waiting.sort_by(|a, b| a.0.cmp(&b.0));
         let count = waiting.len();
         *self.waiting.write() = waiting;
         self.waiting_count

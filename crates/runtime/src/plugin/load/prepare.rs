@@ -24,7 +24,7 @@ use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describ
 use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
-use crate::plugin::load::permitted::{NotPermitted, permitted};
+use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::Found;
 use crate::plugin::load::wildcard::expand;
@@ -80,18 +80,7 @@ impl PluginHost {
                     }
                 };
                 let kinds = expand(w, all, &policy.grant);
-                let namespaces: Vec<Option<String>> = crate::plugin::watch_scopes(w)
-                    .into_iter()
-                    .map(|s| s.namespace)
-                    .collect();
-                let (kinds, refused) = permitted(
-                    self.factory.client(),
-                    &self.cluster,
-                    policy.impersonate.as_ref(),
-                    &namespaces,
-                    kinds,
-                )
-                .await;
+                let (kinds, refused) = self.permitted(w, policy, kinds).await;
                 not_permitted.extend(refused);
                 resolved.push(kinds.into_iter().map(|(n, r)| (Some(n), r)).collect());
                 continue;

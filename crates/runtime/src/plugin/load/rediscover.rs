@@ -21,7 +21,7 @@ use crate::informer::{
 use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::load::id::PluginId;
-use crate::plugin::load::permitted::{self, permitted};
+use crate::plugin::load::permitted;
 use crate::plugin::load::prepare::register;
 use crate::plugin::load::wildcard::expand;
 use crate::plugin::manifest::Manifest;
@@ -185,18 +185,8 @@ impl PluginHost {
                 if !w.is_wildcard() {
                     continue;
                 }
-                let namespaces: Vec<Option<String>> = crate::plugin::watch_scopes(w)
-                    .into_iter()
-                    .map(|s| s.namespace)
-                    .collect();
-                let (now, refused) = permitted(
-                    self.factory.client(),
-                    &self.cluster,
-                    l.policy.impersonate.as_ref(),
-                    &namespaces,
-                    expand(w, &discovered, &l.policy.grant),
-                )
-                .await;
+                let expanded = expand(w, &discovered, &l.policy.grant);
+                let (now, refused) = self.permitted(w, &l.policy, expanded).await;
                 not_permitted.extend(refused);
                 let had: BTreeSet<String> = l
                     .kinds
