@@ -21,6 +21,7 @@ mod retry;
 mod schedules;
 mod secrets;
 mod tenancy;
+mod traces;
 mod waiting;
 mod watches;
 mod wildcard;

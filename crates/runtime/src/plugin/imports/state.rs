@@ -28,7 +28,7 @@ pub struct State {
     pub(super) text: TextLimits,
     pub(super) log_rate: Arc<LogRate>,
     pub(super) http: WasiHttpCtx,
-    pub(super) hooks: Hooks,
+    pub(crate) hooks: Hooks,
     pub(super) writer: Arc<Writer>,
     /// The events of the `handle-queued` call in progress.
     pub(crate) batch: Batch,
@@ -65,6 +65,7 @@ impl State {
                 outbound: Arc::new(Outbound::default()),
                 plugin: plugin_name,
                 tenant: tenant_name,
+                span: Default::default(),
             },
             batch: Batch::new(std::time::Duration::from_secs(1), text.error_bytes),
             text,
