@@ -130,6 +130,9 @@ impl Tally {
     }
 }
 
+/// The event in the plugin's hand when its call ended: the event, when it was taken, its span.
+pub type InHand = (Event, Instant, EventSpan);
+
 /// The events of the call in progress, held in the instance's state for `events.next`.
 pub struct Batch {
     kind: Arc<WitResource>,
@@ -194,13 +197,7 @@ impl Batch {
 
     /// Ends the call: what was taken and how it ended, the event in hand (taken, no outcome),
     /// and what was never taken.
-    pub fn end(
-        &mut self,
-    ) -> (
-        Vec<Taken>,
-        Option<(Event, Instant, EventSpan)>,
-        VecDeque<Event>,
-    ) {
+    pub fn end(&mut self) -> (Vec<Taken>, Option<InHand>, VecDeque<Event>) {
         self.stop = None;
         (
             std::mem::take(&mut self.done),
