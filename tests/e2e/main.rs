@@ -24,6 +24,7 @@ mod schedules;
 mod secrets;
 mod status;
 mod tenancy;
+mod traces;
 mod waiting;
 mod watches;
 mod wildcard;

@@ -5,6 +5,7 @@
 
 pub mod host_log;
 pub mod http;
+pub mod otlp;
 pub mod plugins;
 pub mod proc;
 pub mod rbac;

@@ -53,10 +53,14 @@ pub struct Args {
     dry_run_writes: bool,
     #[command(flatten)]
     cache: super::CompileCacheArgs,
+    #[command(flatten)]
+    traces: super::TraceArgs,
 }
 
 /// Runs until SIGINT (Ctrl-C) or SIGTERM.
 pub async fn run(args: Args) -> Result<()> {
+    // Held to the end: dropping it sends the spans still queued.
+    let _traces = args.traces.start()?;
     let server = DevServer::start(DevServerConfig {
         listen: args.listen,
         ..Default::default()

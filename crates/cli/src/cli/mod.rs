@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use informant_runtime::plugin::CompileCache;
 pub use informant_runtime::runtime::{host_config, watch_informer};
+use informant_runtime::telemetry::{ExportConfig, Traces};
 
 /// Compile cache flags of the commands that load plugins.
 #[derive(clap::Args)]
@@ -64,6 +65,27 @@ pub enum Output {
     Table,
     /// For a program: JSON.
     Json,
+}
+
+/// Trace export flags of the commands that run plugins.
+#[derive(clap::Args)]
+pub struct TraceArgs {
+    /// Export OpenTelemetry traces of plugin work (a span per event, child spans for writes,
+    /// HTTP requests and slow cache queries) over OTLP/HTTP with protobuf bodies to this
+    /// collector, e.g. http://127.0.0.1:4318 (spans go to /v1/traces under it; http:// only).
+    /// Off when unset.
+    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    otlp_endpoint: Option<String>,
+}
+
+impl TraceArgs {
+    /// Turns traces on when an endpoint is given; they stay on until the value is dropped.
+    pub fn start(&self) -> Result<Option<Traces>> {
+        let Some(endpoint) = self.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) else {
+            return Ok(None);
+        };
+        Ok(Some(Traces::start(ExportConfig::new(endpoint))?))
+    }
 }
 
 /// A client from a kubeconfig file, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).

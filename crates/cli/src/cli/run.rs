@@ -43,6 +43,8 @@ pub struct Args {
     election: Election,
     #[command(flatten)]
     cache: super::CompileCacheArgs,
+    #[command(flatten)]
+    traces: super::TraceArgs,
 }
 
 /// Leader-election flags: with `--leader-elect`, replicas run active/standby.
@@ -102,6 +104,8 @@ fn default_identity() -> String {
 /// process is simpler to trust than one that half-stopped, and the restarted replica replays
 /// its plugins' caches like any first start.
 pub async fn run(args: Args) -> Result<()> {
+    // Held to the end: dropping it sends the spans still queued.
+    let _traces = args.traces.start()?;
     let client = super::client(args.kubeconfig.as_deref()).await?;
     let opts = RuntimeOptions {
         plugins: args.plugins,

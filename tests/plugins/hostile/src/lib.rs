@@ -23,6 +23,9 @@
 //! - `post`: POSTs the echo line as JSON to `config.url` and logs
 //!   `{"tag", "key", "status"}` or `{"tag", "key", "error"}` (the error is not returned: the
 //!   event succeeds either way, so the log is the record);
+//! - `write-post`: on the `added` (not initial) event of an object named `go-*`, does what
+//!   `write` does, then what `post` does (`config.traceparent`, when given, is sent as the
+//!   request's own `traceparent` header, in `post` mode too);
 //! - `noop`: reads the object's name from the host-parsed metadata header, no JSON (the
 //!   benchmark's trivial plugin, doing what the Python and TypeScript ones' `noop` do);
 //! - `parse`: parses the object's JSON fully (the benchmark's realistic plugin);
@@ -61,6 +64,7 @@ pub struct Hostile {
     hoard: Vec<Event>,
     deliveries: std::collections::HashMap<String, u64>,
     url: Option<String>,
+    traceparent: Option<String>,
     writes: Vec<Value>,
     metrics: Vec<Value>,
     nap_ms: u64,
@@ -172,20 +176,15 @@ impl Hostile {
                 }
                 Ok(())
             }
-            "post" => {
-                let meta = ev.meta();
-                let line =
-                    json!({"tag": self.tag, "type": ev.event_type().as_str(), "key": meta.key()});
-                let url = self.url.as_deref().ok_or("config `url` is required")?;
-                let outcome = match informant_sdk::http::post_json(
-                    url,
-                    &line,
-                    std::time::Duration::from_secs(30),
-                ) {
-                    Ok(r) => json!({"tag": self.tag, "key": meta.key(), "status": r.status}),
-                    Err(e) => json!({"tag": self.tag, "key": meta.key(), "error": e.to_string()}),
-                };
-                log::info(&outcome.to_string());
+            "post" => self.post(ev),
+            "write-post" => {
+                if ev.event_type() == informant_sdk::EventType::Added
+                    && !ev.is_initial()
+                    && ev.meta().name().starts_with("go-")
+                {
+                    self.write(ev);
+                    self.post(ev)?;
+                }
                 Ok(())
             }
             "write" => {
@@ -217,6 +216,30 @@ impl Hostile {
             }
             other => Err(format!("unknown mode `{other}`").into()),
         }
+    }
+
+    /// POSTs the event's line to `config.url` (with `config.traceparent` as its `traceparent`
+    /// header, when given) and logs the status or the error.
+    fn post(&self, ev: &Event) -> Result<(), HandlerError> {
+        let meta = ev.meta();
+        let line = json!({"tag": self.tag, "type": ev.event_type().as_str(), "key": meta.key()});
+        let url = self.url.as_deref().ok_or("config `url` is required")?;
+        let mut headers = vec![("content-type", "application/json")];
+        if let Some(forged) = &self.traceparent {
+            headers.push(("traceparent", forged.as_str()));
+        }
+        let outcome = match informant_sdk::http::send(
+            "POST",
+            url,
+            &headers,
+            line.to_string().as_bytes(),
+            std::time::Duration::from_secs(30),
+        ) {
+            Ok(r) => json!({"tag": self.tag, "key": meta.key(), "status": r.status}),
+            Err(e) => json!({"tag": self.tag, "key": meta.key(), "error": e.to_string()}),
+        };
+        log::info(&outcome.to_string());
+        Ok(())
     }
 
     fn write(&self, ev: &Event) {
@@ -362,6 +385,7 @@ impl Plugin for Hostile {
             hoard: Vec::new(),
             deliveries: Default::default(),
             url: text("url"),
+            traceparent: text("traceparent"),
             nap_ms: config.get("nap-ms").and_then(Value::as_u64).unwrap_or(300),
             chatter: (
                 config.get("lines").and_then(Value::as_u64).unwrap_or(10),

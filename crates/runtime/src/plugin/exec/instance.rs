@@ -200,17 +200,25 @@ impl Instance {
         let (mut taken, in_hand, mut untaken) = self.store.data_mut().batch.end();
         let now = Instant::now();
         let mut fatal = result.err();
-        if let Some((event, at)) = in_hand {
+        // A request the plugin makes outside any event (a schedule tick) is nobody's child.
+        self.store.data_mut().hooks.span = Default::default();
+        if let Some((event, at, span)) = in_hand {
             // The event in hand is the one that failed, or the plugin returned without
             // reporting it.
             let error = fatal.clone().unwrap_or_else(|| {
                 CallError::Guest("handle-queued returned without reporting its outcome".into())
             });
-            taken.push(batch::taken(event, Err(error), at, now));
+            taken.push(batch::taken(event, Err(error), at, now, span));
         } else if let Some(error) = &fatal {
             // Failed outside any event: before taking the first, or after reporting the last.
             match untaken.pop_front() {
-                Some(first) => taken.push(batch::taken(first, Err(error.clone()), now, now)),
+                Some(first) => taken.push(batch::taken(
+                    first,
+                    Err(error.clone()),
+                    now,
+                    now,
+                    Default::default(),
+                )),
                 // After the last report: that event was counted handled, and now also counts
                 // as the failure that ends the instance.
                 None => match taken.last_mut() {

@@ -401,7 +401,8 @@ impl Supervisor {
     }
 
     /// Settles one event's outcome (counting it, unless the plugin's report already did).
-    fn settle(&self, inner: &mut Inner, taken: Taken) -> (Event, Delivered) {
+    fn settle(&self, inner: &mut Inner, mut taken: Taken) -> (Event, Delivered) {
+        std::mem::take(&mut taken.span).end(&taken.result);
         let delivered = match taken.result {
             Ok(handled) => {
                 self.succeeded(inner);

@@ -4,10 +4,14 @@
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use std::time::Instant;
+
+use opentelemetry::KeyValue;
 
 use crate::apimachinery::{FieldPath, LabelSelector, names};
 use crate::informer::{CachedObject, FieldIndex, IndexId, Store, Visibility};
 use crate::manifest::BUILTIN_INDEXES;
+use crate::telemetry::SLOW_QUERY;
 use crate::tenancy::Grant;
 
 use crate::plugin::imports::bindings::{Gvk, QueryError, WitResource, informant};
@@ -259,10 +263,15 @@ impl informant::plugin::cache::Host for State {
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<String>, QueryError> {
-        Ok(self
+        let started = self.batch.span().is_on().then(Instant::now);
+        let answer = self
             .cache
             .get(&r, namespace.as_deref(), &name)?
-            .map(|o| o.json().to_string()))
+            .map(|o| o.json().to_string());
+        self.slow_query(started, "cache.get", &r, || {
+            vec![KeyValue::new("found", answer.is_some())]
+        });
+        Ok(answer)
     }
 
     async fn list(
@@ -271,10 +280,15 @@ impl informant::plugin::cache::Host for State {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<String>, QueryError> {
+        let started = self.batch.span().is_on().then(Instant::now);
         let objs = self
             .cache
             .list(&r, namespace.as_deref(), label_selector.as_deref())?;
-        Ok(objs.iter().map(|o| o.json().to_string()).collect())
+        let answer: Vec<String> = objs.iter().map(|o| o.json().to_string()).collect();
+        self.slow_query(started, "cache.list", &r, || {
+            vec![KeyValue::new("results", answer.len() as i64)]
+        });
+        Ok(answer)
     }
 
     async fn by_index(
@@ -283,8 +297,40 @@ impl informant::plugin::cache::Host for State {
         index: String,
         value: String,
     ) -> Result<Vec<String>, QueryError> {
+        let started = self.batch.span().is_on().then(Instant::now);
         let objs = self.cache.by_index(&r, &index, &value)?;
-        Ok(objs.iter().map(|o| o.json().to_string()).collect())
+        let answer: Vec<String> = objs.iter().map(|o| o.json().to_string()).collect();
+        self.slow_query(started, "cache.by-index", &r, || {
+            vec![
+                KeyValue::new("index", index.clone()),
+                KeyValue::new("results", answer.len() as i64),
+            ]
+        });
+        Ok(answer)
+    }
+}
+
+impl State {
+    /// A span for a query (of `r`) that `started` (with traces on) and took over
+    /// [`SLOW_QUERY`], a child of the event's.
+    fn slow_query(
+        &self,
+        started: Option<Instant>,
+        name: &'static str,
+        r: &WitResource,
+        attributes: impl FnOnce() -> Vec<KeyValue>,
+    ) {
+        let Some(started) = started.filter(|s| s.elapsed() > SLOW_QUERY) else {
+            return;
+        };
+        self.batch.span().child_since(name, started, || {
+            let mut all = vec![KeyValue::new(
+                "kind",
+                format!("{}/{}/{}", r.group, r.version, r.kind),
+            )];
+            all.extend(attributes());
+            all
+        });
     }
 }
 

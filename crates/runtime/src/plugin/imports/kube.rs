@@ -27,7 +27,7 @@ impl informant::plugin::kube::Host for State {
         let named = body_name(&object);
         let target = Target::new(&r, ns, named.as_deref());
         self.writer
-            .run(Call::Verb(Verb::Create), target, |s| {
+            .run(self.batch.span(), Call::Verb(Verb::Create), target, |s| {
                 let body = object_body(&object, s.resource, ns, None)?;
                 s.request.create(&s.post(), body).map_err(unbuildable)
             })
@@ -45,7 +45,7 @@ impl informant::plugin::kube::Host for State {
         let ns = namespace.as_deref();
         let target = Target::new(&r, ns, Some(&name));
         self.writer
-            .run(Call::Verb(Verb::Apply), target, |s| {
+            .run(self.batch.span(), Call::Verb(Verb::Apply), target, |s| {
                 let body = object_body(&object, s.resource, ns, Some(&name))?;
                 let body: serde_json::Value =
                     serde_json::from_slice(&body).expect("object_body returns JSON");
@@ -72,7 +72,7 @@ impl informant::plugin::kube::Host for State {
             PatchType::Strategic => PatchKind::Strategic,
         };
         self.writer
-            .run(Call::Verb(Verb::Patch), target, |s| {
+            .run(self.batch.span(), Call::Verb(Verb::Patch), target, |s| {
                 let patch = patch_of(kind, &patch)?;
                 s.request
                     .patch(s.name(), &s.patch(false), &patch)
@@ -95,7 +95,7 @@ impl informant::plugin::kube::Host for State {
             resource_version: preconditions.resource_version,
         };
         self.writer
-            .run(Call::Verb(Verb::Delete), target, |s| {
+            .run(self.batch.span(), Call::Verb(Verb::Delete), target, |s| {
                 s.request
                     .delete(s.name(), &s.delete(preconditions))
                     .map_err(unbuildable)
@@ -114,12 +114,17 @@ impl informant::plugin::kube::Host for State {
         let ns = namespace.as_deref();
         let target = Target::new(&r, ns, Some(&name));
         self.writer
-            .run(Call::Verb(Verb::UpdateStatus), target, |s| {
-                let body = object_body(&object, s.resource, ns, Some(&name))?;
-                s.request
-                    .replace_subresource("status", s.name(), &s.post(), body)
-                    .map_err(unbuildable)
-            })
+            .run(
+                self.batch.span(),
+                Call::Verb(Verb::UpdateStatus),
+                target,
+                |s| {
+                    let body = object_body(&object, s.resource, ns, Some(&name))?;
+                    s.request
+                        .replace_subresource("status", s.name(), &s.post(), body)
+                        .map_err(unbuildable)
+                },
+            )
             .await
     }
 
@@ -165,7 +170,7 @@ impl informant::plugin::kube::Host for State {
         };
         let manager = self.writer.field_manager().to_string();
         self.writer
-            .run(Call::Event, target, |s| {
+            .run(self.batch.span(), Call::Event, target, |s| {
                 let body = event_body(
                     reference,
                     &ns,

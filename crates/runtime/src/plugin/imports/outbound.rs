@@ -23,11 +23,14 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use wasmtime_wasi_http::p2::bindings::http::types::ErrorCode;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
 use crate::manifest::Origin;
 use crate::manifest::outbound::{OriginFlaw, Scheme, canonical_host, parse_port, split_authority};
+use crate::telemetry::{EventSpan, HostSpan};
 
 /// Counters of one plugin version's outbound requests, read by `/metrics`.
 #[derive(Debug, Default)]
@@ -134,10 +137,17 @@ pub enum Denied {
 }
 
 /// The `wasi:http` hooks of one instance: every request goes through its plugin's allow-list.
+///
+/// With traces on, each request sent for an event gets a child span of the event's, and the
+/// request carries that span as its W3C `traceparent`: the host's replaces any `traceparent` the
+/// plugin set (and its `tracestate`, which would describe another trace), so a collector never
+/// sees a plugin-chosen parent. With traces off the plugin's own headers go out as it set them.
 pub(crate) struct Hooks {
     pub(crate) outbound: Arc<Outbound>,
     pub(crate) plugin: Arc<str>,
     pub(crate) tenant: Arc<str>,
+    /// The span of the event in hand (inert with none, or with traces off).
+    pub(crate) span: EventSpan,
 }
 
 type SendFuture = Box<
@@ -186,6 +196,8 @@ impl WasiHttpHooks for Hooks {
             return Box::new(async { Err(HttpError::HttpRequestDenied) });
         }
         outbound.stats.requests.fetch_add(1, Ordering::Relaxed);
+        let mut request = request;
+        let span = self.traced(&mut request);
         let request = request.map(|body| {
             Counted {
                 inner: body,
@@ -196,7 +208,18 @@ impl WasiHttpHooks for Hooks {
             .boxed_unsync()
         });
         Box::new(async move {
-            match wasmtime_wasi_http::default_send_request(request, options).await {
+            let sent = wasmtime_wasi_http::default_send_request(request, options).await;
+            if span.is_on() {
+                match &sent {
+                    Ok((response, _)) => {
+                        let status = i64::from(response.status().as_u16());
+                        span.set(|| KeyValue::new("http.response.status_code", status));
+                        span.end(Some("ok"));
+                    }
+                    Err(e) => span.end(Some(&format!("{e:?}"))),
+                }
+            }
+            match sent {
                 Ok((response, io)) => {
                     let response = response.map(|body| {
                         Counted {
@@ -217,6 +240,48 @@ impl WasiHttpHooks for Hooks {
         })
     }
 }
+
+impl Hooks {
+    /// The request's span, a child of the event's, and its `traceparent` header in place of
+    /// any the plugin set; nothing while traces are off or no event is in hand.
+    fn traced(&self, request: &mut http::Request<WasiBody>) -> HostSpan {
+        if !self.span.is_on() {
+            return HostSpan::default();
+        }
+        let uri = request.uri();
+        let method = request.method().as_str().to_string();
+        // Not the full URL: a query string may carry a token.
+        let attributes = || {
+            vec![
+                KeyValue::new("http.request.method", method.clone()),
+                KeyValue::new("server.address", uri.host().unwrap_or_default().to_string()),
+                KeyValue::new("server.port", i64::from(uri.port_u16().unwrap_or_default())),
+                KeyValue::new("url.path", uri.path().to_string()),
+            ]
+        };
+        let span = self
+            .span
+            .child(format!("HTTP {method}"), SpanKind::Client, attributes);
+        let headers = request.headers_mut();
+        headers.remove(TRACESTATE);
+        match span
+            .traceparent()
+            .and_then(|t| http::HeaderValue::from_str(&t).ok())
+        {
+            Some(value) => {
+                headers.insert(TRACEPARENT, value);
+            }
+            None => {
+                headers.remove(TRACEPARENT);
+            }
+        }
+        span
+    }
+}
+
+/// W3C trace context headers.
+const TRACEPARENT: http::HeaderName = http::HeaderName::from_static("traceparent");
+const TRACESTATE: http::HeaderName = http::HeaderName::from_static("tracestate");
 
 #[derive(Clone, Copy)]
 enum Direction {

@@ -32,7 +32,7 @@ pub struct State {
     /// Where the plugin's lines are kept for `informant logs`, if anywhere.
     pub(super) journal: Option<Arc<Journal>>,
     pub(super) http: WasiHttpCtx,
-    pub(super) hooks: Hooks,
+    pub(crate) hooks: Hooks,
     pub(super) writer: Arc<Writer>,
     pub(super) metrics: Arc<PluginMetrics>,
     /// The events of the `handle-queued` call in progress.
@@ -70,6 +70,7 @@ impl State {
                 outbound: Arc::new(Outbound::default()),
                 plugin: plugin_name,
                 tenant: tenant_name,
+                span: Default::default(),
             },
             batch: Batch::new(std::time::Duration::from_secs(1), text.error_bytes),
             text,

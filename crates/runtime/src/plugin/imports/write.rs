@@ -41,6 +41,9 @@ use crate::tenancy::{Budget, Grant, Impersonate};
 use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::bindings::informant::plugin::kube::{ApiError, WriteError};
 use crate::plugin::imports::cluster::{Cluster, ClusterError};
+use crate::telemetry::EventSpan;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 
 /// What a write call is, for checks, metrics and messages: a manifest verb, or an Event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,15 +248,30 @@ impl Writer {
         &self.field_manager
     }
 
-    /// Runs one call: checks it, waits for the budget, sends it, counts the outcome.
+    /// Runs one call made for the event of `event_span`: checks it, waits for the budget, sends
+    /// it, counts the outcome (and traces it as a child span `kube.CALL`, with traces on).
     pub async fn run(
         &self,
+        event_span: &EventSpan,
         call: Call,
         target: Target<'_>,
         build: impl FnOnce(&Sending<'_>) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
+        let span = event_span.child(format!("kube.{}", call.as_str()), SpanKind::Client, || {
+            let k = target.kind;
+            vec![
+                KeyValue::new("kind", format!("{}/{}/{}", k.group, k.version, k.kind)),
+                KeyValue::new(
+                    "namespace",
+                    target.namespace.unwrap_or_default().to_string(),
+                ),
+                KeyValue::new("name", target.name.unwrap_or_default().to_string()),
+            ]
+        });
         let result = self.run_inner(call, target, build).await;
-        self.stats.count(call, Outcome::of(&result));
+        let outcome = Outcome::of(&result);
+        self.stats.count(call, outcome);
+        span.end(Some(outcome.as_str()));
         result
     }
 

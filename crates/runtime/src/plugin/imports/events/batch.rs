@@ -16,6 +16,7 @@ use tokio::sync::watch;
 use crate::informer::Event;
 use crate::plugin::imports::bindings::{Failure, WitResource};
 use crate::plugin::imports::log::{escape_controls, truncated};
+use crate::telemetry::EventSpan;
 
 /// How a plugin finished an event it did not fail.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,6 +77,8 @@ pub struct Taken {
     pub waited: Option<Duration>,
     /// Already counted in the [`Tally`], as the plugin reported it.
     pub tallied: bool,
+    /// Its trace span, ended once its outcome is settled (inert while traces are off).
+    pub span: EventSpan,
 }
 
 /// One plugin version's event counts, updated as the plugin reports each event, so `/plugins`
@@ -127,12 +130,17 @@ impl Tally {
     }
 }
 
+/// The event in the plugin's hand when its call ended: the event, when it was taken, its span.
+pub type InHand = (Event, Instant, EventSpan);
+
 /// The events of the call in progress, held in the instance's state for `events.next`.
 pub struct Batch {
     kind: Arc<WitResource>,
     queue: VecDeque<Event>,
-    /// The event the plugin holds, when it took it, and its id.
-    current: Option<(Event, Instant, u64)>,
+    /// The event the plugin holds, when it took it, its id and its span.
+    current: Option<(Event, Instant, u64, EventSpan)>,
+    /// The span of host calls made with no event in hand.
+    no_span: EventSpan,
     /// The id the next event handed out gets: ids are never reused in an instance, so a plugin
     /// reading an event it no longer holds is caught, however long it kept the id.
     next_id: u64,
@@ -157,6 +165,7 @@ impl Batch {
             }),
             queue: VecDeque::new(),
             current: None,
+            no_span: EventSpan::default(),
             next_id: 1,
             done: Vec::new(),
             per_event,
@@ -188,11 +197,13 @@ impl Batch {
 
     /// Ends the call: what was taken and how it ended, the event in hand (taken, no outcome),
     /// and what was never taken.
-    pub fn end(&mut self) -> (Vec<Taken>, Option<(Event, Instant)>, VecDeque<Event>) {
+    pub fn end(&mut self) -> (Vec<Taken>, Option<InHand>, VecDeque<Event>) {
         self.stop = None;
         (
             std::mem::take(&mut self.done),
-            self.current.take().map(|(event, at, _)| (event, at)),
+            self.current
+                .take()
+                .map(|(event, at, _, span)| (event, at, span)),
             std::mem::take(&mut self.queue),
         )
     }
@@ -206,7 +217,7 @@ impl Batch {
     /// [`Batch::in_hand`], with the kind the event is watched as.
     pub fn in_hand_with_kind(&self, id: u64) -> wasmtime::Result<(&WitResource, &Event)> {
         match &self.current {
-            Some((event, _, current)) if *current == id => Ok((&self.kind, event)),
+            Some((event, _, current, _)) if *current == id => Ok((&self.kind, event)),
             _ => Err(wasmtime::format_err!(
                 "an event's object was read after its event was done (the plugin had asked for the next one, or returned)"
             )),
@@ -215,7 +226,7 @@ impl Batch {
 
     /// Records the outcome of the event in hand (`previous` as the plugin reported it).
     pub fn finish(&mut self, previous: Option<Result<(), Failure>>, now: Instant) {
-        let Some((event, taken_at, _)) = self.current.take() else {
+        let Some((event, taken_at, _, span)) = self.current.take() else {
             // An outcome with no event in hand (a guest's first call reporting one) is ignored.
             return;
         };
@@ -241,15 +252,19 @@ impl Batch {
             }
             _ => false,
         };
-        let mut taken = taken(event, result, taken_at, now);
+        let mut taken = taken(event, result, taken_at, now, span);
         taken.tallied = tallied;
         self.done.push(taken);
     }
 
-    /// Puts the next event in the plugin's hand at `now`, its deadline starting: its id, the
-    /// kind it is watched as, and the event. None once the batch is done or the plugin is being
-    /// removed.
-    pub fn take(&mut self, now: Instant) -> Option<(u64, &WitResource, &Event)> {
+    /// Puts the next event in the plugin's hand at `now`, its deadline starting, its span
+    /// made by `span`: its id, the kind it is watched as, and the event. None once the batch is
+    /// done or the plugin is being removed.
+    pub fn take(
+        &mut self,
+        now: Instant,
+        span: impl FnOnce(&WitResource, &Event) -> EventSpan,
+    ) -> Option<(u64, &WitResource, &Event)> {
         if self.stop.as_ref().is_some_and(|s| *s.borrow()) {
             return None;
         }
@@ -257,8 +272,16 @@ impl Batch {
         let id = self.next_id;
         self.next_id += 1;
         self.deadline.set(now + self.per_event);
-        let (event, _, id) = self.current.insert((event, now, id));
+        let span = span(&self.kind, &event);
+        let (event, _, id, _) = self.current.insert((event, now, id, span));
         Some((*id, &self.kind, event))
+    }
+
+    /// The span of the event in hand, the parent of the host calls the plugin makes for it.
+    pub fn span(&self) -> &EventSpan {
+        self.current
+            .as_ref()
+            .map_or(&self.no_span, |(_, _, _, span)| span)
     }
 }
 
@@ -268,6 +291,7 @@ pub fn taken(
     result: Result<Handled, CallError>,
     taken_at: Instant,
     now: Instant,
+    span: EventSpan,
 ) -> Taken {
     let waited = event
         .received
@@ -278,6 +302,7 @@ pub fn taken(
         took: now.saturating_duration_since(taken_at),
         waited,
         tallied: false,
+        span,
     }
 }
 
@@ -353,6 +378,10 @@ mod tests {
         Event::added(Arc::new(object), false)
     }
 
+    fn off(_: &WitResource, _: &Event) -> EventSpan {
+        EventSpan::default()
+    }
+
     #[test]
     fn only_the_event_in_hand_answers_to_its_id_and_no_forged_id_reads_another() {
         let mut batch = Batch::new(Duration::from_secs(1), 1024);
@@ -365,7 +394,7 @@ mod tests {
         let tally = Arc::new(Tally::default());
         batch.begin(&kind, vec![event("one"), event("two")], &stop, &tally);
         let now = Instant::now();
-        let first = batch.take(now).map(|(id, _, _)| id).unwrap();
+        let first = batch.take(now, off).map(|(id, _, _)| id).unwrap();
         assert_eq!(batch.in_hand(first).unwrap().key().as_str(), "a/one");
         // Not yet handed out, never handed out, and ids a guest might make up.
         for forged in [first + 1, 0, u64::MAX, first.wrapping_sub(1)] {
@@ -373,7 +402,7 @@ mod tests {
             assert!(refused.contains("after its event was done"), "{refused}");
         }
         batch.finish(Some(Ok(())), now);
-        let second = batch.take(now).map(|(id, _, _)| id).unwrap();
+        let second = batch.take(now, off).map(|(id, _, _)| id).unwrap();
         assert_ne!(second, first);
         assert!(
             batch.in_hand(first).is_err(),
@@ -384,7 +413,7 @@ mod tests {
         assert!(batch.in_hand(second).is_err(), "nor once the call returned");
         // A later call's events get new ids: an id kept from an earlier call reads nothing.
         batch.begin(&kind, vec![event("three")], &stop, &tally);
-        let third = batch.take(now).map(|(id, _, _)| id).unwrap();
+        let third = batch.take(now, off).map(|(id, _, _)| id).unwrap();
         assert!(third > second && batch.in_hand(second).is_err());
     }
 

@@ -8,6 +8,7 @@ use crate::informer::{CachedObject, Event, EventType};
 
 use crate::plugin::imports::bindings::{Failure, WitEvent, WitEventType, WitResource, informant};
 use crate::plugin::imports::state::State;
+use crate::telemetry::EventSpan;
 
 /// Lowers an informer event for `events.next` as event `id`, with the object's header (kind and
 /// metadata, which nearly every plugin reads); the JSON and the old version are read only by a
@@ -42,10 +43,18 @@ impl informant::plugin::events::Host for State {
     ) -> wasmtime::Result<Option<WitEvent>> {
         let now = std::time::Instant::now();
         self.batch.finish(previous, now);
-        Ok(self
+        let (plugin, tenant) = (&self.plugin, &self.tenant);
+        let next = self
             .batch
-            .take(now)
-            .map(|(id, kind, event)| wit_event(id, kind, event)))
+            .take(now, |kind, event| {
+                EventSpan::start(plugin, tenant, kind, event, now)
+            })
+            .map(|(id, kind, event)| wit_event(id, kind, event));
+        if crate::telemetry::enabled() {
+            // The event's HTTP requests are children of its span.
+            self.hooks.span = self.batch.span().share();
+        }
+        Ok(next)
     }
 
     fn json(&mut self, event: u64) -> wasmtime::Result<String> {

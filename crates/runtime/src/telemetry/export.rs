@@ -1,0 +1,385 @@
+//! The export pipeline: finished spans into a bounded queue, drained by one thread that sends
+//! batches to the collector as OTLP/HTTP protobuf (`POST {endpoint}/v1/traces`).
+//!
+//! Contract:
+//! - Ending a span never blocks: it is a `try_send` into the queue. A full queue (the collector
+//!   is dead, slow, or the host makes spans faster than it takes them) drops the span and counts
+//!   it in [`ExportStats::dropped`]; the first drop is logged, later ones only counted.
+//! - The exporter thread sends a batch when it holds [`ExportConfig::max_batch`] spans or
+//!   [`ExportConfig::delay`] after the last send, each request bounded by
+//!   [`ExportConfig::timeout`]. A failed request loses its batch (counted in
+//!   [`ExportStats::failed`]); the first failure of an outage is logged, and so is recovery.
+//! - Only plain `http://` endpoints: the host carries no TLS stack for this; send to a collector
+//!   or agent next to it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant};
+
+use opentelemetry::Context;
+use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
+use opentelemetry_sdk::trace::{SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor};
+
+/// The service name spans are exported under.
+pub const SERVICE_NAME: &str = "informant";
+
+/// Why traces could not be turned on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The endpoint is not an absolute `http://` URL.
+    #[error("OTLP endpoint `{endpoint}`: {reason}")]
+    Endpoint {
+        /// The endpoint as given.
+        endpoint: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The OTLP exporter could not be built.
+    #[error("OTLP endpoint `{endpoint}`: building the exporter")]
+    Build {
+        /// The endpoint as given.
+        endpoint: String,
+        /// Why.
+        #[source]
+        source: opentelemetry_otlp::ExporterBuildError,
+    },
+    /// The exporter thread could not be started.
+    #[error("starting the trace exporter thread")]
+    Thread(#[source] std::io::Error),
+    /// This process already exports traces.
+    #[error("traces are already being exported by this process")]
+    AlreadyInstalled,
+}
+
+/// Where and how spans are exported.
+#[derive(Debug, Clone)]
+pub struct ExportConfig {
+    /// The collector's OTLP/HTTP base URL (`http://host:4318`); spans go to `/v1/traces` under it.
+    pub endpoint: String,
+    /// Finished spans held for export at most; past it they are dropped and counted.
+    pub max_queue: usize,
+    /// Spans sent in one request at most.
+    pub max_batch: usize,
+    /// Longest a finished span waits for its batch to be sent.
+    pub delay: Duration,
+    /// Bound on one export request.
+    pub timeout: Duration,
+}
+
+impl ExportConfig {
+    /// Defaults for `endpoint`: a 2,048-span queue, batches of 512, sent at least every second,
+    /// each request bounded to 10 s.
+    pub fn new(endpoint: impl Into<String>) -> Self {
+        ExportConfig {
+            endpoint: endpoint.into(),
+            max_queue: 2048,
+            max_batch: 512,
+            delay: Duration::from_secs(1),
+            timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// `{endpoint}/v1/traces`, once the endpoint is checked.
+    fn traces_url(&self) -> Result<String, Error> {
+        let bad = |reason| Error::Endpoint {
+            endpoint: self.endpoint.clone(),
+            reason,
+        };
+        let uri: http::Uri = self.endpoint.parse().map_err(|_| bad("not a valid URL"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                return Err(bad(
+                    "only http:// is supported (no TLS stack for export): send to a collector next to the host",
+                ));
+            }
+            _ => return Err(bad("not an absolute http:// URL")),
+        }
+        if uri.host().is_none_or(str::is_empty) {
+            return Err(bad("no host"));
+        }
+        Ok(format!("{}/v1/traces", self.endpoint.trim_end_matches('/')))
+    }
+}
+
+/// What the export pipeline did with finished spans.
+#[derive(Debug, Default)]
+pub struct ExportStats {
+    /// Spans the collector accepted.
+    pub exported: AtomicU64,
+    /// Spans in requests that failed (no answer, an error status, past the timeout).
+    pub failed: AtomicU64,
+    /// Spans dropped because the queue was full.
+    pub dropped: AtomicU64,
+}
+
+/// Traces on for this process until dropped: the tracer every span is made with, and its
+/// export pipeline. Dropping it turns traces off and sends what is queued, waiting at most
+/// [`SHUTDOWN_BOUND`].
+pub struct Traces {
+    provider: SdkTracerProvider,
+    stats: Arc<ExportStats>,
+}
+
+impl Traces {
+    /// Starts exporting to `config.endpoint` and turns traces on.
+    pub fn start(config: ExportConfig) -> Result<Traces, Error> {
+        let url = config.traces_url()?;
+        // The blocking client keeps a runtime of its own; built (and later dropped) off any
+        // async context.
+        let (endpoint, timeout) = (config.endpoint.clone(), config.timeout);
+        let exporter = std::thread::scope(|s| {
+            s.spawn(|| {
+                opentelemetry_otlp::SpanExporter::builder()
+                    .with_http()
+                    .with_protocol(Protocol::HttpBinary)
+                    .with_endpoint(url)
+                    .with_timeout(timeout)
+                    .build()
+            })
+            .join()
+            .expect("building the exporter does not panic")
+        })
+        .map_err(|source| Error::Build {
+            endpoint: endpoint.clone(),
+            source,
+        })?;
+        let resource = Resource::builder().with_service_name(SERVICE_NAME).build();
+        let stats = Arc::new(ExportStats::default());
+        let queue = Queue::start(exporter, &resource, &config, stats.clone())?;
+        let provider = SdkTracerProvider::builder()
+            .with_resource(resource)
+            .with_span_processor(queue)
+            .build();
+        use opentelemetry::trace::TracerProvider as _;
+        super::install(provider.tracer("informant"))?;
+        tracing::info!(endpoint = %config.endpoint, "exporting traces over OTLP/HTTP");
+        Ok(Traces { provider, stats })
+    }
+
+    /// What the pipeline did so far.
+    pub fn stats(&self) -> &ExportStats {
+        &self.stats
+    }
+
+    /// Sends every span finished so far, waiting for the collector (up to the export timeout).
+    pub fn flush(&self) {
+        let _ = self.provider.force_flush();
+    }
+}
+
+/// The longest dropping [`Traces`] waits for the spans still queued to be sent.
+pub const SHUTDOWN_BOUND: Duration = Duration::from_secs(5);
+
+impl Drop for Traces {
+    fn drop(&mut self) {
+        super::uninstall();
+        // On a thread of its own: a collector that never answers keeps the exporter thread in
+        // its request, and handing it the shutdown may wait for room in a full queue.
+        let (provider, bound) = (self.provider.clone(), SHUTDOWN_BOUND);
+        let (done, finished) = sync_channel(1);
+        let shutdown = std::thread::Builder::new()
+            .name("informant-traces-shutdown".into())
+            .spawn(move || {
+                let _ = provider.shutdown_with_timeout(bound);
+                let _ = done.send(());
+            });
+        if shutdown.is_ok() {
+            let _ = finished.recv_timeout(bound);
+        }
+    }
+}
+
+/// Messages to the exporter thread.
+enum Message {
+    Span(Box<SpanData>),
+    Flush(SyncSender<()>),
+    Shutdown(SyncSender<()>),
+}
+
+/// The span processor: a bounded queue into the exporter thread.
+#[derive(Debug)]
+struct Queue {
+    tx: SyncSender<Message>,
+    stats: Arc<ExportStats>,
+    timeout: Duration,
+}
+
+impl Queue {
+    fn start<E: SpanExporter + 'static>(
+        mut exporter: E,
+        resource: &Resource,
+        config: &ExportConfig,
+        stats: Arc<ExportStats>,
+    ) -> Result<Queue, Error> {
+        exporter.set_resource(resource);
+        let (tx, rx) = sync_channel(config.max_queue.max(1));
+        let worker = Worker {
+            exporter,
+            rx,
+            stats: stats.clone(),
+            endpoint: config.endpoint.clone(),
+            max_batch: config.max_batch.max(1),
+            delay: config.delay,
+            failing: false,
+        };
+        std::thread::Builder::new()
+            .name("informant-traces".into())
+            .spawn(move || worker.run())
+            .map_err(Error::Thread)?;
+        Ok(Queue {
+            tx,
+            stats,
+            timeout: config.timeout,
+        })
+    }
+
+    /// Sends a control message and waits for the thread to answer it.
+    fn ask(
+        &self,
+        message: impl FnOnce(SyncSender<()>) -> Message,
+        wait: Duration,
+    ) -> OTelSdkResult {
+        let (done, answered) = sync_channel(1);
+        self.tx
+            .send(message(done))
+            .map_err(|_| OTelSdkError::AlreadyShutdown)?;
+        answered
+            .recv_timeout(wait)
+            .map_err(|_| OTelSdkError::Timeout(wait))
+    }
+}
+
+impl SpanProcessor for Queue {
+    fn on_start(&self, _span: &mut Span, _cx: &Context) {}
+
+    fn on_end(&self, span: SpanData) {
+        match self.tx.try_send(Message::Span(Box::new(span))) {
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            Err(TrySendError::Full(_)) => {
+                if self.stats.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    tracing::warn!(
+                        "trace export queue full: spans are dropped (counted; logged once) until the collector catches up"
+                    );
+                }
+            }
+        }
+    }
+
+    fn force_flush(&self) -> OTelSdkResult {
+        self.ask(Message::Flush, self.timeout * 2)
+    }
+
+    fn shutdown_with_timeout(&self, timeout: Duration) -> OTelSdkResult {
+        self.ask(Message::Shutdown, timeout)
+    }
+}
+
+/// The exporter thread's state.
+struct Worker<E> {
+    exporter: E,
+    rx: Receiver<Message>,
+    stats: Arc<ExportStats>,
+    endpoint: String,
+    max_batch: usize,
+    delay: Duration,
+    /// In an outage: its first failure was logged.
+    failing: bool,
+}
+
+impl<E: SpanExporter> Worker<E> {
+    fn run(mut self) {
+        let mut batch = Vec::with_capacity(self.max_batch);
+        let mut due = Instant::now() + self.delay;
+        loop {
+            let wait = due.saturating_duration_since(Instant::now());
+            match self.rx.recv_timeout(wait) {
+                Ok(Message::Span(span)) => {
+                    batch.push(*span);
+                    if batch.len() >= self.max_batch {
+                        self.send(&mut batch);
+                        due = Instant::now() + self.delay;
+                    }
+                }
+                Ok(Message::Flush(done)) => {
+                    self.drain(&mut batch);
+                    let _ = done.send(());
+                }
+                Ok(Message::Shutdown(done)) => {
+                    self.drain(&mut batch);
+                    let _ = self.exporter.shutdown();
+                    let _ = done.send(());
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    self.send(&mut batch);
+                    due = Instant::now() + self.delay;
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    self.send(&mut batch);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Sends what is queued now, then the batch.
+    fn drain(&mut self, batch: &mut Vec<SpanData>) {
+        while let Ok(Message::Span(span)) = self.rx.try_recv() {
+            batch.push(*span);
+            if batch.len() >= self.max_batch {
+                self.send(batch);
+            }
+        }
+        self.send(batch);
+    }
+
+    fn send(&mut self, batch: &mut Vec<SpanData>) {
+        if batch.is_empty() {
+            return;
+        }
+        let n = batch.len() as u64;
+        let spans = std::mem::replace(batch, Vec::with_capacity(self.max_batch));
+        match futures::executor::block_on(self.exporter.export(spans)) {
+            Ok(()) => {
+                self.stats.exported.fetch_add(n, Ordering::Relaxed);
+                if std::mem::replace(&mut self.failing, false) {
+                    tracing::info!(endpoint = %self.endpoint, "trace export recovered");
+                }
+            }
+            Err(error) => {
+                self.stats.failed.fetch_add(n, Ordering::Relaxed);
+                if !std::mem::replace(&mut self.failing, true) {
+                    tracing::warn!(endpoint = %self.endpoint, %error, "trace export failed: spans are lost until the collector answers (logged once per outage)");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_http_endpoints_are_taken_and_traces_go_under_v1_traces() {
+        let url = |e: &str| ExportConfig::new(e).traces_url();
+        assert_eq!(
+            url("http://127.0.0.1:4318").unwrap(),
+            "http://127.0.0.1:4318/v1/traces"
+        );
+        assert_eq!(
+            url("http://collector:4318/otlp/").unwrap(),
+            "http://collector:4318/otlp/v1/traces"
+        );
+        for bad in ["https://collector:4318", "collector:4318", "", "http://"] {
+            assert!(
+                matches!(url(bad), Err(Error::Endpoint { .. })),
+                "{bad:?} refused"
+            );
+        }
+    }
+}
