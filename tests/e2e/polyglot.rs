@@ -110,9 +110,19 @@ async fn python_plugins_run_beside_rust_ones() {
         echoed(&env, "echo-py").contains(&("added".into(), "demo/pre".into(), true, json!("0")))
     })
     .await;
+    // Each policy has handled the create before the update: a plugin still busy with its
+    // replay would get both as one coalesced event, one violation instead of two.
+    let violations_of = |plugin: &str| {
+        lines_with(&env, plugin, "violation")
+            .iter()
+            .filter(|l| l["violation"]["name"] == "cm")
+            .count()
+    };
     env.server.create(configmap("demo", "cm", "1")).unwrap();
-    logs.wait_until("echo-py to see the create", || {
+    logs.wait_until("echo-py and both policies to see the create", || {
         echoed(&env, "echo-py").contains(&("added".into(), "demo/cm".into(), true, json!("1")))
+            && violations_of("label-policy") == 1
+            && violations_of("label-policy-py") == 1
     })
     .await;
     env.server.update(configmap("demo", "cm", "2")).unwrap();
