@@ -16,7 +16,9 @@
 //! A late handler's initial replay is not queued per key: [`Listener::set_replay`] keeps the
 //! store's objects as one list of shared pointers, served as `Added (initial)` before anything
 //! pushed afterwards. Per key the order still holds (the replayed version, then what changed
-//! since), and a replay of 100k objects costs 800 KB instead of 100k queue entries.
+//! since), and a replay of 100k objects costs 800 KB instead of 100k queue entries. A first
+//! list reaching a handler registered before it arrives the same way: an `Added (initial)` for
+//! a key with nothing pending, while nothing else waits, joins the replay instead of the queue.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::Entry;
@@ -46,7 +48,7 @@ pub enum Delivery {
 #[derive(Default)]
 struct Queue {
     /// The initial replay, served before `order`.
-    replay: std::vec::IntoIter<Arc<CachedObject>>,
+    replay: VecDeque<Arc<CachedObject>>,
     order: VecDeque<Slot>,
     pending: KeyMap<Pending>,
     len: usize,
@@ -82,7 +84,18 @@ impl Listener {
         let q = &mut *guard;
         // The consumer waits only after finding the queue empty, so only the push that ends
         // that needs to wake it.
-        let was_empty = q.order.is_empty() && q.replay.len() == 0;
+        let was_empty = q.order.is_empty() && q.replay.is_empty();
+        if event.initial && event.event_type == EventType::Added && q.order.is_empty() {
+            // Nothing queued behind the replay, so serving this from it keeps every ordering
+            // promise; a first list of 100k objects then costs a pointer each, not a queue entry.
+            q.replay.push_back(event.object);
+            q.len += 1;
+            drop(guard);
+            if was_empty {
+                self.notify.notify_one();
+            }
+            return;
+        }
         let key = event.key().clone();
         match q.pending.entry(key) {
             Entry::Occupied(mut pending) => {
@@ -112,7 +125,7 @@ impl Listener {
         let n = objects.len();
         q.len = q.len - q.replay.len() + n;
         q.received += n as u64;
-        q.replay = objects.into_iter();
+        q.replay = objects.into();
         drop(q);
         if n > 0 {
             self.notify.notify_one();
@@ -161,8 +174,12 @@ impl Listener {
     }
 
     fn next(q: &mut Queue) -> Option<Delivery> {
-        if let Some(o) = q.replay.next() {
+        if let Some(o) = q.replay.pop_front() {
             q.len -= 1;
+            if q.replay.is_empty() {
+                // A replay's buffer is as large as the cache: give it back once served.
+                q.replay = VecDeque::new();
+            }
             return Some(Delivery::Event(Event::added(o, true)));
         }
         loop {
@@ -225,7 +242,7 @@ impl Listener {
         let mut q = self.queue.lock();
         q.closed = true;
         self.closed.store(true, Ordering::Release);
-        q.replay = Vec::new().into_iter();
+        q.replay = VecDeque::new();
         q.order.clear();
         q.pending.clear();
         q.len = 0;
@@ -317,7 +334,7 @@ mod tests {
         let keys = 1_000u64;
         let mut latest = vec![0u64; keys as usize];
         for k in 0..keys {
-            l.push(Event::added(obj(&format!("k{k}"), k + 1), true));
+            l.push(Event::added(obj(&format!("k{k}"), k + 1), false));
             latest[k as usize] = k + 1;
         }
         // 100k updates over 1k keys, one delete every 1,000 updates, while nothing is consumed.
@@ -506,6 +523,40 @@ mod tests {
                 "Updated a 4",
                 "Deleted b 5",
             ]
+        );
+        assert_eq!(l.backlog(), 0);
+    }
+
+    #[test]
+    fn a_first_list_joins_the_replay_instead_of_the_queue() {
+        let l = Listener::new();
+        for i in 0..1_000u64 {
+            l.push(Event::added(obj(&format!("k{i}"), i + 1), true));
+        }
+        assert_eq!(l.pending_keys(), 0, "a first list costs no queue entries");
+        assert_eq!((l.backlog(), l.received()), (1_000, 1_000));
+        l.mark_synced();
+        l.push(Event::updated(obj("k7", 8), obj("k7", 2_000)));
+        // An initial add behind the marker must not jump ahead of it.
+        l.push(Event::added(obj("late", 2_001), true));
+        let got: Vec<String> = std::iter::from_fn(|| l.try_pop())
+            .map(|d| match d {
+                Delivery::Event(e) => format!(
+                    "{:?} {} {}{}",
+                    e.event_type,
+                    e.object.name(),
+                    e.object.resource_version(),
+                    if e.initial { " initial" } else { "" }
+                ),
+                Delivery::Synced => "synced".into(),
+            })
+            .collect();
+        assert_eq!(got.len(), 1_003);
+        assert_eq!(got[0], "Added k0 1 initial");
+        assert_eq!(got[999], "Added k999 1000 initial");
+        assert_eq!(
+            got[1_000..],
+            ["synced", "Updated k7 2000", "Added late 2001 initial"]
         );
         assert_eq!(l.backlog(), 0);
     }

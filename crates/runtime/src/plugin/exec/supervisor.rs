@@ -80,6 +80,16 @@ pub enum PluginState {
     Waiting,
 }
 
+/// What [`Supervisor::ready_instance`] found.
+enum Ready<'a> {
+    /// A live instance to call.
+    Instance(&'a mut Instance),
+    /// Closed while waiting out the backoff.
+    Closed,
+    /// Recreating the instance failed.
+    Failed(CallError),
+}
+
 struct Inner {
     instance: Option<Instance>,
     consecutive_failures: u32,
@@ -281,30 +291,14 @@ impl Supervisor {
         if *closed.borrow() || self.state() == PluginState::Quarantined {
             return TickOutcome::Skipped;
         }
-        if let Some(wait) = inner
-            .restart_at
-            .and_then(|at| at.checked_duration_since(Instant::now()))
-        {
-            tokio::select! {
-                _ = tokio::time::sleep(wait) => {}
-                _ = closed.wait_for(|c| *c) => return TickOutcome::Skipped,
+        let instance = match self.ready_instance(&mut inner, &mut closed).await {
+            Ready::Instance(instance) => instance,
+            Ready::Closed => return TickOutcome::Skipped,
+            Ready::Failed(e) => {
+                self.tally.note(&key, "init", &e);
+                self.after_failure(&mut inner, &key, &e, "init");
+                return TickOutcome::Error;
             }
-        }
-        let instance = match &mut inner.instance {
-            Some(instance) => instance,
-            None => match Instance::create(&self.spec).await {
-                Ok(i) => {
-                    tracing::info!(parent: &self.span, "plugin instance recreated");
-                    self.set_state(PluginState::Running);
-                    inner.restart_at = None;
-                    inner.instance.insert(i)
-                }
-                Err(e) => {
-                    self.tally.note(&key, "init", &e);
-                    self.after_failure(&mut inner, &key, &e, "init");
-                    return TickOutcome::Error;
-                }
-            },
         };
         match instance.handle_schedule(name, self.spec.deadline).await {
             Ok(()) => {
@@ -348,33 +342,15 @@ impl Supervisor {
                 out.extend(events.drain(..).map(|e| (e, Delivered::Dropped)));
                 break;
             }
-            if let Some(wait) = inner
-                .restart_at
-                .and_then(|at| at.checked_duration_since(Instant::now()))
-            {
-                // The restart backoff itself: only this plugin's queue waits, and unregistering
-                // does not wait for it.
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = closed.wait_for(|c| *c) => continue,
+            let instance = match self.ready_instance(&mut inner, &mut closed).await {
+                Ready::Instance(instance) => instance,
+                Ready::Closed => continue,
+                Ready::Failed(e) => {
+                    let first = events.remove(0);
+                    self.fail(&mut inner, &first, &e, "init");
+                    out.push((first, Delivered::Failed));
+                    continue;
                 }
-            }
-            let instance = match &mut inner.instance {
-                Some(instance) => instance,
-                None => match Instance::create(&self.spec).await {
-                    Ok(i) => {
-                        tracing::info!("plugin instance recreated");
-                        self.set_state(PluginState::Running);
-                        inner.restart_at = None;
-                        inner.instance.insert(i)
-                    }
-                    Err(e) => {
-                        let first = events.remove(0);
-                        self.fail(&mut inner, &first, &e, "init");
-                        out.push((first, Delivered::Failed));
-                        continue;
-                    }
-                },
             };
             let batched = instance
                 .handle_queued(resource, std::mem::take(&mut events), &closed, &self.tally)
@@ -398,6 +374,37 @@ impl Supervisor {
             }
         }
         out
+    }
+
+    /// The instance to call: waits out a restart backoff (only this plugin's calls wait, and
+    /// unregistering does not wait for it), then recreates the instance if a failure dropped it.
+    async fn ready_instance<'a>(
+        &self,
+        inner: &'a mut Inner,
+        closed: &mut watch::Receiver<bool>,
+    ) -> Ready<'a> {
+        if let Some(wait) = inner
+            .restart_at
+            .and_then(|at| at.checked_duration_since(Instant::now()))
+        {
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = closed.wait_for(|c| *c) => return Ready::Closed,
+            }
+        }
+        let instance = match inner.instance.take() {
+            Some(instance) => instance,
+            None => match Instance::create(&self.spec).await {
+                Ok(i) => {
+                    tracing::info!(parent: &self.span, "plugin instance recreated");
+                    self.set_state(PluginState::Running);
+                    inner.restart_at = None;
+                    i
+                }
+                Err(e) => return Ready::Failed(e),
+            },
+        };
+        Ready::Instance(inner.instance.insert(instance))
     }
 
     /// Settles one event's outcome (counting it, unless the plugin's report already did).
