@@ -39,6 +39,9 @@ pub struct Event {
     /// When the informer received the change (none for initial events): how long the
     /// event waited in queues shows as the time from here to a handler taking it.
     pub received: Option<Instant>,
+    /// The store's number for the change this event reports (see [`Store`](crate::Store)'s
+    /// sequence); 0 for events that report no change of the store (replays, resyncs).
+    pub seq: u64,
 }
 
 impl Event {
@@ -73,7 +76,14 @@ impl Event {
             initial,
             final_state_unknown,
             received: (!initial).then(Instant::now),
+            seq: 0,
         }
+    }
+
+    /// This event, numbered `seq` by the store that made it.
+    pub fn at(mut self, seq: u64) -> Self {
+        self.seq = seq;
+        self
     }
 
     /// The key of the object this event is about.

@@ -45,6 +45,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod cursor;
 pub mod event;
 pub mod factory;
 pub mod index;
@@ -57,6 +58,7 @@ pub mod scope;
 pub mod shared_informer;
 pub mod store;
 
+pub use cursor::{Hold, Holds};
 pub use event::{Event, EventType};
 pub use factory::{
     DiscoveredResource, FactoryOptions, InformerClaim, InformerFactory, InformerKey,
@@ -70,8 +72,11 @@ pub use processor::{
     SharedProcessor,
 };
 pub use reflector::{Access, Delta, InitialList, ReflectorConfig, ReflectorStats};
-pub use shared_informer::{HandlerOptions, SharedInformer};
-pub use store::{FieldIndex, IndexId, QueryError, Relist, Store, StoreOptions, Visibility};
+pub use shared_informer::{CursorOptions, HandlerOptions, Journal, SharedInformer};
+pub use store::{
+    FieldIndex, IndexId, QueryError, Relist, RestoreReport, Restored, Store, StoreOptions,
+    Visibility,
+};
 
 use std::time::Duration;
 

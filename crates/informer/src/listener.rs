@@ -57,6 +57,39 @@ struct Queue {
     closed: bool,
     /// Accepts nothing more; the consumer ends once it took everything queued.
     finishing: bool,
+    /// Whether `seqs` and `in_flight` are kept (see [`Listener::track_changes`]).
+    tracking: bool,
+    /// The store change numbers of the queued entries (each entry's lowest), counted.
+    seqs: std::collections::BTreeMap<u64, u32>,
+    /// The lowest change number among the events the consumer took since it last asked for
+    /// more: they are being handled.
+    in_flight: u64,
+}
+
+impl Queue {
+    fn count(&mut self, seq: u64) {
+        if seq != 0 {
+            *self.seqs.entry(seq).or_default() += 1;
+        }
+    }
+
+    fn uncount(&mut self, seq: u64) {
+        if seq == 0 {
+            return;
+        }
+        if let std::collections::btree_map::Entry::Occupied(mut n) = self.seqs.entry(seq) {
+            *n.get_mut() -= 1;
+            if *n.get() == 0 {
+                n.remove();
+            }
+        }
+    }
+
+    fn taken(&mut self, seq: u64) {
+        if self.tracking && seq != 0 && (self.in_flight == 0 || seq < self.in_flight) {
+            self.in_flight = seq;
+        }
+    }
 }
 
 /// A coalescing, per-key-ordered queue with an async consumer side.
@@ -97,16 +130,25 @@ impl Listener {
             return;
         }
         let key = event.key().clone();
-        match q.pending.entry(key) {
+        let (before, after, grew) = match q.pending.entry(key) {
             Entry::Occupied(mut pending) => {
-                if !coalesce(pending.get_mut(), event) {
-                    return;
-                }
+                let before = pending.get().seq();
+                let grew = coalesce(pending.get_mut(), event);
+                (before, pending.get().seq(), grew)
             }
             Entry::Vacant(slot) => {
+                let seq = event.seq;
                 q.order.push_back(Slot::Key(slot.key().clone()));
                 slot.insert(Pending::new(event));
+                (0, seq, true)
             }
+        };
+        if q.tracking && before != after {
+            q.uncount(before);
+            q.count(after);
+        }
+        if !grew {
+            return;
         }
         q.len += 1;
         drop(guard);
@@ -156,6 +198,8 @@ impl Listener {
                 if q.closed {
                     return false;
                 }
+                // Asking for more means the batch taken before has been handled.
+                q.in_flight = 0;
                 while out.len() < max {
                     match Self::next(&mut q) {
                         Some(d) => out.push(d),
@@ -195,25 +239,56 @@ impl Listener {
                         q.order.pop_front();
                         continue;
                     };
+                    let before = events.seq();
                     let event = match events.rest.pop_front() {
                         None => {
                             // Only now does the key leave the front: later events for it must
                             // queue behind the ones being delivered, never beside them.
                             q.order.pop_front();
+                            if q.tracking {
+                                q.uncount(before);
+                            }
                             events.first
                         }
                         Some(next) => {
                             let event = std::mem::replace(&mut events.first, next);
                             let key = key.clone();
+                            if q.tracking {
+                                q.uncount(before);
+                                q.count(events.seq());
+                            }
                             q.pending.insert(key, events);
                             event
                         }
                     };
+                    q.taken(event.seq);
                     q.len -= 1;
                     return Some(Delivery::Event(event));
                 }
             }
         }
+    }
+
+    /// Keeps, from now on, which store changes are queued or being handled, for
+    /// [`Listener::lowest_unhandled`]; off by default, as it costs a little on every event.
+    pub fn track_changes(&self) {
+        let mut q = self.queue.lock();
+        if !q.tracking {
+            q.tracking = true;
+            let seqs: Vec<u64> = q.pending.values().map(Pending::seq).collect();
+            for seq in seqs {
+                q.count(seq);
+            }
+        }
+    }
+
+    /// The lowest store change number queued or being handled (see
+    /// [`Listener::track_changes`]); `None` when no numbered change is.
+    pub fn lowest_unhandled(&self) -> Option<u64> {
+        let q = self.queue.lock();
+        let queued = q.seqs.first_key_value().map(|(s, _)| *s);
+        let in_flight = (q.in_flight != 0).then_some(q.in_flight);
+        queued.into_iter().chain(in_flight).min()
     }
 
     /// Events waiting to be delivered (after coalescing).
@@ -245,6 +320,8 @@ impl Listener {
         q.replay = VecDeque::new();
         q.order.clear();
         q.pending.clear();
+        q.seqs.clear();
+        q.in_flight = 0;
         q.len = 0;
         drop(q);
         self.notify.notify_one();
@@ -264,6 +341,16 @@ struct Pending {
 }
 
 impl Pending {
+    /// The lowest store change number among these events (0: none is a store change).
+    fn seq(&self) -> u64 {
+        std::iter::once(&self.first)
+            .chain(&self.rest)
+            .map(|e| e.seq)
+            .filter(|s| *s != 0)
+            .min()
+            .unwrap_or(0)
+    }
+
     fn new(first: Event) -> Self {
         Pending {
             first,
@@ -275,6 +362,7 @@ impl Pending {
 /// Folds `next` into the events pending for its key; returns whether the queue grew.
 fn coalesce(events: &mut Pending, next: Event) -> bool {
     use EventType::*;
+    let next_seq = next.seq;
     let last = events.rest.back_mut().unwrap_or(&mut events.first);
     match (last.event_type, next.event_type) {
         // Deletes are kept, and nothing merges across one.
@@ -296,6 +384,10 @@ fn coalesce(events: &mut Pending, next: Event) -> bool {
         (Resync, Resync) => last.object = next.object,
         // A pending add or update already delivers the current state.
         (Added | Updated, Resync) => {}
+    }
+    // The merged event stands for every change it absorbed, the earliest included.
+    if next_seq != 0 && (last.seq == 0 || next_seq < last.seq) {
+        last.seq = next_seq;
     }
     false
 }

@@ -18,6 +18,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::cursor::Holds;
 use super::event::Event;
 use super::listener::{Delivery, Listener};
 use super::object::CachedObject;
@@ -123,19 +124,55 @@ pub(crate) struct ListenerState {
     synced: watch::Sender<bool>,
     marked: AtomicBool,
     delivered: AtomicU64,
+    /// Where the handler's cursor stands until it has handled its replay (see
+    /// [`crate::cursor`]); `None` when it starts from nothing.
+    start: Option<u64>,
+    holds: Option<Holds>,
+    tracked: bool,
+    /// The processor's last distributed change.
+    distributed: Arc<AtomicU64>,
 }
 
 impl ListenerState {
-    fn new(name: &str, filter: Option<EventFilter>, changes: Option<ChangeFilter>) -> Arc<Self> {
+    fn new(name: &str, options: ListenerOptions, distributed: Arc<AtomicU64>) -> Arc<Self> {
+        let listener = Listener::new();
+        if options.track {
+            listener.track_changes();
+        }
         Arc::new(ListenerState {
             name: name.to_string(),
-            listener: Listener::new(),
-            filter,
-            changes,
+            listener,
+            filter: options.filter,
+            changes: options.changes,
             synced: watch::channel(false).0,
             marked: AtomicBool::new(false),
             delivered: AtomicU64::new(0),
+            start: options.start,
+            holds: options.holds,
+            tracked: options.track,
+            distributed,
         })
+    }
+
+    /// Every change numbered up to this has been handled or was never for this handler (see
+    /// [`crate::cursor`]); `None` while it has no such point (a replay from nothing pending).
+    pub(crate) fn handled_through(&self) -> Option<u64> {
+        // Read first: every change up to it has been queued to this handler already.
+        let distributed = self.distributed.load(Ordering::Acquire);
+        if !self.tracked {
+            return None;
+        }
+        if !*self.synced.borrow() {
+            return self.start;
+        }
+        let held = self.holds.as_ref().and_then(Holds::lowest);
+        let lowest = self
+            .listener
+            .lowest_unhandled()
+            .into_iter()
+            .chain(held)
+            .min();
+        Some(lowest.map_or(distributed, |s| s - 1))
     }
 
     /// Whether the handler's filter lets events of `object` through.
@@ -164,11 +201,24 @@ impl ListenerState {
     }
 }
 
+/// What a new listener is set up with.
+#[derive(Default)]
+pub(crate) struct ListenerOptions {
+    pub(crate) filter: Option<EventFilter>,
+    pub(crate) changes: Option<ChangeFilter>,
+    /// Keep what [`ListenerState::handled_through`] needs.
+    pub(crate) track: bool,
+    pub(crate) start: Option<u64>,
+    pub(crate) holds: Option<Holds>,
+}
+
 /// Fans events out to the listeners of one informer.
 #[derive(Default)]
 pub struct SharedProcessor {
     listeners: RwLock<Vec<(u64, Arc<ListenerState>)>>,
     next_id: AtomicU64,
+    /// The last change distributed (its `Event::seq`).
+    distributed: Arc<AtomicU64>,
 }
 
 impl SharedProcessor {
@@ -184,6 +234,10 @@ impl SharedProcessor {
             if l.accepts(&event.object) {
                 l.listener.push(event.clone());
             }
+        }
+        // Only once every listener has it: a cursor read after this may pass it.
+        if event.seq != 0 {
+            self.distributed.store(event.seq, Ordering::Release);
         }
     }
 
@@ -219,13 +273,8 @@ impl SharedProcessor {
     }
 
     /// A new listener, not yet receiving events: fill it, then [`attach`](Self::attach) it.
-    pub(crate) fn prepare(
-        &self,
-        name: &str,
-        filter: Option<EventFilter>,
-        changes: Option<ChangeFilter>,
-    ) -> Arc<ListenerState> {
-        ListenerState::new(name, filter, changes)
+    pub(crate) fn prepare(&self, name: &str, options: ListenerOptions) -> Arc<ListenerState> {
+        ListenerState::new(name, options, self.distributed.clone())
     }
 
     /// Starts receiving events into `state` and spawns the task feeding `handler`.
@@ -325,6 +374,11 @@ impl ListenerGauges {
     pub fn received(&self) -> u64 {
         self.0.listener.received()
     }
+
+    /// See [`ListenerHandle::handled_through`].
+    pub fn handled_through(&self) -> Option<u64> {
+        self.0.handled_through()
+    }
 }
 
 /// Queues events for one handler alone, past its [`EventFilter`]: for a filter whose answer
@@ -379,6 +433,12 @@ impl ListenerHandle {
     /// Events handled so far.
     pub fn delivered(&self) -> u64 {
         self.state.delivered.load(Ordering::Relaxed)
+    }
+
+    /// Every change numbered up to this has been handled by this handler or was not for it
+    /// (see [`crate::cursor`]); `None` while its replay from nothing is pending.
+    pub fn handled_through(&self) -> Option<u64> {
+        self.state.handled_through()
     }
 
     /// Whether this handler has handled its whole initial replay (or first list).

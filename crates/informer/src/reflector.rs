@@ -40,6 +40,9 @@ pub enum Delta {
     ListItem(RawObject),
     /// The list in progress is complete.
     ListEnd,
+    /// A watch resumed from a restored cache's resourceVersion was accepted: the cache is as
+    /// current as a fresh list would make it, once the events that follow are applied.
+    Resumed,
 }
 
 /// How the initial list (and every relist) is fetched.
@@ -186,7 +189,129 @@ impl Pace {
 /// `ListBegin, ListItem.., ListEnd`, one object at a time, never held here. `access` follows
 /// whether the server refuses us; a refusal is logged when it begins and when it ends, not per
 /// attempt.
+///
+/// With `resume_from` (a restored cache's resourceVersion) it first watches from there, with no
+/// list at all, and lists as usual only once the server no longer has that version (410) or
+/// the watch fails.
 pub fn reflect(
+    api: Api<RawObject>,
+    config: &ReflectorConfig,
+    streaming: bool,
+    stats: Arc<ReflectorStats>,
+    access: watch::Sender<Access>,
+    resource: String,
+    resume_from: Option<String>,
+) -> impl Stream<Item = Delta> + Send {
+    let resumed = match resume_from.filter(|rv| !rv.is_empty()) {
+        Some(rv) => resume(api.clone(), config, rv, stats.clone(), resource.clone()).boxed(),
+        None => futures::stream::empty().boxed(),
+    };
+    resumed.chain(list_and_watch(
+        api, config, streaming, stats, access, resource,
+    ))
+}
+
+/// Where a resumed watch is.
+struct Resume {
+    api: Api<RawObject>,
+    params: WatchParams,
+    rv: String,
+    events: Option<futures::stream::BoxStream<'static, kube::Result<WatchEvent<RawObject>>>>,
+    announced: bool,
+    stats: Arc<ReflectorStats>,
+    resource: String,
+}
+
+/// Watches from `rv` for as long as the server keeps the history, re-watching from the last
+/// version seen whenever a watch ends; ends (for a list to take over) on 410 or any failure.
+fn resume(
+    api: Api<RawObject>,
+    config: &ReflectorConfig,
+    rv: String,
+    stats: Arc<ReflectorStats>,
+    resource: String,
+) -> impl Stream<Item = Delta> + Send {
+    let mut params = WatchParams::default().timeout(290);
+    if let Some(l) = &config.label_selector {
+        params = params.labels(l);
+    }
+    if let Some(f) = &config.field_selector {
+        params = params.fields(f);
+    }
+    let state = Resume {
+        api,
+        params,
+        rv,
+        events: None,
+        announced: false,
+        stats,
+        resource,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            let Some(events) = &mut st.events else {
+                match st.api.watch(&st.params, &st.rv).await {
+                    Ok(events) => {
+                        st.events = Some(events.boxed());
+                        if !st.announced {
+                            st.announced = true;
+                            tracing::debug!(resource = %st.resource, rv = %st.rv, "watch resumed from the restored cache");
+                            return Some((Delta::Resumed, st));
+                        }
+                        continue;
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 410 => {
+                        ReflectorStats::bump(&st.stats.gone);
+                        tracing::info!(resource = %st.resource, rv = %st.rv, "restored resourceVersion too old (410 Gone): relisting against the restored cache");
+                        return None;
+                    }
+                    Err(e) => {
+                        ReflectorStats::bump(&st.stats.errors);
+                        tracing::warn!(resource = %st.resource, error = %e, "resuming the watch failed: relisting against the restored cache");
+                        return None;
+                    }
+                }
+            };
+            let delta = match events.next().await {
+                None => {
+                    st.events = None;
+                    continue;
+                }
+                Some(Ok(WatchEvent::Added(o) | WatchEvent::Modified(o))) => Delta::Apply(o),
+                Some(Ok(WatchEvent::Deleted(o))) => Delta::Delete(o),
+                Some(Ok(WatchEvent::Bookmark(b))) => {
+                    st.rv = b.metadata.resource_version;
+                    continue;
+                }
+                Some(Ok(WatchEvent::Error(s))) if s.code == 410 => {
+                    ReflectorStats::bump(&st.stats.gone);
+                    tracing::info!(resource = %st.resource, rv = %st.rv, "restored resourceVersion too old (410 Gone): relisting against the restored cache");
+                    return None;
+                }
+                Some(Ok(WatchEvent::Error(s))) => {
+                    ReflectorStats::bump(&st.stats.errors);
+                    tracing::warn!(resource = %st.resource, error = %s.message, "resumed watch failed: relisting against the restored cache");
+                    return None;
+                }
+                Some(Err(e)) => {
+                    ReflectorStats::bump(&st.stats.errors);
+                    tracing::warn!(resource = %st.resource, error = %e, "resumed watch failed: relisting against the restored cache");
+                    return None;
+                }
+            };
+            if let Delta::Apply(o) | Delta::Delete(o) = &delta
+                && let Some(rv) = &o.metadata.resource_version
+            {
+                st.rv = rv.clone();
+            }
+            ReflectorStats::bump(&st.stats.objects_received);
+            return Some((delta, st));
+        }
+    })
+}
+
+/// kube-runtime's list-then-watch, paced here (see the module docs).
+fn list_and_watch(
     api: Api<RawObject>,
     config: &ReflectorConfig,
     streaming: bool,

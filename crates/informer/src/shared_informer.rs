@@ -21,19 +21,39 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::cursor::Holds;
 use super::event::Event;
 use super::object::RawObject;
 use super::processor::{
-    ChangeFilter, EventFilter, Handler, ListenerHandle, ListenerStats, SharedProcessor,
+    ChangeFilter, EventFilter, Handler, ListenerHandle, ListenerOptions, ListenerStats,
+    SharedProcessor,
 };
 use super::reflector::{self, Access, Delta, InitialList, ReflectorConfig, ReflectorStats};
-use super::store::{Relist, Store, StoreOptions};
+use super::store::{Relist, RestoreReport, Restored, Store, StoreOptions};
 
 /// How long the reflector task applies deltas the watch stream already holds before it yields.
 /// The handler tasks it wakes are queued on its own worker, behind it: yielding lets them run
 /// instead of waiting while it decodes a whole burst. End to end at 10k events/s into 50 plugins
 /// this took the dispatch p99 from ≤ 1.41–2.83 ms to ≤ 0.50–1.00 ms, for 10–30 % more CPU.
 const TURN: Duration = Duration::from_micros(100);
+
+/// Receives every change a store makes, in change order, while the store's write lock is held
+/// (so keep it cheap: hand the event on, don't write it out here).
+pub trait Journal: Send + Sync + 'static {
+    /// Records one change (`event.seq` numbers it).
+    fn record(&self, event: &Event);
+}
+
+/// Where a handler's delivery cursor starts (see [`crate::cursor`]).
+#[derive(Debug, Clone, Default)]
+pub struct CursorOptions {
+    /// The change it had handled everything up to, from a cursor kept across a restart: it
+    /// gets only what changed after it, against a restored cache. `None`: it starts from
+    /// nothing, with the usual replay.
+    pub since: Option<u64>,
+    /// Changes the handler keeps to handle later (retries): they hold its cursor.
+    pub holds: Holds,
+}
 
 /// Options of a handler registration.
 #[derive(Debug, Clone, Default)]
@@ -44,6 +64,8 @@ pub struct HandlerOptions {
     pub filter: Option<EventFilter>,
     /// Only updates this passes reach the handler (adds, deletes, replays, resyncs all do).
     pub changes: Option<ChangeFilter>,
+    /// Keep the handler's delivery cursor ([`ListenerHandle::handled_through`]).
+    pub cursor: Option<CursorOptions>,
 }
 
 /// One resource's list/watch, cache and handlers.
@@ -60,6 +82,11 @@ pub struct SharedInformer {
     /// The list arriving now, between `ListBegin` and `ListEnd`.
     relist: Mutex<Option<Relist>>,
     task: Mutex<Option<JoinHandle<()>>>,
+    journal: std::sync::OnceLock<Arc<dyn Journal>>,
+    /// A cache restored from disk, for handlers resuming from a cursor.
+    restored: Mutex<Option<Arc<Restored>>>,
+    /// The restored cache's resourceVersion, to watch from instead of listing.
+    resume_from: Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for SharedInformer {
@@ -93,7 +120,36 @@ impl SharedInformer {
             access: watch::channel(Access::Allowed).0,
             relist: Mutex::new(None),
             task: Mutex::new(None),
+            journal: std::sync::OnceLock::new(),
+            restored: Mutex::new(None),
+            resume_from: Mutex::new(None),
         })
+    }
+
+    /// Sends every change from now on to `journal` as well; a second journal is ignored.
+    pub fn set_journal(&self, journal: Arc<dyn Journal>) {
+        let _ = self.journal.set(journal);
+    }
+
+    /// Fills the (empty, not started) cache with a persisted one (see [`Store::restore`]):
+    /// the informer then watches from `resource_version` instead of listing, and handlers
+    /// registered with a cursor get only what changed after it.
+    pub fn restore<K: AsRef<str>, J: AsRef<str>>(
+        &self,
+        resource_version: &str,
+        seq: u64,
+        versions: impl IntoIterator<Item = (K, Vec<(u64, Option<J>)>)>,
+    ) -> RestoreReport {
+        let (restored, report) = self.store.restore(versions, seq);
+        *self.restored.lock() = Some(Arc::new(restored));
+        *self.resume_from.lock() = Some(resource_version.to_string());
+        report
+    }
+
+    /// Drops the restored versions kept for resuming handlers (once every handler that had a
+    /// cursor is registered).
+    pub fn forget_restored(&self) {
+        self.restored.lock().take();
     }
 
     /// What this informer watches, for logs and errors (e.g. `apps/v1 deployments in ns`).
@@ -184,6 +240,7 @@ impl SharedInformer {
             self.stats.clone(),
             self.access.clone(),
             self.description.clone(),
+            self.resume_from.lock().take(),
         );
         let mut deltas = std::pin::pin!(deltas);
         let mut turn = Instant::now();
@@ -200,7 +257,13 @@ impl SharedInformer {
     /// reflector does; public so recorded streams can be replayed and pipelines benchmarked.
     pub fn apply(&self, delta: Delta) {
         let processor = &self.processor;
-        let mut sink = |e: Event| processor.distribute(&e);
+        let journal = self.journal.get();
+        let mut sink = |e: Event| {
+            if let Some(j) = journal {
+                j.record(&e);
+            }
+            processor.distribute(&e)
+        };
         match delta {
             Delta::Apply(o) => self.store.apply(o, &mut sink),
             Delta::Delete(o) => self.store.delete(o, &mut sink),
@@ -215,6 +278,13 @@ impl SharedInformer {
                 let relist = self.relist.lock().take();
                 let relist = relist.unwrap_or_else(|| self.store.begin_relist());
                 self.finish_relist(relist, &mut sink);
+            }
+            Delta::Resumed => {
+                if !self.has_synced() {
+                    tracing::info!(informer = %self.description, objects = self.store.len(), "synced (resumed from the restored cache)");
+                }
+                self.processor.mark_synced();
+                self.synced.send_replace(true);
             }
         }
     }
@@ -237,16 +307,43 @@ impl SharedInformer {
         handler: H,
         options: HandlerOptions,
     ) -> ListenerHandle {
-        let state = self
-            .processor
-            .prepare(name, options.filter, options.changes);
-        let handle = self.store.read_consistent(|synced, objects| {
-            state.offer_replay(objects);
-            if synced {
-                state.mark_synced();
+        let tracked = options.cursor.is_some();
+        let (since, holds) = match options.cursor {
+            Some(c) => (c.since, Some(c.holds)),
+            None => (None, None),
+        };
+        let restored = since.and(self.restored.lock().clone());
+        let state = self.processor.prepare(
+            name,
+            ListenerOptions {
+                filter: options.filter,
+                changes: options.changes,
+                track: tracked,
+                start: since.filter(|_| restored.is_some()),
+                holds,
+            },
+        );
+        let handle = match (since, restored) {
+            (Some(since), Some(restored)) => {
+                self.store
+                    .changes_since(&restored, since, |synced, events| {
+                        for e in events {
+                            state.offer(e);
+                        }
+                        if synced {
+                            state.mark_synced();
+                        }
+                        self.processor.attach(state.clone(), handler)
+                    })
             }
-            self.processor.attach(state.clone(), handler)
-        });
+            _ => self.store.read_consistent(|synced, objects| {
+                state.offer_replay(objects);
+                if synced {
+                    state.mark_synced();
+                }
+                self.processor.attach(state.clone(), handler)
+            }),
+        };
         if let Some(period) = options.resync_period {
             self.spawn_resync(&handle, period);
         }
@@ -734,5 +831,156 @@ mod tests {
             "{seen:?}"
         );
         assert!(!seen.iter().any(|(_, k, _)| k == "ns/d"), "{seen:?}");
+    }
+
+    fn json(name: &str, rv: u64) -> String {
+        format!(
+            r#"{{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}},"data":{{"v":"{rv}"}}}}"#
+        )
+    }
+
+    /// Everything a handler got, as `type name rv[<-old]`, until `until` is seen.
+    async fn collect(
+        inf: &Arc<SharedInformer>,
+        options: HandlerOptions,
+    ) -> (ListenerHandle, Arc<parking_lot::Mutex<Vec<String>>>) {
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let handle = inf.add_handler(
+            "cursor",
+            FnHandler(move |e: Event| {
+                let old = e
+                    .old_object
+                    .as_ref()
+                    .map(|o| format!("<-{}", o.resource_version()))
+                    .unwrap_or_default();
+                sink.lock().push(format!(
+                    "{:?} {} {}{old}",
+                    e.event_type,
+                    e.object.name(),
+                    e.object.resource_version()
+                ));
+            }),
+            options,
+        );
+        (handle, seen)
+    }
+
+    #[tokio::test]
+    async fn a_restored_cache_brings_a_resuming_handler_exactly_what_it_missed() {
+        let inf = informer();
+        // As persisted: a@1 then a@5 (seq 1, 4); b@2 (seq 2); d@3 (seq 3); e@6 deleted at 5.
+        let versions = vec![
+            (
+                "ns/a",
+                vec![(1, Some(json("a", 1))), (4, Some(json("a", 5)))],
+            ),
+            ("ns/b", vec![(2, Some(json("b", 2)))]),
+            ("ns/d", vec![(3, Some(json("d", 3)))]),
+            ("ns/e", vec![(3, Some(json("e", 6))), (5, None)]),
+            // Hostile: another key's object, unreadable text.
+            ("ns/x", vec![(3, Some(json("y", 9)))]),
+            ("ns/z", vec![(3, Some("{not json".to_string()))]),
+        ];
+        let report = inf.restore("7", 5, versions);
+        assert_eq!(
+            report,
+            RestoreReport {
+                objects: 3,
+                unreadable: 2
+            }
+        );
+        assert!(inf.store().get(Some("ns"), "e").is_none());
+
+        // While the host was down: b deleted, c created (the resumed watch delivers these).
+        inf.apply(Delta::Delete(cm("b", 8)));
+        inf.apply(Delta::Apply(cm("c", 9)));
+        inf.apply(Delta::Resumed);
+        assert!(inf.has_synced());
+
+        // Handled everything up to seq 3 before the restart: it missed a@5 and e's delete.
+        let holds = Holds::new();
+        let options = HandlerOptions {
+            cursor: Some(CursorOptions {
+                since: Some(3),
+                holds: holds.clone(),
+            }),
+            ..Default::default()
+        };
+        let (handle, seen) = collect(&inf, options).await;
+        handle.wait_synced().await;
+        let mut got = seen.lock().clone();
+        got.sort();
+        assert_eq!(
+            got,
+            ["Added c 9", "Deleted b 2", "Deleted e 6", "Updated a 5<-1"],
+            "d unchanged since seq 3 is not re-sent"
+        );
+        // Caught up to the last change distributed (c's add, seq 7).
+        assert_eq!(handle.handled_through(), Some(7));
+
+        // A retry held at a later change holds the cursor below it.
+        inf.apply(Delta::Apply(cm("d", 10)));
+        let hold = holds.hold(inf.store().seq());
+        while handle.backlog() > 0 || seen.lock().len() < 5 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(handle.handled_through(), Some(7));
+        drop(hold);
+        assert_eq!(handle.handled_through(), Some(8));
+
+        // A handler with no cursor still gets the whole cache.
+        let (fresh, all) = collect(&inf, HandlerOptions::default()).await;
+        fresh.wait_synced().await;
+        assert_eq!(all.lock().len(), 3);
+        assert_eq!(fresh.handled_through(), None, "not tracked");
+    }
+
+    #[tokio::test]
+    async fn a_cursor_stays_below_what_is_queued_and_follows_what_is_handled() {
+        let inf = informer();
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        let (tx, mut entered) = tokio::sync::mpsc::unbounded_channel();
+        struct Slow(
+            Arc<tokio::sync::Semaphore>,
+            tokio::sync::mpsc::UnboundedSender<String>,
+        );
+        impl Handler for Slow {
+            async fn handle(&mut self, e: Event) {
+                let _ = self.1.send(e.object.resource_version().to_string());
+                self.0.acquire().await.unwrap().forget();
+            }
+        }
+        let options = HandlerOptions {
+            cursor: Some(CursorOptions::default()),
+            ..Default::default()
+        };
+        let handle = inf.add_handler("slow", Slow(gate.clone(), tx), options);
+        assert_eq!(
+            handle.handled_through(),
+            None,
+            "nothing handled from nothing yet"
+        );
+        inf.apply(Delta::Replace(vec![cm("a", 1), cm("b", 2)]));
+        gate.add_permits(2);
+        handle.wait_synced().await;
+        assert_eq!(handle.handled_through(), Some(2));
+        assert_eq!(
+            (entered.recv().await, entered.recv().await),
+            (Some("1".into()), Some("2".into()))
+        );
+        // One update in flight, one queued behind it.
+        inf.apply(Delta::Apply(cm("a", 3)));
+        assert_eq!(entered.recv().await.as_deref(), Some("3"));
+        inf.apply(Delta::Apply(cm("b", 4)));
+        assert_eq!(handle.handled_through(), Some(2), "seq 3 is being handled");
+        gate.add_permits(1);
+        assert_eq!(entered.recv().await.as_deref(), Some("4"));
+        assert_eq!(handle.handled_through(), Some(3), "seq 4 is being handled");
+        gate.add_permits(1);
+        // The consumer asks for more only after handling: until then seq 4 counts as in flight.
+        while handle.handled_through() != Some(4) {
+            tokio::task::yield_now().await;
+        }
     }
 }

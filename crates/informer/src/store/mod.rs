@@ -23,10 +23,12 @@ use super::scope::ScopeCheck;
 use informant_apimachinery::{FieldPath, LabelSelector};
 
 mod relist;
+mod restore;
 #[cfg(test)]
 mod tests;
 
 pub use relist::Relist;
+pub use restore::{RestoreReport, Restored};
 
 /// Positions of the built-in indexes.
 const NAMESPACE_AT: usize = 0;
@@ -120,6 +122,8 @@ impl Default for StoreOptions {
 struct Entry {
     object: Arc<CachedObject>,
     index_values: IndexValues,
+    /// The change that stored this version.
+    seq: u64,
 }
 
 #[derive(Default)]
@@ -127,9 +131,18 @@ struct Inner {
     objects: KeyMap<Entry>,
     indices: Indices,
     synced: bool,
+    /// The number of the last change: every insert, update and delete takes the next one, so
+    /// a consumer that handled every event up to `n` has seen every change up to `n`.
+    seq: u64,
 }
 
 impl Inner {
+    /// The number of the change being made now.
+    fn next_seq(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
     fn insert(&mut self, key: ObjectKey, entry: Entry) -> Option<Entry> {
         let old = self.objects.insert(key.clone(), entry);
         let new_values = &self.objects[&key].index_values;
@@ -206,13 +219,15 @@ impl Store {
         }
         let index_values = inner.indices.compute(&raw, &object);
         let key = object.key().clone();
+        let seq = inner.next_seq();
         let entry = Entry {
             object: object.clone(),
             index_values,
+            seq,
         };
         match inner.insert(key, entry) {
-            Some(old) => sink(Event::updated(old.object, object)),
-            None => sink(Event::added(object, false)),
+            Some(old) => sink(Event::updated(old.object, object).at(seq)),
+            None => sink(Event::added(object, false).at(seq)),
         }
     }
 
@@ -224,7 +239,8 @@ impl Store {
         };
         let mut inner = self.inner.write();
         if inner.remove(object.key()).is_some() {
-            sink(Event::deleted(object, false));
+            let seq = inner.next_seq();
+            sink(Event::deleted(object, false).at(seq));
         }
     }
 

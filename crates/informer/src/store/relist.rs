@@ -142,13 +142,15 @@ impl Store {
                         (object, values)
                     }
                 };
+                let seq = inner.next_seq();
                 let entry = Entry {
                     object: object.clone(),
                     index_values,
+                    seq,
                 };
                 match inner.insert(key, entry) {
-                    Some(old) => sink(Event::updated(old.object, object)),
-                    None => sink(Event::added(object, initial)),
+                    Some(old) => sink(Event::updated(old.object, object).at(seq)),
+                    None => sink(Event::added(object, initial).at(seq)),
                 }
             }
         }
@@ -161,7 +163,8 @@ impl Store {
             .collect();
         for key in vanished {
             if let Some(old) = inner.remove(&key) {
-                sink(Event::deleted(old.object, true));
+                let seq = inner.next_seq();
+                sink(Event::deleted(old.object, true).at(seq));
             }
         }
         inner.synced = true;

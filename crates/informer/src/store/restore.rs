@@ -1,0 +1,136 @@
+//! A cache restored from disk, and what a handler that had handled it up to some change needs
+//! to see to be current again.
+
+use std::sync::Arc;
+
+use super::{Entry, Store};
+use crate::event::Event;
+use crate::object::{CachedObject, KeyMap, RawObject};
+
+/// The versions a persisted cache held per key, oldest first (`None`: deleted at that change);
+/// kept after [`Store::restore`] for handlers resuming from a change among them.
+#[derive(Default)]
+pub struct Restored {
+    versions: KeyMap<Vec<(u64, Option<Arc<CachedObject>>)>>,
+}
+
+/// What [`Store::restore`] found.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RestoreReport {
+    /// Objects now cached.
+    pub objects: usize,
+    /// Stored versions that could not be read, or belong to another key or scope: left out.
+    pub unreadable: usize,
+}
+
+impl Store {
+    /// Fills an empty store with a persisted cache: per key, its versions as `(change, JSON)`
+    /// oldest first, `None` for a delete. The last version of each key is cached, numbered as
+    /// stored; later changes are numbered after `seq`. The store counts as synced, so a relist
+    /// after this is diffed against it as any relist is, and its events are not initial.
+    pub fn restore<K: AsRef<str>, J: AsRef<str>>(
+        &self,
+        versions: impl IntoIterator<Item = (K, Vec<(u64, Option<J>)>)>,
+        seq: u64,
+    ) -> (Restored, RestoreReport) {
+        let mut restored = Restored::default();
+        let mut report = RestoreReport::default();
+        for (key, list) in versions {
+            let mut thawed = Vec::with_capacity(list.len());
+            let mut this_key = None;
+            for (at, json) in list {
+                let object = match json {
+                    None => None,
+                    Some(json) => match self.thaw(json.as_ref(), key.as_ref()) {
+                        Some(o) => Some(Arc::new(o)),
+                        None => {
+                            report.unreadable += 1;
+                            continue;
+                        }
+                    },
+                };
+                if let Some(o) = &object {
+                    this_key = Some(o.key().clone());
+                }
+                thawed.push((at.min(seq), object));
+            }
+            thawed.sort_by_key(|(at, _)| *at);
+            if let Some(key) = this_key {
+                restored.versions.insert(key, thawed);
+            }
+        }
+        let mut inner = self.inner.write();
+        for (key, list) in &restored.versions {
+            if let Some((at, Some(object))) = list.last() {
+                let index_values = inner.indices.compute_frozen(object);
+                let entry = Entry {
+                    object: object.clone(),
+                    index_values,
+                    seq: *at,
+                };
+                inner.insert(key.clone(), entry);
+            }
+        }
+        report.objects = inner.objects.len();
+        inner.seq = inner.seq.max(seq);
+        inner.synced = true;
+        (restored, report)
+    }
+
+    /// A stored object's cached form, when it reads as an object of this store under `key`.
+    fn thaw(&self, json: &str, key: &str) -> Option<CachedObject> {
+        let mut raw: RawObject = serde_json::from_str(json).ok()?;
+        self.freeze(&mut raw).filter(|o| o.key().as_str() == key)
+    }
+
+    /// Calls `f` with the events that bring a handler current which had handled every change
+    /// up to `since` of a cache restored as `restored`, and whether the store has synced, while
+    /// writers are excluded (so `f` can register the handler with no gap and no duplicate):
+    /// `Updated` from the version it saw to the one cached, `Deleted` (final state unknown) with
+    /// the version it saw, `Added` for objects it never saw; nothing for objects it has seen
+    /// as they are. Events come in change order.
+    pub fn changes_since<R>(
+        &self,
+        restored: &Restored,
+        since: u64,
+        f: impl FnOnce(bool, Vec<Event>) -> R,
+    ) -> R {
+        let inner = self.inner.read();
+        let mut events = Vec::new();
+        for (key, list) in &restored.versions {
+            let seen = list
+                .iter()
+                .rev()
+                .find(|(at, _)| *at <= since)
+                .and_then(|(_, o)| o.clone());
+            match (seen, inner.objects.get(key)) {
+                (Some(seen), None) => {
+                    // Some change after `since` removed it; which one is not kept.
+                    events.push(Event::deleted(seen, true).at(since + 1));
+                }
+                (None, Some(now)) => {
+                    events.push(Event::added(now.object.clone(), false).at(now.seq))
+                }
+                (Some(seen), Some(now))
+                    if now.seq > since
+                        && seen.resource_version() != now.object.resource_version() =>
+                {
+                    events.push(Event::updated(seen, now.object.clone()).at(now.seq));
+                }
+                _ => {}
+            }
+        }
+        for (key, now) in &inner.objects {
+            if now.seq > since && !restored.versions.contains_key(key) {
+                events.push(Event::added(now.object.clone(), false).at(now.seq));
+            }
+        }
+        events.sort_by_key(|e| e.seq);
+        f(inner.synced, events)
+    }
+
+    /// The number of the last change made.
+    pub fn seq(&self) -> u64 {
+        self.inner.read().seq
+    }
+}
