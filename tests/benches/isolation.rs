@@ -113,6 +113,7 @@ async fn case(
         },
         store.clone(),
         None,
+        Default::default(),
     );
     let probe = Arc::new(
         CachedObject::from_json(

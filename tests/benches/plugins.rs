@@ -204,7 +204,12 @@ async fn throughput(
         .await
         .expect("start");
         let ended = Ended {
-            inner: sup.handler(resource.clone(), informer.store().clone(), None),
+            inner: sup.handler(
+                resource.clone(),
+                informer.store().clone(),
+                None,
+                Default::default(),
+            ),
             done: done.clone(),
         };
         handles.push(informer.add_handler(&format!("p{p}"), ended, HandlerOptions::default()));
@@ -311,7 +316,12 @@ async fn tenant_dispatch(engine: &PluginEngine, wasm: &Path) -> (f64, u64) {
         .await
         .expect("start");
         let ended = Ended {
-            inner: sup.handler(resource.clone(), informer.store().clone(), None),
+            inner: sup.handler(
+                resource.clone(),
+                informer.store().clone(),
+                None,
+                Default::default(),
+            ),
             done: done.clone(),
         };
         let options = HandlerOptions {

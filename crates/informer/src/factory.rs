@@ -60,6 +60,24 @@ pub struct InformerKey {
     label_selector: Option<String>,
 }
 
+impl std::fmt::Display for InformerKey {
+    /// A stable name for what the informer watches (`apps/v1/deployments`, `/v1/pods@ns`,
+    /// `/v1/pods[app=x]`): what a persisted cache is kept under.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.group, self.version, self.plural)?;
+        if let Some(ns) = &self.namespace {
+            write!(f, "@{ns}")?;
+        }
+        if let Some(l) = &self.label_selector {
+            write!(f, "[{l}]")?;
+        }
+        Ok(())
+    }
+}
+
+/// Called with every informer the factory creates, before it starts.
+pub type OnCreated = Arc<dyn Fn(&InformerKey, &Arc<SharedInformer>) + Send + Sync>;
+
 /// Options every informer of a factory shares.
 #[derive(Debug, Clone, Default)]
 pub struct FactoryOptions {
@@ -80,6 +98,7 @@ pub struct InformerFactory {
     informers: Arc<Claims>,
     discovered: Mutex<HashMap<GroupVersionKind, ResolvedResource>>,
     started: Mutex<bool>,
+    on_created: Mutex<Option<OnCreated>>,
 }
 
 impl InformerFactory {
@@ -91,7 +110,14 @@ impl InformerFactory {
             informers: Arc::new(Mutex::new(HashMap::new())),
             discovered: Mutex::new(HashMap::new()),
             started: Mutex::new(false),
+            on_created: Mutex::new(None),
         }
+    }
+
+    /// Calls `f` with every informer created from now on, before it starts (to restore its
+    /// cache from disk, say).
+    pub fn on_created(&self, f: OnCreated) {
+        *self.on_created.lock() = Some(f);
     }
 
     /// The client its informers use.
@@ -259,6 +285,9 @@ impl InformerFactory {
             ..self.options.store.clone()
         };
         let informer = SharedInformer::new(api, ar.clone(), description, config, store);
+        if let Some(f) = self.on_created.lock().clone() {
+            f(&key, &informer);
+        }
         if *self.started.lock() {
             informer.start();
         }

@@ -61,7 +61,7 @@ pub mod store;
 pub use cursor::{Hold, Holds};
 pub use event::{Event, EventType};
 pub use factory::{
-    DiscoveredResource, FactoryOptions, InformerClaim, InformerFactory, InformerKey,
+    DiscoveredResource, FactoryOptions, InformerClaim, InformerFactory, InformerKey, OnCreated,
     ResolvedResource, WatchScope, wait_all_settled, wait_all_synced,
 };
 pub use index::{IndexError, IndexSpec};

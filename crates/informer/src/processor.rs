@@ -159,7 +159,8 @@ impl ListenerState {
     pub(crate) fn handled_through(&self) -> Option<u64> {
         // Read first: every change up to it has been queued to this handler already.
         let distributed = self.distributed.load(Ordering::Acquire);
-        if !self.tracked {
+        // A closed listener dropped what it held: it knows nothing more.
+        if !self.tracked || self.listener.is_closed() {
             return None;
         }
         if !*self.synced.borrow() {

@@ -25,6 +25,7 @@
 pub mod admin;
 pub mod backoff;
 pub mod config;
+pub mod durable;
 pub mod files;
 pub mod fswatch;
 pub mod leader;

@@ -26,7 +26,7 @@ pub struct RestoreReport {
 impl Store {
     /// Fills an empty store with a persisted cache: per key, its versions as `(change, JSON)`
     /// oldest first, `None` for a delete. The last version of each key is cached, numbered as
-    /// stored; later changes are numbered after `seq`. The store counts as synced, so a relist
+    /// stored; later changes are numbered after `seq` and after every stored version. The store counts as synced, so a relist
     /// after this is diffed against it as any relist is, and its events are not initial.
     pub fn restore<K: AsRef<str>, J: AsRef<str>>(
         &self,
@@ -52,7 +52,7 @@ impl Store {
                 if let Some(o) = &object {
                     this_key = Some(o.key().clone());
                 }
-                thawed.push((at.min(seq), object));
+                thawed.push((at, object));
             }
             thawed.sort_by_key(|(at, _)| *at);
             if let Some(key) = this_key {
@@ -72,7 +72,8 @@ impl Store {
             }
         }
         report.objects = inner.objects.len();
-        inner.seq = inner.seq.max(seq);
+        let last = restored.versions.values().filter_map(|l| l.last()).map(|(at, _)| *at);
+        inner.seq = last.fold(inner.seq.max(seq), u64::max);
         inner.synced = true;
         (restored, report)
     }

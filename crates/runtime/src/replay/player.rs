@@ -257,7 +257,12 @@ pub async fn replay(
             s.informer.add_handler(
                 &name,
                 Counted {
-                    inner: supervisor.handler(s.resource.clone(), s.informer.store().clone(), None),
+                    inner: supervisor.handler(
+                        s.resource.clone(),
+                        s.informer.store().clone(),
+                        None,
+                        Default::default(),
+                    ),
                     handled: player.handled.clone(),
                 },
                 HandlerOptions::default(),

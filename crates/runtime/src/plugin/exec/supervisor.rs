@@ -31,7 +31,7 @@ use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::backoff::Backoff;
-use crate::informer::{Event, EventType, Handler, ObjectKey, Store};
+use crate::informer::{Event, EventType, Handler, Holds, ObjectKey, Store};
 use crate::plugin::dispatch::gate::Gate;
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
@@ -243,6 +243,7 @@ impl Supervisor {
         resource: WitResource,
         store: Arc<Store>,
         budget: Option<Arc<Budget>>,
+        holds: Holds,
     ) -> PluginHandler {
         PluginHandler {
             supervisor: self.clone(),
@@ -252,6 +253,7 @@ impl Supervisor {
                 budget,
                 pending: Mutex::default(),
                 next_token: AtomicU64::new(0),
+                holds,
             }),
         }
     }
@@ -515,6 +517,8 @@ struct Retries {
     budget: Option<Arc<Budget>>,
     pending: Mutex<std::collections::HashMap<ObjectKey, Pending>>,
     next_token: AtomicU64,
+    /// A scheduled redelivery holds the handler's delivery cursor below its change.
+    holds: Holds,
 }
 
 /// Retries of one object since it was last handled or failed for good.
@@ -646,7 +650,10 @@ fn schedule_retry(
         "plugin asked to retry an event"
     );
     let (supervisor, resource, retries) = (supervisor.clone(), resource.clone(), retries.clone());
+    let hold = retries.holds.hold(event.seq);
     let retry: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
+        // Released once redelivered (a further retry takes its own hold first) or dropped.
+        let _hold = hold;
         let mut closed = supervisor.closed.subscribe();
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
@@ -707,6 +714,7 @@ mod tests {
             budget: None,
             pending: Mutex::default(),
             next_token: AtomicU64::new(0),
+            holds: Holds::new(),
         }
     }
 

@@ -38,6 +38,7 @@ use tokio::sync::{Mutex, broadcast, watch};
 use tracing::Instrument;
 
 use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
+use crate::durable::Durable;
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::dispatch::gate::{Gate, open_when_settled};
@@ -62,6 +63,8 @@ use crate::tenancy::TenantPolicy;
 pub(super) struct Loaded {
     pub(super) supervisor: Arc<Supervisor>,
     pub(super) fingerprint: String,
+    /// What its delivery cursors are valid for (see `prepare::delivery_scope`).
+    pub(super) scope: String,
     pub(super) handles: Vec<(InformerClaim, ListenerHandle)>,
     /// What it was admitted under; a config reload that changes either re-admits it.
     pub(super) policy: Arc<TenantPolicy>,
@@ -126,6 +129,8 @@ pub struct PluginHost {
     pub(super) crd_changes: watch::Sender<u64>,
     /// Counts finished [`PluginHost::rediscover`]s, changed or not.
     pub(super) rediscoveries: watch::Sender<u64>,
+    /// Durable delivery (`--state-dir`): plugins' cursors kept across restarts.
+    pub(super) durable: Option<Arc<Durable>>,
 }
 
 impl PluginHost {
@@ -153,6 +158,7 @@ impl PluginHost {
             crd_watch: Mutex::new(None),
             crd_changes: watch::channel(0).0,
             rediscoveries: watch::channel(0).0,
+            durable: None,
         }
     }
 
@@ -161,6 +167,17 @@ impl PluginHost {
     pub fn with_dry_run_writes(mut self, dry_run: bool) -> Self {
         self.cluster = Cluster::new(self.factory.client().clone(), dry_run);
         self
+    }
+
+    /// Keeps plugins' delivery cursors in `durable`, and resumes them from the ones it has.
+    pub fn with_durable(mut self, durable: Arc<Durable>) -> Self {
+        self.durable = Some(durable);
+        self
+    }
+
+    /// The durable delivery state, with `--state-dir`.
+    pub fn durable(&self) -> Option<&Arc<Durable>> {
+        self.durable.as_ref()
     }
 
     /// The change filters in use: (description, evaluations, runtime errors) each.
@@ -255,6 +272,9 @@ impl PluginHost {
             if let Some(old) = loaded.remove(&id) {
                 self.publish(&loaded);
                 self.unregister(old).await;
+                if let Some(d) = &self.durable {
+                    d.forget_plugin(&id.to_string());
+                }
                 id.span().in_scope(|| tracing::info!("plugin removed"));
                 report.removed.push(id);
             }
@@ -354,6 +374,7 @@ impl PluginHost {
                 match prepared {
                     Ok(Prepared {
                         supervisor,
+                        scope,
                         watches,
                         resync,
                         filter,
@@ -414,6 +435,7 @@ impl PluginHost {
                                             None => filter.clone(),
                                         },
                                         changes,
+                                        cursor: None,
                                     };
                                     kinds.push(kind);
                                     let h = register(
@@ -422,6 +444,7 @@ impl PluginHost {
                                         &informer,
                                         resource,
                                         options,
+                                        (self.durable.as_ref(), &scope),
                                     );
                                     if let Some((s, namespaces)) = selection {
                                         let name = id.to_string();
@@ -447,6 +470,7 @@ impl PluginHost {
                             Loaded {
                                 supervisor,
                                 fingerprint: f.fingerprint,
+                                scope,
                                 handles,
                                 policy,
                                 config: config.clone(),

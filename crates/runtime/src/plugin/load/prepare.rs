@@ -7,9 +7,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::informer::{
-    ChangeFilter, DiscoveredResource, EventFilter, HandlerOptions, InformerClaim, InformerKey,
-    ListenerHandle, ResolvedResource,
+    ChangeFilter, CursorOptions, DiscoveredResource, EventFilter, HandlerOptions, Holds,
+    InformerClaim, InformerKey, ListenerHandle, ResolvedResource,
 };
+use crate::durable::Durable;
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::gate::{Gate, Gated};
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
@@ -250,6 +251,7 @@ impl PluginHost {
         match started {
             Ok(supervisor) => Ok(Prepared {
                 supervisor,
+                scope: delivery_scope(&manifest, &policy.grant),
                 watches,
                 resync: manifest.resync_period(),
                 filter: grant.event_filter(),
@@ -308,9 +310,21 @@ impl PluginHost {
     }
 }
 
+/// What a plugin's delivery cursor is valid for: its watches and its tenant's grant. A
+/// cursor kept under another scope is not used (the plugin gets the whole cache again), while
+/// a new build of the same plugin keeps its cursor.
+fn delivery_scope(manifest: &Manifest, grant: &crate::tenancy::Grant) -> String {
+    use sha2::Digest;
+    let text = format!("{:?}\n{:?}", manifest.watch, grant);
+    let digest = sha2::Sha256::digest(text.as_bytes());
+    digest[..12].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// A loaded, initialised plugin version, not yet receiving events.
 pub(super) struct Prepared {
     pub(super) supervisor: Arc<Supervisor>,
+    /// See [`delivery_scope`].
+    pub(super) scope: String,
     pub(super) watches: Vec<Watched>,
     pub(super) resync: Option<Duration>,
     pub(super) filter: Option<EventFilter>,
@@ -324,26 +338,42 @@ pub(super) struct Prepared {
 
 /// Registers `supervisor`'s handler for `resource` with `informer`, its events held by `gate`,
 /// drawing from the tenant's event budget if it has one (a retry is an event too: it draws
-/// like the events it repeats).
+/// like the events it repeats). With durable delivery its cursor is kept, and it resumes from
+/// the one it had under `scope`.
 pub(super) fn register(
     (id, supervisor, gate): (&PluginId, &Arc<Supervisor>, &Gate),
     policy: &TenantPolicy,
     informer: &InformerClaim,
     resource: WitResource,
-    options: HandlerOptions,
+    mut options: HandlerOptions,
+    (durable, scope): (Option<&Arc<Durable>>, &str),
 ) -> ListenerHandle {
-    let handler = supervisor.handler(resource, informer.store().clone(), policy.budget.clone());
     let name = id.to_string();
-    let informer = informer.informer();
+    let holds = Holds::new();
+    options.cursor = durable.map(|d| CursorOptions {
+        since: d.cursor(&name, informer.key(), scope),
+        holds: holds.clone(),
+    });
+    let handler = supervisor.handler(
+        resource,
+        informer.store().clone(),
+        policy.budget.clone(),
+        holds,
+    );
+    let shared = informer.informer();
     let gate = gate.clone();
-    match &policy.budget {
-        Some(b) => informer.add_handler(
+    let handle = match &policy.budget {
+        Some(b) => shared.add_handler(
             &name,
             Gated::new(Budgeted::new(b.clone(), handler), gate),
             options,
         ),
-        None => informer.add_handler(&name, Gated::new(handler, gate), options),
+        None => shared.add_handler(&name, Gated::new(handler, gate), options),
+    };
+    if let Some(d) = durable {
+        d.track(&name, informer.key(), scope, handle.gauges());
     }
+    handle
 }
 
 /// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`,

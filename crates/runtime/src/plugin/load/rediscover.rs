@@ -265,6 +265,7 @@ impl PluginHost {
                 resync_period: wc.resync,
                 filter: wc.filter.clone(),
                 changes: wc.changes[index].clone(),
+                cursor: None,
             };
             let resource = WitResource::from(&resolved.api_resource);
             let h = register(
@@ -273,6 +274,7 @@ impl PluginHost {
                 &informer,
                 resource,
                 options,
+                (self.durable.as_ref(), &l.scope),
             );
             l.handles.push((informer, h));
             l.kinds.push(Some((index, name.clone())));

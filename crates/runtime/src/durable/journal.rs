@@ -1,0 +1,46 @@
+//! An informer's changes, handed to the state's journal.
+
+use parking_lot::Mutex;
+
+use crate::informer::{Event, EventType, Journal};
+
+/// Journals one informer's changes under its name, and the resourceVersion to resume from.
+pub struct InformerJournal {
+    id: String,
+    journal: informant_state::Journal,
+    /// The newest resourceVersion applied (numeric where the server's are, as etcd's are).
+    newest: Mutex<Option<u64>>,
+}
+
+impl InformerJournal {
+    /// The journal of the informer named `id`, whose cache is as of `resource_version` (a
+    /// restored one's): the version to resume from never goes back, or a watch resumed from it
+    /// would replay versions older than the ones cached.
+    pub fn new(id: String, journal: informant_state::Journal, resource_version: Option<&str>) -> Self {
+        InformerJournal {
+            id,
+            journal,
+            newest: Mutex::new(resource_version.and_then(|rv| rv.parse().ok())),
+        }
+    }
+}
+
+impl Journal for InformerJournal {
+    fn record(&self, event: &Event) {
+        let object = &event.object;
+        let json = (event.event_type != EventType::Deleted).then(|| object.json());
+        self.journal
+            .record(&self.id, event.seq, object.key().as_str(), json);
+        // A watch delivers in resourceVersion order, a list does not: resume from the newest
+        // seen. A delete inferred from a relist carries an old version and moves nothing.
+        let rv = object.resource_version();
+        let Ok(n) = rv.parse::<u64>() else {
+            return;
+        };
+        let mut newest = self.newest.lock();
+        if newest.is_none_or(|m| n > m) {
+            *newest = Some(n);
+            self.journal.resource_version(&self.id, rv, event.seq);
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Durable delivery (`--state-dir`): the informers' caches and each plugin's delivery cursor
+//! kept on disk, so a restarted host resumes each watch where it stopped and gives each plugin
+//! exactly the changes it had not handled.
+//!
+//! - Every store change goes to the state's journal as it is made ([`journal`]), written out
+//!   in batches by the state's own thread, never on the event path.
+//! - A plugin's cursor per informer is the change it has handled everything up to (see
+//!   [`crate::informer::cursor`]); they are saved every [`SAVE_EVERY`], and once more when the
+//!   host stops.
+//! - On start each informer is restored from disk before it starts, and a plugin registered
+//!   with the cursor it had (same tenant, name and watch) gets only what changed after it. A
+//!   plugin whose watch changed, or a new one, gets the whole cache as before.
+//! - At least once: a change handled after the last save comes again after a crash.
+
+pub mod journal;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::informer::{InformerFactory, InformerKey, ListenerGauges};
+use informant_state::{Cursor, DeadLetter, JournalStats, Snapshot, StateDir};
+
+/// How often plugins' cursors are saved.
+pub const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// The state directory could not be used at all.
+#[derive(Debug, thiserror::Error)]
+#[error("state directory {dir}: {source}")]
+pub struct DurableError {
+    dir: PathBuf,
+    #[source]
+    source: informant_state::StateError,
+}
+
+/// One plugin's handler on one informer, whose cursor is saved.
+struct Tracked {
+    scope: String,
+    gauges: ListenerGauges,
+    saved: Option<u64>,
+}
+
+/// The state directory of a running host.
+pub struct Durable {
+    dir: PathBuf,
+    state: StateDir,
+    journal: informant_state::Journal,
+    /// What was on disk at start, per informer, until each informer is created and restored.
+    restoring: Mutex<BTreeMap<String, informant_state::InformerState>>,
+    /// The cursors found at start, by (plugin, informer).
+    cursors: Mutex<BTreeMap<(String, String), Cursor>>,
+    tracked: Mutex<HashMap<(String, String), Tracked>>,
+}
+
+impl Durable {
+    /// Opens (or creates) the state in `dir` for the cluster `cluster` and loads it. State that
+    /// is corrupt, of a newer format or another cluster's is moved aside with a warning, and
+    /// the host starts as without state.
+    pub fn open(dir: &Path, cluster: &str) -> Result<Arc<Durable>, DurableError> {
+        let fail = |source| DurableError {
+            dir: dir.to_path_buf(),
+            source,
+        };
+        let (state, set_aside) = StateDir::open(dir, cluster).map_err(fail)?;
+        if let Some(aside) = set_aside {
+            tracing::warn!(dir = %dir.display(), moved_to = %aside.moved_to.display(), reason = %aside.reason, "state refused and moved aside; starting without it");
+        }
+        let Snapshot { informers, cursors } = state.load().map_err(fail)?;
+        let objects: usize = informers.values().map(|i| i.versions.len()).sum();
+        tracing::info!(dir = %dir.display(), informers = informers.len(), objects, cursors = cursors.len(), "state loaded");
+        let journal = state.journal();
+        let durable = Arc::new(Durable {
+            dir: dir.to_path_buf(),
+            state,
+            journal,
+            restoring: Mutex::new(informers),
+            cursors: Mutex::new(cursors),
+            tracked: Mutex::new(HashMap::new()),
+        });
+        let weak = Arc::downgrade(&durable);
+        tokio::spawn(save_periodically(weak));
+        Ok(durable)
+    }
+
+    /// The state directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Restores every informer `factory` creates from now on from disk (when it was kept) and
+    /// journals its changes.
+    pub fn attach(self: &Arc<Self>, factory: &InformerFactory) {
+        let me = Arc::downgrade(self);
+        factory.on_created(Arc::new(move |key, informer| {
+            let Some(me) = me.upgrade() else { return };
+            let id = key.to_string();
+            let kept = me.restoring.lock().remove(&id);
+            let mut resumed_at = None;
+            if let Some(kept) = kept {
+                let report = informer.restore(&kept.resource_version, kept.seq, kept.versions);
+                tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, "cache restored from the state directory");
+                resumed_at = Some(kept.resource_version);
+            }
+            informer.set_journal(Arc::new(journal::InformerJournal::new(
+                id,
+                me.journal.clone(),
+                resumed_at.as_deref(),
+            )));
+        }));
+    }
+
+    /// The change `plugin` had handled everything up to on `informer` when the host last
+    /// stopped, if its watch is still `scope`.
+    pub fn cursor(&self, plugin: &str, informer: &InformerKey, scope: &str) -> Option<u64> {
+        let cursors = self.cursors.lock();
+        let c = cursors.get(&(plugin.to_string(), informer.to_string()))?;
+        (c.scope == scope).then_some(c.seq)
+    }
+
+    /// Saves `plugin`'s cursor on `informer` from now on, read from `gauges`.
+    pub fn track(&self, plugin: &str, informer: &InformerKey, scope: &str, gauges: ListenerGauges) {
+        let key = (plugin.to_string(), informer.to_string());
+        let saved = self.cursor(plugin, informer, scope);
+        self.tracked.lock().insert(
+            key,
+            Tracked {
+                scope: scope.to_string(),
+                gauges,
+                saved,
+            },
+        );
+    }
+
+    /// Forgets a plugin removed from the plugins directory: its cursors, so a plugin of that
+    /// name added later starts from the whole cache.
+    pub fn forget_plugin(&self, plugin: &str) {
+        self.tracked.lock().retain(|(p, _), _| p != plugin);
+        self.cursors.lock().retain(|(p, _), _| p != plugin);
+        self.journal.forget_plugin(plugin);
+    }
+
+    /// Once the first reconcile registered every plugin that had a cursor: drops the restored
+    /// versions kept for them, and the cursors of plugins no longer there.
+    pub fn started(&self, factory: &InformerFactory, loaded: &[String]) {
+        for informer in factory.informers() {
+            informer.forget_restored();
+        }
+        let gone: Vec<String> = {
+            let cursors = self.cursors.lock();
+            let mut gone: Vec<String> = cursors
+                .keys()
+                .map(|(p, _)| p.clone())
+                .filter(|p| !loaded.contains(p))
+                .collect();
+            gone.dedup();
+            gone
+        };
+        for plugin in gone {
+            tracing::info!(plugin, "plugin gone since the last run: its delivery cursors are dropped");
+            self.forget_plugin(&plugin);
+        }
+        self.restoring.lock().clear();
+    }
+
+    /// Saves every cursor that moved.
+    pub fn save(&self) {
+        let mut tracked = self.tracked.lock();
+        for ((plugin, informer), t) in tracked.iter_mut() {
+            let Some(at) = t.gauges.handled_through() else {
+                continue;
+            };
+            if t.saved != Some(at) {
+                self.journal.cursor(plugin, informer, at, &t.scope);
+                t.saved = Some(at);
+            }
+        }
+    }
+
+    /// Saves the cursors and waits until everything journaled is on disk.
+    pub async fn close(&self) {
+        self.save();
+        self.journal.flush().await;
+    }
+
+    /// Keeps an event a plugin failed for good.
+    pub fn dead_letter(&self, letter: DeadLetter) {
+        self.journal.dead_letter(letter);
+    }
+
+    /// The dead letters kept, of one plugin or all.
+    pub fn dead_letters(
+        &self,
+        plugin: Option<&str>,
+    ) -> Result<Vec<DeadLetter>, informant_state::StateError> {
+        self.state.dead_letters(plugin)
+    }
+
+    /// Removes dead letters and returns them (to re-drive or drop).
+    pub fn take_dead_letters(
+        &self,
+        plugin: &str,
+        ids: &[u64],
+    ) -> Result<Vec<DeadLetter>, informant_state::StateError> {
+        self.state.take_dead_letters(plugin, ids)
+    }
+
+    /// The journal's counters (ops, commits, bytes, degraded).
+    pub fn stats(&self) -> JournalStats {
+        self.journal.stats()
+    }
+}
+
+async fn save_periodically(durable: Weak<Durable>) {
+    let mut ticks = tokio::time::interval(SAVE_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(durable) = durable.upgrade() else {
+            return;
+        };
+        durable.save();
+    }
+}
