@@ -1,0 +1,528 @@
+//! Opening the state file (setting aside what cannot be used), reading it back, dead letters.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
+
+use crate::backend::CountingBackend;
+use crate::compact::Compactor;
+use crate::error::{Refusal, Result, SetAside, StateError, db};
+use crate::journal::{Journal, Writer};
+use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, FORMAT, INFORMERS, META, VERSIONS};
+
+/// The file name of the state inside the state directory.
+pub const FILE_NAME: &str = "state.redb";
+
+/// Everything stored, as read at startup.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Snapshot {
+    /// Per informer id: its resource version, seq and stored versions.
+    pub informers: BTreeMap<String, InformerState>,
+    /// Per (plugin id, informer id): how far that plugin has handled that informer.
+    pub cursors: BTreeMap<(String, String), Cursor>,
+}
+
+/// One informer's stored state.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct InformerState {
+    /// The last resource version the informer reported ("" if it never did).
+    pub resource_version: String,
+    /// The informer's latest seq: the next mutation takes a larger one.
+    pub seq: u64,
+    /// Per object key, its stored versions in ascending seq; `None` is a tombstone.
+    pub versions: BTreeMap<String, Vec<(u64, Option<Box<str>>)>>,
+}
+
+/// How far a plugin has handled an informer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    /// Everything the informer emitted with a seq up to this one was handled.
+    pub seq: u64,
+    /// An opaque fingerprint of the plugin's watch when the cursor was written.
+    pub scope: String,
+}
+
+/// An event a plugin failed to handle for good, kept for an operator to retry or drop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeadLetter {
+    /// Assigned by the journal's writer, increasing per plugin (ignored when sent).
+    pub id: u64,
+    /// The plugin id.
+    pub plugin: String,
+    /// The informer id the event came from.
+    pub informer: String,
+    /// The object key.
+    pub key: String,
+    /// The object's resource version.
+    pub resource_version: String,
+    /// `"added"`, `"updated"` or `"deleted"`.
+    pub event: String,
+    /// The plugin's last error.
+    pub error: String,
+    /// How many times delivery was tried.
+    pub attempts: u32,
+    /// When it was given up on, in milliseconds since the Unix epoch.
+    pub at_unix_ms: i64,
+}
+
+/// The most dead letters kept per plugin; older ones are dropped (and counted) past it.
+pub const MAX_DEAD_LETTERS_PER_PLUGIN: usize = 1000;
+
+/// The open state database `DIR/state.redb`.
+///
+/// Reads (`load`, `dead_letters`) see the last committed batch. All writes from the event path
+/// go through the [`Journal`]; dropping the `StateDir` commits what the journal has queued,
+/// stops its writer and closes the file (journals still held elsewhere then drop their ops).
+pub struct StateDir {
+    path: PathBuf,
+    db: Arc<Database>,
+    written: Arc<AtomicU64>,
+    /// Built at open; handed to the writer when it starts.
+    compactor: Mutex<Option<Compactor>>,
+    writer: Mutex<Option<Writer>>,
+}
+
+impl std::fmt::Debug for StateDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StateDir")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Verdict {
+    Use(Compactor),
+    Fresh,
+    Refuse(Refusal),
+}
+
+impl StateDir {
+    /// Opens or creates the state in `dir` for the cluster `cluster` (an opaque identity, e.g. the API server URL).
+    ///
+    /// A corrupt, truncated, newer-format or other cluster's file is not an error: it is renamed
+    /// to `state.redb.set-aside-<unix-seconds>` (never deleted), a fresh one is created, and the
+    /// [`SetAside`] says why. `Err` only when the directory cannot be created or written, or
+    /// another process has the file open; the caller then runs without state.
+    pub fn open(dir: &Path, cluster: &str) -> Result<(StateDir, Option<SetAside>)> {
+        Self::open_with_budget(dir, cluster, None)
+    }
+
+    /// `open`, with writes failing like a full disk once `budget` bytes were written.
+    pub(crate) fn open_with_budget(
+        dir: &Path,
+        cluster: &str,
+        budget: Option<u64>,
+    ) -> Result<(StateDir, Option<SetAside>)> {
+        std::fs::create_dir_all(dir).map_err(|source| StateError::CreateDir {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        let path = dir.join(FILE_NAME);
+        let written = Arc::new(AtomicU64::new(0));
+        let mut set_aside = None;
+        if path.exists() {
+            let reason = match open_db(&path, &written, budget) {
+                Ok(database) => match verdict(&database, cluster) {
+                    Ok(Verdict::Use(compactor)) => {
+                        let state = Self::new(path, database, written, compactor);
+                        state.compact_now()?;
+                        return Ok((state, None));
+                    }
+                    Ok(Verdict::Fresh) => {
+                        // An empty file (a crash right after creating it): initialise in place.
+                        init(&path, &database, cluster)?;
+                        return Ok((
+                            Self::new(path, database, written, Compactor::default()),
+                            None,
+                        ));
+                    }
+                    Ok(Verdict::Refuse(reason)) => reason,
+                    Err(e) => classify(&path, e)?,
+                },
+                Err(e) => classify(&path, e)?,
+            };
+            let moved_to = set_aside_path(dir);
+            std::fs::rename(&path, &moved_to).map_err(|source| StateError::File {
+                path: path.clone(),
+                action: "set it aside",
+                source,
+            })?;
+            tracing::warn!(path = %path.display(), moved_to = %moved_to.display(), %reason, "state file set aside; starting with fresh state");
+            set_aside = Some(SetAside { moved_to, reason });
+        }
+        let database = open_db(&path, &written, budget).map_err(|e| match e {
+            redb::Error::Io(source) => StateError::File {
+                path: path.clone(),
+                action: "create it",
+                source,
+            },
+            e => db(&path, "create it", e),
+        })?;
+        init(&path, &database, cluster)?;
+        Ok((
+            Self::new(path, database, written, Compactor::default()),
+            set_aside,
+        ))
+    }
+
+    fn new(
+        path: PathBuf,
+        database: Database,
+        written: Arc<AtomicU64>,
+        compactor: Compactor,
+    ) -> Self {
+        StateDir {
+            path,
+            db: Arc::new(database),
+            written,
+            compactor: Mutex::new(Some(compactor)),
+            writer: Mutex::new(None),
+        }
+    }
+
+    /// The state file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The writer's handle to the state; starts the writer thread on the first call.
+    pub fn journal(&self) -> Journal {
+        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(w) = writer.as_ref() {
+            return w.journal();
+        }
+        let compactor = self
+            .compactor
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default();
+        let w = Writer::start(
+            self.path.clone(),
+            self.db.clone(),
+            self.written.clone(),
+            compactor,
+        );
+        let journal = w.journal();
+        *writer = Some(w);
+        journal
+    }
+
+    /// Reads everything committed so far, for startup.
+    pub fn load(&self) -> Result<Snapshot> {
+        read_snapshot(&self.db).map_err(|e| db(&self.path, "read it", e))
+    }
+
+    /// The dead letters of one plugin, or of all, oldest first per plugin.
+    pub fn dead_letters(&self, plugin: Option<&str>) -> Result<Vec<DeadLetter>> {
+        let read = || -> std::result::Result<Vec<DeadLetter>, redb::Error> {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(DEAD_LETTERS)?;
+            let mut out = Vec::new();
+            let iter = match plugin {
+                Some(p) => table.range((p, 0)..=(p, u64::MAX))?,
+                None => table.iter()?,
+            };
+            for row in iter {
+                let (k, v) = row?;
+                out.push(letter(k.value(), v.value()));
+            }
+            Ok(out)
+        };
+        read().map_err(|e| db(&self.path, "read its dead letters", e))
+    }
+
+    /// Removes the named dead letters of `plugin` and returns those that existed (to retry or drop).
+    pub fn take_dead_letters(&self, plugin: &str, ids: &[u64]) -> Result<Vec<DeadLetter>> {
+        let take = || -> std::result::Result<Vec<DeadLetter>, redb::Error> {
+            let txn = self.db.begin_write()?;
+            let mut out = Vec::new();
+            {
+                let mut table = txn.open_table(DEAD_LETTERS)?;
+                for &id in ids {
+                    if let Some(v) = table.remove((plugin, id))? {
+                        out.push(letter((plugin, id), v.value()));
+                    }
+                }
+            }
+            txn.commit()?;
+            Ok(out)
+        };
+        take().map_err(|e| db(&self.path, "take dead letters from it", e))
+    }
+
+    /// Deletes whatever the loaded cursors no longer need (once, at open).
+    fn compact_now(&self) -> Result<()> {
+        let mut guard = self.compactor.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(compactor) = guard.as_mut() else {
+            return Ok(());
+        };
+        let garbage = compactor.garbage();
+        if garbage.is_empty() {
+            return Ok(());
+        }
+        let run = || -> std::result::Result<(), redb::Error> {
+            let txn = self.db.begin_write()?;
+            {
+                let mut versions = txn.open_table(VERSIONS)?;
+                for (informer, key, seq) in &garbage {
+                    versions.remove((informer.as_str(), &**key, *seq))?;
+                }
+            }
+            txn.commit()?;
+            Ok(())
+        };
+        run().map_err(|e| db(&self.path, "compact it", e))
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            writer.close();
+        }
+    }
+}
+
+fn open_db(
+    path: &Path,
+    written: &Arc<AtomicU64>,
+    budget: Option<u64>,
+) -> std::result::Result<Database, redb::Error> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)?;
+    let backend = CountingBackend::new(file, written.clone(), budget)?;
+    // redb checks some invariants with debug assertions; a hostile file must be a refusal, not a
+    // panic, in debug builds too.
+    let opened = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        Database::builder()
+            // The informer cache is already in memory; redb's page cache only needs the hot path.
+            .set_cache_size(64 * 1024 * 1024)
+            .create_with_backend(backend)
+    }));
+    match opened {
+        Ok(r) => Ok(r?),
+        Err(panic) => Err(redb::Error::Corrupted(panic_message(&panic))),
+    }
+}
+
+fn panic_message(panic: &Box<dyn std::any::Any + Send>) -> String {
+    let msg = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_default();
+    format!("redb panicked reading it: {msg}")
+}
+
+/// Whether a redb error means the file is unusable (set it aside) or the environment failed.
+fn classify(path: &Path, e: redb::Error) -> Result<Refusal> {
+    match e {
+        redb::Error::DatabaseAlreadyOpen
+        | redb::Error::LockProtocolMismatch
+        | redb::Error::WouldBlock => Err(StateError::InUse {
+            path: path.to_path_buf(),
+        }),
+        redb::Error::Io(io)
+            if matches!(
+                io.kind(),
+                io::ErrorKind::InvalidData | io::ErrorKind::UnexpectedEof
+            ) =>
+        {
+            Ok(Refusal::Corrupt(io.to_string()))
+        }
+        e @ (redb::Error::Corrupted(_)
+        | redb::Error::UpgradeRequired(_)
+        | redb::Error::ValueTooLarge(_)
+        | redb::Error::UnorderedKey
+        | redb::Error::TableTypeMismatch { .. }
+        | redb::Error::TableIsMultimap(_)
+        | redb::Error::TableIsNotMultimap(_)
+        | redb::Error::TypeDefinitionChanged { .. }
+        | redb::Error::TableDoesNotExist(_)
+        | redb::Error::RepairAborted) => Ok(Refusal::Corrupt(e.to_string())),
+        redb::Error::Io(source) => Err(StateError::File {
+            path: path.to_path_buf(),
+            action: "open it",
+            source,
+        }),
+        e => Err(db(path, "open it", e)),
+    }
+}
+
+/// Decides whether an opened file can be used, and if so rebuilds the compaction index from it.
+fn verdict(database: &Database, cluster: &str) -> std::result::Result<Verdict, redb::Error> {
+    let run = || -> std::result::Result<Verdict, redb::Error> {
+        let txn = database.begin_read()?;
+        let names: Vec<String> = txn.list_tables()?.map(|t| t.name().to_owned()).collect();
+        if names.is_empty() {
+            return Ok(Verdict::Fresh);
+        }
+        if !names.iter().any(|n| n == META.name()) {
+            return Ok(Verdict::Refuse(Refusal::Corrupt(
+                "it has no meta table".into(),
+            )));
+        }
+        let meta = txn.open_table(META)?;
+        let Some(format) = meta.get("format")? else {
+            return Ok(Verdict::Refuse(Refusal::Corrupt(
+                "it records no format".into(),
+            )));
+        };
+        let format = format.value().to_owned();
+        let Ok(found) = format.parse::<u32>() else {
+            return Ok(Verdict::Refuse(Refusal::Corrupt(format!(
+                "its format `{format}` is not a number"
+            ))));
+        };
+        if found > FORMAT {
+            return Ok(Verdict::Refuse(Refusal::NewerFormat {
+                found,
+                supported: FORMAT,
+            }));
+        }
+        if found < FORMAT {
+            return Ok(Verdict::Refuse(Refusal::Corrupt(format!(
+                "format {found} never existed"
+            ))));
+        }
+        let found_cluster = meta.get("cluster")?.map(|c| c.value().to_owned());
+        match found_cluster {
+            None => {
+                return Ok(Verdict::Refuse(Refusal::Corrupt(
+                    "it records no cluster".into(),
+                )));
+            }
+            Some(found) if found != cluster => {
+                return Ok(Verdict::Refuse(Refusal::OtherCluster { found }));
+            }
+            Some(_) => {}
+        }
+        // Reading every row is what proves the file whole: a truncated tree fails here.
+        let mut compactor = Compactor::default();
+        for row in txn.open_table(INFORMERS)?.iter()? {
+            let (k, v) = row?;
+            compactor.informer_seq(k.value(), v.value().1);
+        }
+        for row in txn.open_table(VERSIONS)?.iter()? {
+            let (k, v) = row?;
+            let (informer, key, seq) = k.value();
+            compactor.recorded(informer, key, seq, v.value().is_none());
+        }
+        for row in txn.open_table(CURSORS)?.iter()? {
+            let (k, v) = row?;
+            let (plugin, informer) = k.value();
+            compactor.cursor(plugin, informer, v.value().0);
+        }
+        for row in txn.open_table(DEAD_LETTERS)?.iter()? {
+            row?;
+        }
+        for row in txn.open_table(DEAD_LETTER_IDS)?.iter()? {
+            row?;
+        }
+        Ok(Verdict::Use(compactor))
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(r) => r,
+        Err(panic) => Err(redb::Error::Corrupted(panic_message(&panic))),
+    }
+}
+
+/// Writes the meta rows and creates every table, so a later open can tell a whole file from a stub.
+fn init(path: &Path, database: &Database, cluster: &str) -> Result<()> {
+    let run = || -> std::result::Result<(), redb::Error> {
+        let txn = database.begin_write()?;
+        {
+            let mut meta = txn.open_table(META)?;
+            meta.insert("format", FORMAT.to_string().as_str())?;
+            meta.insert("cluster", cluster)?;
+            txn.open_table(INFORMERS)?;
+            txn.open_table(VERSIONS)?;
+            txn.open_table(CURSORS)?;
+            txn.open_table(DEAD_LETTERS)?;
+            txn.open_table(DEAD_LETTER_IDS)?;
+        }
+        txn.commit()?;
+        Ok(())
+    };
+    run().map_err(|e| db(path, "initialise it", e))
+}
+
+fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Error> {
+    let txn = database.begin_read()?;
+    let mut snap = Snapshot::default();
+    for row in txn.open_table(INFORMERS)?.iter()? {
+        let (k, v) = row?;
+        let (rv, seq) = v.value();
+        let state = snap.informers.entry(k.value().to_owned()).or_default();
+        state.resource_version = rv.to_owned();
+        state.seq = state.seq.max(seq);
+    }
+    for row in txn.open_table(VERSIONS)?.iter()? {
+        let (k, v) = row?;
+        let (informer, key, seq) = k.value();
+        let state = snap.informers.entry(informer.to_owned()).or_default();
+        state.seq = state.seq.max(seq);
+        state
+            .versions
+            .entry(key.to_owned())
+            .or_default()
+            .push((seq, v.value().map(Box::from)));
+    }
+    for row in txn.open_table(CURSORS)?.iter()? {
+        let (k, v) = row?;
+        let (plugin, informer) = k.value();
+        let (seq, scope) = v.value();
+        snap.cursors.insert(
+            (plugin.to_owned(), informer.to_owned()),
+            Cursor {
+                seq,
+                scope: scope.to_owned(),
+            },
+        );
+    }
+    Ok(snap)
+}
+
+pub(crate) fn letter(
+    (plugin, id): (&str, u64),
+    (informer, key, rv, event, error, attempts, at): (&str, &str, &str, &str, &str, u32, i64),
+) -> DeadLetter {
+    DeadLetter {
+        id,
+        plugin: plugin.to_owned(),
+        informer: informer.to_owned(),
+        key: key.to_owned(),
+        resource_version: rv.to_owned(),
+        event: event.to_owned(),
+        error: error.to_owned(),
+        attempts,
+        at_unix_ms: at,
+    }
+}
+
+/// `DIR/state.redb.set-aside-<unix-seconds>`, with a counter if that name is taken.
+fn set_aside_path(dir: &Path) -> PathBuf {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let base = dir.join(format!("{FILE_NAME}.set-aside-{secs}"));
+    if !base.exists() {
+        return base;
+    }
+    (1..)
+        .map(|n| dir.join(format!("{FILE_NAME}.set-aside-{secs}-{n}")))
+        .find(|p| !p.exists())
+        .unwrap_or(base)
+}

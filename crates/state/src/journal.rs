@@ -1,0 +1,408 @@
+//! The journal: callers on the event path send ops down an unbounded channel and never touch
+//! the disk; one writer thread applies them in order, compacts, and commits a batch at most
+//! every [`BATCH_WINDOW`] (sooner on a flush).
+//!
+//! Ops apply in the order they were sent and a batch commits atomically, so a cursor never
+//! becomes durable before the versions it covers. Any write or commit error degrades the
+//! journal for good: one warning naming the file, then every op is dropped (and counted) and
+//! every flush resolves at once.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use redb::{Database, ReadableTable};
+use tokio::sync::oneshot;
+
+use crate::compact::Compactor;
+use crate::dir::{DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN};
+use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSIONS};
+
+/// The longest a sent op waits before its batch commits (unless a flush asks sooner).
+pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
+
+enum Op {
+    Record {
+        informer: Box<str>,
+        seq: u64,
+        key: Box<str>,
+        json: Option<Box<str>>,
+    },
+    ResourceVersion {
+        informer: Box<str>,
+        rv: Box<str>,
+        seq: u64,
+    },
+    Cursor {
+        plugin: Box<str>,
+        informer: Box<str>,
+        seq: u64,
+        scope: Box<str>,
+    },
+    ForgetPlugin(Box<str>),
+    DeadLetter(Box<DeadLetter>),
+    Flush(oneshot::Sender<()>),
+    Close,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    ops: AtomicU64,
+    commits: AtomicU64,
+    queued: AtomicU64,
+    dropped_ops: AtomicU64,
+    dead_letters_dropped: AtomicU64,
+    is_degraded: AtomicBool,
+    degraded: Mutex<Option<String>>,
+}
+
+/// Counters of a journal, for metrics and logs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JournalStats {
+    /// Ops applied and committed.
+    pub ops: u64,
+    /// Batches committed.
+    pub commits: u64,
+    /// Bytes written to the state file since it was opened (what redb handed the file).
+    pub bytes_written: u64,
+    /// Ops sent and not yet committed or dropped.
+    pub queued: u64,
+    /// Ops dropped because the journal was degraded or closed.
+    pub dropped_ops: u64,
+    /// Why the journal stopped writing, once it has.
+    pub degraded: Option<String>,
+    /// Dead letters dropped because a plugin had [`MAX_DEAD_LETTERS_PER_PLUGIN`] already.
+    pub dead_letters_dropped: u64,
+}
+
+/// The event path's handle to the state: cheap to clone, `Send + Sync`, never blocks on disk.
+#[derive(Clone)]
+pub struct Journal {
+    tx: mpsc::Sender<Op>,
+    shared: Arc<Shared>,
+    written: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+impl Journal {
+    /// Records that `informer`'s mutation `seq` left `key` as `json`, or deleted it (`None`).
+    pub fn record(&self, informer: &str, seq: u64, key: &str, json: Option<&str>) {
+        self.send(Op::Record {
+            informer: informer.into(),
+            seq,
+            key: key.into(),
+            json: json.map(Box::from),
+        });
+    }
+
+    /// Records the resource version `informer` has reached, as of its mutation `seq`.
+    pub fn resource_version(&self, informer: &str, rv: &str, seq: u64) {
+        self.send(Op::ResourceVersion {
+            informer: informer.into(),
+            rv: rv.into(),
+            seq,
+        });
+    }
+
+    /// Records that `plugin` has handled everything `informer` emitted up to `seq`, under watch `scope`.
+    pub fn cursor(&self, plugin: &str, informer: &str, seq: u64, scope: &str) {
+        self.send(Op::Cursor {
+            plugin: plugin.into(),
+            informer: informer.into(),
+            seq,
+            scope: scope.into(),
+        });
+    }
+
+    /// Drops all of `plugin`'s cursors, so they no longer hold back compaction.
+    pub fn forget_plugin(&self, plugin: &str) {
+        self.send(Op::ForgetPlugin(plugin.into()));
+    }
+
+    /// Stores a dead letter; its id is assigned by the writer, increasing per plugin.
+    pub fn dead_letter(&self, letter: DeadLetter) {
+        self.send(Op::DeadLetter(Box::new(letter)));
+    }
+
+    /// Resolves once every op sent before it is committed, or at once if the journal is degraded or closed.
+    pub async fn flush(&self) {
+        if self.shared.is_degraded.load(Ordering::Acquire) {
+            return;
+        }
+        let (tx, rx) = oneshot::channel();
+        if self.tx.send(Op::Flush(tx)).is_err() {
+            return;
+        }
+        // An error means the writer dropped the waiter: it stopped, nothing more will commit.
+        let _ = rx.await;
+    }
+
+    /// The journal's counters.
+    pub fn stats(&self) -> JournalStats {
+        let s = &self.shared;
+        JournalStats {
+            ops: s.ops.load(Ordering::Relaxed),
+            commits: s.commits.load(Ordering::Relaxed),
+            bytes_written: self.written.load(Ordering::Relaxed),
+            queued: s.queued.load(Ordering::Relaxed),
+            dropped_ops: s.dropped_ops.load(Ordering::Relaxed),
+            degraded: s.degraded.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            dead_letters_dropped: s.dead_letters_dropped.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, op: Op) {
+        if self.shared.is_degraded.load(Ordering::Acquire) {
+            self.shared.dropped_ops.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.shared.queued.fetch_add(1, Ordering::Relaxed);
+        if self.tx.send(op).is_err() {
+            self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+            self.shared.dropped_ops.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The writer thread and a journal to reach it; owned by the `StateDir`.
+pub(crate) struct Writer {
+    journal: Journal,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Writer {
+    pub(crate) fn start(
+        path: PathBuf,
+        db: Arc<Database>,
+        written: Arc<AtomicU64>,
+        compactor: Compactor,
+    ) -> Self {
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared::default());
+        let mut state = WriterState {
+            path,
+            db,
+            shared: shared.clone(),
+            compactor,
+        };
+        let thread = std::thread::Builder::new()
+            .name("informant-state".into())
+            .spawn(move || state.run(rx))
+            .ok();
+        let journal = Journal {
+            tx,
+            shared,
+            written,
+        };
+        if thread.is_none() {
+            journal
+                .shared
+                .degrade("cannot start the writer thread".into());
+        }
+        Writer { journal, thread }
+    }
+
+    pub(crate) fn journal(&self) -> Journal {
+        self.journal.clone()
+    }
+
+    /// Commits what is queued, stops the thread and waits for it (so the file is closed after).
+    pub(crate) fn close(mut self) {
+        let _ = self.journal.tx.send(Op::Close);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Shared {
+    fn degrade(&self, why: String) {
+        let mut degraded = self.degraded.lock().unwrap_or_else(|p| p.into_inner());
+        if degraded.is_none() {
+            *degraded = Some(why);
+        }
+        self.is_degraded.store(true, Ordering::Release);
+    }
+}
+
+struct WriterState {
+    path: PathBuf,
+    db: Arc<Database>,
+    shared: Arc<Shared>,
+    compactor: Compactor,
+}
+
+impl WriterState {
+    fn run(&mut self, rx: mpsc::Receiver<Op>) {
+        let mut last_commit = Instant::now() - BATCH_WINDOW;
+        let mut batch = Vec::new();
+        let mut waiters = Vec::new();
+        let mut closing = false;
+        while !closing {
+            let Ok(first) = rx.recv() else { break };
+            let deadline = last_commit + BATCH_WINDOW;
+            let mut next = Some(first);
+            while let Some(op) = next.take() {
+                let urgent = match op {
+                    Op::Flush(waiter) => {
+                        waiters.push(waiter);
+                        true
+                    }
+                    Op::Close => {
+                        closing = true;
+                        true
+                    }
+                    op => {
+                        batch.push(op);
+                        false
+                    }
+                };
+                if urgent {
+                    break;
+                }
+                let now = Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                match rx.recv_timeout(deadline - now) {
+                    Ok(op) => next = Some(op),
+                    Err(RecvTimeoutError::Timeout) => {}
+                    Err(RecvTimeoutError::Disconnected) => closing = true,
+                }
+            }
+            let n = batch.len() as u64;
+            if !batch.is_empty() {
+                if self.shared.is_degraded.load(Ordering::Acquire) {
+                    self.shared.dropped_ops.fetch_add(n, Ordering::Relaxed);
+                } else {
+                    match self.commit(&batch) {
+                        Ok(()) => {
+                            self.shared.ops.fetch_add(n, Ordering::Relaxed);
+                            self.shared.commits.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) => {
+                            tracing::warn!(path = %self.path.display(), error = %e, "state file: commit failed; durable state is off until restart");
+                            self.shared
+                                .degrade(format!("state file `{}`: {e}", self.path.display()));
+                            self.shared.dropped_ops.fetch_add(n, Ordering::Relaxed);
+                        }
+                    }
+                }
+                batch.clear();
+                self.shared.queued.fetch_sub(n, Ordering::Relaxed);
+            }
+            for waiter in waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+            last_commit = Instant::now();
+        }
+        // Ops sent after Close are never applied: count them out so `queued` settles at zero.
+        while let Ok(op) = rx.try_recv() {
+            if !matches!(op, Op::Flush(_) | Op::Close) {
+                self.shared.queued.fetch_sub(1, Ordering::Relaxed);
+                self.shared.dropped_ops.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn commit(&mut self, batch: &[Op]) -> Result<(), redb::Error> {
+        let txn = self.db.begin_write()?;
+        {
+            let mut versions = txn.open_table(VERSIONS)?;
+            let mut informers = txn.open_table(INFORMERS)?;
+            let mut cursors = txn.open_table(CURSORS)?;
+            let mut letters = txn.open_table(DEAD_LETTERS)?;
+            let mut letter_ids = txn.open_table(DEAD_LETTER_IDS)?;
+            for op in batch {
+                match op {
+                    Op::Record {
+                        informer,
+                        seq,
+                        key,
+                        json,
+                    } => {
+                        versions.insert((&**informer, &**key, *seq), json.as_deref())?;
+                        self.compactor.recorded(informer, key, *seq, json.is_none());
+                    }
+                    Op::ResourceVersion { informer, rv, seq } => {
+                        informers.insert(&**informer, (&**rv, *seq))?;
+                        self.compactor.informer_seq(informer, *seq);
+                    }
+                    Op::Cursor {
+                        plugin,
+                        informer,
+                        seq,
+                        scope,
+                    } => {
+                        cursors.insert((&**plugin, &**informer), (*seq, &**scope))?;
+                        self.compactor.cursor(plugin, informer, *seq);
+                    }
+                    Op::ForgetPlugin(plugin) => {
+                        let mut gone = Vec::new();
+                        for row in cursors.range((&**plugin, "")..)? {
+                            let (k, _) = row?;
+                            let (p, informer) = k.value();
+                            if p != &**plugin {
+                                break;
+                            }
+                            gone.push(informer.to_owned());
+                        }
+                        for informer in &gone {
+                            cursors.remove((&**plugin, informer.as_str()))?;
+                        }
+                        self.compactor.forget_plugin(plugin);
+                    }
+                    Op::DeadLetter(l) => {
+                        let plugin = l.plugin.as_str();
+                        let id = letter_ids.get(plugin)?.map(|g| g.value()).unwrap_or(1);
+                        letter_ids.insert(plugin, id + 1)?;
+                        letters.insert(
+                            (plugin, id),
+                            (
+                                l.informer.as_str(),
+                                l.key.as_str(),
+                                l.resource_version.as_str(),
+                                l.event.as_str(),
+                                l.error.as_str(),
+                                l.attempts,
+                                l.at_unix_ms,
+                            ),
+                        )?;
+                        let mut oldest = Vec::new();
+                        let count = letters.range((plugin, 0)..=(plugin, u64::MAX))?.count();
+                        if count > MAX_DEAD_LETTERS_PER_PLUGIN {
+                            for row in letters
+                                .range((plugin, 0)..=(plugin, u64::MAX))?
+                                .take(count - MAX_DEAD_LETTERS_PER_PLUGIN)
+                            {
+                                oldest.push(row?.0.value().1);
+                            }
+                        }
+                        for old in &oldest {
+                            letters.remove((plugin, *old))?;
+                        }
+                        self.shared
+                            .dead_letters_dropped
+                            .fetch_add(oldest.len() as u64, Ordering::Relaxed);
+                    }
+                    Op::Flush(_) | Op::Close => {}
+                }
+            }
+            for (informer, key, seq) in self.compactor.garbage() {
+                versions.remove((informer.as_str(), &*key, seq))?;
+            }
+        }
+        txn.commit()?;
+        Ok(())
+    }
+}

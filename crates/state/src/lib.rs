@@ -1,0 +1,33 @@
+//! Durable delivery state for `informant run --state-dir DIR`: the informer cache, each
+//! plugin's delivery cursor and dead letters, in one redb file `DIR/state.redb`, so a restart
+//! delivers exactly what changed while the host was down.
+//!
+//! - [`StateDir::open`] opens (or creates) the file; one it cannot use — corrupt, truncated,
+//!   written by a newer format or for another cluster — is renamed aside, never deleted, and a
+//!   fresh one replaces it ([`SetAside`]).
+//! - [`StateDir::load`] reads everything back at startup ([`Snapshot`]).
+//! - [`StateDir::journal`] hands out the [`Journal`] the event path writes through: ops go to a
+//!   writer thread that batches, compacts and commits them; callers never wait on the disk.
+//!
+//! The model: each informer numbers its store mutations with an increasing `seq`, and every
+//! mutation is stored as a *version* of its key (the object JSON, or a tombstone). A *cursor*
+//! says a plugin has handled everything an informer emitted up to a seq. A version is kept only
+//! while some plugin's cursor still needs it: once every cursor of an informer has passed a
+//! newer version of the same key, the older one is deleted, and a tombstone every cursor has
+//! passed is deleted too. In steady state each live key has one stored version.
+
+mod backend;
+mod compact;
+mod dir;
+mod error;
+mod journal;
+mod tables;
+
+#[cfg(test)]
+mod tests;
+
+pub use dir::{
+    Cursor, DeadLetter, FILE_NAME, InformerState, MAX_DEAD_LETTERS_PER_PLUGIN, Snapshot, StateDir,
+};
+pub use error::{Refusal, Result, SetAside, StateError};
+pub use journal::{BATCH_WINDOW, Journal, JournalStats};

@@ -1,0 +1,26 @@
+//! The on-disk layout: one table per concept, keys as redb tuples so arbitrary strings
+//! (with `/`, `%2F`, empty, unicode) are length-prefixed and never collide.
+
+use redb::TableDefinition;
+
+/// The format this version writes and reads; a larger one in a file is refused.
+pub(crate) const FORMAT: u32 = 1;
+
+/// `"format"` -> the format number, `"cluster"` -> the cluster identity.
+pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
+/// informer id -> (resource version, seq).
+pub(crate) const INFORMERS: TableDefinition<&str, (&str, u64)> = TableDefinition::new("informers");
+/// (informer id, object key, seq) -> object JSON, or `None` for a tombstone.
+pub(crate) const VERSIONS: TableDefinition<(&str, &str, u64), Option<&str>> =
+    TableDefinition::new("versions");
+/// (plugin id, informer id) -> (seq, scope).
+pub(crate) const CURSORS: TableDefinition<(&str, &str), (u64, &str)> =
+    TableDefinition::new("cursors");
+/// (plugin id, id) -> (informer, key, resource version, event, error, attempts, at unix ms).
+pub(crate) const DEAD_LETTERS: TableDefinition<
+    (&str, u64),
+    (&str, &str, &str, &str, &str, u32, i64),
+> = TableDefinition::new("dead_letters");
+/// plugin id -> the next dead letter id, so ids stay monotonic after letters are taken.
+pub(crate) const DEAD_LETTER_IDS: TableDefinition<&str, u64> =
+    TableDefinition::new("dead_letter_ids");
