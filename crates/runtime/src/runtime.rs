@@ -22,6 +22,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 use crate::admin::{AdminServer, AdminState};
 use crate::config::ConfigWatcher;
+use crate::durable::Durable;
 use crate::informer::{
     Event, FactoryOptions, FnHandler, HandlerOptions, InformerClaim, InformerFactory,
     SharedInformer, WatchScope,
@@ -59,6 +60,9 @@ pub enum Error {
     /// The plugins directory could not be watched.
     #[error("plugins directory watcher: {0}")]
     Reloader(#[source] crate::plugin::PluginError),
+    /// The state directory (`--state-dir`) cannot be used.
+    #[error(transparent)]
+    State(crate::durable::DurableError),
     /// Leader election failed to start, or ended before this replica led.
     #[error(transparent)]
     Leader(#[from] crate::leader::Error),
@@ -102,12 +106,25 @@ pub struct RuntimeOptions {
     pub plugin_logs: Option<broadcast::Sender<PluginLog>>,
     /// Every plugin write with `dryRun=All` (`--dry-run-writes`).
     pub dry_run_writes: bool,
+    /// Durable delivery (`--state-dir`): caches and plugins' cursors kept across restarts.
+    pub state: Option<StateOptions>,
+}
+
+/// Where durable delivery keeps its state, and for which cluster.
+#[derive(Clone, Debug)]
+pub struct StateOptions {
+    /// The state directory (a volume in a pod).
+    pub dir: PathBuf,
+    /// The cluster the state belongs to (its API server URL): another's state is refused.
+    pub cluster: String,
 }
 
 /// Informers, plugins and the reloader of a running `dev` or `run`.
 pub struct Runtime {
     /// The informers.
     pub factory: Arc<InformerFactory>,
+    /// Durable delivery's state, with `--state-dir`.
+    pub durable: Option<Arc<Durable>>,
     /// The plugins, when a directory was given.
     pub host: Option<Arc<PluginHost>>,
     reloader: Option<Reloader>,
@@ -126,6 +143,15 @@ impl Runtime {
     /// was asked (a malformed `--watch`, an unusable address or directory) is an error.
     pub async fn start(client: kube::Client, opts: RuntimeOptions) -> Result<Runtime> {
         let factory = Arc::new(InformerFactory::new(client, opts.factory.clone()));
+        // Before any informer exists: each is restored from disk as it is created.
+        let durable = match &opts.state {
+            Some(s) => {
+                let durable = Durable::open(&s.dir, &s.cluster).map_err(Error::State)?;
+                durable.attach(&factory);
+                Some(durable)
+            }
+            None => None,
+        };
         let mut watches = opts.watches;
         if opts.plugins.is_none() && watches.is_empty() {
             watches = ["v1/Pod", "v1/ConfigMap", "apps/v1/Deployment"]
@@ -146,6 +172,9 @@ impl Runtime {
                 let mut host =
                     PluginHost::new(dir.clone(), engine, factory.clone(), opts.config.clone())
                         .with_dry_run_writes(opts.dry_run_writes);
+                if let Some(d) = &durable {
+                    host = host.with_durable(d.clone());
+                }
                 if let Some(logs) = opts.plugin_logs {
                     host = host.with_logs(logs);
                 }
@@ -191,6 +220,9 @@ impl Runtime {
                 // Started means the plugins' events flow, as readiness does: a caller creating
                 // objects next sees them as changes, not as part of a first list.
                 host.wait_started().await;
+                if let Some(d) = &durable {
+                    d.started(&factory, &host.loaded_ids());
+                }
                 (Some(reloader), config_watcher)
             }
             None => (None, None),
@@ -202,8 +234,12 @@ impl Runtime {
         if let Some(state) = &admin_state {
             state.startup_complete();
         }
+        if let (Some(d), None) = (&durable, &host) {
+            d.started(&factory, &[]);
+        }
         Ok(Runtime {
             factory,
+            durable,
             host,
             reloader,
             rediscoverer,
@@ -219,10 +255,18 @@ impl Runtime {
         drop(self.config_watcher);
         drop(self.reloader);
         drop(self.rediscoverer);
+        // Before the handlers go: a removed handler's queue is dropped, and with it what its
+        // cursor says.
+        if let Some(d) = &self.durable {
+            d.save();
+        }
         if let Some(host) = &self.host {
             host.shutdown().await;
         }
         self.factory.stop();
+        if let Some(d) = &self.durable {
+            d.close().await;
+        }
         if let Some(admin) = self.admin {
             admin.shutdown().await;
         }

@@ -180,6 +180,11 @@ impl PluginHost {
         self.durable.as_ref()
     }
 
+    /// The plugins registered now (`tenant/name`).
+    pub fn loaded_ids(&self) -> Vec<String> {
+        self.running.read().keys().map(|id| id.to_string()).collect()
+    }
+
     /// The change filters in use: (description, evaluations, runtime errors) each.
     pub fn change_filter_stats(&self) -> Vec<(String, u64, u64)> {
         self.change_filters.stats()
