@@ -14,7 +14,9 @@ use crate::backend::CountingBackend;
 use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
 use crate::journal::{Journal, Writer};
-use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, FORMAT, INFORMERS, META, VERSIONS};
+use crate::tables::{
+    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSIONS,
+};
 
 /// The file name of the state inside the state directory.
 pub const FILE_NAME: &str = "state.redb";
@@ -36,8 +38,11 @@ pub struct InformerState {
     /// The informer's latest seq: the next mutation takes a larger one.
     pub seq: u64,
     /// Per object key, its stored versions in ascending seq; `None` is a tombstone.
-    pub versions: BTreeMap<String, Vec<(u64, Option<Box<str>>)>>,
+    pub versions: BTreeMap<String, Vec<Version>>,
 }
+
+/// One stored version of an object: its seq and its JSON, or `None` for a tombstone.
+pub type Version = (u64, Option<Box<str>>);
 
 /// How far a plugin has handled an informer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -243,6 +248,8 @@ impl StateDir {
     }
 
     /// Removes the named dead letters of `plugin` and returns those that existed (to retry or drop).
+    ///
+    /// An operator's call, not the event path's: it waits for the journal's commit in progress.
     pub fn take_dead_letters(&self, plugin: &str, ids: &[u64]) -> Result<Vec<DeadLetter>> {
         let take = || -> std::result::Result<Vec<DeadLetter>, redb::Error> {
             let txn = self.db.begin_write()?;
@@ -536,7 +543,7 @@ fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Err
 
 pub(crate) fn letter(
     (plugin, id): (&str, u64),
-    (informer, key, rv, event, error, attempts, at): (&str, &str, &str, &str, &str, u32, i64),
+    (informer, key, rv, event, error, attempts, at): DeadLetterRow<'_>,
 ) -> DeadLetter {
     DeadLetter {
         id,

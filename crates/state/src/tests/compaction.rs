@@ -8,7 +8,7 @@ use super::{flush, open};
 use crate::FILE_NAME;
 use crate::tables::VERSIONS;
 
-type Versions = BTreeMap<String, Vec<(u64, Option<Box<str>>)>>;
+type Versions = BTreeMap<String, Vec<crate::Version>>;
 
 fn versions(state: &crate::StateDir, informer: &str) -> Versions {
     state
@@ -20,7 +20,10 @@ fn versions(state: &crate::StateDir, informer: &str) -> Versions {
         .unwrap_or_default()
 }
 
-fn want(rows: &[(&str, &[(u64, Option<&str>)])]) -> Versions {
+/// A key and its expected (seq, json) versions.
+type Expected<'a> = (&'a str, &'a [(u64, Option<&'a str>)]);
+
+fn want(rows: &[Expected<'_>]) -> Versions {
     rows.iter()
         .map(|(k, vs)| {
             (
