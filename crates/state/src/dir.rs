@@ -14,7 +14,9 @@ use crate::backend::CountingBackend;
 use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
 use crate::journal::{Journal, Writer};
-use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, FORMAT, INFORMERS, META, VERSIONS};
+use crate::tables::{
+    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSIONS,
+};
 
 /// The file name of the state inside the state directory.
 pub const FILE_NAME: &str = "state.redb";
@@ -36,8 +38,11 @@ pub struct InformerState {
     /// The informer's latest seq: the next mutation takes a larger one.
     pub seq: u64,
     /// Per object key, its stored versions in ascending seq; `None` is a tombstone.
-    pub versions: BTreeMap<String, Vec<(u64, Option<Box<str>>)>>,
+    pub versions: BTreeMap<String, Vec<Version>>,
 }
+
+/// One stored version of an object: its seq and its JSON, or `None` for a tombstone.
+pub type Version = (u64, Option<Box<str>>);
 
 /// How far a plugin has handled an informer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -127,25 +132,29 @@ impl StateDir {
         let written = Arc::new(AtomicU64::new(0));
         let mut set_aside = None;
         if path.exists() {
-            let reason = match open_db(&path, &written, budget) {
-                Ok(database) => match verdict(&database, cluster) {
-                    Ok(Verdict::Use(compactor)) => {
-                        let state = Self::new(path, database, written, compactor);
-                        state.compact_now()?;
-                        return Ok((state, None));
-                    }
-                    Ok(Verdict::Fresh) => {
-                        // An empty file (a crash right after creating it): initialise in place.
-                        init(&path, &database, cluster)?;
-                        return Ok((
-                            Self::new(path, database, written, Compactor::default()),
-                            None,
-                        ));
-                    }
-                    Ok(Verdict::Refuse(reason)) => reason,
+            let reason = match precheck(&path, cluster) {
+                Ok(Some(reason)) => reason,
+                Err(e) => classify(&path, e)?,
+                Ok(None) => match open_db(&path, &written, budget) {
+                    Ok(database) => match verdict(&database, cluster) {
+                        Ok(Verdict::Use(compactor)) => {
+                            let state = Self::new(path, database, written, compactor);
+                            state.compact_now()?;
+                            return Ok((state, None));
+                        }
+                        Ok(Verdict::Fresh) => {
+                            // An empty file (a crash right after creating it): initialise in place.
+                            init(&path, &database, cluster)?;
+                            return Ok((
+                                Self::new(path, database, written, Compactor::default()),
+                                None,
+                            ));
+                        }
+                        Ok(Verdict::Refuse(reason)) => reason,
+                        Err(e) => classify(&path, e)?,
+                    },
                     Err(e) => classify(&path, e)?,
                 },
-                Err(e) => classify(&path, e)?,
             };
             let moved_to = set_aside_path(dir);
             std::fs::rename(&path, &moved_to).map_err(|source| StateError::File {
@@ -239,6 +248,8 @@ impl StateDir {
     }
 
     /// Removes the named dead letters of `plugin` and returns those that existed (to retry or drop).
+    ///
+    /// An operator's call, not the event path's: it waits for the journal's commit in progress.
     pub fn take_dead_letters(&self, plugin: &str, ids: &[u64]) -> Result<Vec<DeadLetter>> {
         let take = || -> std::result::Result<Vec<DeadLetter>, redb::Error> {
             let txn = self.db.begin_write()?;
@@ -308,6 +319,9 @@ fn open_db(
         Database::builder()
             // The informer cache is already in memory; redb's page cache only needs the hot path.
             .set_cache_size(64 * 1024 * 1024)
+            // Verifies every page's checksum: a file damaged outside redb is reported as
+            // corrupt instead of read as garbage. The open reads every row anyway.
+            .set_check_integrity_on_open(true)
             .create_with_backend(backend)
     }));
     match opened {
@@ -360,53 +374,86 @@ fn classify(path: &Path, e: redb::Error) -> Result<Refusal> {
     }
 }
 
+/// What the meta rows say about a file.
+fn check_meta(
+    txn: &redb::ReadTransaction,
+    cluster: &str,
+) -> std::result::Result<Option<Verdict>, redb::Error> {
+    let names: Vec<String> = txn.list_tables()?.map(|t| t.name().to_owned()).collect();
+    if names.is_empty() {
+        return Ok(Some(Verdict::Fresh));
+    }
+    if !names.iter().any(|n| n == META.name()) {
+        return Ok(Some(Verdict::Refuse(Refusal::Corrupt(
+            "it has no meta table".into(),
+        ))));
+    }
+    let meta = txn.open_table(META)?;
+    let Some(format) = meta.get("format")? else {
+        return Ok(Some(Verdict::Refuse(Refusal::Corrupt(
+            "it records no format".into(),
+        ))));
+    };
+    let format = format.value().to_owned();
+    let Ok(found) = format.parse::<u32>() else {
+        return Ok(Some(Verdict::Refuse(Refusal::Corrupt(format!(
+            "its format `{format}` is not a number"
+        )))));
+    };
+    if found > FORMAT {
+        return Ok(Some(Verdict::Refuse(Refusal::NewerFormat {
+            found,
+            supported: FORMAT,
+        })));
+    }
+    if found < FORMAT {
+        return Ok(Some(Verdict::Refuse(Refusal::Corrupt(format!(
+            "format {found} never existed"
+        )))));
+    }
+    match meta.get("cluster")?.map(|c| c.value().to_owned()) {
+        None => Ok(Some(Verdict::Refuse(Refusal::Corrupt(
+            "it records no cluster".into(),
+        )))),
+        Some(found) if found != cluster => {
+            Ok(Some(Verdict::Refuse(Refusal::OtherCluster { found })))
+        }
+        Some(_) => Ok(None),
+    }
+}
+
+/// Reads the meta rows without writing a byte, so a file that is refused is set aside exactly as
+/// it was (a newer Informant can still read it). `Ok(None)`: open it for writing and look closer
+/// (it looks usable, or needs the repair only a writer does after a crash).
+fn precheck(path: &Path, cluster: &str) -> std::result::Result<Option<Refusal>, redb::Error> {
+    if std::fs::metadata(path)?.len() == 0 {
+        return Ok(None);
+    }
+    let run = || -> std::result::Result<Option<Refusal>, redb::Error> {
+        let file = OpenOptions::new().read(true).open(path)?;
+        let backend = redb::backends::FileBackend::new(file)?;
+        let database = match Database::builder().open_read_only_with_backend(backend) {
+            Err(redb::DatabaseError::RepairAborted) => return Ok(None),
+            other => other?,
+        };
+        let txn = database.begin_read()?;
+        Ok(match check_meta(&txn, cluster)? {
+            Some(Verdict::Refuse(refusal)) => Some(refusal),
+            _ => None,
+        })
+    };
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {
+        Ok(r) => r,
+        Err(panic) => Err(redb::Error::Corrupted(panic_message(&panic))),
+    }
+}
+
 /// Decides whether an opened file can be used, and if so rebuilds the compaction index from it.
 fn verdict(database: &Database, cluster: &str) -> std::result::Result<Verdict, redb::Error> {
     let run = || -> std::result::Result<Verdict, redb::Error> {
         let txn = database.begin_read()?;
-        let names: Vec<String> = txn.list_tables()?.map(|t| t.name().to_owned()).collect();
-        if names.is_empty() {
-            return Ok(Verdict::Fresh);
-        }
-        if !names.iter().any(|n| n == META.name()) {
-            return Ok(Verdict::Refuse(Refusal::Corrupt(
-                "it has no meta table".into(),
-            )));
-        }
-        let meta = txn.open_table(META)?;
-        let Some(format) = meta.get("format")? else {
-            return Ok(Verdict::Refuse(Refusal::Corrupt(
-                "it records no format".into(),
-            )));
-        };
-        let format = format.value().to_owned();
-        let Ok(found) = format.parse::<u32>() else {
-            return Ok(Verdict::Refuse(Refusal::Corrupt(format!(
-                "its format `{format}` is not a number"
-            ))));
-        };
-        if found > FORMAT {
-            return Ok(Verdict::Refuse(Refusal::NewerFormat {
-                found,
-                supported: FORMAT,
-            }));
-        }
-        if found < FORMAT {
-            return Ok(Verdict::Refuse(Refusal::Corrupt(format!(
-                "format {found} never existed"
-            ))));
-        }
-        let found_cluster = meta.get("cluster")?.map(|c| c.value().to_owned());
-        match found_cluster {
-            None => {
-                return Ok(Verdict::Refuse(Refusal::Corrupt(
-                    "it records no cluster".into(),
-                )));
-            }
-            Some(found) if found != cluster => {
-                return Ok(Verdict::Refuse(Refusal::OtherCluster { found }));
-            }
-            Some(_) => {}
+        if let Some(verdict) = check_meta(&txn, cluster)? {
+            return Ok(verdict);
         }
         // Reading every row is what proves the file whole: a truncated tree fails here.
         let mut compactor = Compactor::default();
@@ -496,7 +543,7 @@ fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Err
 
 pub(crate) fn letter(
     (plugin, id): (&str, u64),
-    (informer, key, rv, event, error, attempts, at): (&str, &str, &str, &str, &str, u32, i64),
+    (informer, key, rv, event, error, attempts, at): DeadLetterRow<'_>,
 ) -> DeadLetter {
     DeadLetter {
         id,

@@ -285,7 +285,17 @@ impl WriterState {
                 if self.shared.is_degraded.load(Ordering::Acquire) {
                     self.shared.dropped_ops.fetch_add(n, Ordering::Relaxed);
                 } else {
-                    match self.commit(&batch) {
+                    // A panic inside redb (it asserts on a file damaged under it in debug
+                    // builds) must degrade the journal, not kill the writer silently.
+                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.commit(&batch)
+                    }))
+                    .unwrap_or_else(|_| {
+                        Err(redb::Error::Corrupted(
+                            "the writer panicked committing".into(),
+                        ))
+                    });
+                    match outcome {
                         Ok(()) => {
                             self.shared.ops.fetch_add(n, Ordering::Relaxed);
                             self.shared.commits.fetch_add(1, Ordering::Relaxed);

@@ -28,6 +28,7 @@ mod tests;
 
 pub use dir::{
     Cursor, DeadLetter, FILE_NAME, InformerState, MAX_DEAD_LETTERS_PER_PLUGIN, Snapshot, StateDir,
+    Version,
 };
 pub use error::{Refusal, Result, SetAside, StateError};
 pub use journal::{BATCH_WINDOW, Journal, JournalStats};

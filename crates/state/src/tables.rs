@@ -17,10 +17,11 @@ pub(crate) const VERSIONS: TableDefinition<(&str, &str, u64), Option<&str>> =
 pub(crate) const CURSORS: TableDefinition<(&str, &str), (u64, &str)> =
     TableDefinition::new("cursors");
 /// (plugin id, id) -> (informer, key, resource version, event, error, attempts, at unix ms).
-pub(crate) const DEAD_LETTERS: TableDefinition<
-    (&str, u64),
-    (&str, &str, &str, &str, &str, u32, i64),
-> = TableDefinition::new("dead_letters");
+pub(crate) const DEAD_LETTERS: TableDefinition<(&str, u64), DeadLetterRow> =
+    TableDefinition::new("dead_letters");
+
+/// (informer, key, resource version, event, error, attempts, at unix ms).
+pub(crate) type DeadLetterRow<'a> = (&'a str, &'a str, &'a str, &'a str, &'a str, u32, i64);
 /// plugin id -> the next dead letter id, so ids stay monotonic after letters are taken.
 pub(crate) const DEAD_LETTER_IDS: TableDefinition<&str, u64> =
     TableDefinition::new("dead_letter_ids");

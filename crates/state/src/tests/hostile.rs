@@ -1,0 +1,237 @@
+//! Files the state must refuse (set aside, never delete) and recover from with a usable fresh state.
+
+use std::path::{Path, PathBuf};
+
+use redb::{Database, ReadableDatabase};
+
+use super::{CLUSTER, flush, noise, open};
+use crate::tables::META;
+use crate::{FILE_NAME, Refusal, StateDir, StateError};
+
+/// A closed state file with real content: 500 objects of ~1 KB, a cursor and a resource version.
+async fn write_real_state(dir: &Path) {
+    let (state, aside) = open(dir);
+    assert!(aside.is_none());
+    let journal = state.journal();
+    let body = "x".repeat(1000);
+    for i in 0..500u64 {
+        journal.record(
+            "v1/pods",
+            i + 1,
+            &format!("ns/pod-{i}"),
+            Some(&format!("{{\"i\":{i},\"b\":\"{body}\"}}")),
+        );
+    }
+    journal.resource_version("v1/pods", "12345", 500);
+    journal.cursor("plugin", "v1/pods", 500, "scope");
+    flush(&journal).await;
+    drop(state);
+}
+
+/// Opening must set the file aside with `want`, keep its bytes, and give a fresh usable state.
+async fn assert_set_aside(dir: &Path, cluster: &str, want: impl Fn(&Refusal) -> bool) {
+    let before = std::fs::read(dir.join(FILE_NAME)).unwrap();
+    let (state, aside) = StateDir::open(dir, cluster).expect("a bad file is not an error");
+    let aside = aside.expect("the file was set aside");
+    assert!(want(&aside.reason), "unexpected refusal: {}", aside.reason);
+    assert_eq!(aside.moved_to.parent(), Some(dir));
+    let name = aside.moved_to.file_name().unwrap().to_str().unwrap();
+    assert!(name.starts_with("state.redb.set-aside-"), "{name}");
+    assert_eq!(
+        std::fs::read(&aside.moved_to).unwrap(),
+        before,
+        "the old file is kept as it was"
+    );
+
+    let snap = state.load().unwrap();
+    assert!(
+        snap.informers.is_empty() && snap.cursors.is_empty(),
+        "fresh state: {snap:?}"
+    );
+    let journal = state.journal();
+    journal.record("v1/pods", 1, "ns/a", Some("{}"));
+    flush(&journal).await;
+    assert_eq!(
+        state.load().unwrap().informers["v1/pods"].versions["ns/a"],
+        vec![(1, Some("{}".into()))]
+    );
+    assert!(journal.stats().degraded.is_none());
+    drop(state);
+
+    // The fresh file is now the state: reopening uses it.
+    let (state, aside) = StateDir::open(dir, cluster).unwrap();
+    assert!(aside.is_none());
+    assert_eq!(state.load().unwrap().informers["v1/pods"].versions.len(), 1);
+}
+
+fn set_aside_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .contains("set-aside")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_file_cut_in_half_is_set_aside_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    let path = dir.path().join(FILE_NAME);
+    let bytes = std::fs::read(&path).unwrap();
+    assert!(
+        bytes.len() > 500_000,
+        "the state holds the objects: {} bytes",
+        bytes.len()
+    );
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+    assert_set_aside(dir.path(), CLUSTER, |r| matches!(r, Refusal::Corrupt(_))).await;
+}
+
+#[tokio::test]
+async fn random_bytes_are_set_aside_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join(FILE_NAME),
+        noise(256 * 1024, 0x9e37_79b9_7f4a_7c15),
+    )
+    .unwrap();
+    assert_set_aside(dir.path(), CLUSTER, |r| matches!(r, Refusal::Corrupt(_))).await;
+}
+
+#[tokio::test]
+async fn a_redb_file_that_is_not_a_state_file_is_set_aside_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = Database::create(dir.path().join(FILE_NAME)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(redb::TableDefinition::<u64, u64>::new("something-else"))
+            .unwrap()
+            .insert(1, 2)
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    assert_set_aside(
+        dir.path(),
+        CLUSTER,
+        |r| matches!(r, Refusal::Corrupt(m) if m.contains("meta")),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_newer_format_is_set_aside_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    {
+        let db = Database::open(dir.path().join(FILE_NAME)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(META).unwrap().insert("format", "2").unwrap();
+        txn.commit().unwrap();
+    }
+    assert_set_aside(dir.path(), CLUSTER, |r| {
+        *r == Refusal::NewerFormat {
+            found: 2,
+            supported: 1,
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn another_clusters_state_is_set_aside() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    assert_set_aside(dir.path(), "https://127.0.0.2:6443", |r| {
+        *r == Refusal::OtherCluster {
+            found: CLUSTER.into(),
+        }
+    })
+    .await;
+    // Going back to the first cluster sets the second one's file aside in turn; both are kept.
+    let (_state, aside) = open(dir.path());
+    assert!(matches!(
+        aside.unwrap().reason,
+        Refusal::OtherCluster { .. }
+    ));
+    assert_eq!(set_aside_files(dir.path()).len(), 2);
+}
+
+#[tokio::test]
+async fn reopening_the_same_cluster_keeps_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    let (state, aside) = open(dir.path());
+    assert!(aside.is_none());
+    let snap = state.load().unwrap();
+    let pods = &snap.informers["v1/pods"];
+    assert_eq!(
+        (
+            pods.resource_version.as_str(),
+            pods.seq,
+            pods.versions.len()
+        ),
+        ("12345", 500, 500)
+    );
+    assert_eq!(
+        snap.cursors[&("plugin".into(), "v1/pods".into())].scope,
+        "scope"
+    );
+    assert!(set_aside_files(dir.path()).is_empty());
+}
+
+#[tokio::test]
+async fn a_file_open_elsewhere_is_an_error_and_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_first, _) = open(dir.path());
+    match StateDir::open(dir.path(), CLUSTER) {
+        Err(StateError::InUse { path }) => assert_eq!(path, dir.path().join(FILE_NAME)),
+        other => panic!("expected InUse, got {other:?}"),
+    }
+    assert!(set_aside_files(dir.path()).is_empty());
+}
+
+#[test]
+fn a_directory_that_cannot_be_created_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"").unwrap();
+    let err = StateDir::open(&file.join("state"), CLUSTER).unwrap_err();
+    assert!(matches!(err, StateError::CreateDir { .. }), "{err}");
+    assert!(std::error::Error::source(&err).is_some());
+}
+
+#[tokio::test]
+async fn an_empty_file_becomes_a_fresh_state_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(FILE_NAME), b"").unwrap();
+    let (state, aside) = open(dir.path());
+    assert!(aside.is_none());
+    let journal = state.journal();
+    journal.record("i", 1, "k", None);
+    flush(&journal).await;
+    drop(state);
+    // Reading it without the journal proves the meta rows were written.
+    let db = Database::open(dir.path().join(FILE_NAME)).unwrap();
+    let txn = db.begin_read().unwrap();
+    let meta = txn.open_table(META).unwrap();
+    assert_eq!(meta.get("cluster").unwrap().unwrap().value(), CLUSTER);
+}
+
+#[tokio::test]
+async fn noise_over_the_middle_of_a_file_is_set_aside_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    let path = dir.path().join(FILE_NAME);
+    let mut bytes = std::fs::read(&path).unwrap();
+    // Same length, same header: only the pages in the middle are rotten.
+    let mid = bytes.len() / 2;
+    bytes[mid..mid + 64 * 1024].copy_from_slice(&noise(64 * 1024, 7));
+    std::fs::write(&path, &bytes).unwrap();
+    assert_set_aside(dir.path(), CLUSTER, |r| matches!(r, Refusal::Corrupt(_))).await;
+}
