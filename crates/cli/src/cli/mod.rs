@@ -90,6 +90,12 @@ impl TraceArgs {
 
 /// A client from a kubeconfig file, or inferred ($KUBECONFIG, ~/.kube/config, in-cluster).
 pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client> {
+    Ok(client_for(kubeconfig).await?.0)
+}
+
+/// A client as [`client`] makes it, with the API server's URL (what a state directory is
+/// kept for).
+pub async fn client_for(kubeconfig: Option<&Path>) -> Result<(kube::Client, String)> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
@@ -102,7 +108,8 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client> {
             .await
             .context("no kubeconfig found and not in a cluster")?,
     };
-    Ok(kube::Client::try_from(config)?)
+    let url = config.cluster_url.to_string();
+    Ok((kube::Client::try_from(config)?, url))
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM (what Kubernetes sends a pod it stops).

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use informant_runtime::informer::WatchScope;
 use informant_runtime::leader::LeaseConfig;
-use informant_runtime::runtime::{Replica, RuntimeOptions};
+use informant_runtime::runtime::{Replica, RuntimeOptions, StateOptions};
 
 /// Arguments of `informant run`.
 #[derive(clap::Args)]
@@ -39,6 +39,11 @@ pub struct Args {
     /// persists nothing (try a writing plugin against a real cluster safely).
     #[arg(long)]
     dry_run_writes: bool,
+    /// Keep the informers' caches and each plugin's delivery cursor in this directory, so a
+    /// restart delivers exactly what changed while the host was down (and failed events are
+    /// kept as dead letters). Mount a volume here in a pod.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     #[command(flatten)]
     election: Election,
     #[command(flatten)]
@@ -106,7 +111,8 @@ fn default_identity() -> String {
 pub async fn run(args: Args) -> Result<()> {
     // Held to the end: dropping it sends the spans still queued.
     let _traces = args.traces.start()?;
-    let client = super::client(args.kubeconfig.as_deref()).await?;
+    let (client, cluster) = super::client_for(args.kubeconfig.as_deref()).await?;
+    let state = args.state_dir.map(|dir| StateOptions { dir, cluster });
     let opts = RuntimeOptions {
         plugins: args.plugins,
         watches: args.watches,
@@ -119,6 +125,7 @@ pub async fn run(args: Args) -> Result<()> {
         config_path: args.config.clone(),
         compile_cache: args.cache.compile_cache(),
         dry_run_writes: args.dry_run_writes,
+        state,
         ..Default::default()
     };
     let lease = args.election.config(&client);

@@ -72,7 +72,11 @@ impl Store {
             }
         }
         report.objects = inner.objects.len();
-        let last = restored.versions.values().filter_map(|l| l.last()).map(|(at, _)| *at);
+        let last = restored
+            .versions
+            .values()
+            .filter_map(|l| l.last())
+            .map(|(at, _)| *at);
         inner.seq = last.fold(inner.seq.max(seq), u64::max);
         inner.synced = true;
         (restored, report)

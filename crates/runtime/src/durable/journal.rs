@@ -16,7 +16,11 @@ impl InformerJournal {
     /// The journal of the informer named `id`, whose cache is as of `resource_version` (a
     /// restored one's): the version to resume from never goes back, or a watch resumed from it
     /// would replay versions older than the ones cached.
-    pub fn new(id: String, journal: informant_state::Journal, resource_version: Option<&str>) -> Self {
+    pub fn new(
+        id: String,
+        journal: informant_state::Journal,
+        resource_version: Option<&str>,
+    ) -> Self {
         InformerJournal {
             id,
             journal,

@@ -159,7 +159,10 @@ impl Durable {
             gone
         };
         for plugin in gone {
-            tracing::info!(plugin, "plugin gone since the last run: its delivery cursors are dropped");
+            tracing::info!(
+                plugin,
+                "plugin gone since the last run: its delivery cursors are dropped"
+            );
             self.forget_plugin(&plugin);
         }
         self.restoring.lock().clear();

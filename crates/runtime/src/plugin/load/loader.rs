@@ -37,8 +37,8 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Mutex, broadcast, watch};
 use tracing::Instrument;
 
-use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::durable::Durable;
+use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::dispatch::gate::{Gate, open_when_settled};
@@ -182,7 +182,11 @@ impl PluginHost {
 
     /// The plugins registered now (`tenant/name`).
     pub fn loaded_ids(&self) -> Vec<String> {
-        self.running.read().keys().map(|id| id.to_string()).collect()
+        self.running
+            .read()
+            .keys()
+            .map(|id| id.to_string())
+            .collect()
     }
 
     /// The change filters in use: (description, evaluations, runtime errors) each.

@@ -6,11 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::durable::Durable;
 use crate::informer::{
     ChangeFilter, CursorOptions, DiscoveredResource, EventFilter, HandlerOptions, Holds,
     InformerClaim, InformerKey, ListenerHandle, ResolvedResource,
 };
-use crate::durable::Durable;
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::gate::{Gate, Gated};
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;

@@ -1,0 +1,408 @@
+//! Durable delivery as a user runs it: `informant run --state-dir` (the real binary) against the
+//! embedded API server, with kubediff (the real compiled plugin) reporting what it was given;
+//! stopped, killed, restarted.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_tests::http::{free_addr, get_until};
+use informant_tests::{configmap, create_namespaces, guarded};
+use parking_lot::Mutex;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// kubediff on the ConfigMaps of `demo` only, so every line it logs is about the test's objects.
+const KUBEDIFF: &str = r#"
+[limits]
+memory-mib = 32
+deadline-ms = 2000
+
+[[watch]]
+api-version = "v1"
+kind = "ConfigMap"
+namespaces = ["demo"]
+
+[config]
+ignore-status = true
+"#;
+
+/// What the test runs against: the server, a plugins directory with kubediff, a state dir.
+struct Setup {
+    server: DevServer,
+    dir: tempfile::TempDir,
+}
+
+impl Setup {
+    async fn new() -> Setup {
+        let server = DevServer::start(DevServerConfig::default()).await.unwrap();
+        create_namespaces(&server, &["demo"]);
+        let dir = tempfile::tempdir().unwrap();
+        let plugins = dir.path().join("plugins");
+        std::fs::create_dir_all(&plugins).unwrap();
+        std::fs::copy(
+            informant_tests::plugins::wasm("kubediff"),
+            plugins.join("kubediff.wasm"),
+        )
+        .unwrap();
+        std::fs::write(plugins.join("kubediff.toml"), KUBEDIFF).unwrap();
+        server
+            .write_kubeconfig(&dir.path().join("kubeconfig"))
+            .unwrap();
+        Setup { server, dir }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.dir.path().join("state")
+    }
+
+    async fn host(&self) -> Host {
+        Host::start(self.dir.path(), &self.state_dir()).await
+    }
+
+    fn set(&self, name: &str, value: &str) {
+        let mut cm = configmap("demo", name, value);
+        cm["metadata"]["resourceVersion"] = Value::Null;
+        self.server.update(cm).unwrap();
+    }
+}
+
+/// One `informant run` process, its log lines kept as they come.
+struct Host {
+    child: Child,
+    lines: Arc<Mutex<Vec<String>>>,
+    admin: std::net::SocketAddr,
+}
+
+impl Host {
+    async fn start(dir: &Path, state: &Path) -> Host {
+        let admin = free_addr();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_informant"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .arg("--plugins")
+            .arg(dir.join("plugins"))
+            .arg("--state-dir")
+            .arg(state)
+            .arg("--admin")
+            .arg(admin.to_string())
+            .arg("--cache-dir")
+            .arg(dir.join("compile-cache"))
+            .env("RUST_LOG", "info")
+            .env("NO_COLOR", "1")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run informant");
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        for out in [
+            Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+            Box::new(child.stderr.take().unwrap()),
+        ] {
+            let lines = lines.clone();
+            tokio::spawn(async move {
+                let mut reader = BufReader::new(out).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    lines.lock().push(line);
+                }
+            });
+        }
+        let host = Host {
+            child,
+            lines,
+            admin,
+        };
+        get_until(admin, "/readyz", "the host to be ready", |s, _| s == 200).await;
+        host
+    }
+
+    /// kubediff's records, in the order it logged them.
+    fn records(&self) -> Vec<Value> {
+        self.lines
+            .lock()
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(&l[l.find("{\"")?..]).ok())
+            .filter(|v| v.get("event").is_some() && v.get("name").is_some())
+            .collect()
+    }
+
+    /// The sum of `/metrics` samples of `family` whose labels mention `configmaps`.
+    async fn configmap_metric(&self, family: &str) -> u64 {
+        let (_, _, body) = informant_tests::http::get(self.admin, "/metrics").await;
+        body.lines()
+            .filter(|l| l.starts_with(family) && l.contains("configmaps"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+            .sum()
+    }
+
+    /// Log lines of the host itself containing `text`.
+    fn logged(&self, text: &str) -> Vec<String> {
+        self.lines
+            .lock()
+            .iter()
+            .filter(|l| l.contains(text))
+            .cloned()
+            .collect()
+    }
+
+    async fn wait_for(&self, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        guarded(what, async {
+            loop {
+                let records = self.records();
+                if pred(&records) {
+                    return records;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        })
+        .await
+    }
+
+    /// Everything kubediff logged up to the record of `marker`'s creation, made now: what it was
+    /// given before it, and nothing it may still be given.
+    async fn records_until_marker(&self, setup: &Setup, marker: &str) -> Vec<Value> {
+        setup.server.create(configmap("demo", marker, "m")).unwrap();
+        let records = self
+            .wait_for("the marker's record", |r| {
+                r.iter().any(|v| v["name"] == marker)
+            })
+            .await;
+        records
+            .into_iter()
+            .take_while(|v| v["name"] != marker)
+            .collect()
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod, and the exit.
+    async fn stop(mut self) {
+        let pid = self.child.id().expect("running") as i32;
+        // SAFETY: `kill` with a pid this test started and still holds.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let status = guarded("the host to exit", self.child.wait())
+            .await
+            .unwrap();
+        assert!(
+            status.success(),
+            "exit: {status}\n{}",
+            self.lines.lock().join("\n")
+        );
+    }
+
+    /// SIGKILL: a crash, an OOM kill.
+    async fn kill(mut self) {
+        self.child.start_kill().unwrap();
+        let _ = guarded("the host to die", self.child.wait()).await;
+    }
+}
+
+/// `event name` of each record, and the diff of `data.value` for updates.
+fn summary(records: &[Value]) -> Vec<String> {
+    let mut out: Vec<String> = records
+        .iter()
+        .map(|v| {
+            let change = v["changes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|c| c["path"] == "/data/value")
+                .map(|c| format!(" {}->{}", c["old"], c["new"]))
+                .unwrap_or_default();
+            format!(
+                "{} {}{change}",
+                v["event"].as_str().unwrap_or("?"),
+                v["name"].as_str().unwrap_or("?")
+            )
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_delivers_exactly_what_changed_while_the_host_was_down() {
+    let setup = Setup::new().await;
+    let mut objects: Vec<Value> = (0..100)
+        .map(|i| configmap("demo", &format!("same-{i:03}"), "x"))
+        .collect();
+    objects.push(configmap("demo", "a", "before"));
+    objects.push(configmap("demo", "b", "doomed"));
+    setup.server.seed(objects).unwrap();
+
+    let host = setup.host().await;
+    host.wait_for("the first replay", |r| r.len() >= 102).await;
+    assert_eq!(summary(&host.records()).len(), 102);
+    host.stop().await;
+
+    // While nobody runs: A modified, B deleted, C created.
+    setup.set("a", "after");
+    setup
+        .server
+        .delete("v1", "ConfigMap", Some("demo"), "b")
+        .unwrap();
+    setup.server.create(configmap("demo", "c", "new")).unwrap();
+
+    let host = setup.host().await;
+    let given = host.records_until_marker(&setup, "marker").await;
+    assert_eq!(
+        summary(&given),
+        ["added c", "deleted b", r#"updated a "before"->"after""#],
+        "exactly the changes made while down, A diffed against its version before the restart"
+    );
+    assert_eq!(
+        host.configmap_metric("informant_informer_lists").await,
+        0,
+        "the watch resumed from the stored resourceVersion: no list"
+    );
+    assert_eq!(
+        host.logged("cache restored from the state directory").len(),
+        1
+    );
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_history_relists_against_the_restored_cache_with_the_same_deliveries() {
+    let setup = Setup::new().await;
+    let mut objects: Vec<Value> = (0..20)
+        .map(|i| configmap("demo", &format!("same-{i:03}"), "x"))
+        .collect();
+    objects.push(configmap("demo", "a", "before"));
+    objects.push(configmap("demo", "b", "doomed"));
+    setup.server.seed(objects).unwrap();
+    let host = setup.host().await;
+    host.wait_for("the first replay", |r| r.len() >= 22).await;
+    host.stop().await;
+
+    setup.set("a", "after");
+    setup
+        .server
+        .delete("v1", "ConfigMap", Some("demo"), "b")
+        .unwrap();
+    setup.server.create(configmap("demo", "c", "new")).unwrap();
+    // The server forgets its history: the stored resourceVersion is too old (410).
+    setup.server.faults().compact();
+
+    let host = setup.host().await;
+    // The server accepts the watch, then answers 410 on it: the host is ready on the restored
+    // cache before the relist that follows brings it current.
+    host.wait_for("the relist's delete", |r| {
+        r.iter()
+            .any(|v| v["event"] == "deleted" && v["name"] == "b")
+    })
+    .await;
+    let given = host.records_until_marker(&setup, "marker").await;
+    assert_eq!(
+        summary(&given),
+        ["added c", "deleted b", r#"updated a "before"->"after""#]
+    );
+    assert_eq!(
+        host.configmap_metric("informant_informer_lists").await,
+        1,
+        "a 410 costs a list"
+    );
+    assert_eq!(host.logged("too old (410 Gone)").len(), 1);
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_in_the_middle_of_a_burst_loses_no_change() {
+    let setup = Setup::new().await;
+    let host = setup.host().await;
+    const N: usize = 1000;
+    // Half the burst while the host runs, the kill in the middle of it, the rest while down.
+    for i in 0..N / 2 {
+        setup
+            .server
+            .create(configmap("demo", &format!("burst-{i:04}"), &i.to_string()))
+            .unwrap();
+    }
+    host.wait_for("some of the burst handled", |r| r.len() >= 50)
+        .await;
+    let before_kill = host.records();
+    host.kill().await;
+    for i in N / 2..N {
+        setup
+            .server
+            .create(configmap("demo", &format!("burst-{i:04}"), &i.to_string()))
+            .unwrap();
+    }
+
+    let host = setup.host().await;
+    let after = host.records_until_marker(&setup, "marker").await;
+    let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
+    for r in before_kill.iter().chain(&after) {
+        if r["event"] == "added" {
+            *seen
+                .entry(r["name"].as_str().unwrap().to_string())
+                .or_default() += 1;
+        }
+    }
+    let missing: Vec<String> = (0..N)
+        .map(|i| format!("burst-{i:04}"))
+        .filter(|n| !seen.contains_key(n))
+        .collect();
+    assert!(missing.is_empty(), "never handled: {missing:?}");
+    let again = seen.values().filter(|n| **n > 1).count();
+    // At least once: what was handled after the last saved cursor comes again, and no more
+    // than what the host had when it died.
+    assert!(
+        again <= before_kill.len(),
+        "{again} redelivered of {}",
+        before_kill.len()
+    );
+    println!(
+        "kill -9 mid-burst: {} handled before the kill, {} after the restart, {again} delivered twice",
+        before_kill.len(),
+        after.len()
+    );
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_state_is_moved_aside_and_the_host_starts_without_it() {
+    let setup = Setup::new().await;
+    setup
+        .server
+        .seed((0..5).map(|i| configmap("demo", &format!("cm-{i}"), "x")))
+        .unwrap();
+    let state = setup.state_dir();
+    std::fs::create_dir_all(&state).unwrap();
+    let garbage: Vec<u8> = (0..64 * 1024u32)
+        .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(state.join("state.redb"), &garbage).unwrap();
+
+    let host = setup.host().await;
+    host.wait_for("the whole cache replayed", |r| r.len() >= 5)
+        .await;
+    let warned = host.logged("state refused and moved aside");
+    assert_eq!(warned.len(), 1, "{:?}", host.lines.lock());
+    let aside: Vec<PathBuf> = std::fs::read_dir(&state)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .contains("set-aside")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), garbage, "kept as it was");
+    assert!(
+        warned[0].contains(&*aside[0].to_string_lossy()),
+        "{}",
+        warned[0]
+    );
+    host.stop().await;
+
+    // The fresh state works: the next restart delivers nothing for unchanged objects.
+    let host = setup.host().await;
+    let given = host.records_until_marker(&setup, "marker").await;
+    assert_eq!(summary(&given), Vec::<String>::new());
+    host.stop().await;
+}
