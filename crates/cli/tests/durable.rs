@@ -54,6 +54,27 @@ impl Setup {
         Setup { server, dir }
     }
 
+    /// Replaces the server with a new, empty one at the same address (as `informant dev`
+    /// restarted, or a cluster rebuilt behind the same URL).
+    async fn replace_server(&mut self) {
+        let addr = self.server.addr();
+        let placeholder = DevServer::start(DevServerConfig::default()).await.unwrap();
+        std::mem::replace(&mut self.server, placeholder)
+            .shutdown()
+            .await;
+        let new = DevServer::start(DevServerConfig {
+            listen: addr,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+        std::mem::replace(&mut self.server, new).shutdown().await;
+        create_namespaces(&self.server, &["demo"]);
+        self.server
+            .write_kubeconfig(&self.dir.path().join("kubeconfig"))
+            .unwrap();
+    }
+
     fn state_dir(&self) -> PathBuf {
         self.dir.path().join("state")
     }
@@ -358,6 +379,52 @@ async fn a_kill_in_the_middle_of_a_burst_loses_no_change() {
         "kill -9 mid-burst: {} handled before the kill, {} after the restart, {again} delivered twice",
         before_kill.len(),
         after.len()
+    );
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_server_behind_the_same_address_is_relisted_not_trusted() {
+    let mut setup = Setup::new().await;
+    setup
+        .server
+        .seed((0..30).map(|i| configmap("demo", &format!("old-{i:02}"), "x")))
+        .unwrap();
+    let host = setup.host().await;
+    host.wait_for("the first replay", |r| r.len() >= 30).await;
+    // Enough writes that the old history's resourceVersions are ahead of the new server's.
+    for i in 0..30 {
+        setup.set(&format!("old-{i:02}"), "y");
+    }
+    host.wait_for("the updates", |r| r.len() >= 60).await;
+    host.stop().await;
+
+    setup.replace_server().await;
+    setup
+        .server
+        .create(configmap("demo", "old-00", "z"))
+        .unwrap();
+    setup
+        .server
+        .create(configmap("demo", "fresh", "n"))
+        .unwrap();
+
+    let host = setup.host().await;
+    host.wait_for("the relist's deletes", |r| {
+        r.iter().filter(|v| v["event"] == "deleted").count() == 29
+    })
+    .await;
+    let given = host.records_until_marker(&setup, "marker").await;
+    let mut want: Vec<String> = (1..30).map(|i| format!("deleted old-{i:02}")).collect();
+    want.push("added fresh".into());
+    want.push(r#"updated old-00 "y"->"z""#.into());
+    want.sort();
+    assert_eq!(summary(&given), want);
+    assert_eq!(
+        host.logged("Too large resource version").len(),
+        1,
+        "{:?}",
+        host.logged("resum")
     );
     host.stop().await;
 }

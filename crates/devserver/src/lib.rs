@@ -183,6 +183,15 @@ pub enum Error {
         /// Oldest resourceVersion still resumable.
         oldest: u64,
     },
+    /// The requested resourceVersion is newer than anything this server has written: a client
+    /// resuming from another server's history (the apiserver's words and code, after its wait).
+    #[error("Too large resource version: {requested}, current: {current}")]
+    TooLargeResourceVersion {
+        /// resourceVersion the client asked for.
+        requested: u64,
+        /// The newest resourceVersion written.
+        current: u64,
+    },
     /// A `continue` token older than the retained history (410 Expired, the apiserver's words).
     #[error(
         "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list."
@@ -245,6 +254,7 @@ impl Error {
             Error::Forbidden { .. } => (403, "Forbidden"),
             Error::Unauthorized => (401, "Unauthorized"),
             Error::Expired { .. } | Error::ContinueExpired => (410, "Expired"),
+            Error::TooLargeResourceVersion { .. } => (504, "Timeout"),
             Error::MethodNotAllowed(_) => (405, "MethodNotAllowed"),
             Error::TooLarge { .. } => (413, "RequestEntityTooLarge"),
             Error::UnsupportedMediaType(_) => (415, "UnsupportedMediaType"),

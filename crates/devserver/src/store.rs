@@ -183,10 +183,16 @@ impl Store {
         inner.rv
     }
 
-    /// Events after `rv` (at most `max`), or 410 when `rv` is older than the history.
-    /// Also returns the current resourceVersion.
+    /// Events after `rv` (at most `max`), or 410 when `rv` is older than the history, or 504
+    /// when it is newer than anything written. Also returns the current resourceVersion.
     pub fn events_after(&self, rv: u64, max: usize) -> Result<(Vec<Arc<Event>>, u64)> {
         let inner = self.inner.read();
+        if rv > inner.rv {
+            return Err(Error::TooLargeResourceVersion {
+                requested: rv,
+                current: inner.rv,
+            });
+        }
         if rv < inner.floor {
             return Err(Error::Expired {
                 requested: rv,

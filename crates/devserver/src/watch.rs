@@ -201,7 +201,7 @@ async fn follow(shared: &Shared, req: &WatchRequest, sink: &mut Sink) -> Result<
         }
         latest.borrow_and_update();
         let more = match store.events_after(cursor, BATCH) {
-            Err(e @ Error::Expired { .. }) => {
+            Err(e @ (Error::Expired { .. } | Error::TooLargeResourceVersion { .. })) => {
                 let mut line =
                     serde_json::to_vec(&json!({"type": "ERROR", "object": e.to_status()}))
                         .unwrap_or_default();

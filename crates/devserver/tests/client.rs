@@ -186,6 +186,36 @@ async fn watch_from_compacted_version_is_expired() {
 }
 
 #[tokio::test]
+async fn watch_from_a_version_never_written_is_refused_not_left_waiting() {
+    // A client resuming from another server's history (one that ran at this address before).
+    let srv = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let made = api
+        .create(&PostParams::default(), &cm("y", "default"))
+        .await
+        .unwrap();
+    let current: u64 = made.metadata.resource_version.unwrap().parse().unwrap();
+    let future = (current + 1_000).to_string();
+    let mut stream = api
+        .watch(&WatchParams::default(), &future)
+        .await
+        .unwrap()
+        .boxed();
+    match timeout(GUARD, stream.try_next()).await.unwrap().unwrap() {
+        Some(WatchEvent::Error(status)) => {
+            assert_eq!((status.code, status.reason.as_str()), (504, "Timeout"));
+            assert!(
+                status.message.contains("Too large resource version"),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("expected a 504 ERROR event, got {other:?}"),
+    }
+    srv.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_verbatim_replace_is_watched_as_given_with_its_identity_kept() {
     let srv = server().await;
     let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");

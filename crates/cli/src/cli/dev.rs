@@ -8,7 +8,7 @@ use anyhow::{Context, Result};
 use informant_dev::{Builder, DevEvent, DevLoop, DevLoopConfig, Lang, Polyglot};
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::WatchScope;
-use informant_runtime::runtime::{Runtime, RuntimeOptions};
+use informant_runtime::runtime::{Runtime, RuntimeOptions, StateOptions};
 
 /// Arguments of `informant dev`.
 #[derive(clap::Args)]
@@ -51,6 +51,11 @@ pub struct Args {
     /// persists nothing (try a writing plugin against a real cluster safely).
     #[arg(long)]
     dry_run_writes: bool,
+    /// Keep the informers' caches and each plugin's delivery cursor in this directory, as
+    /// `informant run --state-dir` does. The embedded API server starts afresh each time, so a
+    /// restart relists and gives each plugin the difference from what it had handled.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
     #[command(flatten)]
     cache: super::CompileCacheArgs,
     #[command(flatten)]
@@ -94,6 +99,10 @@ pub async fn run(args: Args) -> Result<()> {
             config_path: args.config.clone(),
             compile_cache: args.cache.compile_cache(),
             dry_run_writes: args.dry_run_writes,
+            state: args.state_dir.map(|dir| StateOptions {
+                dir,
+                cluster: server.url(),
+            }),
             ..Default::default()
         },
     )
