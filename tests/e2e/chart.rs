@@ -450,6 +450,37 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
         json!({"name": "slack", "key": "url"})
     );
 
+    // Durable delivery: off by default; on, a state directory on its own volume.
+    assert!(!r.args().iter().any(|a| a.starts_with("--state-dir")));
+    let r = render(json!({"state": {"enabled": true}})).expect("render");
+    assert!(r.args().contains(&"--state-dir=/var/lib/informant/state".to_string()));
+    let pod = &r.one("Deployment")["spec"]["template"]["spec"];
+    let state = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "state")
+        .expect("the state volume");
+    assert_eq!(state["emptyDir"]["sizeLimit"], "2Gi");
+    assert!(
+        pod["containers"][0]["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["name"] == "state" && m["mountPath"] == "/var/lib/informant")
+    );
+    let r = render(
+        json!({"state": {"enabled": true, "volume": "persistentVolumeClaim", "existingClaim": "informant-state"}}),
+    )
+    .expect("render");
+    let pod = &r.one("Deployment")["spec"]["template"]["spec"];
+    assert!(pod["volumes"].as_array().unwrap().iter().any(|v| v["name"] == "state"
+        && v["persistentVolumeClaim"]["claimName"] == "informant-state"));
+    let refused = render(json!({"state": {"enabled": true, "volume": "persistentVolumeClaim"}}))
+        .err()
+        .expect("a claim is required");
+    assert!(refused.contains("state.existingClaim is required"), "{refused}");
+
     // A single replica may run without election.
     let r =
         render(json!({"replicaCount": 1, "leaderElection": {"enabled": false}})).expect("render");
