@@ -453,7 +453,10 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
     // Durable delivery: off by default; on, a state directory on its own volume.
     assert!(!r.args().iter().any(|a| a.starts_with("--state-dir")));
     let r = render(json!({"state": {"enabled": true}})).expect("render");
-    assert!(r.args().contains(&"--state-dir=/var/lib/informant/state".to_string()));
+    assert!(
+        r.args()
+            .contains(&"--state-dir=/var/lib/informant/state".to_string())
+    );
     let pod = &r.one("Deployment")["spec"]["template"]["spec"];
     let state = pod["volumes"]
         .as_array()
@@ -474,12 +477,21 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
     )
     .expect("render");
     let pod = &r.one("Deployment")["spec"]["template"]["spec"];
-    assert!(pod["volumes"].as_array().unwrap().iter().any(|v| v["name"] == "state"
-        && v["persistentVolumeClaim"]["claimName"] == "informant-state"));
+    assert!(
+        pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|v| v["name"] == "state"
+                && v["persistentVolumeClaim"]["claimName"] == "informant-state")
+    );
     let refused = render(json!({"state": {"enabled": true, "volume": "persistentVolumeClaim"}}))
         .err()
         .expect("a claim is required");
-    assert!(refused.contains("state.existingClaim is required"), "{refused}");
+    assert!(
+        refused.contains("state.existingClaim is required"),
+        "{refused}"
+    );
 
     // A single replica may run without election.
     let r =

@@ -130,12 +130,14 @@ impl Listener {
             return;
         }
         let key = event.key().clone();
+        let tracking = q.tracking;
         let (before, after, grew) = match q.pending.entry(key) {
-            Entry::Occupied(mut pending) => {
+            Entry::Occupied(mut pending) if tracking => {
                 let before = pending.get().seq();
                 let grew = coalesce(pending.get_mut(), event);
                 (before, pending.get().seq(), grew)
             }
+            Entry::Occupied(mut pending) => (0, 0, coalesce(pending.get_mut(), event)),
             Entry::Vacant(slot) => {
                 let seq = event.seq;
                 q.order.push_back(Slot::Key(slot.key().clone()));
@@ -143,7 +145,7 @@ impl Listener {
                 (0, seq, true)
             }
         };
-        if q.tracking && before != after {
+        if tracking && before != after {
             q.uncount(before);
             q.count(after);
         }
@@ -239,7 +241,7 @@ impl Listener {
                         q.order.pop_front();
                         continue;
                     };
-                    let before = events.seq();
+                    let before = if q.tracking { events.seq() } else { 0 };
                     let event = match events.rest.pop_front() {
                         None => {
                             // Only now does the key leave the front: later events for it must

@@ -228,6 +228,34 @@ impl StateDir {
         read_snapshot(&self.db).map_err(|e| db(&self.path, "read it", e))
     }
 
+    /// Reads everything but the stored versions (each informer's come with
+    /// [`StateDir::versions`] when it is needed), so startup never holds every informer's
+    /// objects as text at once.
+    pub fn load_index(&self) -> Result<Snapshot> {
+        read_index(&self.db).map_err(|e| db(&self.path, "read it", e))
+    }
+
+    /// One informer's stored versions per key, ascending seq (`None`: a tombstone).
+    pub fn versions(&self, informer: &str) -> Result<BTreeMap<String, Vec<Version>>> {
+        let read = || -> std::result::Result<BTreeMap<String, Vec<Version>>, redb::Error> {
+            let txn = self.db.begin_read()?;
+            let table = txn.open_table(VERSIONS)?;
+            let mut out: BTreeMap<String, Vec<Version>> = BTreeMap::new();
+            for row in table.range((informer, "", 0)..)? {
+                let (k, v) = row?;
+                let (at, key, seq) = k.value();
+                if at != informer {
+                    break;
+                }
+                out.entry(key.to_owned())
+                    .or_default()
+                    .push((seq, v.value().map(Box::from)));
+            }
+            Ok(out)
+        };
+        read().map_err(|e| db(&self.path, "read its stored versions", e))
+    }
+
     /// The dead letters of one plugin, or of all, oldest first per plugin.
     pub fn dead_letters(&self, plugin: Option<&str>) -> Result<Vec<DeadLetter>> {
         let read = || -> std::result::Result<Vec<DeadLetter>, redb::Error> {
@@ -506,15 +534,8 @@ fn init(path: &Path, database: &Database, cluster: &str) -> Result<()> {
 }
 
 fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Error> {
+    let mut snap = read_index(database)?;
     let txn = database.begin_read()?;
-    let mut snap = Snapshot::default();
-    for row in txn.open_table(INFORMERS)?.iter()? {
-        let (k, v) = row?;
-        let (rv, seq) = v.value();
-        let state = snap.informers.entry(k.value().to_owned()).or_default();
-        state.resource_version = rv.to_owned();
-        state.seq = state.seq.max(seq);
-    }
     for row in txn.open_table(VERSIONS)?.iter()? {
         let (k, v) = row?;
         let (informer, key, seq) = k.value();
@@ -525,6 +546,20 @@ fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Err
             .entry(key.to_owned())
             .or_default()
             .push((seq, v.value().map(Box::from)));
+    }
+    Ok(snap)
+}
+
+/// Everything but the versions.
+fn read_index(database: &Database) -> std::result::Result<Snapshot, redb::Error> {
+    let txn = database.begin_read()?;
+    let mut snap = Snapshot::default();
+    for row in txn.open_table(INFORMERS)?.iter()? {
+        let (k, v) = row?;
+        let (rv, seq) = v.value();
+        let state = snap.informers.entry(k.value().to_owned()).or_default();
+        state.resource_version = rv.to_owned();
+        state.seq = state.seq.max(seq);
     }
     for row in txn.open_table(CURSORS)?.iter()? {
         let (k, v) = row?;

@@ -48,7 +48,7 @@ pub struct Durable {
     dir: PathBuf,
     state: StateDir,
     journal: informant_state::Journal,
-    /// What was on disk at start, per informer, until each informer is created and restored.
+    /// Each informer kept on disk at start (its versions are read when it is created).
     restoring: Mutex<BTreeMap<String, informant_state::InformerState>>,
     /// The cursors found at start, by (plugin, informer).
     cursors: Mutex<BTreeMap<(String, String), Cursor>>,
@@ -68,9 +68,8 @@ impl Durable {
         if let Some(aside) = set_aside {
             tracing::warn!(dir = %dir.display(), moved_to = %aside.moved_to.display(), reason = %aside.reason, "state refused and moved aside; starting without it");
         }
-        let Snapshot { informers, cursors } = state.load().map_err(fail)?;
-        let objects: usize = informers.values().map(|i| i.versions.len()).sum();
-        tracing::info!(dir = %dir.display(), informers = informers.len(), objects, cursors = cursors.len(), "state loaded");
+        let Snapshot { informers, cursors } = state.load_index().map_err(fail)?;
+        tracing::info!(dir = %dir.display(), informers = informers.len(), cursors = cursors.len(), "state opened");
         let journal = state.journal();
         let durable = Arc::new(Durable {
             dir: dir.to_path_buf(),
@@ -100,9 +99,16 @@ impl Durable {
             let kept = me.restoring.lock().remove(&id);
             let mut resumed_at = None;
             if let Some(kept) = kept {
-                let report = informer.restore(&kept.resource_version, kept.seq, kept.versions);
-                tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, "cache restored from the state directory");
-                resumed_at = Some(kept.resource_version);
+                match me.state.versions(&id) {
+                    Ok(versions) => {
+                        let report = informer.restore(&kept.resource_version, kept.seq, versions);
+                        tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, "cache restored from the state directory");
+                        resumed_at = Some(kept.resource_version);
+                    }
+                    Err(e) => {
+                        tracing::warn!(informer = %informer.description(), error = %e, "the stored cache cannot be read: listing it afresh");
+                    }
+                }
             }
             informer.set_journal(Arc::new(journal::InformerJournal::new(
                 id,

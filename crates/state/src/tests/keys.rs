@@ -90,6 +90,25 @@ async fn nasty_keys_round_trip_exactly_and_never_collide() {
         })
         .collect();
     assert_eq!(got, want);
+    // Read one informer at a time, the same, and never a neighbour's (`a/b` vs `a/b ...`).
+    for informer in informers {
+        let one: BTreeMap<String, String> = state
+            .versions(informer)
+            .unwrap()
+            .into_iter()
+            .map(|(k, vs)| (k, vs[0].1.as_deref().unwrap().to_owned()))
+            .collect();
+        assert_eq!(one, want[informer], "{informer:?}");
+    }
+    assert!(
+        state
+            .versions("apps/v1/deployments|ns=")
+            .unwrap()
+            .is_empty()
+    );
+    let index = state.load_index().unwrap();
+    assert!(index.informers.values().all(|i| i.versions.is_empty()));
+    assert_eq!(index.cursors, snap.cursors);
     let scopes: Vec<(&str, &str, &str)> = snap
         .cursors
         .iter()
