@@ -473,3 +473,56 @@ async fn corrupt_state_is_moved_aside_and_the_host_starts_without_it() {
     assert_eq!(summary(&given), Vec::<String>::new());
     host.stop().await;
 }
+
+/// `informant run --state-dir DIR` that is expected to fail at once: its exit and output.
+async fn run_failing(setup: &Setup, state: &Path) -> (std::process::ExitStatus, String) {
+    let out = guarded(
+        "informant run to exit",
+        Command::new(env!("CARGO_BIN_EXE_informant"))
+            .arg("run")
+            .arg("--kubeconfig")
+            .arg(setup.dir.path().join("kubeconfig"))
+            .arg("--plugins")
+            .arg(setup.dir.path().join("plugins"))
+            .arg("--state-dir")
+            .arg(state)
+            .env("NO_COLOR", "1")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    (out.status, text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_state_dir_in_use_or_not_a_directory_is_refused_with_its_path() {
+    let setup = Setup::new().await;
+    let host = setup.host().await;
+    // A second host on the same state: refused, and the first one's state left alone.
+    let (status, text) = run_failing(&setup, &setup.state_dir()).await;
+    assert!(!status.success());
+    assert!(text.contains("is in use by another process"), "{text}");
+    assert!(text.contains("state.redb"), "{text}");
+    let aside = std::fs::read_dir(setup.state_dir())
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains("set-aside")
+        })
+        .count();
+    assert_eq!(aside, 0);
+    host.stop().await;
+
+    // A file where the directory should be.
+    let file = setup.dir.path().join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let (status, text) = run_failing(&setup, &file).await;
+    assert!(!status.success());
+    assert!(text.contains("not-a-dir"), "{text}");
+}

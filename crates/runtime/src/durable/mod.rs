@@ -29,7 +29,7 @@ pub const SAVE_EVERY: Duration = Duration::from_secs(1);
 
 /// The state directory could not be used at all.
 #[derive(Debug, thiserror::Error)]
-#[error("state directory {dir}: {source}")]
+#[error("cannot keep durable delivery state in {} (--state-dir)", dir.display())]
 pub struct DurableError {
     dir: PathBuf,
     #[source]
