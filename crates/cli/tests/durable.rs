@@ -286,6 +286,45 @@ async fn a_restart_delivers_exactly_what_changed_while_the_host_was_down() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_build_keeps_its_cursor_and_a_changed_watch_starts_over() {
+    let setup = Setup::new().await;
+    setup
+        .server
+        .seed((0..10).map(|i| configmap("demo", &format!("cm-{i}"), "x")))
+        .unwrap();
+    let manifest = setup.dir.path().join("plugins/kubediff.toml");
+    let host = setup.host().await;
+    host.wait_for("the first replay", |r| r.len() >= 10).await;
+    host.stop().await;
+
+    // Another version of the plugin (here its limits; its code counts the same): same cursor.
+    let changed = KUBEDIFF.replace("deadline-ms = 2000", "deadline-ms = 3000");
+    std::fs::write(&manifest, &changed).unwrap();
+    setup.set("cm-1", "y");
+    let host = setup.host().await;
+    let given = host.records_until_marker(&setup, "marker-1").await;
+    assert_eq!(summary(&given), [r#"updated cm-1 "x"->"y""#]);
+    host.stop().await;
+
+    // What it watches changed: its old cursor means nothing for the new watch.
+    std::fs::write(
+        &manifest,
+        changed.replace("[config]", "label-selector = \"app=demo\"\n\n[config]"),
+    )
+    .unwrap();
+    let host = setup.host().await;
+    let given = host.records_until_marker(&setup, "marker-2").await;
+    assert_eq!(
+        given.len(),
+        11,
+        "the whole cache again: {:?}",
+        summary(&given)
+    );
+    assert!(given.iter().all(|v| v["event"] == "added"));
+    host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_history_relists_against_the_restored_cache_with_the_same_deliveries() {
     let setup = Setup::new().await;
     let mut objects: Vec<Value> = (0..20)

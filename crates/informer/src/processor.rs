@@ -380,6 +380,11 @@ impl ListenerGauges {
     pub fn handled_through(&self) -> Option<u64> {
         self.0.handled_through()
     }
+
+    /// Whether the handler was removed.
+    pub fn is_closed(&self) -> bool {
+        self.0.listener.is_closed()
+    }
 }
 
 /// Queues events for one handler alone, past its [`EventFilter`]: for a filter whose answer

@@ -36,10 +36,11 @@ pub struct DurableError {
     source: informant_state::StateError,
 }
 
-/// One plugin's handler on one informer, whose cursor is saved.
+/// One plugin's handlers on one informer (one per `[[watch]]` naming it), whose common cursor
+/// is saved: the lowest of theirs.
 struct Tracked {
     scope: String,
-    gauges: ListenerGauges,
+    handlers: Vec<ListenerGauges>,
     saved: Option<u64>,
 }
 
@@ -126,18 +127,24 @@ impl Durable {
         (c.scope == scope).then_some(c.seq)
     }
 
-    /// Saves `plugin`'s cursor on `informer` from now on, read from `gauges`.
+    /// Saves `plugin`'s cursor on `informer` from now on, read from `gauges` (with its other
+    /// handlers there, if any).
     pub fn track(&self, plugin: &str, informer: &InformerKey, scope: &str, gauges: ListenerGauges) {
         let key = (plugin.to_string(), informer.to_string());
         let saved = self.cursor(plugin, informer, scope);
-        self.tracked.lock().insert(
-            key,
-            Tracked {
-                scope: scope.to_string(),
-                gauges,
-                saved,
-            },
-        );
+        let mut tracked = self.tracked.lock();
+        let t = tracked.entry(key).or_insert_with(|| Tracked {
+            scope: scope.to_string(),
+            handlers: Vec::new(),
+            saved,
+        });
+        if t.scope != scope {
+            // A new version watching differently: its cursor starts over.
+            t.scope = scope.to_string();
+            t.saved = None;
+        }
+        t.handlers.retain(|h| !h.is_closed());
+        t.handlers.push(gauges);
     }
 
     /// Forgets a plugin removed from the plugins directory: its cursors, so a plugin of that
@@ -178,7 +185,11 @@ impl Durable {
     pub fn save(&self) {
         let mut tracked = self.tracked.lock();
         for ((plugin, informer), t) in tracked.iter_mut() {
-            let Some(at) = t.gauges.handled_through() else {
+            // A replaced version's handlers are gone; its successor's count from now on.
+            t.handlers.retain(|h| !h.is_closed());
+            let through: Option<Vec<u64>> =
+                t.handlers.iter().map(|h| h.handled_through()).collect();
+            let Some(at) = through.and_then(|all| all.into_iter().min()) else {
                 continue;
             };
             if t.saved != Some(at) {
