@@ -83,6 +83,25 @@ impl Setup {
         Host::start(self.dir.path(), &self.state_dir()).await
     }
 
+    /// `untouched` ConfigMaps nobody changes, plus `a` (to modify) and `b` (to delete).
+    fn seed_untouched_and_a_b(&self, untouched: usize) {
+        let mut objects: Vec<Value> = (0..untouched)
+            .map(|i| configmap("demo", &format!("same-{i:03}"), "x"))
+            .collect();
+        objects.push(configmap("demo", "a", "before"));
+        objects.push(configmap("demo", "b", "doomed"));
+        self.server.seed(objects).unwrap();
+    }
+
+    /// While the host is down: `a` modified, `b` deleted, `c` created.
+    fn change_a_b_c(&self) {
+        self.set("a", "after");
+        self.server
+            .delete("v1", "ConfigMap", Some("demo"), "b")
+            .unwrap();
+        self.server.create(configmap("demo", "c", "new")).unwrap();
+    }
+
     fn set(&self, name: &str, value: &str) {
         let mut cm = configmap("demo", name, value);
         cm["metadata"]["resourceVersion"] = Value::Null;
@@ -246,25 +265,14 @@ fn summary(records: &[Value]) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_delivers_exactly_what_changed_while_the_host_was_down() {
     let setup = Setup::new().await;
-    let mut objects: Vec<Value> = (0..100)
-        .map(|i| configmap("demo", &format!("same-{i:03}"), "x"))
-        .collect();
-    objects.push(configmap("demo", "a", "before"));
-    objects.push(configmap("demo", "b", "doomed"));
-    setup.server.seed(objects).unwrap();
+    setup.seed_untouched_and_a_b(100);
 
     let host = setup.host().await;
     host.wait_for("the first replay", |r| r.len() >= 102).await;
     assert_eq!(summary(&host.records()).len(), 102);
     host.stop().await;
 
-    // While nobody runs: A modified, B deleted, C created.
-    setup.set("a", "after");
-    setup
-        .server
-        .delete("v1", "ConfigMap", Some("demo"), "b")
-        .unwrap();
-    setup.server.create(configmap("demo", "c", "new")).unwrap();
+    setup.change_a_b_c();
 
     let host = setup.host().await;
     let given = host.records_until_marker(&setup, "marker").await;
@@ -327,22 +335,12 @@ async fn a_new_build_keeps_its_cursor_and_a_changed_watch_starts_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_history_relists_against_the_restored_cache_with_the_same_deliveries() {
     let setup = Setup::new().await;
-    let mut objects: Vec<Value> = (0..20)
-        .map(|i| configmap("demo", &format!("same-{i:03}"), "x"))
-        .collect();
-    objects.push(configmap("demo", "a", "before"));
-    objects.push(configmap("demo", "b", "doomed"));
-    setup.server.seed(objects).unwrap();
+    setup.seed_untouched_and_a_b(20);
     let host = setup.host().await;
     host.wait_for("the first replay", |r| r.len() >= 22).await;
     host.stop().await;
 
-    setup.set("a", "after");
-    setup
-        .server
-        .delete("v1", "ConfigMap", Some("demo"), "b")
-        .unwrap();
-    setup.server.create(configmap("demo", "c", "new")).unwrap();
+    setup.change_a_b_c();
     // The server forgets its history: the stored resourceVersion is too old (410).
     setup.server.faults().compact();
 

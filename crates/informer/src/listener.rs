@@ -418,6 +418,20 @@ mod tests {
             .collect()
     }
 
+    /// `Type name rv[ initial]`, or `synced`.
+    fn describe(d: Delivery) -> String {
+        match d {
+            Delivery::Event(e) => format!(
+                "{:?} {} {}{}",
+                e.event_type,
+                e.object.name(),
+                e.object.resource_version(),
+                if e.initial { " initial" } else { "" }
+            ),
+            Delivery::Synced => "synced".into(),
+        }
+    }
+
     fn rv(o: &Option<Arc<CachedObject>>) -> Option<&str> {
         o.as_deref().map(CachedObject::resource_version)
     }
@@ -595,19 +609,7 @@ mod tests {
         l.push(Event::updated(obj("a", 2), obj("a", 4)));
         l.push(Event::deleted(obj("b", 5), false));
         assert_eq!((l.backlog(), l.received()), (4, 4));
-        let mut got = Vec::new();
-        while let Some(d) = l.try_pop() {
-            got.push(match d {
-                Delivery::Event(e) => format!(
-                    "{:?} {} {}{}",
-                    e.event_type,
-                    e.object.name(),
-                    e.object.resource_version(),
-                    if e.initial { " initial" } else { "" }
-                ),
-                Delivery::Synced => "synced".into(),
-            });
-        }
+        let got: Vec<String> = std::iter::from_fn(|| l.try_pop()).map(describe).collect();
         assert_eq!(
             got,
             [
@@ -633,18 +635,7 @@ mod tests {
         l.push(Event::updated(obj("k7", 8), obj("k7", 2_000)));
         // An initial add behind the marker must not jump ahead of it.
         l.push(Event::added(obj("late", 2_001), true));
-        let got: Vec<String> = std::iter::from_fn(|| l.try_pop())
-            .map(|d| match d {
-                Delivery::Event(e) => format!(
-                    "{:?} {} {}{}",
-                    e.event_type,
-                    e.object.name(),
-                    e.object.resource_version(),
-                    if e.initial { " initial" } else { "" }
-                ),
-                Delivery::Synced => "synced".into(),
-            })
-            .collect();
+        let got: Vec<String> = std::iter::from_fn(|| l.try_pop()).map(describe).collect();
         assert_eq!(got.len(), 1_003);
         assert_eq!(got[0], "Added k0 1 initial");
         assert_eq!(got[999], "Added k999 1000 initial");
