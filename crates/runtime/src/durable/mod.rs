@@ -188,6 +188,11 @@ impl Durable {
         self.journal.flush().await;
     }
 
+    /// Waits until everything journaled so far is on disk (or the journal stopped writing).
+    pub async fn flush(&self) {
+        self.journal.flush().await;
+    }
+
     /// Keeps an event a plugin failed for good.
     pub fn dead_letter(&self, letter: DeadLetter) {
         self.journal.dead_letter(letter);
