@@ -206,6 +206,11 @@ impl Durable {
         self.state.dead_letters(plugin)
     }
 
+    /// How many dead letters each plugin holding any has.
+    pub fn dead_letter_counts(&self) -> Result<BTreeMap<String, u64>, informant_state::StateError> {
+        self.state.dead_letter_counts()
+    }
+
     /// Removes dead letters and returns them (to re-drive or drop).
     pub fn take_dead_letters(
         &self,
