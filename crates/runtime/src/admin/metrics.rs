@@ -557,32 +557,42 @@ impl StateSample {
                 )
             }),
         )?;
-        let none: Labels<0> = [];
-        family(
+        single(
             enc,
             "informant_dead_letters_dropped",
             "Dead letters dropped, oldest first, because their plugin already had as many as are kept.",
-            std::iter::once((none.clone(), ConstCounter::new(self.dead_letters_dropped))),
+            ConstCounter::new(self.dead_letters_dropped),
         )?;
-        family(
+        single(
             enc,
             "informant_state_degraded",
             "1 once the state directory's journal stopped writing (a disk error); deliveries go on without it.",
-            std::iter::once((none.clone(), ConstGauge::new(u64::from(self.degraded)))),
+            ConstGauge::new(u64::from(self.degraded)),
         )?;
-        family(
+        single(
             enc,
             "informant_state_bytes_written",
             "Bytes written to the state file since the host started.",
-            std::iter::once((none.clone(), ConstCounter::new(self.bytes_written))),
+            ConstCounter::new(self.bytes_written),
         )?;
-        family(
+        single(
             enc,
             "informant_state_ops",
             "Changes (object versions, cursors, dead letters) committed to the state file since the host started.",
-            std::iter::once((none, ConstCounter::new(self.ops))),
+            ConstCounter::new(self.ops),
         )
     }
+}
+
+/// Encodes a family of one sample without labels (written `name 3`, not `name{} 3`, which some
+/// parsers refuse).
+fn single<M: EncodeMetric + TypedMetric>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    m: M,
+) -> Result<(), fmt::Error> {
+    m.encode(enc.encode_descriptor(name, help, None, M::TYPE)?)
 }
 
 const STATES: [(PluginState, &str); 3] = [
@@ -756,6 +766,57 @@ mod tests {
         assert!(
             missing.is_empty() && extra.is_empty(),
             "docs/src/operations.md's `## Metrics` table (name, type): rows missing for {missing:?}; rows for nothing the code has: {extra:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn dead_letters_past_the_bound_drop_the_oldest_and_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let durable = crate::durable::Durable::open(dir.path(), "test").unwrap();
+        let max = informant_state::MAX_DEAD_LETTERS_PER_PLUGIN;
+        for n in 0..max + 3 {
+            durable.dead_letter(informant_state::DeadLetter {
+                id: 0,
+                plugin: "team-a/p".into(),
+                informer: "/v1/configmaps".into(),
+                key: format!("ns/cm-{n}"),
+                resource_version: n.to_string(),
+                event: "added".into(),
+                error: "boom".into(),
+                attempts: 1,
+                at_unix_ms: 0,
+            });
+        }
+        durable.flush().await;
+        let sample = StateSample::gather(&durable, &[]);
+        assert_eq!(
+            sample.dead_letters,
+            [("p".to_string(), "team-a".to_string(), max as u64)]
+        );
+        assert_eq!(sample.dead_letters_dropped, 3);
+        let oldest = &durable.dead_letters(Some("team-a/p")).unwrap()[0];
+        assert_eq!(oldest.key, "ns/cm-3", "the oldest three went");
+        let mut out = String::new();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Snapshot {
+            plugins: Vec::new(),
+            waiting: Vec::new(),
+            filters: Vec::new(),
+            informers: Vec::new(),
+            listeners: BTreeMap::new(),
+            plugin_metrics: Default::default(),
+            state: Some(sample),
+        }));
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        assert!(
+            out.contains(&format!(
+                "informant_dead_letters{{plugin=\"p\",tenant=\"team-a\"}} {max}\n"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains("informant_dead_letters_dropped_total 3\n"),
+            "{out}"
         );
     }
 
