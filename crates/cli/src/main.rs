@@ -52,6 +52,8 @@ enum Command {
     Status(cli::status::Args),
     /// One plugin's log lines from a running host's admin server (`-f` to follow).
     Logs(cli::logs::Args),
+    /// Events a running host's plugins failed for good (with `--state-dir`): list, retry, drop.
+    DeadLetters(cli::dead_letters::Args),
 }
 
 /// mimalloc rather than glibc's malloc: a list's decoding garbage is handed back to the system
@@ -77,6 +79,7 @@ async fn run(command: Command) -> Result<()> {
         Command::Replay(args) => cli::replay::run(args).await,
         Command::Status(args) => cli::status::run(args).await,
         Command::Logs(args) => cli::logs::run(args).await,
+        Command::DeadLetters(args) => cli::dead_letters::run(args).await,
     }
 }
 

@@ -402,6 +402,16 @@ impl Injector {
     pub fn push(&self, event: Event) {
         self.0.listener.push(event);
     }
+
+    /// Queues `event` like [`push`](Self::push), unless the handler's [`EventFilter`] rejects
+    /// its object now; whether it was queued.
+    pub fn offer(&self, event: Event) -> bool {
+        let accepted = self.0.accepts(&event.object);
+        if accepted {
+            self.0.listener.push(event);
+        }
+        accepted
+    }
 }
 
 impl std::fmt::Debug for Injector {

@@ -76,6 +76,20 @@ pub struct Retry {
     pub initial_backoff_ms: Option<u32>,
     /// The longest backoff in milliseconds.
     pub max_backoff_ms: Option<u32>,
+    /// Which failed events are kept as dead letters (with a state directory).
+    pub dead_letter: Option<DeadLetters>,
+}
+
+/// Which of a plugin's failed events the host keeps as dead letters (`retry.dead-letter`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeadLetters {
+    /// Only events whose `retry` answers ran past `max-attempts`.
+    #[default]
+    Exhausted,
+    /// Every event that ends failed: retries run out, an error returned, a trap, a missed
+    /// deadline.
+    Failed,
 }
 
 /// A plugin's manifest.

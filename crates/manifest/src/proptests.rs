@@ -102,6 +102,7 @@ fn expect(a: &Applied) -> Expect {
         ["limits", "memory-mib" | "deadline-ms"]
         | ["retry", "initial-backoff-ms" | "max-backoff-ms"] => int_in(v, 1, u32::MAX.into()),
         ["retry", "max-attempts"] => int_in(v, 0, u32::MAX.into()),
+        ["retry", "dead-letter"] => string_with(v, |s| matches!(s, "exhausted" | "failed")),
         ["watch"] if matches!(a.site.0.last(), Some(Seg::Index(_))) => {
             if v.is_table() {
                 Expect::Either

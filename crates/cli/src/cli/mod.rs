@@ -3,6 +3,7 @@
 
 pub mod apiserver;
 pub mod check;
+pub mod dead_letters;
 pub mod dev;
 pub mod logs;
 pub mod new;

@@ -438,6 +438,17 @@ impl Store {
         self.inner.read().indices.field_count()
     }
 
+    /// Runs `f` on the object under `key` (or `None`) while writers are excluded, so that
+    /// whatever `f` enqueues is ordered exactly between the writes before and after it.
+    pub fn read_key_consistent<R>(
+        &self,
+        key: &ObjectKey,
+        f: impl FnOnce(Option<&Arc<CachedObject>>) -> R,
+    ) -> R {
+        let inner = self.inner.read();
+        f(inner.objects.get(key).map(|e| &e.object))
+    }
+
     /// Runs `f` over every cached object while writers are excluded, so that whatever `f`
     /// enqueues is ordered exactly between the writes before and after it.
     /// `f` also learns whether the store has synced, consistently with the objects it sees.

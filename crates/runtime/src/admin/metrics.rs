@@ -24,7 +24,7 @@ use super::AdminState;
 use super::plugin_metrics::PluginMetricsSample;
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::scheduler::TickOutcome;
-use crate::plugin::{PluginState, WaitingFor};
+use crate::plugin::{PluginState, RunningPlugin, WaitingFor};
 
 /// The `Content-Type` of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -90,6 +90,44 @@ struct ListenerSample {
     delivered: u64,
 }
 
+/// The state directory's figures, with `--state-dir`.
+#[derive(Debug, Default)]
+struct StateSample {
+    /// Dead letters kept per (plugin, tenant): every plugin holding any, and every running one.
+    dead_letters: Vec<(String, String, u64)>,
+    /// Dead letters dropped past a plugin's bound since the host started.
+    dead_letters_dropped: u64,
+    degraded: bool,
+    bytes_written: u64,
+    ops: u64,
+}
+
+impl StateSample {
+    fn gather(durable: &crate::durable::Durable, running: &[RunningPlugin]) -> StateSample {
+        let stats = durable.stats();
+        let mut counts = durable.dead_letter_counts().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "counting dead letters for /metrics failed");
+            Default::default()
+        });
+        for r in running {
+            counts.entry(r.id.to_string()).or_insert(0);
+        }
+        StateSample {
+            dead_letters: counts
+                .into_iter()
+                .map(|(id, n)| {
+                    let (tenant, name) = id.split_once('/').unwrap_or(("", &id));
+                    (escape(name), escape(tenant), n)
+                })
+                .collect(),
+            dead_letters_dropped: stats.dead_letters_dropped,
+            degraded: stats.degraded.is_some(),
+            bytes_written: stats.bytes_written,
+            ops: stats.ops,
+        }
+    }
+}
+
 /// Every figure of one scrape, read at once.
 #[derive(Debug)]
 struct Snapshot {
@@ -103,6 +141,8 @@ struct Snapshot {
     listeners: BTreeMap<(String, String), ListenerSample>,
     /// What the plugins count themselves (the `metrics` import).
     plugin_metrics: PluginMetricsSample,
+    /// With `--state-dir`.
+    state: Option<StateSample>,
 }
 
 impl Snapshot {
@@ -134,6 +174,8 @@ impl Snapshot {
 
         let running = state.plugins();
         let plugin_metrics = PluginMetricsSample::gather(&running, escape);
+        let durable = state.host().and_then(|h| h.durable());
+        let state_sample = durable.map(|d| StateSample::gather(d, &running));
         let plugins = running
             .iter()
             .map(|r| {
@@ -213,6 +255,7 @@ impl Snapshot {
             informers,
             listeners,
             plugin_metrics,
+            state: state_sample,
         }
     }
 }
@@ -494,8 +537,62 @@ impl Collector for Snapshot {
                 .iter()
                 .map(|(k, l)| (listener_labels(k), counter(l.delivered))),
         )?;
+        if let Some(s) = &self.state {
+            s.encode(&mut enc)?;
+        }
         self.plugin_metrics.encode(&mut enc)
     }
+}
+
+impl StateSample {
+    fn encode(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        family(
+            enc,
+            "informant_dead_letters",
+            "Events the plugin failed for good, kept in the state directory now.",
+            self.dead_letters.iter().map(|(plugin, tenant, n)| {
+                (
+                    [("plugin", plugin.clone()), ("tenant", tenant.clone())],
+                    ConstGauge::new(*n),
+                )
+            }),
+        )?;
+        single(
+            enc,
+            "informant_dead_letters_dropped",
+            "Dead letters dropped, oldest first, because their plugin already had as many as are kept.",
+            ConstCounter::new(self.dead_letters_dropped),
+        )?;
+        single(
+            enc,
+            "informant_state_degraded",
+            "1 once the state directory's journal stopped writing (a disk error); deliveries go on without it.",
+            ConstGauge::new(u64::from(self.degraded)),
+        )?;
+        single(
+            enc,
+            "informant_state_bytes_written",
+            "Bytes written to the state file since the host started.",
+            ConstCounter::new(self.bytes_written),
+        )?;
+        single(
+            enc,
+            "informant_state_ops",
+            "Changes (object versions, cursors, dead letters) committed to the state file since the host started.",
+            ConstCounter::new(self.ops),
+        )
+    }
+}
+
+/// Encodes a family of one sample without labels (written `name 3`, not `name{} 3`, which some
+/// parsers refuse).
+fn single<M: EncodeMetric + TypedMetric>(
+    enc: &mut DescriptorEncoder<'_>,
+    name: &str,
+    help: &str,
+    m: M,
+) -> Result<(), fmt::Error> {
+    m.encode(enc.encode_descriptor(name, help, None, M::TYPE)?)
 }
 
 const STATES: [(PluginState, &str); 3] = [
@@ -604,6 +701,13 @@ mod tests {
                 },
             )]),
             plugin_metrics: super::super::plugin_metrics::tests::sample(),
+            state: Some(StateSample {
+                dead_letters: vec![("p".into(), "t".into(), 1)],
+                dead_letters_dropped: 1,
+                degraded: false,
+                bytes_written: 1,
+                ops: 1,
+            }),
         }
     }
 
@@ -665,6 +769,57 @@ mod tests {
         );
     }
 
+    #[tokio::test]
+    async fn dead_letters_past_the_bound_drop_the_oldest_and_are_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let durable = crate::durable::Durable::open(dir.path(), "test").unwrap();
+        let max = informant_state::MAX_DEAD_LETTERS_PER_PLUGIN;
+        for n in 0..max + 3 {
+            durable.dead_letter(informant_state::DeadLetter {
+                id: 0,
+                plugin: "team-a/p".into(),
+                informer: "/v1/configmaps".into(),
+                key: format!("ns/cm-{n}"),
+                resource_version: n.to_string(),
+                event: "added".into(),
+                error: "boom".into(),
+                attempts: 1,
+                at_unix_ms: 0,
+            });
+        }
+        durable.flush().await;
+        let sample = StateSample::gather(&durable, &[]);
+        assert_eq!(
+            sample.dead_letters,
+            [("p".to_string(), "team-a".to_string(), max as u64)]
+        );
+        assert_eq!(sample.dead_letters_dropped, 3);
+        let oldest = &durable.dead_letters(Some("team-a/p")).unwrap()[0];
+        assert_eq!(oldest.key, "ns/cm-3", "the oldest three went");
+        let mut out = String::new();
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Snapshot {
+            plugins: Vec::new(),
+            waiting: Vec::new(),
+            filters: Vec::new(),
+            informers: Vec::new(),
+            listeners: BTreeMap::new(),
+            plugin_metrics: Default::default(),
+            state: Some(sample),
+        }));
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        assert!(
+            out.contains(&format!(
+                "informant_dead_letters{{plugin=\"p\",tenant=\"team-a\"}} {max}\n"
+            )),
+            "{out}"
+        );
+        assert!(
+            out.contains("informant_dead_letters_dropped_total 3\n"),
+            "{out}"
+        );
+    }
+
     #[test]
     fn families_without_samples_are_left_out() {
         let snapshot = Snapshot {
@@ -682,6 +837,7 @@ mod tests {
             }],
             listeners: BTreeMap::new(),
             plugin_metrics: Default::default(),
+            state: None,
         };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot));
@@ -689,6 +845,11 @@ mod tests {
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         assert!(!out.contains("informant_plugin_"), "{out}");
         assert!(!out.contains("informant_listener_"), "{out}");
+        assert!(
+            !out.contains("informant_state_"),
+            "without --state-dir: {out}"
+        );
+        assert!(!out.contains("informant_dead_letters"), "{out}");
         assert!(
             out.contains("# TYPE informant_informer_synced gauge\n"),
             "{out}"

@@ -18,7 +18,8 @@
 //!   [`AdminState::record_reconcile`].
 //!
 //! - [`client`]: reading a running host's admin server: its plugins' status as a table, a
-//!   plugin's log lines.
+//!   plugin's log lines, dead letters.
+//! - [`dead_letters`]: what `/dead-letters` answers, and retrying or dropping them.
 //! - [`logs`]: what `/logs` answers.
 //! - [`metrics`]: the scrape-time collector and the metric names.
 //! - `plugin_metrics`: the plugins' own metrics (the `metrics` import), merged by name.
@@ -26,6 +27,7 @@
 //! - [`server`]: the axum routes and the listener.
 
 pub mod client;
+pub mod dead_letters;
 pub mod logs;
 pub mod metrics;
 mod plugin_metrics;

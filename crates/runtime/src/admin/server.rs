@@ -7,6 +7,7 @@
 //! | `GET /metrics` | OpenMetrics text (see [`super::metrics`]) |
 //! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::PluginStatus) per running or waiting plugin |
 //! | `GET /logs?plugin=NAME[&tenant=T][&follow=1][&tail=N]` | one plugin's last log lines as JSON lines, followed if asked (see [`super::logs`]); `404` for a plugin neither loaded nor waiting |
+//! | `GET /dead-letters[?plugin=P]`, `POST /dead-letters/retry`, `POST /dead-letters/drop` | the events plugins failed for good, with `--state-dir` (see [`super::dead_letters`]) |
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,12 +15,12 @@ use std::sync::Arc;
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::{Extension, Router};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
-use super::{AdminState, Error, Result, logs, metrics, readiness};
+use super::{AdminState, Error, Result, dead_letters, logs, metrics, readiness};
 
 /// A running admin server; stops when [`shutdown`](Self::shutdown) is called or it is dropped.
 pub struct AdminServer {
@@ -50,7 +51,7 @@ impl AdminServer {
                 tracing::error!(error = %e, "admin server stopped");
             }
         });
-        tracing::info!(addr = %bound, "admin server: /metrics /healthz /readyz /plugins /logs");
+        tracing::info!(addr = %bound, "admin server: /metrics /healthz /readyz /plugins /logs /dead-letters");
         Ok(AdminServer {
             addr: bound,
             stop: Some(stop),
@@ -97,6 +98,9 @@ fn routes(state: Arc<AdminState>, stopping: logs::Stopping) -> Router {
         .route("/metrics", get(metrics_text))
         .route("/plugins", get(plugins))
         .route("/logs", get(logs::logs))
+        .route("/dead-letters", get(dead_letters::list))
+        .route("/dead-letters/retry", post(dead_letters::retry))
+        .route("/dead-letters/drop", post(dead_letters::drop_letters))
         .layer(Extension(stopping))
         .with_state(state)
 }

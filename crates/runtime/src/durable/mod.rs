@@ -205,6 +205,11 @@ impl Durable {
         self.journal.flush().await;
     }
 
+    /// Waits until everything journaled so far is on disk (or the journal stopped writing).
+    pub async fn flush(&self) {
+        self.journal.flush().await;
+    }
+
     /// Keeps an event a plugin failed for good.
     pub fn dead_letter(&self, letter: DeadLetter) {
         self.journal.dead_letter(letter);
@@ -216,6 +221,11 @@ impl Durable {
         plugin: Option<&str>,
     ) -> Result<Vec<DeadLetter>, informant_state::StateError> {
         self.state.dead_letters(plugin)
+    }
+
+    /// How many dead letters each plugin holding any has.
+    pub fn dead_letter_counts(&self) -> Result<BTreeMap<String, u64>, informant_state::StateError> {
+        self.state.dead_letter_counts()
     }
 
     /// Removes dead letters and returns them (to re-drive or drop).

@@ -162,6 +162,14 @@ async fn dead_letters_are_bounded_per_plugin_and_ids_stay_monotonic() {
             state.dead_letters(None).unwrap().len(),
             MAX_DEAD_LETTERS_PER_PLUGIN + 1
         );
+        assert_eq!(
+            state.dead_letter_counts().unwrap(),
+            [
+                ("p1".to_string(), MAX_DEAD_LETTERS_PER_PLUGIN as u64),
+                ("p2".to_string(), 1)
+            ]
+            .into()
+        );
 
         let taken = state.take_dead_letters("p1", &[6, 7, 999_999]).unwrap();
         assert_eq!(taken.iter().map(|l| l.id).collect::<Vec<_>>(), vec![6, 7]);

@@ -71,6 +71,8 @@ pub struct RetryPolicy {
     pub initial_backoff: Duration,
     /// The longest backoff.
     pub max_backoff: Duration,
+    /// Which failed events are kept as dead letters (when the host keeps any).
+    pub dead_letters: crate::manifest::DeadLetters,
 }
 
 impl Default for RetryPolicy {
@@ -79,6 +81,7 @@ impl Default for RetryPolicy {
             max_attempts: 5,
             initial_backoff: Duration::from_millis(200),
             max_backoff: Duration::from_secs(60),
+            dead_letters: crate::manifest::DeadLetters::default(),
         }
     }
 }
@@ -94,6 +97,7 @@ impl RetryPolicy {
             max_attempts: r.max_attempts.unwrap_or(d.max_attempts),
             initial_backoff: ms(r.initial_backoff_ms, d.initial_backoff),
             max_backoff: ms(r.max_backoff_ms, d.max_backoff),
+            dead_letters: r.dead_letter.unwrap_or_default(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! Execution: a plugin version as an actor that owns its instance.
 //!
 //! - [`compile_cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
+//! - [`dead_letter`]: the events a plugin failed for good, handed on to be kept.
 //! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
 //! - [`histogram`]: the dispatch-delay and call-duration histograms a supervisor keeps.
 //! - [`instance`]: one live instance, `init` and `handle-queued` under deadlines and a memory cap.
@@ -8,6 +9,7 @@
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
 
 pub mod compile_cache;
+pub mod dead_letter;
 pub mod engine;
 pub mod histogram;
 pub mod instance;

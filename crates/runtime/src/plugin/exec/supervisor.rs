@@ -12,6 +12,8 @@
 //! - A `retry` answer redelivers the object's latest state after a per-object exponential
 //!   backoff ([`RetryPolicy`](crate::plugin::RetryPolicy)); a newer event for the object replaces the pending retry, and
 //!   past `max-attempts` the event counts as failed.
+//! - An event failed for good goes to the handler's dead-letter sink, if it has one (see
+//!   [`dead_letter`](crate::plugin::exec::dead_letter) for which).
 //! - A handler's queued events go to the plugin in one `handle-queued` call per wake-up; each
 //!   event is bounded by its own deadline, and a failure is the failure of the event in hand:
 //!   those before it keep their outcomes, those after it go to the next instance.
@@ -32,7 +34,9 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::informer::{Event, EventType, Handler, Holds, ObjectKey, Store};
+use crate::manifest::DeadLetters;
 use crate::plugin::dispatch::gate::Gate;
+use crate::plugin::exec::dead_letter::{DeadLetterSink, FailedEvent};
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
 use crate::plugin::exec::scheduler::{self, ScheduleStats, TickOutcome};
@@ -254,6 +258,7 @@ impl Supervisor {
                 pending: Mutex::default(),
                 next_token: AtomicU64::new(0),
                 holds,
+                dead_letters: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -350,7 +355,7 @@ impl Supervisor {
                 Ready::Failed(e) => {
                     let first = events.remove(0);
                     self.fail(&mut inner, &first, &e, "init");
-                    out.push((first, Delivered::Failed));
+                    out.push((first, Delivered::Failed(format!("init: {e}"))));
                     continue;
                 }
             };
@@ -371,7 +376,7 @@ impl Supervisor {
                 let skipped = CallError::Guest("handle-queued returned before taking it".into());
                 for event in events.drain(..) {
                     self.fail(&mut inner, &event, &skipped, "handle");
-                    out.push((event, Delivered::Failed));
+                    out.push((event, Delivered::Failed(skipped.to_string())));
                 }
             }
         }
@@ -425,21 +430,31 @@ impl Supervisor {
                     Handled::Retry { reason, after } => Delivered::Retry { reason, after },
                 }
             }
-            Err(_) if taken.tallied => Delivered::Failed,
+            Err(e) if taken.tallied => Delivered::Failed(e.to_string()),
             Err(e) => {
                 self.fail(inner, &taken.event, &e, "handle");
-                Delivered::Failed
+                Delivered::Failed(e.to_string())
             }
         };
         (taken.event, delivered)
     }
 
-    /// Counts an event whose retries ran out as failed; the instance is healthy.
-    fn give_up(&self, event: &Event, attempts: u32, reason: &str) {
+    /// Counts an event whose retries ran out as failed (the instance is healthy), and hands it
+    /// to `dead_letters`.
+    fn give_up(
+        &self,
+        event: &Event,
+        attempts: u32,
+        reason: &str,
+        dead_letters: Option<&DeadLetterSink>,
+    ) {
         let key = event.key().as_str();
         let error = format!("gave up after {attempts} retries: {reason}");
         tracing::warn!(parent: &self.span, key, error, "plugin failed an event");
         self.tally.fail(key, "handle", &error);
+        if let Some(sink) = dead_letters {
+            sink(FailedEvent::of(event, error, attempts + 1));
+        }
     }
 
     /// One call succeeded: enough of them in a row clear the failure count.
@@ -482,7 +497,8 @@ impl Supervisor {
 /// What became of one delivery.
 enum Delivered {
     Done,
-    Failed,
+    /// Failed, with the error.
+    Failed(String),
     /// Not delivered: the plugin is quarantined or being removed.
     Dropped,
     Retry {
@@ -496,6 +512,15 @@ pub struct PluginHandler {
     supervisor: Arc<Supervisor>,
     resource: Arc<WitResource>,
     retries: Arc<Retries>,
+}
+
+impl PluginHandler {
+    /// Hands the events this handler's plugin fails for good to `sink` (see
+    /// [`dead_letter`](crate::plugin::exec::dead_letter)); only the first sink set is used.
+    pub fn with_dead_letters(self, sink: DeadLetterSink) -> Self {
+        let _ = self.retries.dead_letters.set(sink);
+        self
+    }
 }
 
 impl Handler for PluginHandler {
@@ -519,6 +544,8 @@ struct Retries {
     next_token: AtomicU64,
     /// A scheduled redelivery holds the handler's delivery cursor below its change.
     holds: Holds,
+    /// Where events failed for good go, if anywhere.
+    dead_letters: std::sync::OnceLock<DeadLetterSink>,
 }
 
 /// Retries of one object since it was last handled or failed for good.
@@ -570,6 +597,11 @@ impl Retries {
         Ok((p.attempts, token))
     }
 
+    /// Redeliveries made of `key` since it was last handled or failed for good.
+    fn attempts(&self, key: &ObjectKey) -> u32 {
+        self.pending.lock().get(key).map_or(0, |p| p.attempts)
+    }
+
     /// Whether the redelivery `token` is still the one wanted for `key`.
     fn is_due(&self, key: &ObjectKey, token: u64) -> bool {
         self.pending.lock().get(key).and_then(|p| p.token) == Some(token)
@@ -603,7 +635,16 @@ async fn deliver(
         .instrument(supervisor.span.clone())
         .await;
     fn settled((event, d): &(Event, Delivered)) -> Option<&ObjectKey> {
-        matches!(d, Delivered::Done | Delivered::Failed).then(|| event.key())
+        matches!(d, Delivered::Done | Delivered::Failed(_)).then(|| event.key())
+    }
+    let keep_failed = supervisor.spec.retry.dead_letters == DeadLetters::Failed;
+    if let Some(sink) = retries.dead_letters.get().filter(|_| keep_failed) {
+        for (event, d) in &delivered {
+            if let Delivered::Failed(error) = d {
+                let attempts = retries.attempts(event.key()) + 1;
+                sink(FailedEvent::of(event, error.clone(), attempts));
+            }
+        }
     }
     if !delivered
         .iter()
@@ -616,7 +657,7 @@ async fn deliver(
     // In order: a retry scheduled for an object, then a later event of it handled, forgets it.
     for (event, delivered) in delivered {
         match delivered {
-            Delivered::Done | Delivered::Failed => retries.forget(std::iter::once(event.key())),
+            Delivered::Done | Delivered::Failed(_) => retries.forget(std::iter::once(event.key())),
             Delivered::Dropped => {}
             Delivered::Retry { reason, after } => {
                 schedule_retry(supervisor, resource, retries, event, &reason, after)
@@ -637,7 +678,10 @@ fn schedule_retry(
     let key = event.key().clone();
     let (attempt, token) = match retries.attempt(&key, policy.max_attempts) {
         Ok(next) => next,
-        Err(made) => return supervisor.give_up(&event, made, reason),
+        Err(made) => {
+            let sink = retries.dead_letters.get();
+            return supervisor.give_up(&event, made, reason, sink);
+        }
     };
     supervisor.retried.fetch_add(1, Ordering::Relaxed);
     let wait = policy.backoff(attempt, after);
@@ -715,6 +759,7 @@ mod tests {
             pending: Mutex::default(),
             next_token: AtomicU64::new(0),
             holds: Holds::new(),
+            dead_letters: std::sync::OnceLock::new(),
         }
     }
 

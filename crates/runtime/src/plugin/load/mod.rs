@@ -9,6 +9,7 @@
 //! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
 //! - `prepare`: one version from bytes to a started supervisor, not yet registered.
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
+//! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
 //! - [`rediscover`]: re-expands running wildcard watches when CRDs change (and periodically).
 //! - [`reload`]: watches the directory ([`crate::fswatch`]) and reconciles once changes settle.
 //! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
@@ -25,6 +26,7 @@ pub mod loader;
 pub mod permitted;
 mod prepare;
 pub mod rediscover;
+pub mod redrive;
 pub mod reload;
 pub mod retry;
 mod scan;

@@ -14,6 +14,7 @@ use crate::informer::{
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::gate::{Gate, Gated};
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
+use crate::plugin::exec::dead_letter::{DeadLetterSink, FailedEvent};
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::bindings::WitResource;
@@ -360,6 +361,10 @@ pub(super) fn register(
         policy.budget.clone(),
         holds,
     );
+    let handler = match durable {
+        Some(d) => handler.with_dead_letters(dead_letter_sink(d, &name, informer.key())),
+        None => handler,
+    };
     let shared = informer.informer();
     let gate = gate.clone();
     let handle = match &policy.budget {
@@ -374,6 +379,28 @@ pub(super) fn register(
         d.track(&name, informer.key(), scope, handle.gauges());
     }
     handle
+}
+
+/// Keeps what `plugin`'s handler on `informer` fails for good in `durable`.
+fn dead_letter_sink(
+    durable: &Arc<Durable>,
+    plugin: &str,
+    informer: &InformerKey,
+) -> DeadLetterSink {
+    let (durable, plugin, informer) = (durable.clone(), plugin.to_string(), informer.to_string());
+    Arc::new(move |failed: FailedEvent| {
+        durable.dead_letter(informant_state::DeadLetter {
+            id: 0,
+            plugin: plugin.clone(),
+            informer: informer.clone(),
+            key: failed.key,
+            resource_version: failed.resource_version,
+            event: failed.event.to_string(),
+            error: failed.error,
+            attempts: failed.attempts,
+            at_unix_ms: jiff::Timestamp::now().as_millisecond(),
+        })
+    })
 }
 
 /// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`,

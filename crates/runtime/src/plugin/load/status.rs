@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::{broadcast, watch};
 
-use crate::informer::{Access, ListenerGauges, SharedInformer};
+use crate::informer::{Access, Injector, ListenerGauges, SharedInformer, Store};
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::gate::Gate;
 use crate::plugin::exec::supervisor::{PluginState, Supervisor};
@@ -102,6 +102,9 @@ pub(super) struct Running {
     pub(super) informers: Vec<(Arc<SharedInformer>, Option<String>)>,
     pub(super) not_permitted: Vec<NotPermitted>,
     pub(super) gate: Gate,
+    /// Per informer it is registered with: the informer's id, its store, and its handler's
+    /// queue (where a dead letter is re-driven).
+    pub(super) queues_by_informer: Vec<(String, Arc<Store>, Injector)>,
 }
 
 impl Running {
@@ -181,6 +184,11 @@ impl PluginHost {
                         informers,
                         not_permitted: l.not_permitted.clone(),
                         gate: l.gate.clone(),
+                        queues_by_informer: l
+                            .handles
+                            .iter()
+                            .map(|(i, h)| (i.key().to_string(), i.store().clone(), h.injector()))
+                            .collect(),
                     },
                 )
             })

@@ -1,5 +1,6 @@
 //! Reading a running host's admin server from outside: `informant status` (its plugins as a
-//! table) and `informant logs` (one plugin's log lines, followed if asked).
+//! table), `informant logs` (one plugin's log lines, followed if asked) and `informant
+//! dead-letters` ([`dead_letters`]).
 //!
 //! Plain HTTP/1.1 over one TCP connection per request; the admin server has no TLS and no
 //! authentication of its own (it is meant for loopback or a pod network).
@@ -13,6 +14,8 @@ use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
 use crate::plugin::imports::log::escape_controls;
+
+pub mod dead_letters;
 
 /// How long connecting and the answer's head may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
@@ -234,6 +237,32 @@ impl AdminClient {
     }
 
     async fn get(&self, path: &str) -> Result<Incoming> {
+        self.send(http::Method::GET, path, None).await
+    }
+
+    /// `path`'s answer, read whole and decoded as JSON; `body`, if any, is sent as JSON with
+    /// `method`.
+    pub(crate) async fn json<T: serde::de::DeserializeOwned>(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<T> {
+        let answer = self.send(method, path, body).await?;
+        let bytes = answer
+            .collect()
+            .await
+            .map_err(|source| self.http(source))?
+            .to_bytes();
+        serde_json::from_slice(&bytes).map_err(|source| self.decode(path, source))
+    }
+
+    async fn send(
+        &self,
+        method: http::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<Incoming> {
         let exchange = async {
             let tcp = tokio::net::TcpStream::connect(&self.authority)
                 .await
@@ -248,9 +277,17 @@ impl AdminClient {
                 // Ends with the response body (or its reader going away): nothing to report.
                 let _ = conn.await;
             });
-            let request = http::Request::get(path)
-                .header(http::header::HOST, &self.authority)
-                .body(http_body_util::Empty::<bytes::Bytes>::new())
+            let mut request = http::Request::builder()
+                .method(method)
+                .uri(path)
+                .header(http::header::HOST, &self.authority);
+            if body.is_some() {
+                request = request.header(http::header::CONTENT_TYPE, "application/json");
+            }
+            let request = request
+                .body(http_body_util::Full::new(bytes::Bytes::from(
+                    body.unwrap_or_default(),
+                )))
                 .map_err(|_| ClientError::Address {
                     addr: self.authority.clone(),
                 })?;
