@@ -24,8 +24,9 @@
 //!   same with durable delivery (`--state-dir` in a new temporary directory), for what
 //!   persistence costs. `E2E_CONFIGS=meta10,meta10s E2E_RATE=10000` compares CPU%, events/s and
 //!   RSS with and without it at 10k events/s; a table at the end gives the bytes the state's
-//!   journal wrote per pod of the replay and per modification of the push, and the state dir's
-//!   size on disk.
+//!   journal wrote per pod of the replay and per modification of the push (which starts once
+//!   the replay's writes are on disk, so that it measures its own), and the state dir's size
+//!   on disk.
 //!
 //! Completion is counted, never guessed: modification `m` sets label `round` on pod
 //! `m % pods`, so the last round touches every pod last. Each plugin (and each kube handler)
@@ -260,7 +261,8 @@ impl Setup {
 /// One line the client writes to stdout: a phase reached, or progress.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Report {
-    /// `starting`, `synced`, `ready` (every handler had its replay), `progress` or `done`.
+    /// `starting`, `synced`, `ready` (every handler had its replay), `flushed` (with a state
+    /// dir: the replay on disk), `progress`, `done` or `journal` (with a state dir, last).
     phase: String,
     /// Seconds since the client started.
     t: f64,
@@ -283,8 +285,8 @@ struct Report {
     /// Dispatch delay p50 and p99 over every plugin, as bucket bounds in seconds (none: above
     /// the last bound), in Informant's `done`.
     dispatch: Option<[Option<f64>; 2]>,
-    /// With a state dir: the journal's counters (at `ready` as they stand, at `done` once
-    /// everything journaled is on disk).
+    /// With a state dir: the journal's counters (at `ready` as they stand; at `flushed`, right
+    /// after it, and at `journal`, after `done`, once everything journaled is on disk).
     journal: Option<JournalFigures>,
 }
 
@@ -295,8 +297,6 @@ struct JournalFigures {
     bytes: u64,
     /// Ops committed (object versions, deletions, cursors).
     ops: u64,
-    /// Ops sent and not yet committed.
-    queued: u64,
 }
 
 mod parent {
@@ -320,6 +320,8 @@ mod parent {
         others: f64,
         /// With a state dir: the journal once flushed at the end, and the dir's size on disk.
         journal: Option<JournalFigures>,
+        /// The report once the replay's journal was on disk, before the push.
+        flushed: Option<Report>,
         state_bytes: Option<u64>,
     }
 
@@ -564,6 +566,9 @@ mod parent {
             let mut lines = BufReader::new(child.stdout.take().expect("client stdout")).lines();
             let pushed = Arc::new(AtomicU64::new(0));
             let (mut synced, mut ready, mut pusher) = (None, None, None);
+            // With a state dir: the client's report once the replay's journal is on disk (the
+            // push waits for it, so that it measures the push's writes alone).
+            let mut flushed: Option<Report> = None;
             let mut push_started = None;
             // The previous report, for the client's CPU use between two of them.
             let mut last = Report::default();
@@ -589,12 +594,26 @@ mod parent {
                         );
                         synced = Some(report);
                     }
-                    "ready" => {
-                        println!(
-                            "[{name}] every handler had its replay at {:.1}s; pushing {} modifications",
-                            report.t, sizes.mods
-                        );
-                        ready = Some(report);
+                    "ready" | "flushed" => {
+                        if report.phase == "ready" {
+                            println!(
+                                "[{name}] every handler had its replay at {:.1}s; pushing {} modifications{}",
+                                report.t,
+                                sizes.mods,
+                                if state_dir.is_some() {
+                                    " once the state's journal has written the replay"
+                                } else {
+                                    ""
+                                }
+                            );
+                            ready = Some(report);
+                            if state_dir.is_some() {
+                                continue;
+                            }
+                        } else {
+                            println!("[{name}] the replay's journal on disk at {:.1}s", report.t);
+                            flushed = Some(report);
+                        }
                         push_started = Some(Instant::now());
                         let (server, pushed) = (server.clone(), pushed.clone());
                         let (pods, mods) = (sizes.pods, sizes.mods);
@@ -657,6 +676,7 @@ mod parent {
             assert!(status.success(), "[{name}] the client failed: {status}");
             Outcome {
                 journal,
+                flushed,
                 state_bytes: state_dir.map(dir_bytes),
                 setup,
                 synced: synced.expect("a synced report"),
@@ -793,8 +813,8 @@ mod parent {
         }
         println!(
             "\ndurable delivery (state dir): bytes the journal wrote to the state file; replay: \
-             from the start until every plugin had its replay ({} pods), push: from then until \
-             the end, once flushed ({} modifications)",
+             from the start until the replay was on disk ({} pods), push: from then until the \
+             end, once on disk ({} modifications)",
             sizes.pods, sizes.mods
         );
         println!(
@@ -805,11 +825,14 @@ mod parent {
             "push MiB",
             "B/event",
             "ops/event",
-            "queued@ready",
+            "flush@ready s",
             "state dir MiB",
         );
         for o in with_state {
-            let (Some(end), Some(ready)) = (o.journal, o.ready.journal) else {
+            let (Some(end), Some((ready, flushed_at))) = (
+                o.journal,
+                o.flushed.as_ref().and_then(|f| Some((f.journal?, f.t))),
+            ) else {
                 continue;
             };
             let push_bytes = end.bytes.saturating_sub(ready.bytes);
@@ -821,7 +844,7 @@ mod parent {
                 mib(push_bytes),
                 push_bytes as f64 / sizes.mods as f64,
                 end.ops.saturating_sub(ready.ops) as f64 / sizes.mods as f64,
-                ready.queued,
+                format!("{:.1}", flushed_at - o.ready.t),
                 mib(o.state_bytes.unwrap_or(0)),
             );
         }
@@ -1258,7 +1281,6 @@ mod client {
                 JournalFigures {
                     bytes: j.bytes_written,
                     ops: j.ops,
-                    queued: j.queued,
                 }
             })
         };
@@ -1301,6 +1323,13 @@ mod client {
                     if out.phase == Phase::Replay && replayed.len() == plugins {
                         out.journal = journal();
                         out.phase("ready", received(), calls(), plugins);
+                        if let Some(d) = &durable {
+                            // The parent pushes once this is reported: the push's writes alone.
+                            d.close().await;
+                            out.journal = journal();
+                            let report = out.report("flushed", received(), calls(), plugins);
+                            out.emit(&report);
+                        }
                     } else if done.len() == plugins {
                         out.sample(received(), calls(), plugins, s.mods);
                         let running = host.running();
