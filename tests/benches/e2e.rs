@@ -19,7 +19,14 @@
 //! - `meta1`, `meta10`, `meta50`: Informant started as `informant run` starts it
 //!   (`Runtime::start` over a plugins directory) with 1, 10, 50 copies of the bench plugin
 //!   (`tests/plugins/bench`) reading the label from the host-parsed metadata;
-//! - `parse10`: 10 plugins that parse the object's JSON and read the label from it.
+//! - `parse10`: 10 plugins that parse the object's JSON and read the label from it;
+//! - any Informant configuration with an `s` suffix (`meta10s`, not in the default set): the
+//!   same with durable delivery (`--state-dir` in a new temporary directory), for what
+//!   persistence costs. `E2E_CONFIGS=meta10,meta10s E2E_RATE=10000` compares CPU%, events/s and
+//!   RSS with and without it at 10k events/s; a table at the end gives the bytes the state's
+//!   journal wrote per pod of the replay and per modification of the push (which starts once
+//!   the replay's writes are on disk, so that it measures its own), and the state dir's size
+//!   on disk.
 //!
 //! Completion is counted, never guessed: modification `m` sets label `round` on pod
 //! `m % pods`, so the last round touches every pod last. Each plugin (and each kube handler)
@@ -63,7 +70,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use informant_tests::proc::{cpu_seconds, machine_busy_seconds, rss_bytes};
 use std::time::{Duration, Instant};
@@ -72,8 +79,8 @@ use futures::StreamExt;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::{FactoryOptions, InitialList};
 use informant_runtime::plugin::exec::histogram::DurationHistogram;
-use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog, PluginState};
-use informant_runtime::runtime::{Runtime, RuntimeOptions};
+use informant_runtime::plugin::{HostConfig, PluginLog, PluginState};
+use informant_runtime::runtime::{Runtime, RuntimeOptions, StateOptions};
 use informant_runtime::workers::{self, WorkerAffinity};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
@@ -84,8 +91,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::broadcast;
 
-/// Where the pods live.
-const NAMESPACE: &str = "bench";
+mod common;
+use common::{NAMESPACE, env_number, mib, pod, pod_name, warm_compile_cache};
+
 /// Handlers of the kube-runtime baseline.
 const KUBE_HANDLERS: usize = 10;
 /// How often the client samples its counters (for the informer's receive time and stall checks).
@@ -183,24 +191,18 @@ fn init_tracing(client: bool) {
         .try_init();
 }
 
-fn env_number(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .trim()
-            .replace('_', "")
-            .parse()
-            .unwrap_or_else(|e| panic!("{name}={v:?}: {e}")),
-        Err(_) => default,
-    }
-}
-
 /// One configuration of the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Setup {
     /// kube-runtime watcher + reflector with inline handlers.
     Kube,
-    /// Informant with this many bench plugins, parsing the JSON or not.
-    Informant { plugins: usize, parse: bool },
+    /// Informant with this many bench plugins, parsing the JSON or not, with durable delivery
+    /// (`--state-dir`) or not.
+    Informant {
+        plugins: usize,
+        parse: bool,
+        state: bool,
+    },
 }
 
 impl Setup {
@@ -209,27 +211,41 @@ impl Setup {
         if name == "kube" {
             return Setup::Kube;
         }
-        let (parse, count) = if let Some(n) = name.strip_prefix("meta") {
+        let (state, rest) = match name.strip_suffix('s') {
+            Some(rest) => (true, rest),
+            None => (false, name),
+        };
+        let (parse, count) = if let Some(n) = rest.strip_prefix("meta") {
             (false, n)
-        } else if let Some(n) = name.strip_prefix("parse") {
+        } else if let Some(n) = rest.strip_prefix("parse") {
             (true, n)
         } else {
-            panic!("unknown configuration `{name}`: expected kube, metaN or parseN");
+            panic!("unknown configuration `{name}`: expected kube, metaN[s] or parseN[s]");
         };
         let plugins = count
             .parse()
             .ok()
             .filter(|n| *n > 0)
             .unwrap_or_else(|| panic!("`{name}`: expected a plugin count > 0 after the mode"));
-        Setup::Informant { plugins, parse }
+        Setup::Informant {
+            plugins,
+            parse,
+            state,
+        }
     }
 
     fn name(self) -> String {
         match self {
             Setup::Kube => "kube".into(),
-            Setup::Informant { plugins, parse } => {
-                format!("{}{plugins}", if parse { "parse" } else { "meta" })
-            }
+            Setup::Informant {
+                plugins,
+                parse,
+                state,
+            } => format!(
+                "{}{plugins}{}",
+                if parse { "parse" } else { "meta" },
+                if state { "s" } else { "" }
+            ),
         }
     }
 
@@ -245,7 +261,8 @@ impl Setup {
 /// One line the client writes to stdout: a phase reached, or progress.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 struct Report {
-    /// `starting`, `synced`, `ready` (every handler had its replay), `progress` or `done`.
+    /// `starting`, `synced`, `ready` (every handler had its replay), `flushed` (with a state
+    /// dir: the replay on disk), `progress`, `done` or `journal` (with a state dir, last).
     phase: String,
     /// Seconds since the client started.
     t: f64,
@@ -268,78 +285,18 @@ struct Report {
     /// Dispatch delay p50 and p99 over every plugin, as bucket bounds in seconds (none: above
     /// the last bound), in Informant's `done`.
     dispatch: Option<[Option<f64>; 2]>,
+    /// With a state dir: the journal's counters (at `ready` as they stand; at `flushed`, right
+    /// after it, and at `journal`, after `done`, once everything journaled is on disk).
+    journal: Option<JournalFigures>,
 }
 
-/// A pod as a ReplicaSet's controller and the kubelet leave it: labels, an owner, managedFields
-/// of both, a spec with two containers, env, resources and a volume, a running status.
-const POD: &str = r#"{
- "apiVersion": "v1", "kind": "Pod",
- "metadata": {
-  "name": "", "generateName": "web-7d9f8b6c5d-", "namespace": "bench",
-  "labels": {"app": "web", "pod-template-hash": "7d9f8b6c5d", "round": "0"},
-  "annotations": {"bench.informant.dev/seq": "0"},
-  "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-7d9f8b6c5d",
-   "uid": "6f1c2a4e-8b3d-4c5e-9f7a-1b2c3d4e5f60", "controller": true, "blockOwnerDeletion": true}],
-  "managedFields": [
-   {"manager": "kube-controller-manager", "operation": "Update", "apiVersion": "v1",
-    "time": "2025-06-01T12:00:00Z", "fieldsType": "FieldsV1", "fieldsV1": {
-     "f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:pod-template-hash": {}},
-      "f:ownerReferences": {".": {}, "k:{\"uid\":\"6f1c2a4e-8b3d-4c5e-9f7a-1b2c3d4e5f60\"}": {}}},
-     "f:spec": {"f:containers": {"k:{\"name\":\"web\"}": {".": {}, "f:image": {}, "f:name": {},
-       "f:ports": {".": {}, "k:{\"containerPort\":8080,\"protocol\":\"TCP\"}": {".": {},
-        "f:containerPort": {}, "f:protocol": {}}},
-       "f:resources": {".": {}, "f:limits": {".": {}, "f:memory": {}},
-        "f:requests": {".": {}, "f:cpu": {}, "f:memory": {}}}}},
-      "f:volumes": {".": {}, "k:{\"name\":\"config\"}": {".": {}, "f:configMap": {".": {},
-       "f:name": {}}, "f:name": {}}}}}},
-   {"manager": "kubelet", "operation": "Update", "apiVersion": "v1",
-    "time": "2025-06-01T12:00:04Z", "fieldsType": "FieldsV1", "subresource": "status",
-    "fieldsV1": {"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": {".": {}, "f:status": {},
-     "f:type": {}}}, "f:containerStatuses": {}, "f:hostIP": {}, "f:phase": {}, "f:podIP": {}}}}
-  ]
- },
- "spec": {
-  "containers": [
-   {"name": "web", "image": "registry.example.com/shop/web:1.42.3",
-    "ports": [{"containerPort": 8080, "protocol": "TCP"}],
-    "env": [{"name": "LOG_LEVEL", "value": "info"}],
-    "resources": {"limits": {"memory": "256Mi"}, "requests": {"cpu": "100m", "memory": "128Mi"}},
-    "volumeMounts": [{"name": "config", "mountPath": "/etc/web"}]},
-   {"name": "proxy", "image": "registry.example.com/infra/proxy:2.7.0",
-    "resources": {"requests": {"cpu": "50m", "memory": "32Mi"}}}
-  ],
-  "volumes": [{"name": "config", "configMap": {"name": "web-config"}}],
-  "restartPolicy": "Always", "serviceAccountName": "web", "nodeName": ""
- },
- "status": {
-  "phase": "Running",
-  "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": "2025-06-01T12:00:04Z"}],
-  "hostIP": "", "podIP": "",
-  "containerStatuses": [{"name": "web", "ready": true, "restartCount": 0,
-   "image": "registry.example.com/shop/web:1.42.3", "containerID": "",
-   "state": {"running": {"startedAt": "2025-06-01T12:00:03Z"}}}]
- }
-}"#;
-
-fn pod_name(i: usize) -> String {
-    format!("web-7d9f8b6c5d-{i:06}")
-}
-
-/// Pod `i` as modification `seq` of round `round` leaves it (round 0, seq 0: as seeded).
-fn pod(i: usize, round: u64, seq: usize) -> Value {
-    static TEMPLATE: LazyLock<Value> =
-        LazyLock::new(|| serde_json::from_str(POD).expect("the pod template is valid JSON"));
-    let mut p = TEMPLATE.clone();
-    let m = &mut p["metadata"];
-    m["name"] = pod_name(i).into();
-    m["labels"]["round"] = round.to_string().into();
-    m["annotations"]["bench.informant.dev/seq"] = seq.to_string().into();
-    p["spec"]["nodeName"] = format!("node-{:03}", i % 500).into();
-    let s = &mut p["status"];
-    s["hostIP"] = format!("192.168.{}.{}", (i % 500) / 250, i % 250).into();
-    s["podIP"] = format!("10.{}.{}.{}", i >> 16, (i >> 8) & 255, i & 255).into();
-    s["containerStatuses"][0]["containerID"] = format!("containerd://{i:064x}").into();
-    p
+/// The durable journal's counters, as the client reports them.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+struct JournalFigures {
+    /// Bytes written to the state file.
+    bytes: u64,
+    /// Ops committed (object versions, deletions, cursors).
+    ops: u64,
 }
 
 mod parent {
@@ -361,6 +318,11 @@ mod parent {
         /// CPU the rest of the machine (other processes, the hypervisor's steal) took while the
         /// client ran, in % of one core: anything but ~0 skews the figures.
         others: f64,
+        /// With a state dir: the journal once flushed at the end, and the dir's size on disk.
+        journal: Option<JournalFigures>,
+        /// The report once the replay's journal was on disk, before the push.
+        flushed: Option<Report>,
+        state_bytes: Option<u64>,
     }
 
     /// Sizes, in one place for the children's environment and the report.
@@ -473,7 +435,7 @@ mod parent {
         for (k, setup) in setups.iter().enumerate() {
             let dir = tempfile::tempdir().expect("plugins dir");
             let final_round = (k as u64 + 1) * sizes.rounds;
-            if let Setup::Informant { plugins, parse } = *setup {
+            if let Setup::Informant { plugins, parse, .. } = *setup {
                 let wasm = wasm.as_deref().expect("plugins were built");
                 install(dir.path(), wasm, plugins, parse, pods, final_round);
             }
@@ -484,38 +446,28 @@ mod parent {
                 writes,
                 rate,
             };
-            let outcome = run.one(*setup, final_round, dir.path()).await;
+            // Durable delivery's state, new for the configuration (`meta10s`).
+            let state = matches!(setup, Setup::Informant { state: true, .. })
+                .then(|| tempfile::tempdir().expect("state dir"));
+            let outcome = run
+                .one(
+                    *setup,
+                    final_round,
+                    dir.path(),
+                    state.as_ref().map(|d| d.path()),
+                )
+                .await;
             let baseline = outcomes.iter().find(|o: &&Outcome| o.setup == Setup::Kube);
             print_line(&outcome, &sizes, baseline);
             outcomes.push(outcome);
         }
         print_table(&outcomes, &sizes);
+        print_durable(&outcomes, &sizes);
         println!("\nwhole run: {:.0}s", begun.elapsed().as_secs_f64());
         match Arc::try_unwrap(server) {
             Ok(server) => server.shutdown().await,
             Err(_) => unreachable!("the pushers have finished"),
         }
-    }
-
-    /// Compiles the plugin into the default on-disk compile cache with the engine settings
-    /// `Runtime::start` uses, so no configuration's start-up pays the one-off compile.
-    fn warm_compile_cache(wasm: &Path) {
-        let engine = PluginEngine::new(EngineOptions {
-            max_memory_bytes: (HostConfig::default().max_memory_mib as usize) << 20,
-            ..Default::default()
-        })
-        .expect("plugin engine");
-        let loaded = engine.load("bench", wasm).expect("load the bench plugin");
-        println!(
-            "e2e: bench plugin {} KiB, {} in {:.0} ms",
-            std::fs::metadata(wasm).map_or(0, |m| m.len() / 1024),
-            if loaded.from_cache {
-                "found in the compile cache"
-            } else {
-                "compiled"
-            },
-            loaded.load_time.as_secs_f64() * 1e3
-        );
     }
 
     /// The size of one pod as a client receives it.
@@ -570,7 +522,13 @@ mod parent {
 
     impl Run<'_> {
         /// Runs one client through sync, replay and the push; fails loudly if it does not finish.
-        async fn one(&self, setup: Setup, final_round: u64, plugins_dir: &Path) -> Outcome {
+        async fn one(
+            &self,
+            setup: Setup,
+            final_round: u64,
+            plugins_dir: &Path,
+            state_dir: Option<&Path>,
+        ) -> Outcome {
             let Run {
                 server,
                 sizes,
@@ -596,6 +554,7 @@ mod parent {
                 .env("E2E_FINAL_ROUND", final_round.to_string())
                 .env("E2E_PLUGINS", plugins_dir)
                 .env("E2E_STALL_SECS", stall.to_string())
+                .env("E2E_STATE_DIR", state_dir.unwrap_or(Path::new("")))
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::inherit())
@@ -607,6 +566,9 @@ mod parent {
             let mut lines = BufReader::new(child.stdout.take().expect("client stdout")).lines();
             let pushed = Arc::new(AtomicU64::new(0));
             let (mut synced, mut ready, mut pusher) = (None, None, None);
+            // With a state dir: the client's report once the replay's journal is on disk (the
+            // push waits for it, so that it measures the push's writes alone).
+            let mut flushed: Option<Report> = None;
             let mut push_started = None;
             // The previous report, for the client's CPU use between two of them.
             let mut last = Report::default();
@@ -632,12 +594,26 @@ mod parent {
                         );
                         synced = Some(report);
                     }
-                    "ready" => {
-                        println!(
-                            "[{name}] every handler had its replay at {:.1}s; pushing {} modifications",
-                            report.t, sizes.mods
-                        );
-                        ready = Some(report);
+                    "ready" | "flushed" => {
+                        if report.phase == "ready" {
+                            println!(
+                                "[{name}] every handler had its replay at {:.1}s; pushing {} modifications{}",
+                                report.t,
+                                sizes.mods,
+                                if state_dir.is_some() {
+                                    " once the state's journal has written the replay"
+                                } else {
+                                    ""
+                                }
+                            );
+                            ready = Some(report);
+                            if state_dir.is_some() {
+                                continue;
+                            }
+                        } else {
+                            println!("[{name}] the replay's journal on disk at {:.1}s", report.t);
+                            flushed = Some(report);
+                        }
                         push_started = Some(Instant::now());
                         let (server, pushed) = (server.clone(), pushed.clone());
                         let (pods, mods) = (sizes.pods, sizes.mods);
@@ -679,9 +655,29 @@ mod parent {
                 .expect("the push started")
                 .await
                 .expect("the pusher panicked");
+            // With a state dir, the client's last line: the journal once flushed.
+            let journal = match state_dir {
+                None => None,
+                Some(_) => {
+                    let line = lines
+                        .next_line()
+                        .await
+                        .ok()
+                        .flatten()
+                        .unwrap_or_else(|| panic!("[{name}] no journal line after done"));
+                    let report: Report = serde_json::from_str(&line).unwrap_or_else(|e| {
+                        panic!("[{name}] unreadable client line {line:?}: {e}")
+                    });
+                    assert_eq!(report.phase, "journal", "[{name}] the line after done");
+                    report.journal
+                }
+            };
             let status = child.wait().await.expect("wait for the client");
             assert!(status.success(), "[{name}] the client failed: {status}");
             Outcome {
+                journal,
+                flushed,
+                state_bytes: state_dir.map(dir_bytes),
                 setup,
                 synced: synced.expect("a synced report"),
                 ready: ready.expect("a ready report"),
@@ -726,10 +722,6 @@ mod parent {
             pushed.store(m as u64 + 1, Ordering::Relaxed);
         }
         (started.elapsed(), in_update)
-    }
-
-    fn mib(bytes: u64) -> f64 {
-        bytes as f64 / (1 << 20) as f64
     }
 
     /// The figures of one outcome, derived once for the line and the table.
@@ -813,6 +805,66 @@ mod parent {
         );
     }
 
+    /// What persistence wrote, for the configurations with a state dir.
+    fn print_durable(outcomes: &[Outcome], sizes: &Sizes) {
+        let with_state: Vec<&Outcome> = outcomes.iter().filter(|o| o.journal.is_some()).collect();
+        if with_state.is_empty() {
+            return;
+        }
+        println!(
+            "\ndurable delivery (state dir): bytes the journal wrote to the state file; replay: \
+             from the start until the replay was on disk ({} pods), push: from then until the \
+             end, once on disk ({} modifications)",
+            sizes.pods, sizes.mods
+        );
+        println!(
+            "{:<8} {:>12} {:>11} {:>12} {:>11} {:>11} {:>13} {:>14}",
+            "config",
+            "replay MiB",
+            "B/pod",
+            "push MiB",
+            "B/event",
+            "ops/event",
+            "flush@ready s",
+            "state dir MiB",
+        );
+        for o in with_state {
+            let (Some(end), Some((ready, flushed_at))) = (
+                o.journal,
+                o.flushed.as_ref().and_then(|f| Some((f.journal?, f.t))),
+            ) else {
+                continue;
+            };
+            let push_bytes = end.bytes.saturating_sub(ready.bytes);
+            println!(
+                "{:<8} {:>12.1} {:>11.0} {:>12.1} {:>11.0} {:>11.2} {:>13} {:>14.1}",
+                o.setup.name(),
+                mib(ready.bytes),
+                ready.bytes as f64 / sizes.pods as f64,
+                mib(push_bytes),
+                push_bytes as f64 / sizes.mods as f64,
+                end.ops.saturating_sub(ready.ops) as f64 / sizes.mods as f64,
+                format!("{:.1}", flushed_at - o.ready.t),
+                mib(o.state_bytes.unwrap_or(0)),
+            );
+        }
+    }
+
+    /// The bytes of the files under `dir`, as allocated on disk.
+    fn dir_bytes(dir: &Path) -> u64 {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| match e.metadata() {
+                Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+                Ok(m) => m.blocks() * 512,
+                Err(_) => 0,
+            })
+            .sum()
+    }
+
     /// A quantile's bucket bound as `<= x ms`.
     fn bound_ms(bound: Option<f64>) -> String {
         match bound {
@@ -887,6 +939,8 @@ mod client {
         final_round: String,
         plugins: PathBuf,
         stall: Duration,
+        /// Durable delivery's state dir (`meta10s`), and the cluster it is for.
+        state: Option<StateOptions>,
     }
 
     fn var(name: &str) -> String {
@@ -902,6 +956,12 @@ mod client {
             final_round: var("E2E_FINAL_ROUND"),
             plugins: PathBuf::from(var("E2E_PLUGINS")),
             stall: Duration::from_secs(var("E2E_STALL_SECS").parse().expect("E2E_STALL_SECS")),
+            state: Some(var("E2E_STATE_DIR"))
+                .filter(|d| !d.is_empty())
+                .map(|dir| StateOptions {
+                    dir: dir.into(),
+                    cluster: var("E2E_SERVER"),
+                }),
         };
         let uri = var("E2E_SERVER").parse().expect("E2E_SERVER is a URI");
         let client =
@@ -912,6 +972,7 @@ mod client {
             ready: Report::default(),
             received_all: None,
             dispatch: None,
+            journal: None,
             stall: Stall::new(settings.stall),
             last_progress: Instant::now(),
         };
@@ -936,6 +997,8 @@ mod client {
         received_all: Option<f64>,
         /// Dispatch delay p50 and p99 (Informant), once known.
         dispatch: Option<[Option<f64>; 2]>,
+        /// The journal's counters (durable delivery), once known.
+        journal: Option<JournalFigures>,
         stall: Stall,
         last_progress: Instant,
     }
@@ -952,6 +1015,7 @@ mod client {
                 finished,
                 received_all: self.received_all,
                 dispatch: self.dispatch,
+                journal: self.journal,
                 ..Default::default()
             }
         }
@@ -1187,6 +1251,7 @@ mod client {
                 },
                 ..Default::default()
             },
+            state: s.state.clone(),
             ..Default::default()
         };
         let mut tick = tokio::time::interval(SAMPLE);
@@ -1208,6 +1273,17 @@ mod client {
         };
         let host = runtime.host.clone().expect("a plugin host");
         let factory = runtime.factory.clone();
+        let durable = runtime.durable.clone();
+        let journal = || {
+            durable.as_ref().map(|d| {
+                let j = d.stats();
+                assert_eq!(j.degraded, None, "the state journal degraded");
+                JournalFigures {
+                    bytes: j.bytes_written,
+                    ops: j.ops,
+                }
+            })
+        };
         let received = || -> u64 {
             factory
                 .informers()
@@ -1245,7 +1321,15 @@ mod client {
                         assert!(done.insert(line.plugin.clone()), "{} done twice", line.plugin);
                     }
                     if out.phase == Phase::Replay && replayed.len() == plugins {
+                        out.journal = journal();
                         out.phase("ready", received(), calls(), plugins);
+                        if let Some(d) = &durable {
+                            // The parent pushes once this is reported: the push's writes alone.
+                            d.close().await;
+                            out.journal = journal();
+                            let report = out.report("flushed", received(), calls(), plugins);
+                            out.emit(&report);
+                        }
                     } else if done.len() == plugins {
                         out.sample(received(), calls(), plugins, s.mods);
                         let running = host.running();
@@ -1280,6 +1364,13 @@ mod client {
             .map(|i| i.stats().lists.load(Ordering::Relaxed))
             .sum();
         assert_eq!(lists, 1, "the informer relisted during the run");
+        if let Some(d) = &durable {
+            // After `done`, so the flush is not timed: the journal once on disk.
+            d.close().await;
+            out.journal = journal();
+            let report = out.report("journal", received(), calls(), plugins);
+            out.emit(&report);
+        }
         runtime.stop().await;
     }
 }
