@@ -463,6 +463,13 @@ fn fields(bytes: &[u8]) -> impl Iterator<Item = &str> {
     informant_header::fields(bytes).map(Result::unwrap_or_default)
 }
 
+impl AsRef<str> for CachedObject {
+    /// The object's JSON (see [`CachedObject::json`]).
+    fn as_ref(&self) -> &str {
+        self.json()
+    }
+}
+
 impl CachedObject {
     /// Freezes a decoded object; `strip_managed_fields` drops `metadata.managedFields` first.
     ///
@@ -482,7 +489,31 @@ impl CachedObject {
         if raw.kind.is_none() {
             raw.kind = Some(api_resource.kind.clone());
         }
-        let json = raw.to_json();
+        let json = raw.to_json().into_boxed_str();
+        Self::assemble(raw, json)
+    }
+
+    /// A cached object from JSON a cached object held before (a persisted cache) and `raw`,
+    /// that JSON parsed: the text is kept as it is when it already is in the cached form,
+    /// sparing a serialization per object.
+    pub fn from_stored(
+        raw: &mut RawObject,
+        json: Box<str>,
+        api_resource: &ApiResource,
+        strip_managed_fields: bool,
+    ) -> Self {
+        let cached_form = raw.api_version.is_some()
+            && raw.kind.is_some()
+            && !(strip_managed_fields
+                && (raw.metadata.managed_fields.is_some() || raw.managed_fields.is_some()));
+        if cached_form {
+            Self::assemble(raw, json)
+        } else {
+            Self::from_raw(raw, api_resource, strip_managed_fields)
+        }
+    }
+
+    fn assemble(raw: &RawObject, json: Box<str>) -> Self {
         let meta = &raw.metadata;
         // BTreeMap iteration is already sorted by key, as the header's layout says.
         let labels = meta.labels.iter().flatten();
@@ -504,7 +535,7 @@ impl CachedObject {
             fields: fields.into_boxed_slice(),
             label_count: u32::try_from(labels.count()).unwrap_or(u32::MAX),
             owner_uids,
-            json: json.into_boxed_str(),
+            json,
         }
     }
 

@@ -24,12 +24,15 @@ use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSIONS}
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
 pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
 
+/// Text the journal may hold without copying it (an object the caller keeps anyway).
+pub type Text = Arc<dyn AsRef<str> + Send + Sync>;
+
 enum Op {
     Record {
-        informer: Box<str>,
+        informer: Arc<str>,
         seq: u64,
         key: Box<str>,
-        json: Option<Box<str>>,
+        json: Option<Text>,
     },
     ResourceVersion {
         informer: Box<str>,
@@ -97,11 +100,18 @@ impl std::fmt::Debug for Journal {
 impl Journal {
     /// Records that `informer`'s mutation `seq` left `key` as `json`, or deleted it (`None`).
     pub fn record(&self, informer: &str, seq: u64, key: &str, json: Option<&str>) {
+        let json = json.map(|j| Arc::new(Box::<str>::from(j)) as Text);
+        self.record_shared(&Arc::from(informer), seq, key, json);
+    }
+
+    /// [`Journal::record`] without copying: the JSON is shared until written (so a caller that
+    /// keeps the object anyway, as a cache does, pays no copy and no extra memory for it).
+    pub fn record_shared(&self, informer: &Arc<str>, seq: u64, key: &str, json: Option<Text>) {
         self.send(Op::Record {
-            informer: informer.into(),
+            informer: informer.clone(),
             seq,
             key: key.into(),
-            json: json.map(Box::from),
+            json,
         });
     }
 
@@ -333,6 +343,7 @@ impl WriterState {
             let mut cursors = txn.open_table(CURSORS)?;
             let mut letters = txn.open_table(DEAD_LETTERS)?;
             let mut letter_ids = txn.open_table(DEAD_LETTER_IDS)?;
+            let mut reached: std::collections::HashMap<&str, (&str, u64)> = Default::default();
             for op in batch {
                 match op {
                     Op::Record {
@@ -341,11 +352,13 @@ impl WriterState {
                         key,
                         json,
                     } => {
-                        versions.insert((&**informer, &**key, *seq), json.as_deref())?;
+                        let text = json.as_ref().map(|j| (**j).as_ref());
+                        versions.insert((&**informer, &**key, *seq), text)?;
                         self.compactor.recorded(informer, key, *seq, json.is_none());
                     }
                     Op::ResourceVersion { informer, rv, seq } => {
-                        informers.insert(&**informer, (&**rv, *seq))?;
+                        // Each watch event moves it: only the batch's last is written.
+                        reached.insert(&**informer, (&**rv, *seq));
                         self.compactor.informer_seq(informer, *seq);
                     }
                     Op::Cursor {
@@ -407,6 +420,9 @@ impl WriterState {
                     }
                     Op::Flush(_) | Op::Close => {}
                 }
+            }
+            for (informer, (rv, seq)) in reached {
+                informers.insert(informer, (rv, seq))?;
             }
             for (informer, key, seq) in self.compactor.garbage() {
                 versions.remove((informer.as_str(), &*key, seq))?;

@@ -31,4 +31,4 @@ pub use dir::{
     Version,
 };
 pub use error::{Refusal, Result, SetAside, StateError};
-pub use journal::{BATCH_WINDOW, Journal, JournalStats};
+pub use journal::{BATCH_WINDOW, Journal, JournalStats, Text};

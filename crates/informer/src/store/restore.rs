@@ -5,13 +5,16 @@ use std::sync::Arc;
 
 use super::{Entry, Store};
 use crate::event::Event;
-use crate::object::{CachedObject, KeyMap, RawObject};
+use crate::object::{CachedObject, KeyMap, ObjectKey, RawObject};
 
-/// The versions a persisted cache held per key, oldest first (`None`: deleted at that change);
-/// kept after [`Store::restore`] for handlers resuming from a change among them.
+/// One key's versions, oldest first (`None`: deleted at that change).
+type Thawed = Vec<(u64, Option<Arc<CachedObject>>)>;
+
+/// The versions a persisted cache held per key; kept after [`Store::restore`] for handlers
+/// resuming from a change among them.
 #[derive(Default)]
 pub struct Restored {
-    versions: KeyMap<Vec<(u64, Option<Arc<CachedObject>>)>>,
+    versions: KeyMap<Thawed>,
 }
 
 /// What [`Store::restore`] found.
@@ -28,36 +31,43 @@ impl Store {
     /// oldest first, `None` for a delete. The last version of each key is cached, numbered as
     /// stored; later changes are numbered after `seq` and after every stored version. The store counts as synced, so a relist
     /// after this is diffed against it as any relist is, and its events are not initial.
-    pub fn restore<K: AsRef<str>, J: AsRef<str>>(
+    pub fn restore<K, J>(
         &self,
         versions: impl IntoIterator<Item = (K, Vec<(u64, Option<J>)>)>,
         seq: u64,
-    ) -> (Restored, RestoreReport) {
+    ) -> (Restored, RestoreReport)
+    where
+        K: AsRef<str> + Send,
+        J: Into<Box<str>> + Send,
+    {
+        // Parsing is the work: spread over the cores, as a restart waits for it.
+        let all: Vec<(K, Vec<(u64, Option<J>)>)> = versions.into_iter().collect();
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let chunk = all.len().div_ceil(threads).max(1024);
+        let mut chunks: Vec<Vec<(K, Vec<(u64, Option<J>)>)>> = Vec::new();
+        let mut rest = all.into_iter();
+        loop {
+            let part: Vec<_> = rest.by_ref().take(chunk).collect();
+            if part.is_empty() {
+                break;
+            }
+            chunks.push(part);
+        }
+        let thawed: Vec<(Vec<(ObjectKey, Thawed)>, usize)> = std::thread::scope(|scope| {
+            let workers: Vec<_> = chunks
+                .into_iter()
+                .map(|part| scope.spawn(move || self.thaw_all(part)))
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().unwrap_or_default())
+                .collect()
+        });
         let mut restored = Restored::default();
         let mut report = RestoreReport::default();
-        for (key, list) in versions {
-            let mut thawed = Vec::with_capacity(list.len());
-            let mut this_key = None;
-            for (at, json) in list {
-                let object = match json {
-                    None => None,
-                    Some(json) => match self.thaw(json.as_ref(), key.as_ref()) {
-                        Some(o) => Some(Arc::new(o)),
-                        None => {
-                            report.unreadable += 1;
-                            continue;
-                        }
-                    },
-                };
-                if let Some(o) = &object {
-                    this_key = Some(o.key().clone());
-                }
-                thawed.push((at, object));
-            }
-            thawed.sort_by_key(|(at, _)| *at);
-            if let Some(key) = this_key {
-                restored.versions.insert(key, thawed);
-            }
+        for (keys, unreadable) in thawed {
+            report.unreadable += unreadable;
+            restored.versions.extend(keys);
         }
         let mut inner = self.inner.write();
         for (key, list) in &restored.versions {
@@ -82,10 +92,54 @@ impl Store {
         (restored, report)
     }
 
+    /// Thaws the stored versions of some keys: each key's, oldest first, and how many versions
+    /// could not be read.
+    fn thaw_all<K: AsRef<str>, J: Into<Box<str>>>(
+        &self,
+        part: Vec<(K, Vec<(u64, Option<J>)>)>,
+    ) -> (Vec<(ObjectKey, Thawed)>, usize) {
+        let mut out = Vec::with_capacity(part.len());
+        let mut unreadable = 0;
+        for (key, list) in part {
+            let mut thawed = Vec::with_capacity(list.len());
+            let mut this_key = None;
+            for (at, json) in list {
+                let object = match json {
+                    None => None,
+                    Some(json) => match self.thaw(json.into(), key.as_ref()) {
+                        Some(o) => Some(Arc::new(o)),
+                        None => {
+                            unreadable += 1;
+                            continue;
+                        }
+                    },
+                };
+                if let Some(o) = &object {
+                    this_key = Some(o.key().clone());
+                }
+                thawed.push((at, object));
+            }
+            thawed.sort_by_key(|(at, _)| *at);
+            if let Some(key) = this_key {
+                out.push((key, thawed));
+            }
+        }
+        (out, unreadable)
+    }
+
     /// A stored object's cached form, when it reads as an object of this store under `key`.
-    fn thaw(&self, json: &str, key: &str) -> Option<CachedObject> {
-        let mut raw: RawObject = serde_json::from_str(json).ok()?;
-        self.freeze(&mut raw).filter(|o| o.key().as_str() == key)
+    fn thaw(&self, json: Box<str>, key: &str) -> Option<CachedObject> {
+        let mut raw: RawObject = serde_json::from_str(&json).ok()?;
+        if !self.scope.admits(&raw) {
+            return None;
+        }
+        let object = CachedObject::from_stored(
+            &mut raw,
+            json,
+            &self.api_resource,
+            self.options.strip_managed_fields,
+        );
+        (object.key().as_str() == key).then_some(object)
     }
 
     /// Calls `f` with the events that bring a handler current which had handled every change

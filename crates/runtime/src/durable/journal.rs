@@ -6,7 +6,7 @@ use crate::informer::{Event, EventType, Journal};
 
 /// Journals one informer's changes under its name, and the resourceVersion to resume from.
 pub struct InformerJournal {
-    id: String,
+    id: std::sync::Arc<str>,
     journal: informant_state::Journal,
     /// The newest resourceVersion applied (numeric where the server's are, as etcd's are).
     newest: Mutex<Option<u64>>,
@@ -22,7 +22,7 @@ impl InformerJournal {
         resource_version: Option<&str>,
     ) -> Self {
         InformerJournal {
-            id,
+            id: id.into(),
             journal,
             newest: Mutex::new(resource_version.and_then(|rv| rv.parse().ok())),
         }
@@ -32,9 +32,11 @@ impl InformerJournal {
 impl Journal for InformerJournal {
     fn record(&self, event: &Event) {
         let object = &event.object;
-        let json = (event.event_type != EventType::Deleted).then(|| object.json());
+        // Shared with the cache, not copied: the writer holds it only until it is written.
+        let json = (event.event_type != EventType::Deleted)
+            .then(|| object.clone() as informant_state::Text);
         self.journal
-            .record(&self.id, event.seq, object.key().as_str(), json);
+            .record_shared(&self.id, event.seq, object.key().as_str(), json);
         // A watch delivers in resourceVersion order, a list does not: resume from the newest
         // seen. A delete inferred from a relist carries an old version and moves nothing.
         let rv = object.resource_version();
