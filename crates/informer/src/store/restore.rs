@@ -10,6 +10,9 @@ use crate::object::{CachedObject, KeyMap, ObjectKey, RawObject};
 /// One key's versions, oldest first (`None`: deleted at that change).
 type Thawed = Vec<(u64, Option<Arc<CachedObject>>)>;
 
+/// One key's stored versions as given to [`Store::restore`]: `(change, JSON)`, `None` a delete.
+type Stored<K, J> = (K, Vec<(u64, Option<J>)>);
+
 /// The versions a persisted cache held per key; kept after [`Store::restore`] for handlers
 /// resuming from a change among them.
 #[derive(Default)]
@@ -41,10 +44,10 @@ impl Store {
         J: Into<Box<str>> + Send,
     {
         // Parsing is the work: spread over the cores, as a restart waits for it.
-        let all: Vec<(K, Vec<(u64, Option<J>)>)> = versions.into_iter().collect();
+        let all: Vec<Stored<K, J>> = versions.into_iter().collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let chunk = all.len().div_ceil(threads).max(1024);
-        let mut chunks: Vec<Vec<(K, Vec<(u64, Option<J>)>)>> = Vec::new();
+        let mut chunks: Vec<Vec<Stored<K, J>>> = Vec::new();
         let mut rest = all.into_iter();
         loop {
             let part: Vec<_> = rest.by_ref().take(chunk).collect();
@@ -96,7 +99,7 @@ impl Store {
     /// could not be read.
     fn thaw_all<K: AsRef<str>, J: Into<Box<str>>>(
         &self,
-        part: Vec<(K, Vec<(u64, Option<J>)>)>,
+        part: Vec<Stored<K, J>>,
     ) -> (Vec<(ObjectKey, Thawed)>, usize) {
         let mut out = Vec::with_capacity(part.len());
         let mut unreadable = 0;
