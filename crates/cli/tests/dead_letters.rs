@@ -2,18 +2,13 @@
 //! embedded API server, with the hostile test plugin failing some objects' events, and
 //! `informant dead-letters list|retry|drop` (the real binary) against its admin server.
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::Stdio;
-use std::sync::Arc;
+mod support;
 
-use informant_devserver::{DevServer, DevServerConfig};
-use informant_tests::http::{free_addr, get, get_until};
-use informant_tests::{create_namespaces, guarded};
-use parking_lot::Mutex;
+use informant_tests::guarded;
+use informant_tests::http::get;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use support::{Host, Setup};
+use tokio::process::Command;
 
 /// The hostile plugin in `retry` mode on `demo`'s ConfigMaps: an object labelled
 /// `then-fail=WHY` fails with WHY (a returned error), one labelled `retries=N` asks for N
@@ -45,34 +40,12 @@ fn configmap(name: &str, labels: Value) -> Value {
         "data": {"value": name}})
 }
 
-struct Setup {
-    server: DevServer,
-    dir: tempfile::TempDir,
+/// The hostile plugin as `dl`.
+async fn setup() -> Setup {
+    Setup::new("dl", "hostile", MANIFEST).await
 }
 
 impl Setup {
-    async fn new() -> Setup {
-        let server = DevServer::start(DevServerConfig::default()).await.unwrap();
-        create_namespaces(&server, &["demo"]);
-        let dir = tempfile::tempdir().unwrap();
-        let plugins = dir.path().join("plugins");
-        std::fs::create_dir_all(&plugins).unwrap();
-        std::fs::copy(
-            informant_tests::plugins::wasm("hostile"),
-            plugins.join("dl.wasm"),
-        )
-        .unwrap();
-        std::fs::write(plugins.join("dl.toml"), MANIFEST).unwrap();
-        server
-            .write_kubeconfig(&dir.path().join("kubeconfig"))
-            .unwrap();
-        Setup { server, dir }
-    }
-
-    async fn host(&self) -> Host {
-        Host::start(self.dir.path()).await
-    }
-
     /// Creates `name` and returns its resource version.
     fn create(&self, name: &str, labels: Value) -> String {
         let made = self.server.create(configmap(name, labels)).unwrap();
@@ -83,62 +56,11 @@ impl Setup {
     }
 }
 
-/// One `informant run --state-dir` process, its log lines kept as they come.
-struct Host {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-    admin: SocketAddr,
-}
-
 impl Host {
-    async fn start(dir: &Path) -> Host {
-        let admin = free_addr();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_informant"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(dir.join("kubeconfig"))
-            .arg("--plugins")
-            .arg(dir.join("plugins"))
-            .arg("--state-dir")
-            .arg(dir.join("state"))
-            .arg("--admin")
-            .arg(admin.to_string())
-            .arg("--cache-dir")
-            .arg(dir.join("compile-cache"))
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("run informant");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let lines = lines.clone();
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(out).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
-                    lines.lock().push(line);
-                }
-            });
-        }
-        get_until(admin, "/readyz", "the host to be ready", |s, _| s == 200).await;
-        Host {
-            child,
-            lines,
-            admin,
-        }
-    }
-
     /// The plugin's echo lines (`{"tag", "type", "key", "rv", ...}`), in order.
     fn echoes(&self) -> Vec<Value> {
-        self.lines
-            .lock()
-            .iter()
-            .filter_map(|l| serde_json::from_str::<Value>(&l[l.find("{\"")?..]).ok())
+        self.json_lines()
+            .into_iter()
             .filter(|v| v["tag"] == "dl" && v.get("rv").is_some())
             .collect()
     }
@@ -201,20 +123,6 @@ impl Host {
             .find(|l| l.starts_with(prefix))
             .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     }
-
-    async fn stop(mut self) {
-        let pid = self.child.id().expect("running") as i32;
-        // SAFETY: `kill` with a pid this test started and still holds.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let status = guarded("the host to exit", self.child.wait())
-            .await
-            .unwrap();
-        assert!(
-            status.success(),
-            "exit: {status}\n{}",
-            self.lines.lock().join("\n")
-        );
-    }
 }
 
 fn letter_of<'a>(letters: &'a [Value], key: &str) -> &'a Value {
@@ -226,7 +134,7 @@ fn letter_of<'a>(letters: &'a [Value], key: &str) -> &'a Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_events_are_kept_survive_a_restart_and_are_retried_or_dropped() {
-    let setup = Setup::new().await;
+    let setup = setup().await;
     let host = setup.host().await;
     let bad_rv = setup.create("bad", json!({"then-fail": "boom"}));
     let tired_rv = setup.create("tired", json!({"retries": "5"}));

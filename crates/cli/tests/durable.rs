@@ -2,17 +2,15 @@
 //! embedded API server, with kubediff (the real compiled plugin) reporting what it was given;
 //! stopped, killed, restarted.
 
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::sync::Arc;
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_tests::http::{free_addr, get_until};
 use informant_tests::{configmap, create_namespaces, guarded};
-use parking_lot::Mutex;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
+use support::{Host, Setup};
+use tokio::process::Command;
 
 /// kubediff on the ConfigMaps of `demo` only, so every line it logs is about the test's objects.
 const KUBEDIFF: &str = r#"
@@ -29,31 +27,12 @@ namespaces = ["demo"]
 ignore-status = true
 "#;
 
-/// What the test runs against: the server, a plugins directory with kubediff, a state dir.
-struct Setup {
-    server: DevServer,
-    dir: tempfile::TempDir,
+/// kubediff on `demo`'s ConfigMaps.
+async fn kubediff() -> Setup {
+    Setup::new("kubediff", "kubediff", KUBEDIFF).await
 }
 
 impl Setup {
-    async fn new() -> Setup {
-        let server = DevServer::start(DevServerConfig::default()).await.unwrap();
-        create_namespaces(&server, &["demo"]);
-        let dir = tempfile::tempdir().unwrap();
-        let plugins = dir.path().join("plugins");
-        std::fs::create_dir_all(&plugins).unwrap();
-        std::fs::copy(
-            informant_tests::plugins::wasm("kubediff"),
-            plugins.join("kubediff.wasm"),
-        )
-        .unwrap();
-        std::fs::write(plugins.join("kubediff.toml"), KUBEDIFF).unwrap();
-        server
-            .write_kubeconfig(&dir.path().join("kubeconfig"))
-            .unwrap();
-        Setup { server, dir }
-    }
-
     /// Replaces the server with a new, empty one at the same address (as `informant dev`
     /// restarted, or a cluster rebuilt behind the same URL).
     async fn replace_server(&mut self) {
@@ -73,14 +52,6 @@ impl Setup {
         self.server
             .write_kubeconfig(&self.dir.path().join("kubeconfig"))
             .unwrap();
-    }
-
-    fn state_dir(&self) -> PathBuf {
-        self.dir.path().join("state")
-    }
-
-    async fn host(&self) -> Host {
-        Host::start(self.dir.path(), &self.state_dir()).await
     }
 
     /// `untouched` ConfigMaps nobody changes, plus `a` (to modify) and `b` (to delete).
@@ -109,63 +80,11 @@ impl Setup {
     }
 }
 
-/// One `informant run` process, its log lines kept as they come.
-struct Host {
-    child: Child,
-    lines: Arc<Mutex<Vec<String>>>,
-    admin: std::net::SocketAddr,
-}
-
 impl Host {
-    async fn start(dir: &Path, state: &Path) -> Host {
-        let admin = free_addr();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_informant"))
-            .arg("run")
-            .arg("--kubeconfig")
-            .arg(dir.join("kubeconfig"))
-            .arg("--plugins")
-            .arg(dir.join("plugins"))
-            .arg("--state-dir")
-            .arg(state)
-            .arg("--admin")
-            .arg(admin.to_string())
-            .arg("--cache-dir")
-            .arg(dir.join("compile-cache"))
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("run informant");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let lines = lines.clone();
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(out).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
-                    lines.lock().push(line);
-                }
-            });
-        }
-        let host = Host {
-            child,
-            lines,
-            admin,
-        };
-        get_until(admin, "/readyz", "the host to be ready", |s, _| s == 200).await;
-        host
-    }
-
     /// kubediff's records, in the order it logged them.
     fn records(&self) -> Vec<Value> {
-        self.lines
-            .lock()
-            .iter()
-            .filter_map(|l| serde_json::from_str::<Value>(&l[l.find("{\"")?..]).ok())
+        self.json_lines()
+            .into_iter()
             .filter(|v| v.get("event").is_some() && v.get("name").is_some())
             .collect()
     }
@@ -177,16 +96,6 @@ impl Host {
             .filter(|l| l.starts_with(family) && l.contains("configmaps"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
             .sum()
-    }
-
-    /// Log lines of the host itself containing `text`.
-    fn logged(&self, text: &str) -> Vec<String> {
-        self.lines
-            .lock()
-            .iter()
-            .filter(|l| l.contains(text))
-            .cloned()
-            .collect()
     }
 
     async fn wait_for(&self, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
@@ -216,27 +125,6 @@ impl Host {
             .take_while(|v| v["name"] != marker)
             .collect()
     }
-
-    /// SIGTERM, as Kubernetes stops a pod, and the exit.
-    async fn stop(mut self) {
-        let pid = self.child.id().expect("running") as i32;
-        // SAFETY: `kill` with a pid this test started and still holds.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-        let status = guarded("the host to exit", self.child.wait())
-            .await
-            .unwrap();
-        assert!(
-            status.success(),
-            "exit: {status}\n{}",
-            self.lines.lock().join("\n")
-        );
-    }
-
-    /// SIGKILL: a crash, an OOM kill.
-    async fn kill(mut self) {
-        self.child.start_kill().unwrap();
-        let _ = guarded("the host to die", self.child.wait()).await;
-    }
 }
 
 /// `event name` of each record, and the diff of `data.value` for updates.
@@ -264,7 +152,7 @@ fn summary(records: &[Value]) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_delivers_exactly_what_changed_while_the_host_was_down() {
-    let setup = Setup::new().await;
+    let setup = kubediff().await;
     setup.seed_untouched_and_a_b(100);
 
     let host = setup.host().await;
@@ -295,7 +183,7 @@ async fn a_restart_delivers_exactly_what_changed_while_the_host_was_down() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_build_keeps_its_cursor_and_a_changed_watch_starts_over() {
-    let setup = Setup::new().await;
+    let setup = kubediff().await;
     setup
         .server
         .seed((0..10).map(|i| configmap("demo", &format!("cm-{i}"), "x")))
@@ -334,7 +222,7 @@ async fn a_new_build_keeps_its_cursor_and_a_changed_watch_starts_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_compacted_history_relists_against_the_restored_cache_with_the_same_deliveries() {
-    let setup = Setup::new().await;
+    let setup = kubediff().await;
     setup.seed_untouched_and_a_b(20);
     let host = setup.host().await;
     host.wait_for("the first replay", |r| r.len() >= 22).await;
@@ -368,7 +256,7 @@ async fn a_compacted_history_relists_against_the_restored_cache_with_the_same_de
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kill_in_the_middle_of_a_burst_loses_no_change() {
-    let setup = Setup::new().await;
+    let setup = kubediff().await;
     let host = setup.host().await;
     const N: usize = 1000;
     // Half the burst while the host runs, the kill in the middle of it, the rest while down.
@@ -422,7 +310,7 @@ async fn a_kill_in_the_middle_of_a_burst_loses_no_change() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_server_behind_the_same_address_is_relisted_not_trusted() {
-    let mut setup = Setup::new().await;
+    let mut setup = kubediff().await;
     setup
         .server
         .seed((0..30).map(|i| configmap("demo", &format!("old-{i:02}"), "x")))
@@ -468,7 +356,7 @@ async fn a_new_server_behind_the_same_address_is_relisted_not_trusted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupt_state_is_moved_aside_and_the_host_starts_without_it() {
-    let setup = Setup::new().await;
+    let setup = kubediff().await;
     setup
         .server
         .seed((0..5).map(|i| configmap("demo", &format!("cm-{i}"), "x")))
@@ -484,7 +372,7 @@ async fn corrupt_state_is_moved_aside_and_the_host_starts_without_it() {
     host.wait_for("the whole cache replayed", |r| r.len() >= 5)
         .await;
     let warned = host.logged("state refused and moved aside");
-    assert_eq!(warned.len(), 1, "{:?}", host.lines.lock());
+    assert_eq!(warned.len(), 1, "{:?}", host.lines());
     let aside: Vec<PathBuf> = std::fs::read_dir(&state)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -536,7 +424,7 @@ async fn run_failing(setup: &Setup, state: &Path) -> (std::process::ExitStatus, 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_state_dir_in_use_or_not_a_directory_is_refused_with_its_path() {
-    let setup = Setup::new().await;
+    let setup = kubediff().await;
     let host = setup.host().await;
     // A second host on the same state: refused, and the first one's state left alone.
     let (status, text) = run_failing(&setup, &setup.state_dir()).await;
