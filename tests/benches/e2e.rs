@@ -92,7 +92,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::broadcast;
 
 mod common;
-use common::{NAMESPACE, env_number, mib, pod, pod_name, warm_compile_cache};
+use common::{NAMESPACE, dir_bytes, env_number, mib, pod, pod_name, warm_compile_cache};
 
 /// Handlers of the kube-runtime baseline.
 const KUBE_HANDLERS: usize = 10;
@@ -848,21 +848,6 @@ mod parent {
                 mib(o.state_bytes.unwrap_or(0)),
             );
         }
-    }
-
-    /// The bytes of the files under `dir`, as allocated on disk.
-    fn dir_bytes(dir: &Path) -> u64 {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| match e.metadata() {
-                Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-                Ok(m) => m.blocks() * 512,
-                Err(_) => 0,
-            })
-            .sum()
     }
 
     /// A quantile's bucket bound as `<= x ms`.

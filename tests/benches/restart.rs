@@ -50,7 +50,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::broadcast;
 
 mod common;
-use common::{NAMESPACE, env_number, mib, pod, pod_name, warm_compile_cache};
+use common::{NAMESPACE, dir_bytes, env_number, mib, pod, pod_name, warm_compile_cache};
 
 /// The name prefix of the marker pods (not counted by the plugins; each makes them report).
 const MARKER: &str = "marker-";
@@ -367,21 +367,6 @@ mod parent {
                 state_bytes: dir_bytes(self.state_dir),
             }
         }
-    }
-
-    /// The bytes of the files under `dir`, as allocated on disk.
-    fn dir_bytes(dir: &Path) -> u64 {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::read_dir(dir)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| match e.metadata() {
-                Ok(m) if m.is_dir() => dir_bytes(&e.path()),
-                Ok(m) => m.blocks() * 512,
-                Err(_) => 0,
-            })
-            .sum()
     }
 
     /// Prints the table; returns what was wrong with the plugins' counts.

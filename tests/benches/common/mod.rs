@@ -119,3 +119,18 @@ pub fn warm_compile_cache(wasm: &Path) {
 pub fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1 << 20) as f64
 }
+
+/// The bytes of the files under `dir`, as allocated on disk.
+pub fn dir_bytes(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => dir_bytes(&e.path()),
+            Ok(m) => m.blocks() * 512,
+            Err(_) => 0,
+        })
+        .sum()
+}
