@@ -13,5 +13,6 @@ pub mod dead_letter;
 pub mod engine;
 pub mod histogram;
 pub mod instance;
+mod retries;
 pub mod scheduler;
 pub mod supervisor;
