@@ -33,6 +33,8 @@ enum Op {
         seq: u64,
         key: Box<str>,
         json: Option<Text>,
+        /// The resource version the informer reached with this change, when it moved.
+        reached: Option<Box<str>>,
     },
     ResourceVersion {
         informer: Box<str>,
@@ -101,17 +103,27 @@ impl Journal {
     /// Records that `informer`'s mutation `seq` left `key` as `json`, or deleted it (`None`).
     pub fn record(&self, informer: &str, seq: u64, key: &str, json: Option<&str>) {
         let json = json.map(|j| Arc::new(Box::<str>::from(j)) as Text);
-        self.record_shared(&Arc::from(informer), seq, key, json);
+        self.record_shared(&Arc::from(informer), seq, key, json, None);
     }
 
     /// [`Journal::record`] without copying: the JSON is shared until written (so a caller that
     /// keeps the object anyway, as a cache does, pays no copy and no extra memory for it).
-    pub fn record_shared(&self, informer: &Arc<str>, seq: u64, key: &str, json: Option<Text>) {
+    /// `reached` is the resource version the informer reached with this change, if it moved:
+    /// one op per change instead of two (see [`Journal::resource_version`]).
+    pub fn record_shared(
+        &self,
+        informer: &Arc<str>,
+        seq: u64,
+        key: &str,
+        json: Option<Text>,
+        reached: Option<&str>,
+    ) {
         self.send(Op::Record {
             informer: informer.clone(),
             seq,
             key: key.into(),
             json,
+            reached: reached.map(Box::from),
         });
     }
 
@@ -343,7 +355,12 @@ impl WriterState {
             let mut cursors = txn.open_table(CURSORS)?;
             let mut letters = txn.open_table(DEAD_LETTERS)?;
             let mut letter_ids = txn.open_table(DEAD_LETTER_IDS)?;
-            let mut reached: std::collections::HashMap<&str, (&str, u64)> = Default::default();
+            // Per informer, the last change numbered in this batch and the resource version
+            // reached, if it moved. The change number is kept even when nothing else moved: it
+            // must never go back, or a change after a restart would reuse a number a cursor
+            // has already passed.
+            let mut reached: std::collections::HashMap<&str, (Option<&str>, u64)> =
+                Default::default();
             for op in batch {
                 match op {
                     Op::Record {
@@ -351,14 +368,18 @@ impl WriterState {
                         seq,
                         key,
                         json,
+                        reached: rv,
                     } => {
                         let text = json.as_ref().map(|j| (**j).as_ref());
                         versions.insert((&**informer, &**key, *seq), text)?;
                         self.compactor.recorded(informer, key, *seq, json.is_none());
+                        let at = reached.entry(&**informer).or_default();
+                        *at = (rv.as_deref().or(at.0), *seq);
+                        self.compactor.informer_seq(informer, *seq);
                     }
                     Op::ResourceVersion { informer, rv, seq } => {
                         // Each watch event moves it: only the batch's last is written.
-                        reached.insert(&**informer, (&**rv, *seq));
+                        reached.insert(&**informer, (Some(&**rv), *seq));
                         self.compactor.informer_seq(informer, *seq);
                     }
                     Op::Cursor {
@@ -422,7 +443,14 @@ impl WriterState {
                 }
             }
             for (informer, (rv, seq)) in reached {
-                informers.insert(informer, (rv, seq))?;
+                let rv = match rv {
+                    Some(rv) => rv.to_owned(),
+                    None => informers
+                        .get(informer)?
+                        .map(|row| row.value().0.to_owned())
+                        .unwrap_or_default(),
+                };
+                informers.insert(informer, (rv.as_str(), seq))?;
             }
             for (informer, key, seq) in self.compactor.garbage() {
                 versions.remove((informer.as_str(), &*key, seq))?;

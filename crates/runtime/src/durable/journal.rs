@@ -32,21 +32,20 @@ impl InformerJournal {
 impl Journal for InformerJournal {
     fn record(&self, event: &Event) {
         let object = &event.object;
+        // A watch delivers in resourceVersion order, a list does not: resume from the newest
+        // seen. A delete inferred from a relist carries an old version and moves nothing.
+        let rv = object.resource_version();
+        let reached = rv.parse::<u64>().ok().and_then(|n| {
+            let mut newest = self.newest.lock();
+            newest.is_none_or(|m| n > m).then(|| {
+                *newest = Some(n);
+                rv
+            })
+        });
         // Shared with the cache, not copied: the writer holds it only until it is written.
         let json = (event.event_type != EventType::Deleted)
             .then(|| object.clone() as informant_state::Text);
         self.journal
-            .record_shared(&self.id, event.seq, object.key().as_str(), json);
-        // A watch delivers in resourceVersion order, a list does not: resume from the newest
-        // seen. A delete inferred from a relist carries an old version and moves nothing.
-        let rv = object.resource_version();
-        let Ok(n) = rv.parse::<u64>() else {
-            return;
-        };
-        let mut newest = self.newest.lock();
-        if newest.is_none_or(|m| n > m) {
-            *newest = Some(n);
-            self.journal.resource_version(&self.id, rv, event.seq);
-        }
+            .record_shared(&self.id, event.seq, object.key().as_str(), json, reached);
     }
 }

@@ -217,3 +217,21 @@ fn the_journal_is_send_sync_and_cheap_to_clone() {
     assert_send_sync::<crate::Journal>();
     let _ = Ordering::Relaxed;
 }
+
+#[tokio::test]
+async fn a_shared_record_carries_the_resource_version_it_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _) = open(dir.path());
+    let journal = state.journal();
+    let informer: std::sync::Arc<str> = "v1/configmaps".into();
+    let text = |s: &str| Some(std::sync::Arc::new(Box::<str>::from(s)) as crate::Text);
+    journal.record_shared(&informer, 1, "ns/a", text("{\"a\":1}"), Some("10"));
+    journal.record_shared(&informer, 2, "ns/b", text("{\"b\":1}"), Some("11"));
+    // A change that moved nothing (a relist's delete) keeps the version reached before it.
+    journal.record_shared(&informer, 3, "ns/a", None, None);
+    flush(&journal).await;
+    let snap = state.load().unwrap();
+    let kept = &snap.informers["v1/configmaps"];
+    assert_eq!((kept.resource_version.as_str(), kept.seq), ("11", 3));
+    assert_eq!(kept.versions["ns/b"][0].1.as_deref(), Some("{\"b\":1}"));
+}
