@@ -504,6 +504,54 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
     );
 }
 
+/// `sharding.enabled`: every replica runs `--shard-group` (not `--leader-elect`), and the
+/// Lease rights it needs (its own, the group's list, a dead member's delete) stay in the
+/// release namespace.
+#[test]
+fn sharding_runs_every_replica_in_the_group_with_namespaced_lease_rights() {
+    if python().is_none() {
+        return;
+    }
+    let r = render(json!({
+        "replicaCount": 3,
+        "leaderElection": {"enabled": false},
+        "sharding": {"enabled": true, "leaseDurationSeconds": 20},
+    }))
+    .expect("render");
+    assert_eq!(r.one("Deployment")["spec"]["replicas"], 3);
+    let args = r.args();
+    for want in [
+        "--shard-group=demo-informant",
+        "--lease-namespace=$(POD_NAMESPACE)",
+        "--lease-duration=20",
+        "--identity=$(POD_NAME)",
+    ] {
+        assert!(
+            args.iter().any(|a| a == want),
+            "{want} missing from {args:?}"
+        );
+    }
+    assert!(!args.iter().any(|a| a == "--leader-elect"), "{args:?}");
+    let leases: Vec<Rule> = rules(&r)
+        .into_iter()
+        .filter(|(_, g, res, _, _)| g == &["coordination.k8s.io"] && res == &["leases"])
+        .collect();
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    let (kind, _, _, verbs, names) = &leases[0];
+    assert_eq!(kind, "Role", "lease access must be namespaced");
+    assert_eq!(verbs, &["create", "get", "list", "update", "delete"]);
+    assert!(names.is_empty());
+    // Sharding alone (election left on) still shards; replicas > 1 need one of the two.
+    let r = render(json!({"replicaCount": 2, "sharding": {"enabled": true, "group": "hooks"}}))
+        .expect("render");
+    assert!(r.args().iter().any(|a| a == "--shard-group=hooks"));
+    assert!(!r.args().iter().any(|a| a == "--leader-elect"));
+    let refused = render(json!({"sharding": {"enabled": true, "group": "Not A Label"}}))
+        .err()
+        .expect("a bad group is refused");
+    assert!(refused.contains("group"), "{refused}");
+}
+
 #[test]
 fn writes_grant_impersonation_of_exactly_the_named_identities() {
     if python().is_none() {

@@ -22,6 +22,7 @@ mod replay;
 mod retry;
 mod schedules;
 mod secrets;
+mod shard;
 mod status;
 mod tenancy;
 mod traces;

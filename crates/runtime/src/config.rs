@@ -98,6 +98,9 @@ struct File {
     #[allow(dead_code)]
     manifest_version: informant_manifest::version::FormatVersion,
     operator_plugins: Option<bool>,
+    /// With `--shard-group`: whether plugins or whole tenants are spread across replicas.
+    #[serde(default)]
+    shard_by: crate::shard::ShardBy,
     #[serde(default, deserialize_with = "toml_error::table")]
     limits: FileLimits,
     #[serde(default)]
@@ -317,6 +320,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         tenants.insert(name.clone(), Arc::new(policy));
     }
     host.tenancy = Tenancy::new(file.operator_plugins.unwrap_or(false), tenants);
+    host.shard_by = file.shard_by;
     Ok(host)
 }
 

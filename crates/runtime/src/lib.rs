@@ -32,6 +32,7 @@ pub mod leader;
 pub mod plugin;
 pub mod replay;
 pub mod runtime;
+pub mod shard;
 pub mod telemetry;
 pub mod tenancy;
 #[cfg(test)]

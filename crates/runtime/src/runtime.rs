@@ -32,6 +32,7 @@ use crate::plugin::{
     CompileCache, EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport,
     Rediscoverer, Reloader,
 };
+use crate::shard::{Membership, Shard, ShardConfig};
 
 /// Errors starting or running a [`Runtime`] or [`Replica`]; each names what failed.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +67,9 @@ pub enum Error {
     /// Leader election failed to start, or ended before this replica led.
     #[error(transparent)]
     Leader(#[from] crate::leader::Error),
+    /// Sharded mode could not start, or leaving the group failed.
+    #[error(transparent)]
+    Shard(#[from] crate::shard::Error),
     /// This replica led and lost the Lease: the process should exit and restart as a standby.
     #[error("lost the lease {lease} ({state:?}); exiting to restart as a standby")]
     LostLease {
@@ -108,6 +112,9 @@ pub struct RuntimeOptions {
     pub dry_run_writes: bool,
     /// Durable delivery (`--state-dir`): caches and plugins' cursors kept across restarts.
     pub state: Option<StateOptions>,
+    /// Sharded mode (`--shard-group`): only the plugins this member owns run here (set by
+    /// [`Replica::start_sharded`]).
+    pub shard: Option<Shard>,
 }
 
 /// Where durable delivery keeps its state, and for which cluster.
@@ -132,6 +139,8 @@ pub struct Runtime {
     rediscoverer: Option<Rediscoverer>,
     config_watcher: Option<ConfigWatcher>,
     admin: Option<AdminServer>,
+    /// Reconciles whenever the shard assignment changes; aborted when dropped.
+    shard_follower: Option<JoinHandle<()>>,
     /// `--watch` kinds not served yet, retried until they are; aborted when dropped.
     _watch_retries: JoinSet<()>,
 }
@@ -175,6 +184,9 @@ impl Runtime {
                 if let Some(d) = &durable {
                     host = host.with_durable(d.clone());
                 }
+                if let Some(shard) = &opts.shard {
+                    host = host.with_shard(shard.clone());
+                }
                 if let Some(logs) = opts.plugin_logs {
                     host = host.with_logs(logs);
                 }
@@ -193,6 +205,7 @@ impl Runtime {
             }
             None => (None, None),
         };
+        let mut shard_follower = None;
         let (reloader, config_watcher) = match &host {
             Some(host) => {
                 let reports = admin_state.as_ref().map(|s| follow_reconciles(s.clone()));
@@ -208,6 +221,9 @@ impl Runtime {
                     ),
                     None => None,
                 };
+                if host.shard().is_some() {
+                    shard_follower = Some(follow_assignment(host.clone(), reports.clone()));
+                }
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "plugin not loaded");
@@ -245,6 +261,7 @@ impl Runtime {
             rediscoverer,
             config_watcher,
             admin,
+            shard_follower,
             _watch_retries: watch_retries,
         })
     }
@@ -252,6 +269,9 @@ impl Runtime {
     /// Unregisters the plugins and stops the informers.
     pub async fn stop(self) {
         drop(self._watch_retries);
+        if let Some(f) = self.shard_follower {
+            f.abort();
+        }
         drop(self.config_watcher);
         drop(self.reloader);
         drop(self.rediscoverer);
@@ -282,6 +302,26 @@ fn follow_reconciles(state: Arc<AdminState>) -> mpsc::UnboundedSender<ReconcileR
         }
     });
     tx
+}
+
+/// Reconciles `host` whenever its shard assignment changes (a member joined, left or expired,
+/// or this one stepped down or came back); each report goes where the reloader's go.
+fn follow_assignment(
+    host: Arc<PluginHost>,
+    reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
+) -> JoinHandle<()> {
+    let Some(mut assignment) = host.shard().map(|s| s.assignment.clone()) else {
+        return tokio::spawn(async {});
+    };
+    tokio::spawn(async move {
+        // Changes during a reconcile fold into the next one, which reads the latest.
+        while assignment.changed().await.is_ok() {
+            let report = host.reconcile().await;
+            if let Some(r) = &reports {
+                let _ = r.send(report);
+            }
+        }
+    })
 }
 
 /// The host config from `informant.toml`, or the single-user defaults without one.
@@ -456,6 +496,7 @@ pub struct Replica {
     stop: watch::Sender<Stop>,
     state: watch::Receiver<ReplicaState>,
     leadership: Option<watch::Receiver<Leadership>>,
+    shard: Option<Shard>,
     task: JoinHandle<Result<()>>,
 }
 
@@ -494,6 +535,33 @@ impl Replica {
             stop,
             state,
             leadership,
+            shard: None,
+            task,
+        })
+    }
+
+    /// Starts the runtime as a member of a shard group: it runs only the plugins the group
+    /// assigns to it, and hands them over (with their cursors) as members come and go.
+    pub fn start_sharded(
+        client: kube::Client,
+        mut opts: RuntimeOptions,
+        shard: ShardConfig,
+    ) -> Result<Replica> {
+        let (stop, stop_rx) = watch::channel(Stop::No);
+        let (state_tx, state) = watch::channel(ReplicaState::Starting);
+        let membership = Membership::start(client.clone(), shard)?;
+        let handle = membership.shard();
+        opts.shard = Some(handle.clone());
+        let task = tokio::spawn(async move {
+            let result = sharded(client, opts, membership, stop_rx, &state_tx).await;
+            state_tx.send_replace(ReplicaState::Stopped);
+            result
+        });
+        Ok(Replica {
+            stop,
+            state,
+            leadership: None,
+            shard: Some(handle),
             task,
         })
     }
@@ -510,6 +578,12 @@ impl Replica {
             .wait_for(|s| matches!(s, ReplicaState::Running | ReplicaState::Stopped))
             .await
             .is_ok_and(|s| *s == ReplicaState::Running)
+    }
+
+    /// Sharded mode's view: the assignment and the plugins running here (`None` unless started
+    /// with [`start_sharded`](Self::start_sharded)).
+    pub fn shard(&self) -> Option<&Shard> {
+        self.shard.as_ref()
     }
 
     /// Follows the election (`None` without leader election).
@@ -568,6 +642,39 @@ async fn unelected(
     state.send_replace(ReplicaState::Running);
     stop_requested(&mut stop).await;
     runtime.stop().await;
+    Ok(())
+}
+
+async fn sharded(
+    client: kube::Client,
+    opts: RuntimeOptions,
+    membership: Membership,
+    mut stop: watch::Receiver<Stop>,
+    state: &watch::Sender<ReplicaState>,
+) -> Result<()> {
+    let runtime = tokio::select! {
+        r = Runtime::start(client, opts) => r?,
+        how = stop_requested(&mut stop) => {
+            if how == Stop::Graceful {
+                membership.leave().await?;
+            }
+            return Ok(());
+        }
+    };
+    state.send_replace(ReplicaState::Running);
+    match stop_requested(&mut stop).await {
+        Stop::Graceful => {
+            // Plugins first, so the Lease keeps where they stopped; then leave, so the others
+            // take them over at their next round rather than after the Lease expires.
+            runtime.stop().await;
+            membership.leave().await?;
+        }
+        _ => {
+            // A crash: the Lease stays held, with the cursors it last published.
+            drop(membership);
+            runtime.stop().await;
+        }
+    }
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use informant_runtime::informer::WatchScope;
 use informant_runtime::leader::LeaseConfig;
 use informant_runtime::runtime::{Replica, RuntimeOptions, StateOptions};
+use informant_runtime::shard::{ShardBy, ShardConfig};
 
 /// Arguments of `informant run`.
 #[derive(clap::Args)]
@@ -52,42 +53,58 @@ pub struct Args {
     traces: super::TraceArgs,
 }
 
-/// Leader-election flags: with `--leader-elect`, replicas run active/standby.
+/// Coordination flags: with `--leader-elect`, replicas run active/standby; with
+/// `--shard-group`, they share the plugins out.
 #[derive(clap::Args)]
 struct Election {
     /// Run only while holding a coordination.k8s.io Lease: a standby starts no informers and no
     /// plugins until it acquires the Lease; a leader that loses it stops and exits non-zero.
-    #[arg(long)]
+    #[arg(long, group = "coordination")]
     leader_elect: bool,
-    /// Lease name.
+    /// Share the plugins out among the replicas started with this group name: each holds a
+    /// membership Lease `NAME-IDENTITY`, runs only the plugins assigned to it, and takes over
+    /// (from their published cursors) those of members that leave or stop renewing.
+    #[arg(long, value_name = "NAME", group = "coordination")]
+    shard_group: Option<String>,
+    /// Lease name (with --leader-elect).
     #[arg(long, default_value = "informant", requires = "leader_elect")]
     lease_name: String,
     /// Lease namespace (default: the kubeconfig context's, or the pod's in-cluster).
-    #[arg(long, requires = "leader_elect")]
+    #[arg(long, requires = "coordination")]
     lease_namespace: Option<String>,
     /// Seconds a lease stays valid after its last renewal; the renew deadline is 2/3 of it.
-    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=86400), requires = "leader_elect")]
+    #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=86400), requires = "coordination")]
     lease_duration: u64,
     /// This replica's identity in the Lease (default: hostname plus a random suffix).
-    #[arg(long, requires = "leader_elect")]
+    #[arg(long, requires = "coordination")]
     identity: Option<String>,
 }
 
 impl Election {
-    /// The Lease configuration, when `--leader-elect` is on.
-    fn config(&self, client: &kube::Client) -> Option<LeaseConfig> {
-        if !self.leader_elect {
-            return None;
-        }
+    fn lease(&self, client: &kube::Client, name: &str) -> LeaseConfig {
         let namespace = self
             .lease_namespace
             .clone()
             .unwrap_or_else(|| client.default_namespace().to_string());
         let identity = self.identity.clone().unwrap_or_else(default_identity);
-        Some(
-            LeaseConfig::new(&self.lease_name, namespace, identity)
-                .with_lease_duration(Duration::from_secs(self.lease_duration)),
-        )
+        LeaseConfig::new(name, namespace, identity)
+            .with_lease_duration(Duration::from_secs(self.lease_duration))
+    }
+
+    /// The Lease configuration, when `--leader-elect` is on.
+    fn config(&self, client: &kube::Client) -> Option<LeaseConfig> {
+        self.leader_elect
+            .then(|| self.lease(client, &self.lease_name))
+    }
+
+    /// The shard group, when `--shard-group` is on.
+    fn shard(&self, client: &kube::Client, by: ShardBy) -> Option<ShardConfig> {
+        let group = self.shard_group.clone()?;
+        Some(ShardConfig {
+            lease: self.lease(client, &group),
+            group,
+            by,
+        })
     }
 }
 
@@ -99,10 +116,12 @@ fn default_identity() -> String {
         .map(|h| h.trim().to_string())
         .filter(|h| !h.is_empty())
         .unwrap_or_else(|| "informant".into());
-    format!("{host}-{:08x}", rand::random::<u32>())
+    // Lowercase: it names a membership Lease in sharded mode.
+    format!("{}-{:08x}", host.to_lowercase(), rand::random::<u32>())
 }
 
-/// Runs until SIGINT or SIGTERM; with `--leader-elect`, only while holding the Lease.
+/// Runs until SIGINT or SIGTERM; with `--leader-elect`, only while holding the Lease; with
+/// `--shard-group`, only the plugins the group assigns to this replica.
 ///
 /// Losing the Lease stops the informers and plugins (within the lease's safety margin) and
 /// returns an error, so the process exits non-zero and its pod restarts as a standby: a fresh
@@ -128,8 +147,13 @@ pub async fn run(args: Args) -> Result<()> {
         state,
         ..Default::default()
     };
-    let lease = args.election.config(&client);
-    let mut replica = Replica::start(client, opts, lease)?;
+    let mut replica = match args.election.shard(&client, opts.config.shard_by) {
+        Some(shard) => Replica::start_sharded(client, opts, shard)?,
+        None => {
+            let lease = args.election.config(&client);
+            Replica::start(client, opts, lease)?
+        }
+    };
     tokio::select! {
         r = replica.finished() => Ok(r.context("running")?),
         r = super::shutdown_signal() => {

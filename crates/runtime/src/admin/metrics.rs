@@ -143,6 +143,8 @@ struct Snapshot {
     plugin_metrics: PluginMetricsSample,
     /// With `--state-dir`.
     state: Option<StateSample>,
+    /// With `--shard-group`.
+    shard: Option<super::shard::ShardSample>,
 }
 
 impl Snapshot {
@@ -256,6 +258,10 @@ impl Snapshot {
             listeners,
             plugin_metrics,
             state: state_sample,
+            shard: state
+                .host()
+                .and_then(|h| h.shard())
+                .map(super::shard::ShardSample::gather),
         }
     }
 }
@@ -540,6 +546,9 @@ impl Collector for Snapshot {
         if let Some(s) = &self.state {
             s.encode(&mut enc)?;
         }
+        if let Some(s) = &self.shard {
+            s.encode(&mut enc)?;
+        }
         self.plugin_metrics.encode(&mut enc)
     }
 }
@@ -586,7 +595,7 @@ impl StateSample {
 
 /// Encodes a family of one sample without labels (written `name 3`, not `name{} 3`, which some
 /// parsers refuse).
-fn single<M: EncodeMetric + TypedMetric>(
+pub(super) fn single<M: EncodeMetric + TypedMetric>(
     enc: &mut DescriptorEncoder<'_>,
     name: &str,
     help: &str,
@@ -708,6 +717,14 @@ mod tests {
                 bytes_written: 1,
                 ops: 1,
             }),
+            shard: Some(super::super::shard::ShardSample {
+                members: 3,
+                active: true,
+                owned: 1,
+                with_cursor: 1,
+                replayed: 1,
+                handover_seconds: 0.5,
+            }),
         }
     }
 
@@ -806,6 +823,7 @@ mod tests {
             listeners: BTreeMap::new(),
             plugin_metrics: Default::default(),
             state: Some(sample),
+            shard: None,
         }));
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         assert!(
@@ -838,6 +856,7 @@ mod tests {
             listeners: BTreeMap::new(),
             plugin_metrics: Default::default(),
             state: None,
+            shard: None,
         };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot));

@@ -33,6 +33,7 @@ pub mod metrics;
 mod plugin_metrics;
 pub mod readiness;
 pub mod server;
+mod shard;
 
 pub use readiness::Readiness;
 pub use server::AdminServer;

@@ -44,3 +44,7 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "informant.leaseName" -}}
 {{- default (include "informant.fullname" .) .Values.leaderElection.leaseName }}
 {{- end }}
+
+{{- define "informant.shardGroup" -}}
+{{- default (include "informant.fullname" .) .Values.sharding.group }}
+{{- end }}

@@ -33,6 +33,8 @@ pub struct HostConfig {
     pub metrics: MetricLimits,
     /// Tenants, their grants and quotas; whether top-level plugins run.
     pub tenancy: Tenancy,
+    /// With `--shard-group`: what is assigned to one replica (`shard-by`).
+    pub shard_by: crate::shard::ShardBy,
 }
 
 impl Default for HostConfig {
@@ -50,6 +52,7 @@ impl Default for HostConfig {
             text: TextLimits::default(),
             metrics: MetricLimits::default(),
             tenancy: Tenancy::default(),
+            shard_by: crate::shard::ShardBy::default(),
         }
     }
 }

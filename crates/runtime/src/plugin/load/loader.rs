@@ -50,12 +50,13 @@ use crate::plugin::imports::log::PluginLog;
 use crate::plugin::load::host_config::{HostConfig, NeedsRestart, same_limits};
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::permitted::{self, NotPermitted};
-use crate::plugin::load::prepare::{Prepared, SYNC_WAIT, Watched, register, tenant_room};
+use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
 use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::{Found, scan};
 use crate::plugin::load::status::{ReconcileReport, Running};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::plugin::logbook::LogBook;
+use crate::shard::Shard;
 use crate::tenancy::TenantPolicy;
 
 /// A registered plugin version: its supervisor, its informer claims with their handlers, and
@@ -131,6 +132,8 @@ pub struct PluginHost {
     pub(super) rediscoveries: watch::Sender<u64>,
     /// Durable delivery (`--state-dir`): plugins' cursors kept across restarts.
     pub(super) durable: Option<Arc<Durable>>,
+    /// Sharded mode (`--shard-group`): only the plugins this member owns run here.
+    pub(super) shard: Option<Shard>,
 }
 
 impl PluginHost {
@@ -159,6 +162,7 @@ impl PluginHost {
             crd_changes: watch::channel(0).0,
             rediscoveries: watch::channel(0).0,
             durable: None,
+            shard: None,
         }
     }
 
@@ -173,6 +177,26 @@ impl PluginHost {
     pub fn with_durable(mut self, durable: Arc<Durable>) -> Self {
         self.durable = Some(durable);
         self
+    }
+
+    /// Runs only the plugins `shard` assigns to this member, publishing their cursors in its
+    /// Lease and taking plugins over from the cursors other members published.
+    pub fn with_shard(mut self, shard: Shard) -> Self {
+        self.shard = Some(shard);
+        self
+    }
+
+    /// Sharded mode's handle, with `--shard-group`.
+    pub fn shard(&self) -> Option<&Shard> {
+        self.shard.as_ref()
+    }
+
+    /// Where handlers keep their cursors.
+    pub(super) fn cursors(&self) -> Cursors<'_> {
+        Cursors {
+            durable: self.durable.as_ref(),
+            shard: self.shard.as_ref(),
+        }
     }
 
     /// The durable delivery state, with `--state-dir`.
@@ -260,7 +284,7 @@ impl PluginHost {
     async fn reconcile_some(&self, waiting_only: bool) -> ReconcileReport {
         let mut report = ReconcileReport::default();
         let config = self.config();
-        let found = match scan(&self.dir, &config) {
+        let mut found = match scan(&self.dir, &config) {
             Ok(f) => f,
             Err(e) => {
                 report.errors.push((PluginId::directory(""), e));
@@ -268,6 +292,19 @@ impl PluginHost {
             }
         };
         let mut loaded = self.loaded.lock().await;
+        // Plugins another shard member owns are as good as absent here, except that their
+        // cursors are handed on rather than forgotten.
+        let mut elsewhere = BTreeSet::new();
+        if let Some(shard) = &self.shard {
+            let assignment = shard.assignment.borrow().clone();
+            found.retain(|id, _| {
+                let mine = assignment.owns(&id.tenant, &id.name);
+                if !mine {
+                    elsewhere.insert(id.clone());
+                }
+                mine
+            });
+        }
         // Read under `loaded`, which every writer of `waiting` holds: no wait can slip by.
         let only: Option<BTreeSet<PluginId>> =
             waiting_only.then(|| self.waiting.read().keys().cloned().collect());
@@ -280,11 +317,34 @@ impl PluginHost {
         for id in gone {
             if let Some(old) = loaded.remove(&id) {
                 self.publish(&loaded);
-                self.unregister(old).await;
-                if let Some(d) = &self.durable {
-                    d.forget_plugin(&id.to_string());
+                let handed_over = elsewhere.contains(&id);
+                if let Some(shard) = &self.shard {
+                    // Before its handlers go: how far they got is where the next owner starts.
+                    match handed_over {
+                        true => shard.book.release(&id.to_string()),
+                        false => shard.book.forget(&id.to_string()),
+                    }
                 }
-                id.span().in_scope(|| tracing::info!("plugin removed"));
+                self.unregister(old).await;
+                if handed_over {
+                    let owner = self.shard.as_ref().and_then(|s| {
+                        s.assignment
+                            .borrow()
+                            .owner(&id.tenant, &id.name)
+                            .map(str::to_string)
+                    });
+                    id.span().in_scope(|| {
+                        tracing::info!(
+                            owner = owner.as_deref().unwrap_or("none"),
+                            "plugin handed over to another shard member"
+                        )
+                    });
+                } else {
+                    if let Some(d) = &self.durable {
+                        d.forget_plugin(&id.to_string());
+                    }
+                    id.span().in_scope(|| tracing::info!("plugin removed"));
+                }
                 report.removed.push(id);
             }
         }
@@ -435,6 +495,8 @@ impl PluginHost {
                                      changes,
                                      kind,
                                      selection,
+                                     prior,
+                                     floor_version,
                                  }| {
                                     let options = HandlerOptions {
                                         resync_period: resync,
@@ -453,7 +515,8 @@ impl PluginHost {
                                         &informer,
                                         resource,
                                         options,
-                                        (self.durable.as_ref(), &scope),
+                                        (self.cursors(), &scope),
+                                        (prior, floor_version),
                                     );
                                     if let Some((s, namespaces)) = selection {
                                         let name = id.to_string();
@@ -557,10 +620,16 @@ impl PluginHost {
         Result<Prepared, PluginError>,
     ) {
         let span = id.span();
-        let prepared = self
-            .prepare(&id, &f, &policy, &config)
-            .instrument(span)
-            .await;
+        let taking_over = self.shard.clone();
+        let prepared = async {
+            let mut prepared = self.prepare(&id, &f, &policy, &config).await?;
+            if let Some(shard) = &taking_over {
+                self.take_over(shard, &id, &mut prepared).await;
+            }
+            Ok(prepared)
+        }
+        .instrument(span)
+        .await;
         (id, f, policy, prepared)
     }
 
@@ -589,6 +658,9 @@ impl PluginHost {
     /// Unregisters every plugin.
     pub async fn shutdown(&self) {
         let mut loaded = self.loaded.lock().await;
+        if let Some(shard) = &self.shard {
+            shard.book.release_all();
+        }
         self.running.write().clear();
         self.waiting.write().clear();
         self.waiting_count.send_replace(0);

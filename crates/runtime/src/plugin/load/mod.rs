@@ -7,6 +7,7 @@
 //! - [`host_config`]: the host-wide defaults and ceilings manifests are admitted against.
 //! - [`id`]: which plugin (tenant and name).
 //! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
+//! - `handover`: a plugin taken over from another shard member starts where its cursors say.
 //! - `prepare`: one version from bytes to a started supervisor, not yet registered.
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
 //! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
@@ -20,6 +21,7 @@
 
 pub mod admission;
 pub mod check;
+mod handover;
 pub mod host_config;
 pub mod id;
 pub mod loader;

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::durable::Durable;
 use crate::informer::{
     ChangeFilter, CursorOptions, DiscoveredResource, EventFilter, HandlerOptions, Holds,
-    InformerClaim, InformerKey, ListenerHandle, ResolvedResource,
+    InformerClaim, InformerKey, ListenerHandle, ResolvedResource, Restored,
 };
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::gate::{Gate, Gated};
@@ -32,6 +32,7 @@ use crate::plugin::load::scan::Found;
 use crate::plugin::load::wildcard::expand;
 use crate::plugin::manifest::{Manifest, ManifestError};
 use crate::plugin::metrics::PluginMetrics;
+use crate::shard::Shard;
 use crate::tenancy::{Budgeted, TenantPolicy};
 
 use crate::plugin::load::loader::Loaded;
@@ -203,6 +204,8 @@ impl PluginHost {
                             changes: change_filter.clone(),
                             kind: name.clone().map(|n| (index, n)),
                             selection,
+                            prior: None,
+                            floor_version: None,
                         });
                     }
                 }
@@ -290,6 +293,10 @@ pub(super) struct Watched {
     /// For a watch with a `namespace-selector`: the selection, and the Namespace informer it
     /// follows.
     pub(super) selection: Option<(Arc<NamespaceSelection>, InformerClaim)>,
+    /// Taken over from another shard member: the resource as its cursor saw it.
+    pub(super) prior: Option<Arc<Restored>>,
+    /// That cursor's resourceVersion.
+    pub(super) floor_version: Option<u64>,
 }
 
 impl PluginHost {
@@ -337,31 +344,54 @@ pub(super) struct Prepared {
     pub(super) not_permitted: Vec<NotPermitted>,
 }
 
+/// Where a plugin's handlers keep and resume their delivery cursors: in the shard group's
+/// Leases (`--shard-group`: a cursor any member can act on), else in the state directory
+/// (`--state-dir`), which also keeps their dead letters.
+#[derive(Clone, Copy, Default)]
+pub(super) struct Cursors<'a> {
+    /// Durable delivery.
+    pub(super) durable: Option<&'a Arc<Durable>>,
+    /// Sharded mode.
+    pub(super) shard: Option<&'a Shard>,
+}
+
 /// Registers `supervisor`'s handler for `resource` with `informer`, its events held by `gate`,
 /// drawing from the tenant's event budget if it has one (a retry is an event too: it draws
-/// like the events it repeats). With durable delivery its cursor is kept, and it resumes from
-/// the one it had under `scope`.
+/// like the events it repeats). Its cursor is kept as `cursors` say, and it resumes from the
+/// one it had under `scope` (a durable cursor), or from `prior` (taken over in a shard).
+#[allow(clippy::too_many_arguments)]
 pub(super) fn register(
     (id, supervisor, gate): (&PluginId, &Arc<Supervisor>, &Gate),
     policy: &TenantPolicy,
     informer: &InformerClaim,
     resource: WitResource,
     mut options: HandlerOptions,
-    (durable, scope): (Option<&Arc<Durable>>, &str),
+    (cursors, scope): (Cursors<'_>, &str),
+    (prior, floor_version): (Option<Arc<Restored>>, Option<u64>),
 ) -> ListenerHandle {
     let name = id.to_string();
     let holds = Holds::new();
-    options.cursor = durable.map(|d| CursorOptions {
-        since: d.cursor(&name, informer.key(), scope),
-        holds: holds.clone(),
-    });
+    options.cursor = match (cursors.shard, cursors.durable) {
+        (Some(_), _) => Some(CursorOptions {
+            holds: holds.clone(),
+            prior,
+            floor_version,
+            ..Default::default()
+        }),
+        (None, Some(d)) => Some(CursorOptions {
+            since: d.cursor(&name, informer.key(), scope),
+            holds: holds.clone(),
+            ..Default::default()
+        }),
+        (None, None) => None,
+    };
     let handler = supervisor.handler(
         resource,
         informer.store().clone(),
         policy.budget.clone(),
         holds,
     );
-    let handler = match durable {
+    let handler = match cursors.durable {
         Some(d) => handler.with_dead_letters(dead_letter_sink(d, &name, informer.key())),
         None => handler,
     };
@@ -375,8 +405,15 @@ pub(super) fn register(
         ),
         None => shared.add_handler(&name, Gated::new(handler, gate), options),
     };
-    if let Some(d) = durable {
-        d.track(&name, informer.key(), scope, handle.gauges());
+    match (cursors.shard, cursors.durable) {
+        (Some(s), _) => s.book.track(
+            &name,
+            scope,
+            &informer.key().to_string(),
+            Arc::new(handle.gauges()),
+        ),
+        (None, Some(d)) => d.track(&name, informer.key(), scope, handle.gauges()),
+        (None, None) => {}
     }
     handle
 }

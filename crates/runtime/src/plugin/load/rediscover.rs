@@ -274,7 +274,8 @@ impl PluginHost {
                 &informer,
                 resource,
                 options,
-                (self.durable.as_ref(), &l.scope),
+                (self.cursors(), &l.scope),
+                (None, None),
             );
             l.handles.push((informer, h));
             l.kinds.push(Some((index, name.clone())));

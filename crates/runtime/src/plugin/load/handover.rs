@@ -1,0 +1,75 @@
+//! Taking a plugin over from another shard member: where its cursors say it had got, the
+//! resource as it was there, so its handlers start with exactly what changed since.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use crate::informer::Restored;
+use crate::plugin::load::id::PluginId;
+use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::prepare::{Prepared, SYNC_WAIT};
+use crate::shard::Shard;
+
+impl PluginHost {
+    /// Fills each of `prepared`'s watches with the state its cursor (from any member's Lease)
+    /// points at. A watch without a cursor, or whose cursor the server has compacted away,
+    /// starts over with a replay of the whole cache, as a new plugin does.
+    pub(super) async fn take_over(&self, shard: &Shard, id: &PluginId, prepared: &mut Prepared) {
+        let started = Instant::now();
+        let plugin = id.to_string();
+        let mut taken = false;
+        for w in &mut prepared.watches {
+            let key = w.informer.key().to_string();
+            let Some(at) = shard.book.cursor(&plugin, &prepared.scope, &key) else {
+                continue;
+            };
+            taken = true;
+            let informer = w.informer.informer().clone();
+            // The difference is taken against the cache: it must hold the present first.
+            self.factory.start();
+            if tokio::time::timeout(SYNC_WAIT, informer.wait_for_sync())
+                .await
+                .is_err()
+            {
+                tracing::warn!(informer = %key, resource_version = at, "taking over: the informer did not sync in time; replaying the whole cache instead");
+                shard
+                    .stats
+                    .handovers_replayed
+                    .fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            match informer.list_at(&at.to_string()).await {
+                Ok(Some(objects)) => {
+                    tracing::info!(informer = %key, resource_version = at, objects = objects.len(), "taking over from the published cursor");
+                    w.prior = Some(Arc::new(Restored::from_objects(objects)));
+                    w.floor_version = Some(at);
+                    shard
+                        .stats
+                        .handovers_with_cursor
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(None) => {
+                    tracing::warn!(informer = %key, resource_version = at, "taking over: the server no longer has the cursor's resourceVersion (compacted); replaying the whole cache");
+                    shard
+                        .stats
+                        .handovers_replayed
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    tracing::warn!(informer = %key, resource_version = at, error = %e, "taking over: listing at the cursor failed; replaying the whole cache");
+                    shard
+                        .stats
+                        .handovers_replayed
+                        .fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if taken {
+            shard
+                .stats
+                .handover_micros
+                .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! The cursor book: how far each plugin's handlers have got, as resourceVersion watermarks any
+//! replica can act on, published in this member's Lease and read from every member's.
+//!
+//! A watermark `W` for (plugin, informer) says every change of that informer's resource up to
+//! resourceVersion `W` has been handled by the plugin, whichever replica ran it then. Such a
+//! statement stays true, so the highest `W` found in any Lease of the group, for the plugin's
+//! current scope, is a safe place for a new owner to resume: it lists the resource as it was at
+//! `W` and delivers the difference to what its cache holds now.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+/// The annotation on a membership Lease holding its member's cursors.
+pub const ANNOTATION: &str = "informant.dev/cursors";
+
+/// Largest annotation this member writes; past it, the plugins that do not fit publish nothing
+/// (their next owner replays the whole cache) and a warning says so. The API server allows
+/// 256 KiB of annotations per object.
+const MAX_ANNOTATION_BYTES: usize = 192 << 10;
+
+/// Something that knows how far a handler has got.
+pub trait Watermark: Send + Sync + 'static {
+    /// The resourceVersion through which every change has been handled, when known.
+    fn handled_through_version(&self) -> Option<u64>;
+}
+
+impl Watermark for crate::informer::ListenerGauges {
+    fn handled_through_version(&self) -> Option<u64> {
+        crate::informer::ListenerGauges::handled_through_version(self)
+    }
+}
+
+/// One plugin's published cursors.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    /// Hash of the plugin's watches and grant: cursors of another scope do not apply.
+    pub scope: String,
+    /// Watermark per informer (by its key).
+    pub at: BTreeMap<String, u64>,
+}
+
+/// The annotation's document.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Document {
+    v: u32,
+    plugins: BTreeMap<String, Entry>,
+}
+
+/// Parses a Lease's cursors annotation; anything unreadable counts as no cursors (the Lease
+/// may have been written by a newer or a hostile writer: it never stops this member).
+pub fn parse(text: &str) -> Option<BTreeMap<String, Entry>> {
+    let doc: Document = serde_json::from_str(text).ok()?;
+    (doc.v == 1).then_some(doc.plugins)
+}
+
+/// A plugin running here: its scope and the watermark of each of its handlers.
+struct Tracked {
+    scope: String,
+    handlers: Vec<(String, Arc<dyn Watermark>)>,
+}
+
+/// What another member's Lease says.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    /// That member's identity (the Lease's holder, or its name once released).
+    pub member: String,
+    /// Whether that member is live now.
+    pub live: bool,
+    /// Its plugins' cursors.
+    pub plugins: BTreeMap<String, Entry>,
+}
+
+#[derive(Default)]
+struct Book {
+    running: HashMap<String, Tracked>,
+    /// Cursors of plugins that stopped here, published until another live member publishes
+    /// the plugin itself.
+    released: BTreeMap<String, Entry>,
+    /// Other members' Leases, as last read.
+    seen: Vec<Seen>,
+}
+
+/// Cursors of the plugins this member runs and ran, and those the group's Leases publish.
+#[derive(Default)]
+pub struct CursorBook {
+    book: Mutex<Book>,
+}
+
+impl CursorBook {
+    /// An empty book.
+    pub fn new() -> Arc<Self> {
+        Arc::default()
+    }
+
+    /// Follows one of `plugin`'s handlers, on `informer`, under `scope`.
+    pub fn track(&self, plugin: &str, scope: &str, informer: &str, mark: Arc<dyn Watermark>) {
+        let mut b = self.book.lock();
+        let t = b
+            .running
+            .entry(plugin.to_string())
+            .or_insert_with(|| Tracked {
+                scope: scope.to_string(),
+                handlers: Vec::new(),
+            });
+        if t.scope != scope {
+            // A new version with another scope replaces the old one's handlers.
+            t.scope = scope.to_string();
+            t.handlers.clear();
+        }
+        t.handlers.push((informer.to_string(), mark));
+        b.released.remove(plugin);
+    }
+
+    /// `plugin` stops here (it moved, or this member stops): its handlers' watermarks, read now,
+    /// stay published for whoever runs it next. Call before its handlers are removed.
+    pub fn release(&self, plugin: &str) {
+        let mut b = self.book.lock();
+        if let Some(t) = b.running.remove(plugin) {
+            let entry = entry_of(&t);
+            b.released.insert(plugin.to_string(), entry);
+        }
+    }
+
+    /// Releases every plugin running here.
+    pub fn release_all(&self) {
+        let plugins: Vec<String> = self.book.lock().running.keys().cloned().collect();
+        for p in plugins {
+            self.release(&p);
+        }
+    }
+
+    /// `plugin` is gone from the plugins directory: nothing of it is kept or published.
+    pub fn forget(&self, plugin: &str) {
+        let mut b = self.book.lock();
+        b.running.remove(plugin);
+        b.released.remove(plugin);
+    }
+
+    /// Where `plugin`, under `scope`, resumes on `informer`: the highest watermark any Lease of
+    /// the group (this member's included) publishes for it. `None`: it starts over with a
+    /// replay of the whole cache.
+    pub fn cursor(&self, plugin: &str, scope: &str, informer: &str) -> Option<u64> {
+        let b = self.book.lock();
+        let own = b
+            .running
+            .get(plugin)
+            .map(entry_of)
+            .into_iter()
+            .chain(b.released.get(plugin).cloned());
+        let others = b.seen.iter().filter_map(|s| s.plugins.get(plugin).cloned());
+        own.chain(others)
+            .filter(|e| e.scope == scope)
+            .filter_map(|e| e.at.get(informer).copied())
+            .max()
+    }
+
+    /// Records what the group's other Leases say, and stops publishing released plugins that a
+    /// live member now publishes.
+    pub fn observe(&self, seen: Vec<Seen>) {
+        let mut b = self.book.lock();
+        b.released
+            .retain(|p, _| !seen.iter().any(|s| s.live && s.plugins.contains_key(p)));
+        b.seen = seen;
+    }
+
+    /// Whether every cursor a dead member's Lease publishes is matched or passed by one a live
+    /// member publishes (this one included), so deleting that Lease loses nothing a new owner
+    /// could resume from.
+    pub fn supersedes(&self, dead: &BTreeMap<String, Entry>) -> bool {
+        let b = self.book.lock();
+        dead.iter().all(|(p, old)| {
+            if old.at.is_empty() {
+                return true;
+            }
+            let own = b
+                .running
+                .get(p)
+                .map(entry_of)
+                .into_iter()
+                .chain(b.released.get(p).cloned());
+            let live = b
+                .seen
+                .iter()
+                .filter(|s| s.live)
+                .filter_map(|s| s.plugins.get(p).cloned());
+            own.chain(live).any(|new| {
+                new.scope == old.scope
+                    && old
+                        .at
+                        .iter()
+                        .all(|(i, w)| new.at.get(i).is_some_and(|n| n >= w))
+            })
+        })
+    }
+
+    /// The annotation to write: every running plugin's current watermarks and every released
+    /// one's last, trimmed to the size the API server accepts.
+    pub fn annotation(&self) -> String {
+        let b = self.book.lock();
+        let mut plugins: BTreeMap<String, Entry> = b.released.clone();
+        for (p, t) in &b.running {
+            plugins.insert(p.clone(), entry_of(t));
+        }
+        drop(b);
+        let mut doc = Document { v: 1, plugins };
+        loop {
+            let text = serde_json::to_string(&doc).expect("cursors serialize");
+            if text.len() <= MAX_ANNOTATION_BYTES || doc.plugins.is_empty() {
+                return text;
+            }
+            let dropped = doc.plugins.len() / 10 + 1;
+            let names: Vec<String> = doc.plugins.keys().rev().take(dropped).cloned().collect();
+            tracing::warn!(
+                dropped,
+                "shard cursors exceed the Lease's annotation budget; those plugins' next owner replays the whole cache"
+            );
+            for n in names {
+                doc.plugins.remove(&n);
+            }
+        }
+    }
+
+    /// Plugins running here, by name.
+    pub fn running(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.book.lock().running.keys().cloned().collect();
+        v.sort();
+        v
+    }
+}
+
+/// A running plugin's cursors now: per informer, the lowest watermark among its handlers
+/// there; an informer where one handler knows none is left out (its next owner finds an older
+/// watermark, or replays).
+fn entry_of(t: &Tracked) -> Entry {
+    let mut at: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    for (informer, mark) in &t.handlers {
+        let w = mark.handled_through_version();
+        at.entry(informer.clone())
+            .and_modify(|cur| *cur = cur.zip(w).map(|(a, b)| a.min(b)))
+            .or_insert(w);
+    }
+    Entry {
+        scope: t.scope.clone(),
+        at: at.into_iter().filter_map(|(k, v)| Some((k, v?))).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    /// A watermark the test moves; 0 means unknown.
+    struct Mark(AtomicU64);
+
+    impl Watermark for Mark {
+        fn handled_through_version(&self) -> Option<u64> {
+            Some(self.0.load(Ordering::SeqCst)).filter(|v| *v != 0)
+        }
+    }
+
+    fn mark(v: u64) -> Arc<Mark> {
+        Arc::new(Mark(AtomicU64::new(v)))
+    }
+
+    fn seen(member: &str, live: bool, plugins: &[(&str, &str, &str, u64)]) -> Seen {
+        let mut map: BTreeMap<String, Entry> = BTreeMap::new();
+        for (p, scope, inf, w) in plugins {
+            let e = map.entry(p.to_string()).or_insert_with(|| Entry {
+                scope: scope.to_string(),
+                at: BTreeMap::new(),
+            });
+            e.at.insert(inf.to_string(), *w);
+        }
+        Seen {
+            member: member.into(),
+            live,
+            plugins: map,
+        }
+    }
+
+    #[test]
+    fn a_plugin_resumes_from_the_highest_watermark_of_its_own_scope() {
+        let book = CursorBook::new();
+        book.observe(vec![
+            seen("a", false, &[("t/p", "s1", "pods", 100)]),
+            seen("b", false, &[("t/p", "s1", "pods", 250)]),
+            // Another scope (a changed watch): not a cursor for this one.
+            seen("c", true, &[("t/p", "s2", "pods", 900)]),
+        ]);
+        assert_eq!(book.cursor("t/p", "s1", "pods"), Some(250));
+        assert_eq!(book.cursor("t/p", "s1", "configmaps"), None);
+        assert_eq!(book.cursor("t/q", "s1", "pods"), None);
+    }
+
+    #[test]
+    fn the_lowest_handler_on_an_informer_is_the_plugins_watermark_and_unknown_leaves_it_out() {
+        let book = CursorBook::new();
+        let (fast, slow, unknown) = (mark(50), mark(40), mark(0));
+        book.track("p", "s", "pods", fast.clone());
+        book.track("p", "s", "pods", slow.clone());
+        book.track("p", "s", "cms", unknown.clone());
+        let doc: Document = serde_json::from_str(&book.annotation()).unwrap();
+        assert_eq!(
+            doc.plugins["p"].at,
+            BTreeMap::from([("pods".to_string(), 40)])
+        );
+        slow.0.store(60, Ordering::SeqCst);
+        assert_eq!(book.cursor("p", "s", "pods"), Some(50));
+    }
+
+    #[test]
+    fn a_released_plugin_keeps_its_last_watermark_until_a_live_member_publishes_it() {
+        let book = CursorBook::new();
+        let m = mark(70);
+        book.track("p", "s", "pods", m.clone());
+        book.release("p");
+        // Moving on after release changes nothing: the handler is gone.
+        m.0.store(99, Ordering::SeqCst);
+        assert_eq!(book.cursor("p", "s", "pods"), Some(70));
+        assert!(book.annotation().contains("\"pods\":70"));
+        // A dead member publishing it does not supersede; a live one does.
+        book.observe(vec![seen("x", false, &[("p", "s", "pods", 75)])]);
+        assert!(book.annotation().contains("\"pods\":70"));
+        book.observe(vec![seen("y", true, &[("p", "s", "pods", 80)])]);
+        assert!(!book.annotation().contains("\"p\""));
+        assert_eq!(book.cursor("p", "s", "pods"), Some(80));
+    }
+
+    #[test]
+    fn a_dead_lease_is_superseded_only_when_live_cursors_reach_every_one_of_its_own() {
+        let book = CursorBook::new();
+        book.track("a", "s", "pods", mark(10));
+        book.observe(vec![seen("live", true, &[("b", "s", "pods", 30)])]);
+        let dead = seen(
+            "dead",
+            false,
+            &[("a", "s", "pods", 10), ("b", "s", "pods", 20)],
+        );
+        assert!(book.supersedes(&dead.plugins));
+        // A plugin nobody live publishes, one published only further back, or under another
+        // scope: the dead Lease holds the best cursor there is.
+        for (p, scope, w) in [("c", "s", 1), ("b", "s", 31), ("a", "t", 1)] {
+            let dead = seen("dead", false, &[(p, scope, "pods", w)]);
+            assert!(!book.supersedes(&dead.plugins), "{p} {scope} {w}");
+        }
+        // A stale release here does not cover the newer cursors a member that left published.
+        let book = CursorBook::new();
+        book.track("p", "s", "pods", mark(5));
+        book.release("p");
+        let left = seen("left", false, &[("p", "s", "pods", 40)]);
+        assert!(!book.supersedes(&left.plugins));
+    }
+
+    #[test]
+    fn hostile_annotations_count_as_no_cursors() {
+        for text in [
+            "",
+            "null",
+            "{\"v\":2,\"plugins\":{}}",
+            "{\"v\":1,\"plugins\":{\"p\":{\"scope\":1}}}",
+            "{\"v\":1,\"plugins\":{\"p\":{\"scope\":\"s\",\"at\":{\"pods\":-1}}}}",
+            &"[".repeat(10_000),
+        ] {
+            assert_eq!(parse(text), None, "{text:.40}");
+        }
+        let ok = parse("{\"v\":1,\"plugins\":{\"p\":{\"scope\":\"s\",\"at\":{\"pods\":7}}}}");
+        assert_eq!(ok.unwrap()["p"].at["pods"], 7);
+    }
+
+    #[test]
+    fn an_oversized_book_is_trimmed_to_what_a_lease_holds() {
+        let book = CursorBook::new();
+        for i in 0..5000 {
+            book.track(
+                &format!("tenant/plugin-{i:05}"),
+                &"s".repeat(24),
+                &"i".repeat(40),
+                mark(i + 1),
+            );
+        }
+        let text = book.annotation();
+        assert!(text.len() <= MAX_ANNOTATION_BYTES, "{}", text.len());
+        assert!(parse(&text).unwrap().len() > 1000);
+    }
+}
