@@ -354,6 +354,7 @@ pub(super) fn register(
     options.cursor = durable.map(|d| CursorOptions {
         since: d.cursor(&name, informer.key(), scope),
         holds: holds.clone(),
+        ..Default::default()
     });
     let handler = supervisor.handler(
         resource,
