@@ -84,8 +84,9 @@ pub(crate) struct Event {
     pub namespace: Box<str>,
     pub name: Box<str>,
     pub obj: Arc<Obj>,
-    /// The version this event replaced (MODIFIED), so selector watches can turn a change that
-    /// leaves or enters the selection into DELETED/ADDED like the apiserver's watch cache.
+    /// The version this event replaced (MODIFIED, DELETED), so selector watches can turn a
+    /// change that leaves or enters the selection into DELETED/ADDED like the apiserver's watch
+    /// cache, and an exact list can undo the event.
     pub prev: Option<Arc<Obj>>,
 }
 
@@ -183,6 +184,87 @@ impl Store {
         inner.rv
     }
 
+    /// Like [`scan`](Self::scan), but the objects as they were at resourceVersion `at`: the
+    /// current table with every later event of `res` undone (an add removed, a modification or
+    /// a delete put back to the version it replaced). 410 when `at` is older than the history
+    /// keeps, 504 when it is newer than anything written.
+    pub fn scan_at(
+        &self,
+        res: &str,
+        namespace: Option<&str>,
+        after: Option<&Key>,
+        at: u64,
+        mut take: impl FnMut(&Key, &Arc<Obj>) -> bool,
+    ) -> Result<()> {
+        use std::ops::Bound;
+        let inner = self.inner.read();
+        if at > inner.rv {
+            return Err(Error::TooLargeResourceVersion {
+                requested: at,
+                current: inner.rv,
+            });
+        }
+        if at < inner.floor {
+            return Err(Error::Expired {
+                requested: at,
+                oldest: inner.floor,
+            });
+        }
+        let in_scope =
+            |k: &Key| namespace.is_none_or(|ns| &*k.0 == ns) && after.is_none_or(|a| k > a);
+        // Per key, what its oldest event after `at` replaced is what it was at `at`.
+        let mut undone: BTreeMap<Key, Option<Arc<Obj>>> = BTreeMap::new();
+        let start = inner.history.partition_point(|e| e.rv <= at);
+        for e in inner.history.range(start..).filter(|e| &*e.res == res) {
+            let key: Key = (e.namespace.clone(), e.name.clone());
+            if !in_scope(&key) {
+                continue;
+            }
+            undone.entry(key).or_insert_with(|| match e.kind {
+                EventType::Added => None,
+                EventType::Modified | EventType::Deleted => {
+                    Some(e.prev.clone().unwrap_or_else(|| e.obj.clone()))
+                }
+            });
+        }
+        let empty = BTreeMap::new();
+        let table = inner.tables.get(res).unwrap_or(&empty);
+        let from = match (after, namespace) {
+            (Some(k), _) => Bound::Excluded(k.clone()),
+            (None, Some(ns)) => Bound::Included((ns.into(), "".into())),
+            (None, None) => Bound::Unbounded,
+        };
+        let mut current = table
+            .range((from, Bound::Unbounded))
+            .take_while(|(k, _)| namespace.is_none_or(|ns| &*k.0 == ns))
+            .peekable();
+        let mut past = undone.iter().peekable();
+        // Both in key order: merged, the undone version wins over the current one.
+        loop {
+            use std::cmp::Ordering::{Equal, Greater, Less};
+            let order = match (current.peek(), past.peek()) {
+                (None, None) => return Ok(()),
+                (Some(_), None) => Less,
+                (None, Some(_)) => Greater,
+                (Some((ck, _)), Some((pk, _))) => (*ck).cmp(*pk),
+            };
+            if order == Equal {
+                current.next();
+            }
+            let next = match order {
+                Less => current.next().map(|(k, o)| (k, Some(o))),
+                Equal | Greater => past.next().map(|(k, o)| (k, o.as_ref())),
+            };
+            // Absent at `at`: created after it.
+            let Some((key, Some(obj))) = next else {
+                continue;
+            };
+            if !take(key, obj) {
+                return Ok(());
+            }
+        }
+    }
+
     /// Events after `rv` (at most `max`), or 410 when `rv` is older than the history, or 504
     /// when it is newer than anything written. Also returns the current resourceVersion.
     pub fn events_after(&self, rv: u64, max: usize) -> Result<(Vec<Arc<Event>>, u64)> {
@@ -246,8 +328,7 @@ impl Tx<'_> {
         let key: Key = (namespace.into(), name.into());
         let table = self.guard.tables.entry(res.clone()).or_default();
         let prev = if kind == EventType::Deleted {
-            table.remove(&key);
-            None
+            table.remove(&key)
         } else {
             table.insert(key.clone(), obj.clone())
         };

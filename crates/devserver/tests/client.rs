@@ -986,3 +986,117 @@ async fn a_deleted_namespace_is_terminating_before_it_goes() {
     );
     server.shutdown().await;
 }
+
+/// Every page of an exact list at `rv` with `labels`, one object a page.
+async fn list_exact_paged(
+    api: &Api<ConfigMap>,
+    labels: &str,
+    rv: &str,
+) -> Result<Vec<ConfigMap>, kube::Error> {
+    let mut lp = ListParams::default()
+        .labels(labels)
+        .limit(1)
+        .at(rv)
+        .matching(kube::api::VersionMatch::Exact);
+    let mut out = Vec::new();
+    loop {
+        let page = api.list(&lp).await?;
+        assert_eq!(
+            page.metadata.resource_version.as_deref(),
+            Some(rv),
+            "every page is the snapshot at {rv}"
+        );
+        out.extend(page.items);
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => lp.continue_token = Some(c),
+            None => return Ok(out),
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_exact_list_at_an_older_version_is_the_collection_as_it_was() {
+    let srv = server().await;
+    let api: Api<ConfigMap> = Api::namespaced(srv.client(), "default");
+    let elsewhere: Api<ConfigMap> = Api::namespaced(srv.client(), "kube-system");
+    let pp = PostParams::default();
+    for name in ["a", "b", "c"] {
+        api.create(&pp, &cm(name, "default")).await.unwrap();
+    }
+    let mut unlabelled = cm("u", "default");
+    unlabelled.metadata.labels = None;
+    api.create(&pp, &unlabelled).await.unwrap();
+    elsewhere
+        .create(&pp, &cm("x", "kube-system"))
+        .await
+        .unwrap();
+    let then = api.list(&ListParams::default()).await.unwrap();
+    let at = then.metadata.resource_version.unwrap();
+    let then_rv = |name: &str| {
+        then.items
+            .iter()
+            .find(|o| o.metadata.name.as_deref() == Some(name))
+            .and_then(|o| o.metadata.resource_version.clone())
+    };
+
+    // After `at`: a modified, b deleted, d created, u gains the label, c loses it.
+    let merge = |v: Value| Patch::Merge(v);
+    let ppm = PatchParams::default();
+    api.patch("a", &ppm, &merge(json!({"data": {"k": "later"}})))
+        .await
+        .unwrap();
+    api.delete("b", &DeleteParams::default()).await.unwrap();
+    api.create(&pp, &cm("d", "default")).await.unwrap();
+    api.patch(
+        "u",
+        &ppm,
+        &merge(json!({"metadata": {"labels": {"app": "demo"}}})),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "c",
+        &ppm,
+        &merge(json!({"metadata": {"labels": {"app": null}}})),
+    )
+    .await
+    .unwrap();
+    api.patch("a", &ppm, &merge(json!({"data": {"k": "latest"}})))
+        .await
+        .unwrap();
+
+    let old = list_exact_paged(&api, "app=demo", &at).await.unwrap();
+    let got: Vec<(String, Option<String>, Option<String>)> = old
+        .iter()
+        .map(|o| {
+            (
+                o.metadata.name.clone().unwrap(),
+                o.metadata.resource_version.clone(),
+                o.data.as_ref().and_then(|d| d.get("k").cloned()),
+            )
+        })
+        .collect();
+    let want: Vec<(String, Option<String>, Option<String>)> = ["a", "b", "c"]
+        .iter()
+        .map(|n| (n.to_string(), then_rv(n), Some("v".to_string())))
+        .collect();
+    assert_eq!(got, want);
+
+    // The present is listed as before.
+    let now = api
+        .list(&ListParams::default().labels("app=demo"))
+        .await
+        .unwrap();
+    let names: Vec<_> = now
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.clone())
+        .collect();
+    assert_eq!(names, ["a", "d", "u"]);
+
+    // Once compacted past it, the snapshot is gone.
+    srv.faults().compact();
+    let err = list_exact_paged(&api, "app=demo", &at).await.unwrap_err();
+    assert_eq!(api_code(&err), 410);
+    srv.shutdown().await;
+}

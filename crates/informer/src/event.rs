@@ -42,6 +42,11 @@ pub struct Event {
     /// The store's number for the change this event reports (see [`Store`](crate::Store)'s
     /// sequence); 0 for events that report no change of the store (replays, resyncs).
     pub seq: u64,
+    /// The lowest resourceVersion among the changes this event stands for (an event merged
+    /// from several stands for all of them), as a number; 0 when it stands for no change (a
+    /// resync) or the resourceVersion is not a number. What a handler's version watermark
+    /// (see [`crate::cursor`]) is held below while the event waits.
+    pub version: u64,
 }
 
 impl Event {
@@ -69,7 +74,12 @@ impl Event {
         initial: bool,
         final_state_unknown: bool,
     ) -> Self {
+        let version = match event_type {
+            EventType::Resync => 0,
+            _ => crate::cursor::version_of(object.resource_version()).unwrap_or(0),
+        };
         Event {
+            version,
             event_type,
             object,
             old_object,
@@ -83,6 +93,13 @@ impl Event {
     /// This event, numbered `seq` by the store that made it.
     pub fn at(mut self, seq: u64) -> Self {
         self.seq = seq;
+        self
+    }
+
+    /// This event, standing for changes from resourceVersion `version` on (see
+    /// [`Event::version`]).
+    pub fn since_version(mut self, version: u64) -> Self {
+        self.version = version;
         self
     }
 

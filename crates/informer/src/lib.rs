@@ -80,7 +80,8 @@ pub use store::{
 
 use std::time::Duration;
 
-/// Errors from setting up informers; each names the resource, selector or index at fault.
+/// Errors from setting up informers and reading through them; each names the resource,
+/// selector or index at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The apiVersion/kind is not well formed.
@@ -128,6 +129,17 @@ pub enum Error {
     /// An index declaration was refused.
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// Listing an informer's resource at a resourceVersion failed (other than with 410).
+    #[error("listing {resource} at resourceVersion {resource_version} failed: {source}")]
+    ListAt {
+        /// What the informer watches.
+        resource: String,
+        /// The resourceVersion asked for.
+        resource_version: String,
+        /// The client error.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// Informers did not sync in time.
     #[error("informers not synced after {timeout:?}: {pending}")]
     SyncTimeout {
@@ -146,7 +158,7 @@ impl Error {
     pub fn is_transient(&self) -> bool {
         match self {
             Error::UnknownResource { api_version, .. } => api_version.contains('/'),
-            Error::Discovery { .. } => true,
+            Error::Discovery { .. } | Error::ListAt { .. } => true,
             _ => false,
         }
     }

@@ -28,6 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
+use super::cursor::{Counted, Opaque, version_of};
 use super::event::{Event, EventType};
 use super::object::{CachedObject, KeyMap, ObjectKey};
 
@@ -57,37 +58,54 @@ struct Queue {
     closed: bool,
     /// Accepts nothing more; the consumer ends once it took everything queued.
     finishing: bool,
-    /// Whether `seqs` and `in_flight` are kept (see [`Listener::track_changes`]).
+    /// Whether `seqs`, `versions` and what is in flight are kept (see
+    /// [`Listener::track_changes`]).
     tracking: bool,
     /// The store change numbers of the queued entries (each entry's lowest), counted.
-    seqs: std::collections::BTreeMap<u64, u32>,
+    seqs: Counted,
+    /// The resourceVersions of the queued entries (each entry's lowest), counted.
+    versions: Counted,
+    /// The lowest resourceVersion in `replay` (0: none).
+    replay_version: u64,
+    /// A change whose resourceVersion is not a number was queued: no version watermark.
+    opaque: bool,
     /// The lowest change number among the events the consumer took since it last asked for
     /// more: they are being handled.
     in_flight: u64,
+    /// The same, in resourceVersions.
+    in_flight_version: u64,
+}
+
+/// The lower of two numbers where 0 is none.
+fn lower(a: u64, b: u64) -> u64 {
+    match (a, b) {
+        (0, n) | (n, 0) => n,
+        (a, b) => a.min(b),
+    }
 }
 
 impl Queue {
-    fn count(&mut self, seq: u64) {
-        if seq != 0 {
-            *self.seqs.entry(seq).or_default() += 1;
+    fn count(&mut self, (seq, version): (u64, u64)) {
+        self.seqs.add(seq);
+        self.versions.add(version);
+    }
+
+    fn uncount(&mut self, (seq, version): (u64, u64)) {
+        self.seqs.remove(seq);
+        self.versions.remove(version);
+    }
+
+    fn taken(&mut self, seq: u64, version: u64) {
+        if self.tracking {
+            self.in_flight = lower(self.in_flight, seq);
+            self.in_flight_version = lower(self.in_flight_version, version);
         }
     }
 
-    fn uncount(&mut self, seq: u64) {
-        if seq == 0 {
-            return;
-        }
-        if let std::collections::btree_map::Entry::Occupied(mut n) = self.seqs.entry(seq) {
-            *n.get_mut() -= 1;
-            if *n.get() == 0 {
-                n.remove();
-            }
-        }
-    }
-
-    fn taken(&mut self, seq: u64) {
-        if self.tracking && seq != 0 && (self.in_flight == 0 || seq < self.in_flight) {
-            self.in_flight = seq;
+    /// Notes the resourceVersion of a change queued while tracking.
+    fn check_version(&mut self, event: &Event) {
+        if event.version == 0 && event.event_type != EventType::Resync {
+            self.opaque = true;
         }
     }
 }
@@ -118,9 +136,15 @@ impl Listener {
         // The consumer waits only after finding the queue empty, so only the push that ends
         // that needs to wake it.
         let was_empty = q.order.is_empty() && q.replay.is_empty();
+        if q.tracking {
+            q.check_version(&event);
+        }
         if event.initial && event.event_type == EventType::Added && q.order.is_empty() {
             // Nothing queued behind the replay, so serving this from it keeps every ordering
             // promise; a first list of 100k objects then costs a pointer each, not a queue entry.
+            if q.tracking {
+                q.replay_version = lower(q.replay_version, event.version);
+            }
             q.replay.push_back(event.object);
             q.len += 1;
             drop(guard);
@@ -133,16 +157,16 @@ impl Listener {
         let tracking = q.tracking;
         let (before, after, grew) = match q.pending.entry(key) {
             Entry::Occupied(mut pending) if tracking => {
-                let before = pending.get().seq();
+                let before = pending.get().marks();
                 let grew = coalesce(pending.get_mut(), event);
-                (before, pending.get().seq(), grew)
+                (before, pending.get().marks(), grew)
             }
-            Entry::Occupied(mut pending) => (0, 0, coalesce(pending.get_mut(), event)),
+            Entry::Occupied(mut pending) => ((0, 0), (0, 0), coalesce(pending.get_mut(), event)),
             Entry::Vacant(slot) => {
-                let seq = event.seq;
+                let marks = (event.seq, event.version);
                 q.order.push_back(Slot::Key(slot.key().clone()));
                 slot.insert(Pending::new(event));
-                (0, seq, true)
+                ((0, 0), marks, true)
             }
         };
         if tracking && before != after {
@@ -167,6 +191,15 @@ impl Listener {
             return;
         }
         let n = objects.len();
+        if q.tracking {
+            q.replay_version = 0;
+            for o in &objects {
+                match version_of(o.resource_version()) {
+                    Some(v) => q.replay_version = lower(q.replay_version, v),
+                    None => q.opaque = true,
+                }
+            }
+        }
         q.len = q.len - q.replay.len() + n;
         q.received += n as u64;
         q.replay = objects.into();
@@ -202,6 +235,7 @@ impl Listener {
                 }
                 // Asking for more means the batch taken before has been handled.
                 q.in_flight = 0;
+                q.in_flight_version = 0;
                 while out.len() < max {
                     match Self::next(&mut q) {
                         Some(d) => out.push(d),
@@ -222,11 +256,15 @@ impl Listener {
     fn next(q: &mut Queue) -> Option<Delivery> {
         if let Some(o) = q.replay.pop_front() {
             q.len -= 1;
+            let event = Event::added(o, true);
             if q.replay.is_empty() {
                 // A replay's buffer is as large as the cache: give it back once served.
                 q.replay = VecDeque::new();
+                // Until its last object is handled, the one in flight holds the watermark.
+                q.taken(0, q.replay_version);
+                q.replay_version = 0;
             }
-            return Some(Delivery::Event(Event::added(o, true)));
+            return Some(Delivery::Event(event));
         }
         loop {
             match q.order.front()? {
@@ -241,7 +279,7 @@ impl Listener {
                         q.order.pop_front();
                         continue;
                     };
-                    let before = if q.tracking { events.seq() } else { 0 };
+                    let before = if q.tracking { events.marks() } else { (0, 0) };
                     let event = match events.rest.pop_front() {
                         None => {
                             // Only now does the key leave the front: later events for it must
@@ -257,13 +295,13 @@ impl Listener {
                             let key = key.clone();
                             if q.tracking {
                                 q.uncount(before);
-                                q.count(events.seq());
+                                q.count(events.marks());
                             }
                             q.pending.insert(key, events);
                             event
                         }
                     };
-                    q.taken(event.seq);
+                    q.taken(event.seq, event.version);
                     q.len -= 1;
                     return Some(Delivery::Event(event));
                 }
@@ -271,16 +309,24 @@ impl Listener {
         }
     }
 
-    /// Keeps, from now on, which store changes are queued or being handled, for
-    /// [`Listener::lowest_unhandled`]; off by default, as it costs a little on every event.
+    /// Keeps, from now on, which store changes (and resourceVersions) are queued or being
+    /// handled, for [`Listener::lowest_unhandled`] and [`Listener::lowest_unhandled_version`];
+    /// off by default, as it costs a little on every event.
     pub fn track_changes(&self) {
         let mut q = self.queue.lock();
         if !q.tracking {
             q.tracking = true;
-            let seqs: Vec<u64> = q.pending.values().map(Pending::seq).collect();
-            for seq in seqs {
-                q.count(seq);
+            let marks: Vec<(u64, u64)> = q.pending.values().map(Pending::marks).collect();
+            for m in marks {
+                q.count(m);
             }
+            let replay = q.replay.iter().map(|o| version_of(o.resource_version()));
+            let (lowest, opaque) = replay.fold((0, false), |(low, opaque), v| match v {
+                Some(v) => (lower(low, v), opaque),
+                None => (low, true),
+            });
+            q.replay_version = lowest;
+            q.opaque |= opaque;
         }
     }
 
@@ -288,9 +334,23 @@ impl Listener {
     /// [`Listener::track_changes`]); `None` when no numbered change is.
     pub fn lowest_unhandled(&self) -> Option<u64> {
         let q = self.queue.lock();
-        let queued = q.seqs.first_key_value().map(|(s, _)| *s);
         let in_flight = (q.in_flight != 0).then_some(q.in_flight);
-        queued.into_iter().chain(in_flight).min()
+        q.seqs.lowest().into_iter().chain(in_flight).min()
+    }
+
+    /// The lowest resourceVersion queued (the initial replay included) or being handled (see
+    /// [`Listener::track_changes`]): `Ok(None)` when none is, [`Opaque`] once a change whose
+    /// resourceVersion is not a number was queued.
+    pub(crate) fn lowest_unhandled_version(&self) -> Result<Option<u64>, Opaque> {
+        let q = self.queue.lock();
+        if q.opaque {
+            return Err(Opaque);
+        }
+        let lowest = lower(
+            lower(q.replay_version, q.in_flight_version),
+            q.versions.lowest().unwrap_or(0),
+        );
+        Ok((lowest != 0).then_some(lowest))
     }
 
     /// Events waiting to be delivered (after coalescing).
@@ -323,7 +383,10 @@ impl Listener {
         q.order.clear();
         q.pending.clear();
         q.seqs.clear();
+        q.versions.clear();
+        q.replay_version = 0;
         q.in_flight = 0;
+        q.in_flight_version = 0;
         q.len = 0;
         drop(q);
         self.notify.notify_one();
@@ -343,14 +406,12 @@ struct Pending {
 }
 
 impl Pending {
-    /// The lowest store change number among these events (0: none is a store change).
-    fn seq(&self) -> u64 {
+    /// The lowest store change number and the lowest resourceVersion among these events (0:
+    /// none).
+    fn marks(&self) -> (u64, u64) {
         std::iter::once(&self.first)
             .chain(&self.rest)
-            .map(|e| e.seq)
-            .filter(|s| *s != 0)
-            .min()
-            .unwrap_or(0)
+            .fold((0, 0), |(s, v), e| (lower(s, e.seq), lower(v, e.version)))
     }
 
     fn new(first: Event) -> Self {
@@ -364,7 +425,7 @@ impl Pending {
 /// Folds `next` into the events pending for its key; returns whether the queue grew.
 fn coalesce(events: &mut Pending, next: Event) -> bool {
     use EventType::*;
-    let next_seq = next.seq;
+    let (next_seq, next_version) = (next.seq, next.version);
     let last = events.rest.back_mut().unwrap_or(&mut events.first);
     match (last.event_type, next.event_type) {
         // Deletes are kept, and nothing merges across one.
@@ -388,9 +449,8 @@ fn coalesce(events: &mut Pending, next: Event) -> bool {
         (Added | Updated, Resync) => {}
     }
     // The merged event stands for every change it absorbed, the earliest included.
-    if next_seq != 0 && (last.seq == 0 || next_seq < last.seq) {
-        last.seq = next_seq;
-    }
+    last.seq = lower(last.seq, next_seq);
+    last.version = lower(last.version, next_version);
     false
 }
 

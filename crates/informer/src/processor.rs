@@ -18,7 +18,7 @@ use parking_lot::RwLock;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::cursor::Holds;
+use super::cursor::{Holds, Opaque, Reached};
 use super::event::Event;
 use super::listener::{Delivery, Listener};
 use super::object::CachedObject;
@@ -131,10 +131,19 @@ pub(crate) struct ListenerState {
     tracked: bool,
     /// The processor's last distributed change.
     distributed: Arc<AtomicU64>,
+    /// The informer's reached resourceVersion.
+    reached: Arc<Reached>,
+    /// The version watermark never goes below this (see [`ListenerOptions::floor`]).
+    floor: Option<u64>,
 }
 
 impl ListenerState {
-    fn new(name: &str, options: ListenerOptions, distributed: Arc<AtomicU64>) -> Arc<Self> {
+    fn new(
+        name: &str,
+        options: ListenerOptions,
+        distributed: Arc<AtomicU64>,
+        reached: Arc<Reached>,
+    ) -> Arc<Self> {
         let listener = Listener::new();
         if options.track {
             listener.track_changes();
@@ -151,7 +160,29 @@ impl ListenerState {
             holds: options.holds,
             tracked: options.track,
             distributed,
+            reached,
+            floor: options.floor,
         })
+    }
+
+    /// Every change with a resourceVersion up to this that reached the handler has been
+    /// handled (see [`crate::cursor`]); `None` when untracked, removed, when some
+    /// resourceVersion is not a number, or when nothing is known yet and no floor was given.
+    pub(crate) fn handled_through_version(&self) -> Option<u64> {
+        // Read first: every change up to it has been queued to this handler already, so what
+        // is pending below is read after it, and a change racing in can only lower the answer.
+        let reached = self.reached.get().ok()?;
+        if !self.tracked || self.listener.is_closed() {
+            return None;
+        }
+        let queued = self.listener.lowest_unhandled_version().ok()?;
+        let held = self.holds.as_ref().and_then(Holds::lowest_version);
+        let through = match queued.into_iter().chain(held).min() {
+            Some(lowest) => Some(lowest - 1),
+            None => (reached != 0).then_some(reached),
+        };
+        // 0 claims nothing.
+        through.max(self.floor).filter(|w| *w != 0)
     }
 
     /// Every change numbered up to this has been handled or was never for this handler (see
@@ -211,6 +242,9 @@ pub(crate) struct ListenerOptions {
     pub(crate) track: bool,
     pub(crate) start: Option<u64>,
     pub(crate) holds: Option<Holds>,
+    /// A resourceVersion every change up to which was handled before (elsewhere): the version
+    /// watermark starts there and never goes below it.
+    pub(crate) floor: Option<u64>,
 }
 
 /// Fans events out to the listeners of one informer.
@@ -220,6 +254,8 @@ pub struct SharedProcessor {
     next_id: AtomicU64,
     /// The last change distributed (its `Event::seq`).
     distributed: Arc<AtomicU64>,
+    /// The newest resourceVersion handed out (see [`crate::cursor`]).
+    reached: Arc<Reached>,
 }
 
 impl SharedProcessor {
@@ -275,7 +311,23 @@ impl SharedProcessor {
 
     /// A new listener, not yet receiving events: fill it, then [`attach`](Self::attach) it.
     pub(crate) fn prepare(&self, name: &str, options: ListenerOptions) -> Arc<ListenerState> {
-        ListenerState::new(name, options, self.distributed.clone())
+        ListenerState::new(
+            name,
+            options,
+            self.distributed.clone(),
+            self.reached.clone(),
+        )
+    }
+
+    /// Records that every change up to `resource_version` has been distributed: the version
+    /// watermark of a handler with nothing pending. Call it only after distributing them.
+    pub fn note_reached(&self, resource_version: &str) {
+        self.reached.note(resource_version);
+    }
+
+    /// [`note_reached`](Self::note_reached) with the version already read.
+    pub(crate) fn note_reached_version(&self, version: Result<u64, Opaque>) {
+        self.reached.note_parsed(version);
     }
 
     /// Starts receiving events into `state` and spawns the task feeding `handler`.
@@ -381,6 +433,11 @@ impl ListenerGauges {
         self.0.handled_through()
     }
 
+    /// See [`ListenerHandle::handled_through_version`].
+    pub fn handled_through_version(&self) -> Option<u64> {
+        self.0.handled_through_version()
+    }
+
     /// Whether the handler was removed.
     pub fn is_closed(&self) -> bool {
         self.0.listener.is_closed()
@@ -455,6 +512,15 @@ impl ListenerHandle {
     /// (see [`crate::cursor`]); `None` while its replay from nothing is pending.
     pub fn handled_through(&self) -> Option<u64> {
         self.state.handled_through()
+    }
+
+    /// The handler's version watermark: every change with a numeric resourceVersion up to
+    /// this that reached it has been handled (see [`crate::cursor`]), never below the
+    /// registration's `floor_version`. `None` for a handler registered without a cursor, once
+    /// removed, once any resourceVersion seen is not a number, and while nothing is known (no
+    /// list completed, nothing handled, no floor given).
+    pub fn handled_through_version(&self) -> Option<u64> {
+        self.state.handled_through_version()
     }
 
     /// Whether this handler has handled its whole initial replay (or first list).

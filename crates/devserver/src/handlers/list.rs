@@ -1,5 +1,7 @@
 //! Lists: selectors, `limit`/`continue` pagination and `resourceVersionMatch`, answered from
-//! the stored JSON bytes without re-serializing items.
+//! the stored JSON bytes without re-serializing items. A list at an older version (`Exact`, or
+//! the later pages of a paginated list) is the current table with the later history undone, so
+//! it reaches back as far as the watch history does and answers 410 beyond.
 
 use std::sync::Arc;
 
@@ -60,38 +62,35 @@ pub(super) fn list(shared: &Shared, t: &Target, q: &Params, wants_table: bool) -
         None => (None, None),
     };
     let requested = parse_rv(q)?;
+    // A continued list goes on from its first page's snapshot, as the apiserver's does; an
+    // exact one is read as it was at the version asked for.
+    let exact = q.get("resourceVersionMatch").is_some_and(|m| m == "Exact");
+    let at = token_rv.or(requested.filter(|_| exact));
     let mut items: Vec<Arc<Obj>> = Vec::new();
     let mut last: Option<Key> = None;
     let mut more = false;
-    let current = shared.api.store.scan(
-        &t.res.key,
-        t.namespace.as_deref(),
-        after.as_ref(),
-        |k, obj| {
-            if !labels_match(&labels, &obj.labels) || !fields.matches(&k.0, &k.1, obj) {
-                return true;
-            }
-            if limit > 0 && items.len() == limit {
-                more = true;
-                return false;
-            }
-            items.push(obj.clone());
-            last = Some(k.clone());
-            true
-        },
-    );
-    if q.get("resourceVersionMatch").is_some_and(|m| m == "Exact")
-        && let Some(rv) = requested
-        && rv != current
-        && token_rv.is_none()
-    {
-        // Only the present is kept; an exact older snapshot is as gone as after compaction.
-        return Err(Error::Expired {
-            requested: rv,
-            oldest: current,
-        });
-    }
-    let rv = token_rv.unwrap_or(current);
+    let take = |k: &Key, obj: &Arc<Obj>| {
+        if !labels_match(&labels, &obj.labels) || !fields.matches(&k.0, &k.1, obj) {
+            return true;
+        }
+        if limit > 0 && items.len() == limit {
+            more = true;
+            return false;
+        }
+        items.push(obj.clone());
+        last = Some(k.clone());
+        true
+    };
+    let store = &shared.api.store;
+    let (res, ns) = (&t.res.key, t.namespace.as_deref());
+    let current = match at {
+        Some(at) => {
+            store.scan_at(res, ns, after.as_ref(), at, take)?;
+            at
+        }
+        None => store.scan(res, ns, after.as_ref(), take),
+    };
+    let rv = current;
     if wants_table {
         return Ok(json_value(
             StatusCode::OK,

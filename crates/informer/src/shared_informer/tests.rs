@@ -7,7 +7,7 @@ use kube::core::GroupVersionKind;
 use std::collections::HashMap;
 
 /// An informer that is never started: tests drive `apply` directly, as the reflector would.
-fn informer() -> Arc<SharedInformer> {
+pub(super) fn informer() -> Arc<SharedInformer> {
     let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "ConfigMap"));
     let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
@@ -21,7 +21,7 @@ fn informer() -> Arc<SharedInformer> {
     )
 }
 
-fn cm(name: &str, rv: u64) -> RawObject {
+pub(super) fn cm(name: &str, rv: u64) -> RawObject {
     serde_json::from_str(&format!(
         r#"{{"metadata":{{"name":"{name}","namespace":"ns","resourceVersion":"{rv}"}},"data":{{"v":"{rv}"}}}}"#
     ))
@@ -31,10 +31,10 @@ fn cm(name: &str, rv: u64) -> RawObject {
 /// What a handler believes the world is, rebuilt from its events; any gap or duplicate
 /// shows up as an event that does not fit the state before it.
 #[derive(Default)]
-struct Mirror {
-    objects: HashMap<String, String>,
-    violations: Vec<String>,
-    seen_end: bool,
+pub(super) struct Mirror {
+    pub(super) objects: HashMap<String, String>,
+    pub(super) violations: Vec<String>,
+    pub(super) seen_end: bool,
 }
 
 impl Mirror {
@@ -73,7 +73,7 @@ impl Mirror {
     }
 }
 
-fn mirror_handler(
+pub(super) fn mirror_handler(
     m: Arc<parking_lot::Mutex<Mirror>>,
     done: Arc<tokio::sync::Notify>,
 ) -> impl Handler {
@@ -532,6 +532,7 @@ async fn a_restored_cache_brings_a_resuming_handler_exactly_what_it_missed() {
         cursor: Some(CursorOptions {
             since: Some(3),
             holds: holds.clone(),
+            ..Default::default()
         }),
         ..Default::default()
     };
@@ -549,7 +550,7 @@ async fn a_restored_cache_brings_a_resuming_handler_exactly_what_it_missed() {
 
     // A retry held at a later change holds the cursor below it.
     inf.apply(Delta::Apply(cm("d", 10)));
-    let hold = holds.hold(inf.store().seq());
+    let hold = holds.hold(inf.store().seq(), 0);
     while handle.backlog() > 0 || seen.lock().len() < 5 {
         tokio::task::yield_now().await;
     }

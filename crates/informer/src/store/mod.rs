@@ -204,6 +204,13 @@ impl Store {
         })
     }
 
+    /// `raw` in the form this store would cache it (scope checked, managed fields stripped as
+    /// configured), or `None` when the store would refuse it: for objects read from the server
+    /// outside the informer's own list and watch.
+    pub fn prepare(&self, mut raw: RawObject) -> Option<Arc<CachedObject>> {
+        self.freeze(&mut raw).map(Arc::new)
+    }
+
     /// Applies an added or modified object; emits `Added` or `Updated`, or nothing when the
     /// store already holds this exact resourceVersion (a watch resumed over known ground) or
     /// the object is refused.

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::{Entry, Store};
+use crate::cursor::{Opaque, version_of};
 use crate::event::Event;
 use crate::index::IndexValues;
 use crate::object::{CachedObject, KeySet, ObjectKey, RawObject};
@@ -26,6 +27,17 @@ impl Relist {
     /// Whether nothing was listed so far.
     pub fn is_empty(&self) -> bool {
         self.objects.is_empty()
+    }
+
+    /// The newest resourceVersion among the objects listed (0: none), or [`Opaque`] when one
+    /// is not a number.
+    pub(crate) fn newest_version(&self) -> Result<u64, Opaque> {
+        self.objects.iter().try_fold(0, |newest, o| {
+            match version_of(o.object().resource_version()) {
+                Some(v) => Ok(newest.max(v)),
+                None => Err(Opaque),
+            }
+        })
     }
 }
 

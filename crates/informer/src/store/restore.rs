@@ -14,10 +14,42 @@ type Thawed = Vec<(u64, Option<Arc<CachedObject>>)>;
 type Stored<K, J> = (K, Vec<(u64, Option<J>)>);
 
 /// The versions a persisted cache held per key; kept after [`Store::restore`] for handlers
-/// resuming from a change among them.
+/// resuming from a change among them. Also what a handler saw elsewhere
+/// ([`Restored::from_objects`]), to register it from that state.
 #[derive(Default)]
 pub struct Restored {
     versions: KeyMap<Thawed>,
+}
+
+impl Restored {
+    /// A state seen as a whole, e.g. a list at a resourceVersion (see
+    /// [`SharedInformer::list_at`](crate::SharedInformer::list_at)): one version per key,
+    /// numbered 0, so [`Store::changes_since`]`(.., 0, ..)` diffs it against the cache.
+    pub fn from_objects(objects: Vec<Arc<CachedObject>>) -> Restored {
+        let mut versions = KeyMap::with_capacity_and_hasher(objects.len(), Default::default());
+        for o in objects {
+            versions.insert(o.key().clone(), vec![(0, Some(o))]);
+        }
+        Restored { versions }
+    }
+
+    /// Keys it holds versions of.
+    pub fn len(&self) -> usize {
+        self.versions.len()
+    }
+
+    /// Whether it holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.versions.is_empty()
+    }
+}
+
+impl std::fmt::Debug for Restored {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Restored")
+            .field("keys", &self.versions.len())
+            .finish()
+    }
 }
 
 /// What [`Store::restore`] found.
@@ -151,12 +183,34 @@ impl Store {
     /// `Updated` from the version it saw to the one cached, `Deleted` (final state unknown) with
     /// the version it saw, `Added` for objects it never saw; nothing for objects it has seen
     /// as they are. Events come in change order.
+    ///
+    /// Each event's [`version`](Event::version) is the lowest resourceVersion it may stand
+    /// for: an update's is just above the version seen, a delete's the version seen, and an
+    /// add's `1` (when the object was created is not kept); see [`Store::changes_after`] to
+    /// bound adds.
     pub fn changes_since<R>(
         &self,
         restored: &Restored,
         since: u64,
         f: impl FnOnce(bool, Vec<Event>) -> R,
     ) -> R {
+        self.changes_after(restored, since, None, f)
+    }
+
+    /// [`Store::changes_since`] for a state `restored` known to be the whole state at
+    /// resourceVersion `floor`: the objects it lacks were created after `floor`, so their adds
+    /// stand for versions from `floor + 1` on.
+    pub fn changes_after<R>(
+        &self,
+        restored: &Restored,
+        since: u64,
+        floor: Option<u64>,
+        f: impl FnOnce(bool, Vec<Event>) -> R,
+    ) -> R {
+        let added_from = floor.map_or(1, |f| f + 1);
+        let updated_from = |seen: &CachedObject| {
+            crate::cursor::version_of(seen.resource_version()).map_or(0, |v| v + 1)
+        };
         let inner = self.inner.read();
         let mut events = Vec::new();
         for (key, list) in &restored.versions {
@@ -170,21 +224,32 @@ impl Store {
                     // Some change after `since` removed it; which one is not kept.
                     events.push(Event::deleted(seen, true).at(since + 1));
                 }
-                (None, Some(now)) => {
-                    events.push(Event::added(now.object.clone(), false).at(now.seq))
-                }
+                (None, Some(now)) => events.push(
+                    Event::added(now.object.clone(), false)
+                        .at(now.seq)
+                        .since_version(added_from),
+                ),
                 (Some(seen), Some(now))
                     if now.seq > since
                         && seen.resource_version() != now.object.resource_version() =>
                 {
-                    events.push(Event::updated(seen, now.object.clone()).at(now.seq));
+                    let from = updated_from(&seen);
+                    events.push(
+                        Event::updated(seen, now.object.clone())
+                            .at(now.seq)
+                            .since_version(from),
+                    );
                 }
                 _ => {}
             }
         }
         for (key, now) in &inner.objects {
             if now.seq > since && !restored.versions.contains_key(key) {
-                events.push(Event::added(now.object.clone(), false).at(now.seq));
+                events.push(
+                    Event::added(now.object.clone(), false)
+                        .at(now.seq)
+                        .since_version(added_from),
+                );
             }
         }
         events.sort_by_key(|e| e.seq);

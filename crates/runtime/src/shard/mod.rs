@@ -250,3 +250,75 @@ impl Drop for Membership {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn config(group: &str, identity: &str) -> ShardConfig {
+        ShardConfig {
+            group: group.into(),
+            lease: LeaseConfig::new(group, "default", identity)
+                .with_lease_duration(Duration::from_secs(6)),
+            by: ShardBy::Plugin,
+        }
+    }
+
+    #[test]
+    fn group_and_identity_must_make_a_lease_name_and_a_label() {
+        assert!(config("hooks", "informant-7d9f-abcde").validate().is_ok());
+        assert_eq!(config("hooks", "pod-0").lease_name(), "hooks-pod-0");
+        for (group, identity, want) in [
+            ("", "a", "--shard-group"),
+            ("hooks?", "a", "--shard-group"),
+            ("hooks#x", "a", "--shard-group"),
+            ("ho%2Fks", "a", "--shard-group"),
+            ("hooks ", "a", "--shard-group"),
+            ("-hooks", "a", "--shard-group"),
+            (&"g".repeat(64), "a", "--shard-group"),
+            ("hooks", "Pod-A", "lowercase DNS subdomain"),
+            ("hooks", "a/../b", "lowercase DNS subdomain"),
+            ("hooks", "a..b", "lowercase DNS subdomain"),
+            ("hooks", "pod-а", "lowercase DNS subdomain"),
+            ("hooks", "pod ", "lowercase DNS subdomain"),
+            ("hooks", &"a".repeat(250), "lowercase DNS subdomain"),
+            ("hooks", "", "identity is empty"),
+        ] {
+            let err = config(group, identity).validate().unwrap_err().to_string();
+            assert!(err.contains(want), "{group:?} {identity:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn by_tenant_keeps_a_tenants_plugins_on_one_member() {
+        let members: Vec<String> = (0..5).map(|i| format!("replica-{i}")).collect();
+        let by = |by| Assignment {
+            members: members.clone(),
+            me: "replica-0".into(),
+            active: true,
+            by,
+        };
+        let tenant = by(ShardBy::Tenant);
+        for t in ["team-a", "team-b", "team-c"] {
+            let owners: std::collections::BTreeSet<_> = (0..20)
+                .map(|i| tenant.owner(t, &format!("p{i}")).unwrap().to_string())
+                .collect();
+            assert_eq!(owners.len(), 1, "{t}: {owners:?}");
+        }
+        let plugin = by(ShardBy::Plugin);
+        let owners: std::collections::BTreeSet<_> = (0..20)
+            .map(|i| {
+                plugin
+                    .owner("team-a", &format!("p{i}"))
+                    .unwrap()
+                    .to_string()
+            })
+            .collect();
+        assert!(owners.len() > 1, "{owners:?}");
+        // Inactive, a member owns nothing, even what hashes to it.
+        let mut off = by(ShardBy::Plugin);
+        off.active = false;
+        assert!((0..20).all(|i| !off.owns("team-a", &format!("p{i}"))));
+    }
+}

@@ -194,7 +194,7 @@ fn schedule_retry(
         "plugin asked to retry an event"
     );
     let (supervisor, resource, retries) = (supervisor.clone(), resource.clone(), retries.clone());
-    let hold = retries.holds.hold(event.seq);
+    let hold = retries.holds.hold(event.seq, event.version);
     let retry: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = Box::pin(async move {
         // Released once redelivered (a further retry takes its own hold first) or dropped.
         let _hold = hold;

@@ -28,19 +28,18 @@ impl PluginHost {
             let informer = w.informer.informer().clone();
             // The difference is taken against the cache: it must hold the present first.
             self.factory.start();
-            if tokio::time::timeout(SYNC_WAIT, informer.wait_for_sync())
+            let synced = tokio::time::timeout(SYNC_WAIT, informer.wait_for_sync())
                 .await
-                .is_err()
-            {
-                tracing::warn!(informer = %key, resource_version = at, "taking over: the informer did not sync in time; replaying the whole cache instead");
-                shard
-                    .stats
-                    .handovers_replayed
-                    .fetch_add(1, Ordering::Relaxed);
-                continue;
-            }
-            match informer.list_at(&at.to_string()).await {
-                Ok(Some(objects)) => {
+                .is_ok();
+            // Bounded: a cursor from a member that saw a newer server (or a hostile Lease) is
+            // answered 504, which the client retries for minutes.
+            let listed = if synced {
+                Some(tokio::time::timeout(SYNC_WAIT, informer.list_at(&at.to_string())).await)
+            } else {
+                None
+            };
+            let why = match listed {
+                Some(Ok(Ok(Some(objects)))) => {
                     tracing::info!(informer = %key, resource_version = at, objects = objects.len(), "taking over from the published cursor");
                     w.prior = Some(Arc::new(Restored::from_objects(objects)));
                     w.floor_version = Some(at);
@@ -48,22 +47,20 @@ impl PluginHost {
                         .stats
                         .handovers_with_cursor
                         .fetch_add(1, Ordering::Relaxed);
+                    continue;
                 }
-                Ok(None) => {
-                    tracing::warn!(informer = %key, resource_version = at, "taking over: the server no longer has the cursor's resourceVersion (compacted); replaying the whole cache");
-                    shard
-                        .stats
-                        .handovers_replayed
-                        .fetch_add(1, Ordering::Relaxed);
+                Some(Ok(Ok(None))) => {
+                    "the server no longer has its resourceVersion (compacted)".to_string()
                 }
-                Err(e) => {
-                    tracing::warn!(informer = %key, resource_version = at, error = %e, "taking over: listing at the cursor failed; replaying the whole cache");
-                    shard
-                        .stats
-                        .handovers_replayed
-                        .fetch_add(1, Ordering::Relaxed);
-                }
-            }
+                Some(Ok(Err(e))) => format!("listing at it failed: {e}"),
+                None => format!("the informer did not sync within {SYNC_WAIT:?}"),
+                Some(Err(_)) => format!("listing at it took longer than {SYNC_WAIT:?}"),
+            };
+            tracing::warn!(informer = %key, resource_version = at, "taking over from the published cursor: {why}; replaying the whole cache instead");
+            shard
+                .stats
+                .handovers_replayed
+                .fetch_add(1, Ordering::Relaxed);
         }
         if taken {
             shard
