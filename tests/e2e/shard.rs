@@ -701,3 +701,76 @@ async fn a_member_that_cannot_renew_stops_its_plugins_before_another_takes_them(
     b.leave().await;
     server.shutdown().await;
 }
+
+/// Leases in the group that no member wrote: one claiming to be valid for 68 years and never
+/// renewed, one whose cursors are garbage, one with cursors for every plugin far in the past
+/// under a scope no plugin has. Every plugin still runs on exactly one real member once the
+/// squatter's record is older than the group's lease duration, and every change is handled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_no_member_wrote_neither_hold_plugins_nor_steer_handovers() {
+    let (server, engine) = server().await;
+    let plugins = plugin_names(6);
+    let api: Api<Lease> = Api::namespaced(server.client(), LEASE_NS);
+    let squat = |name: &str, holder: Option<&str>, seconds: i32, cursors: &str| {
+        serde_json::from_value::<Lease>(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {
+                "name": name, "namespace": LEASE_NS,
+                "labels": {"informant.dev/shard-group": GROUP},
+                "annotations": {(cursors::ANNOTATION): cursors},
+            },
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": seconds},
+        }))
+        .unwrap()
+    };
+    let stale: serde_json::Map<String, serde_json::Value> = plugins
+        .iter()
+        .map(|p| {
+            (
+                p.clone(),
+                serde_json::json!({"scope": "not-a-scope", "at": {"/v1/configmaps@demo": 1}}),
+            )
+        })
+        .collect();
+    for lease in [
+        squat("hooks-mallory", Some("mallory"), i32::MAX, "{}"),
+        squat("hooks-garbage", Some("garbage"), 1, &"[".repeat(4096)),
+        squat(
+            "hooks-stale",
+            None,
+            1,
+            &serde_json::json!({"v": 1, "plugins": stale}).to_string(),
+        ),
+    ] {
+        api.create(&Default::default(), &lease)
+            .await
+            .expect("squat");
+    }
+    let echoes = Echoes::default();
+    let mut members: Vec<Member> = ["a", "b"]
+        .iter()
+        .map(|id| Member::start(server.client(), &engine, &echoes, id, &plugins, 3))
+        .collect();
+    // The squatters expire after the members' own 3 s, whatever they claim.
+    settled(&members.iter().collect::<Vec<_>>(), &plugins).await;
+    let changed = create(&server, "after", 50);
+    all_handled(
+        &echoes,
+        &plugins,
+        &changed,
+        "every plugin to handle every change",
+    )
+    .await;
+    // Each plugin started from a replay: no stale cursor under another scope was taken.
+    let all = echoes.all();
+    for p in &plugins {
+        assert!(
+            !all.iter().any(|e| &e.plugin == p && e.event == "deleted"),
+            "{p} was handed deletes from a squatter's cursor"
+        );
+    }
+    for m in members.iter_mut() {
+        m.leave().await;
+    }
+    server.shutdown().await;
+}

@@ -123,16 +123,17 @@ impl Member {
             .min()
     }
 
-    /// How long `lease` stays valid after a change, as it says.
+    /// How long `lease` stays valid after a change: as it says, but never longer than this
+    /// member's own lease duration (the group shares one), so a Lease claiming years cannot
+    /// hold its share of the plugins unrun.
     fn valid_for(&self, lease: &Lease) -> Duration {
+        let own = self.config.lease.lease_duration;
         lease
             .spec
             .as_ref()
             .and_then(|s| s.lease_duration_seconds)
             .filter(|s| *s > 0)
-            .map_or(self.config.lease.lease_duration, |s| {
-                Duration::from_secs(s as u64)
-            })
+            .map_or(own, |s| Duration::from_secs(s as u64).min(own))
     }
 
     /// Publishes that this member owns nothing, once, when its Lease could not be renewed in
