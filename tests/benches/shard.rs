@@ -32,6 +32,8 @@ use informant_tests::http::{free_addr, get};
 use informant_tests::plugins::wasm;
 use serde_json::Value;
 
+// Shared by the benches; this one uses part of it.
+#[allow(dead_code)]
 mod common;
 use common::{env_number, mib, pod, pod_name, warm_compile_cache};
 
