@@ -466,149 +466,132 @@ async fn handed_over_exactly(
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crashed_members_plugins_resume_elsewhere_from_its_cursors_without_loss() {
-    let (server, engine) = server().await;
-    let plugins = plugin_names(6);
-    let echoes = Echoes::default();
-    // Long enough that a loaded machine renews within the 2/3 deadline.
-    let mut members: Vec<Member> = ["a", "b", "c"]
-        .iter()
-        .map(|id| Member::start(server.client(), &engine, &echoes, id, &plugins, 4))
-        .collect();
-    let placed = settled(&members.iter().collect::<Vec<_>>(), &plugins).await;
+/// Members `a`, `b`, `c` running `plugins` copies of the echo plugin with `lease_secs` Leases,
+/// settled, with 30 seeded objects every plugin has handled.
+struct Group {
+    server: DevServer,
+    engine: Arc<PluginEngine>,
+    echoes: Echoes,
+    plugins: Vec<String>,
+    members: Vec<Member>,
+    placed: BTreeMap<String, String>,
+    seeded: BTreeMap<String, u64>,
+}
 
-    let seeded = create(&server, "seed", 30);
-    all_handled(
-        &echoes,
-        &plugins,
-        &seeded,
-        "every plugin to handle the seeded objects",
-    )
-    .await;
-    // The member running most plugins crashes once its Lease says it handled them all.
-    let victim_id = ["a", "b", "c"]
-        .into_iter()
-        .max_by_key(|m| placed.values().filter(|o| o == m).count())
-        .unwrap()
-        .to_string();
-    let moved_plugins: Vec<String> = placed
-        .iter()
-        .filter(|(_, o)| **o == victim_id)
-        .map(|(p, _)| p.clone())
-        .collect();
-    let last = *seeded.values().max().unwrap();
-    cursors_reach(&server, &victim_id, &moved_plugins, last).await;
-    let victim = members.iter_mut().find(|m| m.id == victim_id).unwrap();
-    victim.crash().await;
-
-    // 500 changes while its plugins have no owner (its Lease has not expired yet).
-    let (changed, deleted) = churn(&server, &seeded, 500, "during");
-    let survivors: Vec<&Member> = members.iter().filter(|m| m.id != victim_id).collect();
-    let after = settled(&survivors, &plugins).await;
-    let moved: BTreeMap<String, String> = moved_plugins
-        .iter()
-        .map(|p| (p.clone(), after[p].clone()))
-        .collect();
-    // Plugins that did not move stay where they were.
-    for (p, o) in &placed {
-        if *o != victim_id {
-            assert_eq!(&after[p], o, "{p} moved though its member stayed");
+impl Group {
+    async fn start(plugins: usize, lease_secs: u64) -> Group {
+        let (server, engine) = server().await;
+        let plugins = plugin_names(plugins);
+        let echoes = Echoes::default();
+        let members: Vec<Member> = ["a", "b", "c"]
+            .iter()
+            .map(|id| Member::start(server.client(), &engine, &echoes, id, &plugins, lease_secs))
+            .collect();
+        let placed = settled(&members.iter().collect::<Vec<_>>(), &plugins).await;
+        let seeded = create(&server, "seed", 30);
+        all_handled(
+            &echoes,
+            &plugins,
+            &seeded,
+            "every plugin to handle the seeded objects",
+        )
+        .await;
+        Group {
+            server,
+            engine,
+            echoes,
+            plugins,
+            members,
+            placed,
+            seeded,
         }
     }
-    let untouched: BTreeSet<String> = seeded
-        .keys()
-        .filter(|k| !changed.contains_key(*k) && !deleted.contains(k))
-        .cloned()
-        .collect();
-    handed_over_exactly(
-        &echoes,
-        &moved,
-        &victim_id,
-        (&changed, &deleted),
-        &untouched,
-        &plugins,
-    )
-    .await;
-    for m in members.iter_mut().filter(|m| m.replica.is_some()) {
-        m.leave().await;
+
+    fn member(&mut self, id: &str) -> &mut Member {
+        self.members.iter_mut().find(|m| m.id == id).unwrap()
     }
-    server.shutdown().await;
+
+    /// After `gone` crashed or left: 500 creates, 5 modifies and 3 deletes while its plugins
+    /// move; then each moved plugin resumed on its new member exactly from `gone`'s cursors,
+    /// the others stayed put, and nothing was lost.
+    async fn after_departure_of(mut self, gone: &str) {
+        let (changed, deleted) = churn(&self.server, &self.seeded, 500, "during");
+        let survivors: Vec<&Member> = self.members.iter().filter(|m| m.id != gone).collect();
+        let after = settled(&survivors, &self.plugins).await;
+        let mut moved = BTreeMap::new();
+        for (p, o) in &self.placed {
+            if o == gone {
+                moved.insert(p.clone(), after[p].clone());
+            } else {
+                assert_eq!(&after[p], o, "{p} moved though its member stayed");
+            }
+        }
+        assert!(!moved.is_empty(), "{gone} ran no plugin");
+        let untouched: BTreeSet<String> = self
+            .seeded
+            .keys()
+            .filter(|k| !changed.contains_key(*k) && !deleted.contains(k))
+            .cloned()
+            .collect();
+        handed_over_exactly(
+            &self.echoes,
+            &moved,
+            gone,
+            (&changed, &deleted),
+            &untouched,
+            &self.plugins,
+        )
+        .await;
+        for m in self.members.iter_mut().filter(|m| m.replica.is_some()) {
+            m.leave().await;
+        }
+        self.server.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_members_plugins_resume_elsewhere_from_its_cursors_without_loss() {
+    // Long enough that a loaded machine renews within the 2/3 deadline.
+    let mut g = Group::start(6, 4).await;
+    // The member running most plugins crashes once its Lease says it handled them all.
+    let victim = ["a", "b", "c"]
+        .into_iter()
+        .max_by_key(|m| g.placed.values().filter(|o| o == m).count())
+        .unwrap();
+    let its: Vec<String> = g
+        .placed
+        .iter()
+        .filter(|(_, o)| *o == victim)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let last = *g.seeded.values().max().unwrap();
+    cursors_reach(&g.server, victim, &its, last).await;
+    g.member(victim).crash().await;
+    g.after_departure_of(victim).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leaving_member_hands_its_plugins_over_at_once_with_its_last_cursors() {
-    let (server, engine) = server().await;
-    let plugins = plugin_names(6);
-    let echoes = Echoes::default();
     // Leases far longer than the test's guard: the others can only take over within the guard
     // because the leaver released its Lease, never by waiting for it to expire.
-    let long = GUARD.as_secs() * 2;
-    let mut members: Vec<Member> = ["a", "b", "c"]
-        .iter()
-        .map(|id| Member::start(server.client(), &engine, &echoes, id, &plugins, long))
-        .collect();
-    let placed = settled(&members.iter().collect::<Vec<_>>(), &plugins).await;
-    let seeded = create(&server, "seed", 30);
-    all_handled(
-        &echoes,
-        &plugins,
-        &seeded,
-        "every plugin to handle the seeded objects",
-    )
-    .await;
-
-    let leaver_id = placed.values().next().unwrap().clone();
-    let leaver = members.iter_mut().find(|m| m.id == leaver_id).unwrap();
-    leaver.leave().await;
-    let (changed, deleted) = churn(&server, &seeded, 500, "during");
-    let survivors: Vec<&Member> = members.iter().filter(|m| m.id != leaver_id).collect();
-    let after = settled(&survivors, &plugins).await;
-    let moved: BTreeMap<String, String> = placed
-        .iter()
-        .filter(|(_, o)| **o == leaver_id)
-        .map(|(p, _)| (p.clone(), after[p].clone()))
-        .collect();
-    assert!(!moved.is_empty());
-    let untouched: BTreeSet<String> = seeded
-        .keys()
-        .filter(|k| !changed.contains_key(*k) && !deleted.contains(k))
-        .cloned()
-        .collect();
-    handed_over_exactly(
-        &echoes,
-        &moved,
-        &leaver_id,
-        (&changed, &deleted),
-        &untouched,
-        &plugins,
-    )
-    .await;
-    for m in members.iter_mut().filter(|m| m.replica.is_some()) {
-        m.leave().await;
-    }
-    server.shutdown().await;
+    let mut g = Group::start(6, GUARD.as_secs() * 2).await;
+    let leaver = g.placed.values().next().unwrap().clone();
+    g.member(&leaver).leave().await;
+    g.after_departure_of(&leaver).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_joining_member_takes_only_the_plugins_it_wins_and_nothing_is_lost() {
-    let (server, engine) = server().await;
-    let plugins = plugin_names(30);
-    let echoes = Echoes::default();
-    let mut members: Vec<Member> = ["a", "b", "c"]
-        .iter()
-        .map(|id| Member::start(server.client(), &engine, &echoes, id, &plugins, 4))
-        .collect();
-    let before = settled(&members.iter().collect::<Vec<_>>(), &plugins).await;
-    let seeded = create(&server, "seed", 20);
-    all_handled(
-        &echoes,
-        &plugins,
-        &seeded,
-        "every plugin to handle the seeded objects",
-    )
-    .await;
-
+    let g = Group::start(30, 4).await;
+    let Group {
+        server,
+        engine,
+        echoes,
+        plugins,
+        mut members,
+        placed: before,
+        seeded,
+    } = g;
     members.push(Member::start(
         server.client(),
         &engine,
