@@ -1,11 +1,10 @@
 //! Handing a handler over between replicas: its version watermark, and registration from the
 //! state it had seen elsewhere (`CursorOptions::prior`), read back with `list_at`.
 
-use super::tests::{Mirror, cm, informer, mirror_handler};
+use super::tests::{Mirror, cm, informer, mirror_handler, mirrors_end_at_the_store};
 use super::*;
 use crate::processor::FnHandler;
 use kube::core::GroupVersionKind;
-use std::collections::HashMap;
 
 /// Waits, on the handler's own progress, until `handle`'s version watermark is `want`.
 async fn watermark_becomes(handle: &ListenerHandle, want: Option<u64>, what: &str) {
@@ -265,33 +264,7 @@ async fn registration_from_a_prior_state_under_concurrent_writes_has_no_gap_and_
     writer.join().unwrap();
     inf.apply(Delta::Apply(cm("end", 1_000_000)));
 
-    let expected: HashMap<String, String> = inf.store().read_consistent(|_, objs| {
-        objs.filter(|o| o.name() != "end")
-            .map(|o| (o.key().to_string(), o.resource_version().to_string()))
-            .collect()
-    });
-    for (h, mirror, done) in handlers {
-        tokio::time::timeout(Duration::from_secs(30), async {
-            while !mirror.lock().seen_end {
-                done.notified().await;
-            }
-        })
-        .await
-        .expect("handler did not reach the end marker");
-        let m = mirror.lock();
-        assert!(
-            m.violations.is_empty(),
-            "{}: {:?}",
-            h.name(),
-            &m.violations[..m.violations.len().min(5)]
-        );
-        assert_eq!(
-            m.objects,
-            expected,
-            "{} ends with the store's state",
-            h.name()
-        );
-    }
+    mirrors_end_at_the_store(&inf, handlers).await;
 }
 
 #[tokio::test]

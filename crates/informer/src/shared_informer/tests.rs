@@ -86,6 +86,49 @@ pub(super) fn mirror_handler(
     })
 }
 
+/// Waits until every handler saw the `end` marker, then checks that each one's mirror has no
+/// gap or duplicate and ends with the store's state; the handles, for more checks.
+pub(super) async fn mirrors_end_at_the_store(
+    inf: &SharedInformer,
+    handlers: Vec<(
+        ListenerHandle,
+        Arc<parking_lot::Mutex<Mirror>>,
+        Arc<tokio::sync::Notify>,
+    )>,
+) -> Vec<ListenerHandle> {
+    let expected: HashMap<String, String> = inf.store().read_consistent(|_, objs| {
+        objs.filter(|o| o.name() != "end")
+            .map(|o| (o.key().to_string(), o.resource_version().to_string()))
+            .collect()
+    });
+    let mut out = Vec::new();
+    for (h, mirror, done) in handlers {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while !mirror.lock().seen_end {
+                done.notified().await;
+            }
+        })
+        .await
+        .expect("handler did not reach the end marker");
+        let m = mirror.lock();
+        assert!(
+            m.violations.is_empty(),
+            "{}: {:?}",
+            h.name(),
+            &m.violations[..m.violations.len().min(5)]
+        );
+        assert_eq!(
+            m.objects,
+            expected,
+            "{} ends with the store's state",
+            h.name()
+        );
+        drop(m);
+        out.push(h);
+    }
+    out
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_registration_under_concurrent_writes_has_no_gap_and_no_duplicate() {
     let inf = informer();
@@ -125,32 +168,7 @@ async fn late_registration_under_concurrent_writes_has_no_gap_and_no_duplicate()
     writer.join().unwrap();
     inf.apply(Delta::Apply(cm("end", 1_000_000)));
 
-    let expected: HashMap<String, String> = inf.store().read_consistent(|_, objs| {
-        objs.filter(|o| o.name() != "end")
-            .map(|o| (o.key().to_string(), o.resource_version().to_string()))
-            .collect()
-    });
-    for (h, mirror, done) in handlers {
-        tokio::time::timeout(Duration::from_secs(30), async {
-            while !mirror.lock().seen_end {
-                done.notified().await;
-            }
-        })
-        .await
-        .expect("handler did not reach the end marker");
-        let m = mirror.lock();
-        assert!(
-            m.violations.is_empty(),
-            "{}: {:?}",
-            h.name(),
-            &m.violations[..m.violations.len().min(5)]
-        );
-        assert_eq!(
-            m.objects,
-            expected,
-            "{} ends with the store's state",
-            h.name()
-        );
+    for h in mirrors_end_at_the_store(&inf, handlers).await {
         assert!(
             h.is_synced(),
             "{} was registered after sync and replayed",
