@@ -28,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_tests::http::{free_addr, get};
+use informant_tests::http::free_addr;
 use informant_tests::plugins::wasm;
 use serde_json::Value;
 
@@ -164,6 +164,22 @@ impl Host {
     }
 }
 
+/// `GET path` on an admin server, `(0, "")` while it is not up yet (or gone).
+async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
+    if tokio::net::TcpStream::connect(addr).await.is_err() {
+        return (0, String::new(), String::new());
+    }
+    informant_tests::http::get(addr, path).await
+}
+
+impl Drop for Host {
+    /// A bench that gives up leaves no replica running.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Polls `cond` (a cheap HTTP scrape) until it holds; the time it took.
 async fn until<F, Fut>(what: &str, mut cond: F) -> Duration
 where
@@ -218,7 +234,7 @@ async fn run() {
     server
         .write_kubeconfig(&work.path().join("kubeconfig"))
         .unwrap();
-    let bench = wasm("bench");
+    let bench = wasm("bench-plugin");
     warm_compile_cache(&bench);
     let mut config = String::from("shard-by = \"tenant\"\n");
     let mut plugins = BTreeSet::new();

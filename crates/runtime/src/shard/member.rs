@@ -58,6 +58,10 @@ impl Member {
         .touched_objects()
         .boxed();
         let mut renewed_at: Option<Instant> = None;
+        // Replicas of a rollout start together: one that took its first view for the whole
+        // group would start every plugin only to hand most of them over a moment later. Until
+        // a retry period has passed, the others' Leases have had time to appear.
+        let settle_until = Instant::now() + lease.retry_period;
         let mut next_renewal = Instant::now();
         loop {
             let now = Instant::now();
@@ -77,17 +81,21 @@ impl Member {
                 }
                 next_renewal = Instant::now() + crate::backoff::jitter(lease.retry_period);
             }
-            let active = renewed_at.is_some_and(|r| r.elapsed() < lease.renew_deadline);
+            let renewed = renewed_at.is_some_and(|r| r.elapsed() < lease.renew_deadline);
+            let active = renewed && Instant::now() >= settle_until;
             // Ready once the first list arrived: before it, no view of the group to act on.
             if leases.wait_until_ready().now_or_never().is_some() {
                 self.survey(&leases, active).await;
             }
-            if !active {
+            if !renewed {
                 self.step_down();
             }
             // Wake for the next renewal, for the renew deadline (stepping down must not wait
             // for a slow round), for a Lease expiring, or for a change to the group's Leases.
             let mut wake = next_renewal;
+            if Instant::now() < settle_until {
+                wake = wake.min(settle_until);
+            }
             if let Some(r) = renewed_at.filter(|r| r.elapsed() < lease.renew_deadline) {
                 wake = wake.min(r + lease.renew_deadline);
             }
