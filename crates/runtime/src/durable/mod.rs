@@ -102,10 +102,13 @@ impl Durable {
             let kept = me.restoring.lock().remove(&id);
             let mut resumed_at = None;
             if let Some(kept) = kept {
+                let reading = std::time::Instant::now();
                 match me.state.versions(&id) {
                     Ok(versions) => {
+                        let read = reading.elapsed();
+                        let restoring = std::time::Instant::now();
                         let report = informer.restore(&kept.resource_version, kept.seq, versions);
-                        tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, "cache restored from the state directory");
+                        tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, read = ?read, restore = ?restoring.elapsed(), "cache restored from the state directory");
                         resumed_at = Some(kept.resource_version);
                     }
                     Err(e) => {
