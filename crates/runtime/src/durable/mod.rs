@@ -204,12 +204,16 @@ impl Durable {
         }
     }
 
-    /// Saves the cursors, waits until everything journaled is on disk and closes the state
-    /// file, sealed so that the next start trusts it without reading every page. Journaling
-    /// and reads stop here.
+    /// Saves the cursors and waits until everything journaled is on disk.
     pub async fn close(&self) {
         self.save();
         self.journal.flush().await;
+    }
+
+    /// Once the host has stopped: closes the state file, sealed so that the next start trusts
+    /// it without reading every page. Journaling and reads stop here.
+    pub async fn shutdown(&self) {
+        self.close().await;
         let state = self.state.clone();
         if let Err(e) = tokio::task::spawn_blocking(move || state.close()).await {
             tracing::warn!(dir = %self.dir.display(), error = %e, "closing the state failed");
