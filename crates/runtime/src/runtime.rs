@@ -285,7 +285,7 @@ impl Runtime {
         }
         self.factory.stop();
         if let Some(d) = &self.durable {
-            d.close().await;
+            d.shutdown().await;
         }
         if let Some(admin) = self.admin {
             admin.shutdown().await;

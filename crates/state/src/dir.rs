@@ -5,7 +5,7 @@ use std::fs::OpenOptions;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
@@ -14,6 +14,7 @@ use crate::backend::CountingBackend;
 use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
 use crate::journal::{Journal, Writer};
+use crate::seal::Seal;
 use crate::tables::{
     CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSIONS,
 };
@@ -82,15 +83,20 @@ pub const MAX_DEAD_LETTERS_PER_PLUGIN: usize = 1000;
 /// The open state database `DIR/state.redb`.
 ///
 /// Reads (`load`, `dead_letters`) see the last committed batch. All writes from the event path
-/// go through the [`Journal`]; dropping the `StateDir` commits what the journal has queued,
-/// stops its writer and closes the file (journals still held elsewhere then drop their ops).
+/// go through the [`Journal`]; [`StateDir::close`] (or dropping the `StateDir`) commits what the
+/// journal has queued, stops its writer, closes the file and seals it (journals still held
+/// elsewhere then drop their ops).
 pub struct StateDir {
     path: PathBuf,
-    db: Arc<Database>,
+    /// `None` once closed.
+    db: Mutex<Option<Arc<Database>>>,
     written: Arc<AtomicU64>,
-    /// Built at open; handed to the writer when it starts.
-    compactor: Mutex<Option<Compactor>>,
+    /// Shared with the writer. An informer's stored versions join it when they are read
+    /// ([`StateDir::versions`]), not at open: reading them twice is what a restart waited for.
+    compactor: Arc<Mutex<Compactor>>,
     writer: Mutex<Option<Writer>>,
+    /// Whether the open ran redb's integrity check (the file was not sealed as it is).
+    checked: bool,
 }
 
 impl std::fmt::Debug for StateDir {
@@ -131,30 +137,33 @@ impl StateDir {
         let path = dir.join(FILE_NAME);
         let written = Arc::new(AtomicU64::new(0));
         let mut set_aside = None;
+        let seal = Seal::take(&path);
         if path.exists() {
             let reason = match precheck(&path, cluster) {
                 Ok(Some(reason)) => reason,
                 Err(e) => classify(&path, e)?,
-                Ok(None) => match open_db(&path, &written, budget) {
-                    Ok(database) => match verdict(&database, cluster) {
-                        Ok(Verdict::Use(compactor)) => {
-                            let state = Self::new(path, database, written, compactor);
-                            state.compact_now()?;
-                            return Ok((state, None));
-                        }
-                        Ok(Verdict::Fresh) => {
-                            // An empty file (a crash right after creating it): initialise in place.
-                            init(&path, &database, cluster)?;
-                            return Ok((
-                                Self::new(path, database, written, Compactor::default()),
-                                None,
-                            ));
-                        }
-                        Ok(Verdict::Refuse(reason)) => reason,
+                Ok(None) => {
+                    let check = !seal.is_some_and(|s| s.matches(&path));
+                    match open_db(&path, &written, budget, check) {
+                        Ok(database) => match verdict(&database, cluster) {
+                            Ok(Verdict::Use(compactor)) => {
+                                let state = Self::new(path, database, written, compactor, check);
+                                return Ok((state, None));
+                            }
+                            Ok(Verdict::Fresh) => {
+                                // An empty file (a crash right after creating it): initialise in place.
+                                init(&path, &database, cluster)?;
+                                return Ok((
+                                    Self::new(path, database, written, Compactor::default(), check),
+                                    None,
+                                ));
+                            }
+                            Ok(Verdict::Refuse(reason)) => reason,
+                            Err(e) => classify(&path, e)?,
+                        },
                         Err(e) => classify(&path, e)?,
-                    },
-                    Err(e) => classify(&path, e)?,
-                },
+                    }
+                }
             };
             let moved_to = set_aside_path(dir);
             std::fs::rename(&path, &moved_to).map_err(|source| StateError::File {
@@ -165,7 +174,7 @@ impl StateDir {
             tracing::warn!(path = %path.display(), moved_to = %moved_to.display(), %reason, "state file set aside; starting with fresh state");
             set_aside = Some(SetAside { moved_to, reason });
         }
-        let database = open_db(&path, &written, budget).map_err(|e| match e {
+        let database = open_db(&path, &written, budget, false).map_err(|e| match e {
             redb::Error::Io(source) => StateError::File {
                 path: path.clone(),
                 action: "create it",
@@ -175,7 +184,7 @@ impl StateDir {
         })?;
         init(&path, &database, cluster)?;
         Ok((
-            Self::new(path, database, written, Compactor::default()),
+            Self::new(path, database, written, Compactor::default(), false),
             set_aside,
         ))
     }
@@ -185,13 +194,46 @@ impl StateDir {
         database: Database,
         written: Arc<AtomicU64>,
         compactor: Compactor,
+        checked: bool,
     ) -> Self {
         StateDir {
             path,
-            db: Arc::new(database),
+            db: Mutex::new(Some(Arc::new(database))),
             written,
-            compactor: Mutex::new(Some(compactor)),
+            compactor: Arc::new(Mutex::new(compactor)),
             writer: Mutex::new(None),
+            checked,
+        }
+    }
+
+    /// Whether the open verified every page of the file (it was not as sealed at its last
+    /// clean close): a restart after a crash takes longer.
+    pub fn checked_at_open(&self) -> bool {
+        self.checked
+    }
+
+    /// The database, unless closed.
+    fn db(&self) -> std::result::Result<Arc<Database>, redb::Error> {
+        lock(&self.db).clone().ok_or(redb::Error::DatabaseClosed)
+    }
+
+    /// Commits what the journal has queued, stops its writer, closes the file and seals it, so
+    /// the next open can trust it without reading every page. Reads fail from then on, and
+    /// journals still held elsewhere drop their ops.
+    pub fn close(&self) {
+        if let Some(writer) = lock(&self.writer).take() {
+            writer.close();
+        }
+        let Some(db) = lock(&self.db).take() else {
+            return;
+        };
+        // A read still running holds the database; its end closes it, unsealed.
+        let Ok(db) = Arc::try_unwrap(db) else { return };
+        match db.close() {
+            Ok(()) => Seal::write(&self.path),
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "state file: closing it failed; the next open checks it")
+            }
         }
     }
 
@@ -202,21 +244,15 @@ impl StateDir {
 
     /// The writer's handle to the state; starts the writer thread on the first call.
     pub fn journal(&self) -> Journal {
-        let mut writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut writer = lock(&self.writer);
         if let Some(w) = writer.as_ref() {
             return w.journal();
         }
-        let compactor = self
-            .compactor
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-            .unwrap_or_default();
         let w = Writer::start(
             self.path.clone(),
-            self.db.clone(),
+            lock(&self.db).clone(),
             self.written.clone(),
-            compactor,
+            self.compactor.clone(),
         );
         let journal = w.journal();
         *writer = Some(w);
@@ -225,20 +261,33 @@ impl StateDir {
 
     /// Reads everything committed so far, for startup.
     pub fn load(&self) -> Result<Snapshot> {
-        read_snapshot(&self.db).map_err(|e| db(&self.path, "read it", e))
+        let snap = self
+            .db()
+            .and_then(|d| read_snapshot(&d))
+            .map_err(|e| db(&self.path, "read it", e))?;
+        for (informer, state) in &snap.informers {
+            self.seed(informer, &state.versions)?;
+        }
+        Ok(snap)
     }
 
     /// Reads everything but the stored versions (each informer's come with
     /// [`StateDir::versions`] when it is needed), so startup never holds every informer's
     /// objects as text at once.
     pub fn load_index(&self) -> Result<Snapshot> {
-        read_index(&self.db).map_err(|e| db(&self.path, "read it", e))
+        self.db()
+            .and_then(|d| read_index(&d))
+            .map_err(|e| db(&self.path, "read it", e))
     }
 
     /// One informer's stored versions per key, ascending seq (`None`: a tombstone).
+    ///
+    /// From then on the journal's compaction knows them: the versions no cursor needs any more
+    /// are deleted now, the others once every cursor has passed their successors. (An informer
+    /// whose versions are never read keeps them as they are.)
     pub fn versions(&self, informer: &str) -> Result<BTreeMap<String, Vec<Version>>> {
         let read = || -> std::result::Result<BTreeMap<String, Vec<Version>>, redb::Error> {
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             let table = txn.open_table(VERSIONS)?;
             let mut out: BTreeMap<String, Vec<Version>> = BTreeMap::new();
             for row in table.range((informer, "", 0)..)? {
@@ -253,13 +302,15 @@ impl StateDir {
             }
             Ok(out)
         };
-        read().map_err(|e| db(&self.path, "read its stored versions", e))
+        let versions = read().map_err(|e| db(&self.path, "read its stored versions", e))?;
+        self.seed(informer, &versions)?;
+        Ok(versions)
     }
 
     /// The dead letters of one plugin, or of all, oldest first per plugin.
     pub fn dead_letters(&self, plugin: Option<&str>) -> Result<Vec<DeadLetter>> {
         let read = || -> std::result::Result<Vec<DeadLetter>, redb::Error> {
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             let table = txn.open_table(DEAD_LETTERS)?;
             let mut out = Vec::new();
             let iter = match plugin {
@@ -278,7 +329,7 @@ impl StateDir {
     /// How many dead letters each plugin holding any has (reads keys only, for metrics).
     pub fn dead_letter_counts(&self) -> Result<BTreeMap<String, u64>> {
         let read = || -> std::result::Result<BTreeMap<String, u64>, redb::Error> {
-            let txn = self.db.begin_read()?;
+            let txn = self.db()?.begin_read()?;
             let table = txn.open_table(DEAD_LETTERS)?;
             let mut out: BTreeMap<String, u64> = BTreeMap::new();
             for row in table.iter()? {
@@ -301,7 +352,7 @@ impl StateDir {
     /// An operator's call, not the event path's: it waits for the journal's commit in progress.
     pub fn take_dead_letters(&self, plugin: &str, ids: &[u64]) -> Result<Vec<DeadLetter>> {
         let take = || -> std::result::Result<Vec<DeadLetter>, redb::Error> {
-            let txn = self.db.begin_write()?;
+            let txn = self.db()?.begin_write()?;
             let mut out = Vec::new();
             {
                 let mut table = txn.open_table(DEAD_LETTERS)?;
@@ -317,18 +368,23 @@ impl StateDir {
         take().map_err(|e| db(&self.path, "take dead letters from it", e))
     }
 
-    /// Deletes whatever the loaded cursors no longer need (once, at open).
-    fn compact_now(&self) -> Result<()> {
-        let mut guard = self.compactor.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(compactor) = guard.as_mut() else {
-            return Ok(());
+    /// Tells the compaction an informer's stored versions as read, and deletes what no cursor
+    /// needs any more.
+    fn seed(&self, informer: &str, versions: &BTreeMap<String, Vec<Version>>) -> Result<()> {
+        let garbage = {
+            let mut compactor = lock(&self.compactor);
+            for (key, list) in versions {
+                for (seq, json) in list {
+                    compactor.recorded(informer, key, *seq, json.is_none());
+                }
+            }
+            compactor.garbage()
         };
-        let garbage = compactor.garbage();
         if garbage.is_empty() {
             return Ok(());
         }
         let run = || -> std::result::Result<(), redb::Error> {
-            let txn = self.db.begin_write()?;
+            let txn = self.db()?.begin_write()?;
             {
                 let mut versions = txn.open_table(VERSIONS)?;
                 for (informer, key, seq) in &garbage {
@@ -344,16 +400,21 @@ impl StateDir {
 
 impl Drop for StateDir {
     fn drop(&mut self) {
-        if let Some(writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            writer.close();
-        }
+        self.close();
     }
 }
 
+/// A poisoned lock still holds consistent data here: every holder only swaps or reads a value.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Opens the file for writing; `check`: run redb's integrity check (every page's checksum).
 fn open_db(
     path: &Path,
     written: &Arc<AtomicU64>,
     budget: Option<u64>,
+    check: bool,
 ) -> std::result::Result<Database, redb::Error> {
     let file = OpenOptions::new()
         .read(true)
@@ -369,8 +430,9 @@ fn open_db(
             // The informer cache is already in memory; redb's page cache only needs the hot path.
             .set_cache_size(64 * 1024 * 1024)
             // Verifies every page's checksum: a file damaged outside redb is reported as
-            // corrupt instead of read as garbage. The open reads every row anyway.
-            .set_check_integrity_on_open(true)
+            // corrupt instead of read as garbage. Skipped only for a file still as sealed at
+            // its last clean close (see `seal`).
+            .set_check_integrity_on_open(check)
             .create_with_backend(backend)
     }));
     match opened {
@@ -497,35 +559,29 @@ fn precheck(path: &Path, cluster: &str) -> std::result::Result<Option<Refusal>, 
     }
 }
 
-/// Decides whether an opened file can be used, and if so rebuilds the compaction index from it.
+/// Decides whether an opened file can be used, and if so starts the compaction index from its
+/// informers and cursors (the versions join it as they are read). The file's bytes were proven
+/// by then: as sealed, or every page's checksum verified.
 fn verdict(database: &Database, cluster: &str) -> std::result::Result<Verdict, redb::Error> {
     let run = || -> std::result::Result<Verdict, redb::Error> {
         let txn = database.begin_read()?;
         if let Some(verdict) = check_meta(&txn, cluster)? {
             return Ok(verdict);
         }
-        // Reading every row is what proves the file whole: a truncated tree fails here.
         let mut compactor = Compactor::default();
         for row in txn.open_table(INFORMERS)?.iter()? {
             let (k, v) = row?;
             compactor.informer_seq(k.value(), v.value().1);
-        }
-        for row in txn.open_table(VERSIONS)?.iter()? {
-            let (k, v) = row?;
-            let (informer, key, seq) = k.value();
-            compactor.recorded(informer, key, seq, v.value().is_none());
         }
         for row in txn.open_table(CURSORS)?.iter()? {
             let (k, v) = row?;
             let (plugin, informer) = k.value();
             compactor.cursor(plugin, informer, v.value().0);
         }
-        for row in txn.open_table(DEAD_LETTERS)?.iter()? {
-            row?;
-        }
-        for row in txn.open_table(DEAD_LETTER_IDS)?.iter()? {
-            row?;
-        }
+        // Opened so a file missing one is refused here, not when the writer first needs it.
+        txn.open_table(VERSIONS)?;
+        txn.open_table(DEAD_LETTERS)?;
+        txn.open_table(DEAD_LETTER_IDS)?;
         Ok(Verdict::Use(compactor))
     };
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(run)) {

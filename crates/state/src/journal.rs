@@ -203,14 +203,27 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
+    /// The writer of `db`; with `None` (the state is closed) a journal that drops every op.
     pub(crate) fn start(
         path: PathBuf,
-        db: Arc<Database>,
+        db: Option<Arc<Database>>,
         written: Arc<AtomicU64>,
-        compactor: Compactor,
+        compactor: Arc<Mutex<Compactor>>,
     ) -> Self {
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared::default());
+        let Some(db) = db else {
+            shared.degrade(format!("state file `{}` is closed", path.display()));
+            let journal = Journal {
+                tx,
+                shared,
+                written,
+            };
+            return Writer {
+                journal,
+                thread: None,
+            };
+        };
         let mut state = WriterState {
             path,
             db,
@@ -261,7 +274,8 @@ struct WriterState {
     path: PathBuf,
     db: Arc<Database>,
     shared: Arc<Shared>,
-    compactor: Compactor,
+    /// Shared with the `StateDir`, which adds an informer's stored versions when it reads them.
+    compactor: Arc<Mutex<Compactor>>,
 }
 
 impl WriterState {
@@ -349,6 +363,7 @@ impl WriterState {
 
     fn commit(&mut self, batch: &[Op]) -> Result<(), redb::Error> {
         let txn = self.db.begin_write()?;
+        let mut compactor = self.compactor.lock().unwrap_or_else(|p| p.into_inner());
         {
             let mut versions = txn.open_table(VERSIONS)?;
             let mut informers = txn.open_table(INFORMERS)?;
@@ -372,15 +387,15 @@ impl WriterState {
                     } => {
                         let text = json.as_ref().map(|j| (**j).as_ref());
                         versions.insert((&**informer, &**key, *seq), text)?;
-                        self.compactor.recorded(informer, key, *seq, json.is_none());
+                        compactor.recorded(informer, key, *seq, json.is_none());
                         let at = reached.entry(&**informer).or_default();
                         *at = (rv.as_deref().or(at.0), *seq);
-                        self.compactor.informer_seq(informer, *seq);
+                        compactor.informer_seq(informer, *seq);
                     }
                     Op::ResourceVersion { informer, rv, seq } => {
                         // Each watch event moves it: only the batch's last is written.
                         reached.insert(&**informer, (Some(&**rv), *seq));
-                        self.compactor.informer_seq(informer, *seq);
+                        compactor.informer_seq(informer, *seq);
                     }
                     Op::Cursor {
                         plugin,
@@ -389,7 +404,7 @@ impl WriterState {
                         scope,
                     } => {
                         cursors.insert((&**plugin, &**informer), (*seq, &**scope))?;
-                        self.compactor.cursor(plugin, informer, *seq);
+                        compactor.cursor(plugin, informer, *seq);
                     }
                     Op::ForgetPlugin(plugin) => {
                         let mut gone = Vec::new();
@@ -404,7 +419,7 @@ impl WriterState {
                         for informer in &gone {
                             cursors.remove((&**plugin, informer.as_str()))?;
                         }
-                        self.compactor.forget_plugin(plugin);
+                        compactor.forget_plugin(plugin);
                     }
                     Op::DeadLetter(l) => {
                         let plugin = l.plugin.as_str();
@@ -452,10 +467,11 @@ impl WriterState {
                 };
                 informers.insert(informer, (rv.as_str(), seq))?;
             }
-            for (informer, key, seq) in self.compactor.garbage() {
+            for (informer, key, seq) in compactor.garbage() {
                 versions.remove((informer.as_str(), &*key, seq))?;
             }
         }
+        drop(compactor);
         txn.commit()?;
         Ok(())
     }

@@ -4,7 +4,8 @@
 //!
 //! - [`StateDir::open`] opens (or creates) the file; one it cannot use — corrupt, truncated,
 //!   written by a newer format or for another cluster — is renamed aside, never deleted, and a
-//!   fresh one replaces it ([`SetAside`]).
+//!   fresh one replaces it ([`SetAside`]). Every page's checksum is verified unless the file is
+//!   exactly as [`StateDir::close`] sealed it.
 //! - [`StateDir::load`] reads everything back at startup ([`Snapshot`]).
 //! - [`StateDir::journal`] hands out the [`Journal`] the event path writes through: ops go to a
 //!   writer thread that batches, compacts and commits them; callers never wait on the disk.
@@ -21,6 +22,7 @@ mod compact;
 mod dir;
 mod error;
 mod journal;
+mod seal;
 mod tables;
 
 #[cfg(test)]

@@ -19,18 +19,31 @@ type Stored<K, J> = (K, Vec<(u64, Option<J>)>);
 #[derive(Default)]
 pub struct Restored {
     versions: KeyMap<Thawed>,
+    /// Each key with its newest version's change, ascending: a handler resuming from a change
+    /// looks only at the keys stored after it, not at every key.
+    by_newest: Vec<(u64, ObjectKey)>,
+    /// The store's last change once restored: an entry numbered up to it is as restored.
+    seq: u64,
+    /// Keys whose newest version is an object (what the restore cached).
+    live: usize,
 }
 
 impl Restored {
     /// A state seen as a whole, e.g. a list at a resourceVersion (see
     /// [`SharedInformer::list_at`](crate::SharedInformer::list_at)): one version per key,
-    /// numbered 0, so [`Store::changes_since`]`(.., 0, ..)` diffs it against the cache.
+    /// numbered 0, so [`Store::changes_since`]`(.., 0, ..)` diffs it against the cache. Not
+    /// what the store was restored from: every cached entry counts as changed after it.
     pub fn from_objects(objects: Vec<Arc<CachedObject>>) -> Restored {
         let mut versions = KeyMap::with_capacity_and_hasher(objects.len(), Default::default());
         for o in objects {
             versions.insert(o.key().clone(), vec![(0, Some(o))]);
         }
-        Restored { versions }
+        Restored {
+            live: versions.len(),
+            versions,
+            by_newest: Vec::new(),
+            seq: 0,
+        }
     }
 
     /// Keys it holds versions of.
@@ -104,6 +117,17 @@ impl Store {
             report.unreadable += unreadable;
             restored.versions.extend(keys);
         }
+        restored.by_newest = restored
+            .versions
+            .iter()
+            .filter_map(|(key, list)| Some((list.last()?.0, key.clone())))
+            .collect();
+        restored.by_newest.sort_unstable_by_key(|(at, _)| *at);
+        restored.live = restored
+            .versions
+            .values()
+            .filter(|list| matches!(list.last(), Some((_, Some(_)))))
+            .count();
         let mut inner = self.inner.write();
         for (key, list) in &restored.versions {
             if let Some((at, Some(object))) = list.last() {
@@ -124,6 +148,7 @@ impl Store {
             .map(|(at, _)| *at);
         inner.seq = last.fold(inner.seq.max(seq), u64::max);
         inner.synced = true;
+        restored.seq = inner.seq;
         (restored, report)
     }
 
@@ -188,6 +213,10 @@ impl Store {
     /// for: an update's is just above the version seen, a delete's the version seen, and an
     /// add's `1` (when the object was created is not kept); see [`Store::changes_after`] to
     /// bound adds.
+    ///
+    /// Every plugin resuming at a restart calls this with the store's writers excluded, so it
+    /// looks only at what can differ: keys stored after `since`, and entries changed since the
+    /// restore; every restored key only when some restored object has been deleted since.
     pub fn changes_since<R>(
         &self,
         restored: &Restored,
@@ -208,56 +237,112 @@ impl Store {
         f: impl FnOnce(bool, Vec<Event>) -> R,
     ) -> R {
         let added_from = floor.map_or(1, |f| f + 1);
-        let updated_from = |seen: &CachedObject| {
-            crate::cursor::version_of(seen.resource_version()).map_or(0, |v| v + 1)
-        };
         let inner = self.inner.read();
         let mut events = Vec::new();
-        for (key, list) in &restored.versions {
-            let seen = list
-                .iter()
-                .rev()
-                .find(|(at, _)| *at <= since)
-                .and_then(|(_, o)| o.clone());
-            match (seen, inner.objects.get(key)) {
-                (Some(seen), None) => {
-                    // Some change after `since` removed it; which one is not kept.
-                    events.push(Event::deleted(seen, true).at(since + 1));
-                }
-                (None, Some(now)) => events.push(
-                    Event::added(now.object.clone(), false)
-                        .at(now.seq)
-                        .since_version(added_from),
-                ),
-                (Some(seen), Some(now))
-                    if now.seq > since
-                        && seen.resource_version() != now.object.resource_version() =>
-                {
-                    let from = updated_from(&seen);
-                    events.push(
-                        Event::updated(seen, now.object.clone())
-                            .at(now.seq)
-                            .since_version(from),
-                    );
-                }
-                _ => {}
+        // Keys with a stored version after `since`.
+        let after = restored.by_newest.partition_point(|(at, _)| *at <= since);
+        for (_, key) in &restored.by_newest[after..] {
+            if let Some(list) = restored.versions.get(key) {
+                events.extend(change(list, since, inner.objects.get(key), added_from));
             }
         }
+        // Entries changed after `since`, and how many restored objects are still cached.
+        let mut kept = 0;
         for (key, now) in &inner.objects {
-            if now.seq > since && !restored.versions.contains_key(key) {
-                events.push(
-                    Event::added(now.object.clone(), false)
-                        .at(now.seq)
-                        .since_version(added_from),
-                );
+            if now.seq <= restored.seq {
+                // As restored (later changes are numbered after it): its key's newest version.
+                kept += 1;
+                if now.seq <= since {
+                    continue;
+                }
+            }
+            let list = restored.versions.get(key);
+            if now.seq > restored.seq && matches!(list.and_then(|l| l.last()), Some((_, Some(_)))) {
+                kept += 1;
+            }
+            match list {
+                None if now.seq > since => {
+                    events.push(
+                        Event::added(now.object.clone(), false)
+                            .at(now.seq)
+                            .since_version(added_from),
+                    );
+                }
+                None => {}
+                // Seen above.
+                Some(list) if list.last().is_some_and(|(at, _)| *at > since) => {}
+                Some(list) => events.extend(change(list, since, Some(now), added_from)),
+            }
+        }
+        // Restored objects deleted since the restore, stored up to `since` (those after it
+        // were seen above).
+        if kept < restored.live {
+            for (key, list) in &restored.versions {
+                let seen_newest = list.last().is_some_and(|(at, _)| *at <= since);
+                if seen_newest && !inner.objects.contains_key(key) {
+                    events.extend(change(list, since, None, added_from));
+                }
             }
         }
         events.sort_by_key(|e| e.seq);
         f(inner.synced, events)
     }
 
+    /// [`Store::changes_since`] as a scan of every restored key and every entry: what the fast
+    /// path is checked against.
+    #[cfg(test)]
+    pub(crate) fn changes_since_scanning_all(&self, restored: &Restored, since: u64) -> Vec<Event> {
+        let inner = self.inner.read();
+        let mut events = Vec::new();
+        for (key, list) in &restored.versions {
+            events.extend(change(list, since, inner.objects.get(key), 1));
+        }
+        for (key, now) in &inner.objects {
+            if now.seq > since && !restored.versions.contains_key(key) {
+                events.push(
+                    Event::added(now.object.clone(), false)
+                        .at(now.seq)
+                        .since_version(1),
+                );
+            }
+        }
+        events.sort_by_key(|e| e.seq);
+        events
+    }
+
     /// The number of the last change made.
     pub fn seq(&self) -> u64 {
         self.inner.read().seq
+    }
+}
+
+/// The event that brings a handler which had handled every change up to `since` from a key's
+/// restored versions `list` to its cached entry `now`, if any; an add stands for versions from
+/// `added_from` on (see [`Event::version`]).
+fn change(list: &Thawed, since: u64, now: Option<&Entry>, added_from: u64) -> Option<Event> {
+    let seen = list
+        .iter()
+        .rev()
+        .find(|(at, _)| *at <= since)
+        .and_then(|(_, o)| o.as_ref());
+    match (seen, now) {
+        // Some change after `since` removed it; which one is not kept.
+        (Some(seen), None) => Some(Event::deleted(seen.clone(), true).at(since + 1)),
+        (None, Some(now)) => Some(
+            Event::added(now.object.clone(), false)
+                .at(now.seq)
+                .since_version(added_from),
+        ),
+        (Some(seen), Some(now))
+            if now.seq > since && seen.resource_version() != now.object.resource_version() =>
+        {
+            let from = crate::cursor::version_of(seen.resource_version()).map_or(0, |v| v + 1);
+            Some(
+                Event::updated(seen.clone(), now.object.clone())
+                    .at(now.seq)
+                    .since_version(from),
+            )
+        }
+        _ => None,
     }
 }

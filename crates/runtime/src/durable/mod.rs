@@ -47,7 +47,9 @@ struct Tracked {
 /// The state directory of a running host.
 pub struct Durable {
     dir: PathBuf,
-    state: StateDir,
+    /// Shared only so that closing it (which reads the whole file to seal it) runs off the
+    /// async threads.
+    state: Arc<StateDir>,
     journal: informant_state::Journal,
     /// Each informer kept on disk at start (its versions are read when it is created).
     restoring: Mutex<BTreeMap<String, informant_state::InformerState>>,
@@ -70,11 +72,11 @@ impl Durable {
             tracing::warn!(dir = %dir.display(), moved_to = %aside.moved_to.display(), reason = %aside.reason, "state refused and moved aside; starting without it");
         }
         let Snapshot { informers, cursors } = state.load_index().map_err(fail)?;
-        tracing::info!(dir = %dir.display(), informers = informers.len(), cursors = cursors.len(), "state opened");
+        tracing::info!(dir = %dir.display(), informers = informers.len(), cursors = cursors.len(), checked = state.checked_at_open(), "state opened");
         let journal = state.journal();
         let durable = Arc::new(Durable {
             dir: dir.to_path_buf(),
-            state,
+            state: Arc::new(state),
             journal,
             restoring: Mutex::new(informers),
             cursors: Mutex::new(cursors),
@@ -100,10 +102,13 @@ impl Durable {
             let kept = me.restoring.lock().remove(&id);
             let mut resumed_at = None;
             if let Some(kept) = kept {
+                let reading = std::time::Instant::now();
                 match me.state.versions(&id) {
                     Ok(versions) => {
+                        let read = reading.elapsed();
+                        let restoring = std::time::Instant::now();
                         let report = informer.restore(&kept.resource_version, kept.seq, versions);
-                        tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, "cache restored from the state directory");
+                        tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, read = ?read, restore = ?restoring.elapsed(), "cache restored from the state directory");
                         resumed_at = Some(kept.resource_version);
                     }
                     Err(e) => {
@@ -203,6 +208,16 @@ impl Durable {
     pub async fn close(&self) {
         self.save();
         self.journal.flush().await;
+    }
+
+    /// Once the host has stopped: closes the state file, sealed so that the next start trusts
+    /// it without reading every page. Journaling and reads stop here.
+    pub async fn shutdown(&self) {
+        self.close().await;
+        let state = self.state.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || state.close()).await {
+            tracing::warn!(dir = %self.dir.display(), error = %e, "closing the state failed");
+        }
     }
 
     /// Waits until everything journaled so far is on disk (or the journal stopped writing).

@@ -235,3 +235,87 @@ async fn noise_over_the_middle_of_a_file_is_set_aside_as_corrupt() {
     std::fs::write(&path, &bytes).unwrap();
     assert_set_aside(dir.path(), CLUSTER, |r| matches!(r, Refusal::Corrupt(_))).await;
 }
+
+fn seal_of(dir: &Path) -> PathBuf {
+    dir.join(format!("{FILE_NAME}.seal"))
+}
+
+#[tokio::test]
+async fn a_cleanly_closed_file_is_sealed_and_reopens_without_the_check() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    assert!(seal_of(dir.path()).exists(), "a clean close seals the file");
+    let (state, aside) = open(dir.path());
+    assert!(aside.is_none());
+    assert!(
+        !state.checked_at_open(),
+        "a sealed file is trusted as it is"
+    );
+    // Taken at open: while the file is open (and written), no seal describes it.
+    assert!(!seal_of(dir.path()).exists());
+    assert_eq!(state.versions("v1/pods").unwrap().len(), 500);
+    state.close();
+    assert!(seal_of(dir.path()).exists());
+}
+
+#[tokio::test]
+async fn without_a_seal_the_file_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    // As a crash leaves it: the seal was taken at open and never written again.
+    std::fs::remove_file(seal_of(dir.path())).unwrap();
+    let (state, aside) = open(dir.path());
+    assert!(aside.is_none());
+    assert!(state.checked_at_open());
+    assert_eq!(state.versions("v1/pods").unwrap().len(), 500);
+}
+
+#[tokio::test]
+async fn a_garbled_seal_makes_the_open_check_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    std::fs::write(seal_of(dir.path()), noise(40, 3)).unwrap();
+    let (state, aside) = open(dir.path());
+    assert!(aside.is_none());
+    assert!(state.checked_at_open());
+}
+
+#[tokio::test]
+async fn a_file_changed_by_redb_after_its_seal_is_checked_and_used() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    {
+        // Another writer (an older build, a tool) commits to the file behind the seal.
+        let db = Database::open(dir.path().join(FILE_NAME)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(crate::tables::VERSIONS)
+            .unwrap()
+            .insert(("v1/pods", "ns/extra", 501), Some("{}"))
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let (state, aside) = open(dir.path());
+    assert!(aside.is_none());
+    assert!(state.checked_at_open());
+    assert_eq!(state.versions("v1/pods").unwrap().len(), 501);
+}
+
+/// The bytes of one stored object changed on disk, still valid JSON of the same length, under a
+/// seal of the file as it was: redb reads such a page without complaint unless it verifies its
+/// checksum, so trusting the seal's mere presence would hand the changed object to plugins.
+#[tokio::test]
+async fn a_changed_object_under_a_stale_seal_is_set_aside_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    write_real_state(dir.path()).await;
+    assert!(seal_of(dir.path()).exists());
+    let path = dir.path().join(FILE_NAME);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let needle = b"{\"i\":250,";
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the object is stored as written");
+    bytes[at + 7] = b'7';
+    std::fs::write(&path, &bytes).unwrap();
+    assert_set_aside(dir.path(), CLUSTER, |r| matches!(r, Refusal::Corrupt(_))).await;
+}
