@@ -98,6 +98,9 @@ impl ShardConfig {
                 self.group
             ));
         }
+        self.lease
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
         let name = self.lease_name();
         let dns_ok = name.len() <= 253
             && name.split('.').all(|part| {
@@ -113,9 +116,7 @@ impl ShardConfig {
                 "the membership lease name `{name}` (--shard-group, a dash, --identity) must be a lowercase DNS subdomain"
             ));
         }
-        self.lease
-            .validate()
-            .map_err(|e| Error::Config(e.to_string()))
+        Ok(())
     }
 }
 
