@@ -105,13 +105,13 @@ impl Member {
             tokio::select! {
                 _ = &mut stop => return self.release().await,
                 _ = tokio::time::sleep_until(wake) => {}
-                change = changes.next() => match change {
-                    Some(Ok(_)) => {}
-                    Some(Err(e)) => {
+                // A watch stream that ended (it retries with backoff, so it should not) only
+                // disables this branch: renewals and expiry still wake the loop.
+                Some(change) = changes.next() => {
+                    if let Err(e) = change {
                         tracing::warn!(group = %self.config.group, error = %e, "watching the shard group's leases; retrying with backoff")
                     }
-                    None => {}
-                },
+                }
             }
         }
     }
