@@ -1,7 +1,9 @@
 //! Handing a handler over between replicas: its version watermark, and registration from the
 //! state it had seen elsewhere (`CursorOptions::prior`), read back with `list_at`.
 
-use super::tests::{Mirror, cm, informer, mirror_handler, mirrors_end_at_the_store};
+use super::tests::{
+    Mirror, cm, informer, informer_under_writes, mirror_handler, mirrors_end_at_the_store,
+};
 use super::*;
 use crate::processor::FnHandler;
 use kube::core::GroupVersionKind;
@@ -213,25 +215,7 @@ async fn a_handler_registered_from_a_prior_state_gets_exactly_the_difference() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn registration_from_a_prior_state_under_concurrent_writes_has_no_gap_and_no_duplicate() {
-    let inf = informer();
-    inf.apply(Delta::Replace(
-        (0..200).map(|i| cm(&format!("k{i}"), i + 1)).collect(),
-    ));
-    let writer = {
-        let inf = inf.clone();
-        std::thread::spawn(move || {
-            let mut rv = 1_000u64;
-            for i in 0..40_000u64 {
-                let name = format!("k{}", (i * 31) % 300);
-                rv += 1;
-                if i % 97 == 0 {
-                    inf.apply(Delta::Delete(cm(&name, rv)));
-                } else {
-                    inf.apply(Delta::Apply(cm(&name, rv)));
-                }
-            }
-        })
-    };
+    let (inf, writer) = informer_under_writes();
 
     let mut handlers = Vec::new();
     for n in 0..8 {

@@ -129,13 +129,13 @@ pub(super) async fn mirrors_end_at_the_store(
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn late_registration_under_concurrent_writes_has_no_gap_and_no_duplicate() {
+/// An informer with 200 objects, and a thread writing 40,000 changes to it (updates, and a
+/// delete every 97th) while a test registers handlers.
+pub(super) fn informer_under_writes() -> (Arc<SharedInformer>, std::thread::JoinHandle<()>) {
     let inf = informer();
     inf.apply(Delta::Replace(
         (0..200).map(|i| cm(&format!("k{i}"), i + 1)).collect(),
     ));
-
     let writer = {
         let inf = inf.clone();
         std::thread::spawn(move || {
@@ -151,6 +151,12 @@ async fn late_registration_under_concurrent_writes_has_no_gap_and_no_duplicate()
             }
         })
     };
+    (inf, writer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_registration_under_concurrent_writes_has_no_gap_and_no_duplicate() {
+    let (inf, writer) = informer_under_writes();
 
     let mut handlers = Vec::new();
     for n in 0..8 {
