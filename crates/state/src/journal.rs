@@ -3,10 +3,16 @@
 //! every [`BATCH_WINDOW`] (sooner on a flush).
 //!
 //! Ops apply in the order they were sent and a batch commits atomically, so a cursor never
-//! becomes durable before the versions it covers. Any write or commit error degrades the
+//! becomes durable before the versions it covers. Just before a batch commits, the writer asks
+//! the [cursor source](Journal::set_cursor_source) where every plugin stands and takes every
+//! op sent until then, so the batch's cursors are as fresh as its records: a version that the
+//! batch's own records supersede and every cursor has passed is then never written, and the
+//! one it replaces on disk is deleted in the same commit, instead of each costing a commit of
+//! its own later. Any write or commit error degrades the
 //! journal for good: one warning naming the file, then every op is dropped (and counted) and
 //! every flush resolves at once.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
@@ -50,10 +56,16 @@ enum Op {
     ForgetPlugin(Box<str>),
     DeadLetter(Box<DeadLetter>),
     Flush(oneshot::Sender<()>),
+    /// Sent by the writer to itself after asking the cursor source: every op before it was
+    /// sent before the cursors were read.
+    Mark,
     Close,
 }
 
-#[derive(Debug, Default)]
+/// Sends every plugin's current cursor through the journal (see [`Journal::set_cursor_source`]).
+pub type CursorSource = Arc<dyn Fn() + Send + Sync>;
+
+#[derive(Default)]
 struct Shared {
     ops: AtomicU64,
     commits: AtomicU64,
@@ -62,6 +74,7 @@ struct Shared {
     dead_letters_dropped: AtomicU64,
     is_degraded: AtomicBool,
     degraded: Mutex<Option<String>>,
+    cursor_source: Mutex<Option<CursorSource>>,
 }
 
 /// Counters of a journal, for metrics and logs.
@@ -156,6 +169,20 @@ impl Journal {
         self.send(Op::DeadLetter(Box::new(letter)));
     }
 
+    /// Has the writer call `source` just before each commit; `source` sends the cursors of
+    /// every plugin (with [`Journal::cursor`]) as they stand. A cursor covers only changes
+    /// recorded before it is read, so the batch then carries cursors as fresh as its records.
+    ///
+    /// `source` runs on the writer's thread: it must not block on the journal, and must not
+    /// hold the last reference to the `StateDir` (the writer would wait for itself to stop).
+    pub fn set_cursor_source(&self, source: CursorSource) {
+        *self
+            .shared
+            .cursor_source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(source);
+    }
+
     /// Resolves once every op sent before it is committed, or at once if the journal is degraded or closed.
     pub async fn flush(&self) {
         if self.shared.is_degraded.load(Ordering::Acquire) {
@@ -229,6 +256,7 @@ impl Writer {
             db,
             shared: shared.clone(),
             compactor,
+            tx: tx.clone(),
         };
         let thread = std::thread::Builder::new()
             .name("informant-state".into())
@@ -276,6 +304,8 @@ struct WriterState {
     shared: Arc<Shared>,
     /// Shared with the `StateDir`, which adds an informer's stored versions when it reads them.
     compactor: Arc<Mutex<Compactor>>,
+    /// To send itself a [`Op::Mark`].
+    tx: mpsc::Sender<Op>,
 }
 
 impl WriterState {
@@ -316,6 +346,9 @@ impl WriterState {
                     Err(RecvTimeoutError::Disconnected) => closing = true,
                 }
             }
+            if !batch.is_empty() {
+                self.take_fresh_cursors(&rx, &mut batch, &mut waiters, &mut closing);
+            }
             let n = batch.len() as u64;
             if !batch.is_empty() {
                 if self.shared.is_degraded.load(Ordering::Acquire) {
@@ -354,9 +387,45 @@ impl WriterState {
         }
         // Ops sent after Close are never applied: count them out so `queued` settles at zero.
         while let Ok(op) = rx.try_recv() {
-            if !matches!(op, Op::Flush(_) | Op::Close) {
+            if !matches!(op, Op::Flush(_) | Op::Close | Op::Mark) {
                 self.shared.queued.fetch_sub(1, Ordering::Relaxed);
                 self.shared.dropped_ops.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Asks the cursor source for every plugin's cursor and adds to `batch` every op sent
+    /// before it answered: the cursors then cover records of this batch, not of a later one.
+    fn take_fresh_cursors(
+        &self,
+        rx: &mpsc::Receiver<Op>,
+        batch: &mut Vec<Op>,
+        waiters: &mut Vec<oneshot::Sender<()>>,
+        closing: &mut bool,
+    ) {
+        if self.shared.is_degraded.load(Ordering::Acquire) {
+            return;
+        }
+        let source = self
+            .shared
+            .cursor_source
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let Some(source) = source else { return };
+        // A panicking source costs this batch its fresh cursors, not the writer.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| source())).is_err() {
+            tracing::warn!(path = %self.path.display(), "state file: reading the plugins' cursors panicked");
+        }
+        if self.tx.send(Op::Mark).is_err() {
+            return;
+        }
+        while let Ok(op) = rx.recv() {
+            match op {
+                Op::Mark => return,
+                Op::Flush(waiter) => waiters.push(waiter),
+                Op::Close => *closing = true,
+                op => batch.push(op),
             }
         }
     }
@@ -374,8 +443,11 @@ impl WriterState {
             // reached, if it moved. The change number is kept even when nothing else moved: it
             // must never go back, or a change after a restart would reuse a number a cursor
             // has already passed.
-            let mut reached: std::collections::HashMap<&str, (Option<&str>, u64)> =
-                Default::default();
+            let mut reached: HashMap<&str, (Option<&str>, u64)> = HashMap::new();
+            // Written once the batch's cursors are known: what they have all passed already
+            // is garbage before it is ever written.
+            let garbage;
+            let mut staged: HashMap<(&str, &str, u64), &Option<Text>> = HashMap::new();
             for op in batch {
                 match op {
                     Op::Record {
@@ -385,9 +457,8 @@ impl WriterState {
                         json,
                         reached: rv,
                     } => {
-                        let text = json.as_ref().map(|j| (**j).as_ref());
-                        versions.insert((&**informer, &**key, *seq), text)?;
                         compactor.recorded(informer, key, *seq, json.is_none());
+                        staged.insert((&**informer, &**key, *seq), json);
                         let at = reached.entry(&**informer).or_default();
                         *at = (rv.as_deref().or(at.0), *seq);
                         compactor.informer_seq(informer, *seq);
@@ -454,7 +525,7 @@ impl WriterState {
                             .dead_letters_dropped
                             .fetch_add(oldest.len() as u64, Ordering::Relaxed);
                     }
-                    Op::Flush(_) | Op::Close => {}
+                    Op::Flush(_) | Op::Close | Op::Mark => {}
                 }
             }
             for (informer, (rv, seq)) in reached {
@@ -467,8 +538,14 @@ impl WriterState {
                 };
                 informers.insert(informer, (rv.as_str(), seq))?;
             }
-            for (informer, key, seq) in compactor.garbage() {
-                versions.remove((informer.as_str(), &*key, seq))?;
+            garbage = compactor.garbage();
+            for (informer, key, seq) in &garbage {
+                if staged.remove(&(informer.as_str(), &**key, *seq)).is_none() {
+                    versions.remove((informer.as_str(), &**key, *seq))?;
+                }
+            }
+            for (k, json) in staged {
+                versions.insert(k, json.as_ref().map(|j| (**j).as_ref()))?;
             }
         }
         drop(compactor);

@@ -33,4 +33,4 @@ pub use dir::{
     Version,
 };
 pub use error::{Refusal, Result, SetAside, StateError};
-pub use journal::{BATCH_WINDOW, Journal, JournalStats, Text};
+pub use journal::{BATCH_WINDOW, CursorSource, Journal, JournalStats, Text};

@@ -5,8 +5,9 @@
 //! - Every store change goes to the state's journal as it is made ([`journal`]), written out
 //!   in batches by the state's own thread, never on the event path.
 //! - A plugin's cursor per informer is the change it has handled everything up to (see
-//!   [`crate::informer::cursor`]); they are saved every [`SAVE_EVERY`], and once more when the
-//!   host stops.
+//!   [`crate::informer::cursor`]); the journal reads them just before each commit, so a batch
+//!   carries cursors as fresh as its changes; they are also saved every [`SAVE_EVERY`] (a
+//!   plugin catching up while nothing changes), and once more when the host stops.
 //! - On start each informer is restored from disk before it starts, and a plugin registered
 //!   with the cursor it had (same tenant, name and watch) gets only what changed after it. A
 //!   plugin whose watch changed, or a new one, gets the whole cache as before.
@@ -55,7 +56,34 @@ pub struct Durable {
     restoring: Mutex<BTreeMap<String, informant_state::InformerState>>,
     /// The cursors found at start, by (plugin, informer).
     cursors: Mutex<BTreeMap<(String, String), Cursor>>,
+    /// Shared with the journal's writer, which saves the cursors before each commit.
+    tracker: Arc<Tracker>,
+}
+
+/// The cursors being kept, by (plugin, informer), and the journal they are saved to.
+struct Tracker {
+    journal: informant_state::Journal,
     tracked: Mutex<HashMap<(String, String), Tracked>>,
+}
+
+impl Tracker {
+    /// Saves every cursor that moved.
+    fn save(&self) {
+        let mut tracked = self.tracked.lock();
+        for ((plugin, informer), t) in tracked.iter_mut() {
+            // A replaced version's handlers are gone; its successor's count from now on.
+            t.handlers.retain(|h| !h.is_closed());
+            let through: Option<Vec<u64>> =
+                t.handlers.iter().map(|h| h.handled_through()).collect();
+            let Some(at) = through.and_then(|all| all.into_iter().min()) else {
+                continue;
+            };
+            if t.saved != Some(at) {
+                self.journal.cursor(plugin, informer, at, &t.scope);
+                t.saved = Some(at);
+            }
+        }
+    }
 }
 
 impl Durable {
@@ -74,13 +102,24 @@ impl Durable {
         let Snapshot { informers, cursors } = state.load_index().map_err(fail)?;
         tracing::info!(dir = %dir.display(), informers = informers.len(), cursors = cursors.len(), checked = state.checked_at_open(), "state opened");
         let journal = state.journal();
+        let tracker = Arc::new(Tracker {
+            journal: journal.clone(),
+            tracked: Mutex::new(HashMap::new()),
+        });
+        // Weak: the writer's thread must never hold the last reference to the state it writes.
+        let source = Arc::downgrade(&tracker);
+        journal.set_cursor_source(Arc::new(move || {
+            if let Some(tracker) = source.upgrade() {
+                tracker.save();
+            }
+        }));
         let durable = Arc::new(Durable {
             dir: dir.to_path_buf(),
             state: Arc::new(state),
             journal,
             restoring: Mutex::new(informers),
             cursors: Mutex::new(cursors),
-            tracked: Mutex::new(HashMap::new()),
+            tracker,
         });
         let weak = Arc::downgrade(&durable);
         tokio::spawn(save_periodically(weak));
@@ -137,7 +176,7 @@ impl Durable {
     pub fn track(&self, plugin: &str, informer: &InformerKey, scope: &str, gauges: ListenerGauges) {
         let key = (plugin.to_string(), informer.to_string());
         let saved = self.cursor(plugin, informer, scope);
-        let mut tracked = self.tracked.lock();
+        let mut tracked = self.tracker.tracked.lock();
         let t = tracked.entry(key).or_insert_with(|| Tracked {
             scope: scope.to_string(),
             handlers: Vec::new(),
@@ -155,7 +194,7 @@ impl Durable {
     /// Forgets a plugin removed from the plugins directory: its cursors, so a plugin of that
     /// name added later starts from the whole cache.
     pub fn forget_plugin(&self, plugin: &str) {
-        self.tracked.lock().retain(|(p, _), _| p != plugin);
+        self.tracker.tracked.lock().retain(|(p, _), _| p != plugin);
         self.cursors.lock().retain(|(p, _), _| p != plugin);
         self.journal.forget_plugin(plugin);
     }
@@ -188,20 +227,7 @@ impl Durable {
 
     /// Saves every cursor that moved.
     pub fn save(&self) {
-        let mut tracked = self.tracked.lock();
-        for ((plugin, informer), t) in tracked.iter_mut() {
-            // A replaced version's handlers are gone; its successor's count from now on.
-            t.handlers.retain(|h| !h.is_closed());
-            let through: Option<Vec<u64>> =
-                t.handlers.iter().map(|h| h.handled_through()).collect();
-            let Some(at) = through.and_then(|all| all.into_iter().min()) else {
-                continue;
-            };
-            if t.saved != Some(at) {
-                self.journal.cursor(plugin, informer, at, &t.scope);
-                t.saved = Some(at);
-            }
-        }
+        self.tracker.save();
     }
 
     /// Saves the cursors and waits until everything journaled is on disk.

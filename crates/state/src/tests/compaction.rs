@@ -1,6 +1,8 @@
 //! Compaction keeps exactly what a lagging cursor still needs, and nothing once all have passed.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use redb::Database;
 
@@ -201,4 +203,109 @@ async fn garbage_found_when_the_versions_are_read_is_deleted_then() {
     // As a restart reads them: all of them, and the compaction learns them.
     assert_eq!(state.versions("inf").unwrap().len(), 2);
     assert_eq!(versions(&state, "inf"), want(&[("a", &[(2, Some("a2"))])]));
+}
+
+/// A cursor source standing for plugins that handle each change as it is recorded, and one
+/// that stopped at `slow`.
+fn source(journal: &crate::Journal, head: Arc<AtomicU64>, slow: Option<u64>) -> crate::CursorSource {
+    let journal = journal.clone();
+    Arc::new(move || {
+        journal.cursor("fast", "inf", head.load(Ordering::SeqCst), "s");
+        if let Some(slow) = slow {
+            journal.cursor("slow", "inf", slow, "s");
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_version_superseded_in_its_own_batch_and_passed_by_every_cursor_is_never_written() {
+    const BIG: usize = 256 * 1024;
+    let big = |c: char| c.to_string().repeat(BIG);
+    let mut written = Vec::new();
+    for fresh in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (state, _) = open(dir.path());
+        let journal = state.journal();
+        let head = Arc::new(AtomicU64::new(0));
+        if fresh {
+            journal.set_cursor_source(source(&journal, head.clone(), None));
+        } else {
+            // As before the journal read cursors itself: one saved before the changes.
+            journal.cursor("fast", "inf", 0, "s");
+        }
+        // A batch begins once the last one committed: the three records below form one
+        // batch (barring a pause of a whole batch window between two of them).
+        journal.record("inf", 0, "warm-up", Some("{}"));
+        flush(&journal).await;
+        let before = journal.stats().bytes_written;
+        for (seq, c) in [(1, 'a'), (2, 'b'), (3, 'c')] {
+            journal.record("inf", seq, "k", Some(&big(c)));
+            head.store(seq, Ordering::SeqCst);
+        }
+        flush(&journal).await;
+        written.push(journal.stats().bytes_written - before);
+        let kept = versions(&state, "inf");
+        if fresh {
+            // The source's cursor is committed with the records it covers.
+            assert_eq!(state.load().unwrap().cursors.len(), 1);
+            assert_eq!(kept["k"].len(), 1, "only the latest is kept");
+            assert_eq!(kept["k"][0].0, 3);
+        } else {
+            assert_eq!(kept["k"].len(), 3, "a cursor at 0 needs every version");
+        }
+    }
+    // Without fresh cursors three copies are written; with them, one (two, should a pause
+    // split the batch).
+    assert!(
+        written[0] > 3 * BIG as u64 && written[1] < 5 * BIG as u64 / 2,
+        "bytes written: {written:?}"
+    );
+}
+
+#[tokio::test]
+async fn fresh_cursors_still_keep_what_a_lagging_plugin_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _) = open(dir.path());
+    let journal = state.journal();
+    let head = Arc::new(AtomicU64::new(0));
+    journal.set_cursor_source(source(&journal, head.clone(), Some(2)));
+    history(&journal);
+    head.store(6, Ordering::SeqCst);
+    flush(&journal).await;
+    // Exactly as when the same cursors are sent by hand (see the test above).
+    assert_eq!(
+        versions(&state, "inf"),
+        want(&[
+            (
+                "k1",
+                &[(1, Some("k1v1")), (3, Some("k1v2")), (5, Some("k1v3"))]
+            ),
+            ("k2", &[(2, Some("k2v1")), (4, None)]),
+            ("k3", &[(6, Some("k3v1"))]),
+        ])
+    );
+    let cursors = state.load().unwrap().cursors;
+    assert_eq!(
+        cursors
+            .iter()
+            .map(|((p, _), c)| (p.as_str(), c.seq))
+            .collect::<Vec<_>>(),
+        vec![("fast", 6), ("slow", 2)]
+    );
+}
+
+#[tokio::test]
+async fn a_cursor_source_that_panics_costs_its_batch_the_fresh_cursors_not_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _) = open(dir.path());
+    let journal = state.journal();
+    journal.set_cursor_source(Arc::new(|| panic!("a plugin's gauges are broken")));
+    history(&journal);
+    flush(&journal).await;
+    journal.record("inf", 7, "k4", Some("k4v1"));
+    flush(&journal).await;
+    let stats = journal.stats();
+    assert!(stats.degraded.is_none(), "{stats:?}");
+    assert_eq!(stats.queued, 0);
+    assert_eq!(versions(&state, "inf")["k4"], vec![(7, Some("k4v1".into()))]);
 }
