@@ -72,7 +72,7 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use informant_tests::proc::{cpu_seconds, machine_busy_seconds, rss_bytes};
+use informant_tests::proc::{cpu_seconds, machine_busy_seconds, rss_bytes, thread_cpu_seconds};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
@@ -297,6 +297,8 @@ struct JournalFigures {
     bytes: u64,
     /// Ops committed (object versions, deletions, cursors).
     ops: u64,
+    /// CPU seconds the state's writer thread used.
+    writer_cpu: f64,
 }
 
 mod parent {
@@ -814,11 +816,11 @@ mod parent {
         println!(
             "\ndurable delivery (state dir): bytes the journal wrote to the state file; replay: \
              from the start until the replay was on disk ({} pods), push: from then until the \
-             end, once on disk ({} modifications)",
+             end, once on disk ({} modifications); the writer thread's CPU over the push",
             sizes.pods, sizes.mods
         );
         println!(
-            "{:<8} {:>12} {:>11} {:>12} {:>11} {:>11} {:>13} {:>14}",
+            "{:<8} {:>12} {:>11} {:>12} {:>11} {:>11} {:>13} {:>14} {:>11} {:>14}",
             "config",
             "replay MiB",
             "B/pod",
@@ -827,6 +829,8 @@ mod parent {
             "ops/event",
             "flush@ready s",
             "state dir MiB",
+            "writer CPU%",
+            "writer us/event",
         );
         for o in with_state {
             let (Some(end), Some((ready, flushed_at))) = (
@@ -836,8 +840,9 @@ mod parent {
                 continue;
             };
             let push_bytes = end.bytes.saturating_sub(ready.bytes);
+            let writer = end.writer_cpu - ready.writer_cpu;
             println!(
-                "{:<8} {:>12.1} {:>11.0} {:>12.1} {:>11.0} {:>11.2} {:>13} {:>14.1}",
+                "{:<8} {:>12.1} {:>11.0} {:>12.1} {:>11.0} {:>11.2} {:>13} {:>14.1} {:>11.0} {:>14.1}",
                 o.setup.name(),
                 mib(ready.bytes),
                 ready.bytes as f64 / sizes.pods as f64,
@@ -846,6 +851,8 @@ mod parent {
                 end.ops.saturating_sub(ready.ops) as f64 / sizes.mods as f64,
                 format!("{:.1}", flushed_at - o.ready.t),
                 mib(o.state_bytes.unwrap_or(0)),
+                100.0 * writer / (o.done.t - flushed_at).max(1e-9),
+                writer * 1e6 / sizes.mods as f64,
             );
         }
     }
@@ -1266,6 +1273,7 @@ mod client {
                 JournalFigures {
                     bytes: j.bytes_written,
                     ops: j.ops,
+                    writer_cpu: thread_cpu_seconds("informant-state"),
                 }
             })
         };

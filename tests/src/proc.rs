@@ -37,7 +37,26 @@ pub fn machine_busy_seconds() -> f64 {
 
 /// CPU seconds (user + system) this process used, from `/proc/self/stat`.
 pub fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    cpu_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()) as f64 / *TICKS
+}
+
+/// CPU seconds (user + system) this process's threads named `name` (`comm`) used.
+pub fn thread_cpu_seconds(name: &str) -> f64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0.0;
+    };
+    let ticks: u64 = tasks
+        .flatten()
+        .filter(|t| {
+            std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.trim_end() == name)
+        })
+        .map(|t| cpu_ticks(&std::fs::read_to_string(t.path().join("stat")).unwrap_or_default()))
+        .sum();
+    ticks as f64 / *TICKS
+}
+
+/// utime + stime of a `/proc/.../stat` line, in clock ticks.
+fn cpu_ticks(stat: &str) -> u64 {
     // The command name (field 2) may hold spaces; fields are counted after its closing paren.
     let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
     let fields: Vec<&str> = rest.split_whitespace().collect();
@@ -48,7 +67,7 @@ pub fn cpu_seconds() -> f64 {
             .unwrap_or(0)
     };
     // utime and stime are fields 14 and 15; `rest` starts at field 3.
-    (field(11) + field(12)) as f64 / *TICKS
+    field(11) + field(12)
 }
 
 /// The CPUs each thread of process `pid` whose name (`comm`, at most 15 bytes) is `name` may run

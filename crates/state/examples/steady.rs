@@ -59,7 +59,14 @@ async fn main() {
     let handled = Arc::new(AtomicU64::new(seq));
     let source = {
         let (journal, handled) = (journal.clone(), handled.clone());
-        move || journal.cursor("plugin", "v1/pods", handled.load(Ordering::Relaxed), "scope")
+        move || {
+            journal.cursor(
+                "plugin",
+                "v1/pods",
+                handled.load(Ordering::Relaxed),
+                "scope",
+            )
+        }
     };
     // `PERIODIC=1`: the cursor is only saved every second, as without a source.
     let periodic = std::env::var("PERIODIC").is_ok();

@@ -290,15 +290,18 @@ impl StateDir {
             let txn = self.db()?.begin_read()?;
             let table = txn.open_table(VERSIONS)?;
             let mut out: BTreeMap<String, Vec<Version>> = BTreeMap::new();
-            for row in table.range((informer, "", 0)..)? {
+            // In change order: each key's versions come oldest first.
+            for row in table.range((informer, 0)..=(informer, u64::MAX))? {
                 let (k, v) = row?;
-                let (at, key, seq) = k.value();
-                if at != informer {
-                    break;
+                let (_, seq) = k.value();
+                let (key, json) = v.value();
+                let version = (seq, json.map(Box::from));
+                match out.get_mut(key) {
+                    Some(list) => list.push(version),
+                    None => {
+                        out.insert(key.to_owned(), vec![version]);
+                    }
                 }
-                out.entry(key.to_owned())
-                    .or_default()
-                    .push((seq, v.value().map(Box::from)));
             }
             Ok(out)
         };
@@ -387,8 +390,8 @@ impl StateDir {
             let txn = self.db()?.begin_write()?;
             {
                 let mut versions = txn.open_table(VERSIONS)?;
-                for (informer, key, seq) in &garbage {
-                    versions.remove((informer.as_str(), &**key, *seq))?;
+                for (informer, _, seq) in &garbage {
+                    versions.remove((informer.as_str(), *seq))?;
                 }
             }
             txn.commit()?;
@@ -615,14 +618,15 @@ fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Err
     let txn = database.begin_read()?;
     for row in txn.open_table(VERSIONS)?.iter()? {
         let (k, v) = row?;
-        let (informer, key, seq) = k.value();
+        let (informer, seq) = k.value();
+        let (key, json) = v.value();
         let state = snap.informers.entry(informer.to_owned()).or_default();
         state.seq = state.seq.max(seq);
         state
             .versions
             .entry(key.to_owned())
             .or_default()
-            .push((seq, v.value().map(Box::from)));
+            .push((seq, json.map(Box::from)));
     }
     Ok(snap)
 }

@@ -30,6 +30,9 @@ use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSIONS}
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
 pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
 
+/// The most ops still queued behind a batch for it to take fresh cursors (and those ops).
+const FRESH_CURSORS_MAX_WAITING: usize = 4096;
+
 /// Text the journal may hold without copying it (an object the caller keeps anyway).
 pub type Text = Arc<dyn AsRef<str> + Send + Sync>;
 
@@ -114,6 +117,7 @@ impl std::fmt::Debug for Journal {
 
 impl Journal {
     /// Records that `informer`'s mutation `seq` left `key` as `json`, or deleted it (`None`).
+    /// Each mutation of an informer has its own `seq`: a second record with it replaces the first.
     pub fn record(&self, informer: &str, seq: u64, key: &str, json: Option<&str>) {
         let json = json.map(|j| Arc::new(Box::<str>::from(j)) as Text);
         self.record_shared(&Arc::from(informer), seq, key, json, None);
@@ -406,6 +410,13 @@ impl WriterState {
         if self.shared.is_degraded.load(Ordering::Acquire) {
             return;
         }
+        // Behind (a list, a burst): taking everything queued would make one huge commit, which
+        // costs more per change than the fresher cursors save. The periodic save covers it.
+        let queued = self.shared.queued.load(Ordering::Relaxed) as usize;
+        let waiting = queued.saturating_sub(batch.len());
+        if waiting > FRESH_CURSORS_MAX_WAITING {
+            return;
+        }
         let source = self
             .shared
             .cursor_source
@@ -541,11 +552,14 @@ impl WriterState {
             garbage = compactor.garbage();
             for (informer, key, seq) in &garbage {
                 if staged.remove(&(informer.as_str(), &**key, *seq)).is_none() {
-                    versions.remove((informer.as_str(), &**key, *seq))?;
+                    versions.remove((informer.as_str(), *seq))?;
                 }
             }
-            for (k, json) in staged {
-                versions.insert(k, json.as_ref().map(|j| (**j).as_ref()))?;
+            for ((informer, key, seq), json) in staged {
+                versions.insert(
+                    (informer, seq),
+                    (key, json.as_ref().map(|j| (**j).as_ref())),
+                )?;
             }
         }
         drop(compactor);

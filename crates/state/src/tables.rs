@@ -10,9 +10,14 @@ pub(crate) const FORMAT: u32 = 1;
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 /// informer id -> (resource version, seq).
 pub(crate) const INFORMERS: TableDefinition<&str, (&str, u64)> = TableDefinition::new("informers");
-/// (informer id, object key, seq) -> object JSON, or `None` for a tombstone.
-pub(crate) const VERSIONS: TableDefinition<(&str, &str, u64), Option<&str>> =
-    TableDefinition::new("versions");
+/// (informer id, seq) -> (object key, object JSON or `None` for a tombstone).
+///
+/// In change order, not by key: a change appends at the end of its informer's range, and the
+/// versions superseded first (the oldest) are deleted first, so a commit rewrites few pages.
+pub(crate) type VersionRow<'a> = (&'a str, Option<&'a str>);
+/// See [`VersionRow`].
+pub(crate) const VERSIONS: TableDefinition<(&str, u64), VersionRow> =
+    TableDefinition::new("changes");
 /// (plugin id, informer id) -> (seq, scope).
 pub(crate) const CURSORS: TableDefinition<(&str, &str), (u64, &str)> =
     TableDefinition::new("cursors");

@@ -191,10 +191,10 @@ async fn garbage_found_when_the_versions_are_read_is_deleted_then() {
         let txn = db.begin_write().unwrap();
         {
             let mut t = txn.open_table(VERSIONS).unwrap();
-            t.insert(("inf", "a", 1), Some("a1")).unwrap();
-            t.insert(("inf", "a", 2), Some("a2")).unwrap();
-            t.insert(("inf", "b", 3), Some("b3")).unwrap();
-            t.insert(("inf", "b", 4), None::<&str>).unwrap();
+            t.insert(("inf", 1), ("a", Some("a1"))).unwrap();
+            t.insert(("inf", 2), ("a", Some("a2"))).unwrap();
+            t.insert(("inf", 3), ("b", Some("b3"))).unwrap();
+            t.insert(("inf", 4), ("b", None::<&str>)).unwrap();
         }
         txn.commit().unwrap();
     }
@@ -207,7 +207,11 @@ async fn garbage_found_when_the_versions_are_read_is_deleted_then() {
 
 /// A cursor source standing for plugins that handle each change as it is recorded, and one
 /// that stopped at `slow`.
-fn source(journal: &crate::Journal, head: Arc<AtomicU64>, slow: Option<u64>) -> crate::CursorSource {
+fn source(
+    journal: &crate::Journal,
+    head: Arc<AtomicU64>,
+    slow: Option<u64>,
+) -> crate::CursorSource {
     let journal = journal.clone();
     Arc::new(move || {
         journal.cursor("fast", "inf", head.load(Ordering::SeqCst), "s");
@@ -307,5 +311,8 @@ async fn a_cursor_source_that_panics_costs_its_batch_the_fresh_cursors_not_the_w
     let stats = journal.stats();
     assert!(stats.degraded.is_none(), "{stats:?}");
     assert_eq!(stats.queued, 0);
-    assert_eq!(versions(&state, "inf")["k4"], vec![(7, Some("k4v1".into()))]);
+    assert_eq!(
+        versions(&state, "inf")["k4"],
+        vec![(7, Some("k4v1".into()))]
+    );
 }
