@@ -457,8 +457,7 @@ impl WriterState {
             let mut reached: HashMap<&str, (Option<&str>, u64)> = HashMap::new();
             // Written once the batch's cursors are known: what they have all passed already
             // is garbage before it is ever written.
-            let garbage;
-            let mut staged: HashMap<(&str, &str, u64), &Option<Text>> = HashMap::new();
+            let mut staged: HashMap<&str, HashMap<u64, (&str, &Option<Text>)>> = HashMap::new();
             for op in batch {
                 match op {
                     Op::Record {
@@ -469,7 +468,10 @@ impl WriterState {
                         reached: rv,
                     } => {
                         compactor.recorded(informer, key, *seq, json.is_none());
-                        staged.insert((&**informer, &**key, *seq), json);
+                        staged
+                            .entry(&**informer)
+                            .or_default()
+                            .insert(*seq, (&**key, json));
                         let at = reached.entry(&**informer).or_default();
                         *at = (rv.as_deref().or(at.0), *seq);
                         compactor.informer_seq(informer, *seq);
@@ -549,17 +551,19 @@ impl WriterState {
                 };
                 informers.insert(informer, (rv.as_str(), seq))?;
             }
-            garbage = compactor.garbage();
-            for (informer, key, seq) in &garbage {
-                if staged.remove(&(informer.as_str(), &**key, *seq)).is_none() {
-                    versions.remove((informer.as_str(), *seq))?;
+            for (informer, _, seq) in compactor.garbage() {
+                let unwritten = staged
+                    .get_mut(informer.as_str())
+                    .and_then(|s| s.remove(&seq));
+                if unwritten.is_none() {
+                    versions.remove((informer.as_str(), seq))?;
                 }
             }
-            for ((informer, key, seq), json) in staged {
-                versions.insert(
-                    (informer, seq),
-                    (key, json.as_ref().map(|j| (**j).as_ref())),
-                )?;
+            for (informer, changes) in staged {
+                for (seq, (key, json)) in changes {
+                    let json = json.as_ref().map(|j| (**j).as_ref());
+                    versions.insert((informer, seq), (key, json))?;
+                }
             }
         }
         drop(compactor);
