@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -78,6 +78,8 @@ struct Shared {
     is_degraded: AtomicBool,
     degraded: Mutex<Option<String>>,
     cursor_source: Mutex<Option<CursorSource>>,
+    /// The writer's thread, to wake it for a flush or a close.
+    writer: std::sync::OnceLock<std::thread::Thread>,
 }
 
 /// Counters of a journal, for metrics and logs.
@@ -196,6 +198,7 @@ impl Journal {
         if self.tx.send(Op::Flush(tx)).is_err() {
             return;
         }
+        self.shared.wake_writer();
         // An error means the writer dropped the waiter: it stopped, nothing more will commit.
         let _ = rx.await;
     }
@@ -271,10 +274,13 @@ impl Writer {
             shared,
             written,
         };
-        if thread.is_none() {
-            journal
+        match &thread {
+            Some(t) => {
+                let _ = journal.shared.writer.set(t.thread().clone());
+            }
+            None => journal
                 .shared
-                .degrade("cannot start the writer thread".into());
+                .degrade("cannot start the writer thread".into()),
         }
         Writer { journal, thread }
     }
@@ -286,6 +292,7 @@ impl Writer {
     /// Commits what is queued, stops the thread and waits for it (so the file is closed after).
     pub(crate) fn close(mut self) {
         let _ = self.journal.tx.send(Op::Close);
+        self.journal.shared.wake_writer();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
@@ -293,6 +300,12 @@ impl Writer {
 }
 
 impl Shared {
+    fn wake_writer(&self) {
+        if let Some(writer) = self.writer.get() {
+            writer.unpark();
+        }
+    }
+
     fn degrade(&self, why: String) {
         let mut degraded = self.degraded.lock().unwrap_or_else(|p| p.into_inner());
         if degraded.is_none() {
@@ -322,33 +335,35 @@ impl WriterState {
             let Ok(first) = rx.recv() else { break };
             let deadline = last_commit + BATCH_WINDOW;
             let mut next = Some(first);
-            while let Some(op) = next.take() {
-                let urgent = match op {
-                    Op::Flush(waiter) => {
-                        waiters.push(waiter);
-                        true
+            'collect: loop {
+                loop {
+                    let op = match next.take().map_or_else(|| rx.try_recv(), Ok) {
+                        Ok(op) => op,
+                        Err(TryRecvError::Empty) => break,
+                        Err(TryRecvError::Disconnected) => {
+                            closing = true;
+                            break 'collect;
+                        }
+                    };
+                    match op {
+                        Op::Flush(waiter) => {
+                            waiters.push(waiter);
+                            break 'collect;
+                        }
+                        Op::Close => {
+                            closing = true;
+                            break 'collect;
+                        }
+                        op => batch.push(op),
                     }
-                    Op::Close => {
-                        closing = true;
-                        true
-                    }
-                    op => {
-                        batch.push(op);
-                        false
-                    }
-                };
-                if urgent {
-                    break;
                 }
                 let now = Instant::now();
                 if now >= deadline {
                     break;
                 }
-                match rx.recv_timeout(deadline - now) {
-                    Ok(op) => next = Some(op),
-                    Err(RecvTimeoutError::Timeout) => {}
-                    Err(RecvTimeoutError::Disconnected) => closing = true,
-                }
+                // Ops queue meanwhile without waking the writer: a wake-up per op would cost
+                // more than writing it. A flush or a close wakes it.
+                std::thread::park_timeout(deadline - now);
             }
             if !batch.is_empty() {
                 self.take_fresh_cursors(&rx, &mut batch, &mut waiters, &mut closing);
