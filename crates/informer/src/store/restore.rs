@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use super::{Entry, Store};
 use crate::event::Event;
-use crate::object::{CachedObject, KeyMap, ObjectKey, RawObject};
+use crate::object::{CachedObject, Frozen, KeyMap, ObjectKey, RawObject, StoredObject};
 
 /// One key's versions, oldest first (`None`: deleted at that change).
 type Thawed = Vec<(u64, Option<Arc<CachedObject>>)>;
 
-/// One key's stored versions as given to [`Store::restore`]: `(change, JSON)`, `None` a delete.
+/// One key's stored versions as given to [`Store::restore`]: `(change, object)`, `None` a delete.
 type Stored<K, J> = (K, Vec<(u64, Option<J>)>);
 
 /// The versions a persisted cache held per key; kept after [`Store::restore`] for handlers
@@ -75,8 +75,9 @@ pub struct RestoreReport {
 }
 
 impl Store {
-    /// Fills an empty store with a persisted cache: per key, its versions as `(change, JSON)`
-    /// oldest first, `None` for a delete. The last version of each key is cached, numbered as
+    /// Fills an empty store with a persisted cache: per key, its versions as `(change, object)`
+    /// oldest first, `None` for a delete; an object is its JSON, with the frozen metadata stored
+    /// beside it when there is some ([`StoredObject`]), which spares parsing the JSON. The last version of each key is cached, numbered as
     /// stored; later changes are numbered after `seq` and after every stored version. The store counts as synced, so a relist
     /// after this is diffed against it as any relist is, and its events are not initial.
     pub fn restore<K, J>(
@@ -86,7 +87,7 @@ impl Store {
     ) -> (Restored, RestoreReport)
     where
         K: AsRef<str> + Send,
-        J: Into<Box<str>> + Send,
+        J: Into<StoredObject> + Send,
     {
         // Parsing is the work: spread over the cores, as a restart waits for it.
         let all: Vec<Stored<K, J>> = versions.into_iter().collect();
@@ -154,7 +155,7 @@ impl Store {
 
     /// Thaws the stored versions of some keys: each key's, oldest first, and how many versions
     /// could not be read.
-    fn thaw_all<K: AsRef<str>, J: Into<Box<str>>>(
+    fn thaw_all<K: AsRef<str>, J: Into<StoredObject>>(
         &self,
         part: Vec<Stored<K, J>>,
     ) -> (Vec<(ObjectKey, Thawed)>, usize) {
@@ -187,10 +188,23 @@ impl Store {
         (out, unreadable)
     }
 
-    /// A stored object's cached form, when it reads as an object of this store under `key`.
-    fn thaw(&self, json: Box<str>, key: &str) -> Option<CachedObject> {
+    /// A stored object's cached form, when it reads as an object of this store under `key`:
+    /// from its frozen metadata when that reads and its JSON is as this store caches it, else
+    /// from its JSON, parsed.
+    fn thaw(&self, stored: StoredObject, key: &str) -> Option<CachedObject> {
+        let (json, frozen) = stored.into_parts();
+        let strip = self.options.strip_managed_fields;
+        if let Some(frozen) = Frozen::read(&frozen).filter(|f| f.cached_form(strip)) {
+            if !self.scope.admits(frozen.namespace(), frozen.name()) {
+                return None;
+            }
+            let object = frozen.object(json);
+            return (object.key().as_str() == key).then_some(object);
+        }
         let mut raw: RawObject = serde_json::from_str(&json).ok()?;
-        if !self.scope.admits(&raw) {
+        let meta = &raw.metadata;
+        let name = meta.name.as_deref().unwrap_or_default();
+        if !self.scope.admits(meta.namespace.as_deref(), name) {
             return None;
         }
         let object = CachedObject::from_stored(
