@@ -15,6 +15,7 @@ use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
 use crate::journal::{Journal, Writer};
 use crate::seal::Seal;
+use crate::stored::StoredVersion;
 use crate::tables::{
     CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSIONS,
 };
@@ -42,8 +43,9 @@ pub struct InformerState {
     pub versions: BTreeMap<String, Vec<Version>>,
 }
 
-/// One stored version of an object: its seq and its JSON, or `None` for a tombstone.
-pub type Version = (u64, Option<Box<str>>);
+/// One stored version of an object: its seq and its JSON with the metadata stored beside it,
+/// or `None` for a tombstone.
+pub type Version = (u64, Option<StoredVersion>);
 
 /// How far a plugin has handled an informer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +118,7 @@ enum Verdict {
 impl StateDir {
     /// Opens or creates the state in `dir` for the cluster `cluster` (an opaque identity, e.g. the API server URL).
     ///
-    /// A corrupt, truncated, newer-format or other cluster's file is not an error: it is renamed
+    /// A corrupt, truncated, other-format or other cluster's file is not an error: it is renamed
     /// to `state.redb.set-aside-<unix-seconds>` (never deleted), a fresh one is created, and the
     /// [`SetAside`] says why. `Err` only when the directory cannot be created or written, or
     /// another process has the file open; the caller then runs without state.
@@ -298,7 +300,7 @@ impl StateDir {
                 }
                 out.entry(key.to_owned())
                     .or_default()
-                    .push((seq, v.value().map(Box::from)));
+                    .push((seq, v.value().map(version)));
             }
             Ok(out)
         };
@@ -517,10 +519,16 @@ fn check_meta(
             supported: FORMAT,
         })));
     }
+    if found == 0 {
+        return Ok(Some(Verdict::Refuse(Refusal::Corrupt(
+            "format 0 never existed".into(),
+        ))));
+    }
     if found < FORMAT {
-        return Ok(Some(Verdict::Refuse(Refusal::Corrupt(format!(
-            "format {found} never existed"
-        )))));
+        return Ok(Some(Verdict::Refuse(Refusal::OlderFormat {
+            found,
+            supported: FORMAT,
+        })));
     }
     match meta.get("cluster")?.map(|c| c.value().to_owned()) {
         None => Ok(Some(Verdict::Refuse(Refusal::Corrupt(
@@ -622,9 +630,17 @@ fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Err
             .versions
             .entry(key.to_owned())
             .or_default()
-            .push((seq, v.value().map(Box::from)));
+            .push((seq, v.value().map(version)));
     }
     Ok(snap)
+}
+
+/// A version's row as read: (metadata, JSON).
+fn version((meta, json): (&[u8], &str)) -> StoredVersion {
+    StoredVersion {
+        json: json.into(),
+        meta: meta.into(),
+    }
 }
 
 /// Everything but the versions.

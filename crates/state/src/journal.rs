@@ -19,13 +19,14 @@ use tokio::sync::oneshot;
 
 use crate::compact::Compactor;
 use crate::dir::{DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN};
+use crate::stored::Stored;
 use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSIONS};
 
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
 pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
 
-/// Text the journal may hold without copying it (an object the caller keeps anyway).
-pub type Text = Arc<dyn AsRef<str> + Send + Sync>;
+/// An object version the journal may hold without copying it (one the caller keeps anyway).
+pub type Text = Arc<dyn Stored>;
 
 enum Op {
     Record {
@@ -385,7 +386,8 @@ impl WriterState {
                         json,
                         reached: rv,
                     } => {
-                        let text = json.as_ref().map(|j| (**j).as_ref());
+                        let meta = json.as_ref().map(|j| j.meta()).unwrap_or_default();
+                        let text = json.as_ref().map(|j| (&*meta, j.json()));
                         versions.insert((&**informer, &**key, *seq), text)?;
                         compactor.recorded(informer, key, *seq, json.is_none());
                         let at = reached.entry(&**informer).or_default();

@@ -3,16 +3,21 @@
 
 use redb::TableDefinition;
 
-/// The format this version writes and reads; a larger one in a file is refused.
-pub(crate) const FORMAT: u32 = 1;
+/// The format this version writes and reads; a file in another is refused. Format 1 stored
+/// each version's JSON alone; 2 stores the caller's metadata of it beside it.
+pub(crate) const FORMAT: u32 = 2;
 
 /// `"format"` -> the format number, `"cluster"` -> the cluster identity.
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 /// informer id -> (resource version, seq).
 pub(crate) const INFORMERS: TableDefinition<&str, (&str, u64)> = TableDefinition::new("informers");
-/// (informer id, object key, seq) -> object JSON, or `None` for a tombstone.
-pub(crate) const VERSIONS: TableDefinition<(&str, &str, u64), Option<&str>> =
+/// (informer id, object key, seq) -> (the caller's metadata, object JSON), or `None` for a
+/// tombstone.
+pub(crate) const VERSIONS: TableDefinition<(&str, &str, u64), Option<VersionRow>> =
     TableDefinition::new("versions");
+
+/// (the caller's metadata of the JSON, opaque here; the object JSON).
+pub(crate) type VersionRow<'a> = (&'a [u8], &'a str);
 /// (plugin id, informer id) -> (seq, scope).
 pub(crate) const CURSORS: TableDefinition<(&str, &str), (u64, &str)> =
     TableDefinition::new("cursors");

@@ -1,12 +1,28 @@
 //! An informer's changes, handed to the state's journal.
 
+use std::sync::Arc;
+
 use parking_lot::Mutex;
 
-use crate::informer::{Event, EventType, Journal};
+use crate::informer::{CachedObject, Event, EventType, Journal};
+
+/// A cached object as the state stores it: its JSON and, beside it, its frozen metadata, so a
+/// restart rebuilds it without parsing the JSON. Frozen on the journal's writer thread, when
+/// it is written.
+struct Persisted(Arc<CachedObject>);
+
+impl informant_state::Stored for Persisted {
+    fn json(&self) -> &str {
+        self.0.json()
+    }
+    fn meta(&self) -> Vec<u8> {
+        self.0.frozen()
+    }
+}
 
 /// Journals one informer's changes under its name, and the resourceVersion to resume from.
 pub struct InformerJournal {
-    id: std::sync::Arc<str>,
+    id: Arc<str>,
     journal: informant_state::Journal,
     /// The newest resourceVersion applied (numeric where the server's are, as etcd's are).
     newest: Mutex<Option<u64>>,
@@ -44,7 +60,7 @@ impl Journal for InformerJournal {
         });
         // Shared with the cache, not copied: the writer holds it only until it is written.
         let json = (event.event_type != EventType::Deleted)
-            .then(|| object.clone() as informant_state::Text);
+            .then(|| Arc::new(Persisted(object.clone())) as informant_state::Text);
         self.journal
             .record_shared(&self.id, event.seq, object.key().as_str(), json, reached);
     }

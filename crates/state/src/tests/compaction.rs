@@ -28,7 +28,9 @@ fn want(rows: &[Expected<'_>]) -> Versions {
         .map(|(k, vs)| {
             (
                 (*k).to_owned(),
-                vs.iter().map(|(s, j)| (*s, j.map(Box::from))).collect(),
+                vs.iter()
+                    .map(|(s, j)| (*s, j.map(crate::StoredVersion::from)))
+                    .collect(),
             )
         })
         .collect()
@@ -189,10 +191,11 @@ async fn garbage_found_when_the_versions_are_read_is_deleted_then() {
         let txn = db.begin_write().unwrap();
         {
             let mut t = txn.open_table(VERSIONS).unwrap();
-            t.insert(("inf", "a", 1), Some("a1")).unwrap();
-            t.insert(("inf", "a", 2), Some("a2")).unwrap();
-            t.insert(("inf", "b", 3), Some("b3")).unwrap();
-            t.insert(("inf", "b", 4), None::<&str>).unwrap();
+            let json = |j| Some((&[][..], j));
+            t.insert(("inf", "a", 1), json("a1")).unwrap();
+            t.insert(("inf", "a", 2), json("a2")).unwrap();
+            t.insert(("inf", "b", 3), json("b3")).unwrap();
+            t.insert(("inf", "b", 4), None).unwrap();
         }
         txn.commit().unwrap();
     }
