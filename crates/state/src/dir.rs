@@ -17,7 +17,8 @@ use crate::journal::{Journal, Writer};
 use crate::seal::Seal;
 use crate::stored::StoredVersion;
 use crate::tables::{
-    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSIONS,
+    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSION_META,
+    VERSIONS,
 };
 
 /// The file name of the state inside the state directory.
@@ -290,18 +291,10 @@ impl StateDir {
     pub fn versions(&self, informer: &str) -> Result<BTreeMap<String, Vec<Version>>> {
         let read = || -> std::result::Result<BTreeMap<String, Vec<Version>>, redb::Error> {
             let txn = self.db()?.begin_read()?;
-            let table = txn.open_table(VERSIONS)?;
             let mut out: BTreeMap<String, Vec<Version>> = BTreeMap::new();
-            for row in table.range((informer, "", 0)..)? {
-                let (k, v) = row?;
-                let (at, key, seq) = k.value();
-                if at != informer {
-                    break;
-                }
-                out.entry(key.to_owned())
-                    .or_default()
-                    .push((seq, v.value().map(version)));
-            }
+            each_version(&txn, Some(informer), |_, key, version| {
+                out.entry(key.to_owned()).or_default().push(version);
+            })?;
             Ok(out)
         };
         let versions = read().map_err(|e| db(&self.path, "read its stored versions", e))?;
@@ -389,8 +382,10 @@ impl StateDir {
             let txn = self.db()?.begin_write()?;
             {
                 let mut versions = txn.open_table(VERSIONS)?;
+                let mut metas = txn.open_table(VERSION_META)?;
                 for (informer, key, seq) in &garbage {
                     versions.remove((informer.as_str(), &**key, *seq))?;
+                    metas.remove((informer.as_str(), &**key, *seq))?;
                 }
             }
             txn.commit()?;
@@ -588,6 +583,7 @@ fn verdict(database: &Database, cluster: &str) -> std::result::Result<Verdict, r
         }
         // Opened so a file missing one is refused here, not when the writer first needs it.
         txn.open_table(VERSIONS)?;
+        txn.open_table(VERSION_META)?;
         txn.open_table(DEAD_LETTERS)?;
         txn.open_table(DEAD_LETTER_IDS)?;
         Ok(Verdict::Use(compactor))
@@ -608,6 +604,7 @@ fn init(path: &Path, database: &Database, cluster: &str) -> Result<()> {
             meta.insert("cluster", cluster)?;
             txn.open_table(INFORMERS)?;
             txn.open_table(VERSIONS)?;
+            txn.open_table(VERSION_META)?;
             txn.open_table(CURSORS)?;
             txn.open_table(DEAD_LETTERS)?;
             txn.open_table(DEAD_LETTER_IDS)?;
@@ -621,26 +618,57 @@ fn init(path: &Path, database: &Database, cluster: &str) -> Result<()> {
 fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Error> {
     let mut snap = read_index(database)?;
     let txn = database.begin_read()?;
-    for row in txn.open_table(VERSIONS)?.iter()? {
-        let (k, v) = row?;
-        let (informer, key, seq) = k.value();
+    each_version(&txn, None, |informer, key, (seq, version)| {
         let state = snap.informers.entry(informer.to_owned()).or_default();
         state.seq = state.seq.max(seq);
         state
             .versions
             .entry(key.to_owned())
             .or_default()
-            .push((seq, v.value().map(version)));
-    }
+            .push((seq, version));
+    })?;
     Ok(snap)
 }
 
-/// A version's row as read: (metadata, JSON).
-fn version((meta, json): (&[u8], &str)) -> StoredVersion {
-    StoredVersion {
-        json: json.into(),
-        meta: meta.into(),
+/// Calls `f` with each stored version of `informer` (of every informer: `None`) in key order,
+/// as (informer, key, version), its metadata joined from [`VERSION_META`] (kept in the same
+/// order, so one pass over each table).
+fn each_version(
+    txn: &redb::ReadTransaction,
+    informer: Option<&str>,
+    mut f: impl FnMut(&str, &str, Version),
+) -> std::result::Result<(), redb::Error> {
+    let versions = txn.open_table(VERSIONS)?;
+    let metas = txn.open_table(VERSION_META)?;
+    let from = (informer.unwrap_or(""), "", 0);
+    let mut metas = metas.range(from..)?;
+    let mut next_meta = metas.next().transpose()?;
+    for row in versions.range(from..)? {
+        let (k, v) = row?;
+        let (at, key, seq) = k.value();
+        if informer.is_some_and(|i| i != at) {
+            break;
+        }
+        let mut meta = Box::default();
+        // Metadata rows of versions no longer stored (none should be) are passed over.
+        while let Some((mk, mv)) = &next_meta {
+            match mk.value().cmp(&(at, key, seq)) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    meta = mv.value().into();
+                    break;
+                }
+                std::cmp::Ordering::Greater => break,
+            }
+            next_meta = metas.next().transpose()?;
+        }
+        let version = v.value().map(|json| StoredVersion {
+            json: json.into(),
+            meta,
+        });
+        f(at, key, (seq, version));
     }
+    Ok(())
 }
 
 /// Everything but the versions.

@@ -20,7 +20,7 @@ use tokio::sync::oneshot;
 use crate::compact::Compactor;
 use crate::dir::{DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN};
 use crate::stored::Stored;
-use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSIONS};
+use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSION_META, VERSIONS};
 
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
 pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
@@ -367,6 +367,7 @@ impl WriterState {
         let mut compactor = self.compactor.lock().unwrap_or_else(|p| p.into_inner());
         {
             let mut versions = txn.open_table(VERSIONS)?;
+            let mut metas = txn.open_table(VERSION_META)?;
             let mut informers = txn.open_table(INFORMERS)?;
             let mut cursors = txn.open_table(CURSORS)?;
             let mut letters = txn.open_table(DEAD_LETTERS)?;
@@ -386,9 +387,13 @@ impl WriterState {
                         json,
                         reached: rv,
                     } => {
-                        let meta = json.as_ref().map(|j| j.meta()).unwrap_or_default();
-                        let text = json.as_ref().map(|j| (&*meta, j.json()));
+                        let text = json.as_ref().map(|j| j.json());
                         versions.insert((&**informer, &**key, *seq), text)?;
+                        if let Some(meta) =
+                            json.as_ref().map(|j| j.meta()).filter(|m| !m.is_empty())
+                        {
+                            metas.insert((&**informer, &**key, *seq), &*meta)?;
+                        }
                         compactor.recorded(informer, key, *seq, json.is_none());
                         let at = reached.entry(&**informer).or_default();
                         *at = (rv.as_deref().or(at.0), *seq);
@@ -471,6 +476,7 @@ impl WriterState {
             }
             for (informer, key, seq) in compactor.garbage() {
                 versions.remove((informer.as_str(), &*key, seq))?;
+                metas.remove((informer.as_str(), &*key, seq))?;
             }
         }
         drop(compactor);

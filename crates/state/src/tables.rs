@@ -4,20 +4,22 @@
 use redb::TableDefinition;
 
 /// The format this version writes and reads; a file in another is refused. Format 1 stored
-/// each version's JSON alone; 2 stores the caller's metadata of it beside it.
+/// each version's JSON alone; 2 adds the caller's metadata of it ([`VERSION_META`]).
 pub(crate) const FORMAT: u32 = 2;
 
 /// `"format"` -> the format number, `"cluster"` -> the cluster identity.
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
 /// informer id -> (resource version, seq).
 pub(crate) const INFORMERS: TableDefinition<&str, (&str, u64)> = TableDefinition::new("informers");
-/// (informer id, object key, seq) -> (the caller's metadata, object JSON), or `None` for a
-/// tombstone.
-pub(crate) const VERSIONS: TableDefinition<(&str, &str, u64), Option<VersionRow>> =
+/// (informer id, object key, seq) -> object JSON, or `None` for a tombstone.
+pub(crate) const VERSIONS: TableDefinition<(&str, &str, u64), Option<&str>> =
     TableDefinition::new("versions");
-
-/// (the caller's metadata of the JSON, opaque here; the object JSON).
-pub(crate) type VersionRow<'a> = (&'a [u8], &'a str);
+/// (informer id, object key, seq) -> the caller's metadata of that version's JSON (opaque
+/// here), for the versions it gave some for. A table of its own, not a part of the JSON's
+/// row: redb packs rows into 4 KiB pages, and objects of about 2 KB, two to a page alone,
+/// would each take a page with their metadata (a state file twice the size).
+pub(crate) const VERSION_META: TableDefinition<(&str, &str, u64), &[u8]> =
+    TableDefinition::new("version_meta");
 /// (plugin id, informer id) -> (seq, scope).
 pub(crate) const CURSORS: TableDefinition<(&str, &str), (u64, &str)> =
     TableDefinition::new("cursors");

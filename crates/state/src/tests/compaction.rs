@@ -191,11 +191,10 @@ async fn garbage_found_when_the_versions_are_read_is_deleted_then() {
         let txn = db.begin_write().unwrap();
         {
             let mut t = txn.open_table(VERSIONS).unwrap();
-            let json = |j| Some((&[][..], j));
-            t.insert(("inf", "a", 1), json("a1")).unwrap();
-            t.insert(("inf", "a", 2), json("a2")).unwrap();
-            t.insert(("inf", "b", 3), json("b3")).unwrap();
-            t.insert(("inf", "b", 4), None).unwrap();
+            t.insert(("inf", "a", 1), Some("a1")).unwrap();
+            t.insert(("inf", "a", 2), Some("a2")).unwrap();
+            t.insert(("inf", "b", 3), Some("b3")).unwrap();
+            t.insert(("inf", "b", 4), None::<&str>).unwrap();
         }
         txn.commit().unwrap();
     }

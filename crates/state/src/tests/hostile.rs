@@ -341,7 +341,7 @@ async fn a_file_changed_by_redb_after_its_seal_is_checked_and_used() {
         let txn = db.begin_write().unwrap();
         txn.open_table(crate::tables::VERSIONS)
             .unwrap()
-            .insert(("v1/pods", "ns/extra", 501), Some((&[][..], "{}")))
+            .insert(("v1/pods", "ns/extra", 501), Some("{}"))
             .unwrap();
         txn.commit().unwrap();
     }

@@ -263,6 +263,9 @@ async fn metadata_stored_beside_the_json_is_read_back_as_it_was() {
         journal.record_shared(&informer, 1, "ns/a", with("{\"a\":1}", &meta), None);
         journal.record_shared(&informer, 2, "ns/b", with("{\"b\":1}", &[]), None);
         journal.record("v1/pods", 3, "ns/c", Some("{\"c\":1}"));
+        journal.record_shared(&informer, 4, "ns/d", with("{\"d\":1}", &[9]), None);
+        // Supersedes d@4, which no cursor holds: compacted away, metadata and all.
+        journal.record_shared(&informer, 5, "ns/d", with("{\"d\":2}", &[8]), None);
         flush(&journal).await;
     }
     let (state, aside) = open(dir.path());
@@ -277,8 +280,19 @@ async fn metadata_stored_beside_the_json_is_read_back_as_it_was() {
     assert_eq!(versions["ns/a"], vec![(1, want("{\"a\":1}", &meta))]);
     assert_eq!(versions["ns/b"], vec![(2, want("{\"b\":1}", &[]))]);
     assert_eq!(versions["ns/c"], vec![(3, want("{\"c\":1}", &[]))]);
+    assert_eq!(versions["ns/d"], vec![(5, want("{\"d\":2}", &[8]))]);
     assert_eq!(
         state.load().unwrap().informers["v1/pods"].versions,
         versions
     );
+    drop(state);
+
+    let db = redb::Database::open(dir.path().join(crate::FILE_NAME)).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let metas = txn.open_table(crate::tables::VERSION_META).unwrap();
+    let seqs: Vec<u64> = redb::ReadableTable::iter(&metas)
+        .unwrap()
+        .map(|r| r.unwrap().0.value().2)
+        .collect();
+    assert_eq!(seqs, [1, 5], "only the stored versions', and none empty");
 }
