@@ -3,12 +3,21 @@
 
 use std::sync::Arc;
 
-use super::{Entry, Store};
+use super::{Entry, IndexValues, Store};
 use crate::event::Event;
 use crate::object::{CachedObject, Frozen, KeyMap, ObjectKey, RawObject, StoredObject};
 
 /// One key's versions, oldest first (`None`: deleted at that change).
 type Thawed = Vec<(u64, Option<Arc<CachedObject>>)>;
+
+/// What one of [`Store::restore`]'s workers thawed: each key's versions, with the index values
+/// of its newest version when that is an object (computed for the indexes of `layout`).
+#[derive(Default)]
+struct ThawedPart {
+    keys: Vec<(ObjectKey, Thawed, Option<IndexValues>)>,
+    layout: u64,
+    unreadable: usize,
+}
 
 /// One key's stored versions as given to [`Store::restore`]: `(change, object)`, `None` a delete.
 type Stored<K, J> = (K, Vec<(u64, Option<J>)>);
@@ -89,7 +98,9 @@ impl Store {
         K: AsRef<str> + Send,
         J: Into<StoredObject> + Send,
     {
-        // Parsing is the work: spread over the cores, as a restart waits for it.
+        // Thawing (parsing, where no frozen metadata was stored) and computing index values
+        // are the work: spread over the cores, as a restart waits for it. Only the inserts
+        // take the write lock.
         let all: Vec<Stored<K, J>> = versions.into_iter().collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let chunk = all.len().div_ceil(threads).max(1024);
@@ -102,7 +113,7 @@ impl Store {
             }
             chunks.push(part);
         }
-        let thawed: Vec<(Vec<(ObjectKey, Thawed)>, usize)> = std::thread::scope(|scope| {
+        let thawed: Vec<ThawedPart> = std::thread::scope(|scope| {
             let workers: Vec<_> = chunks
                 .into_iter()
                 .map(|part| scope.spawn(move || self.thaw_all(part)))
@@ -114,9 +125,16 @@ impl Store {
         });
         let mut restored = Restored::default();
         let mut report = RestoreReport::default();
-        for (keys, unreadable) in thawed {
-            report.unreadable += unreadable;
-            restored.versions.extend(keys);
+        let mut live = Vec::new();
+        for part in thawed {
+            report.unreadable += part.unreadable;
+            restored.versions.reserve(part.keys.len());
+            for (key, list, values) in part.keys {
+                if let (Some(values), Some((at, Some(object)))) = (values, list.last()) {
+                    live.push((key.clone(), *at, object.clone(), values, part.layout));
+                }
+                restored.versions.insert(key, list);
+            }
         }
         restored.by_newest = restored
             .versions
@@ -124,22 +142,22 @@ impl Store {
             .filter_map(|(key, list)| Some((list.last()?.0, key.clone())))
             .collect();
         restored.by_newest.sort_unstable_by_key(|(at, _)| *at);
-        restored.live = restored
-            .versions
-            .values()
-            .filter(|list| matches!(list.last(), Some((_, Some(_)))))
-            .count();
+        restored.live = live.len();
         let mut inner = self.inner.write();
-        for (key, list) in &restored.versions {
-            if let Some((at, Some(object))) = list.last() {
-                let index_values = inner.indices.compute_frozen(object);
-                let entry = Entry {
-                    object: object.clone(),
-                    index_values,
-                    seq: *at,
-                };
-                inner.insert(key.clone(), entry);
-            }
+        inner.objects.reserve(live.len());
+        for (key, at, object, values, layout) in live {
+            // A field index declared since they were computed needs them again.
+            let index_values = if layout == inner.indices.layout() {
+                values
+            } else {
+                inner.indices.compute_frozen(&object)
+            };
+            let entry = Entry {
+                object,
+                index_values,
+                seq: at,
+            };
+            inner.insert(key, entry);
         }
         report.objects = inner.objects.len();
         let last = restored
@@ -153,12 +171,12 @@ impl Store {
         (restored, report)
     }
 
-    /// Thaws the stored versions of some keys: each key's, oldest first, and how many versions
-    /// could not be read.
+    /// Thaws the stored versions of some keys: each key's, oldest first, the index values of
+    /// its newest when that is an object, and how many versions could not be read.
     fn thaw_all<K: AsRef<str>, J: Into<StoredObject>>(
         &self,
         part: Vec<Stored<K, J>>,
-    ) -> (Vec<(ObjectKey, Thawed)>, usize) {
+    ) -> ThawedPart {
         let mut out = Vec::with_capacity(part.len());
         let mut unreadable = 0;
         for (key, list) in part {
@@ -185,7 +203,22 @@ impl Store {
                 out.push((key, thawed));
             }
         }
-        (out, unreadable)
+        let inner = self.inner.read();
+        let keys = out
+            .into_iter()
+            .map(|(key, list)| {
+                let values = match list.last() {
+                    Some((_, Some(object))) => Some(inner.indices.compute_frozen(object)),
+                    _ => None,
+                };
+                (key, list, values)
+            })
+            .collect();
+        ThawedPart {
+            keys,
+            layout: inner.indices.layout(),
+            unreadable,
+        }
     }
 
     /// A stored object's cached form, when it reads as an object of this store under `key`:
