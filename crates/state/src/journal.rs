@@ -389,11 +389,11 @@ impl WriterState {
                     } => {
                         let text = json.as_ref().map(|j| j.json());
                         versions.insert((&**informer, &**key, *seq), text)?;
-                        if let Some(meta) =
-                            json.as_ref().map(|j| j.meta()).filter(|m| !m.is_empty())
-                        {
-                            metas.insert((&**informer, &**key, *seq), &*meta)?;
-                        }
+                        // A row rewritten without metadata must not keep an older one's.
+                        match json.as_ref().map(|j| j.meta()).filter(|m| !m.is_empty()) {
+                            Some(meta) => metas.insert((&**informer, &**key, *seq), &*meta)?,
+                            None => metas.remove((&**informer, &**key, *seq))?,
+                        };
                         compactor.recorded(informer, key, *seq, json.is_none());
                         let at = reached.entry(&**informer).or_default();
                         *at = (rv.as_deref().or(at.0), *seq);

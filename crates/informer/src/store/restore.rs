@@ -86,9 +86,10 @@ pub struct RestoreReport {
 impl Store {
     /// Fills an empty store with a persisted cache: per key, its versions as `(change, object)`
     /// oldest first, `None` for a delete; an object is its JSON, with the frozen metadata stored
-    /// beside it when there is some ([`StoredObject`]), which spares parsing the JSON. The last version of each key is cached, numbered as
-    /// stored; later changes are numbered after `seq` and after every stored version. The store counts as synced, so a relist
-    /// after this is diffed against it as any relist is, and its events are not initial.
+    /// beside it when there is some ([`StoredObject`]), which spares parsing the JSON. The last
+    /// version of each key is cached, numbered as stored; later changes are numbered after
+    /// `seq` and after every stored version. The store counts as synced, so a relist after this
+    /// is diffed against it as any relist is, and its events are not initial.
     pub fn restore<K, J>(
         &self,
         versions: impl IntoIterator<Item = (K, Vec<(u64, Option<J>)>)>,

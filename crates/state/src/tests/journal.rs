@@ -266,6 +266,9 @@ async fn metadata_stored_beside_the_json_is_read_back_as_it_was() {
         journal.record_shared(&informer, 4, "ns/d", with("{\"d\":1}", &[9]), None);
         // Supersedes d@4, which no cursor holds: compacted away, metadata and all.
         journal.record_shared(&informer, 5, "ns/d", with("{\"d\":2}", &[8]), None);
+        // The same version written again without metadata keeps none of the first write's.
+        journal.record_shared(&informer, 6, "ns/e", with("{\"e\":1}", &[7]), None);
+        journal.record("v1/pods", 6, "ns/e", Some("{\"e\":0}"));
         flush(&journal).await;
     }
     let (state, aside) = open(dir.path());
@@ -281,6 +284,7 @@ async fn metadata_stored_beside_the_json_is_read_back_as_it_was() {
     assert_eq!(versions["ns/b"], vec![(2, want("{\"b\":1}", &[]))]);
     assert_eq!(versions["ns/c"], vec![(3, want("{\"c\":1}", &[]))]);
     assert_eq!(versions["ns/d"], vec![(5, want("{\"d\":2}", &[8]))]);
+    assert_eq!(versions["ns/e"], vec![(6, want("{\"e\":0}", &[]))]);
     assert_eq!(
         state.load().unwrap().informers["v1/pods"].versions,
         versions
