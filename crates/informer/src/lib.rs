@@ -66,7 +66,7 @@ pub use factory::{
 };
 pub use index::{IndexError, IndexSpec};
 pub use informant_apimachinery::{FieldPath, LabelSelector, SelectorError};
-pub use object::{CachedObject, ObjectKey, RawObject};
+pub use object::{CachedObject, ObjectKey, RawObject, StoredObject};
 pub use processor::{
     ChangeFilter, EventFilter, FnHandler, Handler, Injector, ListenerGauges, ListenerHandle,
     SharedProcessor,

@@ -24,6 +24,11 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
+mod frozen;
+
+pub(crate) use frozen::Frozen;
+pub use frozen::{FROZEN_VERSION, StoredObject};
+
 /// A map by object key. A key carries its hash (see [`ObjectKey`]); foldhash, randomly seeded
 /// per process, only mixes that in (SipHash was a measured 2-3 % of the hot path).
 pub(crate) type KeyMap<V> = std::collections::HashMap<ObjectKey, V, foldhash::fast::RandomState>;
@@ -453,6 +458,9 @@ pub struct CachedObject {
     /// what a plugin's event header is made of ([`informant_header::Metadata`]), copied as it is.
     fields: Box<[u8]>,
     label_count: u32,
+    /// What the JSON holds that a store's options care about (the flags of the frozen form), so the
+    /// frozen form can say whether a restore may keep the JSON as it is.
+    flags: u8,
     owner_uids: Box<[Box<str>]>,
     json: Box<str>,
 }
@@ -530,10 +538,18 @@ impl CachedObject {
             .flatten()
             .map(|o| o.uid.as_str().into())
             .collect();
+        let mut flags = 0;
+        if raw.metadata.managed_fields.is_some() || raw.managed_fields.is_some() {
+            flags |= frozen::MANAGED_FIELDS;
+        }
+        if raw.api_version.is_some() && raw.kind.is_some() {
+            flags |= frozen::TYPED;
+        }
         CachedObject {
             key: raw.key(),
             fields: fields.into_boxed_slice(),
             label_count: u32::try_from(labels.count()).unwrap_or(u32::MAX),
+            flags,
             owner_uids,
             json,
         }

@@ -20,7 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use kube::core::ApiResource;
 use parking_lot::Mutex;
 
-use super::object::{ObjectKey, RawObject};
+use super::object::ObjectKey;
 
 /// Distinct (key, reason) pairs logged one by one per store; past this, refusals are counted.
 const MAX_LOGGED: usize = 1024;
@@ -73,24 +73,19 @@ impl ScopeCheck {
         }
     }
 
-    /// Whether `raw` may be frozen into the cache; a refusal is counted and, the first time
-    /// for its key and reason, logged.
-    pub(crate) fn admits(&self, raw: &RawObject) -> bool {
+    /// Whether an object named `name` in `namespace` (`None` or empty: none) may be frozen
+    /// into the cache; a refusal is counted and, the first time for its key and reason, logged.
+    pub(crate) fn admits(&self, namespace: Option<&str>, name: &str) -> bool {
         let Some(namespaced) = self.namespaced else {
             return true;
         };
-        let namespace = raw
-            .metadata
-            .namespace
-            .as_deref()
-            .filter(|ns| !ns.is_empty());
+        let namespace = namespace.filter(|ns| !ns.is_empty());
         let why = match (namespaced, namespace) {
             (true, Some(_)) | (false, None) => return true,
             (true, None) => Misplaced::NoNamespace,
             (false, Some(_)) => Misplaced::Namespace,
         };
         self.refused.fetch_add(1, Ordering::Relaxed);
-        let name = raw.metadata.name.as_deref().unwrap_or_default();
         let mut logged = self.logged.lock();
         if logged.pairs.len() < MAX_LOGGED {
             if logged.pairs.insert((ObjectKey::new(namespace, name), why)) {

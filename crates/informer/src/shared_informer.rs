@@ -147,7 +147,7 @@ impl SharedInformer {
     /// Fills the (empty, not started) cache with a persisted one (see [`Store::restore`]):
     /// the informer then watches from `resource_version` instead of listing, and handlers
     /// registered with a cursor get only what changed after it.
-    pub fn restore<K: AsRef<str> + Send, J: Into<Box<str>> + Send>(
+    pub fn restore<K: AsRef<str> + Send, J: Into<crate::StoredObject> + Send>(
         &self,
         resource_version: &str,
         seq: u64,

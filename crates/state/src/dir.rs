@@ -15,8 +15,10 @@ use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
 use crate::journal::{Journal, Writer};
 use crate::seal::Seal;
+use crate::stored::StoredVersion;
 use crate::tables::{
-    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSIONS,
+    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSION_META,
+    VERSIONS,
 };
 
 /// The file name of the state inside the state directory.
@@ -42,8 +44,9 @@ pub struct InformerState {
     pub versions: BTreeMap<String, Vec<Version>>,
 }
 
-/// One stored version of an object: its seq and its JSON, or `None` for a tombstone.
-pub type Version = (u64, Option<Box<str>>);
+/// One stored version of an object: its seq and its JSON with the metadata stored beside it,
+/// or `None` for a tombstone.
+pub type Version = (u64, Option<StoredVersion>);
 
 /// How far a plugin has handled an informer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +119,7 @@ enum Verdict {
 impl StateDir {
     /// Opens or creates the state in `dir` for the cluster `cluster` (an opaque identity, e.g. the API server URL).
     ///
-    /// A corrupt, truncated, newer-format or other cluster's file is not an error: it is renamed
+    /// A corrupt, truncated, other-format or other cluster's file is not an error: it is renamed
     /// to `state.redb.set-aside-<unix-seconds>` (never deleted), a fresh one is created, and the
     /// [`SetAside`] says why. `Err` only when the directory cannot be created or written, or
     /// another process has the file open; the caller then runs without state.
@@ -288,21 +291,16 @@ impl StateDir {
     pub fn versions(&self, informer: &str) -> Result<BTreeMap<String, Vec<Version>>> {
         let read = || -> std::result::Result<BTreeMap<String, Vec<Version>>, redb::Error> {
             let txn = self.db()?.begin_read()?;
-            let table = txn.open_table(VERSIONS)?;
             let mut out: BTreeMap<String, Vec<Version>> = BTreeMap::new();
             // In change order: each key's versions come oldest first.
-            for row in table.range((informer, 0)..=(informer, u64::MAX))? {
-                let (k, v) = row?;
-                let (_, seq) = k.value();
-                let (key, json) = v.value();
-                let version = (seq, json.map(Box::from));
+            each_version(&txn, Some(informer), |_, key, version| {
                 match out.get_mut(key) {
                     Some(list) => list.push(version),
                     None => {
                         out.insert(key.to_owned(), vec![version]);
                     }
                 }
-            }
+            })?;
             Ok(out)
         };
         let versions = read().map_err(|e| db(&self.path, "read its stored versions", e))?;
@@ -390,8 +388,10 @@ impl StateDir {
             let txn = self.db()?.begin_write()?;
             {
                 let mut versions = txn.open_table(VERSIONS)?;
+                let mut metas = txn.open_table(VERSION_META)?;
                 for (informer, _, seq) in &garbage {
                     versions.remove((informer.as_str(), *seq))?;
+                    metas.remove((informer.as_str(), *seq))?;
                 }
             }
             txn.commit()?;
@@ -520,10 +520,16 @@ fn check_meta(
             supported: FORMAT,
         })));
     }
+    if found == 0 {
+        return Ok(Some(Verdict::Refuse(Refusal::Corrupt(
+            "format 0 never existed".into(),
+        ))));
+    }
     if found < FORMAT {
-        return Ok(Some(Verdict::Refuse(Refusal::Corrupt(format!(
-            "format {found} never existed"
-        )))));
+        return Ok(Some(Verdict::Refuse(Refusal::OlderFormat {
+            found,
+            supported: FORMAT,
+        })));
     }
     match meta.get("cluster")?.map(|c| c.value().to_owned()) {
         None => Ok(Some(Verdict::Refuse(Refusal::Corrupt(
@@ -583,6 +589,7 @@ fn verdict(database: &Database, cluster: &str) -> std::result::Result<Verdict, r
         }
         // Opened so a file missing one is refused here, not when the writer first needs it.
         txn.open_table(VERSIONS)?;
+        txn.open_table(VERSION_META)?;
         txn.open_table(DEAD_LETTERS)?;
         txn.open_table(DEAD_LETTER_IDS)?;
         Ok(Verdict::Use(compactor))
@@ -603,6 +610,7 @@ fn init(path: &Path, database: &Database, cluster: &str) -> Result<()> {
             meta.insert("cluster", cluster)?;
             txn.open_table(INFORMERS)?;
             txn.open_table(VERSIONS)?;
+            txn.open_table(VERSION_META)?;
             txn.open_table(CURSORS)?;
             txn.open_table(DEAD_LETTERS)?;
             txn.open_table(DEAD_LETTER_IDS)?;
@@ -616,19 +624,58 @@ fn init(path: &Path, database: &Database, cluster: &str) -> Result<()> {
 fn read_snapshot(database: &Database) -> std::result::Result<Snapshot, redb::Error> {
     let mut snap = read_index(database)?;
     let txn = database.begin_read()?;
-    for row in txn.open_table(VERSIONS)?.iter()? {
-        let (k, v) = row?;
-        let (informer, seq) = k.value();
-        let (key, json) = v.value();
+    each_version(&txn, None, |informer, key, (seq, version)| {
         let state = snap.informers.entry(informer.to_owned()).or_default();
         state.seq = state.seq.max(seq);
         state
             .versions
             .entry(key.to_owned())
             .or_default()
-            .push((seq, json.map(Box::from)));
-    }
+            .push((seq, version));
+    })?;
     Ok(snap)
+}
+
+/// Calls `f` with each stored version of `informer` (of every informer: `None`) in change order,
+/// as (informer, key, version), its metadata joined from [`VERSION_META`] (kept in the same
+/// order, so one pass over each table).
+fn each_version(
+    txn: &redb::ReadTransaction,
+    informer: Option<&str>,
+    mut f: impl FnMut(&str, &str, Version),
+) -> std::result::Result<(), redb::Error> {
+    let versions = txn.open_table(VERSIONS)?;
+    let metas = txn.open_table(VERSION_META)?;
+    let from = (informer.unwrap_or(""), 0);
+    let mut metas = metas.range(from..)?;
+    let mut next_meta = metas.next().transpose()?;
+    for row in versions.range(from..)? {
+        let (k, v) = row?;
+        let (at, seq) = k.value();
+        if informer.is_some_and(|i| i != at) {
+            break;
+        }
+        let mut meta = Box::default();
+        // Metadata rows of versions no longer stored (none should be) are passed over.
+        while let Some((mk, mv)) = &next_meta {
+            match mk.value().cmp(&(at, seq)) {
+                std::cmp::Ordering::Less => {}
+                std::cmp::Ordering::Equal => {
+                    meta = mv.value().into();
+                    break;
+                }
+                std::cmp::Ordering::Greater => break,
+            }
+            next_meta = metas.next().transpose()?;
+        }
+        let (key, json) = v.value();
+        let version = json.map(|json| StoredVersion {
+            json: json.into(),
+            meta,
+        });
+        f(at, key, (seq, version));
+    }
+    Ok(())
 }
 
 /// Everything but the versions.

@@ -63,6 +63,16 @@ pub enum Refusal {
         /// The newest format this version reads.
         supported: u32,
     },
+    /// The file was written by an earlier Informant in a format this one no longer reads.
+    #[error(
+        "the state file was written by an earlier format {found} that this version does not read (it reads format {supported})"
+    )]
+    OlderFormat {
+        /// The format in the file.
+        found: u32,
+        /// The format this version reads.
+        supported: u32,
+    },
     /// The file holds the state of another cluster.
     #[error("the state file belongs to another cluster (`{found}`)")]
     OtherCluster {

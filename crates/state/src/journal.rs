@@ -25,7 +25,8 @@ use tokio::sync::oneshot;
 
 use crate::compact::Compactor;
 use crate::dir::{DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN};
-use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSIONS};
+use crate::stored::Stored;
+use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSION_META, VERSIONS};
 
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
 pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
@@ -33,8 +34,8 @@ pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
 /// The most ops still queued behind a batch for it to take fresh cursors (and those ops).
 const FRESH_CURSORS_MAX_WAITING: usize = 4096;
 
-/// Text the journal may hold without copying it (an object the caller keeps anyway).
-pub type Text = Arc<dyn AsRef<str> + Send + Sync>;
+/// An object version the journal may hold without copying it (one the caller keeps anyway).
+pub type Text = Arc<dyn Stored>;
 
 enum Op {
     Record {
@@ -461,6 +462,7 @@ impl WriterState {
         let mut compactor = self.compactor.lock().unwrap_or_else(|p| p.into_inner());
         {
             let mut versions = txn.open_table(VERSIONS)?;
+            let mut metas = txn.open_table(VERSION_META)?;
             let mut informers = txn.open_table(INFORMERS)?;
             let mut cursors = txn.open_table(CURSORS)?;
             let mut letters = txn.open_table(DEAD_LETTERS)?;
@@ -572,12 +574,18 @@ impl WriterState {
                     .and_then(|s| s.remove(&seq));
                 if unwritten.is_none() {
                     versions.remove((informer.as_str(), seq))?;
+                    metas.remove((informer.as_str(), seq))?;
                 }
             }
             for (informer, changes) in staged {
                 for (seq, (key, json)) in changes {
-                    let json = json.as_ref().map(|j| (**j).as_ref());
-                    versions.insert((informer, seq), (key, json))?;
+                    let text = json.as_ref().map(|j| j.json());
+                    versions.insert((informer, seq), (key, text))?;
+                    // A row rewritten without metadata must not keep an older one's.
+                    match json.as_ref().map(|j| j.meta()).filter(|m| !m.is_empty()) {
+                        Some(meta) => metas.insert((informer, seq), &*meta)?,
+                        None => metas.remove((informer, seq))?,
+                    };
                 }
             }
         }

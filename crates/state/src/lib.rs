@@ -3,7 +3,7 @@
 //! delivers exactly what changed while the host was down.
 //!
 //! - [`StateDir::open`] opens (or creates) the file; one it cannot use — corrupt, truncated,
-//!   written by a newer format or for another cluster — is renamed aside, never deleted, and a
+//!   written in another format or for another cluster — is renamed aside, never deleted, and a
 //!   fresh one replaces it ([`SetAside`]). Every page's checksum is verified unless the file is
 //!   exactly as [`StateDir::close`] sealed it.
 //! - [`StateDir::load`] reads everything back at startup ([`Snapshot`]).
@@ -23,6 +23,7 @@ mod dir;
 mod error;
 mod journal;
 mod seal;
+mod stored;
 mod tables;
 
 #[cfg(test)]
@@ -34,3 +35,4 @@ pub use dir::{
 };
 pub use error::{Refusal, Result, SetAside, StateError};
 pub use journal::{BATCH_WINDOW, CursorSource, Journal, JournalStats, Text};
+pub use stored::{Stored, StoredVersion};

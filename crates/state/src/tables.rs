@@ -3,8 +3,9 @@
 
 use redb::TableDefinition;
 
-/// The format this version writes and reads; a larger one in a file is refused.
-pub(crate) const FORMAT: u32 = 1;
+/// The format this version writes and reads; a file in another is refused. Format 1 stored
+/// each version's JSON alone; 2 adds the caller's metadata of it ([`VERSION_META`]).
+pub(crate) const FORMAT: u32 = 2;
 
 /// `"format"` -> the format number, `"cluster"` -> the cluster identity.
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
@@ -18,6 +19,12 @@ pub(crate) type VersionRow<'a> = (&'a str, Option<&'a str>);
 /// See [`VersionRow`].
 pub(crate) const VERSIONS: TableDefinition<(&str, u64), VersionRow> =
     TableDefinition::new("changes");
+/// (informer id, seq) -> the caller's metadata of that version's JSON (opaque here), for the
+/// versions it gave some for. A table of its own, not a part of the JSON's row: redb packs
+/// rows into 4 KiB pages, and objects of about 2 KB, two to a page alone, would each take a
+/// page with their metadata (a state file twice the size).
+pub(crate) const VERSION_META: TableDefinition<(&str, u64), &[u8]> =
+    TableDefinition::new("change_meta");
 /// (plugin id, informer id) -> (seq, scope).
 pub(crate) const CURSORS: TableDefinition<(&str, &str), (u64, &str)> =
     TableDefinition::new("cursors");

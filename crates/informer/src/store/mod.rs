@@ -199,7 +199,9 @@ impl Store {
     /// The cached form of `raw`, or `None` when it is refused: the one place every object
     /// passes before the store holds it.
     fn freeze(&self, raw: &mut RawObject) -> Option<CachedObject> {
-        self.scope.admits(raw).then(|| {
+        let meta = &raw.metadata;
+        let name = meta.name.as_deref().unwrap_or_default();
+        self.scope.admits(meta.namespace.as_deref(), name).then(|| {
             CachedObject::from_raw(raw, &self.api_resource, self.options.strip_managed_fields)
         })
     }

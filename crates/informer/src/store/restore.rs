@@ -3,14 +3,23 @@
 
 use std::sync::Arc;
 
-use super::{Entry, Store};
+use super::{Entry, IndexValues, Store};
 use crate::event::Event;
-use crate::object::{CachedObject, KeyMap, ObjectKey, RawObject};
+use crate::object::{CachedObject, Frozen, KeyMap, ObjectKey, RawObject, StoredObject};
 
 /// One key's versions, oldest first (`None`: deleted at that change).
 type Thawed = Vec<(u64, Option<Arc<CachedObject>>)>;
 
-/// One key's stored versions as given to [`Store::restore`]: `(change, JSON)`, `None` a delete.
+/// What one of [`Store::restore`]'s workers thawed: each key's versions, with the index values
+/// of its newest version when that is an object (computed for the indexes of `layout`).
+#[derive(Default)]
+struct ThawedPart {
+    keys: Vec<(ObjectKey, Thawed, Option<IndexValues>)>,
+    layout: u64,
+    unreadable: usize,
+}
+
+/// One key's stored versions as given to [`Store::restore`]: `(change, object)`, `None` a delete.
 type Stored<K, J> = (K, Vec<(u64, Option<J>)>);
 
 /// The versions a persisted cache held per key; kept after [`Store::restore`] for handlers
@@ -75,10 +84,12 @@ pub struct RestoreReport {
 }
 
 impl Store {
-    /// Fills an empty store with a persisted cache: per key, its versions as `(change, JSON)`
-    /// oldest first, `None` for a delete. The last version of each key is cached, numbered as
-    /// stored; later changes are numbered after `seq` and after every stored version. The store counts as synced, so a relist
-    /// after this is diffed against it as any relist is, and its events are not initial.
+    /// Fills an empty store with a persisted cache: per key, its versions as `(change, object)`
+    /// oldest first, `None` for a delete; an object is its JSON, with the frozen metadata stored
+    /// beside it when there is some ([`StoredObject`]), which spares parsing the JSON. The last
+    /// version of each key is cached, numbered as stored; later changes are numbered after
+    /// `seq` and after every stored version. The store counts as synced, so a relist after this
+    /// is diffed against it as any relist is, and its events are not initial.
     pub fn restore<K, J>(
         &self,
         versions: impl IntoIterator<Item = (K, Vec<(u64, Option<J>)>)>,
@@ -86,9 +97,11 @@ impl Store {
     ) -> (Restored, RestoreReport)
     where
         K: AsRef<str> + Send,
-        J: Into<Box<str>> + Send,
+        J: Into<StoredObject> + Send,
     {
-        // Parsing is the work: spread over the cores, as a restart waits for it.
+        // Thawing (parsing, where no frozen metadata was stored) and computing index values
+        // are the work: spread over the cores, as a restart waits for it. Only the inserts
+        // take the write lock.
         let all: Vec<Stored<K, J>> = versions.into_iter().collect();
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let chunk = all.len().div_ceil(threads).max(1024);
@@ -101,7 +114,7 @@ impl Store {
             }
             chunks.push(part);
         }
-        let thawed: Vec<(Vec<(ObjectKey, Thawed)>, usize)> = std::thread::scope(|scope| {
+        let thawed: Vec<ThawedPart> = std::thread::scope(|scope| {
             let workers: Vec<_> = chunks
                 .into_iter()
                 .map(|part| scope.spawn(move || self.thaw_all(part)))
@@ -113,9 +126,16 @@ impl Store {
         });
         let mut restored = Restored::default();
         let mut report = RestoreReport::default();
-        for (keys, unreadable) in thawed {
-            report.unreadable += unreadable;
-            restored.versions.extend(keys);
+        let mut live = Vec::new();
+        for part in thawed {
+            report.unreadable += part.unreadable;
+            restored.versions.reserve(part.keys.len());
+            for (key, list, values) in part.keys {
+                if let (Some(values), Some((at, Some(object)))) = (values, list.last()) {
+                    live.push((key.clone(), *at, object.clone(), values, part.layout));
+                }
+                restored.versions.insert(key, list);
+            }
         }
         restored.by_newest = restored
             .versions
@@ -123,22 +143,22 @@ impl Store {
             .filter_map(|(key, list)| Some((list.last()?.0, key.clone())))
             .collect();
         restored.by_newest.sort_unstable_by_key(|(at, _)| *at);
-        restored.live = restored
-            .versions
-            .values()
-            .filter(|list| matches!(list.last(), Some((_, Some(_)))))
-            .count();
+        restored.live = live.len();
         let mut inner = self.inner.write();
-        for (key, list) in &restored.versions {
-            if let Some((at, Some(object))) = list.last() {
-                let index_values = inner.indices.compute_frozen(object);
-                let entry = Entry {
-                    object: object.clone(),
-                    index_values,
-                    seq: *at,
-                };
-                inner.insert(key.clone(), entry);
-            }
+        inner.objects.reserve(live.len());
+        for (key, at, object, values, layout) in live {
+            // A field index declared since they were computed needs them again.
+            let index_values = if layout == inner.indices.layout() {
+                values
+            } else {
+                inner.indices.compute_frozen(&object)
+            };
+            let entry = Entry {
+                object,
+                index_values,
+                seq: at,
+            };
+            inner.insert(key, entry);
         }
         report.objects = inner.objects.len();
         let last = restored
@@ -152,12 +172,12 @@ impl Store {
         (restored, report)
     }
 
-    /// Thaws the stored versions of some keys: each key's, oldest first, and how many versions
-    /// could not be read.
-    fn thaw_all<K: AsRef<str>, J: Into<Box<str>>>(
+    /// Thaws the stored versions of some keys: each key's, oldest first, the index values of
+    /// its newest when that is an object, and how many versions could not be read.
+    fn thaw_all<K: AsRef<str>, J: Into<StoredObject>>(
         &self,
         part: Vec<Stored<K, J>>,
-    ) -> (Vec<(ObjectKey, Thawed)>, usize) {
+    ) -> ThawedPart {
         let mut out = Vec::with_capacity(part.len());
         let mut unreadable = 0;
         for (key, list) in part {
@@ -184,13 +204,41 @@ impl Store {
                 out.push((key, thawed));
             }
         }
-        (out, unreadable)
+        let inner = self.inner.read();
+        let keys = out
+            .into_iter()
+            .map(|(key, list)| {
+                let values = match list.last() {
+                    Some((_, Some(object))) => Some(inner.indices.compute_frozen(object)),
+                    _ => None,
+                };
+                (key, list, values)
+            })
+            .collect();
+        ThawedPart {
+            keys,
+            layout: inner.indices.layout(),
+            unreadable,
+        }
     }
 
-    /// A stored object's cached form, when it reads as an object of this store under `key`.
-    fn thaw(&self, json: Box<str>, key: &str) -> Option<CachedObject> {
+    /// A stored object's cached form, when it reads as an object of this store under `key`:
+    /// from its frozen metadata when that reads and its JSON is as this store caches it, else
+    /// from its JSON, parsed.
+    fn thaw(&self, stored: StoredObject, key: &str) -> Option<CachedObject> {
+        let (json, frozen) = stored.into_parts();
+        let strip = self.options.strip_managed_fields;
+        if let Some(frozen) = Frozen::read(&frozen).filter(|f| f.cached_form(strip)) {
+            if !self.scope.admits(frozen.namespace(), frozen.name()) {
+                return None;
+            }
+            let object = frozen.object(json);
+            return (object.key().as_str() == key).then_some(object);
+        }
         let mut raw: RawObject = serde_json::from_str(&json).ok()?;
-        if !self.scope.admits(&raw) {
+        let meta = &raw.metadata;
+        let name = meta.name.as_deref().unwrap_or_default();
+        if !self.scope.admits(meta.namespace.as_deref(), name) {
             return None;
         }
         let object = CachedObject::from_stored(

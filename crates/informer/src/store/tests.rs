@@ -2,6 +2,7 @@
 //! against its indexes and queries.
 
 use super::*;
+use crate::StoredObject;
 use crate::event::EventType;
 use kube::core::GroupVersionKind;
 
@@ -346,4 +347,208 @@ fn changes_since_gives_what_a_scan_of_every_key_gives() {
             assert_eq!(given(fast), given(all), "since {since}");
         }
     }
+}
+
+/// Deterministic bytes (xorshift64).
+fn noise(len: usize) -> Vec<u8> {
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed as u8
+        })
+        .collect()
+}
+
+/// A store's restore, given each object's JSON and, per `frozen`, its frozen metadata.
+fn restored_from(
+    s: &Store,
+    objects: &[(&str, CachedObject)],
+    frozen: impl Fn(&CachedObject) -> Vec<u8>,
+) -> RestoreReport {
+    let versions = objects.iter().enumerate().map(|(at, (key, o))| {
+        let stored = StoredObject::new(o.json(), frozen(o));
+        (*key, vec![(at as u64 + 1, Some(stored))])
+    });
+    s.restore(versions, 0).1
+}
+
+fn cached(raw: RawObject, strip_managed_fields: bool) -> CachedObject {
+    let pods = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
+    CachedObject::from_raw(&mut raw.clone(), &pods, strip_managed_fields)
+}
+
+/// A cached object as a comparable tuple: key, metadata fields, labels, owner uids, JSON.
+type Contents = (String, Vec<u8>, Vec<(String, String)>, Vec<String>, String);
+
+/// Every cached object, sorted.
+fn contents(s: &Store) -> Vec<Contents> {
+    let mut all: Vec<_> = s
+        .list(None, &LabelSelector::default())
+        .iter()
+        .map(|o| {
+            (
+                o.key().to_string(),
+                o.metadata_fields().to_vec(),
+                o.labels()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                o.owner_uids().map(str::to_string).collect(),
+                o.json().to_string(),
+            )
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+fn some_pods() -> Vec<(&'static str, CachedObject)> {
+    vec![
+        (
+            "a/p1",
+            cached(pod("a", "p1", 1, r#""app":"web""#, Some("rs1")), true),
+        ),
+        (
+            "a/p2",
+            cached(pod("a", "p2", 2, r#""app":"db","z":"""#, None), true),
+        ),
+        ("b/p3", cached(pod("b", "p3", 3, "", Some("rs2")), true)),
+    ]
+}
+
+#[test]
+fn a_restore_from_frozen_metadata_caches_what_parsing_caches() {
+    let objects = some_pods();
+    let (frozen, parsed) = (store(), store());
+    let report = restored_from(&frozen, &objects, CachedObject::frozen);
+    assert_eq!(report, restored_from(&parsed, &objects, |_| Vec::new()));
+    assert_eq!(report.objects, 3);
+    assert_eq!(contents(&frozen).len(), 3);
+    assert_eq!(contents(&frozen), contents(&parsed));
+    for s in [&frozen, &parsed] {
+        assert_eq!(names(s.by_index("label", "app=web").unwrap()), ["a/p1"]);
+        assert_eq!(names(s.by_index("owner", "rs2").unwrap()), ["b/p3"]);
+        assert_eq!(
+            names(s.by_index("namespace", "a").unwrap()),
+            ["a/p1", "a/p2"]
+        );
+    }
+}
+
+#[test]
+fn a_restore_from_frozen_metadata_does_not_parse_the_json() {
+    let s = store();
+    let object = cached(pod("a", "p1", 1, r#""app":"web""#, None), true);
+    let versions = vec![(
+        "a/p1",
+        vec![(1, Some(StoredObject::new("{not json", object.frozen())))],
+    )];
+    let (_, report) = s.restore(versions, 0);
+    assert_eq!((report.objects, report.unreadable), (1, 0));
+    let restored = s.get(Some("a"), "p1").unwrap();
+    assert_eq!(restored.json(), "{not json", "kept as stored, never read");
+    assert_eq!(restored.label("app"), Some("web"));
+}
+
+#[test]
+fn frozen_metadata_that_does_not_read_falls_back_to_parsing() {
+    let objects = some_pods();
+    let parsed = store();
+    restored_from(&parsed, &objects, |_| Vec::new());
+    type Garble = fn(Vec<u8>) -> Vec<u8>;
+    let garbles: [(&str, Garble); 6] = [
+        ("truncated", |mut b| {
+            b.truncate(b.len() / 2);
+            b
+        }),
+        ("one byte", |b| b[..1].to_vec()),
+        ("another version", |mut b| {
+            b[0] = b[0].wrapping_add(1);
+            b
+        }),
+        ("huge metadata length", |mut b| {
+            b[2..6].copy_from_slice(&u32::MAX.to_le_bytes());
+            b
+        }),
+        ("not UTF-8", |mut b| {
+            // The namespace's first byte.
+            b[10] = 0xff;
+            b
+        }),
+        ("noise", |b| noise(b.len())),
+    ];
+    for (what, garble) in garbles {
+        let s = store();
+        let report = restored_from(&s, &objects, |o| garble(o.frozen()));
+        assert_eq!((report.objects, report.unreadable), (3, 0), "{what}");
+        assert_eq!(contents(&s), contents(&parsed), "{what}");
+    }
+    // Unreadable both ways: left out, as unreadable JSON always was.
+    let s = store();
+    let versions = vec![(
+        "a/p1",
+        vec![(1, Some(StoredObject::new("{not json", vec![1, 2])))],
+    )];
+    assert_eq!(s.restore(versions, 0).1.unreadable, 1);
+}
+
+#[test]
+fn frozen_metadata_of_json_a_store_would_change_falls_back_to_parsing() {
+    let raw: RawObject = serde_json::from_str(
+        r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"a",
+            "managedFields":[{"manager":"m"}]}}"#,
+    )
+    .unwrap();
+    let kept = cached(raw, false);
+    assert!(kept.json().contains("managedFields"));
+    let s = store();
+    assert!(s.options().strip_managed_fields);
+    let (_, report) = s.restore(
+        vec![(
+            "a/p",
+            vec![(1, Some(StoredObject::new(kept.json(), kept.frozen())))],
+        )],
+        0,
+    );
+    assert_eq!(report.objects, 1);
+    let restored = s.get(Some("a"), "p").unwrap();
+    assert!(
+        !restored.json().contains("managedFields"),
+        "stripped as parsing does"
+    );
+    assert_eq!(
+        restored.frozen(),
+        cached(serde_json::from_str(kept.json()).unwrap(), true).frozen()
+    );
+}
+
+#[test]
+fn frozen_metadata_of_another_key_or_scope_is_refused() {
+    // Stored under another key: refused, not parsed instead.
+    let s = store();
+    let object = cached(pod("a", "p1", 1, "", None), true);
+    let versions = vec![(
+        "a/other",
+        vec![(1, Some(StoredObject::new(object.json(), object.frozen())))],
+    )];
+    let (_, report) = s.restore(versions, 0);
+    assert_eq!((report.objects, report.unreadable), (0, 1));
+
+    // A namespaced object in a cluster-scoped store: refused and counted, as a parsed one is.
+    let nodes = Store::new(
+        ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Node")),
+        StoreOptions {
+            namespaced: Some(false),
+            ..StoreOptions::default()
+        },
+    );
+    let versions = vec![(
+        "a/p1",
+        vec![(1, Some(StoredObject::new(object.json(), object.frozen())))],
+    )];
+    let (_, report) = nodes.restore(versions, 0);
+    assert_eq!((report.objects, report.unreadable), (0, 1));
+    assert_eq!(nodes.refused_objects(), 1);
 }

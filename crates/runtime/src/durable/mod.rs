@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::informer::{InformerFactory, InformerKey, ListenerGauges};
+use crate::informer::{InformerFactory, InformerKey, ListenerGauges, StoredObject};
 use informant_state::{Cursor, DeadLetter, JournalStats, Snapshot, StateDir};
 
 /// How often plugins' cursors are saved.
@@ -146,6 +146,15 @@ impl Durable {
                     Ok(versions) => {
                         let read = reading.elapsed();
                         let restoring = std::time::Instant::now();
+                        // Each object with the frozen metadata stored beside it: not parsed.
+                        let versions = versions.into_iter().map(|(key, list)| {
+                            let list = list.into_iter().map(|(seq, version)| {
+                                let object =
+                                    version.map(|v| StoredObject::new(v.json, v.meta));
+                                (seq, object)
+                            });
+                            (key, list.collect::<Vec<_>>())
+                        });
                         let report = informer.restore(&kept.resource_version, kept.seq, versions);
                         tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, read = ?read, restore = ?restoring.elapsed(), "cache restored from the state directory");
                         resumed_at = Some(kept.resource_version);

@@ -30,7 +30,9 @@ fn want(rows: &[Expected<'_>]) -> Versions {
         .map(|(k, vs)| {
             (
                 (*k).to_owned(),
-                vs.iter().map(|(s, j)| (*s, j.map(Box::from))).collect(),
+                vs.iter()
+                    .map(|(s, j)| (*s, j.map(crate::StoredVersion::from)))
+                    .collect(),
             )
         })
         .collect()

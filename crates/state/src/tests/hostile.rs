@@ -131,14 +131,65 @@ async fn a_newer_format_is_set_aside_not_read() {
     {
         let db = Database::open(dir.path().join(FILE_NAME)).unwrap();
         let txn = db.begin_write().unwrap();
-        txn.open_table(META).unwrap().insert("format", "2").unwrap();
+        txn.open_table(META).unwrap().insert("format", "3").unwrap();
         txn.commit().unwrap();
     }
     assert_set_aside(dir.path(), CLUSTER, |r| {
         *r == Refusal::NewerFormat {
-            found: 2,
-            supported: 1,
+            found: 3,
+            supported: 2,
         }
+    })
+    .await;
+}
+
+/// A state file as the first format wrote it: object JSON alone per version, no metadata.
+fn write_format_1_state(dir: &Path) {
+    const VERSIONS_1: redb::TableDefinition<(&str, &str, u64), Option<&str>> =
+        redb::TableDefinition::new("versions");
+    const INFORMERS_1: redb::TableDefinition<&str, (&str, u64)> =
+        redb::TableDefinition::new("informers");
+    const CURSORS_1: redb::TableDefinition<(&str, &str), (u64, &str)> =
+        redb::TableDefinition::new("cursors");
+    let db = Database::create(dir.join(FILE_NAME)).unwrap();
+    let txn = db.begin_write().unwrap();
+    {
+        let mut meta = txn.open_table(META).unwrap();
+        meta.insert("format", "1").unwrap();
+        meta.insert("cluster", CLUSTER).unwrap();
+        let mut versions = txn.open_table(VERSIONS_1).unwrap();
+        for i in 0..50u64 {
+            let json = format!("{{\"metadata\":{{\"name\":\"pod-{i}\",\"namespace\":\"ns\"}}}}");
+            versions
+                .insert(
+                    ("v1/pods", format!("ns/pod-{i}").as_str(), i + 1),
+                    Some(json.as_str()),
+                )
+                .unwrap();
+        }
+        txn.open_table(INFORMERS_1)
+            .unwrap()
+            .insert("v1/pods", ("12345", 50))
+            .unwrap();
+        txn.open_table(CURSORS_1)
+            .unwrap()
+            .insert(("plugin", "v1/pods"), (50, "scope"))
+            .unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+#[tokio::test]
+async fn an_earlier_format_is_set_aside_as_such_not_as_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    write_format_1_state(dir.path());
+    assert_set_aside(dir.path(), CLUSTER, |r| {
+        *r == Refusal::OlderFormat {
+            found: 1,
+            supported: 2,
+        } && r
+            .to_string()
+            .contains("written by an earlier format 1 that this version does not read")
     })
     .await;
 }

@@ -233,5 +233,70 @@ async fn a_shared_record_carries_the_resource_version_it_reached() {
     let snap = state.load().unwrap();
     let kept = &snap.informers["v1/configmaps"];
     assert_eq!((kept.resource_version.as_str(), kept.seq), ("11", 3));
-    assert_eq!(kept.versions["ns/b"][0].1.as_deref(), Some("{\"b\":1}"));
+    assert_eq!(kept.versions["ns/b"][0].1, Some("{\"b\":1}".into()));
+}
+
+/// An object that hands the journal metadata beside its JSON, as an informer's cache does.
+struct WithMeta(&'static str, Vec<u8>);
+
+impl crate::Stored for WithMeta {
+    fn json(&self) -> &str {
+        self.0
+    }
+    fn meta(&self) -> Vec<u8> {
+        self.1.clone()
+    }
+}
+
+#[tokio::test]
+async fn metadata_stored_beside_the_json_is_read_back_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let informer: std::sync::Arc<str> = "v1/pods".into();
+    // Any bytes: the state does not read them.
+    let meta = vec![0, 0xff, 1, 2, 0, 0xc3];
+    {
+        let (state, _) = open(dir.path());
+        let journal = state.journal();
+        let with = |json, meta: &[u8]| {
+            Some(std::sync::Arc::new(WithMeta(json, meta.to_vec())) as crate::Text)
+        };
+        journal.record_shared(&informer, 1, "ns/a", with("{\"a\":1}", &meta), None);
+        journal.record_shared(&informer, 2, "ns/b", with("{\"b\":1}", &[]), None);
+        journal.record("v1/pods", 3, "ns/c", Some("{\"c\":1}"));
+        journal.record_shared(&informer, 4, "ns/d", with("{\"d\":1}", &[9]), None);
+        // Supersedes d@4, which no cursor holds: compacted away, metadata and all.
+        journal.record_shared(&informer, 5, "ns/d", with("{\"d\":2}", &[8]), None);
+        // The same version written again without metadata keeps none of the first write's.
+        journal.record_shared(&informer, 6, "ns/e", with("{\"e\":1}", &[7]), None);
+        journal.record("v1/pods", 6, "ns/e", Some("{\"e\":0}"));
+        flush(&journal).await;
+    }
+    let (state, aside) = open(dir.path());
+    assert!(aside.is_none(), "{aside:?}");
+    let want = |json: &str, meta: &[u8]| {
+        Some(crate::StoredVersion {
+            json: json.into(),
+            meta: meta.into(),
+        })
+    };
+    let versions = state.versions("v1/pods").unwrap();
+    assert_eq!(versions["ns/a"], vec![(1, want("{\"a\":1}", &meta))]);
+    assert_eq!(versions["ns/b"], vec![(2, want("{\"b\":1}", &[]))]);
+    assert_eq!(versions["ns/c"], vec![(3, want("{\"c\":1}", &[]))]);
+    assert_eq!(versions["ns/d"], vec![(5, want("{\"d\":2}", &[8]))]);
+    assert_eq!(versions["ns/e"], vec![(6, want("{\"e\":0}", &[]))]);
+    assert_eq!(
+        state.load().unwrap().informers["v1/pods"].versions,
+        versions
+    );
+    drop(state);
+
+    let db = redb::Database::open(dir.path().join(crate::FILE_NAME)).unwrap();
+    let txn = redb::ReadableDatabase::begin_read(&db).unwrap();
+    let metas = txn.open_table(crate::tables::VERSION_META).unwrap();
+    let seqs: Vec<u64> = redb::ReadableTable::iter(&metas)
+        .unwrap()
+        .map(|r| r.unwrap().0.value().1)
+        .collect();
+    assert_eq!(seqs, [1, 5], "only the stored versions', and none empty");
 }

@@ -83,7 +83,7 @@ async fn nasty_keys_round_trip_exactly_and_never_collide() {
                 .iter()
                 .map(|(k, vs)| {
                     assert_eq!(vs.len(), 1, "{informer:?} {k:?}: {vs:?}");
-                    (k.clone(), vs[0].1.as_deref().unwrap().to_owned())
+                    (k.clone(), vs[0].1.as_ref().unwrap().json.to_string())
                 })
                 .collect();
             (informer.clone(), keys)
@@ -96,7 +96,7 @@ async fn nasty_keys_round_trip_exactly_and_never_collide() {
             .versions(informer)
             .unwrap()
             .into_iter()
-            .map(|(k, vs)| (k, vs[0].1.as_deref().unwrap().to_owned()))
+            .map(|(k, vs)| (k, vs[0].1.as_ref().unwrap().json.to_string()))
             .collect();
         assert_eq!(one, want[informer], "{informer:?}");
     }
