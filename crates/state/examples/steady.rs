@@ -10,16 +10,13 @@ use std::time::{Duration, Instant};
 
 use informant_state::StateDir;
 
+mod common;
+
 const OBJECTS: u64 = 100_000;
 const SIZE: usize = 2400;
 
 fn object(i: u64, generation: u64) -> String {
-    let head = format!(
-        "{{\"metadata\":{{\"name\":\"pod-{i}\",\"namespace\":\"ns-{}\",\"generation\":{generation}}},\"data\":\"",
-        i % 50
-    );
-    let pad = SIZE - head.len() - 2;
-    format!("{head}{}\"}}", "x".repeat(pad))
+    common::object(i, generation, SIZE)
 }
 
 /// CPU seconds of the state's writer thread.

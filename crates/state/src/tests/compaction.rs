@@ -38,6 +38,19 @@ fn want(rows: &[Expected<'_>]) -> Versions {
         .collect()
 }
 
+/// What [`history`] leaves for a plugin that has handled it up to 2: it has seen k1@1 and k2@2
+/// (the "old" side of what comes next), and needs all after.
+fn as_a_cursor_at_2_needs() -> Versions {
+    want(&[
+        (
+            "k1",
+            &[(1, Some("k1v1")), (3, Some("k1v2")), (5, Some("k1v3"))],
+        ),
+        ("k2", &[(2, Some("k2v1")), (4, None)]),
+        ("k3", &[(6, Some("k3v1"))]),
+    ])
+}
+
 /// k1: 1, 3, 5; k2: 2, deleted at 4; k3: 6.
 fn history(journal: &crate::Journal) {
     journal.record("inf", 1, "k1", Some("k1v1"));
@@ -65,17 +78,7 @@ async fn a_lagging_cursor_keeps_exactly_what_it_needs() {
     journal.cursor("slow", "other", 2, "s");
     flush(&journal).await;
     // slow has seen k1@1 and k2@2 (the "old" side of what comes next), and needs all after.
-    assert_eq!(
-        versions(&state, "inf"),
-        want(&[
-            (
-                "k1",
-                &[(1, Some("k1v1")), (3, Some("k1v2")), (5, Some("k1v3"))]
-            ),
-            ("k2", &[(2, Some("k2v1")), (4, None)]),
-            ("k3", &[(6, Some("k3v1"))]),
-        ])
-    );
+    assert_eq!(versions(&state, "inf"), as_a_cursor_at_2_needs());
     assert_eq!(
         versions(&state, "other"),
         want(&[("k1", &[(2, Some("o2"))])])
@@ -279,17 +282,7 @@ async fn fresh_cursors_still_keep_what_a_lagging_plugin_needs() {
     head.store(6, Ordering::SeqCst);
     flush(&journal).await;
     // Exactly as when the same cursors are sent by hand (see the test above).
-    assert_eq!(
-        versions(&state, "inf"),
-        want(&[
-            (
-                "k1",
-                &[(1, Some("k1v1")), (3, Some("k1v2")), (5, Some("k1v3"))]
-            ),
-            ("k2", &[(2, Some("k2v1")), (4, None)]),
-            ("k3", &[(6, Some("k3v1"))]),
-        ])
-    );
+    assert_eq!(versions(&state, "inf"), as_a_cursor_at_2_needs());
     let cursors = state.load().unwrap().cursors;
     assert_eq!(
         cursors
