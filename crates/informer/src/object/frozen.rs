@@ -5,7 +5,7 @@
 //! every field is UTF-8, that the four metadata fields are there and every label has its value,
 //! in key order; anything else is `None` and the caller parses the JSON instead. What the bytes
 //! cannot prove is that they describe the JSON beside them: they are trusted to, as they were
-//! written with it, in the same row.
+//! written with it, in the same commit.
 //!
 //! # Layout (version [`FROZEN_VERSION`])
 //!
