@@ -8,9 +8,10 @@
 //! op sent until then, so the batch's cursors are as fresh as its records: a version that the
 //! batch's own records supersede and every cursor has passed is then never written, and the
 //! one it replaces on disk is deleted in the same commit, instead of each costing a commit of
-//! its own later. Any write or commit error degrades the
-//! journal for good: one warning naming the file, then every op is dropped (and counted) and
-//! every flush resolves at once.
+//! its own later.
+//!
+//! Any write or commit error degrades the journal for good: one warning naming the file, then
+//! every op is dropped (and counted) and every flush resolves at once.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
