@@ -135,6 +135,8 @@ pub(crate) struct ListenerState {
     reached: Arc<Reached>,
     /// The version watermark never goes below this (see [`ListenerOptions::floor`]).
     floor: Option<u64>,
+    /// See [`ListenerOptions::skip_through`].
+    skip_through: Option<u64>,
 }
 
 impl ListenerState {
@@ -162,6 +164,7 @@ impl ListenerState {
             distributed,
             reached,
             floor: options.floor,
+            skip_through: options.skip_through,
         })
     }
 
@@ -212,6 +215,14 @@ impl ListenerState {
         self.filter.as_ref().is_none_or(|f| f.accepts(object))
     }
 
+    /// Whether the handler handled `event` before the informer saw it again.
+    fn handled_before(&self, event: &Event) -> bool {
+        // Version 0: not a number, nothing known of it, so it is delivered.
+        self.skip_through.is_some_and(|through| {
+            event.version != 0 && event.version <= through && !event.final_state_unknown
+        })
+    }
+
     /// Queues `event` unless the handler's filter rejects its object.
     pub(crate) fn offer(&self, event: Event) {
         if self.accepts(&event.object) {
@@ -245,6 +256,9 @@ pub(crate) struct ListenerOptions {
     /// A resourceVersion every change up to which was handled before (elsewhere): the version
     /// watermark starts there and never goes below it.
     pub(crate) floor: Option<u64>,
+    /// Live events at most this resourceVersion were handled before (see
+    /// `CursorOptions::skip_through_version`): not delivered.
+    pub(crate) skip_through: Option<u64>,
 }
 
 /// Fans events out to the listeners of one informer.
@@ -268,7 +282,7 @@ impl SharedProcessor {
     /// filters run later, on each listener's task).
     pub fn distribute(&self, event: &Event) {
         for (_, l) in self.listeners.read().iter() {
-            if l.accepts(&event.object) {
+            if l.accepts(&event.object) && !l.handled_before(event) {
                 l.listener.push(event.clone());
             }
         }

@@ -66,6 +66,11 @@ pub struct CursorOptions {
     /// version watermark ([`ListenerHandle::handled_through_version`]) never goes below it.
     /// With `prior`, the version `prior` was listed at.
     pub floor_version: Option<u64>,
+    /// A resourceVersion every change up to which the handler had handled before the informer
+    /// saw those changes again (its watch resumed from a point before them): live events at
+    /// most this are not delivered to it. A delete whose final state is unknown always is
+    /// (a relist inferred it, and when it happened is not known).
+    pub skip_through_version: Option<u64>,
 }
 
 /// Options of a handler registration.
@@ -350,9 +355,15 @@ impl SharedInformer {
         options: HandlerOptions,
     ) -> ListenerHandle {
         let tracked = options.cursor.is_some();
-        let (since, holds, prior, floor) = match options.cursor {
-            Some(c) => (c.since, Some(c.holds), c.prior, c.floor_version),
-            None => (None, None, None, None),
+        let (since, holds, prior, floor, skip_through) = match options.cursor {
+            Some(c) => (
+                c.since,
+                Some(c.holds),
+                c.prior,
+                c.floor_version,
+                c.skip_through_version,
+            ),
+            None => (None, None, None, None, None),
         };
         let (restored, start) = match prior {
             Some(prior) => (Some((0, prior)), None),
@@ -370,7 +381,8 @@ impl SharedInformer {
                 track: tracked,
                 start,
                 holds,
-                floor,
+                floor: floor.max(skip_through),
+                skip_through,
             },
         );
         let handle = match restored {

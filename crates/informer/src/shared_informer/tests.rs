@@ -636,3 +636,76 @@ async fn a_cursor_stays_below_what_is_queued_and_follows_what_is_handled() {
         tokio::task::yield_now().await;
     }
 }
+
+#[tokio::test]
+async fn a_handler_resumed_past_changes_seen_again_gets_only_what_it_had_not_handled() {
+    let inf = informer();
+    // A checkpoint at version 2; the handler had handled every change up to version 5 since.
+    let versions = vec![
+        ("ns/a", vec![(1, Some(json("a", 1)))]),
+        ("ns/b", vec![(2, Some(json("b", 2)))]),
+        ("ns/gone", vec![(3, Some(json("gone", 2)))]),
+    ];
+    inf.restore("2", 3, versions);
+    let resumed = HandlerOptions {
+        cursor: Some(CursorOptions {
+            since: Some(3),
+            skip_through_version: Some(5),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let (handle, seen) = collect(&inf, resumed).await;
+    let (_every, all) = collect(&inf, HandlerOptions::default()).await;
+    assert_eq!(
+        handle.handled_through_version(),
+        Some(5),
+        "what it handled before counts as handled"
+    );
+
+    // The watch resumes from the checkpoint: 3..=5 were handled before, 6 and 7 were not.
+    inf.apply(Delta::Apply(cm("a", 3)));
+    inf.apply(Delta::Delete(cm("b", 4)));
+    inf.apply(Delta::Apply(cm("c", 5)));
+    inf.apply(Delta::Apply(cm("a", 6)));
+    inf.apply(Delta::Apply(cm("d", 7)));
+    // A relist infers a delete: when it happened is unknown, so it is delivered.
+    inf.apply(Delta::Replace(vec![cm("a", 6), cm("c", 5), cm("d", 7)]));
+    // A resourceVersion that is not a number says nothing of what was handled.
+    let mut opaque = cm("e", 0);
+    opaque.metadata.resource_version = Some("opaque".into());
+    inf.apply(Delta::Apply(opaque));
+    inf.apply(Delta::Apply(cm("f", 8)));
+
+    let done = tokio::time::timeout(Duration::from_secs(5), async {
+        let last = |v: &Arc<parking_lot::Mutex<Vec<String>>>| v.lock().last().cloned();
+        while last(&all).as_deref() != Some("Added f 8")
+            || last(&seen).as_deref() != Some("Added f 8")
+        {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(
+        done.is_ok(),
+        "resumed {:?}, every {:?}",
+        seen.lock(),
+        all.lock()
+    );
+    assert_eq!(
+        *seen.lock(),
+        [
+            "Updated a 6<-3",
+            "Added d 7",
+            "Deleted gone 2",
+            "Added e opaque",
+            "Added f 8"
+        ],
+        "the old side of an update is the version it had handled"
+    );
+    let all = all.lock().clone();
+    assert!(
+        all.iter().any(|e| e == "Deleted b 4"),
+        "a handler without a cursor gets every event: {all:?}"
+    );
+}
