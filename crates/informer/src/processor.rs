@@ -135,8 +135,8 @@ pub(crate) struct ListenerState {
     reached: Arc<Reached>,
     /// The version watermark never goes below this (see [`ListenerOptions::floor`]).
     floor: Option<u64>,
-    /// See [`ListenerOptions::skip_through`].
-    skip_through: Option<u64>,
+    /// See [`ListenerOptions::skip_through`]; 0 for none (and once a relist ended it).
+    skip_through: AtomicU64,
 }
 
 impl ListenerState {
@@ -164,7 +164,7 @@ impl ListenerState {
             distributed,
             reached,
             floor: options.floor,
-            skip_through: options.skip_through,
+            skip_through: AtomicU64::new(options.skip_through.unwrap_or(0)),
         })
     }
 
@@ -217,10 +217,9 @@ impl ListenerState {
 
     /// Whether the handler handled `event` before the informer saw it again.
     fn handled_before(&self, event: &Event) -> bool {
+        let through = self.skip_through.load(Ordering::Relaxed);
         // Version 0: not a number, nothing known of it, so it is delivered.
-        self.skip_through.is_some_and(|through| {
-            event.version != 0 && event.version <= through && !event.final_state_unknown
-        })
+        through != 0 && event.version != 0 && event.version <= through && !event.final_state_unknown
     }
 
     /// Queues `event` unless the handler's filter rejects its object.
@@ -257,7 +256,7 @@ pub(crate) struct ListenerOptions {
     /// watermark starts there and never goes below it.
     pub(crate) floor: Option<u64>,
     /// Live events at most this resourceVersion were handled before (see
-    /// `CursorOptions::skip_through_version`): not delivered.
+    /// `CursorOptions::skip_through_version`): not delivered, until a relist.
     pub(crate) skip_through: Option<u64>,
 }
 
@@ -289,6 +288,15 @@ impl SharedProcessor {
         // Only once every listener has it: a cursor read after this may pass it.
         if event.seq != 0 {
             self.distributed.store(event.seq, Ordering::Release);
+        }
+    }
+
+    /// Ends every listener's skip of changes it had handled before: from a relist on, the
+    /// server's resourceVersions may not be the ones those were numbered in (a new server
+    /// behind the same address), so nothing is skipped; at least once, never lost.
+    pub fn end_skips(&self) {
+        for (_, l) in self.listeners.read().iter() {
+            l.skip_through.store(0, Ordering::Relaxed);
         }
     }
 

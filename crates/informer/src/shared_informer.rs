@@ -69,7 +69,8 @@ pub struct CursorOptions {
     /// A resourceVersion every change up to which the handler had handled before the informer
     /// saw those changes again (its watch resumed from a point before them): live events at
     /// most this are not delivered to it. A delete whose final state is unknown always is
-    /// (a relist inferred it, and when it happened is not known).
+    /// (a relist inferred it, and when it happened is not known), and a relist ends the skip
+    /// (see [`SharedProcessor::end_skips`](crate::SharedProcessor::end_skips)).
     pub skip_through_version: Option<u64>,
 }
 
@@ -329,6 +330,7 @@ impl SharedInformer {
         // kube-runtime's watcher does not tell the list's own resourceVersion: its newest
         // object's is the highest known to be reached, a lower bound of it (so safe).
         let newest = relist.newest_version();
+        self.processor.end_skips();
         self.store.finish_relist(relist, sink);
         self.processor.note_reached_version(newest);
         if !self.has_synced() {
@@ -381,7 +383,7 @@ impl SharedInformer {
                 track: tracked,
                 start,
                 holds,
-                floor: floor.max(skip_through),
+                floor,
                 skip_through,
             },
         );

@@ -38,7 +38,7 @@ async fn run(flush_every: Option<u64>) {
                 Some(&json),
             );
             if seq % 100 == 0 {
-                journal.cursor("plugin", "v1/pods", seq, "scope");
+                journal.cursor("plugin", "v1/pods", seq, None, "scope");
                 journal.resource_version("v1/pods", &seq.to_string(), seq);
             }
             if let Some(n) = flush_every

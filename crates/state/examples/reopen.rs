@@ -22,7 +22,7 @@ async fn main() {
             journal.record("v1/pods", i + 1, &format!("ns/pod-{i}"), Some(&json));
         }
         journal.resource_version("v1/pods", "1", OBJECTS);
-        journal.cursor("p", "v1/pods", OBJECTS, "s");
+        journal.cursor("p", "v1/pods", OBJECTS, None, "s");
         journal.flush().await;
         let t = Instant::now();
         state.close();

@@ -50,19 +50,15 @@ async fn main() {
         seq += 1;
         journal.record("v1/pods", seq, key, Some(json));
     }
-    journal.cursor("plugin", "v1/pods", seq, "scope");
+    journal.cursor("plugin", "v1/pods", seq, None, "scope");
     journal.flush().await;
     let updates: Vec<String> = (0..OBJECTS).map(|i| object(i, 2)).collect();
     let handled = Arc::new(AtomicU64::new(seq));
     let source = {
         let (journal, handled) = (journal.clone(), handled.clone());
         move || {
-            journal.cursor(
-                "plugin",
-                "v1/pods",
-                handled.load(Ordering::Relaxed),
-                "scope",
-            )
+            let at = handled.load(Ordering::Relaxed);
+            journal.cursor("plugin", "v1/pods", at, Some(at), "scope")
         }
     };
     // `PERIODIC=1`: the cursor is only saved every second, as without a source.
@@ -76,7 +72,7 @@ async fn main() {
         journal.record("v1/pods", seq, &objects[i].0, Some(json));
         handled.store(seq, Ordering::Relaxed);
         if periodic && seq % 10_000 == 0 {
-            journal.cursor("plugin", "v1/pods", seq, "scope");
+            journal.cursor("plugin", "v1/pods", seq, None, "scope");
         }
         if seq % 1000 == 0 {
             journal.resource_version("v1/pods", &seq.to_string(), seq);

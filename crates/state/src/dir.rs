@@ -53,6 +53,11 @@ pub type Version = (u64, Option<StoredVersion>);
 pub struct Cursor {
     /// Everything the informer emitted with a seq up to this one was handled.
     pub seq: u64,
+    /// Every change up to this resource version was handled (`None`: not known, the
+    /// informer's versions are not numbers). It can be ahead of the informer's stored cache
+    /// (see [`crate::Journal`]): a restart resumes the informer's watch from its stored
+    /// version and skips, for this plugin, the changes up to this one.
+    pub version: Option<u64>,
     /// An opaque fingerprint of the plugin's watch when the cursor was written.
     pub scope: String,
 }
@@ -692,11 +697,12 @@ fn read_index(database: &Database) -> std::result::Result<Snapshot, redb::Error>
     for row in txn.open_table(CURSORS)?.iter()? {
         let (k, v) = row?;
         let (plugin, informer) = k.value();
-        let (seq, scope) = v.value();
+        let (seq, version, scope) = v.value();
         snap.cursors.insert(
             (plugin.to_owned(), informer.to_owned()),
             Cursor {
                 seq,
+                version,
                 scope: scope.to_owned(),
             },
         );

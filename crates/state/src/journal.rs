@@ -1,19 +1,27 @@
 //! The journal: callers on the event path send ops down an unbounded channel and never touch
-//! the disk; one writer thread applies them in order, compacts, and commits a batch at most
-//! every [`BATCH_WINDOW`] (sooner on a flush).
+//! the disk; one writer thread applies them in order and commits a batch at most every
+//! [`BATCH_WINDOW`] (sooner on a flush).
 //!
-//! Ops apply in the order they were sent and a batch commits atomically, so a cursor never
-//! becomes durable before the versions it covers. Just before a batch commits, the writer asks
-//! the [cursor source](Journal::set_cursor_source) where every plugin stands and takes every
-//! op sent until then, so the batch's cursors are as fresh as its records: a version that the
-//! batch's own records supersede and every cursor has passed is then never written, and the
-//! one it replaces on disk is deleted in the same commit, instead of each costing a commit of
-//! its own later.
+//! A batch commits the plugins' cursors, as fresh as its changes: just before it commits, the
+//! writer asks the [cursor source](Journal::set_cursor_source) where every plugin stands and
+//! takes every op sent until then. The changes themselves are held in memory and written at a
+//! checkpoint, at most every [`CHECKPOINT_EVERY`] (sooner on a flush, a close, or when
+//! [`CHECKPOINT_MAX_PENDING`] are held): an object changed several times in between is written
+//! once, and a version superseded before it was written, that every cursor has passed, never
+//! is. A checkpoint writes each informer's changes, the resource version they reach and the
+//! deletion of the versions they supersede in one commit, so the stored cache is always the
+//! informer's whole state at some resource version.
+//!
+//! A cursor may then be ahead of its informer's checkpoint. That is what a restart resumes
+//! from: the watch from the checkpoint's resource version brings the changes in between again,
+//! and each plugin skips those up to the resource version its cursor had handled (so a cursor
+//! carries one). An informer whose resource versions are not numbers cannot be resumed that
+//! way: its changes are written with every batch, as is an informer's first checkpoint.
 //!
 //! Any write or commit error degrades the journal for good: one warning naming the file, then
 //! every op is dropped (and counted) and every flush resolves at once.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
@@ -21,16 +29,24 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use redb::{Database, ReadableTable};
+use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 
 use crate::compact::Compactor;
 use crate::dir::{DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN};
 use crate::stored::Stored;
-use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSION_META, VERSIONS};
+use crate::tables::{
+    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, INFORMERS, VERSION_META, VERSIONS,
+};
 
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
 pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
+
+/// The longest changes are held before a checkpoint writes them (unless a flush asks sooner).
+pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(30);
+
+/// The most changes held for the next checkpoint: past it, the checkpoint comes at once.
+pub const CHECKPOINT_MAX_PENDING: usize = 100_000;
 
 /// The most ops still queued behind a batch for it to take fresh cursors (and those ops).
 const FRESH_CURSORS_MAX_WAITING: usize = 4096;
@@ -56,6 +72,7 @@ enum Op {
         plugin: Box<str>,
         informer: Box<str>,
         seq: u64,
+        version: Option<u64>,
         scope: Box<str>,
     },
     ForgetPlugin(Box<str>),
@@ -157,12 +174,22 @@ impl Journal {
         });
     }
 
-    /// Records that `plugin` has handled everything `informer` emitted up to `seq`, under watch `scope`.
-    pub fn cursor(&self, plugin: &str, informer: &str, seq: u64, scope: &str) {
+    /// Records that `plugin` has handled everything `informer` emitted up to `seq`, and every
+    /// change up to resource `version` (when the informer's versions are numbers), under watch
+    /// `scope`.
+    pub fn cursor(
+        &self,
+        plugin: &str,
+        informer: &str,
+        seq: u64,
+        version: Option<u64>,
+        scope: &str,
+    ) {
         self.send(Op::Cursor {
             plugin: plugin.into(),
             informer: informer.into(),
             seq,
+            version,
             scope: scope.into(),
         });
     }
@@ -260,12 +287,18 @@ impl Writer {
                 thread: None,
             };
         };
+        // An informer already stored has a checkpoint to resume from; a new one gets its
+        // first with the batch that brings its first changes.
+        let checkpointed = stored_informers(&db).unwrap_or_default();
         let mut state = WriterState {
             path,
             db,
             shared: shared.clone(),
             compactor,
             tx: tx.clone(),
+            pending: Pending::default(),
+            checkpointed,
+            last_checkpoint: Instant::now(),
         };
         let thread = std::thread::Builder::new()
             .name("informant-state".into())
@@ -325,6 +358,42 @@ struct WriterState {
     compactor: Arc<Mutex<Compactor>>,
     /// To send itself a [`Op::Mark`].
     tx: mpsc::Sender<Op>,
+    /// What the next checkpoint writes.
+    pending: Pending,
+    /// The informers with a checkpoint on disk.
+    checkpointed: HashSet<Arc<str>>,
+    last_checkpoint: Instant,
+}
+
+/// One informer's changes held for its next checkpoint.
+#[derive(Default)]
+struct InformerPending {
+    /// By seq: the key and its JSON, or `None` for a tombstone.
+    changes: HashMap<u64, (Box<str>, Option<Text>)>,
+    /// The resource version reached, if it moved.
+    rv: Option<Box<str>>,
+    /// The last change numbered. Kept even when nothing else moved: it must never go back
+    /// below a stored version's, or a change after a restart would reuse that number.
+    seq: u64,
+    /// Stored versions superseded: deleted by the checkpoint that writes what supersedes them.
+    doomed: Vec<u64>,
+}
+
+impl InformerPending {
+    /// Whether a watch can resume from the resource version reached: a number, as etcd's are.
+    fn resumable(&self) -> bool {
+        self.rv
+            .as_deref()
+            .is_none_or(|rv| rv.parse::<u64>().is_ok())
+    }
+}
+
+/// The changes of every informer held for the next checkpoint.
+#[derive(Default)]
+struct Pending {
+    informers: HashMap<Arc<str>, InformerPending>,
+    /// How many changes are held, over all informers.
+    changes: usize,
 }
 
 impl WriterState {
@@ -370,15 +439,17 @@ impl WriterState {
             if !batch.is_empty() {
                 self.take_fresh_cursors(&rx, &mut batch, &mut waiters, &mut closing);
             }
+            // Everything held is written when asked to be durable, and at a close.
+            let everything = closing || !waiters.is_empty();
             let n = batch.len() as u64;
-            if !batch.is_empty() {
+            if !batch.is_empty() || everything {
                 if self.shared.is_degraded.load(Ordering::Acquire) {
                     self.shared.dropped_ops.fetch_add(n, Ordering::Relaxed);
                 } else {
                     // A panic inside redb (it asserts on a file damaged under it in debug
                     // builds) must degrade the journal, not kill the writer silently.
                     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.commit(&batch)
+                        self.commit(&mut batch, everything)
                     }))
                     .unwrap_or_else(|_| {
                         Err(redb::Error::Corrupted(
@@ -394,7 +465,11 @@ impl WriterState {
                             tracing::warn!(path = %self.path.display(), error = %e, "state file: commit failed; durable state is off until restart");
                             self.shared
                                 .degrade(format!("state file `{}`: {e}", self.path.display()));
-                            self.shared.dropped_ops.fetch_add(n, Ordering::Relaxed);
+                            let held = self.pending.changes as u64;
+                            self.pending = Pending::default();
+                            self.shared
+                                .dropped_ops
+                                .fetch_add(n + held, Ordering::Relaxed);
                         }
                     }
                 }
@@ -458,140 +533,188 @@ impl WriterState {
         }
     }
 
-    fn commit(&mut self, batch: &[Op]) -> Result<(), redb::Error> {
+    /// Commits `batch`: its cursors and dead letters, and a checkpoint of every informer that
+    /// is due one (all of them with `everything`).
+    fn commit(&mut self, batch: &mut Vec<Op>, everything: bool) -> Result<(), redb::Error> {
         let txn = self.db.begin_write()?;
         let mut compactor = self.compactor.lock().unwrap_or_else(|p| p.into_inner());
+        let pending = &mut self.pending;
         {
-            let mut versions = txn.open_table(VERSIONS)?;
-            let mut metas = txn.open_table(VERSION_META)?;
-            let mut informers = txn.open_table(INFORMERS)?;
             let mut cursors = txn.open_table(CURSORS)?;
             let mut letters = txn.open_table(DEAD_LETTERS)?;
             let mut letter_ids = txn.open_table(DEAD_LETTER_IDS)?;
-            // Per informer, the last change numbered in this batch and the resource version
-            // reached, if it moved. The change number is kept even when nothing else moved: it
-            // must never go back, or a change after a restart would reuse a number a cursor
-            // has already passed.
-            let mut reached: HashMap<&str, (Option<&str>, u64)> = HashMap::new();
-            // Written once the batch's cursors are known: what they have all passed already
-            // is garbage before it is ever written.
-            let mut staged: HashMap<&str, HashMap<u64, (&str, &Option<Text>)>> = HashMap::new();
-            for op in batch {
+            for op in batch.drain(..) {
                 match op {
                     Op::Record {
                         informer,
                         seq,
                         key,
                         json,
-                        reached: rv,
+                        reached,
                     } => {
-                        compactor.recorded(informer, key, *seq, json.is_none());
-                        staged
-                            .entry(&**informer)
-                            .or_default()
-                            .insert(*seq, (&**key, json));
-                        let at = reached.entry(&**informer).or_default();
-                        *at = (rv.as_deref().or(at.0), *seq);
-                        compactor.informer_seq(informer, *seq);
+                        compactor.recorded(&informer, &key, seq, json.is_none());
+                        compactor.informer_seq(&informer, seq);
+                        let at = pending.informers.entry(informer).or_default();
+                        if at.changes.insert(seq, (key, json)).is_none() {
+                            pending.changes += 1;
+                        }
+                        at.rv = reached.or(at.rv.take());
+                        at.seq = at.seq.max(seq);
                     }
                     Op::ResourceVersion { informer, rv, seq } => {
-                        // Each watch event moves it: only the batch's last is written.
-                        reached.insert(&**informer, (Some(&**rv), *seq));
-                        compactor.informer_seq(informer, *seq);
+                        compactor.informer_seq(&informer, seq);
+                        let at = pending.informers.entry(informer.into()).or_default();
+                        at.rv = Some(rv);
+                        at.seq = at.seq.max(seq);
                     }
                     Op::Cursor {
                         plugin,
                         informer,
                         seq,
+                        version,
                         scope,
                     } => {
-                        cursors.insert((&**plugin, &**informer), (*seq, &**scope))?;
-                        compactor.cursor(plugin, informer, *seq);
+                        cursors.insert((&*plugin, &*informer), (seq, version, &*scope))?;
+                        compactor.cursor(&plugin, &informer, seq);
                     }
                     Op::ForgetPlugin(plugin) => {
                         let mut gone = Vec::new();
-                        for row in cursors.range((&**plugin, "")..)? {
+                        for row in cursors.range((&*plugin, "")..)? {
                             let (k, _) = row?;
                             let (p, informer) = k.value();
-                            if p != &**plugin {
+                            if p != &*plugin {
                                 break;
                             }
                             gone.push(informer.to_owned());
                         }
                         for informer in &gone {
-                            cursors.remove((&**plugin, informer.as_str()))?;
+                            cursors.remove((&*plugin, informer.as_str()))?;
                         }
-                        compactor.forget_plugin(plugin);
+                        compactor.forget_plugin(&plugin);
                     }
                     Op::DeadLetter(l) => {
-                        let plugin = l.plugin.as_str();
-                        let id = letter_ids.get(plugin)?.map(|g| g.value()).unwrap_or(1);
-                        letter_ids.insert(plugin, id + 1)?;
-                        letters.insert(
-                            (plugin, id),
-                            (
-                                l.informer.as_str(),
-                                l.key.as_str(),
-                                l.resource_version.as_str(),
-                                l.event.as_str(),
-                                l.error.as_str(),
-                                l.attempts,
-                                l.at_unix_ms,
-                            ),
-                        )?;
-                        let mut oldest = Vec::new();
-                        let count = letters.range((plugin, 0)..=(plugin, u64::MAX))?.count();
-                        if count > MAX_DEAD_LETTERS_PER_PLUGIN {
-                            for row in letters
-                                .range((plugin, 0)..=(plugin, u64::MAX))?
-                                .take(count - MAX_DEAD_LETTERS_PER_PLUGIN)
-                            {
-                                oldest.push(row?.0.value().1);
-                            }
-                        }
-                        for old in &oldest {
-                            letters.remove((plugin, *old))?;
-                        }
-                        self.shared
-                            .dead_letters_dropped
-                            .fetch_add(oldest.len() as u64, Ordering::Relaxed);
+                        dead_letter(&self.shared, &l, &mut letters, &mut letter_ids)?
                     }
                     Op::Flush(_) | Op::Close | Op::Mark => {}
                 }
             }
-            for (informer, (rv, seq)) in reached {
-                let rv = match rv {
-                    Some(rv) => rv.to_owned(),
-                    None => informers
-                        .get(informer)?
-                        .map(|row| row.value().0.to_owned())
-                        .unwrap_or_default(),
-                };
-                informers.insert(informer, (rv.as_str(), seq))?;
-            }
+            // A version every cursor has passed, and superseded: never written if it is still
+            // held, deleted with the next checkpoint if it is stored.
             for (informer, _, seq) in compactor.garbage() {
-                let unwritten = staged
-                    .get_mut(informer.as_str())
-                    .and_then(|s| s.remove(&seq));
-                if unwritten.is_none() {
-                    versions.remove((informer.as_str(), seq))?;
-                    metas.remove((informer.as_str(), seq))?;
+                if !pending.informers.contains_key(informer.as_str()) {
+                    pending
+                        .informers
+                        .insert(informer.as_str().into(), Default::default());
                 }
-            }
-            for (informer, changes) in staged {
-                for (seq, (key, json)) in changes {
-                    let text = json.as_ref().map(|j| j.json());
-                    versions.insert((informer, seq), (key, text))?;
-                    // A row rewritten without metadata must not keep an older one's.
-                    match json.as_ref().map(|j| j.meta()).filter(|m| !m.is_empty()) {
-                        Some(meta) => metas.insert((informer, seq), &*meta)?,
-                        None => metas.remove((informer, seq))?,
-                    };
+                let Some(at) = pending.informers.get_mut(informer.as_str()) else {
+                    continue;
+                };
+                if at.changes.remove(&seq).is_some() {
+                    pending.changes -= 1;
+                } else {
+                    at.doomed.push(seq);
                 }
             }
         }
         drop(compactor);
+        let periodic = everything
+            || pending.changes >= CHECKPOINT_MAX_PENDING
+            || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
+        let due: Vec<Arc<str>> = pending
+            .informers
+            .iter()
+            .filter(|(informer, at)| {
+                periodic || !at.resumable() || !self.checkpointed.contains(&**informer)
+            })
+            .map(|(informer, _)| informer.clone())
+            .collect();
+        if !due.is_empty() {
+            let mut versions = txn.open_table(VERSIONS)?;
+            let mut metas = txn.open_table(VERSION_META)?;
+            let mut informers = txn.open_table(INFORMERS)?;
+            for informer in &due {
+                let Some(at) = pending.informers.remove(informer) else {
+                    continue;
+                };
+                pending.changes -= at.changes.len();
+                for seq in at.doomed {
+                    versions.remove((&**informer, seq))?;
+                    metas.remove((&**informer, seq))?;
+                }
+                for (seq, (key, json)) in at.changes {
+                    let text = json.as_ref().map(|j| j.json());
+                    versions.insert((&**informer, seq), (&*key, text))?;
+                    // A row rewritten without metadata must not keep an older one's.
+                    match json.as_ref().map(|j| j.meta()).filter(|m| !m.is_empty()) {
+                        Some(meta) => metas.insert((&**informer, seq), &*meta)?,
+                        None => metas.remove((&**informer, seq))?,
+                    };
+                }
+                let stored = informers.get(&**informer)?.map(|row| {
+                    let (rv, seq) = row.value();
+                    (rv.to_owned(), seq)
+                });
+                let (stored_rv, stored_seq) = stored.unwrap_or_default();
+                let rv = at.rv.map_or(stored_rv, String::from);
+                informers.insert(&**informer, (rv.as_str(), at.seq.max(stored_seq)))?;
+            }
+        }
         txn.commit()?;
+        self.checkpointed.extend(due);
+        if periodic {
+            self.last_checkpoint = Instant::now();
+        }
         Ok(())
     }
+}
+
+/// Stores a dead letter under the plugin's next id, dropping its oldest past the bound.
+fn dead_letter(
+    shared: &Shared,
+    l: &DeadLetter,
+    letters: &mut redb::Table<(&str, u64), DeadLetterRow>,
+    letter_ids: &mut redb::Table<&str, u64>,
+) -> Result<(), redb::Error> {
+    let plugin = l.plugin.as_str();
+    let id = letter_ids.get(plugin)?.map(|g| g.value()).unwrap_or(1);
+    letter_ids.insert(plugin, id + 1)?;
+    letters.insert(
+        (plugin, id),
+        (
+            l.informer.as_str(),
+            l.key.as_str(),
+            l.resource_version.as_str(),
+            l.event.as_str(),
+            l.error.as_str(),
+            l.attempts,
+            l.at_unix_ms,
+        ),
+    )?;
+    let mut oldest = Vec::new();
+    let count = letters.range((plugin, 0)..=(plugin, u64::MAX))?.count();
+    if count > MAX_DEAD_LETTERS_PER_PLUGIN {
+        for row in letters
+            .range((plugin, 0)..=(plugin, u64::MAX))?
+            .take(count - MAX_DEAD_LETTERS_PER_PLUGIN)
+        {
+            oldest.push(row?.0.value().1);
+        }
+    }
+    for old in &oldest {
+        letters.remove((plugin, *old))?;
+    }
+    shared
+        .dead_letters_dropped
+        .fetch_add(oldest.len() as u64, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The informers stored in `db`.
+fn stored_informers(db: &Database) -> Result<HashSet<Arc<str>>, redb::Error> {
+    let txn = db.begin_read()?;
+    let mut out = HashSet::new();
+    for row in txn.open_table(INFORMERS)?.iter()? {
+        out.insert(Arc::from(row?.0.value()));
+    }
+    Ok(out)
 }

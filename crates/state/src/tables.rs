@@ -4,8 +4,9 @@
 use redb::TableDefinition;
 
 /// The format this version writes and reads; a file in another is refused. Format 1 stored
-/// each version's JSON alone; 2 adds the caller's metadata of it ([`VERSION_META`]).
-pub(crate) const FORMAT: u32 = 2;
+/// each version's JSON alone; 2 adds the caller's metadata of it ([`VERSION_META`]); 3 adds
+/// to each cursor the resource version it had handled through.
+pub(crate) const FORMAT: u32 = 3;
 
 /// `"format"` -> the format number, `"cluster"` -> the cluster identity.
 pub(crate) const META: TableDefinition<&str, &str> = TableDefinition::new("meta");
@@ -25,8 +26,8 @@ pub(crate) const VERSIONS: TableDefinition<(&str, u64), VersionRow> =
 /// page with their metadata (a state file twice the size).
 pub(crate) const VERSION_META: TableDefinition<(&str, u64), &[u8]> =
     TableDefinition::new("change_meta");
-/// (plugin id, informer id) -> (seq, scope).
-pub(crate) const CURSORS: TableDefinition<(&str, &str), (u64, &str)> =
+/// (plugin id, informer id) -> (seq, resource version handled through, scope).
+pub(crate) const CURSORS: TableDefinition<(&str, &str), (u64, Option<u64>, &str)> =
     TableDefinition::new("cursors");
 /// (plugin id, id) -> (informer, key, resource version, event, error, attempts, at unix ms).
 pub(crate) const DEAD_LETTERS: TableDefinition<(&str, u64), DeadLetterRow> =

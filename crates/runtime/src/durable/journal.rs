@@ -77,7 +77,9 @@ mod tests {
         let (state, _) = informant_state::StateDir::open(dir.path(), "c").unwrap();
         let journal = InformerJournal::new("v1/pods".into(), state.journal(), None);
         // A plugin that has handled nothing yet: the compaction keeps the tombstone for it.
-        state.journal().cursor("plugin", "v1/pods", 0, "scope");
+        state
+            .journal()
+            .cursor("plugin", "v1/pods", 0, None, "scope");
         let pods = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", "Pod"));
         let json = r#"{"metadata":{"name":"a","namespace":"ns","uid":"u","resourceVersion":"5",
             "labels":{"app":"web"},"ownerReferences":[{"apiVersion":"v1","kind":"X","name":"x","uid":"o1"}]}}"#;

@@ -4,14 +4,19 @@
 //!
 //! - Every store change goes to the state's journal as it is made ([`journal`]), written out
 //!   in batches by the state's own thread, never on the event path.
-//! - A plugin's cursor per informer is the change it has handled everything up to (see
-//!   [`crate::informer::cursor`]); the journal reads them just before each commit, so a batch
-//!   carries cursors as fresh as its changes; they are also saved every [`SAVE_EVERY`] (a
-//!   plugin catching up while nothing changes), and once more when the host stops.
-//! - On start each informer is restored from disk before it starts, and a plugin registered
-//!   with the cursor it had (same tenant, name and watch) gets only what changed after it. A
-//!   plugin whose watch changed, or a new one, gets the whole cache as before.
-//! - At least once: a change handled after the last save comes again after a crash.
+//! - A plugin's cursor per informer is the change it has handled everything up to, and the
+//!   resource version (see [`crate::informer::cursor`]); the journal reads them just before
+//!   each commit (every batch), and they are also saved every [`SAVE_EVERY`] (a plugin
+//!   catching up while nothing changes), and once more when the host stops. The cache itself
+//!   is written at checkpoints, less often, so a cursor can be ahead of it.
+//! - On start each informer is restored from disk before it starts, its watch resumes from
+//!   the restored resource version, and a plugin registered with the cursor it had (same
+//!   tenant, name and watch) gets only what changed after it: the restored versions after its
+//!   cursor, or, for a cursor ahead of the restored cache, the watch's changes past the
+//!   resource version it had handled ([`Resume`]). A plugin whose watch changed, or a new
+//!   one, gets the whole cache as before.
+//! - At least once: a change handled after the last save comes again after a crash, and a
+//!   delete the watch could not bring (the server had compacted its history) may too.
 
 pub mod journal;
 
@@ -42,7 +47,18 @@ pub struct DurableError {
 struct Tracked {
     scope: String,
     handlers: Vec<ListenerGauges>,
-    saved: Option<u64>,
+    /// The cursor last saved: (seq, resource version).
+    saved: Option<(u64, Option<u64>)>,
+}
+
+/// Where a plugin resumes on an informer restored from disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resume {
+    /// The restored change it had handled everything up to: it gets the changes after it.
+    pub since: u64,
+    /// Its cursor was ahead of the restored cache (see [`informant_state::Journal`]): the
+    /// changes up to this resource version, which the watch brings again, were handled.
+    pub skip_through_version: Option<u64>,
 }
 
 /// The state directory of a running host.
@@ -56,6 +72,8 @@ pub struct Durable {
     restoring: Mutex<BTreeMap<String, informant_state::InformerState>>,
     /// The cursors found at start, by (plugin, informer).
     cursors: Mutex<BTreeMap<(String, String), Cursor>>,
+    /// The change each informer restored from disk was at.
+    restored_at: Mutex<HashMap<String, u64>>,
     /// Shared with the journal's writer, which saves the cursors before each commit.
     tracker: Arc<Tracker>,
 }
@@ -78,9 +96,16 @@ impl Tracker {
             let Some(at) = through.and_then(|all| all.into_iter().min()) else {
                 continue;
             };
-            if t.saved != Some(at) {
-                self.journal.cursor(plugin, informer, at, &t.scope);
-                t.saved = Some(at);
+            // Read after the seq: a change handled in between only makes it later, never wrong.
+            let version: Option<Vec<u64>> = t
+                .handlers
+                .iter()
+                .map(|h| h.handled_through_version())
+                .collect();
+            let version = version.and_then(|all| all.into_iter().min());
+            if t.saved != Some((at, version)) {
+                self.journal.cursor(plugin, informer, at, version, &t.scope);
+                t.saved = Some((at, version));
             }
         }
     }
@@ -119,6 +144,7 @@ impl Durable {
             journal,
             restoring: Mutex::new(informers),
             cursors: Mutex::new(cursors),
+            restored_at: Mutex::new(HashMap::new()),
             tracker,
         });
         let weak = Arc::downgrade(&durable);
@@ -157,6 +183,7 @@ impl Durable {
                         });
                         let report = informer.restore(&kept.resource_version, kept.seq, versions);
                         tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, read = ?read, restore = ?restoring.elapsed(), "cache restored from the state directory");
+                        me.restored_at.lock().insert(id.clone(), kept.seq);
                         resumed_at = Some(kept.resource_version);
                     }
                     Err(e) => {
@@ -172,19 +199,46 @@ impl Durable {
         }));
     }
 
-    /// The change `plugin` had handled everything up to on `informer` when the host last
-    /// stopped, if its watch is still `scope`.
-    pub fn cursor(&self, plugin: &str, informer: &InformerKey, scope: &str) -> Option<u64> {
+    /// Where `plugin` resumes on `informer`, restored from disk, from the cursor it had when
+    /// the host last stopped, if its watch is still `scope`.
+    ///
+    /// A cursor ahead of the restored cache (a crash between checkpoints) resumes from the
+    /// cache's own change: the watch, resumed from there, brings the changes in between again,
+    /// and the plugin skips those up to the resource version it had handled.
+    pub fn cursor(&self, plugin: &str, informer: &InformerKey, scope: &str) -> Option<Resume> {
+        let id = informer.to_string();
+        let c = self.saved_cursor(plugin, &id, scope)?;
+        let restored_at = self.restored_at.lock().get(&id).copied();
+        Some(match restored_at {
+            // At the cache's own change too: a cursor rewritten after a restart from one that
+            // was ahead keeps the resource version it had handled.
+            Some(at) if c.seq >= at => Resume {
+                since: at,
+                skip_through_version: c.version,
+            },
+            _ => Resume {
+                since: c.seq,
+                skip_through_version: None,
+            },
+        })
+    }
+
+    /// The cursor stored for `plugin` on the informer `id`, if its watch is still `scope`.
+    fn saved_cursor(&self, plugin: &str, id: &str, scope: &str) -> Option<Cursor> {
         let cursors = self.cursors.lock();
-        let c = cursors.get(&(plugin.to_string(), informer.to_string()))?;
-        (c.scope == scope).then_some(c.seq)
+        let c = cursors.get(&(plugin.to_string(), id.to_string()))?;
+        (c.scope == scope).then(|| c.clone())
     }
 
     /// Saves `plugin`'s cursor on `informer` from now on, read from `gauges` (with its other
     /// handlers there, if any).
     pub fn track(&self, plugin: &str, informer: &InformerKey, scope: &str, gauges: ListenerGauges) {
         let key = (plugin.to_string(), informer.to_string());
-        let saved = self.cursor(plugin, informer, scope);
+        // As stored, not as resumed: a cursor ahead of the restored cache is rewritten in the
+        // informer's new numbering at the first save.
+        let saved = self
+            .saved_cursor(plugin, &key.1, scope)
+            .map(|c| (c.seq, c.version));
         let mut tracked = self.tracker.tracked.lock();
         let t = tracked.entry(key).or_insert_with(|| Tracked {
             scope: scope.to_string(),

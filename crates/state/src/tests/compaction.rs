@@ -67,15 +67,15 @@ async fn a_lagging_cursor_keeps_exactly_what_it_needs() {
     let dir = tempfile::tempdir().unwrap();
     let (state, _) = open(dir.path());
     let journal = state.journal();
-    journal.cursor("fast", "inf", 0, "s");
-    journal.cursor("slow", "inf", 0, "s");
+    journal.cursor("fast", "inf", 0, None, "s");
+    journal.cursor("slow", "inf", 0, None, "s");
     history(&journal);
-    journal.cursor("fast", "inf", 6, "s");
-    journal.cursor("slow", "inf", 2, "s");
+    journal.cursor("fast", "inf", 6, None, "s");
+    journal.cursor("slow", "inf", 2, None, "s");
     // Another informer's cursors do not hold this one back, nor the other way round.
     journal.record("other", 1, "k1", Some("o1"));
     journal.record("other", 2, "k1", Some("o2"));
-    journal.cursor("slow", "other", 2, "s");
+    journal.cursor("slow", "other", 2, None, "s");
     flush(&journal).await;
     // slow has seen k1@1 and k2@2 (the "old" side of what comes next), and needs all after.
     assert_eq!(versions(&state, "inf"), as_a_cursor_at_2_needs());
@@ -84,7 +84,7 @@ async fn a_lagging_cursor_keeps_exactly_what_it_needs() {
         want(&[("k1", &[(2, Some("o2"))])])
     );
 
-    journal.cursor("slow", "inf", 4, "s");
+    journal.cursor("slow", "inf", 4, None, "s");
     flush(&journal).await;
     assert_eq!(
         versions(&state, "inf"),
@@ -94,15 +94,15 @@ async fn a_lagging_cursor_keeps_exactly_what_it_needs() {
         ])
     );
 
-    journal.cursor("slow", "inf", 6, "s");
+    journal.cursor("slow", "inf", 6, None, "s");
     flush(&journal).await;
     let steady = want(&[("k1", &[(5, Some("k1v3"))]), ("k3", &[(6, Some("k3v1"))])]);
     assert_eq!(versions(&state, "inf"), steady);
 
     // Recreating a deleted key after its tombstone was collected starts a fresh history.
     journal.record("inf", 7, "k2", Some("k2v2"));
-    journal.cursor("fast", "inf", 7, "s");
-    journal.cursor("slow", "inf", 7, "s");
+    journal.cursor("fast", "inf", 7, None, "s");
+    journal.cursor("slow", "inf", 7, None, "s");
     flush(&journal).await;
     let snap = state.load().unwrap();
     assert_eq!(
@@ -136,7 +136,7 @@ async fn forgetting_the_lagging_plugin_lets_compaction_proceed() {
     let dir = tempfile::tempdir().unwrap();
     let (state, _) = open(dir.path());
     let journal = state.journal();
-    journal.cursor("slow", "inf", 0, "s");
+    journal.cursor("slow", "inf", 0, None, "s");
     history(&journal);
     flush(&journal).await;
     assert_eq!(
@@ -161,7 +161,7 @@ async fn compaction_resumes_after_a_restart() {
     {
         let (state, _) = open(dir.path());
         let journal = state.journal();
-        journal.cursor("slow", "inf", 0, "s");
+        journal.cursor("slow", "inf", 0, None, "s");
         history(&journal);
         flush(&journal).await;
     }
@@ -175,7 +175,7 @@ async fn compaction_resumes_after_a_restart() {
     );
     // The index rebuilt at open knows what each cursor move frees.
     let journal = state.journal();
-    journal.cursor("slow", "inf", 4, "s");
+    journal.cursor("slow", "inf", 4, None, "s");
     flush(&journal).await;
     assert_eq!(
         versions(&state, "inf"),
@@ -219,9 +219,9 @@ fn source(
 ) -> crate::CursorSource {
     let journal = journal.clone();
     Arc::new(move || {
-        journal.cursor("fast", "inf", head.load(Ordering::SeqCst), "s");
+        journal.cursor("fast", "inf", head.load(Ordering::SeqCst), None, "s");
         if let Some(slow) = slow {
-            journal.cursor("slow", "inf", slow, "s");
+            journal.cursor("slow", "inf", slow, None, "s");
         }
     })
 }
@@ -240,7 +240,7 @@ async fn a_version_superseded_in_its_own_batch_and_passed_by_every_cursor_is_nev
             journal.set_cursor_source(source(&journal, head.clone(), None));
         } else {
             // As before the journal read cursors itself: one saved before the changes.
-            journal.cursor("fast", "inf", 0, "s");
+            journal.cursor("fast", "inf", 0, None, "s");
         }
         // A batch begins once the last one committed: the three records below form one
         // batch (barring a pause of a whole batch window between two of them).

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use redb::{Database, ReadableDatabase};
 
 use super::{CLUSTER, flush, noise, open};
-use crate::tables::META;
+use crate::tables::{FORMAT, META};
 use crate::{FILE_NAME, Refusal, StateDir, StateError};
 
 /// A closed state file with real content: 500 objects of ~1 KB, a cursor and a resource version.
@@ -23,7 +23,7 @@ async fn write_real_state(dir: &Path) {
         );
     }
     journal.resource_version("v1/pods", "12345", 500);
-    journal.cursor("plugin", "v1/pods", 500, "scope");
+    journal.cursor("plugin", "v1/pods", 500, None, "scope");
     flush(&journal).await;
     drop(state);
 }
@@ -131,13 +131,17 @@ async fn a_newer_format_is_set_aside_not_read() {
     {
         let db = Database::open(dir.path().join(FILE_NAME)).unwrap();
         let txn = db.begin_write().unwrap();
-        txn.open_table(META).unwrap().insert("format", "3").unwrap();
+        let newer = (FORMAT + 1).to_string();
+        txn.open_table(META)
+            .unwrap()
+            .insert("format", newer.as_str())
+            .unwrap();
         txn.commit().unwrap();
     }
     assert_set_aside(dir.path(), CLUSTER, |r| {
         *r == Refusal::NewerFormat {
-            found: 3,
-            supported: 2,
+            found: FORMAT + 1,
+            supported: FORMAT,
         }
     })
     .await;
@@ -186,7 +190,7 @@ async fn an_earlier_format_is_set_aside_as_such_not_as_corrupt() {
     assert_set_aside(dir.path(), CLUSTER, |r| {
         *r == Refusal::OlderFormat {
             found: 1,
-            supported: 2,
+            supported: FORMAT,
         } && r
             .to_string()
             .contains("written by an earlier format 1 that this version does not read")

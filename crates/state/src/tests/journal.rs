@@ -77,7 +77,7 @@ async fn a_full_disk_degrades_the_journal_without_panics_and_keeps_the_committed
     let (state, _) = StateDir::open_with_budget(dir.path(), CLUSTER, Some(1 << 20)).unwrap();
     let journal = state.journal();
     journal.record("inf", 1, "before", Some("{\"kept\":true}"));
-    journal.cursor("p", "inf", 1, "s");
+    journal.cursor("p", "inf", 1, None, "s");
     flush(&journal).await;
     assert!(journal.stats().degraded.is_none());
 
@@ -101,7 +101,7 @@ async fn a_full_disk_degrades_the_journal_without_panics_and_keeps_the_committed
     // Degraded: ops are dropped at the door, flushes resolve at once, nothing blocks.
     let dropped = stats.dropped_ops;
     journal.record("inf", 99_999, "after", Some("{}"));
-    journal.cursor("p", "inf", 99_999, "s");
+    journal.cursor("p", "inf", 99_999, None, "s");
     flush(&journal).await;
     assert_eq!(journal.stats().dropped_ops, dropped + 2);
     drop(journal);

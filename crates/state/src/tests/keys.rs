@@ -60,13 +60,13 @@ async fn nasty_keys_round_trip_exactly_and_never_collide() {
                 .insert((*key).into(), json);
         }
         // A cursor per informer that has seen everything keeps only the latest versions.
-        journal.cursor("p", informer, seq, "s");
+        journal.cursor("p", informer, seq, None, "s");
     }
     // Plugin and informer ids that would collide if joined naively.
-    journal.cursor("a", "bc", 1, "a+bc");
-    journal.cursor("ab", "c", 2, "ab+c");
-    journal.cursor("a/b", "c", 3, "a/b+c");
-    journal.cursor("a", "b/c", 4, "a+b/c");
+    journal.cursor("a", "bc", 1, None, "a+bc");
+    journal.cursor("ab", "c", 2, None, "ab+c");
+    journal.cursor("a/b", "c", 3, None, "a/b+c");
+    journal.cursor("a", "b/c", 4, None, "a+b/c");
     flush(&journal).await;
     drop(journal);
     drop(state);
@@ -132,7 +132,7 @@ async fn forgetting_a_plugin_leaves_plugins_with_prefix_names_alone() {
     let (state, _) = open(dir.path());
     let journal = state.journal();
     for plugin in ["a", "a ", "ab", "a/b", "", "a\u{0}"] {
-        journal.cursor(plugin, "i", 1, plugin);
+        journal.cursor(plugin, "i", 1, None, plugin);
     }
     journal.forget_plugin("a");
     flush(&journal).await;

@@ -378,11 +378,15 @@ pub(super) fn register(
             floor_version,
             ..Default::default()
         }),
-        (None, Some(d)) => Some(CursorOptions {
-            since: d.cursor(&name, informer.key(), scope),
-            holds: holds.clone(),
-            ..Default::default()
-        }),
+        (None, Some(d)) => {
+            let resume = d.cursor(&name, informer.key(), scope);
+            Some(CursorOptions {
+                since: resume.map(|r| r.since),
+                skip_through_version: resume.and_then(|r| r.skip_through_version),
+                holds: holds.clone(),
+                ..Default::default()
+            })
+        }
         (None, None) => None,
     };
     let handler = supervisor.handler(
