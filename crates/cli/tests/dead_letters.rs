@@ -5,7 +5,6 @@
 mod support;
 
 use informant_tests::guarded;
-use informant_tests::http::get;
 use serde_json::{Value, json};
 use support::{Host, Setup};
 use tokio::process::Command;
@@ -114,14 +113,6 @@ impl Host {
             }
         })
         .await
-    }
-
-    /// The value of the `/metrics` sample line starting with `prefix`.
-    async fn metric(&self, prefix: &str) -> Option<f64> {
-        let (_, _, body) = get(self.admin, "/metrics").await;
-        body.lines()
-            .find(|l| l.starts_with(prefix))
-            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
     }
 }
 

@@ -24,8 +24,9 @@ struct InformerIndex {
     pending: BTreeSet<(u64, Box<str>, u64)>,
 }
 
-/// A version to delete: (informer, key, seq).
-pub(crate) type Garbage = (String, Box<str>, u64);
+/// A version to delete: (informer, key, its seq, the seq of the change that made it garbage:
+/// its successor's, or its own for a tombstone).
+pub(crate) type Garbage = (String, Box<str>, u64, u64);
 
 impl Compactor {
     /// A version was stored.
@@ -66,8 +67,8 @@ impl Compactor {
         self.cursors.retain(|(p, _), _| p != plugin);
     }
 
-    /// Takes every version that is garbage at the current floors.
-    pub(crate) fn garbage(&mut self) -> Vec<Garbage> {
+    /// Takes every version that is garbage at the current floors, of one informer or of all.
+    pub(crate) fn garbage(&mut self, only: Option<&str>) -> Vec<Garbage> {
         let mut floors: HashMap<&str, u64> = HashMap::new();
         for ((_, informer), &seq) in &self.cursors {
             floors
@@ -77,6 +78,9 @@ impl Compactor {
         }
         let mut out = Vec::new();
         for (informer, ix) in &mut self.informers {
+            if only.is_some_and(|o| o != informer) {
+                continue;
+            }
             let floor = floors.get(informer.as_str()).copied().unwrap_or(ix.seq);
             while let Some(first) = ix.pending.first() {
                 if first.0 > floor {
@@ -88,7 +92,7 @@ impl Compactor {
                 if trigger == victim && ix.latest.get(&key) == Some(&victim) {
                     ix.latest.remove(&key);
                 }
-                out.push((informer.clone(), key, victim));
+                out.push((informer.clone(), key, victim, trigger));
             }
         }
         out

@@ -374,6 +374,15 @@ impl StateDir {
         take().map_err(|e| db(&self.path, "take dead letters from it", e))
     }
 
+    /// Everything committed, read without telling the compaction (which would delete what
+    /// no cursor needs): what a test looks at between checkpoints.
+    #[cfg(test)]
+    pub(crate) fn peek(&self) -> Snapshot {
+        self.db()
+            .and_then(|d| read_snapshot(&d))
+            .expect("read the state")
+    }
+
     /// Tells the compaction an informer's stored versions as read, and deletes what no cursor
     /// needs any more.
     fn seed(&self, informer: &str, versions: &BTreeMap<String, Vec<Version>>) -> Result<()> {
@@ -384,7 +393,9 @@ impl StateDir {
                     compactor.recorded(informer, key, *seq, json.is_none());
                 }
             }
-            compactor.garbage()
+            // Its own alone: another informer's garbage is the writer's, which deletes it only
+            // with the checkpoint that writes what supersedes it.
+            compactor.garbage(Some(informer))
         };
         if garbage.is_empty() {
             return Ok(());
@@ -394,7 +405,7 @@ impl StateDir {
             {
                 let mut versions = txn.open_table(VERSIONS)?;
                 let mut metas = txn.open_table(VERSION_META)?;
-                for (informer, _, seq) in &garbage {
+                for (informer, _, seq, _) in &garbage {
                     versions.remove((informer.as_str(), *seq))?;
                     metas.remove((informer.as_str(), *seq))?;
                 }

@@ -2,26 +2,26 @@
 //! the disk; one writer thread applies them in order and commits a batch at most every
 //! [`BATCH_WINDOW`] (sooner on a flush).
 //!
-//! A batch commits the plugins' cursors, as fresh as its changes: just before it commits, the
-//! writer asks the [cursor source](Journal::set_cursor_source) where every plugin stands and
-//! takes every op sent until then. The changes themselves are held in memory and written at a
-//! checkpoint, at most every [`CHECKPOINT_EVERY`] (sooner on a flush, a close, or when
-//! [`CHECKPOINT_MAX_PENDING`] are held): an object changed several times in between is written
-//! once, and a version superseded before it was written, that every cursor has passed, never
-//! is. A checkpoint writes each informer's changes, the resource version they reach and the
-//! deletion of the versions they supersede in one commit, so the stored cache is always the
-//! informer's whole state at some resource version.
+//! Each batch commits the plugins' cursors, as fresh as its changes: just before it commits,
+//! the writer asks the [cursor source](Journal::set_cursor_source) where every plugin stands
+//! and takes every op sent until then. The changes themselves are held for [`WRITE_AFTER`]
+//! and then written in change order, so the stored cache is always an informer's state as of
+//! one change, its *cut*, whose resource version is stored with it. A change superseded while
+//! held, by a newer change of its object that every cursor has passed, is never written: an
+//! object that keeps changing is written rarely or never. The stored cache may then hold an
+//! older version of such an object than the cut's, and a watch resumed from the cut's
+//! resource version brings the newer change again.
 //!
-//! A cursor may then be ahead of its informer's checkpoint. That is what a restart resumes
-//! from: the watch from the checkpoint's resource version brings the changes in between again,
-//! and each plugin skips those up to the resource version its cursor had handled (so a cursor
+//! A cursor may be ahead of its informer's cut. That is what a restart after a crash resumes
+//! from: the watch from the cut's resource version brings the changes in between again, and
+//! each plugin skips those up to the resource version its cursor had handled (so a cursor
 //! carries one). An informer whose resource versions are not numbers cannot be resumed that
-//! way: its changes are written with every batch, as is an informer's first checkpoint.
+//! way: its changes are written with every batch, as are an informer's first.
 //!
 //! Any write or commit error degrades the journal for good: one warning naming the file, then
 //! every op is dropped (and counted) and every flush resolves at once.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
@@ -42,11 +42,13 @@ use crate::tables::{
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
 pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
 
-/// The longest changes are held before a checkpoint writes them (unless a flush asks sooner).
-pub const CHECKPOINT_EVERY: Duration = Duration::from_secs(30);
+/// How long a change is held before it is written (unless a flush or a close asks sooner):
+/// one that a newer change of its object supersedes meanwhile, handled by every plugin, is
+/// never written.
+pub const WRITE_AFTER: Duration = Duration::from_secs(30);
 
-/// The most changes held for the next checkpoint: past it, the checkpoint comes at once.
-pub const CHECKPOINT_MAX_PENDING: usize = 100_000;
+/// The most changes held: past it, every held change is written at once.
+pub const MAX_HELD: usize = 1_000_000;
 
 /// The most ops still queued behind a batch for it to take fresh cursors (and those ops).
 const FRESH_CURSORS_MAX_WAITING: usize = 4096;
@@ -298,7 +300,6 @@ impl Writer {
             tx: tx.clone(),
             pending: Pending::default(),
             checkpointed,
-            last_checkpoint: Instant::now(),
         };
         let thread = std::thread::Builder::new()
             .name("informant-state".into())
@@ -358,25 +359,38 @@ struct WriterState {
     compactor: Arc<Mutex<Compactor>>,
     /// To send itself a [`Op::Mark`].
     tx: mpsc::Sender<Op>,
-    /// What the next checkpoint writes.
+    /// The changes held.
     pending: Pending,
-    /// The informers with a checkpoint on disk.
+    /// The informers with a cut on disk.
     checkpointed: HashSet<Arc<str>>,
-    last_checkpoint: Instant,
 }
 
-/// One informer's changes held for its next checkpoint.
+/// One change held: its key, and its JSON or `None` for a tombstone.
+struct Held {
+    key: Box<str>,
+    json: Option<Text>,
+    /// A tombstone every cursor has passed is not written, but its cut still deletes the
+    /// versions of its object stored before it.
+    written: bool,
+}
+
+/// One informer's changes held until they are written.
 #[derive(Default)]
 struct InformerPending {
-    /// By seq: the key and its JSON, or `None` for a tombstone.
-    changes: HashMap<u64, (Box<str>, Option<Text>)>,
+    /// By seq.
+    changes: BTreeMap<u64, Held>,
+    /// Per batch that brought changes: when, the last change numbered by then, and the
+    /// resource version reached by then (if it ever moved): the cuts to choose from.
+    marks: VecDeque<(Instant, u64, Option<Box<str>>)>,
     /// The resource version reached, if it moved.
     rv: Option<Box<str>>,
     /// The last change numbered. Kept even when nothing else moved: it must never go back
     /// below a stored version's, or a change after a restart would reuse that number.
     seq: u64,
-    /// Stored versions superseded: deleted by the checkpoint that writes what supersedes them.
-    doomed: Vec<u64>,
+    /// Per key, stored versions that are garbage but must stay until a newer version of
+    /// their object is written (or its delete is cut): the stored cache must not lose the
+    /// object meanwhile.
+    doomed: HashMap<Box<str>, Vec<u64>>,
 }
 
 impl InformerPending {
@@ -388,7 +402,7 @@ impl InformerPending {
     }
 }
 
-/// The changes of every informer held for the next checkpoint.
+/// The changes of every informer held until they are written.
 #[derive(Default)]
 struct Pending {
     informers: HashMap<Arc<str>, InformerPending>,
@@ -533,12 +547,16 @@ impl WriterState {
         }
     }
 
-    /// Commits `batch`: its cursors and dead letters, and a checkpoint of every informer that
-    /// is due one (all of them with `everything`).
+    /// Commits `batch`: its cursors and dead letters, and every held change old enough to be
+    /// written (all of them with `everything`).
     fn commit(&mut self, batch: &mut Vec<Op>, everything: bool) -> Result<(), redb::Error> {
+        let now = Instant::now();
         let txn = self.db.begin_write()?;
         let mut compactor = self.compactor.lock().unwrap_or_else(|p| p.into_inner());
         let pending = &mut self.pending;
+        let mut versions = txn.open_table(VERSIONS)?;
+        let mut metas = txn.open_table(VERSION_META)?;
+        let mut moved: HashSet<Arc<str>> = HashSet::new();
         {
             let mut cursors = txn.open_table(CURSORS)?;
             let mut letters = txn.open_table(DEAD_LETTERS)?;
@@ -554,18 +572,26 @@ impl WriterState {
                     } => {
                         compactor.recorded(&informer, &key, seq, json.is_none());
                         compactor.informer_seq(&informer, seq);
-                        let at = pending.informers.entry(informer).or_default();
-                        if at.changes.insert(seq, (key, json)).is_none() {
+                        let at = pending.informers.entry(informer.clone()).or_default();
+                        let held = Held {
+                            key,
+                            json,
+                            written: true,
+                        };
+                        if at.changes.insert(seq, held).is_none() {
                             pending.changes += 1;
                         }
                         at.rv = reached.or(at.rv.take());
                         at.seq = at.seq.max(seq);
+                        moved.insert(informer);
                     }
                     Op::ResourceVersion { informer, rv, seq } => {
                         compactor.informer_seq(&informer, seq);
-                        let at = pending.informers.entry(informer.into()).or_default();
+                        let informer: Arc<str> = informer.into();
+                        let at = pending.informers.entry(informer.clone()).or_default();
                         at.rv = Some(rv);
                         at.seq = at.seq.max(seq);
+                        moved.insert(informer);
                     }
                     Op::Cursor {
                         plugin,
@@ -598,72 +624,103 @@ impl WriterState {
                     Op::Flush(_) | Op::Close | Op::Mark => {}
                 }
             }
-            // A version every cursor has passed, and superseded: never written if it is still
-            // held, deleted with the next checkpoint if it is stored.
-            for (informer, _, seq) in compactor.garbage() {
-                if !pending.informers.contains_key(informer.as_str()) {
-                    pending
-                        .informers
-                        .insert(informer.as_str().into(), Default::default());
+            for informer in moved {
+                if let Some(at) = pending.informers.get_mut(&informer) {
+                    at.marks.push_back((now, at.seq, at.rv.clone()));
                 }
-                let Some(at) = pending.informers.get_mut(informer.as_str()) else {
+            }
+            // Versions every cursor has passed, and superseded (or deleted).
+            for (informer, key, victim, trigger) in compactor.garbage(None) {
+                let at = pending.informers.get_mut(informer.as_str());
+                let held = at
+                    .as_ref()
+                    .is_some_and(|at| at.changes.contains_key(&victim));
+                if let (true, Some(at)) = (held, at) {
+                    if trigger == victim {
+                        // A delete: not written, but its cut still removes what is stored.
+                        if let Some(h) = at.changes.get_mut(&victim) {
+                            h.written = false;
+                        }
+                    } else if at.changes.remove(&victim).is_some() {
+                        pending.changes -= 1;
+                    }
                     continue;
-                };
-                if at.changes.remove(&seq).is_some() {
-                    pending.changes -= 1;
+                }
+                let successor_held = pending
+                    .informers
+                    .get(informer.as_str())
+                    .is_some_and(|at| at.changes.contains_key(&trigger));
+                if successor_held {
+                    // Stored: it stays until a newer version of its object is.
+                    let at = pending.informers.get_mut(informer.as_str());
+                    if let Some(at) = at {
+                        at.doomed.entry(key).or_default().push(victim);
+                    }
                 } else {
-                    at.doomed.push(seq);
+                    versions.remove((informer.as_str(), victim))?;
+                    metas.remove((informer.as_str(), victim))?;
                 }
             }
         }
         drop(compactor);
-        let periodic = everything
-            || pending.changes >= CHECKPOINT_MAX_PENDING
-            || self.last_checkpoint.elapsed() >= CHECKPOINT_EVERY;
-        let due: Vec<Arc<str>> = pending
-            .informers
-            .iter()
-            .filter(|(informer, at)| {
-                periodic || !at.resumable() || !self.checkpointed.contains(&**informer)
-            })
-            .map(|(informer, _)| informer.clone())
-            .collect();
-        if !due.is_empty() {
-            let mut versions = txn.open_table(VERSIONS)?;
-            let mut metas = txn.open_table(VERSION_META)?;
-            let mut informers = txn.open_table(INFORMERS)?;
-            for informer in &due {
-                let Some(at) = pending.informers.remove(informer) else {
-                    continue;
-                };
-                pending.changes -= at.changes.len();
-                for seq in at.doomed {
-                    versions.remove((&**informer, seq))?;
-                    metas.remove((&**informer, seq))?;
+        let all = everything || pending.changes >= MAX_HELD;
+        let mut informers = txn.open_table(INFORMERS)?;
+        let mut cut_any = Vec::new();
+        for (informer, at) in pending.informers.iter_mut() {
+            let at_once = all || !at.resumable() || !self.checkpointed.contains(&**informer);
+            // The newest mark old enough: the informer's state as of that change is written.
+            let mut cut = None;
+            while let Some((when, _, _)) = at.marks.front() {
+                if !at_once && now.duration_since(*when) < WRITE_AFTER {
+                    break;
                 }
-                for (seq, (key, json)) in at.changes {
-                    let text = json.as_ref().map(|j| j.json());
-                    versions.insert((&**informer, seq), (&*key, text))?;
+                cut = at.marks.pop_front();
+            }
+            let Some((_, seq, rv)) = cut else { continue };
+            let rest = at.changes.split_off(&(seq + 1));
+            let ripe = std::mem::replace(&mut at.changes, rest);
+            pending.changes -= ripe.len();
+            for (change, held) in ripe {
+                if held.written {
+                    let text = held.json.as_ref().map(|j| j.json());
+                    versions.insert((&**informer, change), (&*held.key, text))?;
                     // A row rewritten without metadata must not keep an older one's.
-                    match json.as_ref().map(|j| j.meta()).filter(|m| !m.is_empty()) {
-                        Some(meta) => metas.insert((&**informer, seq), &*meta)?,
-                        None => metas.remove((&**informer, seq))?,
+                    match held
+                        .json
+                        .as_ref()
+                        .map(|j| j.meta())
+                        .filter(|m| !m.is_empty())
+                    {
+                        Some(meta) => metas.insert((&**informer, change), &*meta)?,
+                        None => metas.remove((&**informer, change))?,
                     };
                 }
-                let stored = informers.get(&**informer)?.map(|row| {
-                    let (rv, seq) = row.value();
-                    (rv.to_owned(), seq)
-                });
-                let (stored_rv, stored_seq) = stored.unwrap_or_default();
-                let rv = at.rv.map_or(stored_rv, String::from);
-                informers.insert(&**informer, (rv.as_str(), at.seq.max(stored_seq)))?;
+                // What it supersedes, kept until now, can go.
+                if let Some(doomed) = at.doomed.get_mut(&held.key) {
+                    for victim in doomed.extract_if(.., |v| *v < change) {
+                        versions.remove((&**informer, victim))?;
+                        metas.remove((&**informer, victim))?;
+                    }
+                    if doomed.is_empty() {
+                        at.doomed.remove(&held.key);
+                    }
+                }
             }
+            let stored = informers.get(&**informer)?.map(|row| {
+                let (rv, seq) = row.value();
+                (rv.to_owned(), seq)
+            });
+            let (stored_rv, stored_seq) = stored.unwrap_or_default();
+            let rv = rv.map_or(stored_rv, String::from);
+            informers.insert(&**informer, (rv.as_str(), seq.max(stored_seq)))?;
+            cut_any.push(informer.clone());
         }
+        pending.informers.retain(|_, at| {
+            !(at.changes.is_empty() && at.marks.is_empty() && at.doomed.is_empty())
+        });
+        drop((versions, metas, informers));
         txn.commit()?;
-        self.checkpointed.extend(due);
-        if periodic {
-            self.last_checkpoint = Instant::now();
-        }
+        self.checkpointed.extend(cut_any);
         Ok(())
     }
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 use crate::{Journal, SetAside, StateDir};
 
 mod compaction;
+mod held;
 mod hostile;
 mod journal;
 mod keys;

@@ -64,6 +64,14 @@ pub struct Host {
 }
 
 impl Host {
+    /// The value of the `/metrics` sample line starting with `prefix`.
+    pub async fn metric(&self, prefix: &str) -> Option<f64> {
+        let (_, _, body) = informant_tests::http::get(self.admin, "/metrics").await;
+        body.lines()
+            .find(|l| l.starts_with(prefix))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+    }
+
     /// Starts `informant run` on `dir`'s kubeconfig and plugins with the state in `state`, and
     /// waits until it is ready.
     pub async fn start(dir: &Path, state: &Path) -> Host {
