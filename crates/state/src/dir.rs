@@ -375,7 +375,7 @@ impl StateDir {
     }
 
     /// Everything committed, read without telling the compaction (which would delete what
-    /// no cursor needs): what a test looks at between checkpoints.
+    /// no cursor needs): what a test looks at while changes are held.
     #[cfg(test)]
     pub(crate) fn peek(&self) -> Snapshot {
         self.db()
@@ -394,7 +394,7 @@ impl StateDir {
                 }
             }
             // Its own alone: another informer's garbage is the writer's, which deletes it only
-            // with the checkpoint that writes what supersedes it.
+            // once what supersedes it is written.
             compactor.garbage(Some(informer))
         };
         if garbage.is_empty() {

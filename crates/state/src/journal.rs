@@ -289,9 +289,9 @@ impl Writer {
                 thread: None,
             };
         };
-        // An informer already stored has a checkpoint to resume from; a new one gets its
+        // An informer already stored has a cut to resume from; a new one gets its
         // first with the batch that brings its first changes.
-        let checkpointed = stored_informers(&db).unwrap_or_default();
+        let stored = stored_informers(&db).unwrap_or_default();
         let mut state = WriterState {
             path,
             db,
@@ -299,7 +299,7 @@ impl Writer {
             compactor,
             tx: tx.clone(),
             pending: Pending::default(),
-            checkpointed,
+            stored,
         };
         let thread = std::thread::Builder::new()
             .name("informant-state".into())
@@ -362,7 +362,7 @@ struct WriterState {
     /// The changes held.
     pending: Pending,
     /// The informers with a cut on disk.
-    checkpointed: HashSet<Arc<str>>,
+    stored: HashSet<Arc<str>>,
 }
 
 /// One change held: its key, and its JSON or `None` for a tombstone.
@@ -667,7 +667,7 @@ impl WriterState {
         let mut informers = txn.open_table(INFORMERS)?;
         let mut cut_any = Vec::new();
         for (informer, at) in pending.informers.iter_mut() {
-            let at_once = all || !at.resumable() || !self.checkpointed.contains(&**informer);
+            let at_once = all || !at.resumable() || !self.stored.contains(&**informer);
             // The newest mark old enough: the informer's state as of that change is written.
             let mut cut = None;
             while let Some((when, _, _)) = at.marks.front() {
@@ -720,7 +720,7 @@ impl WriterState {
         });
         drop((versions, metas, informers));
         txn.commit()?;
-        self.checkpointed.extend(cut_any);
+        self.stored.extend(cut_any);
         Ok(())
     }
 }

@@ -640,7 +640,7 @@ async fn a_cursor_stays_below_what_is_queued_and_follows_what_is_handled() {
 #[tokio::test]
 async fn a_handler_resumed_past_changes_seen_again_gets_only_what_it_had_not_handled() {
     let inf = informer();
-    // A checkpoint at version 2; the handler had handled every change up to version 5 since.
+    // A cache stored at version 2; the handler had handled every change up to version 5 since.
     let versions = vec![
         ("ns/a", vec![(1, Some(json("a", 1)))]),
         ("ns/b", vec![(2, Some(json("b", 2)))]),
@@ -663,7 +663,7 @@ async fn a_handler_resumed_past_changes_seen_again_gets_only_what_it_had_not_han
         "the restored cache's version: the skipped ones count once the watch passes them"
     );
 
-    // The watch resumes from the checkpoint: 3..=5 were handled before, 6 and 7 were not.
+    // The watch resumes from the stored cache: 3..=5 were handled before, 6 and 7 were not.
     inf.apply(Delta::Apply(cm("a", 3)));
     inf.apply(Delta::Delete(cm("b", 4)));
     inf.apply(Delta::Apply(cm("c", 5)));

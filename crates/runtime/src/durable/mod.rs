@@ -7,8 +7,8 @@
 //! - A plugin's cursor per informer is the change it has handled everything up to, and the
 //!   resource version (see [`crate::informer::cursor`]); the journal reads them just before
 //!   each commit (every batch), and they are also saved every [`SAVE_EVERY`] (a plugin
-//!   catching up while nothing changes), and once more when the host stops. The cache itself
-//!   is written at checkpoints, less often, so a cursor can be ahead of it.
+//!   catching up while nothing changes), and once more when the host stops. The cache's
+//!   changes are held a while before they are written, so a cursor can be ahead of it.
 //! - On start each informer is restored from disk before it starts, its watch resumes from
 //!   the restored resource version, and a plugin registered with the cursor it had (same
 //!   tenant, name and watch) gets only what changed after it: the restored versions after its
@@ -202,7 +202,7 @@ impl Durable {
     /// Where `plugin` resumes on `informer`, restored from disk, from the cursor it had when
     /// the host last stopped, if its watch is still `scope`.
     ///
-    /// A cursor ahead of the restored cache (a crash between checkpoints) resumes from the
+    /// A cursor ahead of the restored cache (a crash before its changes were written) resumes from the
     /// cache's own change: the watch, resumed from there, brings the changes in between again,
     /// and the plugin skips those up to the resource version it had handled.
     pub fn cursor(&self, plugin: &str, informer: &InformerKey, scope: &str) -> Option<Resume> {

@@ -94,7 +94,7 @@ async fn an_informer_whose_versions_are_not_numbers_is_written_with_every_batch(
     record(&journal, "opaque", 1, "a", Some("a1"), "x-1");
     flush(&journal).await;
 
-    // A watch could not resume between checkpoints: nothing to compare a cursor with.
+    // A watch could not resume from a cut: nothing to compare a cursor's version with.
     let commits = journal.stats().commits;
     record(&journal, "opaque", 2, "a", Some("a2"), "x-2");
     journal.cursor("p", "opaque", 2, None, "s");
