@@ -390,6 +390,60 @@ async fn a_crash_before_changes_are_written_gives_nothing_handled_again() {
     host.stop().await;
 }
 
+/// A crash, and the server's history compacted before the restart: the watch cannot bring the
+/// held changes again, so the relist gives them as differences from the stored cache, the
+/// handled ones included. At least once: nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_and_a_compacted_history_give_the_held_changes_again_never_lose_them() {
+    let setup = kubediff().await;
+    setup
+        .server
+        .seed((0..20).map(|i| configmap("demo", &format!("old-{i:02}"), "x")))
+        .unwrap();
+    let host = setup.host().await;
+    host.wait_for("the first replay", |r| r.len() >= 20).await;
+    host.stop().await;
+
+    let host = setup.host().await;
+    for i in 0..30 {
+        setup
+            .server
+            .create(configmap("demo", &format!("new-{i:02}"), "n"))
+            .unwrap();
+    }
+    for i in 0..5 {
+        setup.set(&format!("old-{i:02}"), "y");
+    }
+    setup
+        .server
+        .delete("v1", "ConfigMap", Some("demo"), "old-05")
+        .unwrap();
+    host.wait_for("the burst handled", |r| r.len() >= 36).await;
+    host.kill().await;
+    setup.set("old-10", "down");
+    setup.server.faults().compact();
+
+    let host = setup.host().await;
+    host.wait_for("the relist's delete", |r| {
+        r.iter()
+            .any(|v| v["event"] == "deleted" && v["name"] == "old-05")
+    })
+    .await;
+    let given = host.records_until_marker(&setup, "marker").await;
+    let mut want: Vec<String> = (0..30).map(|i| format!("added new-{i:02}")).collect();
+    want.extend((0..5).map(|i| format!(r#"updated old-{i:02} "x"->"y""#)));
+    want.push("deleted old-05".into());
+    want.push(r#"updated old-10 "x"->"down""#.into());
+    want.sort();
+    assert_eq!(summary(&given), want);
+    assert_eq!(
+        host.configmap_metric("informant_informer_lists").await,
+        1,
+        "a 410 costs a list"
+    );
+    host.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_server_behind_the_same_address_is_relisted_not_trusted() {
     let mut setup = kubediff().await;

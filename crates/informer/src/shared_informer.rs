@@ -46,6 +46,14 @@ const LIST_PAGE: u32 = 500;
 pub trait Journal: Send + Sync + 'static {
     /// Records one change (`event.seq` numbers it).
     fn record(&self, event: &Event);
+    /// A relist is being applied: the changes recorded until [`Journal::relisted`] are not in
+    /// resourceVersion order, so none of them is a point a watch could resume from.
+    fn relisting(&self) {}
+    /// The relist is applied: the cache is as of `resource_version`, its newest object's
+    /// (`None` when some resourceVersion is not a number), a point a watch can resume from.
+    fn relisted(&self, resource_version: Option<u64>) {
+        let _ = resource_version;
+    }
 }
 
 /// Where a handler's delivery cursor starts (see [`crate::cursor`]).
@@ -331,7 +339,14 @@ impl SharedInformer {
         // object's is the highest known to be reached, a lower bound of it (so safe).
         let newest = relist.newest_version();
         self.processor.end_skips();
+        let journal = self.journal.get();
+        if let Some(j) = journal {
+            j.relisting();
+        }
         self.store.finish_relist(relist, sink);
+        if let Some(j) = journal {
+            j.relisted(newest.ok().filter(|v| *v != 0));
+        }
         self.processor.note_reached_version(newest);
         if !self.has_synced() {
             tracing::info!(informer = %self.description, objects = n, "synced");

@@ -16,7 +16,8 @@
 //! from: the watch from the cut's resource version brings the changes in between again, and
 //! each plugin skips those up to the resource version its cursor had handled (so a cursor
 //! carries one). An informer whose resource versions are not numbers cannot be resumed that
-//! way: its changes are written with every batch, as are an informer's first.
+//! way: its changes are written with every batch, as are an informer's until it has reached a
+//! resource version (an informer's first list, whose changes come in no order).
 //!
 //! Any write or commit error degrades the journal for good: one warning naming the file, then
 //! every op is dropped (and counted) and every flush resolves at once.
@@ -289,9 +290,9 @@ impl Writer {
                 thread: None,
             };
         };
-        // An informer already stored has a cut to resume from; a new one gets its
-        // first with the batch that brings its first changes.
-        let stored = stored_informers(&db).unwrap_or_default();
+        // An informer stored with a resource version has a cut to resume from; the others'
+        // changes are written with every batch until they have one.
+        let resumable = resumable_informers(&db).unwrap_or_default();
         let mut state = WriterState {
             path,
             db,
@@ -299,7 +300,7 @@ impl Writer {
             compactor,
             tx: tx.clone(),
             pending: Pending::default(),
-            stored,
+            resumable,
         };
         let thread = std::thread::Builder::new()
             .name("informant-state".into())
@@ -361,8 +362,8 @@ struct WriterState {
     tx: mpsc::Sender<Op>,
     /// The changes held.
     pending: Pending,
-    /// The informers with a cut on disk.
-    stored: HashSet<Arc<str>>,
+    /// The informers whose stored cut has a resource version a watch can resume from.
+    resumable: HashSet<Arc<str>>,
 }
 
 /// One change held: its key, and its JSON or `None` for a tombstone.
@@ -665,9 +666,9 @@ impl WriterState {
         drop(compactor);
         let all = everything || pending.changes >= MAX_HELD;
         let mut informers = txn.open_table(INFORMERS)?;
-        let mut cut_any = Vec::new();
+        let mut resumable = Vec::new();
         for (informer, at) in pending.informers.iter_mut() {
-            let at_once = all || !at.resumable() || !self.stored.contains(&**informer);
+            let at_once = all || !at.resumable() || !self.resumable.contains(&**informer);
             // The newest mark old enough: the informer's state as of that change is written.
             let mut cut = None;
             while let Some((when, _, _)) = at.marks.front() {
@@ -713,14 +714,16 @@ impl WriterState {
             let (stored_rv, stored_seq) = stored.unwrap_or_default();
             let rv = rv.map_or(stored_rv, String::from);
             informers.insert(&**informer, (rv.as_str(), seq.max(stored_seq)))?;
-            cut_any.push(informer.clone());
+            if rv.parse::<u64>().is_ok() {
+                resumable.push(informer.clone());
+            }
         }
         pending.informers.retain(|_, at| {
             !(at.changes.is_empty() && at.marks.is_empty() && at.doomed.is_empty())
         });
         drop((versions, metas, informers));
         txn.commit()?;
-        self.stored.extend(cut_any);
+        self.resumable.extend(resumable);
         Ok(())
     }
 }
@@ -766,12 +769,15 @@ fn dead_letter(
     Ok(())
 }
 
-/// The informers stored in `db`.
-fn stored_informers(db: &Database) -> Result<HashSet<Arc<str>>, redb::Error> {
+/// The informers stored in `db` with a resource version a watch can resume from.
+fn resumable_informers(db: &Database) -> Result<HashSet<Arc<str>>, redb::Error> {
     let txn = db.begin_read()?;
     let mut out = HashSet::new();
     for row in txn.open_table(INFORMERS)?.iter()? {
-        out.insert(Arc::from(row?.0.value()));
+        let (k, v) = row?;
+        if v.value().0.parse::<u64>().is_ok() {
+            out.insert(Arc::from(k.value()));
+        }
     }
     Ok(out)
 }

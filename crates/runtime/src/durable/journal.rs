@@ -1,6 +1,7 @@
 //! An informer's changes, handed to the state's journal.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
@@ -26,6 +27,10 @@ pub struct InformerJournal {
     journal: informant_state::Journal,
     /// The newest resourceVersion applied (numeric where the server's are, as etcd's are).
     newest: Mutex<Option<u64>>,
+    /// A relist is being applied: its changes are no point to resume from.
+    listing: AtomicBool,
+    /// The last change recorded.
+    last_seq: AtomicU64,
 }
 
 impl InformerJournal {
@@ -41,6 +46,8 @@ impl InformerJournal {
             id: id.into(),
             journal,
             newest: Mutex::new(resource_version.and_then(|rv| rv.parse().ok())),
+            listing: AtomicBool::new(false),
+            last_seq: AtomicU64::new(0),
         }
     }
 }
@@ -49,9 +56,11 @@ impl Journal for InformerJournal {
     fn record(&self, event: &Event) {
         let object = &event.object;
         // A watch delivers in resourceVersion order, a list does not: resume from the newest
-        // seen. A delete inferred from a relist carries an old version and moves nothing.
+        // seen, and from a relist only once it is whole (see `relisted`).
         let rv = object.resource_version();
-        let reached = rv.parse::<u64>().ok().and_then(|n| {
+        self.last_seq.fetch_max(event.seq, Ordering::Relaxed);
+        let listing = self.listing.load(Ordering::Relaxed);
+        let reached = rv.parse::<u64>().ok().filter(|_| !listing).and_then(|n| {
             let mut newest = self.newest.lock();
             newest.is_none_or(|m| n > m).then(|| {
                 *newest = Some(n);
@@ -63,6 +72,26 @@ impl Journal for InformerJournal {
             .then(|| Arc::new(Persisted(object.clone())) as informant_state::Text);
         self.journal
             .record_shared(&self.id, event.seq, object.key().as_str(), json, reached);
+    }
+
+    fn relisting(&self) {
+        self.listing.store(true, Ordering::Relaxed);
+    }
+
+    fn relisted(&self, resource_version: Option<u64>) {
+        self.listing.store(false, Ordering::Relaxed);
+        let Some(listed) = resource_version else {
+            return;
+        };
+        let rv = {
+            let mut newest = self.newest.lock();
+            let rv = newest.map_or(listed, |n| n.max(listed));
+            *newest = Some(rv);
+            rv
+        };
+        let seq = self.last_seq.load(Ordering::Relaxed);
+        self.journal
+            .resource_version(&self.id, &rv.to_string(), seq);
     }
 }
 
