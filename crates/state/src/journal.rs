@@ -51,6 +51,11 @@ pub const WRITE_AFTER: Duration = Duration::from_secs(30);
 /// The most changes held: past it, every held change is written at once.
 pub const MAX_HELD: usize = 1_000_000;
 
+/// About the most held changes of an informer one commit writes: a flush, or the changes of a
+/// burst coming of age, are written in commits of about this many, not in one huge one (redb's
+/// cost per change, and the file, grow with the size of a transaction).
+const MAX_CUT: usize = 5_000;
+
 /// The most ops still queued behind a batch for it to take fresh cursors (and those ops).
 const FRESH_CURSORS_MAX_WAITING: usize = 4096;
 
@@ -380,9 +385,10 @@ struct Held {
 struct InformerPending {
     /// By seq.
     changes: BTreeMap<u64, Held>,
-    /// Per batch that brought changes: when, the last change numbered by then, and the
-    /// resource version reached by then (if it ever moved): the cuts to choose from.
-    marks: VecDeque<(Instant, u64, Option<Box<str>>)>,
+    /// One per batch that brought changes: the cuts to choose from.
+    marks: VecDeque<Mark>,
+    /// Changes held since the last mark.
+    unmarked: usize,
     /// The resource version reached, if it moved.
     rv: Option<Box<str>>,
     /// The last change numbered. Kept even when nothing else moved: it must never go back
@@ -401,6 +407,18 @@ impl InformerPending {
             .as_deref()
             .is_none_or(|rv| rv.parse::<u64>().is_ok())
     }
+}
+
+/// A point an informer's stored cache can be cut at: the end of a batch.
+struct Mark {
+    /// When the batch was committed.
+    at: Instant,
+    /// The last change numbered by then.
+    seq: u64,
+    /// The resource version reached by then, if it ever moved.
+    rv: Option<Box<str>>,
+    /// How many changes the batch held.
+    changes: usize,
 }
 
 /// The changes of every informer held until they are written.
@@ -461,20 +479,21 @@ impl WriterState {
                 if self.shared.is_degraded.load(Ordering::Acquire) {
                     self.shared.dropped_ops.fetch_add(n, Ordering::Relaxed);
                 } else {
-                    // A panic inside redb (it asserts on a file damaged under it in debug
-                    // builds) must degrade the journal, not kill the writer silently.
-                    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        self.commit(&mut batch, everything)
-                    }))
-                    .unwrap_or_else(|_| {
-                        Err(redb::Error::Corrupted(
-                            "the writer panicked committing".into(),
-                        ))
-                    });
+                    let mut outcome = self.commit_guarded(&mut batch, everything);
+                    let mut commits = 1;
+                    // Everything asked for: the rest in commits of their own.
+                    while outcome.is_ok() && everything && self.pending.changes > 0 {
+                        let before = self.pending.changes;
+                        outcome = self.commit_guarded(&mut Vec::new(), true);
+                        commits += 1;
+                        if self.pending.changes >= before {
+                            break;
+                        }
+                    }
                     match outcome {
                         Ok(()) => {
                             self.shared.ops.fetch_add(n, Ordering::Relaxed);
-                            self.shared.commits.fetch_add(1, Ordering::Relaxed);
+                            self.shared.commits.fetch_add(commits, Ordering::Relaxed);
                         }
                         Err(e) => {
                             tracing::warn!(path = %self.path.display(), error = %e, "state file: commit failed; durable state is off until restart");
@@ -548,8 +567,21 @@ impl WriterState {
         }
     }
 
-    /// Commits `batch`: its cursors and dead letters, and every held change old enough to be
-    /// written (all of them with `everything`).
+    /// [`WriterState::commit`], where a panic inside redb (it asserts on a file damaged under
+    /// it in debug builds) is an error that degrades the journal, not a writer killed silently.
+    fn commit_guarded(&mut self, batch: &mut Vec<Op>, everything: bool) -> Result<(), redb::Error> {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.commit(batch, everything)
+        }))
+        .unwrap_or_else(|_| {
+            Err(redb::Error::Corrupted(
+                "the writer panicked committing".into(),
+            ))
+        })
+    }
+
+    /// Commits `batch`: its cursors and dead letters, and the held changes old enough to be
+    /// written (with `everything`, all of them, up to about [`MAX_CUT`] per informer).
     fn commit(&mut self, batch: &mut Vec<Op>, everything: bool) -> Result<(), redb::Error> {
         let now = Instant::now();
         let txn = self.db.begin_write()?;
@@ -581,6 +613,7 @@ impl WriterState {
                         };
                         if at.changes.insert(seq, held).is_none() {
                             pending.changes += 1;
+                            at.unmarked += 1;
                         }
                         at.rv = reached.or(at.rv.take());
                         at.seq = at.seq.max(seq);
@@ -627,7 +660,12 @@ impl WriterState {
             }
             for informer in moved {
                 if let Some(at) = pending.informers.get_mut(&informer) {
-                    at.marks.push_back((now, at.seq, at.rv.clone()));
+                    at.marks.push_back(Mark {
+                        at: now,
+                        seq: at.seq,
+                        rv: at.rv.clone(),
+                        changes: std::mem::take(&mut at.unmarked),
+                    });
                 }
             }
             // Versions every cursor has passed, and superseded (or deleted).
@@ -669,15 +707,20 @@ impl WriterState {
         let mut resumable = Vec::new();
         for (informer, at) in pending.informers.iter_mut() {
             let at_once = all || !at.resumable() || !self.resumable.contains(&**informer);
-            // The newest mark old enough: the informer's state as of that change is written.
-            let mut cut = None;
-            while let Some((when, _, _)) = at.marks.front() {
-                if !at_once && now.duration_since(*when) < WRITE_AFTER {
+            // The newest mark old enough, within the most one commit writes: the informer's
+            // state as of that change is written.
+            let (mut cut, mut taken) = (None, 0);
+            while let Some(mark) = at.marks.front() {
+                let due = at_once || now.duration_since(mark.at) >= WRITE_AFTER;
+                if !due || (cut.is_some() && taken + mark.changes > MAX_CUT) {
                     break;
                 }
+                taken += mark.changes;
                 cut = at.marks.pop_front();
             }
-            let Some((_, seq, rv)) = cut else { continue };
+            let Some(Mark { seq, rv, .. }) = cut else {
+                continue;
+            };
             let rest = at.changes.split_off(&(seq + 1));
             let ripe = std::mem::replace(&mut at.changes, rest);
             pending.changes -= ripe.len();

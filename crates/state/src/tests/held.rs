@@ -131,3 +131,44 @@ async fn an_informers_first_changes_are_written_with_the_batch_that_brings_them(
         "one with a cut stored holds its changes"
     );
 }
+
+#[tokio::test]
+async fn a_flush_writes_what_is_held_in_commits_of_bounded_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _) = open(dir.path());
+    let journal = state.journal();
+    record(&journal, PODS, 1, "ns/first", Some("f"), "1");
+    flush(&journal).await;
+
+    // Held in several batches (the writer is parked meanwhile), then flushed at once.
+    const N: u64 = 12_000;
+    for i in 0..N {
+        let seq = i + 2;
+        record(
+            &journal,
+            PODS,
+            seq,
+            &format!("ns/pod-{i}"),
+            Some("{}"),
+            &seq.to_string(),
+        );
+        if i % 1000 == 999 {
+            let commits = journal.stats().commits;
+            committed_after(&journal, commits).await;
+        }
+    }
+    let commits = journal.stats().commits;
+    flush(&journal).await;
+    let flushed = journal.stats().commits - commits;
+    assert!(
+        flushed >= 3,
+        "12,000 held changes in {flushed} commit(s): one transaction's cost grows with its size"
+    );
+    let disk = state.peek();
+    let pods = &disk.informers[PODS];
+    assert_eq!(pods.versions.len() as u64, N + 1);
+    assert_eq!(
+        (pods.resource_version.as_str(), pods.seq),
+        ((N + 1).to_string().as_str(), N + 1)
+    );
+}
