@@ -295,7 +295,9 @@ async fn a_kill_in_the_middle_of_a_burst_loses_no_change() {
         .collect();
     assert!(
         old_again.is_empty(),
-        "handled before the crash and saved, given again: {old_again:?}"
+        "handled before the crash and saved, given again: {} of them; the host's state log: {:#?}",
+        old_again.len(),
+        host.logged("durable")
     );
     let mut seen: std::collections::BTreeMap<String, usize> = Default::default();
     for r in before_kill.iter().chain(&after) {

@@ -347,6 +347,12 @@ impl SharedProcessor {
         self.reached.note(resource_version);
     }
 
+    /// The cache was restored as of change `seq`: every change up to it counts as distributed,
+    /// so a handler resumed there with nothing pending stands at it, not at 0.
+    pub(crate) fn note_restored(&self, seq: u64) {
+        self.distributed.fetch_max(seq, Ordering::AcqRel);
+    }
+
     /// [`note_reached`](Self::note_reached) with the version already read.
     pub(crate) fn note_reached_version(&self, version: Result<u64, Opaque>) {
         self.reached.note_parsed(version);

@@ -168,8 +168,10 @@ impl SharedInformer {
         versions: impl IntoIterator<Item = (K, Vec<(u64, Option<J>)>)>,
     ) -> RestoreReport {
         let (restored, report) = self.store.restore(versions, seq);
-        // The cache is the state at that version: a handler with nothing pending is there.
+        // The cache is the state at that version and change: a handler with nothing pending
+        // is there.
         self.processor.note_reached(resource_version);
+        self.processor.note_restored(seq);
         *self.restored.lock() = Some(Arc::new(restored));
         *self.resume_from.lock() = Some(resource_version.to_string());
         report

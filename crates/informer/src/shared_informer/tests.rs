@@ -717,3 +717,27 @@ async fn a_handler_resumed_past_changes_seen_again_gets_only_what_it_had_not_han
         "a handler without a cursor gets every event: {all:?}"
     );
 }
+
+#[tokio::test]
+async fn a_handler_resumed_on_a_restored_cache_stands_at_its_change_before_any_event() {
+    let inf = informer();
+    inf.restore("7", 3, vec![("ns/a", vec![(3, Some(json("a", 7)))])]);
+    let resumed = HandlerOptions {
+        cursor: Some(CursorOptions {
+            since: Some(3),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let (handle, _seen) = collect(&inf, resumed).await;
+    inf.apply(Delta::Resumed);
+    let synced = tokio::time::timeout(Duration::from_secs(5), async {
+        while !handle.is_synced() {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(synced.is_ok(), "the handler synced");
+    // Saved as its cursor, 0 would replay the whole restored cache after a crash.
+    assert_eq!(handle.handled_through(), Some(3));
+}

@@ -209,6 +209,7 @@ impl Durable {
         let id = informer.to_string();
         let c = self.saved_cursor(plugin, &id, scope)?;
         let restored_at = self.restored_at.lock().get(&id).copied();
+        tracing::info!(plugin, informer = %id, cursor = c.seq, handled_version = ?c.version, restored_at = ?restored_at, "resuming a plugin from its stored cursor");
         Some(match restored_at {
             // At the cache's own change too: a cursor rewritten after a restart from one that
             // was ahead keeps the resource version it had handled.
