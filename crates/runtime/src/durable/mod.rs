@@ -15,8 +15,9 @@
 //!   cursor, or, for a cursor ahead of the restored cache, the watch's changes past the
 //!   resource version it had handled ([`Resume`]). A plugin whose watch changed, or a new
 //!   one, gets the whole cache as before.
-//! - At least once: a change handled after the last save comes again after a crash, and a
-//!   delete the watch could not bring (the server had compacted its history) may too.
+//! - At least once: a change handled after the last save comes again after a crash, and so
+//!   do the changes held at a crash when the server has compacted its history meanwhile (the
+//!   relist gives them as differences from the restored cache).
 
 pub mod journal;
 
