@@ -401,6 +401,20 @@ struct InformerPending {
 }
 
 impl InformerPending {
+    /// Drops the held change `seq` (superseded, and every cursor passed its successor), and
+    /// counts it out of its batch's mark.
+    fn drop_change(&mut self, seq: u64) -> bool {
+        if self.changes.remove(&seq).is_none() {
+            return false;
+        }
+        let mark = self.marks.partition_point(|m| m.seq < seq);
+        match self.marks.get_mut(mark) {
+            Some(m) => m.changes = m.changes.saturating_sub(1),
+            None => self.unmarked = self.unmarked.saturating_sub(1),
+        }
+        true
+    }
+
     /// Whether a watch can resume from the resource version reached: a number, as etcd's are.
     fn resumable(&self) -> bool {
         self.rv
@@ -417,7 +431,7 @@ struct Mark {
     seq: u64,
     /// The resource version reached by then, if it ever moved.
     rv: Option<Box<str>>,
-    /// How many changes the batch held.
+    /// How many of the batch's changes are still held.
     changes: usize,
 }
 
@@ -427,6 +441,13 @@ struct Pending {
     informers: HashMap<Arc<str>, InformerPending>,
     /// How many changes are held, over all informers.
     changes: usize,
+}
+
+impl Pending {
+    /// Whether some informer has a cut still to write.
+    fn has_marks(&self) -> bool {
+        self.informers.values().any(|at| !at.marks.is_empty())
+    }
 }
 
 impl WriterState {
@@ -481,14 +502,11 @@ impl WriterState {
                 } else {
                     let mut outcome = self.commit_guarded(&mut batch, everything);
                     let mut commits = 1;
-                    // Everything asked for: the rest in commits of their own.
-                    while outcome.is_ok() && everything && self.pending.changes > 0 {
-                        let before = self.pending.changes;
+                    // Everything asked for: the rest in commits of their own. Each takes at least
+                    // one mark of every informer that has one, so this ends.
+                    while outcome.is_ok() && everything && self.pending.has_marks() {
                         outcome = self.commit_guarded(&mut Vec::new(), true);
                         commits += 1;
-                        if self.pending.changes >= before {
-                            break;
-                        }
                     }
                     match outcome {
                         Ok(()) => {
@@ -680,7 +698,7 @@ impl WriterState {
                         if let Some(h) = at.changes.get_mut(&victim) {
                             h.written = false;
                         }
-                    } else if at.changes.remove(&victim).is_some() {
+                    } else if at.drop_change(victim) {
                         pending.changes -= 1;
                     }
                     continue;

@@ -172,3 +172,72 @@ async fn a_flush_writes_what_is_held_in_commits_of_bounded_size() {
         ((N + 1).to_string().as_str(), N + 1)
     );
 }
+
+#[tokio::test]
+async fn a_flush_after_churn_writes_every_objects_latest_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let (state, _) = open(dir.path());
+    let journal = state.journal();
+    const N: u64 = 3_000;
+    let mut seq = 0;
+    for i in 0..N {
+        seq += 1;
+        record(
+            &journal,
+            PODS,
+            seq,
+            &format!("ns/pod-{i}"),
+            Some("v1"),
+            &seq.to_string(),
+        );
+    }
+    flush(&journal).await;
+
+    // Every object changes three more times, the plugin keeping up: most changes are
+    // superseded while held, and the batches' marks cover fewer changes than they brought.
+    let handled = Arc::new(std::sync::atomic::AtomicU64::new(seq));
+    {
+        let (journal, handled) = (journal.clone(), handled.clone());
+        journal.clone().set_cursor_source(Arc::new(move || {
+            let at = handled.load(std::sync::atomic::Ordering::Relaxed);
+            journal.cursor("p", PODS, at, Some(at), "s");
+        }));
+    }
+    for round in 2..=4 {
+        for i in 0..N {
+            seq += 1;
+            let json = format!("v{round}");
+            record(
+                &journal,
+                PODS,
+                seq,
+                &format!("ns/pod-{i}"),
+                Some(&json),
+                &seq.to_string(),
+            );
+            handled.store(seq, std::sync::atomic::Ordering::Relaxed);
+            if seq % 500 == 0 {
+                // Paced, as a watch delivers: a batch takes several of these.
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+    }
+    flush(&journal).await;
+    let disk = state.peek();
+    let pods = &disk.informers[PODS];
+    assert_eq!(
+        (pods.resource_version.clone(), pods.seq),
+        (seq.to_string(), seq)
+    );
+    let stale: Vec<&String> = pods
+        .versions
+        .iter()
+        .filter(|(_, v)| v.last().and_then(|(_, j)| j.as_ref()).map(|j| &*j.json) != Some("v4"))
+        .map(|(k, _)| k)
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "{} of {N} objects stored older than their latest version after a flush",
+        stale.len()
+    );
+}
