@@ -73,6 +73,30 @@ impl Setup {
         self.server.create(configmap("demo", "c", "new")).unwrap();
     }
 
+    /// 20 ConfigMaps `old-NN` handled by a host and stored by its clean stop (a stop writes
+    /// everything held); then a host running again on that state.
+    async fn stored_then_running(&self) -> Host {
+        self.server
+            .seed((0..20).map(|i| configmap("demo", &format!("old-{i:02}"), "x")))
+            .unwrap();
+        let host = self.host().await;
+        host.wait_for("the first replay", |r| r.len() >= 20).await;
+        host.stop().await;
+        self.host().await
+    }
+
+    /// Creates `new` ConfigMaps `new-NNN` and sets the first `updated` of `old-NN` to `y`.
+    fn create_and_update(&self, new: usize, updated: usize) {
+        for i in 0..new {
+            self.server
+                .create(configmap("demo", &format!("new-{i:03}"), "n"))
+                .unwrap();
+        }
+        for i in 0..updated {
+            self.set(&format!("old-{i:02}"), "y");
+        }
+    }
+
     fn set(&self, name: &str, value: &str) {
         let mut cm = configmap("demo", name, value);
         cm["metadata"]["resourceVersion"] = Value::Null;
@@ -334,25 +358,8 @@ async fn a_kill_in_the_middle_of_a_burst_loses_no_change() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_before_changes_are_written_gives_nothing_handled_again() {
     let setup = kubediff().await;
-    setup
-        .server
-        .seed((0..20).map(|i| configmap("demo", &format!("old-{i:02}"), "x")))
-        .unwrap();
-    let host = setup.host().await;
-    host.wait_for("the first replay", |r| r.len() >= 20).await;
-    // A clean stop writes everything: the stored cut holds the 20 objects.
-    host.stop().await;
-
-    let host = setup.host().await;
-    for i in 0..100 {
-        setup
-            .server
-            .create(configmap("demo", &format!("new-{i:03}"), "n"))
-            .unwrap();
-    }
-    for i in 0..10 {
-        setup.set(&format!("old-{i:02}"), "y");
-    }
+    let host = setup.stored_then_running().await;
+    setup.create_and_update(100, 10);
     let handled = host.wait_for("the burst handled", |r| r.len() >= 110).await;
     // The cursor covering the burst is committed: a change after it is, and a cursor with it.
     let ops = host.metric("informant_state_ops_total ").await.unwrap();
@@ -398,24 +405,8 @@ async fn a_crash_before_changes_are_written_gives_nothing_handled_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_and_a_compacted_history_give_the_held_changes_again_never_lose_them() {
     let setup = kubediff().await;
-    setup
-        .server
-        .seed((0..20).map(|i| configmap("demo", &format!("old-{i:02}"), "x")))
-        .unwrap();
-    let host = setup.host().await;
-    host.wait_for("the first replay", |r| r.len() >= 20).await;
-    host.stop().await;
-
-    let host = setup.host().await;
-    for i in 0..30 {
-        setup
-            .server
-            .create(configmap("demo", &format!("new-{i:02}"), "n"))
-            .unwrap();
-    }
-    for i in 0..5 {
-        setup.set(&format!("old-{i:02}"), "y");
-    }
+    let host = setup.stored_then_running().await;
+    setup.create_and_update(30, 5);
     setup
         .server
         .delete("v1", "ConfigMap", Some("demo"), "old-05")
@@ -432,7 +423,7 @@ async fn a_crash_and_a_compacted_history_give_the_held_changes_again_never_lose_
     })
     .await;
     let given = host.records_until_marker(&setup, "marker").await;
-    let mut want: Vec<String> = (0..30).map(|i| format!("added new-{i:02}")).collect();
+    let mut want: Vec<String> = (0..30).map(|i| format!("added new-{i:03}")).collect();
     want.extend((0..5).map(|i| format!(r#"updated old-{i:02} "x"->"y""#)));
     want.push("deleted old-05".into());
     want.push(r#"updated old-10 "x"->"down""#.into());
