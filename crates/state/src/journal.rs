@@ -22,7 +22,7 @@
 //! Any write or commit error degrades the journal for good: one warning naming the file, then
 //! every op is dropped (and counted) and every flush resolves at once.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, TryRecvError};
@@ -35,6 +35,7 @@ use tokio::sync::oneshot;
 
 use crate::compact::Compactor;
 use crate::dir::{DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN};
+use crate::held::{Held, Mark, Pending};
 use crate::stored::Stored;
 use crate::tables::{
     CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, INFORMERS, VERSION_META, VERSIONS,
@@ -369,85 +370,6 @@ struct WriterState {
     pending: Pending,
     /// The informers whose stored cut has a resource version a watch can resume from.
     resumable: HashSet<Arc<str>>,
-}
-
-/// One change held: its key, and its JSON or `None` for a tombstone.
-struct Held {
-    key: Box<str>,
-    json: Option<Text>,
-    /// A tombstone every cursor has passed is not written, but its cut still deletes the
-    /// versions of its object stored before it.
-    written: bool,
-}
-
-/// One informer's changes held until they are written.
-#[derive(Default)]
-struct InformerPending {
-    /// By seq.
-    changes: BTreeMap<u64, Held>,
-    /// One per batch that brought changes: the cuts to choose from.
-    marks: VecDeque<Mark>,
-    /// Changes held since the last mark.
-    unmarked: usize,
-    /// The resource version reached, if it moved.
-    rv: Option<Box<str>>,
-    /// The last change numbered. Kept even when nothing else moved: it must never go back
-    /// below a stored version's, or a change after a restart would reuse that number.
-    seq: u64,
-    /// Per key, stored versions that are garbage but must stay until a newer version of
-    /// their object is written (or its delete is cut): the stored cache must not lose the
-    /// object meanwhile.
-    doomed: HashMap<Box<str>, Vec<u64>>,
-}
-
-impl InformerPending {
-    /// Drops the held change `seq` (superseded, and every cursor passed its successor), and
-    /// counts it out of its batch's mark.
-    fn drop_change(&mut self, seq: u64) -> bool {
-        if self.changes.remove(&seq).is_none() {
-            return false;
-        }
-        let mark = self.marks.partition_point(|m| m.seq < seq);
-        match self.marks.get_mut(mark) {
-            Some(m) => m.changes = m.changes.saturating_sub(1),
-            None => self.unmarked = self.unmarked.saturating_sub(1),
-        }
-        true
-    }
-
-    /// Whether a watch can resume from the resource version reached: a number, as etcd's are.
-    fn resumable(&self) -> bool {
-        self.rv
-            .as_deref()
-            .is_none_or(|rv| rv.parse::<u64>().is_ok())
-    }
-}
-
-/// A point an informer's stored cache can be cut at: the end of a batch.
-struct Mark {
-    /// When the batch was committed.
-    at: Instant,
-    /// The last change numbered by then.
-    seq: u64,
-    /// The resource version reached by then, if it ever moved.
-    rv: Option<Box<str>>,
-    /// How many of the batch's changes are still held.
-    changes: usize,
-}
-
-/// The changes of every informer held until they are written.
-#[derive(Default)]
-struct Pending {
-    informers: HashMap<Arc<str>, InformerPending>,
-    /// How many changes are held, over all informers.
-    changes: usize,
-}
-
-impl Pending {
-    /// Whether some informer has a cut still to write.
-    fn has_marks(&self) -> bool {
-        self.informers.values().any(|at| !at.marks.is_empty())
-    }
 }
 
 impl WriterState {

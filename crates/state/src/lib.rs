@@ -21,6 +21,7 @@ mod backend;
 mod compact;
 mod dir;
 mod error;
+mod held;
 mod journal;
 mod seal;
 mod stored;
