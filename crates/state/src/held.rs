@@ -7,6 +7,12 @@ use std::time::Instant;
 
 use crate::journal::Text;
 
+/// Whether a watch can resume from `rv` after a restart and its changes be told apart by it:
+/// a number, as etcd's resource versions are.
+pub(crate) fn resumable_version(rv: &str) -> bool {
+    rv.parse::<u64>().is_ok()
+}
+
 /// One change held: its key, and its JSON or `None` for a tombstone.
 pub(crate) struct Held {
     pub(crate) key: Box<str>,
@@ -51,11 +57,9 @@ impl InformerPending {
         true
     }
 
-    /// Whether a watch can resume from the resource version reached: a number, as etcd's are.
+    /// Whether a watch can resume from the resource version reached (see [`resumable_version`]).
     pub(crate) fn resumable(&self) -> bool {
-        self.rv
-            .as_deref()
-            .is_none_or(|rv| rv.parse::<u64>().is_ok())
+        self.rv.as_deref().is_none_or(resumable_version)
     }
 }
 

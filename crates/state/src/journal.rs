@@ -611,33 +611,27 @@ impl WriterState {
             // Versions every cursor has passed, and superseded (or deleted).
             for (informer, key, victim, trigger) in compactor.garbage(None) {
                 let at = pending.informers.get_mut(informer.as_str());
-                let held = at
-                    .as_ref()
-                    .is_some_and(|at| at.changes.contains_key(&victim));
-                if let (true, Some(at)) = (held, at) {
-                    if trigger == victim {
-                        // A delete: not written, but its cut still removes what is stored.
+                match at {
+                    // A held delete: not written, but its cut still removes what is stored.
+                    Some(at) if trigger == victim && at.changes.contains_key(&victim) => {
                         if let Some(h) = at.changes.get_mut(&victim) {
                             h.written = false;
                         }
-                    } else if at.drop_change(victim) {
-                        pending.changes -= 1;
                     }
-                    continue;
-                }
-                let successor_held = pending
-                    .informers
-                    .get(informer.as_str())
-                    .is_some_and(|at| at.changes.contains_key(&trigger));
-                if successor_held {
-                    // Stored: it stays until a newer version of its object is.
-                    let at = pending.informers.get_mut(informer.as_str());
-                    if let Some(at) = at {
+                    Some(at) if at.changes.contains_key(&victim) => {
+                        if at.drop_change(victim) {
+                            pending.changes -= 1;
+                        }
+                    }
+                    // Stored, and its successor held: it stays until a newer version of its
+                    // object is written.
+                    Some(at) if at.changes.contains_key(&trigger) => {
                         at.doomed.entry(key).or_default().push(victim);
                     }
-                } else {
-                    versions.remove((informer.as_str(), victim))?;
-                    metas.remove((informer.as_str(), victim))?;
+                    _ => {
+                        versions.remove((informer.as_str(), victim))?;
+                        metas.remove((informer.as_str(), victim))?;
+                    }
                 }
             }
         }
@@ -697,7 +691,7 @@ impl WriterState {
             let (stored_rv, stored_seq) = stored.unwrap_or_default();
             let rv = rv.map_or(stored_rv, String::from);
             informers.insert(&**informer, (rv.as_str(), seq.max(stored_seq)))?;
-            if rv.parse::<u64>().is_ok() {
+            if crate::held::resumable_version(&rv) {
                 resumable.push(informer.clone());
             }
         }
@@ -758,7 +752,7 @@ fn resumable_informers(db: &Database) -> Result<HashSet<Arc<str>>, redb::Error> 
     let mut out = HashSet::new();
     for row in txn.open_table(INFORMERS)?.iter()? {
         let (k, v) = row?;
-        if v.value().0.parse::<u64>().is_ok() {
+        if crate::held::resumable_version(v.value().0) {
             out.insert(Arc::from(k.value()));
         }
     }

@@ -52,6 +52,14 @@ struct Tracked {
     saved: Option<(u64, Option<u64>)>,
 }
 
+impl Tracked {
+    /// The lowest of `f` over the handlers; `None` if any has none.
+    fn lowest(&self, f: impl Fn(&ListenerGauges) -> Option<u64>) -> Option<u64> {
+        let all: Option<Vec<u64>> = self.handlers.iter().map(f).collect();
+        all?.into_iter().min()
+    }
+}
+
 /// Where a plugin resumes on an informer restored from disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Resume {
@@ -92,18 +100,11 @@ impl Tracker {
         for ((plugin, informer), t) in tracked.iter_mut() {
             // A replaced version's handlers are gone; its successor's count from now on.
             t.handlers.retain(|h| !h.is_closed());
-            let through: Option<Vec<u64>> =
-                t.handlers.iter().map(|h| h.handled_through()).collect();
-            let Some(at) = through.and_then(|all| all.into_iter().min()) else {
+            let Some(at) = t.lowest(ListenerGauges::handled_through) else {
                 continue;
             };
             // Read after the seq: a change handled in between only makes it later, never wrong.
-            let version: Option<Vec<u64>> = t
-                .handlers
-                .iter()
-                .map(|h| h.handled_through_version())
-                .collect();
-            let version = version.and_then(|all| all.into_iter().min());
+            let version = t.lowest(ListenerGauges::handled_through_version);
             if t.saved != Some((at, version)) {
                 self.journal.cursor(plugin, informer, at, version, &t.scope);
                 t.saved = Some((at, version));
@@ -203,9 +204,9 @@ impl Durable {
     /// Where `plugin` resumes on `informer`, restored from disk, from the cursor it had when
     /// the host last stopped, if its watch is still `scope`.
     ///
-    /// A cursor ahead of the restored cache (a crash before its changes were written) resumes from the
-    /// cache's own change: the watch, resumed from there, brings the changes in between again,
-    /// and the plugin skips those up to the resource version it had handled.
+    /// A cursor ahead of the restored cache (a crash before its changes were written) resumes
+    /// from the cache's own change: the watch, resumed from there, brings the changes in
+    /// between again, and the plugin skips those up to the resource version it had handled.
     pub fn cursor(&self, plugin: &str, informer: &InformerKey, scope: &str) -> Option<Resume> {
         let id = informer.to_string();
         let c = self.saved_cursor(plugin, &id, scope)?;
