@@ -24,6 +24,7 @@
 //! - [`metrics`]: the scrape-time collector and the metric names.
 //! - `plugin_metrics`: the plugins' own metrics (the `metrics` import), merged by name.
 //! - [`readiness`]: what `/readyz` checks.
+//! - [`scope`]: what one caller may see (every tenant, or some).
 //! - [`server`]: the axum routes and the listener.
 
 pub mod client;
@@ -32,6 +33,7 @@ pub mod logs;
 pub mod metrics;
 mod plugin_metrics;
 pub mod readiness;
+pub mod scope;
 pub mod server;
 mod shard;
 
