@@ -3,6 +3,7 @@
 //! [`plugins`]; the host's own log lines in [`host_log`]; the Python and JS toolchains, or a
 //! printed skip without them, in [`toolchains`].
 
+pub mod chart;
 pub mod host_log;
 pub mod http;
 pub mod otlp;
