@@ -7,28 +7,52 @@
 
 use std::collections::BTreeSet;
 
-use informant_tests::chart::{Rendered, Rule, allow_rules, python, render, root, rules, strings};
+use informant_tests::chart::{
+    Rendered, Rule, allow_rules, granted, python, render, root, rules, service_account, strings,
+};
 use serde_json::{Value, json};
 
-/// The rule: no verb beyond get/list/watch, except get/create/update on Leases, and no
-/// wildcards anywhere.
+/// What the host's own ServiceAccount is granted, through every binding that names it: reads
+/// (get, list, watch) and nothing else, except on Leases in the release namespace (election or
+/// membership) and creating TokenReviews and SubjectAccessReviews (the admin server asks who a
+/// caller is and what it may see); no wildcards anywhere.
 fn assert_least_privilege(r: &Rendered) {
     let read: BTreeSet<&str> = ["get", "list", "watch"].into();
-    let lease: BTreeSet<&str> = ["get", "create", "update"].into();
-    for (kind, groups, resources, verbs, _) in rules(r) {
-        for s in groups.iter().chain(&resources).chain(&verbs) {
-            assert!(!s.contains('*'), "{kind} grants a wildcard: {s}");
+    let lease: BTreeSet<&str> = ["get", "list", "watch", "create", "update", "delete"].into();
+    let review: BTreeSet<&str> = ["create"].into();
+    for g in granted(r, &service_account(r).0) {
+        for s in g.groups.iter().chain(&g.resources).chain(&g.verbs) {
+            assert!(!s.contains('*'), "{} grants a wildcard: {s}", g.role);
         }
-        let on_leases = groups == ["coordination.k8s.io"] && resources == ["leases"];
-        let allowed = if on_leases { &lease } else { &read };
-        for v in &verbs {
+        assert!(g.urls.is_empty(), "{} grants URLs {:?}", g.role, g.urls);
+        let on = |group: &str, resource: &str| g.groups == [group] && g.resources == [resource];
+        let on_leases = on("coordination.k8s.io", "leases");
+        let reviews = on("authentication.k8s.io", "tokenreviews")
+            || on("authorization.k8s.io", "subjectaccessreviews");
+        let allowed = if on_leases {
+            &lease
+        } else if reviews {
+            &review
+        } else {
+            &read
+        };
+        for v in &g.verbs {
             assert!(
                 allowed.contains(v.as_str()),
-                "{kind} grants `{v}` on {groups:?}/{resources:?}"
+                "{} grants `{v}` on {:?}/{:?}",
+                g.role,
+                g.groups,
+                g.resources
             );
         }
         if on_leases {
-            assert_eq!(kind, "Role", "lease access must be namespaced");
+            assert_eq!(
+                g.namespace.as_deref(),
+                Some("ops"),
+                "{} on {:?} must be namespaced",
+                g.role,
+                g.resources
+            );
         }
     }
 }
@@ -51,6 +75,7 @@ fn default_values_render_every_kind_with_least_privilege() {
         "Deployment",
         "Role",
         "RoleBinding",
+        "Service",
         "ServiceAccount",
     ]
     .into();
@@ -67,16 +92,18 @@ fn default_values_render_every_kind_with_least_privilege() {
     let rules = rules(&r);
     // The ClusterRole is exactly the watched resources, read-only, and the CRDs (list, watch)
     // that tell the host a waiting plugin's kind is served.
-    let cluster: BTreeSet<(String, String)> = rules
-        .iter()
-        .filter(|x| x.0 == "ClusterRole")
-        .map(|x| (x.1.join(","), x.2.join(",")))
+    let cluster: BTreeSet<(String, String)> = granted(&r, &service_account(&r).0)
+        .into_iter()
+        .filter(|g| g.role == "ClusterRole/demo-informant")
+        .map(|g| (g.groups.join(","), g.resources.join(",")))
         .collect();
     let expected: BTreeSet<(String, String)> = [
         ("", "pods"),
         ("", "configmaps"),
         ("apps", "deployments"),
         ("apps", "replicasets"),
+        // Namespace selectors follow the Namespaces' labels.
+        ("", "namespaces"),
         ("apiextensions.k8s.io", "customresourcedefinitions"),
     ]
     .map(|(g, r)| (g.to_string(), r.to_string()))
@@ -90,11 +117,27 @@ fn default_values_render_every_kind_with_least_privilege() {
             .iter()
             .any(|x| x.3 == ["get", "update"] && x.4 == ["demo-informant"])
     );
-    // Both bindings name the chart's ServiceAccount.
+    // Every binding names the chart's ServiceAccount: the read role, the Lease role and the
+    // built-in system:auth-delegator (TokenReviews and SubjectAccessReviews for the admin
+    // server). With `admin.access` empty, nobody else is bound to anything.
     let sa = r.one("ServiceAccount")["metadata"]["name"].clone();
-    for binding in ["ClusterRoleBinding", "RoleBinding"] {
-        assert_eq!(r.one(binding)["subjects"][0]["name"], sa, "{binding}");
+    for binding in r
+        .kind("ClusterRoleBinding")
+        .into_iter()
+        .chain(r.kind("RoleBinding"))
+    {
+        assert_eq!(
+            binding["subjects"].as_array().unwrap().len(),
+            1,
+            "{binding}"
+        );
+        assert_eq!(binding["subjects"][0]["name"], sa, "{binding}");
     }
+    assert!(
+        r.kind("ClusterRoleBinding")
+            .iter()
+            .any(|b| b["roleRef"]["name"] == "system:auth-delegator")
+    );
 
     // Two replicas, active/standby, probes on the admin server, non-root.
     let deploy = r.one("Deployment");
@@ -108,6 +151,8 @@ fn default_values_render_every_kind_with_least_privilege() {
         "--identity=$(POD_NAME)",
         "--lease-duration=15",
         "--admin=0.0.0.0:9090",
+        "--health-addr=0.0.0.0:8081",
+        "--admin-tls=self-signed",
         "--plugins=/plugins",
         "--cache-dir=/var/cache/informant/components",
     ] {
@@ -119,8 +164,13 @@ fn default_values_render_every_kind_with_least_privilege() {
     assert!(!args.iter().any(|a| a.starts_with("--config")), "{args:?}");
     let pod = &deploy["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
+    // The probes on their own plain port; the admin port is HTTPS with authentication.
     assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["port"], "health");
+    assert!(c["readinessProbe"]["httpGet"]["scheme"].is_null());
+    // The Service is headless: it lists the pods for a ServiceMonitor, balances nothing.
+    assert_eq!(r.one("Service")["spec"]["clusterIP"], "None");
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(pod["serviceAccountName"], sa);
@@ -170,10 +220,10 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
     }))
     .expect("render");
     assert_least_privilege(&r);
-    let cluster: Vec<_> = rules(&r)
+    let cluster: Vec<_> = granted(&r, &service_account(&r).0)
         .into_iter()
-        .filter(|x| x.0 == "ClusterRole")
-        .map(|x| (x.1, x.2, x.3))
+        .filter(|g| g.role == "ClusterRole/demo-informant" && g.resources != ["namespaces"])
+        .map(|g| (g.groups, g.resources, g.verbs))
         .collect();
     let read = ["get", "list", "watch"].map(String::from).to_vec();
     assert_eq!(
@@ -351,13 +401,23 @@ fn sharding_runs_every_replica_in_the_group_with_namespaced_lease_rights() {
         "sharding": {"enabled": true, "leaseDurationSeconds": 20},
     }))
     .expect("render");
-    assert_eq!(r.one("Deployment")["spec"]["replicas"], 3);
+    // A StatefulSet: each member keeps its name (its identity) across restarts.
+    let sts = r.one("StatefulSet");
+    assert_eq!(sts["spec"]["replicas"], 3);
+    assert_eq!(sts["spec"]["serviceName"], "demo-informant");
+    assert!(r.kind("Deployment").is_empty());
+    // Pods carry the group's label: membership counts only Leases a Pod of the group backs.
+    assert_eq!(
+        sts["spec"]["template"]["metadata"]["labels"]["informant.dev/shard-group"],
+        "demo-informant"
+    );
     let args = r.args();
     for want in [
         "--shard-group=demo-informant",
         "--lease-namespace=$(POD_NAMESPACE)",
         "--lease-duration=20",
         "--identity=$(POD_NAME)",
+        "--pod-uid=$(POD_UID)",
     ] {
         assert!(
             args.iter().any(|a| a == want),
@@ -372,8 +432,13 @@ fn sharding_runs_every_replica_in_the_group_with_namespaced_lease_rights() {
     assert_eq!(leases.len(), 1, "{leases:?}");
     let (kind, _, _, verbs, names) = &leases[0];
     assert_eq!(kind, "Role", "lease access must be namespaced");
-    assert_eq!(verbs, &["create", "get", "list", "update", "delete"]);
+    // `watch` too: a member follows the group; one that cannot runs nothing.
+    assert_eq!(
+        verbs,
+        &["create", "get", "list", "watch", "update", "delete"]
+    );
     assert!(names.is_empty());
+    assert_least_privilege(&r);
     // Sharding alone (election left on) still shards; replicas > 1 need one of the two.
     let r = render(json!({"replicaCount": 2, "sharding": {"enabled": true, "group": "hooks"}}))
         .expect("render");
@@ -530,12 +595,17 @@ fn cluster_wide_read_grants_only_reads_on_everything() {
                 && v.contains(&"watch".to_string())),
         "the CRD watch that finds new kinds: {rules:?}"
     );
-    for (kind, groups, resources, verbs, _) in &rules {
-        let lease = groups == &["coordination.k8s.io"] && resources == &["leases"];
-        for v in verbs {
+    for g in granted(&r, &service_account(&r).0) {
+        let lease = g.groups == ["coordination.k8s.io"] && g.resources == ["leases"];
+        let review =
+            ["tokenreviews", "subjectaccessreviews"].contains(&g.resources.join(",").as_str());
+        for v in &g.verbs {
             assert!(
-                ["get", "list", "watch"].contains(&v.as_str()) || lease,
-                "{kind} grants `{v}` on {groups:?}/{resources:?}"
+                ["get", "list", "watch"].contains(&v.as_str()) || lease || review,
+                "{} grants `{v}` on {:?}/{:?}",
+                g.role,
+                g.groups,
+                g.resources
             );
         }
     }

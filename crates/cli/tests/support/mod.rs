@@ -55,6 +55,32 @@ impl Setup {
     }
 }
 
+/// Starts `cmd` (uncoloured, killed when dropped) and keeps its stdout and stderr lines as they
+/// come.
+pub fn spawn_logged(mut cmd: Command) -> (Child, Arc<Mutex<Vec<String>>>) {
+    let mut child = cmd
+        .env("NO_COLOR", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("run informant");
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    for out in [
+        Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
+        Box::new(child.stderr.take().unwrap()),
+    ] {
+        let lines = lines.clone();
+        tokio::spawn(async move {
+            let mut reader = BufReader::new(out).lines();
+            while let Ok(Some(line)) = reader.next_line().await {
+                lines.lock().push(line);
+            }
+        });
+    }
+    (child, lines)
+}
+
 /// One `informant run --state-dir` process, its log lines kept as they come.
 pub struct Host {
     child: Child,
@@ -76,8 +102,8 @@ impl Host {
     /// waits until it is ready.
     pub async fn start(dir: &Path, state: &Path) -> Host {
         let admin = free_addr();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_informant"))
-            .arg("run")
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_informant"));
+        cmd.arg("run")
             .arg("--kubeconfig")
             .arg(dir.join("kubeconfig"))
             .arg("--plugins")
@@ -88,26 +114,8 @@ impl Host {
             .arg(admin.to_string())
             .arg("--cache-dir")
             .arg(dir.join("compile-cache"))
-            .env("RUST_LOG", "info")
-            .env("NO_COLOR", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("run informant");
-        let lines = Arc::new(Mutex::new(Vec::new()));
-        for out in [
-            Box::new(child.stdout.take().unwrap()) as Box<dyn tokio::io::AsyncRead + Send + Unpin>,
-            Box::new(child.stderr.take().unwrap()),
-        ] {
-            let lines = lines.clone();
-            tokio::spawn(async move {
-                let mut reader = BufReader::new(out).lines();
-                while let Ok(Some(line)) = reader.next_line().await {
-                    lines.lock().push(line);
-                }
-            });
-        }
+            .env("RUST_LOG", "info");
+        let (child, lines) = spawn_logged(cmd);
         get_until(admin, "/readyz", "the host to be ready", |s, _| s == 200).await;
         Host {
             child,
