@@ -5,7 +5,7 @@
 //! The rendering harness is [`informant_tests::chart`]; without helm-python-sdk each test skips
 //! with a printed reason (fails under `INFORMANT_REQUIRE_ALL=1`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use informant_tests::chart::{
     Rendered, Rule, allow_rules, granted, python, render, root, rules, service_account, strings,
@@ -750,4 +750,125 @@ async fn default_rbac_runs_the_example_plugins() {
 
     runtime.stop().await;
     server.shutdown().await;
+}
+
+/// A values-table cell's items: `a, b` split at top-level commas (not inside backticks or
+/// braces).
+fn cell_items(cell: &str) -> Vec<String> {
+    let (mut items, mut cur, mut tick, mut brace) = (Vec::new(), String::new(), false, 0);
+    for c in cell.chars() {
+        match c {
+            '`' => tick = !tick,
+            '{' if !tick => brace += 1,
+            '}' if !tick => brace -= 1,
+            ',' if !tick && brace == 0 => {
+                items.push(cur.trim().to_string());
+                cur.clear();
+                continue;
+            }
+            _ => {}
+        }
+        cur.push(c);
+    }
+    if !cur.trim().is_empty() {
+        items.push(cur.trim().to_string());
+    }
+    items
+}
+
+/// `` `a.{b,c}` `` as `["a.b", "a.c"]`.
+fn expand_keys(item: &str) -> Vec<String> {
+    let key = item.trim().trim_matches('`');
+    match (key.find('{'), key.strip_suffix('}')) {
+        (Some(open), Some(body)) => body[open + 1..]
+            .split(',')
+            .map(|k| format!("{}{}", &key[..open], k.trim()))
+            .collect(),
+        _ => vec![key.to_string()],
+    }
+}
+
+/// Every leaf of `values.yaml` as a dotted path: scalars, lists and empty maps.
+fn leaves(v: &Value, prefix: &str, out: &mut BTreeMap<String, Value>) {
+    match v.as_object() {
+        Some(map) if !map.is_empty() => {
+            for (k, child) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                leaves(child, &path, out);
+            }
+        }
+        _ => {
+            out.insert(prefix.to_string(), v.clone());
+        }
+    }
+}
+
+/// A default as the table writes it in backticks.
+fn as_cell(v: &Value) -> String {
+    match v {
+        Value::String(s) if s.is_empty() => "\"\"".to_string(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) if a.is_empty() => "[]".to_string(),
+        Value::Object(o) if o.is_empty() => "{}".to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// The book's Helm values table and `values.yaml` agree: every value has a row, every row
+/// names a value, and every default written in backticks is the file's.
+#[test]
+fn the_values_table_in_the_book_matches_values_yaml() {
+    let yaml = std::fs::read_to_string(root().join("deploy/helm/informant/values.yaml")).unwrap();
+    let values: Value = serde_saphyr::from_str(&yaml).expect("values.yaml");
+    let mut all = BTreeMap::new();
+    leaves(&values, "", &mut all);
+    let book = std::fs::read_to_string(root().join("docs/src/deploying.md")).unwrap();
+    let table = book
+        .split("| value | default | |")
+        .nth(1)
+        .expect("the Helm values table in docs/src/deploying.md");
+    let mut covered = BTreeSet::new();
+    let mut problems = Vec::new();
+    for row in table.lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
+        let keys: Vec<String> = cell_items(cells[0])
+            .iter()
+            .flat_map(|k| expand_keys(k))
+            .collect();
+        let defaults = cell_items(cells.get(1).copied().unwrap_or_default());
+        for (i, key) in keys.iter().enumerate() {
+            let under: Vec<&String> = all
+                .keys()
+                .filter(|p| *p == key || p.starts_with(&format!("{key}.")))
+                .collect();
+            if under.is_empty() {
+                problems.push(format!("the table names `{key}`, which values.yaml lacks"));
+                continue;
+            }
+            covered.extend(under.into_iter().cloned());
+            let Some(default) = defaults.get(i).filter(|_| defaults.len() == keys.len()) else {
+                continue;
+            };
+            let (Some(written), Some(value)) = (
+                default.strip_prefix('`').and_then(|d| d.strip_suffix('`')),
+                all.get(key),
+            ) else {
+                continue;
+            };
+            if written != as_cell(value) {
+                problems.push(format!(
+                    "`{key}`: the table says `{written}`, values.yaml `{}`",
+                    as_cell(value)
+                ));
+            }
+        }
+    }
+    for path in all.keys().filter(|p| !covered.contains(*p)) {
+        problems.push(format!("values.yaml has `{path}`, which the table lacks"));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
