@@ -1,0 +1,543 @@
+//! Every chart mode run as a cluster would run it: the chart rendered by Helm's own engine, its
+//! RBAC for the host's ServiceAccount enforced per verb by the embedded API server, and real
+//! `informant` processes started with exactly the rendered arguments and environment (the
+//! downward API filled in, each pod's volumes as directories, each pod on a loopback address of
+//! its own), each holding the ServiceAccount's token.
+//!
+//! Without helm-python-sdk (Python and PyPI) each test skips with a printed reason (fails under
+//! `INFORMANT_REQUIRE_ALL=1`).
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_tests::chart::{PodRun, Rendered, allow_rules, python, render, service_account};
+use informant_tests::http::{free_addr, get, get_until};
+use informant_tests::{GUARD, configmap, create_namespaces};
+use parking_lot::Mutex;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+/// The release namespace the chart is installed into.
+const RELEASE_NS: &str = "ops";
+/// The namespace the test plugins watch.
+const WATCHED_NS: &str = "demo";
+
+/// The chart installed on the embedded API server: its RBAC bound to the ServiceAccount, and a
+/// kubeconfig holding that account's token, as a pod's mounted token would.
+struct Install {
+    server: DevServer,
+    rendered: Rendered,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    health_port: u16,
+}
+
+impl Install {
+    /// `helm install demo -n ops` with `values` (free admin and health ports added, so tests
+    /// running at once never share a port); `None` after a printed skip without the SDK.
+    async fn new(values: Value) -> Option<Install> {
+        python()?;
+        let health_port = free_addr().port();
+        let mut values = values;
+        values["admin"]["port"] = json!(free_addr().port());
+        values["health"] = json!({"port": health_port});
+        let rendered = render(values).expect("render");
+        let server = DevServer::start(DevServerConfig::default())
+            .await
+            .expect("start API server");
+        create_namespaces(&server, &[RELEASE_NS, WATCHED_NS]);
+        let (_, user) = service_account(&rendered);
+        server.restrict(&user, allow_rules(&rendered));
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("serviceaccount-kubeconfig");
+        server.write_kubeconfig_as(&user, &kubeconfig).unwrap();
+        Some(Install {
+            server,
+            rendered,
+            dir,
+            kubeconfig,
+            health_port,
+        })
+    }
+
+    /// Pod `index` of the workload, laid out under this install's directory.
+    fn pod(&self, index: usize) -> PodRun {
+        self.rendered.pod(index, self.dir.path())
+    }
+
+    /// Starts pod `index` with `plugins` (`(name, manifest)`, each the echo test program) in
+    /// its plugins volume, as the chart's init container would put them there: the Pod object
+    /// is created (or kept, for a restart) and the process runs with the rendered arguments.
+    async fn start(&self, index: usize, plugins: &[(String, String)]) -> Replica {
+        let pod = self.pod(index);
+        let dir = pod.volume("plugins");
+        for (name, manifest) in plugins {
+            std::fs::copy(
+                informant_tests::plugins::wasm("hostile"),
+                dir.join(format!("{name}.wasm")),
+            )
+            .unwrap();
+            std::fs::write(dir.join(format!("{name}.toml")), manifest).unwrap();
+        }
+        let uid = self.pod_uid(&pod).await;
+        let env = pod.environment(&uid);
+        let args = pod.expanded_args(&env);
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_informant"));
+        cmd.args(&args)
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .env("KUBECONFIG", &self.kubeconfig);
+        let (child, lines) = support::spawn_logged(cmd);
+        Replica {
+            name: pod.name.clone(),
+            child: Some(child),
+            lines,
+            health: SocketAddr::new(pod.ip.into(), self.health_port),
+        }
+    }
+
+    /// The uid of `pod`'s Pod object, created running at its address on first use.
+    async fn pod_uid(&self, pod: &PodRun) -> String {
+        match self.server.create(pod.object()) {
+            Ok(obj) => obj["metadata"]["uid"]
+                .as_str()
+                .expect("a pod uid")
+                .to_string(),
+            Err(informant_devserver::Error::AlreadyExists { .. }) => {
+                let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                    kube::Api::namespaced(self.server.client(), &pod.namespace);
+                let found = pods.get(&pod.name).await.expect("get pod");
+                found.metadata.uid.expect("a pod uid")
+            }
+            Err(e) => panic!("create pod {}: {e}", pod.name),
+        }
+    }
+
+    /// `n` echo plugins watching ConfigMaps in the watched namespace, tagged with their names.
+    fn echo_plugins(n: usize, extra: &str) -> Vec<(String, String)> {
+        (0..n)
+            .map(|i| {
+                let name = format!("echo-{i}");
+                let manifest = format!(
+                    "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"{WATCHED_NS}\"\n{extra}[config]\nmode = \"echo\"\ntag = \"{name}\"\n"
+                );
+                (name, manifest)
+            })
+            .collect()
+    }
+}
+
+/// One running pod's process.
+struct Replica {
+    name: String,
+    child: Option<Child>,
+    lines: Arc<Mutex<Vec<String>>>,
+    health: SocketAddr,
+}
+
+/// One echo line: a plugin's handling of one event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Echo {
+    plugin: String,
+    event: String,
+    key: String,
+    initial: bool,
+}
+
+impl Replica {
+    /// Waits until `/readyz` on the plain health port answers 200.
+    async fn ready(&self) {
+        get_until(
+            self.health,
+            "/readyz",
+            &format!("{} to be ready", self.name),
+            |s, _| s == 200,
+        )
+        .await;
+    }
+
+    /// `/readyz` now: status and body.
+    async fn readyz(&self) -> (u16, String) {
+        let (status, _, body) = get(self.health, "/readyz").await;
+        (status, body)
+    }
+
+    /// Every echo the plugins of this process logged, in order (the chart logs JSON lines; a
+    /// plugin's line is the `message`).
+    fn echoes(&self) -> Vec<Echo> {
+        self.lines
+            .lock()
+            .iter()
+            .filter_map(|l| {
+                let line: Value = serde_json::from_str(l).ok()?;
+                let msg: Value = serde_json::from_str(line["message"].as_str()?).ok()?;
+                Some(Echo {
+                    plugin: msg["tag"].as_str()?.to_string(),
+                    event: msg["type"].as_str()?.to_string(),
+                    key: msg["key"].as_str()?.to_string(),
+                    initial: msg["initial"].as_bool().unwrap_or(false),
+                })
+            })
+            .collect()
+    }
+
+    /// Log lines containing `text`.
+    fn logged(&self, text: &str) -> Vec<String> {
+        self.lines
+            .lock()
+            .iter()
+            .filter(|l| l.contains(text))
+            .cloned()
+            .collect()
+    }
+
+    /// SIGKILL: a crash, an OOM kill, a node gone.
+    async fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            child.start_kill().unwrap();
+            let _ = informant_tests::guarded("the replica to die", child.wait()).await;
+        }
+    }
+
+    /// SIGTERM, as Kubernetes stops a pod, and a clean exit.
+    async fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = child.id().expect("running") as i32;
+            // SAFETY: `kill` with a pid this test started and still holds.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            let status = informant_tests::guarded("the replica to exit", child.wait())
+                .await
+                .unwrap();
+            assert!(
+                status.success(),
+                "{} exit: {status}\n{}",
+                self.name,
+                self.lines.lock().join("\n")
+            );
+        }
+    }
+}
+
+/// Waits until `cond` holds, polling the replicas' logs; fails after [`GUARD`] with `what`.
+async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Per plugin, the replicas whose copy handled `key` (any event).
+fn handlers_of(replicas: &[&Replica], key: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in replicas {
+        for e in r.echoes().into_iter().filter(|e| e.key == key) {
+            out.entry(e.plugin).or_default().insert(r.name.clone());
+        }
+    }
+    out
+}
+
+/// Creates ConfigMap `name` in the watched namespace.
+fn create(install: &Install, name: &str) {
+    install
+        .server
+        .create(configmap(WATCHED_NS, name, "v"))
+        .unwrap();
+}
+
+/// Waits until every plugin of `plugins` handled `key` on exactly one of `replicas`, and
+/// returns which; a plugin handling it on two replicas fails the test at once.
+async fn each_once(
+    replicas: &[&Replica],
+    plugins: &[(String, String)],
+    key: &str,
+) -> BTreeMap<String, String> {
+    eventually(&format!("every plugin to handle {key}"), || {
+        let seen = handlers_of(replicas, key);
+        for (p, on) in &seen {
+            assert_eq!(on.len(), 1, "{p} handled {key} on {on:?}");
+        }
+        plugins.iter().all(|(p, _)| seen.contains_key(p))
+    })
+    .await;
+    handlers_of(replicas, key)
+        .into_iter()
+        .map(|(p, on)| (p, on.into_iter().next().unwrap()))
+        .collect()
+}
+
+/// Sharded mode as the chart renders it (a StatefulSet, Leases watched, Pods backing
+/// membership): three replicas under exactly the chart's RBAC run every plugin on exactly one
+/// replica, still so after three lease durations; a killed replica's plugins are handled
+/// elsewhere, and the change made after the kill reaches every plugin once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sharded_replicas_under_the_charts_rbac_run_each_plugin_once_and_survive_a_kill() {
+    let lease = 3;
+    let Some(install) = Install::new(json!({
+        "replicaCount": 3,
+        "sharding": {"enabled": true, "leaseDurationSeconds": lease},
+    }))
+    .await
+    else {
+        return;
+    };
+    let plugins = Install::echo_plugins(6, "");
+    let mut replicas = Vec::new();
+    for i in 0..3 {
+        replicas.push(install.start(i, &plugins).await);
+    }
+    for r in &replicas {
+        r.ready().await;
+    }
+    create(&install, "first");
+    let all: Vec<&Replica> = replicas.iter().collect();
+    let placed = each_once(&all, &plugins, "demo/first").await;
+
+    // Three lease durations: renewals, surveys and watches go on; nothing moves, nothing
+    // runs twice.
+    tokio::time::sleep(Duration::from_secs(3 * lease)).await;
+    create(&install, "later");
+    let again = each_once(&all, &plugins, "demo/later").await;
+    assert_eq!(placed, again, "plugins moved while every member was live");
+    for r in &replicas {
+        assert!(
+            r.logged("forbidden").is_empty(),
+            "{}: {:?}",
+            r.name,
+            r.logged("forbidden")
+        );
+    }
+
+    // Kill the replica running the most plugins; the change made right after reaches each
+    // of its plugins on a survivor, once.
+    let mut load: BTreeMap<&String, usize> = BTreeMap::new();
+    for on in placed.values() {
+        *load.entry(on).or_default() += 1;
+    }
+    let victim = load.iter().max_by_key(|(_, n)| **n).unwrap().0.to_string();
+    let v = replicas.iter().position(|r| r.name == victim).unwrap();
+    replicas[v].kill().await;
+    create(&install, "after-kill");
+    let survivors: Vec<&Replica> = replicas.iter().filter(|r| r.name != victim).collect();
+    let moved = each_once(&survivors, &plugins, "demo/after-kill").await;
+    for (p, on) in &moved {
+        assert_ne!(on, &victim, "{p}");
+        if placed[p] != victim {
+            assert_eq!(&placed[p], on, "{p} moved though its member lives");
+        }
+    }
+    for r in replicas.iter_mut() {
+        r.stop().await;
+    }
+    install.server.shutdown().await;
+}
+
+/// The chart's sharding Role as it was before `watch` was granted: a member that cannot follow
+/// its group runs no plugin (never every plugin), and `/readyz` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_cannot_watch_the_group_runs_nothing_and_says_why() {
+    let Some(install) = Install::new(json!({
+        "replicaCount": 2,
+        "sharding": {"enabled": true, "leaseDurationSeconds": 3},
+    }))
+    .await
+    else {
+        return;
+    };
+    let (_, user) = service_account(&install.rendered);
+    let rules = allow_rules(&install.rendered)
+        .into_iter()
+        .map(|mut r| {
+            if r.resource == "leases.coordination.k8s.io" {
+                r.verbs.retain(|v| v != "watch");
+            }
+            r
+        })
+        .collect();
+    install.server.restrict(&user, rules);
+    let plugins = Install::echo_plugins(4, "");
+    let mut replicas = vec![
+        install.start(0, &plugins).await,
+        install.start(1, &plugins).await,
+    ];
+    for r in &replicas {
+        get_until(r.health, "/readyz", "a refusal in /readyz", |s, body| {
+            s == 503 && body.contains("shard")
+        })
+        .await;
+    }
+    // A marker object: nothing handles it anywhere while the group cannot be followed.
+    create(&install, "unseen");
+    for r in &replicas {
+        let (status, body) = r.readyz().await;
+        assert_eq!(status, 503, "{body}");
+    }
+    for r in &replicas {
+        assert!(
+            r.echoes().iter().all(|e| e.key != "demo/unseen"),
+            "{} ran a plugin without seeing its group",
+            r.name
+        );
+    }
+    for r in replicas.iter_mut() {
+        r.stop().await;
+    }
+    install.server.shutdown().await;
+}
+
+/// Durable delivery as the chart mounts it (one replica, leader election, state on an
+/// emptyDir that outlives the container): a restart delivers exactly what changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_under_the_charts_rbac_restarts_with_exactly_what_changed() {
+    let Some(install) = Install::new(json!({
+        "replicaCount": 1,
+        "state": {"enabled": true},
+    }))
+    .await
+    else {
+        return;
+    };
+    restart_delivers_exactly_the_changes(&install, 0).await;
+    install.server.shutdown().await;
+}
+
+/// State and sharding together, as the chart now renders them (a claim per replica): each
+/// replica opens a state of its own, and a restarted replica resumes from it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_and_sharding_together_give_each_replica_its_own_state() {
+    let Some(install) = Install::new(json!({
+        "replicaCount": 1,
+        "sharding": {"enabled": true, "leaseDurationSeconds": 3},
+        "state": {"enabled": true, "volume": "volumeClaimTemplate"},
+    }))
+    .await
+    else {
+        return;
+    };
+    let sts = install.rendered.one("StatefulSet");
+    assert_eq!(
+        sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"],
+        "state"
+    );
+    restart_delivers_exactly_the_changes(&install, 0).await;
+    // A second replica opens its own claim beside the first's: both run, neither is refused.
+    let plugins = Install::echo_plugins(4, "");
+    let a = install.start(0, &plugins).await;
+    let b = install.start(1, &plugins).await;
+    a.ready().await;
+    b.ready().await;
+    assert_ne!(
+        install.pod(0).volume("state"),
+        install.pod(1).volume("state")
+    );
+    for r in [&a, &b] {
+        assert!(r.logged("in use").is_empty(), "{:?}", r.logged("in use"));
+    }
+    create(&install, "both");
+    each_once(&[&a, &b], &plugins, "demo/both").await;
+    for mut r in [a, b] {
+        r.stop().await;
+    }
+    install.server.shutdown().await;
+}
+
+/// Pod `index` with four echo plugins: two objects left alone, one updated, one deleted and
+/// one created while it is stopped; after the restart each plugin gets exactly those three
+/// changes, and nothing for the untouched objects.
+async fn restart_delivers_exactly_the_changes(install: &Install, index: usize) {
+    let plugins = Install::echo_plugins(4, "");
+    let mut r = install.start(index, &plugins).await;
+    r.ready().await;
+    for name in ["keep-1", "keep-2", "edit", "drop"] {
+        create(install, name);
+    }
+    let all = [&r];
+    each_once(&all, &plugins, "demo/drop").await;
+    each_once(&all, &plugins, "demo/edit").await;
+    r.stop().await;
+
+    install
+        .server
+        .update(configmap(WATCHED_NS, "edit", "changed"))
+        .unwrap();
+    install
+        .server
+        .delete("v1", "ConfigMap", Some(WATCHED_NS), "drop")
+        .unwrap();
+    create(install, "new");
+
+    let r = install.start(index, &plugins).await;
+    r.ready().await;
+    eventually("every plugin to get the three changes", || {
+        let e = r.echoes();
+        plugins.iter().all(|(p, _)| {
+            let of = |key: &str, event: &str| {
+                e.iter()
+                    .filter(|x| &x.plugin == p && x.key == key && x.event == event)
+                    .count()
+            };
+            of("demo/edit", "updated") >= 1
+                && of("demo/drop", "deleted") >= 1
+                && of("demo/new", "added") >= 1
+        })
+    })
+    .await;
+    // A fence created after the restart: once every plugin handled it, whatever the resume
+    // would give has been given.
+    create(install, "fence");
+    each_once(&[&r], &plugins, "demo/fence").await;
+    for e in r.echoes() {
+        assert!(
+            !["demo/keep-1", "demo/keep-2"].contains(&e.key.as_str()),
+            "an untouched object was delivered again: {e:?}"
+        );
+    }
+    let mut r = r;
+    r.stop().await;
+}
+
+/// A plugin with a `namespace-selector` under the chart's default RBAC (Namespaces readable):
+/// it runs and gets the selected namespace's objects only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn namespace_selector_plugins_run_under_the_default_rbac() {
+    let Some(install) = Install::new(json!({"replicaCount": 1})).await else {
+        return;
+    };
+    for (ns, team) in [("team-a", "a"), ("team-b", "b")] {
+        install
+            .server
+            .create(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"team": team}}}))
+            .unwrap();
+    }
+    let plugins = vec![(
+        "selected".to_string(),
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace-selector = \"team=a\"\n[config]\nmode = \"echo\"\ntag = \"selected\"\n".to_string(),
+    )];
+    let mut r = install.start(0, &plugins).await;
+    r.ready().await;
+    install
+        .server
+        .create(configmap("team-b", "other", "v"))
+        .unwrap();
+    install
+        .server
+        .create(configmap("team-a", "mine", "v"))
+        .unwrap();
+    eventually("the selected namespace's object", || {
+        r.echoes().iter().any(|e| e.key == "team-a/mine")
+    })
+    .await;
+    assert!(r.echoes().iter().all(|e| e.key != "team-b/other"));
+    r.stop().await;
+    install.server.shutdown().await;
+}
