@@ -298,7 +298,7 @@ pub fn allow_rules_for(
             for resource in &g.resources {
                 out.push(informant_devserver::audit::AllowRule {
                     verbs: g.verbs.clone(),
-                    resource: if group.is_empty() {
+                    resource: if group.is_empty() || (group == "*" && resource == "*") {
                         resource.clone()
                     } else {
                         format!("{resource}.{group}")

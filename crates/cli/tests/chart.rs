@@ -150,15 +150,34 @@ struct Echo {
 }
 
 impl Replica {
-    /// Waits until `/readyz` on the plain health port answers 200.
-    async fn ready(&self) {
-        get_until(
-            self.health,
-            "/readyz",
-            &format!("{} to be ready", self.name),
-            |s, _| s == 200,
-        )
-        .await;
+    /// Waits until `/readyz` on the plain health port answers 200; a process that exits
+    /// first fails the test with its log.
+    async fn ready(&mut self) {
+        let deadline = tokio::time::Instant::now() + GUARD;
+        loop {
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "{} exited ({status}) before it was ready:\n{}",
+                    self.name,
+                    self.lines.lock().join("\n")
+                );
+            }
+            let answer = tokio::net::TcpStream::connect(self.health).await.is_ok();
+            if answer && get(self.health, "/readyz").await.0 == 200 {
+                return;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} not ready in time:\n{}",
+                self.name,
+                self.lines.lock().join("\n")
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// `/readyz` now: status and body.
@@ -295,7 +314,7 @@ async fn sharded_replicas_under_the_charts_rbac_run_each_plugin_once_and_survive
     for i in 0..3 {
         replicas.push(install.start(i, &plugins).await);
     }
-    for r in &replicas {
+    for r in replicas.iter_mut() {
         r.ready().await;
     }
     create(&install, "first");
@@ -431,8 +450,8 @@ async fn state_and_sharding_together_give_each_replica_its_own_state() {
     restart_delivers_exactly_the_changes(&install, 0).await;
     // A second replica opens its own claim beside the first's: both run, neither is refused.
     let plugins = Install::echo_plugins(4, "");
-    let a = install.start(0, &plugins).await;
-    let b = install.start(1, &plugins).await;
+    let mut a = install.start(0, &plugins).await;
+    let mut b = install.start(1, &plugins).await;
     a.ready().await;
     b.ready().await;
     assert_ne!(
@@ -475,7 +494,7 @@ async fn restart_delivers_exactly_the_changes(install: &Install, index: usize) {
         .unwrap();
     create(install, "new");
 
-    let r = install.start(index, &plugins).await;
+    let mut r = install.start(index, &plugins).await;
     r.ready().await;
     eventually("every plugin to get the three changes", || {
         let e = r.echoes();
@@ -538,6 +557,86 @@ async fn namespace_selector_plugins_run_under_the_default_rbac() {
     })
     .await;
     assert!(r.echoes().iter().all(|e| e.key != "team-b/other"));
+    r.stop().await;
+    install.server.shutdown().await;
+}
+
+/// The chart's defaults: two replicas active/standby under exactly its RBAC. Only the leader
+/// runs plugins; killed, the standby takes over and handles what comes next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_values_run_one_leader_and_fail_over_to_the_standby() {
+    let Some(install) = Install::new(json!({
+        "leaderElection": {"leaseDurationSeconds": 3},
+    }))
+    .await
+    else {
+        return;
+    };
+    assert_eq!(install.rendered.workload()["kind"], "Deployment");
+    let plugins = Install::echo_plugins(3, "");
+    let mut replicas = vec![
+        install.start(0, &plugins).await,
+        install.start(1, &plugins).await,
+    ];
+    for r in replicas.iter_mut() {
+        r.ready().await;
+    }
+    create(&install, "first");
+    let placed = {
+        let all: Vec<&Replica> = replicas.iter().collect();
+        each_once(&all, &plugins, "demo/first").await
+    };
+    let leaders: BTreeSet<&String> = placed.values().collect();
+    assert_eq!(leaders.len(), 1, "every plugin on the leader: {placed:?}");
+    let leader = leaders.into_iter().next().unwrap().clone();
+    let l = replicas.iter().position(|r| r.name == leader).unwrap();
+    replicas[l].kill().await;
+    create(&install, "after-failover");
+    let standby: Vec<&Replica> = replicas.iter().filter(|r| r.name != leader).collect();
+    each_once(&standby, &plugins, "demo/after-failover").await;
+    for r in replicas.iter_mut() {
+        r.stop().await;
+    }
+    install.server.shutdown().await;
+}
+
+/// `rbac.clusterWideRead` for wildcard watches: a `kind = "*"` plugin under exactly that RBAC
+/// covers kinds no `watchedResources` entry names (Secrets here), and nothing is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_wide_read_lets_wildcard_watches_cover_every_kind() {
+    let Some(install) = Install::new(json!({
+        "replicaCount": 1,
+        "rbac": {"clusterWideRead": true},
+    }))
+    .await
+    else {
+        return;
+    };
+    let plugins = vec![(
+        "everything".to_string(),
+        format!(
+            "[[watch]]\napi-version = \"*\"\nkind = \"*\"\nnamespaces = [\"{WATCHED_NS}\"]\n[config]\nmode = \"echo\"\ntag = \"everything\"\n"
+        ),
+    )];
+    let mut r = install.start(0, &plugins).await;
+    r.ready().await;
+    install
+        .server
+        .create(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "token", "namespace": WATCHED_NS}, "data": {}}))
+        .unwrap();
+    eventually("the wildcard to cover Secrets", || {
+        r.echoes().iter().any(|e| e.key == "demo/token")
+    })
+    .await;
+    let (_, user) = service_account(&install.rendered);
+    let refused: Vec<_> = install
+        .server
+        .requests()
+        .into_iter()
+        .filter(|q| q.user.as_deref() == Some(user.as_str()) && !q.allowed)
+        .collect();
+    assert!(refused.is_empty(), "{refused:?}");
     r.stop().await;
     install.server.shutdown().await;
 }
