@@ -17,12 +17,16 @@
 //! newer version of the same key, the older one is deleted, and a tombstone every cursor has
 //! passed is deleted too. In steady state each live key has one stored version.
 
+mod aside;
 mod backend;
 mod compact;
 mod dir;
 mod error;
 mod held;
 mod journal;
+pub mod letters;
+mod lock;
+pub mod private;
 mod seal;
 mod stored;
 mod tables;
@@ -30,10 +34,10 @@ mod tables;
 #[cfg(test)]
 mod tests;
 
-pub use dir::{
-    Cursor, DeadLetter, FILE_NAME, InformerState, MAX_DEAD_LETTERS_PER_PLUGIN, Snapshot, StateDir,
-    Version,
-};
+pub use aside::KEEP_SET_ASIDE;
+pub use dir::{Cursor, DeadLetter, FILE_NAME, InformerState, Snapshot, StateDir, Version};
 pub use error::{Refusal, Result, SetAside, StateError};
 pub use journal::{BATCH_WINDOW, CursorSource, Journal, JournalStats, Text};
+pub use letters::{MAX_DEAD_LETTERS_PER_PLUGIN, MAX_DEAD_LETTERS_PER_TENANT, tenant_of};
+pub use lock::{Holder, LOCK_FILE_NAME};
 pub use stored::{Stored, StoredVersion};
