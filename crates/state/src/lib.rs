@@ -2,13 +2,19 @@
 //! plugin's delivery cursor and dead letters, in one redb file `DIR/state.redb`, so a restart
 //! delivers exactly what changed while the host was down.
 //!
-//! - [`StateDir::open`] opens (or creates) the file; one it cannot use — corrupt, truncated,
-//!   written in another format or for another cluster — is renamed aside, never deleted, and a
-//!   fresh one replaces it ([`SetAside`]). Every page's checksum is verified unless the file is
-//!   exactly as [`StateDir::close`] sealed it.
+//! - [`StateDir::open`] opens (or creates) the file in a directory that must be this user's
+//!   alone ([`private`]: 0700, no links followed, no one else's files) and locked for this
+//!   process (`state.lock`, whose holder a second process is told). A directory that fails
+//!   those checks, or is in use, is an `Err` the caller must not run past: it was asked for
+//!   durability. A file it cannot use — corrupt, truncated, written in another format or for
+//!   another cluster — is renamed aside (the newest [`KEEP_SET_ASIDE`] kept) and a fresh one
+//!   replaces it ([`SetAside`]). Every page's checksum is verified unless the file is exactly
+//!   as [`StateDir::close`] sealed it.
 //! - [`StateDir::load`] reads everything back at startup ([`Snapshot`]).
 //! - [`StateDir::journal`] hands out the [`Journal`] the event path writes through: ops go to a
 //!   writer thread that batches, compacts and commits them; callers never wait on the disk.
+//! - Dead letters are bounded per plugin and per tenant, and dropped with their plugin
+//!   ([`letters`]).
 //!
 //! The model: each informer numbers its store mutations with an increasing `seq`, and every
 //! mutation is stored as a *version* of its key (the object JSON, or a tombstone). A *cursor*
