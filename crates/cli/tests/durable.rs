@@ -616,8 +616,10 @@ async fn a_restarted_dev_resumes_its_state_on_a_new_port() {
     assert_eq!(summary(&dev.records()), ["added a", "added b", "added c"]);
     dev.stop().await;
 
-    // Restarted on another port, seeded with `a` alone: `b` and `c` are gone.
-    let second = seed("second.yaml", &["a"]);
+    // Restarted on another port, seeded anew: `b` and `c` are gone, `d`, `e` and `f` new.
+    // The new server's versions pass the stored one (`c`'s): a watch resumed from it would
+    // take the new server's history from there as the changes since, and miss the rest.
+    let second = seed("second.yaml", &["a", "d", "e", "f"]);
     let listen = informant_tests::http::free_addr();
     let dev = Host::dev(setup.dir.path(), &state, listen, &second).await;
     let marker = "marker";
@@ -631,7 +633,7 @@ async fn a_restarted_dev_resumes_its_state_on_a_new_port() {
         .collect();
     assert_eq!(
         summary(&given),
-        ["deleted b", "deleted c"],
+        ["added d", "added e", "added f", "deleted b", "deleted c"],
         "the difference from what it had handled, not `a` again"
     );
     assert!(
