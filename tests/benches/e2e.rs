@@ -953,6 +953,7 @@ mod client {
                 .map(|dir| StateOptions {
                     dir: dir.into(),
                     cluster: var("E2E_SERVER"),
+                    ..Default::default()
                 }),
         };
         let uri = var("E2E_SERVER").parse().expect("E2E_SERVER is a URI");

@@ -492,6 +492,7 @@ mod client {
             state: Some(StateOptions {
                 dir: PathBuf::from(var("RESTART_STATE_DIR")),
                 cluster: server,
+                ..Default::default()
             }),
             ..Default::default()
         };

@@ -255,3 +255,60 @@ async fn failed_events_are_kept_survive_a_restart_and_are_retried_or_dropped() {
     assert_eq!(host.metric("informant_dead_letters{").await, Some(0.0));
     host.stop().await;
 }
+
+/// A tenant cycling plugin names once held thousands of letters of plugins long gone: a
+/// plugin's letters now go with it, when a reconcile unloads it and, for one removed while the
+/// host was down, at the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_removed_plugins_letters_are_dropped_while_running_and_at_the_next_start() {
+    let setup = setup().await;
+    let plugins = setup.dir.path().join("plugins");
+    std::fs::copy(plugins.join("dl.wasm"), plugins.join("keep.wasm")).unwrap();
+    std::fs::write(
+        plugins.join("keep.toml"),
+        MANIFEST.replace("\"dl\"", "\"keep\""),
+    )
+    .unwrap();
+    let host = setup.host().await;
+    setup.create("bad", json!({"then-fail": "boom"}));
+    let letters = host
+        .wait_for_letters("a letter from each plugin", |l| l.len() >= 2)
+        .await;
+    let mut of: Vec<&str> = letters
+        .iter()
+        .map(|l| l["plugin"].as_str().unwrap())
+        .collect();
+    of.sort();
+    assert_eq!(of, ["dl", "keep"]);
+
+    std::fs::remove_file(plugins.join("dl.wasm")).unwrap();
+    std::fs::remove_file(plugins.join("dl.toml")).unwrap();
+    let left = host
+        .wait_for_letters("dl's letter dropped", |l| {
+            l.iter().all(|l| l["plugin"] != "dl")
+        })
+        .await;
+    assert_eq!(left.len(), 1, "keep's stays: {left:?}");
+    assert_eq!(left[0]["plugin"], "keep");
+    assert_eq!(
+        host.metric("informant_dead_letters_dropped_total ").await,
+        Some(1.0),
+        "counted"
+    );
+    host.stop().await;
+
+    // Removed while the host is down: dropped at the next start.
+    std::fs::remove_file(plugins.join("keep.wasm")).unwrap();
+    std::fs::remove_file(plugins.join("keep.toml")).unwrap();
+    let host = setup.host().await;
+    host.wait_for_letters("keep's letter dropped", |l| l.is_empty())
+        .await;
+    assert_eq!(
+        host.logged("plugin no longer in the plugins directory: its dead letters are dropped")
+            .len(),
+        1,
+        "{:?}",
+        host.lines()
+    );
+    host.stop().await;
+}

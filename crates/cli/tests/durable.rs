@@ -558,8 +558,15 @@ async fn a_state_dir_in_use_or_not_a_directory_is_refused_with_its_path() {
     // A second host on the same state: refused, and the first one's state left alone.
     let (status, text) = run_failing(&setup, &setup.state_dir()).await;
     assert!(!status.success());
-    assert!(text.contains("is in use by another process"), "{text}");
-    assert!(text.contains("state.redb"), "{text}");
+    let state = setup.state_dir();
+    assert!(
+        text.contains(&format!(
+            "state directory `{}` is in use by pid {} on host ",
+            state.display(),
+            host.pid()
+        )),
+        "names the holder: {text}"
+    );
     let aside = std::fs::read_dir(setup.state_dir())
         .unwrap()
         .filter(|e| {
@@ -579,4 +586,85 @@ async fn a_state_dir_in_use_or_not_a_directory_is_refused_with_its_path() {
     let (status, text) = run_failing(&setup, &file).await;
     assert!(!status.success());
     assert!(text.contains("not-a-dir"), "{text}");
+}
+
+/// `informant dev --state-dir` restarted: a new embedded API server on another port, seeded
+/// anew. The state is the same `dev`'s, not another cluster's: each plugin gets the difference
+/// from what it had handled, not the whole cache again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_dev_resumes_its_state_on_a_new_port() {
+    let setup = kubediff().await;
+    let seed = |name: &str, cms: &[&str]| {
+        let mut docs =
+            vec!["apiVersion: v1\nkind: Namespace\nmetadata:\n  name: demo\n".to_string()];
+        docs.extend(cms.iter().map(|cm| {
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {cm}\n  namespace: demo\ndata:\n  value: x\n")
+        }));
+        let path = setup.dir.path().join(name);
+        std::fs::write(&path, docs.join("---\n")).unwrap();
+        path
+    };
+    let first = seed("first.yaml", &["a", "b"]);
+    let state = setup.state_dir();
+
+    let listen = informant_tests::http::free_addr();
+    let dev = Host::dev(setup.dir.path(), &state, listen, &first).await;
+    dev.wait_for("the seeded objects", |r| r.len() >= 2).await;
+    create_on(listen, "c").await;
+    dev.wait_for("c", |r| r.iter().any(|v| v["name"] == "c"))
+        .await;
+    assert_eq!(summary(&dev.records()), ["added a", "added b", "added c"]);
+    dev.stop().await;
+
+    // Restarted on another port, seeded anew: `b` and `c` are gone, `d`, `e` and `f` new.
+    // The new server's versions pass the stored one (`c`'s): a watch resumed from it would
+    // take the new server's history from there as the changes since, and miss the rest.
+    let second = seed("second.yaml", &["a", "d", "e", "f"]);
+    let listen = informant_tests::http::free_addr();
+    let dev = Host::dev(setup.dir.path(), &state, listen, &second).await;
+    let marker = "marker";
+    create_on(listen, marker).await;
+    let given = dev
+        .wait_for("the marker", |r| r.iter().any(|v| v["name"] == marker))
+        .await;
+    let given: Vec<Value> = given
+        .into_iter()
+        .take_while(|v| v["name"] != marker)
+        .collect();
+    assert_eq!(
+        summary(&given),
+        ["added d", "added e", "added f", "deleted b", "deleted c"],
+        "the difference from what it had handled, not `a` again"
+    );
+    assert!(
+        dev.logged("set aside").is_empty(),
+        "{:?}",
+        dev.logged("set aside")
+    );
+    assert_eq!(
+        dev.logged("cache restored from the state directory").len(),
+        1
+    );
+    dev.stop().await;
+}
+
+/// Creates ConfigMap `name` in `demo` on the embedded API server at `addr`, through kube's
+/// client as a plugin author's kubectl would.
+async fn create_on(addr: std::net::SocketAddr, name: &str) {
+    let uri = format!("http://{addr}").parse().unwrap();
+    let client = kube::Client::try_from(kube::Config::new(uri)).unwrap();
+    let api: kube::Api<kube::core::DynamicObject> = kube::Api::namespaced_with(
+        client,
+        "demo",
+        &kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+            "",
+            "v1",
+            "ConfigMap",
+        )),
+    );
+    let cm: kube::core::DynamicObject =
+        serde_json::from_value(configmap("demo", name, "m")).unwrap();
+    guarded("the create", api.create(&Default::default(), &cm))
+        .await
+        .unwrap();
 }

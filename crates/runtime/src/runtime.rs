@@ -118,12 +118,18 @@ pub struct RuntimeOptions {
 }
 
 /// Where durable delivery keeps its state, and for which cluster.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct StateOptions {
     /// The state directory (a volume in a pod).
     pub dir: PathBuf,
     /// The cluster the state belongs to (its API server URL): another's state is refused.
     pub cluster: String,
+    /// Who this host is (`--identity`), written in the state's lock for a second host to report.
+    pub identity: Option<String>,
+    /// The API server starts empty on every start (`informant dev`'s embedded one): its
+    /// resourceVersions start over, so none stored is resumed from and every restored
+    /// informer lists, giving plugins the difference from what they had handled.
+    pub server_starts_empty: bool,
 }
 
 /// Informers, plugins and the reloader of a running `dev` or `run`.
@@ -155,7 +161,7 @@ impl Runtime {
         // Before any informer exists: each is restored from disk as it is created.
         let durable = match &opts.state {
             Some(s) => {
-                let durable = Durable::open(&s.dir, &s.cluster).map_err(Error::State)?;
+                let durable = Durable::start(s).map_err(Error::State)?;
                 durable.attach(&factory);
                 Some(durable)
             }

@@ -1,20 +1,23 @@
 //! Opening the state file (setting aside what cannot be used), reading it back, dead letters.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
+use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use redb::{Database, ReadableDatabase, ReadableTable, TableHandle};
 
+use crate::aside;
 use crate::backend::CountingBackend;
 use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
 use crate::journal::{Journal, Writer};
-use crate::seal::Seal;
+use crate::letters::LetterCounts;
+use crate::lock::{Holder, Lock};
+use crate::private::{self, Access, Secret};
+use crate::seal::{SEAL_FILE_NAME, Seal};
 use crate::stored::StoredVersion;
 use crate::tables::{
     CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSION_META,
@@ -85,9 +88,6 @@ pub struct DeadLetter {
     pub at_unix_ms: i64,
 }
 
-/// The most dead letters kept per plugin; older ones are dropped (and counted) past it.
-pub const MAX_DEAD_LETTERS_PER_PLUGIN: usize = 1000;
-
 /// The open state database `DIR/state.redb`.
 ///
 /// Reads (`load`, `dead_letters`) see the last committed batch. All writes from the event path
@@ -103,8 +103,12 @@ pub struct StateDir {
     /// ([`StateDir::versions`]), not at open: reading them twice is what a restart waited for.
     compactor: Arc<Mutex<Compactor>>,
     writer: Mutex<Option<Writer>>,
+    /// Shared with the writer: how many dead letters each plugin holds.
+    letters: Arc<Mutex<LetterCounts>>,
     /// Whether the open ran redb's integrity check (the file was not sealed as it is).
     checked: bool,
+    /// The directory's lock, released once the file is closed (`None` then).
+    held: Mutex<Option<Lock>>,
 }
 
 impl std::fmt::Debug for StateDir {
@@ -122,49 +126,89 @@ enum Verdict {
 }
 
 impl StateDir {
-    /// Opens or creates the state in `dir` for the cluster `cluster` (an opaque identity, e.g. the API server URL).
-    ///
-    /// A corrupt, truncated, other-format or other cluster's file is not an error: it is renamed
-    /// to `state.redb.set-aside-<unix-seconds>` (never deleted), a fresh one is created, and the
-    /// [`SetAside`] says why. `Err` only when the directory cannot be created or written, or
-    /// another process has the file open; the caller then runs without state.
+    /// Opens or creates the state in `dir` for the cluster `cluster` (an opaque identity, e.g.
+    /// the API server URL), as [`StateDir::open_as`] with no identity.
     pub fn open(dir: &Path, cluster: &str) -> Result<(StateDir, Option<SetAside>)> {
-        Self::open_with_budget(dir, cluster, None)
+        Self::open_as(dir, cluster, &Holder::default())
+    }
+
+    /// Opens or creates the state in `dir` for the cluster `cluster`, locked for this process
+    /// (`holder` says who it is, for a second process to report).
+    ///
+    /// `dir` is created 0700 if missing. `Err`, and nothing read or written, when `dir` or a
+    /// file the state uses in it is not this user's alone (a symbolic link, even dangling; a
+    /// hard link; another owner; writable by group or others: see [`crate::private`]), when
+    /// another process holds the lock ([`StateError::InUse`] names it), or when the disk
+    /// cannot be written: the caller must not run without the state it was asked to keep.
+    ///
+    /// A corrupt, truncated, other-format or other cluster's file is not an error: it is
+    /// renamed to `state.redb.set-aside-<unix-seconds>` (never read again; only the newest
+    /// [`KEEP_SET_ASIDE`](crate::KEEP_SET_ASIDE) are kept), a fresh one is created, and the
+    /// [`SetAside`] says why.
+    pub fn open_as(
+        dir: &Path,
+        cluster: &str,
+        holder: &Holder,
+    ) -> Result<(StateDir, Option<SetAside>)> {
+        Self::open_with_budget_as(dir, cluster, holder, None)
     }
 
     /// `open`, with writes failing like a full disk once `budget` bytes were written.
+    #[cfg(test)]
     pub(crate) fn open_with_budget(
         dir: &Path,
         cluster: &str,
         budget: Option<u64>,
     ) -> Result<(StateDir, Option<SetAside>)> {
-        std::fs::create_dir_all(dir).map_err(|source| StateError::CreateDir {
-            path: dir.to_path_buf(),
-            source,
-        })?;
+        Self::open_with_budget_as(dir, cluster, &Holder::default(), budget)
+    }
+
+    fn open_with_budget_as(
+        dir: &Path,
+        cluster: &str,
+        holder: &Holder,
+        budget: Option<u64>,
+    ) -> Result<(StateDir, Option<SetAside>)> {
+        private::ensure_dir(dir, Secret::Yes).map_err(unsafe_at(dir))?;
+        let lock = Lock::take(dir, holder)?;
         let path = dir.join(FILE_NAME);
+        // Before anything is read, renamed or removed: a planted link or foreign file is a
+        // refusal, whether or not it would have been used.
+        for name in [FILE_NAME, SEAL_FILE_NAME] {
+            let at = dir.join(name);
+            private::check_name(&at).map_err(unsafe_at(&at))?;
+        }
         let written = Arc::new(AtomicU64::new(0));
         let mut set_aside = None;
         let seal = Seal::take(&path);
-        if path.exists() {
+        let existing =
+            private::open_file(&path, Access::ReadWrite, Secret::Yes).map_err(unsafe_at(&path))?;
+        if existing.is_some() {
+            drop(existing);
             let reason = match precheck(&path, cluster) {
                 Ok(Some(reason)) => reason,
                 Err(e) => classify(&path, e)?,
                 Ok(None) => {
                     let check = !seal.is_some_and(|s| s.matches(&path));
-                    match open_db(&path, &written, budget, check) {
+                    match open_db(create(&path)?, &written, budget, check) {
                         Ok(database) => match verdict(&database, cluster) {
                             Ok(Verdict::Use(compactor)) => {
-                                let state = Self::new(path, database, written, compactor, check);
+                                let state =
+                                    Self::new(path, database, written, compactor, check, lock)?;
                                 return Ok((state, None));
                             }
                             Ok(Verdict::Fresh) => {
                                 // An empty file (a crash right after creating it): initialise in place.
                                 init(&path, &database, cluster)?;
-                                return Ok((
-                                    Self::new(path, database, written, Compactor::default(), check),
-                                    None,
-                                ));
+                                let state = Self::new(
+                                    path,
+                                    database,
+                                    written,
+                                    Compactor::default(),
+                                    check,
+                                    lock,
+                                )?;
+                                return Ok((state, None));
                             }
                             Ok(Verdict::Refuse(reason)) => reason,
                             Err(e) => classify(&path, e)?,
@@ -173,16 +217,21 @@ impl StateDir {
                     }
                 }
             };
-            let moved_to = set_aside_path(dir);
+            let moved_to = aside::set_aside_path(dir);
             std::fs::rename(&path, &moved_to).map_err(|source| StateError::File {
                 path: path.clone(),
                 action: "set it aside",
                 source,
             })?;
             tracing::warn!(path = %path.display(), moved_to = %moved_to.display(), %reason, "state file set aside; starting with fresh state");
-            set_aside = Some(SetAside { moved_to, reason });
+            let pruned = aside::prune(dir);
+            set_aside = Some(SetAside {
+                moved_to,
+                reason,
+                pruned,
+            });
         }
-        let database = open_db(&path, &written, budget, false).map_err(|e| match e {
+        let database = open_db(create(&path)?, &written, budget, false).map_err(|e| match e {
             redb::Error::Io(source) => StateError::File {
                 path: path.clone(),
                 action: "create it",
@@ -191,10 +240,8 @@ impl StateDir {
             e => db(&path, "create it", e),
         })?;
         init(&path, &database, cluster)?;
-        Ok((
-            Self::new(path, database, written, Compactor::default(), false),
-            set_aside,
-        ))
+        let state = Self::new(path, database, written, Compactor::default(), false, lock)?;
+        Ok((state, set_aside))
     }
 
     fn new(
@@ -203,15 +250,19 @@ impl StateDir {
         written: Arc<AtomicU64>,
         compactor: Compactor,
         checked: bool,
-    ) -> Self {
-        StateDir {
+        held: Lock,
+    ) -> Result<Self> {
+        let letters = LetterCounts::read(&database).map_err(|e| db(&path, "read it", e))?;
+        Ok(StateDir {
             path,
             db: Mutex::new(Some(Arc::new(database))),
             written,
             compactor: Arc::new(Mutex::new(compactor)),
             writer: Mutex::new(None),
+            letters: Arc::new(Mutex::new(letters)),
             checked,
-        }
+            held: Mutex::new(Some(held)),
+        })
     }
 
     /// Whether the open verified every page of the file (it was not as sealed at its last
@@ -235,7 +286,8 @@ impl StateDir {
         let Some(db) = lock(&self.db).take() else {
             return;
         };
-        // A read still running holds the database; its end closes it, unsealed.
+        // A read still running holds the database; its end closes it, unsealed, and the lock
+        // goes with this `StateDir`.
         let Ok(db) = Arc::try_unwrap(db) else { return };
         match db.close() {
             Ok(()) => Seal::write(&self.path),
@@ -243,6 +295,7 @@ impl StateDir {
                 tracing::warn!(path = %self.path.display(), error = %e, "state file: closing it failed; the next open checks it")
             }
         }
+        lock(&self.held).take();
     }
 
     /// The state file's path.
@@ -261,6 +314,7 @@ impl StateDir {
             lock(&self.db).clone(),
             self.written.clone(),
             self.compactor.clone(),
+            self.letters.clone(),
         );
         let journal = w.journal();
         *writer = Some(w);
@@ -359,6 +413,8 @@ impl StateDir {
     pub fn take_dead_letters(&self, plugin: &str, ids: &[u64]) -> Result<Vec<DeadLetter>> {
         let take = || -> std::result::Result<Vec<DeadLetter>, redb::Error> {
             let txn = self.db()?.begin_write()?;
+            // Under the write transaction, as the writer takes it (see `letters`).
+            let mut counts = lock(&self.letters);
             let mut out = Vec::new();
             {
                 let mut table = txn.open_table(DEAD_LETTERS)?;
@@ -369,6 +425,7 @@ impl StateDir {
                 }
             }
             txn.commit()?;
+            counts.remove(plugin, out.len());
             Ok(out)
         };
         take().map_err(|e| db(&self.path, "take dead letters from it", e))
@@ -428,19 +485,30 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Opens the file for writing; `check`: run redb's integrity check (every page's checksum).
+/// Opens (creating it 0600 if missing) the state file, checked private.
+fn create(path: &Path) -> Result<File> {
+    private::open_file(path, Access::Create, Secret::Yes)
+        .map_err(unsafe_at(path))?
+        .ok_or_else(|| StateError::File {
+            path: path.to_path_buf(),
+            action: "create it",
+            source: io::ErrorKind::NotFound.into(),
+        })
+}
+
+/// Maps a private-file refusal of `path` to the state's error.
+pub(crate) fn unsafe_at(path: &Path) -> impl FnOnce(private::PrivateError) -> StateError {
+    let path = path.to_path_buf();
+    move |source| StateError::Unsafe { path, source }
+}
+
+/// Opens the state file for writing; `check`: run redb's integrity check (every page's checksum).
 fn open_db(
-    path: &Path,
+    file: File,
     written: &Arc<AtomicU64>,
     budget: Option<u64>,
     check: bool,
 ) -> std::result::Result<Database, redb::Error> {
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(path)?;
     let backend = CountingBackend::new(file, written.clone(), budget)?;
     // redb checks some invariants with debug assertions; a hostile file must be a refusal, not a
     // panic, in debug builds too.
@@ -475,7 +543,8 @@ fn classify(path: &Path, e: redb::Error) -> Result<Refusal> {
         redb::Error::DatabaseAlreadyOpen
         | redb::Error::LockProtocolMismatch
         | redb::Error::WouldBlock => Err(StateError::InUse {
-            path: path.to_path_buf(),
+            dir: path.parent().unwrap_or(path).to_path_buf(),
+            holder: format!("another process (it has `{FILE_NAME}` open)"),
         }),
         redb::Error::Io(io)
             if matches!(
@@ -562,11 +631,16 @@ fn check_meta(
 /// it was (a newer Informant can still read it). `Ok(None)`: open it for writing and look closer
 /// (it looks usable, or needs the repair only a writer does after a crash).
 fn precheck(path: &Path, cluster: &str) -> std::result::Result<Option<Refusal>, redb::Error> {
-    if std::fs::metadata(path)?.len() == 0 {
+    // Checked private by the caller; opened again without following a link all the same.
+    let file = match private::open_file(path, Access::Read, Secret::Yes) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(redb::Error::Io(io::Error::other(e))),
+    };
+    if file.metadata()?.len() == 0 {
         return Ok(None);
     }
     let run = || -> std::result::Result<Option<Refusal>, redb::Error> {
-        let file = OpenOptions::new().read(true).open(path)?;
         let backend = redb::backends::FileBackend::new(file)?;
         let database = match Database::builder().open_read_only_with_backend(backend) {
             Err(redb::DatabaseError::RepairAborted) => return Ok(None),
@@ -736,20 +810,4 @@ pub(crate) fn letter(
         attempts,
         at_unix_ms: at,
     }
-}
-
-/// `DIR/state.redb.set-aside-<unix-seconds>`, with a counter if that name is taken.
-fn set_aside_path(dir: &Path) -> PathBuf {
-    let secs = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let base = dir.join(format!("{FILE_NAME}.set-aside-{secs}"));
-    if !base.exists() {
-        return base;
-    }
-    (1..)
-        .map(|n| dir.join(format!("{FILE_NAME}.set-aside-{secs}-{n}")))
-        .find(|p| !p.exists())
-        .unwrap_or(base)
 }

@@ -2,17 +2,21 @@
 
 use std::path::PathBuf;
 
-/// An error from the state store: the caller then runs without durable state.
+/// An error from the state store. Opening the state fails only for what an operator must
+/// fix (an unsafe or locked directory, a disk that cannot be written): the host then does not
+/// start, rather than run without the durability it was asked for.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    /// The state directory could not be created.
-    #[error("state directory `{path}`: cannot create it")]
-    CreateDir {
-        /// The directory.
+    /// The state directory, or a file in it, is not this user's alone — a symbolic link (even
+    /// a dangling one), a hard link, another user's, writable by others — or could not be
+    /// created, opened or checked.
+    #[error("cannot keep the state in `{}`", path.display())]
+    Unsafe {
+        /// The directory or file.
         path: PathBuf,
-        /// Why.
+        /// Which check failed, what was found, and what to do.
         #[source]
-        source: std::io::Error,
+        source: crate::private::PrivateError,
     },
     /// The state file could not be opened, created or renamed.
     #[error("state file `{path}`: cannot {action}")]
@@ -25,11 +29,16 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
-    /// Another process (or another `StateDir` in this one) has the state file open.
-    #[error("state file `{path}` is in use by another process")]
+    /// Another process (or another `StateDir` in this one) has the state directory open.
+    #[error(
+        "state directory `{}` is in use by {holder}; one state directory serves one process at a time (give each its own --state-dir)",
+        dir.display()
+    )]
     InUse {
-        /// The file.
-        path: PathBuf,
+        /// The directory.
+        dir: PathBuf,
+        /// Who holds it, as it wrote in the lock file: `pid 1234 on host X (identity Y) since T`.
+        holder: String,
     },
     /// A database operation on the state file failed.
     #[error("state file `{path}`: cannot {action}")]
@@ -85,10 +94,13 @@ pub enum Refusal {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("state file set aside as `{moved_to}`: {reason}")]
 pub struct SetAside {
-    /// Where the old file now is (never deleted).
+    /// Where the old file now is (kept for an operator, never read again).
     pub moved_to: PathBuf,
     /// Why it was not used.
     pub reason: Refusal,
+    /// Older set-aside files deleted then: only the newest
+    /// [`KEEP_SET_ASIDE`](crate::KEEP_SET_ASIDE) are kept.
+    pub pruned: Vec<PathBuf>,
 }
 
 pub(crate) fn db(

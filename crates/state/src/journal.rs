@@ -34,12 +34,11 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 
 use crate::compact::Compactor;
-use crate::dir::{DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN};
+use crate::dir::DeadLetter;
 use crate::held::{Held, Mark, Pending};
+use crate::letters::{self, LetterCounts};
 use crate::stored::Stored;
-use crate::tables::{
-    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, INFORMERS, VERSION_META, VERSIONS,
-};
+use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSION_META, VERSIONS};
 
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
 pub const BATCH_WINDOW: Duration = Duration::from_millis(100);
@@ -86,6 +85,7 @@ enum Op {
     },
     ForgetPlugin(Box<str>),
     DeadLetter(Box<DeadLetter>),
+    DropDeadLetters(Box<str>),
     Flush(oneshot::Sender<()>),
     /// Sent by the writer to itself after asking the cursor source: every op before it was
     /// sent before the cursors were read.
@@ -125,7 +125,10 @@ pub struct JournalStats {
     pub dropped_ops: u64,
     /// Why the journal stopped writing, once it has.
     pub degraded: Option<String>,
-    /// Dead letters dropped because a plugin had [`MAX_DEAD_LETTERS_PER_PLUGIN`] already.
+    /// Dead letters dropped: the oldest past a plugin's or a tenant's bound
+    /// ([`MAX_DEAD_LETTERS_PER_PLUGIN`](crate::MAX_DEAD_LETTERS_PER_PLUGIN),
+    /// [`MAX_DEAD_LETTERS_PER_TENANT`](crate::MAX_DEAD_LETTERS_PER_TENANT)), and those of
+    /// plugins removed ([`Journal::drop_dead_letters`]).
     pub dead_letters_dropped: u64,
 }
 
@@ -208,9 +211,16 @@ impl Journal {
         self.send(Op::ForgetPlugin(plugin.into()));
     }
 
-    /// Stores a dead letter; its id is assigned by the writer, increasing per plugin.
+    /// Stores a dead letter; its id is assigned by the writer, increasing per plugin. Past the
+    /// plugin's or its tenant's bound, the oldest is dropped (see [`crate::letters`]).
     pub fn dead_letter(&self, letter: DeadLetter) {
         self.send(Op::DeadLetter(Box::new(letter)));
+    }
+
+    /// Drops every dead letter of `plugin` (removed from the plugins directory), counted in
+    /// [`JournalStats::dead_letters_dropped`].
+    pub fn drop_dead_letters(&self, plugin: &str) {
+        self.send(Op::DropDeadLetters(plugin.into()));
     }
 
     /// Has the writer call `source` just before each commit; `source` sends the cursors of
@@ -281,6 +291,7 @@ impl Writer {
         db: Option<Arc<Database>>,
         written: Arc<AtomicU64>,
         compactor: Arc<Mutex<Compactor>>,
+        letters: Arc<Mutex<LetterCounts>>,
     ) -> Self {
         let (tx, rx) = mpsc::channel();
         let shared = Arc::new(Shared::default());
@@ -304,6 +315,7 @@ impl Writer {
             db,
             shared: shared.clone(),
             compactor,
+            letters,
             tx: tx.clone(),
             pending: Pending::default(),
             resumable,
@@ -364,6 +376,9 @@ struct WriterState {
     shared: Arc<Shared>,
     /// Shared with the `StateDir`, which adds an informer's stored versions when it reads them.
     compactor: Arc<Mutex<Compactor>>,
+    /// Shared with the `StateDir`, whose operator calls take letters; locked only while
+    /// holding the write transaction.
+    letters: Arc<Mutex<LetterCounts>>,
     /// To send itself a [`Op::Mark`].
     tx: mpsc::Sender<Op>,
     /// The changes held.
@@ -593,7 +608,20 @@ impl WriterState {
                         compactor.forget_plugin(&plugin);
                     }
                     Op::DeadLetter(l) => {
-                        dead_letter(&self.shared, &l, &mut letters, &mut letter_ids)?
+                        let mut counts = self.letters.lock().unwrap_or_else(|p| p.into_inner());
+                        let dropped =
+                            letters::store(&mut counts, &l, &mut letters, &mut letter_ids)?;
+                        self.shared
+                            .dead_letters_dropped
+                            .fetch_add(dropped, Ordering::Relaxed);
+                    }
+                    Op::DropDeadLetters(plugin) => {
+                        let mut counts = self.letters.lock().unwrap_or_else(|p| p.into_inner());
+                        let dropped =
+                            letters::drop_all(&mut counts, &plugin, &mut letters, &mut letter_ids)?;
+                        self.shared
+                            .dead_letters_dropped
+                            .fetch_add(dropped, Ordering::Relaxed);
                     }
                     Op::Flush(_) | Op::Close | Op::Mark => {}
                 }
@@ -703,47 +731,6 @@ impl WriterState {
         self.resumable.extend(resumable);
         Ok(())
     }
-}
-
-/// Stores a dead letter under the plugin's next id, dropping its oldest past the bound.
-fn dead_letter(
-    shared: &Shared,
-    l: &DeadLetter,
-    letters: &mut redb::Table<(&str, u64), DeadLetterRow>,
-    letter_ids: &mut redb::Table<&str, u64>,
-) -> Result<(), redb::Error> {
-    let plugin = l.plugin.as_str();
-    let id = letter_ids.get(plugin)?.map(|g| g.value()).unwrap_or(1);
-    letter_ids.insert(plugin, id + 1)?;
-    letters.insert(
-        (plugin, id),
-        (
-            l.informer.as_str(),
-            l.key.as_str(),
-            l.resource_version.as_str(),
-            l.event.as_str(),
-            l.error.as_str(),
-            l.attempts,
-            l.at_unix_ms,
-        ),
-    )?;
-    let mut oldest = Vec::new();
-    let count = letters.range((plugin, 0)..=(plugin, u64::MAX))?.count();
-    if count > MAX_DEAD_LETTERS_PER_PLUGIN {
-        for row in letters
-            .range((plugin, 0)..=(plugin, u64::MAX))?
-            .take(count - MAX_DEAD_LETTERS_PER_PLUGIN)
-        {
-            oldest.push(row?.0.value().1);
-        }
-    }
-    for old in &oldest {
-        letters.remove((plugin, *old))?;
-    }
-    shared
-        .dead_letters_dropped
-        .fetch_add(oldest.len() as u64, Ordering::Relaxed);
-    Ok(())
 }
 
 /// The informers stored in `db` with a resource version a watch can resume from.

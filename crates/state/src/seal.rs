@@ -9,16 +9,21 @@
 //! file copied in), a seal that does not match (bytes changed since, a truncated copy) — opens
 //! with the integrity check, which refuses a damaged file. The seal is taken (removed) at every
 //! open, before redb writes a byte, so a seal on disk always describes a closed file.
+//!
+//! The seal is read and the file summed without following links, and a new seal is written
+//! through a temp file no one can predict, renamed into place (see [`crate::private`]).
 
-use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
+use crate::private::{self, Access, Secret};
+
+/// The seal's file name, beside the state file.
+pub(crate) const SEAL_FILE_NAME: &str = "state.redb.seal";
+
 /// The seal's file, beside the state file.
 fn seal_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".seal");
-    PathBuf::from(name)
+    path.with_file_name(SEAL_FILE_NAME)
 }
 
 /// What a clean close recorded about the file.
@@ -31,7 +36,9 @@ pub(crate) struct Seal {
 impl Seal {
     /// Reads every byte of the file at `path`.
     fn of(path: &Path) -> io::Result<Seal> {
-        let mut file = File::open(path)?;
+        let mut file = private::open_file(path, Access::Read, Secret::No)
+            .map_err(io::Error::other)?
+            .ok_or(io::ErrorKind::NotFound)?;
         let mut hasher = crc32fast::Hasher::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut len = 0u64;
@@ -54,7 +61,14 @@ impl Seal {
     /// Removes the seal of the file at `path` and returns it, if there was a readable one.
     pub(crate) fn take(path: &Path) -> Option<Seal> {
         let at = seal_path(path);
-        let text = std::fs::read_to_string(&at).ok();
+        // A seal that is not a private file is no seal (the open refused such names already).
+        let text = private::open_file(&at, Access::Read, Secret::No)
+            .ok()
+            .flatten()
+            .and_then(|f| {
+                let mut text = String::new();
+                f.take(64).read_to_string(&mut text).ok().map(|_| text)
+            });
         // Gone before redb opens the file, so a crash from here on leaves no seal to trust.
         if let Err(e) = std::fs::remove_file(&at)
             && e.kind() != io::ErrorKind::NotFound
@@ -80,12 +94,9 @@ impl Seal {
     pub(crate) fn write(path: &Path) {
         let write = || -> io::Result<()> {
             let seal = Seal::of(path)?;
-            let at = seal_path(path);
-            let mut tmp = at.as_os_str().to_owned();
-            tmp.push(".tmp");
-            let tmp = PathBuf::from(tmp);
-            std::fs::write(&tmp, format!("{} {:08x}\n", seal.len, seal.crc))?;
-            std::fs::rename(&tmp, &at)
+            let dir = path.parent().unwrap_or(Path::new("."));
+            let text = format!("{} {:08x}\n", seal.len, seal.crc);
+            private::replace_file(dir, SEAL_FILE_NAME, text.as_bytes()).map_err(io::Error::other)
         };
         if let Err(e) = write() {
             tracing::debug!(path = %path.display(), error = %e, "cannot seal the state file; the next open checks it");

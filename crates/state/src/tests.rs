@@ -10,6 +10,9 @@ mod held;
 mod hostile;
 mod journal;
 mod keys;
+mod letters;
+#[cfg(unix)]
+mod private;
 
 const CLUSTER: &str = "https://127.0.0.1:6443";
 

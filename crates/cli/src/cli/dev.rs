@@ -51,9 +51,10 @@ pub struct Args {
     /// persists nothing (try a writing plugin against a real cluster safely).
     #[arg(long)]
     dry_run_writes: bool,
-    /// Keep the informers' caches and each plugin's delivery cursor in this directory, as
-    /// `informant run --state-dir` does. The embedded API server starts afresh each time, so a
-    /// restart relists and gives each plugin the difference from what it had handled.
+    /// Keep the informers' caches, each plugin's delivery cursor and dead letters in this
+    /// directory across restarts of `dev`, as `informant run --state-dir` does. The embedded
+    /// API server starts afresh each time, so a restart lists and gives each plugin the
+    /// difference from what it had handled.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -61,6 +62,9 @@ pub struct Args {
     #[command(flatten)]
     traces: super::TraceArgs,
 }
+
+/// What `dev`'s state is kept for: its embedded API server, whatever port it listens on.
+const DEV_CLUSTER: &str = "informant dev: the embedded API server";
 
 /// Runs until SIGINT (Ctrl-C) or SIGTERM.
 pub async fn run(args: Args) -> Result<()> {
@@ -101,7 +105,11 @@ pub async fn run(args: Args) -> Result<()> {
             dry_run_writes: args.dry_run_writes,
             state: args.state_dir.map(|dir| StateOptions {
                 dir,
-                cluster: server.url(),
+                // Not the URL: its port is new on every start, and the state would be set
+                // aside as another cluster's each time.
+                cluster: DEV_CLUSTER.into(),
+                server_starts_empty: true,
+                ..Default::default()
             }),
             ..Default::default()
         },

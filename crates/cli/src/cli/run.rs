@@ -42,7 +42,10 @@ pub struct Args {
     dry_run_writes: bool,
     /// Keep the informers' caches and each plugin's delivery cursor in this directory, so a
     /// restart delivers exactly what changed while the host was down (and failed events are
-    /// kept as dead letters). Mount a volume here in a pod.
+    /// kept as dead letters). Mount a volume and give a subdirectory of it. DIR is created
+    /// 0700; one that is a symbolic link, another user's, writable by group or others, or in
+    /// use by another process stops the host with an error saying so (state of another
+    /// cluster or a corrupt file is set aside, and the host starts afresh).
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
     #[command(flatten)]
@@ -131,7 +134,12 @@ pub async fn run(args: Args) -> Result<()> {
     // Held to the end: dropping it sends the spans still queued.
     let _traces = args.traces.start()?;
     let (client, cluster) = super::client_for(args.kubeconfig.as_deref()).await?;
-    let state = args.state_dir.map(|dir| StateOptions { dir, cluster });
+    let state = args.state_dir.map(|dir| StateOptions {
+        dir,
+        cluster,
+        identity: args.election.identity.clone(),
+        ..Default::default()
+    });
     let opts = RuntimeOptions {
         plugins: args.plugins,
         watches: args.watches,

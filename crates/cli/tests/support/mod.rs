@@ -101,11 +101,32 @@ impl Host {
     /// Starts `informant run` on `dir`'s kubeconfig and plugins with the state in `state`, and
     /// waits until it is ready.
     pub async fn start(dir: &Path, state: &Path) -> Host {
-        let admin = free_addr();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_informant"));
-        cmd.arg("run")
+        let mut run = Command::new(env!("CARGO_BIN_EXE_informant"));
+        run.arg("run")
             .arg("--kubeconfig")
-            .arg(dir.join("kubeconfig"))
+            .arg(dir.join("kubeconfig"));
+        Host::spawn(run, dir, state).await
+    }
+
+    /// Starts `informant dev` on `dir`'s plugins with the state in `state`, its embedded API
+    /// server on `listen` seeded from `seed`, and waits until it is ready.
+    pub async fn dev(dir: &Path, state: &Path, listen: SocketAddr, seed: &Path) -> Host {
+        let mut dev = Command::new(env!("CARGO_BIN_EXE_informant"));
+        dev.arg("dev")
+            .arg("--listen")
+            .arg(listen.to_string())
+            .arg("--kubeconfig-out")
+            .arg(dir.join("dev-kubeconfig"))
+            .arg("--seed")
+            .arg(seed);
+        Host::spawn(dev, dir, state).await
+    }
+
+    /// `command` (`run` or `dev` with its own arguments) on `dir`'s plugins with the state in
+    /// `state`, once ready.
+    async fn spawn(mut command: Command, dir: &Path, state: &Path) -> Host {
+        let admin = free_addr();
+        command
             .arg("--plugins")
             .arg(dir.join("plugins"))
             .arg("--state-dir")
@@ -115,7 +136,7 @@ impl Host {
             .arg("--cache-dir")
             .arg(dir.join("compile-cache"))
             .env("RUST_LOG", "info");
-        let (child, lines) = spawn_logged(cmd);
+        let (child, lines) = spawn_logged(command);
         get_until(admin, "/readyz", "the host to be ready", |s, _| s == 200).await;
         Host {
             child,
@@ -131,6 +152,11 @@ impl Host {
             .iter()
             .filter_map(|l| serde_json::from_str::<Value>(&l[l.find("{\"")?..]).ok())
             .collect()
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("running")
     }
 
     /// Every log line so far.

@@ -95,7 +95,7 @@ struct ListenerSample {
 struct StateSample {
     /// Dead letters kept per (plugin, tenant): every plugin holding any, and every running one.
     dead_letters: Vec<(String, String, u64)>,
-    /// Dead letters dropped past a plugin's bound since the host started.
+    /// Dead letters dropped (past a bound, or with their plugin) since the host started.
     dead_letters_dropped: u64,
     degraded: bool,
     bytes_written: u64,
@@ -569,7 +569,7 @@ impl StateSample {
         single(
             enc,
             "informant_dead_letters_dropped",
-            "Dead letters dropped, oldest first, because their plugin already had as many as are kept.",
+            "Dead letters dropped: the oldest past a plugin's or a tenant's bound, and those of plugins removed from the plugins directory.",
             ConstCounter::new(self.dead_letters_dropped),
         )?;
         single(

@@ -21,7 +21,7 @@
 
 pub mod journal;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -29,6 +29,7 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::informer::{InformerFactory, InformerKey, ListenerGauges, StoredObject};
+use crate::runtime::StateOptions;
 use informant_state::{Cursor, DeadLetter, JournalStats, Snapshot, StateDir};
 
 /// How often plugins' cursors are saved.
@@ -73,6 +74,10 @@ pub struct Resume {
 /// The state directory of a running host.
 pub struct Durable {
     dir: PathBuf,
+    /// Whether stored resourceVersions mean anything to the API server (not when it starts
+    /// empty each time, as `informant dev`'s does): watches resume from them, and cursors
+    /// skip what they had handled by them.
+    resume_watches: bool,
     /// Shared only so that closing it (which reads the whole file to seal it) runs off the
     /// async threads.
     state: Arc<StateDir>,
@@ -114,15 +119,32 @@ impl Tracker {
 }
 
 impl Durable {
-    /// Opens (or creates) the state in `dir` for the cluster `cluster` and loads it. State that
-    /// is corrupt, of a newer format or another cluster's is moved aside with a warning, and
-    /// the host starts as without state.
+    /// Opens (or creates) the state in `dir` for the cluster `cluster` and loads it, as
+    /// [`Durable::start`] does.
     pub fn open(dir: &Path, cluster: &str) -> Result<Arc<Durable>, DurableError> {
+        Self::start(&StateOptions {
+            dir: dir.to_path_buf(),
+            cluster: cluster.to_string(),
+            ..Default::default()
+        })
+    }
+
+    /// Opens (or creates) the state `opts` names, locked for this host, and loads it.
+    ///
+    /// An error — a directory that is not this user's alone, in use by another process, or
+    /// that cannot be written — must stop the host: it was asked for durability it cannot
+    /// have. State that is corrupt, of another format or another cluster's is moved aside with
+    /// a warning, and the host starts as without state.
+    pub fn start(opts: &StateOptions) -> Result<Arc<Durable>, DurableError> {
+        let dir = opts.dir.as_path();
         let fail = |source| DurableError {
             dir: dir.to_path_buf(),
             source,
         };
-        let (state, set_aside) = StateDir::open(dir, cluster).map_err(fail)?;
+        let holder = informant_state::Holder {
+            identity: opts.identity.clone(),
+        };
+        let (state, set_aside) = StateDir::open_as(dir, &opts.cluster, &holder).map_err(fail)?;
         if let Some(aside) = set_aside {
             tracing::warn!(dir = %dir.display(), moved_to = %aside.moved_to.display(), reason = %aside.reason, "state refused and moved aside; starting without it");
         }
@@ -142,6 +164,7 @@ impl Durable {
         }));
         let durable = Arc::new(Durable {
             dir: dir.to_path_buf(),
+            resume_watches: !opts.server_starts_empty,
             state: Arc::new(state),
             journal,
             restoring: Mutex::new(informers),
@@ -183,10 +206,16 @@ impl Durable {
                             });
                             (key, list.collect::<Vec<_>>())
                         });
-                        let report = informer.restore(&kept.resource_version, kept.seq, versions);
-                        tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %kept.resource_version, read = ?read, restore = ?restoring.elapsed(), "cache restored from the state directory");
+                        // A server that started empty never had the stored version: the
+                        // informer lists, and the list is diffed against the restored cache.
+                        let resume_from = match me.resume_watches {
+                            true => kept.resource_version.as_str(),
+                            false => "",
+                        };
+                        let report = informer.restore(resume_from, kept.seq, versions);
+                        tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %resume_from, read = ?read, restore = ?restoring.elapsed(), "cache restored from the state directory");
                         me.restored_at.lock().insert(id.clone(), kept.seq);
-                        resumed_at = Some(kept.resource_version);
+                        resumed_at = me.resume_watches.then_some(kept.resource_version);
                     }
                     Err(e) => {
                         tracing::warn!(informer = %informer.description(), error = %e, "the stored cache cannot be read: listing it afresh");
@@ -217,7 +246,8 @@ impl Durable {
             // was ahead keeps the resource version it had handled.
             Some(at) if c.seq >= at => Resume {
                 since: at,
-                skip_through_version: c.version,
+                // Versions of a server that started over say nothing about the new one's.
+                skip_through_version: c.version.filter(|_| self.resume_watches),
             },
             _ => Resume {
                 since: c.seq,
@@ -289,6 +319,29 @@ impl Durable {
             self.forget_plugin(&plugin);
         }
         self.restoring.lock().clear();
+    }
+
+    /// Drops the dead letters of every plugin not in `present` (every plugin in the plugins
+    /// directory, loadable or not, run here or by another shard member): a plugin removed,
+    /// while the host ran or while it was down, takes its letters with it.
+    pub fn keep_letters_of(&self, present: &BTreeSet<String>) {
+        let counts = match self.state.dead_letter_counts() {
+            Ok(counts) => counts,
+            Err(e) => {
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot count dead letters; those of removed plugins are kept for now");
+                return;
+            }
+        };
+        for (plugin, letters) in counts {
+            if !present.contains(&plugin) {
+                tracing::info!(
+                    plugin,
+                    letters,
+                    "plugin no longer in the plugins directory: its dead letters are dropped"
+                );
+                self.journal.drop_dead_letters(&plugin);
+            }
+        }
     }
 
     /// Saves every cursor that moved.

@@ -245,7 +245,13 @@ async fn a_file_open_elsewhere_is_an_error_and_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let (_first, _) = open(dir.path());
     match StateDir::open(dir.path(), CLUSTER) {
-        Err(StateError::InUse { path }) => assert_eq!(path, dir.path().join(FILE_NAME)),
+        Err(StateError::InUse { dir: at, holder }) => {
+            assert_eq!(at, dir.path());
+            assert!(
+                holder.starts_with(&format!("pid {} on host ", std::process::id())),
+                "{holder}"
+            );
+        }
         other => panic!("expected InUse, got {other:?}"),
     }
     assert!(set_aside_files(dir.path()).is_empty());
@@ -257,7 +263,10 @@ fn a_directory_that_cannot_be_created_is_an_error() {
     let file = dir.path().join("a-file");
     std::fs::write(&file, b"").unwrap();
     let err = StateDir::open(&file.join("state"), CLUSTER).unwrap_err();
-    assert!(matches!(err, StateError::CreateDir { .. }), "{err}");
+    assert!(
+        matches!(&err, StateError::Unsafe { path, .. } if *path == file.join("state")),
+        "{err}"
+    );
     assert!(std::error::Error::source(&err).is_some());
 }
 

@@ -15,6 +15,8 @@
 //!   synced and renamed into place: no one can predict or pre-create the temp file, and a
 //!   reader never sees half an artifact.
 //!
+//! These checks are the state directory's too: both call `informant_state::private`.
+//!
 //! The directories are checked once, when the engine starts. Someone who may write the
 //! directory *above* a checked one could later swap it for their own, where they could rename
 //! this user's artifacts (they cannot write one the entry checks accept); the default location's
@@ -23,8 +25,10 @@
 //! than run as another component.
 
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
+
+use informant_state::private::{self, Access, PrivateError, Secret};
 
 /// Largest entry read back; the biggest real artifacts are a few tens of MiB.
 pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
@@ -135,136 +139,58 @@ impl CacheDir {
 
     /// Replaces entry `name` with `bytes`, atomically.
     pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
-        let path = self.dir.join(name);
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir)
-            .map_err(io_error(&self.dir, "cannot create a temp file in it"))?;
-        tmp.write_all(bytes)
-            .and_then(|()| tmp.as_file().sync_all())
-            .map_err(io_error(tmp.path(), "cannot write"))?;
-        // A crash before this leaves no entry, and the temp file is removed when `tmp` drops on
-        // error; rename replaces whatever was at `path` (a refused link too), never follows it.
-        tmp.persist(&path)
-            .map_err(|e| io_error(&path, "cannot rename the temp file into place")(e.error))?;
-        Ok(())
+        // A crash before the rename leaves no entry; rename replaces whatever was at the name
+        // (a refused link too), never follows it.
+        private::replace_file(&self.dir, name, bytes).map_err(Error::from)
     }
 }
 
-#[cfg(unix)]
+/// The checks are the state directory's (`informant_state::private`): one implementation of
+/// "this user's alone" for both.
+impl From<PrivateError> for Error {
+    fn from(e: PrivateError) -> Self {
+        match e {
+            PrivateError::Io { path, what, source } => Error::Io { path, what, source },
+            PrivateError::Unsafe { path, reason } => Error::Unsafe { path, reason },
+            PrivateError::Unsupported => Error::Unsupported,
+        }
+    }
+}
+
 mod imp {
-    use std::fs::{self, Metadata};
     use std::io::Read;
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 
     use super::*;
 
-    fn refuse<T>(path: &Path, reason: impl Into<String>) -> Result<T> {
-        Err(Error::Unsafe {
-            path: path.to_path_buf(),
-            reason: reason.into(),
-        })
-    }
-
-    /// Owned by this process's effective user and writable by no one else.
-    fn owned_and_private(path: &Path, md: &Metadata) -> Result<()> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        if md.uid() != euid {
-            return refuse(
-                path,
-                format!(
-                    "owned by uid {}, not by this process's effective uid {euid}",
-                    md.uid()
-                ),
-            );
-        }
-        let mode = md.mode() & 0o7777;
-        if mode & 0o022 != 0 {
-            return refuse(
-                path,
-                format!(
-                    "writable by its group or others (mode {mode:04o}); only its owner may write it"
-                ),
-            );
-        }
-        Ok(())
-    }
-
     pub(super) fn ensure_private_dir(dir: &Path) -> Result<()> {
-        match fs::symlink_metadata(dir) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(io_error(dir, "cannot create the directory"))?,
-            Err(e) => return Err(io_error(dir, "cannot inspect the directory")(e)),
-            Ok(_) => {}
-        }
-        let md =
-            fs::symlink_metadata(dir).map_err(io_error(dir, "cannot inspect the directory"))?;
-        if md.file_type().is_symlink() {
-            return refuse(dir, "a symbolic link; the cache must be a real directory");
-        }
-        if !md.is_dir() {
-            return refuse(dir, "not a directory");
-        }
-        owned_and_private(dir, &md)
+        Ok(private::ensure_dir(dir, Secret::No)?)
     }
 
     pub(super) fn read_entry(path: &Path) -> Result<Option<Vec<u8>>> {
-        // O_NONBLOCK: opening a planted FIFO must fail its check below, not hang the host.
-        let opened = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(path);
-        let file = match opened {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(_) if fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink()) => {
-                return refuse(path, "a symbolic link; an entry must be a regular file");
-            }
-            Err(e) => return Err(io_error(path, "cannot open")(e)),
+        let Some(file) = private::open_file(path, Access::Read, Secret::No)? else {
+            return Ok(None);
         };
-        let md = file.metadata().map_err(io_error(path, "cannot inspect"))?;
-        if !md.is_file() {
-            return refuse(path, "not a regular file");
+        let len = file
+            .metadata()
+            .map_err(io_error(path, "cannot inspect"))?
+            .len();
+        if len > MAX_ENTRY_BYTES {
+            return Err(Error::Unsafe {
+                path: path.to_path_buf(),
+                reason: format!("{len} bytes, over the {MAX_ENTRY_BYTES}-byte limit"),
+            });
         }
-        if md.nlink() != 1 {
-            return refuse(
-                path,
-                format!(
-                    "{} hard links; an entry must have exactly one, so no one else can have written it",
-                    md.nlink()
-                ),
-            );
-        }
-        owned_and_private(path, &md)?;
-        if md.len() > MAX_ENTRY_BYTES {
-            return refuse(
-                path,
-                format!("{} bytes, over the {MAX_ENTRY_BYTES}-byte limit", md.len()),
-            );
-        }
-        let mut bytes = Vec::with_capacity(md.len() as usize);
+        let mut bytes = Vec::with_capacity(len as usize);
         file.take(MAX_ENTRY_BYTES + 1)
             .read_to_end(&mut bytes)
             .map_err(io_error(path, "cannot read"))?;
         if bytes.len() as u64 > MAX_ENTRY_BYTES {
-            return refuse(path, "grew over the size limit while being read");
+            return Err(Error::Unsafe {
+                path: path.to_path_buf(),
+                reason: "grew over the size limit while being read".into(),
+            });
         }
         Ok(Some(bytes))
-    }
-}
-
-#[cfg(not(unix))]
-mod imp {
-    use super::*;
-
-    pub(super) fn ensure_private_dir(_: &Path) -> Result<()> {
-        Err(Error::Unsupported)
-    }
-
-    pub(super) fn read_entry(_: &Path) -> Result<Option<Vec<u8>>> {
-        Err(Error::Unsupported)
     }
 }
 

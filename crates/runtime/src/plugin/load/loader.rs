@@ -292,6 +292,10 @@ impl PluginHost {
             }
         };
         let mut loaded = self.loaded.lock().await;
+        // Before the shard's share is taken: a plugin another member runs is not removed.
+        if !waiting_only && let Some(d) = &self.durable {
+            d.keep_letters_of(&found.keys().map(PluginId::to_string).collect());
+        }
         // Plugins another shard member owns are as good as absent here, except that their
         // cursors are handed on rather than forgotten.
         let mut elsewhere = BTreeSet::new();
