@@ -8,24 +8,29 @@
 //! Contract:
 //! - A namespace is selected while it exists, its labels match the selector and the tenant's
 //!   grant allows it: the grant bounds the selection, whatever the selector matches.
-//! - A namespace that starts being selected brings its objects in as `Added` events (flagged
-//!   initial when the namespace itself is part of the Namespace informer's first list); one
-//!   that stops being selected (labels changed, or deleted) sends `Deleted` for each of its
-//!   objects, with their current state. Afterwards, as before, the plugin sees exactly the
+//! - The plugin's handler is registered with the selection already known: read from the
+//!   Namespace informer's cache at that moment (the loader waits for that informer to list, or
+//!   to be refused, first). So its first events, a replay of the whole selection or the
+//!   difference it resumes with (from a stored cursor, or a shard member's), are exactly those
+//!   of the selected namespaces' objects, as for a watch naming those namespaces.
+//! - From then on a namespace that starts being selected brings its objects in as `Added`
+//!   events (flagged initial when the namespace itself is part of the Namespace informer's
+//!   first list); one that stops being selected (labels changed, or deleted) sends `Deleted`
+//!   for each of its objects, with their current state. Otherwise the plugin sees exactly the
 //!   events of the selected namespaces' objects.
 //! - The change and its adds or deletes happen while the kind's store excludes writers, so
 //!   each object's events stay in order: never an update before its add, nor one after its
-//!   delete.
+//!   delete; and never while the handler is being registered.
 //! - The plugin's cache still answers for every namespace its grant allows: the selector
 //!   chooses what is delivered, not what may be read.
-//! - Nothing is selected until the Namespace informer has listed the namespaces; a host that
-//!   may not list namespaces delivers nothing for the watch (its informer says it is
-//!   forbidden).
+//! - Nothing is selected that the Namespace informer has not cached: a host that may not list
+//!   namespaces delivers nothing for the watch until it may (the plugin shows as waiting,
+//!   forbidden), and then the selection comes in as `Added`.
 
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 
 use crate::informer::{
     CachedObject, Event, EventFilter, EventType, Handler, HandlerOptions, InformerClaim, Injector,
@@ -42,11 +47,15 @@ pub struct NamespaceSelection {
     selected: RwLock<HashSet<String>>,
     /// The watched kind's informer: its store orders a change against the kind's own events.
     kind: Arc<SharedInformer>,
+    /// The plugin's handler on the kind's informer, once registered: where a change of
+    /// selection sends its adds and deletes. Held across each change and across the
+    /// handler's registration, so the two never interleave.
+    target: Mutex<Option<Injector>>,
 }
 
 impl NamespaceSelection {
     /// A selection by `selector` (the manifest's text), bounded by `grant`, of `kind`'s
-    /// objects; nothing is selected until [`follow`](Self::follow) sees the namespaces.
+    /// objects; nothing is selected until [`register`](Self::register) reads the namespaces.
     pub fn new(
         selector: &str,
         grant: Arc<Grant>,
@@ -58,6 +67,7 @@ impl NamespaceSelection {
             grant,
             selected: RwLock::default(),
             kind,
+            target: Mutex::new(None),
         }))
     }
 
@@ -73,37 +83,55 @@ impl NamespaceSelection {
 
     /// The filter for the plugin's handler on the kind's informer: the grant's, and a
     /// selected namespace.
-    pub fn filter(self: &Arc<Self>) -> EventFilter {
+    fn filter(self: &Arc<Self>) -> EventFilter {
         let me = self.clone();
         EventFilter::new(move |o| {
             me.grant.allows(o) && o.namespace().is_some_and(|ns| me.is_selected(ns))
         })
     }
 
-    /// Starts following the namespaces of `namespaces` (the Namespace informer), queueing the
-    /// adds and deletes a change of selection stands for to `target` (the plugin's handler on
-    /// the kind's informer). Registered only after that handler, so no change is missed: the
-    /// namespaces already cached come first, as initial events. Stops when the returned watch
-    /// is dropped.
-    pub fn follow(
+    /// Registers the plugin's handler on the kind's informer through `register` (given the
+    /// filter to register it with), with the selection as `namespaces` (the Namespace
+    /// informer) caches it now, then follows `namespaces` from there: the adds and deletes a
+    /// change of selection stands for go to that handler. Stops following when the returned
+    /// watch is dropped.
+    ///
+    /// The selection is read before the handler registers, so what it is first given (its
+    /// replay, or the difference it resumes with) is filtered by the selection as it is, not
+    /// by an empty one that the follower would then fill with adds of everything.
+    pub fn register(
         self: &Arc<Self>,
         name: &str,
-        target: Injector,
         namespaces: &Arc<SharedInformer>,
-    ) -> NamespaceWatch {
-        let handler = Follower {
-            selection: self.clone(),
-            target,
+        register: impl FnOnce(EventFilter) -> ListenerHandle,
+    ) -> (ListenerHandle, NamespaceWatch) {
+        let handle = {
+            let mut target = self.target.lock();
+            let now: HashSet<String> = namespaces.store().read_consistent(|_, all| {
+                all.filter(|ns| self.wanted(ns, EventType::Added))
+                    .map(|ns| ns.name().to_string())
+                    .collect()
+            });
+            *self.selected.write() = now;
+            let handle = register(self.filter());
+            *target = Some(handle.injector());
+            handle
         };
-        let handle = namespaces.add_handler(
+        // Its replay changes nothing already read above; a namespace changed since is a
+        // change of selection like any later one.
+        let follower = namespaces.add_handler(
             &format!("{name} (namespace-selector)"),
-            handler,
+            Follower {
+                selection: self.clone(),
+            },
             HandlerOptions::default(),
         );
-        NamespaceWatch {
-            handle: Some(handle),
+        let watch = NamespaceWatch {
+            handle: Some(follower),
+            namespaces: namespaces.clone(),
             claim: None,
-        }
+        };
+        (handle, watch)
     }
 
     /// Whether `ns` (a Namespace object, or its last state when deleted) is to be selected.
@@ -114,8 +142,14 @@ impl NamespaceSelection {
     }
 
     /// Applies the namespaces' new selection: the changes, and for each changed namespace its
-    /// objects' adds or deletes, queued while the kind's store excludes writers.
-    fn apply(&self, changes: Vec<(String, bool, bool)>, target: &Injector) {
+    /// objects' adds or deletes, queued to the plugin's handler while the kind's store
+    /// excludes writers.
+    fn apply(&self, changes: Vec<(String, bool, bool)>) {
+        let target = self.target.lock();
+        let Some(target) = target.as_ref() else {
+            // Not registered yet: the registration reads the selection afresh.
+            return;
+        };
         self.kind.store().read_consistent(|_, objects| {
             // (selected now, initial) of each namespace whose selection changed.
             let mut changed = std::collections::HashMap::new();
@@ -157,7 +191,6 @@ impl NamespaceSelection {
 /// The handler on the Namespace informer that keeps one selection current.
 struct Follower {
     selection: Arc<NamespaceSelection>,
-    target: Injector,
 }
 
 impl Handler for Follower {
@@ -175,7 +208,7 @@ impl Handler for Follower {
                 (e.object.name().to_string(), wanted, e.initial)
             })
             .collect();
-        self.selection.apply(changes, &self.target);
+        self.selection.apply(changes);
     }
 }
 
@@ -183,10 +216,16 @@ impl Handler for Follower {
 /// released when dropped.
 pub struct NamespaceWatch {
     handle: Option<ListenerHandle>,
+    namespaces: Arc<SharedInformer>,
     claim: Option<InformerClaim>,
 }
 
 impl NamespaceWatch {
+    /// The Namespace informer followed: the selection knows only what it may list.
+    pub fn namespaces(&self) -> &Arc<SharedInformer> {
+        &self.namespaces
+    }
+
     /// Keeps `claim` (on the Namespace informer followed) until this watch is dropped.
     pub fn holding(mut self, claim: InformerClaim) -> Self {
         self.claim = Some(claim);
@@ -207,7 +246,9 @@ impl Drop for NamespaceWatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::informer::{Delta, FnHandler, RawObject, ReflectorConfig, StoreOptions};
+    use crate::informer::{
+        CursorOptions, Delta, FnHandler, RawObject, ReflectorConfig, Restored, StoreOptions,
+    };
     use crate::tenancy::NamespacePattern;
     use kube::Api;
     use kube::core::{ApiResource, GroupVersionKind};
@@ -245,6 +286,31 @@ mod tests {
         )
     }
 
+    /// Registers a handler sending `Type key initial` for each event through `selection`,
+    /// resuming from `prior` if given.
+    fn register(
+        selection: &Arc<NamespaceSelection>,
+        kind: &Arc<SharedInformer>,
+        namespaces: &Arc<SharedInformer>,
+        tx: mpsc::UnboundedSender<String>,
+        prior: Option<Restored>,
+    ) -> (ListenerHandle, NamespaceWatch) {
+        let handler = FnHandler(move |e: Event| {
+            let _ = tx.send(format!("{:?} {} {}", e.event_type, e.key(), e.initial));
+        });
+        selection.register("plugin", namespaces, |filter| {
+            let options = HandlerOptions {
+                filter: Some(filter),
+                cursor: prior.map(|p| CursorOptions {
+                    prior: Some(Arc::new(p)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            kind.add_handler("plugin", handler, options)
+        })
+    }
+
     async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
         tokio::time::timeout(std::time::Duration::from_secs(10), rx.recv())
             .await
@@ -270,15 +336,7 @@ mod tests {
         let grant = Arc::new(Grant::new("t", vec![pat("a"), pat("b")], vec![], false));
         let selection = NamespaceSelection::new("team=x", grant, kind.clone()).unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let handler = FnHandler(move |e: Event| {
-            let _ = tx.send(format!("{:?} {} {}", e.event_type, e.key(), e.initial));
-        });
-        let options = HandlerOptions {
-            filter: Some(selection.filter()),
-            ..Default::default()
-        };
-        let plugin = kind.add_handler("plugin", handler, options);
-        let _watch = selection.follow("plugin", plugin.injector(), &namespaces);
+        let _plugin = register(&selection, &kind, &namespaces, tx, None);
 
         // `a` is selected; `c` matches but is outside the grant.
         assert_eq!(next(&mut rx).await, "Added a/x true");
@@ -297,6 +355,65 @@ mod tests {
         namespaces.apply(Delta::Delete(ns("b", 9, "x")));
         assert_eq!(next(&mut rx).await, "Deleted b/y false");
         assert!(!selection.is_selected("b") && !selection.is_selected("c"));
+        assert!(rx.try_recv().is_err(), "nothing else was delivered");
+    }
+
+    /// A handler resuming from a state it saw before (a stored cursor, a shard member's) gets
+    /// the difference within the selection: what changed, once, and nothing for the objects
+    /// it has seen as they are, nor for unselected namespaces.
+    #[tokio::test]
+    async fn a_resumed_handler_gets_exactly_what_changed_in_the_selection() {
+        let (kind, namespaces) = (informer("ConfigMap"), informer("Namespace"));
+        namespaces.apply(Delta::Replace(vec![ns("a", 1, "x"), ns("b", 2, "y")]));
+        // What the handler had seen: in `a`, two untouched, one to update, one to delete.
+        let seen = [
+            cm("a", "same-1", 3),
+            cm("a", "same-2", 4),
+            cm("a", "changed", 5),
+            cm("a", "gone", 6),
+            cm("b", "other", 7),
+        ];
+        let prior = Restored::from_objects(
+            seen.iter()
+                .map(|o| kind.store().prepare(o.clone()).unwrap())
+                .collect(),
+        );
+        // While it was away: `changed` updated, `gone` deleted, `new` created, and `b` (not
+        // selected) changed too.
+        kind.apply(Delta::Replace(vec![
+            cm("a", "same-1", 3),
+            cm("a", "same-2", 4),
+            cm("a", "changed", 8),
+            cm("a", "new", 9),
+            cm("b", "other", 10),
+            cm("b", "more", 11),
+        ]));
+        let pat = |p: &str| NamespacePattern::try_from(p.to_string()).unwrap();
+        let grant = Arc::new(Grant::new("t", vec![pat("*")], vec![], false));
+        let selection = NamespaceSelection::new("team=x", grant, kind.clone()).unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (_plugin, watch) = register(&selection, &kind, &namespaces, tx, Some(prior));
+
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            got.push(next(&mut rx).await);
+        }
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "Added a/new false",
+                "Deleted a/gone false",
+                "Updated a/changed false"
+            ]
+        );
+        // Nothing more of the resume: the follower's replay of the namespaces read already
+        // changes nothing (what it queued would come before the live events). Then live events
+        // as usual, the last one a barrier: one handler's events arrive in order.
+        watch.handle.as_ref().unwrap().wait_synced().await;
+        kind.apply(Delta::Apply(cm("b", "other", 12)));
+        kind.apply(Delta::Apply(cm("a", "same-1", 13)));
+        assert_eq!(next(&mut rx).await, "Updated a/same-1 false");
         assert!(rx.try_recv().is_err(), "nothing else was delivered");
     }
 }

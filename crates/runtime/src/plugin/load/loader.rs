@@ -500,30 +500,40 @@ impl PluginHost {
                                  }| {
                                     let options = HandlerOptions {
                                         resync_period: resync,
-                                        // A selection's filter holds the grant's too.
-                                        filter: match &selection {
-                                            Some((s, _)) => Some(s.filter()),
-                                            None => filter.clone(),
-                                        },
+                                        filter: filter.clone(),
                                         changes,
                                         cursor: None,
                                     };
                                     kinds.push(kind);
-                                    let h = register(
-                                        (&id, &supervisor, &gate),
-                                        &policy,
-                                        &informer,
-                                        resource,
-                                        options,
-                                        (self.cursors(), &scope),
-                                        (prior, floor_version),
-                                    );
-                                    if let Some((s, namespaces)) = selection {
-                                        let name = id.to_string();
-                                        let followed =
-                                            s.follow(&name, h.injector(), namespaces.informer());
-                                        selections.push(followed.holding(namespaces));
-                                    }
+                                    let add = |options| {
+                                        register(
+                                            (&id, &supervisor, &gate),
+                                            &policy,
+                                            &informer,
+                                            resource,
+                                            options,
+                                            (self.cursors(), &scope),
+                                            (prior, floor_version),
+                                        )
+                                    };
+                                    let h = match selection {
+                                        // A selection's filter holds the grant's too.
+                                        Some((s, namespaces)) => {
+                                            let (h, followed) = s.register(
+                                                &id.to_string(),
+                                                namespaces.informer(),
+                                                |selected| {
+                                                    add(HandlerOptions {
+                                                        filter: Some(selected),
+                                                        ..options
+                                                    })
+                                                },
+                                            );
+                                            selections.push(followed.holding(namespaces));
+                                            h
+                                        }
+                                        None => add(options),
+                                    };
                                     (informer, h)
                                 },
                             )

@@ -98,7 +98,8 @@ pub(super) struct Running {
     pub(super) supervisor: Arc<Supervisor>,
     pub(super) queues: Vec<ListenerGauges>,
     pub(super) expanded: Vec<String>,
-    /// Its informers, each with the resource name when a wildcard watch added it.
+    /// Its informers (its selections' Namespace informers too), each with the resource name
+    /// when a wildcard watch added it.
     pub(super) informers: Vec<(Arc<SharedInformer>, Option<String>)>,
     pub(super) not_permitted: Vec<NotPermitted>,
     pub(super) gate: Gate,
@@ -167,6 +168,8 @@ impl PluginHost {
                 let queues = l.handles.iter().map(|(_, h)| h.gauges()).collect();
                 let supervisor = l.supervisor.clone();
                 let expanded = l.expanded();
+                // A selection's Namespace informer counts as one it watches: refused, the
+                // selection knows nothing and the plugin waits for it like for a named kind.
                 let informers = l
                     .handles
                     .iter()
@@ -174,6 +177,7 @@ impl PluginHost {
                     .map(|((i, _), kind)| {
                         (i.informer().clone(), kind.as_ref().map(|(_, n)| n.clone()))
                     })
+                    .chain(l.selections.iter().map(|s| (s.namespaces().clone(), None)))
                     .collect();
                 (
                     id.clone(),
