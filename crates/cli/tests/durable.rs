@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_tests::{configmap, create_namespaces, guarded};
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::{Host, Setup};
 use tokio::process::Command;
 
@@ -30,6 +30,27 @@ ignore-status = true
 /// kubediff on `demo`'s ConfigMaps.
 async fn kubediff() -> Setup {
     Setup::new("kubediff", "kubediff", KUBEDIFF).await
+}
+
+/// kubediff on the ConfigMaps of the namespaces labelled `team=a`: `demo`, not `elsewhere`,
+/// which holds one ConfigMap of its own.
+async fn kubediff_selecting_team_a() -> Setup {
+    let manifest = KUBEDIFF.replace(
+        r#"namespaces = ["demo"]"#,
+        r#"namespace-selector = "team=a""#,
+    );
+    let setup = Setup::new("kubediff", "kubediff", &manifest).await;
+    let namespace = |name: &str, team: &str| {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"team": team}}})
+    };
+    setup.server.update(namespace("demo", "a")).unwrap();
+    setup.server.create(namespace("elsewhere", "b")).unwrap();
+    setup
+        .server
+        .create(configmap("elsewhere", "not-selected", "x"))
+        .unwrap();
+    setup
 }
 
 impl Setup {
@@ -201,6 +222,46 @@ async fn a_restart_delivers_exactly_what_changed_while_the_host_was_down() {
     assert_eq!(
         host.logged("cache restored from the state directory").len(),
         1
+    );
+    host.stop().await;
+}
+
+/// The same with a `namespace-selector`: the selection is known before the resumed
+/// difference is filtered, so the plugin gets exactly what changed in the selected namespace
+/// (not its whole selection again as added, the deleted object included), and nothing of the
+/// namespace not selected, where something changed too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_a_namespace_selector_delivers_exactly_what_changed_in_the_selection() {
+    let setup = kubediff_selecting_team_a().await;
+    setup.seed_untouched_and_a_b(2);
+
+    let host = setup.host().await;
+    let given = host.records_until_marker(&setup, "marker-1").await;
+    assert_eq!(
+        summary(&given),
+        ["added a", "added b", "added same-000", "added same-001"],
+        "the selected namespace's objects, once"
+    );
+    host.stop().await;
+
+    setup.change_a_b_c();
+    let mut elsewhere = configmap("elsewhere", "not-selected", "changed");
+    elsewhere["metadata"]["resourceVersion"] = Value::Null;
+    setup.server.update(elsewhere).unwrap();
+
+    let host = setup.host().await;
+    let given = host.records_until_marker(&setup, "marker-2").await;
+    assert_eq!(
+        summary(&given),
+        ["added c", "deleted b", r#"updated a "before"->"after""#],
+        "exactly the changes made in the selection while down"
+    );
+    assert!(
+        host.logged("resuming a plugin from its stored cursor")
+            .len()
+            == 1,
+        "{:?}",
+        host.logged("cursor")
     );
     host.stop().await;
 }
