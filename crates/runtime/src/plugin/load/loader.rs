@@ -53,7 +53,7 @@ use crate::plugin::load::permitted::{self, NotPermitted};
 use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
 use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::{Found, scan};
-use crate::plugin::load::status::{ReconcileReport, Running};
+use crate::plugin::load::status::{ReconcileReport, Refusal, Running};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::plugin::logbook::LogBook;
 use crate::shard::Shard;
@@ -117,6 +117,9 @@ pub struct PluginHost {
     /// schedules retries.
     pub(super) waiting: RwLock<BTreeMap<PluginId, Waiting>>,
     pub(super) waiting_count: watch::Sender<usize>,
+    /// The plugins (and directories) whose files the latest reconcile refused, with why and
+    /// since when; a running plugin among them runs its earlier version.
+    pub(super) refused: RwLock<BTreeMap<PluginId, Refusal>>,
     /// Change filters in use, shared by every watch naming the same one.
     pub(super) change_filters: ChangeFilters,
     /// The type each plugin metric name has on this host's `/metrics`.
@@ -156,6 +159,7 @@ impl PluginHost {
             running: RwLock::new(BTreeMap::new()),
             waiting: RwLock::new(BTreeMap::new()),
             waiting_count: watch::channel(0).0,
+            refused: RwLock::new(BTreeMap::new()),
             change_filters: ChangeFilters::default(),
             metric_names: Arc::default(),
             crd_watch: Mutex::new(None),
@@ -288,6 +292,7 @@ impl PluginHost {
             Ok(f) => f,
             Err(e) => {
                 report.errors.push((PluginId::directory(""), e));
+                self.record_refusals(&report);
                 return report;
             }
         };
@@ -609,6 +614,7 @@ impl PluginHost {
         report.replaced.sort();
         report.errors.sort_by(|a, b| a.0.cmp(&b.0));
         report.waiting.sort_by(|a, b| a.0.cmp(&b.0));
+        self.record_refusals(&report);
         let count = waiting.len();
         *self.waiting.write() = waiting;
         self.waiting_count
@@ -674,6 +680,7 @@ impl PluginHost {
         self.running.write().clear();
         self.waiting.write().clear();
         self.waiting_count.send_replace(0);
+        self.refused.write().clear();
         let all = std::mem::take(&mut *loaded);
         // All at once: shutdown takes the longest in-flight call, not the sum of them.
         futures::future::join_all(all.into_values().map(|l| self.unregister(l))).await;
