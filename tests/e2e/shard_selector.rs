@@ -1,7 +1,8 @@
 //! A shard handover of a plugin with a `namespace-selector`: the new owner resumes from the
-//! cursor the crashed owner published, with the selection known before the difference is
-//! filtered, so it gets exactly what changed in the selected namespace while the plugin ran
-//! nowhere, and nothing again of what its old owner had handled.
+//! cursor the crashed owner published, with the selection it had there (the namespaces listed
+//! at the cursor's resourceVersion), so it gets exactly what changed in the selected namespace
+//! while the plugin ran nowhere, a namespace relabelled meanwhile as adds or deletes of its
+//! objects, and nothing again of what its old owner had handled.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -145,11 +146,13 @@ async fn a_handed_over_selector_plugin_gets_exactly_what_changed_in_its_selectio
     };
     server.create(namespace("sel", "a")).unwrap();
     server.create(namespace("other", "b")).unwrap();
+    server.create(namespace("leaving", "a")).unwrap();
+    server.create(configmap("other", "x", "v")).unwrap();
+    server.create(configmap("leaving", "y", "v")).unwrap();
     let mut last = 0;
     for name in ["same-1", "same-2", "changed", "gone"] {
         last = rv(&server.create(configmap("sel", name, "v")).unwrap());
     }
-    server.create(configmap("other", "x", "v")).unwrap();
 
     let engine = Arc::new(PluginEngine::new(EngineOptions::default()).expect("engine"));
     let seen = Seen::default();
@@ -163,8 +166,8 @@ async fn a_handed_over_selector_plugin_gets_exactly_what_changed_in_its_selectio
     eventually("one member to run sel", async || owner(&members).is_some()).await;
     let first = owner(&members).unwrap();
     eventually(
-        "sel to handle the selected namespace's objects",
-        async || seen.on(&first).len() >= 4,
+        "sel to handle the selected namespaces' objects",
+        async || seen.on(&first).len() >= 5,
     )
     .await;
     let mut initial = seen.on(&first);
@@ -172,6 +175,7 @@ async fn a_handed_over_selector_plugin_gets_exactly_what_changed_in_its_selectio
     assert_eq!(
         initial,
         [
+            "added leaving/y +",
             "added sel/changed +",
             "added sel/gone +",
             "added sel/same-1 +",
@@ -197,21 +201,29 @@ async fn a_handed_over_selector_plugin_gets_exactly_what_changed_in_its_selectio
     replica.take().unwrap().abort().await;
 
     // While it runs nowhere: in the selection an update, a delete, a create; outside it, an
-    // update.
+    // update; and `other` joins the selection while `leaving` leaves it.
     server.update(configmap("sel", "changed", "after")).unwrap();
     server
         .delete("v1", "ConfigMap", Some("sel"), "gone")
         .unwrap();
     server.create(configmap("sel", "new", "v")).unwrap();
     server.update(configmap("other", "x", "after")).unwrap();
+    server.update(namespace("other", "a")).unwrap();
+    server.update(namespace("leaving", "b")).unwrap();
 
     let second = if first == "a" { "b" } else { "a" };
     eventually("the other member to take sel over", async || {
         owner(&members).as_deref() == Some(second)
     })
     .await;
-    // A marker created now: what comes before it is the takeover's (one informer's events
-    // reach a plugin in order).
+    // Namespaces and ConfigMaps are two watches: the relabelled namespaces' objects are
+    // awaited on their own, then a marker (one informer's events reach a plugin in order)
+    // bounds what the takeover gave.
+    eventually("the relabelled namespaces' objects", async || {
+        let on = seen.on(second);
+        on.contains(&"added other/x".to_string()) && on.contains(&"deleted leaving/y".to_string())
+    })
+    .await;
     server.create(configmap("sel", "marker", "v")).unwrap();
     eventually("the marker", async || {
         seen.on(second).iter().any(|e| e.ends_with("sel/marker"))
@@ -225,7 +237,13 @@ async fn a_handed_over_selector_plugin_gets_exactly_what_changed_in_its_selectio
     given.sort();
     assert_eq!(
         given,
-        ["added sel/new", "deleted sel/gone", "updated sel/changed"],
+        [
+            "added other/x",
+            "added sel/new",
+            "deleted leaving/y",
+            "deleted sel/gone",
+            "updated sel/changed"
+        ],
         "exactly what changed in the selection while the plugin ran nowhere"
     );
     for (_, r, _) in &mut members {

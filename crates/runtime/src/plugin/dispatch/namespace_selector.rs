@@ -8,11 +8,15 @@
 //! Contract:
 //! - A namespace is selected while it exists, its labels match the selector and the tenant's
 //!   grant allows it: the grant bounds the selection, whatever the selector matches.
-//! - The plugin's handler is registered with the selection already known: read from the
-//!   Namespace informer's cache at that moment (the loader waits for that informer to list, or
-//!   to be refused, first). So its first events, a replay of the whole selection or the
-//!   difference it resumes with (from a stored cursor, or a shard member's), are exactly those
-//!   of the selected namespaces' objects, as for a watch naming those namespaces.
+//! - The plugin's handler is registered with the selection already known, so its first events
+//!   are exactly those of the selected namespaces' objects, as for a watch naming them. A new
+//!   plugin's selection is read from the Namespace informer's cache (the loader waits for that
+//!   informer to list, or to be refused, first), and its replay is the selection's objects. A
+//!   plugin resuming (from a stored cursor, or a shard member's) resumes with the selection it
+//!   had: made of the namespaces as they were then (restored from disk, or listed at the
+//!   cursor's resourceVersion), so the difference it gets is what changed in the namespaces it
+//!   had selected; then the namespaces whose selection changed meanwhile bring their objects
+//!   in as `Added` or send them as `Deleted`, as if the follower had been running.
 //! - From then on a namespace that starts being selected brings its objects in as `Added`
 //!   events (flagged initial when the namespace itself is part of the Namespace informer's
 //!   first list); one that stops being selected (labels changed, or deleted) sends `Deleted`
@@ -34,7 +38,7 @@ use parking_lot::{Mutex, RwLock};
 
 use crate::informer::{
     CachedObject, Event, EventFilter, EventType, Handler, HandlerOptions, InformerClaim, Injector,
-    LabelSelector, ListenerHandle, SelectorError, SharedInformer,
+    LabelSelector, ListenerHandle, Restored, SelectorError, SharedInformer,
 };
 use crate::tenancy::Grant;
 
@@ -91,33 +95,48 @@ impl NamespaceSelection {
     }
 
     /// Registers the plugin's handler on the kind's informer through `register` (given the
-    /// filter to register it with), with the selection as `namespaces` (the Namespace
-    /// informer) caches it now, then follows `namespaces` from there: the adds and deletes a
-    /// change of selection stands for go to that handler. Stops following when the returned
-    /// watch is dropped.
+    /// filter to register it with), then follows `namespaces` (the Namespace informer): the
+    /// adds and deletes a change of selection stands for go to that handler. Stops following
+    /// when the returned watch is dropped.
     ///
-    /// The selection is read before the handler registers, so what it is first given (its
-    /// replay, or the difference it resumes with) is filtered by the selection as it is, not
-    /// by an empty one that the follower would then fill with adds of everything.
+    /// The handler registers with the selection made of `prior` (the namespaces as they were
+    /// when the handler's resumed state was seen) or, for a handler starting afresh, of the
+    /// namespaces cached now: what it is first given (its replay, or the difference it resumes
+    /// with) is filtered by the selection it had, not by an empty one that the follower would
+    /// then fill with adds of everything. With a `prior`, the namespaces cached now are then
+    /// applied as a change of selection.
     pub fn register(
         self: &Arc<Self>,
         name: &str,
         namespaces: &Arc<SharedInformer>,
+        prior: Option<Arc<Restored>>,
         register: impl FnOnce(EventFilter) -> ListenerHandle,
     ) -> (ListenerHandle, NamespaceWatch) {
         let handle = {
             let mut target = self.target.lock();
-            let now: HashSet<String> = namespaces.store().read_consistent(|_, all| {
-                all.filter(|ns| self.wanted(ns, EventType::Added))
-                    .map(|ns| ns.name().to_string())
-                    .collect()
-            });
-            *self.selected.write() = now;
+            let selected = match &prior {
+                Some(prior) => self.selected_of(&mut prior.objects()),
+                None => namespaces
+                    .store()
+                    .read_consistent(|_, all| self.selected_of(all)),
+            };
+            *self.selected.write() = selected;
             let handle = register(self.filter());
             *target = Some(handle.injector());
             handle
         };
-        // Its replay changes nothing already read above; a namespace changed since is a
+        if prior.is_some() {
+            let now = namespaces
+                .store()
+                .read_consistent(|_, all| self.selected_of(all));
+            let was = self.selected.read().clone();
+            let changes = was
+                .union(&now)
+                .map(|ns| (ns.clone(), now.contains(ns), false))
+                .collect();
+            self.apply(changes);
+        }
+        // Its replay changes nothing already applied above; a namespace changed since is a
         // change of selection like any later one.
         let follower = namespaces.add_handler(
             &format!("{name} (namespace-selector)"),
@@ -132,6 +151,13 @@ impl NamespaceSelection {
             claim: None,
         };
         (handle, watch)
+    }
+
+    /// The names of the namespaces of `all` that are to be selected.
+    fn selected_of(&self, all: &mut dyn Iterator<Item = &Arc<CachedObject>>) -> HashSet<String> {
+        all.filter(|ns| self.wanted(ns, EventType::Added))
+            .map(|ns| ns.name().to_string())
+            .collect()
     }
 
     /// Whether `ns` (a Namespace object, or its last state when deleted) is to be selected.
@@ -287,18 +313,22 @@ mod tests {
     }
 
     /// Registers a handler sending `Type key initial` for each event through `selection`,
-    /// resuming from `prior` if given.
+    /// resuming from `prior` (the objects, and the namespaces, it had seen) if given.
     fn register(
         selection: &Arc<NamespaceSelection>,
         kind: &Arc<SharedInformer>,
         namespaces: &Arc<SharedInformer>,
         tx: mpsc::UnboundedSender<String>,
-        prior: Option<Restored>,
+        prior: Option<(Restored, Restored)>,
     ) -> (ListenerHandle, NamespaceWatch) {
         let handler = FnHandler(move |e: Event| {
             let _ = tx.send(format!("{:?} {} {}", e.event_type, e.key(), e.initial));
         });
-        selection.register("plugin", namespaces, |filter| {
+        let (prior, prior_namespaces) = match prior {
+            Some((objects, namespaces)) => (Some(objects), Some(Arc::new(namespaces))),
+            None => (None, None),
+        };
+        selection.register("plugin", namespaces, prior_namespaces, |filter| {
             let options = HandlerOptions {
                 filter: Some(filter),
                 cursor: prior.map(|p| CursorOptions {
@@ -309,6 +339,16 @@ mod tests {
             };
             kind.add_handler("plugin", handler, options)
         })
+    }
+
+    /// `objects` as `informer`'s handler saw them elsewhere.
+    fn seen_as(informer: &SharedInformer, objects: &[RawObject]) -> Restored {
+        Restored::from_objects(
+            objects
+                .iter()
+                .map(|o| informer.store().prepare(o.clone()).unwrap())
+                .collect(),
+        )
     }
 
     async fn next(rx: &mut mpsc::UnboundedReceiver<String>) -> String {
@@ -373,11 +413,7 @@ mod tests {
             cm("a", "gone", 6),
             cm("b", "other", 7),
         ];
-        let prior = Restored::from_objects(
-            seen.iter()
-                .map(|o| kind.store().prepare(o.clone()).unwrap())
-                .collect(),
-        );
+        let prior = seen_as(&kind, &seen);
         // While it was away: `changed` updated, `gone` deleted, `new` created, and `b` (not
         // selected) changed too.
         kind.apply(Delta::Replace(vec![
@@ -392,7 +428,8 @@ mod tests {
         let grant = Arc::new(Grant::new("t", vec![pat("*")], vec![], false));
         let selection = NamespaceSelection::new("team=x", grant, kind.clone()).unwrap();
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let (_plugin, watch) = register(&selection, &kind, &namespaces, tx, Some(prior));
+        let had = seen_as(&namespaces, &[ns("a", 1, "x"), ns("b", 2, "y")]);
+        let (_plugin, watch) = register(&selection, &kind, &namespaces, tx, Some((prior, had)));
 
         let mut got = Vec::new();
         for _ in 0..3 {
@@ -415,5 +452,52 @@ mod tests {
         kind.apply(Delta::Apply(cm("a", "same-1", 13)));
         assert_eq!(next(&mut rx).await, "Updated a/same-1 false");
         assert!(rx.try_recv().is_err(), "nothing else was delivered");
+    }
+
+    /// Namespaces relabelled while the handler was away: it resumes with the selection it had
+    /// (what changed in `a`, selected then), then `a`, no longer selected, sends its objects
+    /// as deleted and `b`, selected now, brings its own in, as if it had followed all along.
+    #[tokio::test]
+    async fn a_resumed_handler_catches_up_with_namespaces_relabelled_meanwhile() {
+        let (kind, namespaces) = (informer("ConfigMap"), informer("Namespace"));
+        let had = seen_as(&namespaces, &[ns("a", 1, "x"), ns("b", 2, "y")]);
+        let prior = seen_as(
+            &kind,
+            &[cm("a", "kept", 3), cm("a", "changed", 4), cm("b", "old", 5)],
+        );
+        namespaces.apply(Delta::Replace(vec![ns("a", 6, "q"), ns("b", 7, "x")]));
+        kind.apply(Delta::Replace(vec![
+            cm("a", "kept", 3),
+            cm("a", "changed", 8),
+            cm("b", "old", 5),
+            cm("b", "new", 9),
+        ]));
+        let pat = |p: &str| NamespacePattern::try_from(p.to_string()).unwrap();
+        let grant = Arc::new(Grant::new("t", vec![pat("*")], vec![], false));
+        let selection = NamespaceSelection::new("team=x", grant, kind.clone()).unwrap();
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let (_plugin, watch) = register(&selection, &kind, &namespaces, tx, Some((prior, had)));
+        watch.handle.as_ref().unwrap().wait_synced().await;
+        // A barrier: one handler's events arrive in order.
+        kind.apply(Delta::Apply(cm("b", "barrier", 10)));
+
+        let mut got = Vec::new();
+        while got.last().map(String::as_str) != Some("Added b/barrier false") {
+            got.push(next(&mut rx).await);
+        }
+        // The update of `a/changed` may be folded into its delete while both are queued.
+        got.retain(|e| e != "Updated a/changed false");
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                "Added b/barrier false",
+                "Added b/new false",
+                "Added b/old false",
+                "Deleted a/changed false",
+                "Deleted a/kept false"
+            ]
+        );
+        assert!(selection.is_selected("b") && !selection.is_selected("a"));
     }
 }

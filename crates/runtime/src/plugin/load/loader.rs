@@ -502,6 +502,7 @@ impl PluginHost {
                                      selection,
                                      prior,
                                      floor_version,
+                                     prior_namespaces,
                                  }| {
                                     let options = HandlerOptions {
                                         resync_period: resync,
@@ -510,6 +511,19 @@ impl PluginHost {
                                         cursor: None,
                                     };
                                     kinds.push(kind);
+                                    // A durable resume starts from the namespaces restored from
+                                    // disk: the selection as it was when the host stopped.
+                                    let cursors = self.cursors();
+                                    let resumes = || {
+                                        cursors.shard.is_none()
+                                            && cursors.durable.is_some_and(|d| {
+                                                d.has_cursor(
+                                                    &id.to_string(),
+                                                    informer.key(),
+                                                    &scope,
+                                                )
+                                            })
+                                    };
                                     let add = |options| {
                                         register(
                                             (&id, &supervisor, &gate),
@@ -524,9 +538,15 @@ impl PluginHost {
                                     let h = match selection {
                                         // A selection's filter holds the grant's too.
                                         Some((s, namespaces)) => {
+                                            let prior_namespaces = prior_namespaces.or_else(|| {
+                                                resumes()
+                                                    .then(|| namespaces.informer().restored())
+                                                    .flatten()
+                                            });
                                             let (h, followed) = s.register(
                                                 &id.to_string(),
                                                 namespaces.informer(),
+                                                prior_namespaces,
                                                 |selected| {
                                                     add(HandlerOptions {
                                                         filter: Some(selected),

@@ -206,6 +206,7 @@ impl PluginHost {
                             selection,
                             prior: None,
                             floor_version: None,
+                            prior_namespaces: None,
                         });
                     }
                 }
@@ -297,6 +298,8 @@ pub(super) struct Watched {
     pub(super) prior: Option<Arc<Restored>>,
     /// That cursor's resourceVersion.
     pub(super) floor_version: Option<u64>,
+    /// With a selection, taken over: the namespaces as they were at that resourceVersion.
+    pub(super) prior_namespaces: Option<Arc<Restored>>,
 }
 
 impl PluginHost {
