@@ -439,13 +439,17 @@ async fn readyz_waits_for_sync_and_for_every_plugin_on_disk() {
     .await;
     let (_, _, plugins) = get(addr, "/plugins").await;
     let plugins: serde_json::Value = serde_json::from_str(&plugins).unwrap();
-    let names: Vec<&str> = plugins["plugins"]
+    let states: Vec<(&str, &str)> = plugins["plugins"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|p| p["name"].as_str())
+        .filter_map(|p| Some((p["name"].as_str()?, p["state"].as_str()?)))
         .collect();
-    assert_eq!(names, ["echo"]);
+    assert_eq!(states, [("echo", "running"), ("garbage", "refused")]);
+    let why = plugins["plugins"][1]["refused"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(why.contains("garbage"), "{plugins}");
 
     std::fs::remove_file(dir.path().join("garbage.wasm")).unwrap();
     std::fs::remove_file(dir.path().join("garbage.toml")).unwrap();

@@ -23,6 +23,7 @@ mod retry;
 mod schedules;
 mod secrets;
 mod shard;
+mod shard_selector;
 mod status;
 mod tenancy;
 mod traces;

@@ -1,13 +1,17 @@
 //! `namespace-selector` over the real pipeline: namespaces labelled and unlabelled on the
 //! embedded API server, a real compiled plugin echoing what it is delivered, a tenant's grant
-//! bounding what a selector matches.
+//! bounding what a selector matches, a host that may not list namespaces.
 
 use std::path::Path;
 
+use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::config;
 use informant_runtime::plugin::HostConfig;
-use informant_tests::configmap;
-use informant_tests::plugins::PluginEnv;
+use informant_runtime::runtime::{Runtime, RuntimeOptions};
+use informant_tests::http::{free_addr, get, get_until};
+use informant_tests::plugins::{Logs, PluginEnv, fast_restarts, wasm};
+use informant_tests::rbac::{HOST, reader_rules, rule};
+use informant_tests::{configmap, guarded};
 use serde_json::{Value, json};
 
 fn namespace(name: &str, labels: Value) -> Value {
@@ -166,4 +170,97 @@ async fn a_tenants_grant_bounds_what_its_selector_matches() {
     let mut keys: Vec<String> = seen(&env, "p").into_iter().map(|(_, k, _)| k).collect();
     keys.sort();
     assert_eq!(keys, ["team-a1/cm", "team-a2/cm", "team-a3/cm"]);
+}
+
+/// `name`'s entry in `/plugins`.
+async fn status_of(addr: std::net::SocketAddr, name: &str) -> Value {
+    let (status, _, body) = get(addr, "/plugins").await;
+    assert_eq!(status, 200, "{body}");
+    let all: Value = serde_json::from_str(&body).unwrap();
+    all["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+/// A selector plugin on a host that may read ConfigMaps but not list Namespaces: it shows
+/// `waiting` for that permission (it delivers nothing meanwhile), not `running`; once granted it
+/// runs and gets its selection, without a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_selection_the_host_may_not_list_namespaces_for_waits_until_granted() {
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    server.create(namespace("a", json!({"team": "a"}))).unwrap();
+    server.create(namespace("b", json!({"team": "b"}))).unwrap();
+    for ns in ["a", "b"] {
+        server.create(configmap(ns, "cm", "v")).unwrap();
+    }
+    server.restrict(HOST, reader_rules());
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(wasm("hostile"), dir.path().join("p.wasm")).unwrap();
+    std::fs::write(dir.path().join("p.toml"), echo("team=a")).unwrap();
+    let addr = free_addr();
+    let plugin_logs = tokio::sync::broadcast::channel(4096).0;
+    let logs = Logs::record(plugin_logs.subscribe());
+    let runtime = guarded(
+        "the runtime to start",
+        Runtime::start(
+            server.client_as(HOST),
+            RuntimeOptions {
+                plugins: Some(dir.path().to_path_buf()),
+                admin: Some(addr),
+                plugin_logs: Some(plugin_logs),
+                config: HostConfig {
+                    restart: fast_restarts(),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        ),
+    )
+    .await
+    .expect("runtime starts");
+
+    get_until(addr, "/readyz", "ready with namespaces refused", |s, _| {
+        s == 200
+    })
+    .await;
+    let p = status_of(addr, "p").await;
+    assert_eq!(p["state"], "waiting", "{p}");
+    assert_eq!(p["waiting"]["for"], "forbidden", "{p}");
+    assert_eq!(p["waiting"]["resource"], "v1 namespaces", "{p}");
+    let reason = p["waiting"]["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("forbidden: namespaces is forbidden"),
+        "{reason}"
+    );
+    assert!(logs.json_of("p").is_empty(), "{:?}", logs.json_of("p"));
+
+    // Granted: the Namespace informer's next attempt lists them (a refusal is retried no
+    // sooner than 30 s), the selection comes in, and the plugin runs.
+    let mut wider = reader_rules();
+    wider.push(rule(&["get", "list", "watch"], "namespaces"));
+    server.restrict(HOST, wider);
+    logs.wait_until("a's object once namespaces may be listed", || {
+        logs.keys_of("p", "sel").contains("a/cm")
+    })
+    .await;
+    let p = status_of(addr, "p").await;
+    assert_eq!(p["state"], "running", "{p}");
+    assert!(p["waiting"].is_null(), "{p}");
+    // Then as usual: `a`'s objects, never `b`'s (the last one a barrier).
+    server.create(configmap("b", "late", "v")).unwrap();
+    server.create(configmap("a", "late", "v")).unwrap();
+    logs.wait_until("a's late object", || {
+        logs.keys_of("p", "sel").contains("a/late")
+    })
+    .await;
+    let keys: Vec<String> = logs.keys_of("p", "sel").into_iter().collect();
+    assert_eq!(keys, ["a/cm", "a/late"]);
+    runtime.stop().await;
+    server.shutdown().await;
 }

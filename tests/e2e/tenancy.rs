@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use informant_runtime::config::{self, ConfigWatcher};
 use informant_runtime::plugin::{
-    HostConfig, PluginError, PluginId, ReconcileReport, RestartPolicy,
+    HostConfig, PluginError, PluginId, ReconcileReport, Reloader, RestartPolicy,
 };
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{GUARD, create_namespaces, guarded};
@@ -567,6 +567,120 @@ async fn a_hard_link_to_another_tenants_plugin_neither_loads_nor_freezes_it() {
             .collect();
         running.sort();
         assert_eq!(running, vec![id("", "op"), id("b", "b-echo")]);
+        env.host.shutdown().await;
+    })
+    .await;
+}
+
+/// One account owning every directory (as here, the test's own): a's hard link to b's plugin
+/// is refused in a's directory, saying why, in the reconcile's report and in `/plugins`; so is
+/// b's own name, since its owner cannot tell the two names apart (b's running version keeps
+/// running); once the link is gone, b's files load again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_one_owner_for_every_directory_a_hard_link_to_another_tenants_plugin_is_refused() {
+    guarded("a hard link under one owner", async {
+        let env = PluginEnv::start(host_config()).await;
+        let dir = env.dir();
+        create_namespaces(&env.server, &["team-a", "team-b"]);
+        env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        assert_eq!(env.reconcile().await.loaded, [id("b", "b-echo")]);
+
+        std::fs::hard_link(dir.join("b/b-echo.wasm"), dir.join("a/twin.wasm")).unwrap();
+        std::fs::write(dir.join("a/twin.toml"), echo_manifest("twin")).unwrap();
+        let report = env.reconcile().await;
+        assert!(report.loaded.is_empty(), "{:?}", report.loaded);
+        let refused: Vec<&PluginId> = report.errors.iter().map(|(i, _)| i).collect();
+        assert_eq!(refused, [&id("a", "twin"), &id("b", "b-echo")], "{:?}", report.errors);
+        // As `/plugins` lists them.
+        let status: Vec<Value> = env
+            .host
+            .status()
+            .iter()
+            .chain(&env.host.refused())
+            .map(|s| serde_json::to_value(s).unwrap())
+            .collect();
+        let of = |tenant: &str, name: &str| {
+            status
+                .iter()
+                .find(|s| s["tenant"] == tenant && s["name"] == name)
+                .unwrap_or_else(|| panic!("{tenant}/{name} not in {status:?}"))
+                .clone()
+        };
+        let (twin, b) = (of("a", "twin"), of("b", "b-echo"));
+        assert_eq!(twin["state"], "refused", "{twin}");
+        assert_eq!(b["state"], "running", "b's loaded version keeps running: {b}");
+        for (who, s) in [("a", &twin), ("b", &b)] {
+            let reason = s["refused"].as_str().unwrap_or_default();
+            assert!(
+                reason.contains("it has 2 hard links, and uid")
+                    && reason.contains(&format!(
+                        "who owns tenant `{who}`'s directory, owns the plugins directory's top level too"
+                    ))
+                    && reason.contains("copy the file instead of linking it"),
+                "{reason}"
+            );
+        }
+
+        std::fs::remove_file(dir.join("a/twin.wasm")).unwrap();
+        std::fs::remove_file(dir.join("a/twin.toml")).unwrap();
+        std::fs::write(dir.join("b/b-echo.toml"), echo_manifest("b-v2")).unwrap();
+        let report = env.reconcile().await;
+        assert_eq!(report.replaced, [id("b", "b-echo")], "{:?}", report.errors);
+        assert!(env.host.status().iter().all(|s| s.refused.is_none()));
+        assert!(env.host.refused().is_empty(), "{:?}", env.host.refused());
+        env.host.shutdown().await;
+    })
+    .await;
+}
+
+/// a keeps a link to b's directory in its own while the host starts, then removes it (a
+/// recursive watch shared one kernel watch between the link and b's directory, and lost it
+/// with the link). b's directory is still watched: b's new plugin, then its manifest change,
+/// are picked up on their own, with no change anywhere else to wake the host.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_to_another_tenants_directory_removed_after_start_blinds_nothing() {
+    guarded("a link planted and removed", async {
+        let env = PluginEnv::start(host_config()).await;
+        let dir = env.dir();
+        create_namespaces(&env.server, &["team-a", "team-b"]);
+        std::fs::create_dir_all(dir.join("a")).unwrap();
+        std::fs::create_dir_all(dir.join("b")).unwrap();
+        std::os::unix::fs::symlink(dir.join("b"), dir.join("a/b-link")).unwrap();
+        env.reconcile().await;
+        let (reports_tx, mut reports) = mpsc::unbounded_channel();
+        let _reloader = Reloader::start(env.host.clone(), Some(reports_tx)).unwrap();
+
+        std::fs::remove_file(dir.join("a/b-link")).unwrap();
+        let report = reports.recv().await.unwrap();
+        assert!(
+            report.loaded.is_empty() && report.errors.is_empty(),
+            "{report:?}"
+        );
+
+        env.install(Some("b"), "b-echo", "hostile", &echo_manifest("b"));
+        // Written in two steps: a reconcile between them finds the pair incomplete.
+        while !reports
+            .recv()
+            .await
+            .unwrap()
+            .loaded
+            .contains(&id("b", "b-echo"))
+        {}
+        env.server.create(object("team-b", "b1", "b")).unwrap();
+        env.logs
+            .wait_until("b's plugin's event", || {
+                env.logs.keys_of("b-echo", "b").contains("team-b/b1")
+            })
+            .await;
+        std::fs::write(dir.join("b/b-echo.toml"), echo_manifest("b-v2")).unwrap();
+        while !reports
+            .recv()
+            .await
+            .unwrap()
+            .replaced
+            .contains(&id("b", "b-echo"))
+        {}
         env.host.shutdown().await;
     })
     .await;

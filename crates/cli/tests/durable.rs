@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_tests::{configmap, create_namespaces, guarded};
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::{Host, Setup};
 use tokio::process::Command;
 
@@ -30,6 +30,39 @@ ignore-status = true
 /// kubediff on `demo`'s ConfigMaps.
 async fn kubediff() -> Setup {
     Setup::new("kubediff", "kubediff", KUBEDIFF).await
+}
+
+/// kubediff on the ConfigMaps of the namespaces labelled `team=a`: `demo` and `leaving`
+/// (holding `leaving-cm`), not `elsewhere` (holding `not-selected`).
+async fn kubediff_selecting_team_a() -> Setup {
+    let manifest = KUBEDIFF.replace(
+        r#"namespaces = ["demo"]"#,
+        r#"namespace-selector = "team=a""#,
+    );
+    let setup = Setup::new("kubediff", "kubediff", &manifest).await;
+    let namespace = |name: &str, team: &str| {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {"team": team}}})
+    };
+    setup.server.update(namespace("demo", "a")).unwrap();
+    for (ns, team, cm) in [
+        ("elsewhere", "b", "not-selected"),
+        ("leaving", "a", "leaving-cm"),
+    ] {
+        setup.server.create(namespace(ns, team)).unwrap();
+        setup.server.create(configmap(ns, cm, "x")).unwrap();
+    }
+    setup
+}
+
+impl Setup {
+    /// Relabels `ns` `team=<team>`.
+    fn relabel(&self, ns: &str, team: &str) {
+        self.server
+            .update(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"team": team}}}))
+            .unwrap();
+    }
 }
 
 impl Setup {
@@ -201,6 +234,72 @@ async fn a_restart_delivers_exactly_what_changed_while_the_host_was_down() {
     assert_eq!(
         host.logged("cache restored from the state directory").len(),
         1
+    );
+    host.stop().await;
+}
+
+/// The same with a `namespace-selector`: the selection is known before the resumed
+/// difference is filtered, so the plugin gets exactly what changed in the selected namespace
+/// (not its whole selection again as added, the deleted object included), and nothing of a
+/// namespace not selected where something changed too; a namespace that gained the label while
+/// the host was down brings its objects in, one that lost it sends its objects as deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_with_a_namespace_selector_delivers_exactly_what_changed_in_the_selection() {
+    let setup = kubediff_selecting_team_a().await;
+    setup.seed_untouched_and_a_b(2);
+
+    let host = setup.host().await;
+    let given = host.records_until_marker(&setup, "marker-1").await;
+    assert_eq!(
+        summary(&given),
+        [
+            "added a",
+            "added b",
+            "added leaving-cm",
+            "added same-000",
+            "added same-001"
+        ],
+        "the selected namespaces' objects, once"
+    );
+    host.stop().await;
+
+    setup.change_a_b_c();
+    let mut elsewhere = configmap("elsewhere", "not-selected", "changed");
+    elsewhere["metadata"]["resourceVersion"] = Value::Null;
+    setup.server.update(elsewhere).unwrap();
+
+    let host = setup.host().await;
+    let given = host.records_until_marker(&setup, "marker-2").await;
+    assert_eq!(
+        summary(&given),
+        ["added c", "deleted b", r#"updated a "before"->"after""#],
+        "exactly the changes made in the selection while down"
+    );
+    host.stop().await;
+
+    // Namespaces relabelled while down: `elsewhere` joins the selection, `leaving` leaves it.
+    setup.relabel("elsewhere", "a");
+    setup.relabel("leaving", "b");
+    let host = setup.host().await;
+    // Namespaces and ConfigMaps are two watches: a marker orders nothing against the first.
+    host.wait_for("the relabelled namespaces' objects", |r| {
+        let s = summary(r);
+        s.contains(&"added not-selected".to_string())
+            && s.contains(&"deleted leaving-cm".to_string())
+    })
+    .await;
+    let given = host.records_until_marker(&setup, "marker-3").await;
+    assert_eq!(
+        summary(&given),
+        ["added not-selected", "deleted leaving-cm"],
+        "the selection's change while down, as adds and deletes"
+    );
+    assert!(
+        host.logged("resuming a plugin from its stored cursor")
+            .len()
+            == 1,
+        "{:?}",
+        host.logged("cursor")
     );
     host.stop().await;
 }

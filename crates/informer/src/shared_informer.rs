@@ -177,6 +177,13 @@ impl SharedInformer {
         report
     }
 
+    /// The cache as it was restored from disk, while its versions are kept for resuming
+    /// handlers (until [`forget_restored`](Self::forget_restored)): e.g. the namespaces a
+    /// resuming plugin's namespace selection was made of when it stopped.
+    pub fn restored(&self) -> Option<Arc<Restored>> {
+        self.restored.lock().clone()
+    }
+
     /// Drops the restored versions kept for resuming handlers (once every handler that had a
     /// cursor is registered).
     pub fn forget_restored(&self) {

@@ -60,6 +60,17 @@ pub(crate) fn owners(_: &std::fs::Metadata, _: &std::fs::Metadata) -> Option<(u3
     None
 }
 
+/// The uid owning a file; `None` where files have no owner.
+#[cfg(unix)]
+pub(crate) fn owner(m: &std::fs::Metadata) -> Option<u32> {
+    Some(std::os::unix::fs::MetadataExt::uid(m))
+}
+
+#[cfg(not(unix))]
+pub(crate) fn owner(_: &std::fs::Metadata) -> Option<u32> {
+    None
+}
+
 #[cfg(unix)]
 pub(crate) fn hard_links(m: &std::fs::Metadata) -> u64 {
     std::os::unix::fs::MetadataExt::nlink(m)

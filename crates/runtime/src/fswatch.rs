@@ -16,10 +16,15 @@
 //!   misses a change.
 //! - [`Watch::next`] is cancel-safe: a batch begun under a cancelled call is delivered by the
 //!   next one.
+//! - A watch made by [`Watch::children`] (the plugins directory: the top level and each tenant's
+//!   directory) watches each directory on its own, one level deep, and never through a link.
+//!   Watches are kept per inode by the kernel: a recursive watch that followed a link in one
+//!   directory into another shared the other's watch with the link, and lost it when the link
+//!   went, so nothing planted in one directory can reach another's watch this way.
 //!
 //! The watcher knows nothing of what is watched: plugins, configs and sources are its callers'.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -95,6 +100,8 @@ enum Signal {
 pub struct Watch {
     watcher: notify::RecommendedWatcher,
     changes: Changes,
+    /// Set by [`Watch::children`]: the subdirectories watched each on its own.
+    children: Option<Children>,
 }
 
 impl Watch {
@@ -112,7 +119,92 @@ impl Watch {
         let (sink, changes) = channel(dir, Box::new(filter));
         let mut watcher = notify::recommended_watcher(sink).map_err(cannot)?;
         watcher.watch(dir, mode).map_err(cannot)?;
-        Ok(Watch { watcher, changes })
+        Ok(Watch {
+            watcher,
+            changes,
+            children: None,
+        })
+    }
+
+    /// Watches `dir` and each directory directly in it, each with a watch of its own that
+    /// goes no deeper; entries that are links are not watched, nor followed. The
+    /// subdirectories are listed again before each batch is delivered: one created since gets
+    /// its watch (its creation is in the batch, so a caller rescanning on it sees what was
+    /// written there before), one removed or replaced loses its watch. A subdirectory that
+    /// cannot be watched (inotify's limit) makes the batch [`lost`](Batch::lost), and is
+    /// tried again at the next one.
+    pub fn children(dir: &Path, filter: impl Fn(&Path) -> bool + Send + 'static) -> Result<Self> {
+        let cannot = |source| WatchError::Notify {
+            path: dir.to_path_buf(),
+            source,
+        };
+        let (sink, changes) = channel(dir, Box::new(filter));
+        let lost = sink.tx.clone();
+        let config = notify::Config::default().with_follow_symlinks(false);
+        let mut watcher = notify::RecommendedWatcher::new(sink, config).map_err(cannot)?;
+        watcher
+            .watch(dir, RecursiveMode::NonRecursive)
+            .map_err(cannot)?;
+        let mut watch = Watch {
+            watcher,
+            changes,
+            children: Some(Children {
+                dir: dir.to_path_buf(),
+                watched: BTreeMap::new(),
+            }),
+        };
+        if watch.sync_children() {
+            let _ = lost.send(Signal::Lost);
+        }
+        Ok(watch)
+    }
+
+    /// Brings the watches of [`children`](Self::children)'s subdirectories in line with the
+    /// directory; returns whether some change may go unreported (a watch failed).
+    fn sync_children(&mut self) -> bool {
+        let Some(children) = &mut self.children else {
+            return false;
+        };
+        let listed = match children.list() {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::warn!(dir = %children.dir.display(), error = %e, "cannot list the watched directory; treating it as a change");
+                return true;
+            }
+        };
+        let mut lost = false;
+        let watched = std::mem::take(&mut children.watched);
+        for (path, id) in watched {
+            if listed.get(&path) == Some(&id) {
+                children.watched.insert(path, id);
+            } else {
+                // Gone, or another directory by that name now: the kernel may have dropped
+                // the watch already.
+                let _ = self.watcher.unwatch(&path);
+            }
+        }
+        for (path, id) in listed {
+            if children.watched.contains_key(&path) {
+                continue;
+            }
+            if let Err(e) = self.watcher.watch(&path, RecursiveMode::NonRecursive) {
+                tracing::warn!(dir = %path.display(), error = %e, "cannot watch a directory; treating it as a change");
+                lost = true;
+                continue;
+            }
+            // The watch follows whatever the name is now: it must still be the directory
+            // listed, not a link swapped in meanwhile.
+            match std::fs::symlink_metadata(&path) {
+                Ok(m) if m.is_dir() && file_id(&m) == id => {
+                    children.watched.insert(path, id);
+                }
+                _ => {
+                    let _ = self.watcher.unwatch(&path);
+                    lost = true;
+                }
+            }
+        }
+        lost
     }
 
     /// Watches the file `path` by watching its directory, and returns the file's path there.
@@ -152,7 +244,12 @@ impl Watch {
 
     /// The next batch of changes, once they have settled; `None` if watching has ended.
     pub async fn next(&mut self) -> Option<Batch> {
-        self.changes.next().await
+        let mut batch = self.changes.next().await?;
+        // After the batch is taken, no await: nothing between can be cancelled.
+        if self.sync_children() {
+            batch.lost = true;
+        }
+        Some(batch)
     }
 
     /// Runs `consume` on this watch in a task; the task, and so the watch, ends when the
@@ -164,6 +261,48 @@ impl Watch {
     {
         Watching(tokio::spawn(consume(self)))
     }
+}
+
+/// The directory of a [`Watch::children`], and its subdirectories watched now.
+struct Children {
+    dir: PathBuf,
+    /// Each with the identity of the directory its watch was added to.
+    watched: BTreeMap<PathBuf, FileId>,
+}
+
+impl Children {
+    /// The directories directly in `dir`, links left out (a directory entry's type is the
+    /// link's own, never its target's).
+    fn list(&self) -> std::io::Result<BTreeMap<PathBuf, FileId>> {
+        let mut out = BTreeMap::new();
+        for entry in std::fs::read_dir(&self.dir)? {
+            let entry = entry?;
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+                continue;
+            }
+            let path = entry.path();
+            if let Ok(m) = std::fs::symlink_metadata(&path)
+                && m.is_dir()
+            {
+                out.insert(path, file_id(&m));
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Which file a name leads to: (device, inode).
+type FileId = (u64, u64);
+
+#[cfg(unix)]
+fn file_id(m: &std::fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+#[cfg(not(unix))]
+fn file_id(_: &std::fs::Metadata) -> FileId {
+    (0, 0)
 }
 
 /// A task consuming a [`Watch`]; aborted when dropped.
@@ -364,5 +503,67 @@ mod tests {
         let both = BTreeSet::from([PathBuf::from("/watched/a"), PathBuf::from("/watched/b")]);
         assert_eq!(batch.paths, both);
         assert!(!batch.lost);
+    }
+
+    /// One child keeps a link to another while the watch starts, then removes it: the other
+    /// child's watch is untouched (a recursive watch shared one kernel watch between the link
+    /// and its target, and dropped it with the link, blinding the other child).
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_link_in_one_child_to_another_leaves_the_others_watch_alone() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().canonicalize().unwrap();
+        let (a, b) = (dir.join("a"), dir.join("b"));
+        std::fs::create_dir(&a).unwrap();
+        std::fs::create_dir(&b).unwrap();
+        std::os::unix::fs::symlink(&b, a.join("link")).unwrap();
+        let mut w = Watch::children(&dir, |_| true).unwrap();
+
+        std::fs::remove_file(a.join("link")).unwrap();
+        assert!(next(&mut w).await.paths.contains(&a.join("link")));
+        std::fs::write(b.join("new.wasm"), "x").unwrap();
+        let batch = next(&mut w).await;
+        assert_eq!(batch.paths, BTreeSet::from([b.join("new.wasm")]));
+        assert!(!batch.lost);
+    }
+
+    /// A child created later is watched from the batch that reports it; a child that is a link
+    /// (to a directory outside) is not watched, nor is anything below a child.
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn children_come_and_go_and_links_lead_nowhere() {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().canonicalize().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.join("l")).unwrap();
+        let mut w = Watch::children(&dir, |_| true).unwrap();
+
+        let c = dir.join("c");
+        std::fs::create_dir(&c).unwrap();
+        assert_eq!(next(&mut w).await.paths, BTreeSet::from([c.clone()]));
+        std::fs::write(c.join("p.wasm"), "x").unwrap();
+        std::fs::write(outside.path().join("q.wasm"), "x").unwrap();
+        std::fs::create_dir(c.join("deeper")).unwrap();
+        let batch = next(&mut w).await;
+        assert_eq!(
+            batch.paths,
+            BTreeSet::from([c.join("p.wasm"), c.join("deeper")])
+        );
+        std::fs::write(c.join("deeper/r.wasm"), "x").unwrap();
+        assert!(
+            tokio::time::timeout(DEBOUNCE * 4, w.next()).await.is_err(),
+            "a change through a link or below a child was reported"
+        );
+
+        // Removed, then made again: the new directory is watched.
+        std::fs::remove_dir_all(&c).unwrap();
+        next(&mut w).await;
+        std::fs::create_dir(&c).unwrap();
+        next(&mut w).await;
+        std::fs::write(c.join("again.wasm"), "x").unwrap();
+        assert_eq!(
+            next(&mut w).await.paths,
+            BTreeSet::from([c.join("again.wasm")])
+        );
     }
 }

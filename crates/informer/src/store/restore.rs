@@ -55,6 +55,13 @@ impl Restored {
         }
     }
 
+    /// Each key's newest version that is an object: the state as restored (or as seen).
+    pub fn objects(&self) -> impl Iterator<Item = &Arc<CachedObject>> {
+        self.versions
+            .values()
+            .filter_map(|list| list.last().and_then(|(_, o)| o.as_ref()))
+    }
+
     /// Keys it holds versions of.
     pub fn len(&self) -> usize {
         self.versions.len()

@@ -145,7 +145,11 @@ async fn metrics_text(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn plugins(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
-    let list = state.host().map(|h| h.status()).unwrap_or_default();
+    let mut list = state.host().map(|h| h.status()).unwrap_or_default();
+    if let Some(h) = state.host() {
+        list.extend(h.refused());
+        list.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
+    }
     match state.host().and_then(|h| h.shard()) {
         Some(shard) => Json(serde_json::json!({
             "plugins": list,

@@ -256,6 +256,13 @@ impl Durable {
         })
     }
 
+    /// Whether `plugin` has a cursor on `informer` to resume from (see [`cursor`](Self::cursor)),
+    /// asked without resuming.
+    pub fn has_cursor(&self, plugin: &str, informer: &InformerKey, scope: &str) -> bool {
+        self.saved_cursor(plugin, &informer.to_string(), scope)
+            .is_some()
+    }
+
     /// The cursor stored for `plugin` on the informer `id`, if its watch is still `scope`.
     fn saved_cursor(&self, plugin: &str, id: &str, scope: &str) -> Option<Cursor> {
         let cursors = self.cursors.lock();

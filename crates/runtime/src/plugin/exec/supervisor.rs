@@ -82,6 +82,9 @@ pub enum PluginState {
     /// discovery; retried until it loads. Never a supervisor's state, only the host's (see
     /// [`PluginHost::status`](crate::plugin::PluginHost::status)).
     Waiting,
+    /// Not loaded: its files were refused (a link out of its directory, a hard link, a quota,
+    /// an invalid manifest...); tried again on its next change. Never a supervisor's state.
+    Refused,
 }
 
 /// What [`Supervisor::ready_instance`] found.

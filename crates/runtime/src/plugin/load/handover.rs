@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::informer::Restored;
+use crate::informer::{InformerClaim, Restored};
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::prepare::{Prepared, SYNC_WAIT};
@@ -43,6 +43,9 @@ impl PluginHost {
                     tracing::info!(informer = %key, resource_version = at, objects = objects.len(), "taking over from the published cursor");
                     w.prior = Some(Arc::new(Restored::from_objects(objects)));
                     w.floor_version = Some(at);
+                    if let Some((_, namespaces)) = &w.selection {
+                        w.prior_namespaces = namespaces_at(namespaces, at).await;
+                    }
                     shard
                         .stats
                         .handovers_with_cursor
@@ -69,4 +72,23 @@ impl PluginHost {
                 .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
         }
     }
+}
+
+/// The namespaces as they were at resourceVersion `at` (resourceVersions are one sequence
+/// across kinds), for a selection taken over from a cursor there; `None`, with a warning, when
+/// they cannot be listed there: the selection then starts from the namespaces as they are, and
+/// a namespace whose labels changed meanwhile is not seen as changed.
+async fn namespaces_at(namespaces: &InformerClaim, at: u64) -> Option<Arc<Restored>> {
+    let listed = tokio::time::timeout(SYNC_WAIT, namespaces.list_at(&at.to_string())).await;
+    let why = match listed {
+        Ok(Ok(Some(objects))) => return Some(Arc::new(Restored::from_objects(objects))),
+        Ok(Ok(None)) => "the server no longer has its resourceVersion (compacted)".to_string(),
+        Ok(Err(e)) => format!("listing at it failed: {e}"),
+        Err(_) => format!("listing at it took longer than {SYNC_WAIT:?}"),
+    };
+    tracing::warn!(
+        resource_version = at,
+        "namespace selection taken over: {why}; selecting from the namespaces as they are now"
+    );
+    None
 }

@@ -53,7 +53,7 @@ use crate::plugin::load::permitted::{self, NotPermitted};
 use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
 use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::{Found, scan};
-use crate::plugin::load::status::{ReconcileReport, Running};
+use crate::plugin::load::status::{ReconcileReport, Refusal, Running};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::plugin::logbook::LogBook;
 use crate::shard::Shard;
@@ -117,6 +117,9 @@ pub struct PluginHost {
     /// schedules retries.
     pub(super) waiting: RwLock<BTreeMap<PluginId, Waiting>>,
     pub(super) waiting_count: watch::Sender<usize>,
+    /// The plugins (and directories) whose files the latest reconcile refused, with why and
+    /// since when; a running plugin among them runs its earlier version.
+    pub(super) refused: RwLock<BTreeMap<PluginId, Refusal>>,
     /// Change filters in use, shared by every watch naming the same one.
     pub(super) change_filters: ChangeFilters,
     /// The type each plugin metric name has on this host's `/metrics`.
@@ -156,6 +159,7 @@ impl PluginHost {
             running: RwLock::new(BTreeMap::new()),
             waiting: RwLock::new(BTreeMap::new()),
             waiting_count: watch::channel(0).0,
+            refused: RwLock::new(BTreeMap::new()),
             change_filters: ChangeFilters::default(),
             metric_names: Arc::default(),
             crd_watch: Mutex::new(None),
@@ -288,6 +292,7 @@ impl PluginHost {
             Ok(f) => f,
             Err(e) => {
                 report.errors.push((PluginId::directory(""), e));
+                self.record_refusals(&report);
                 return report;
             }
         };
@@ -501,33 +506,63 @@ impl PluginHost {
                                      selection,
                                      prior,
                                      floor_version,
+                                     prior_namespaces,
                                  }| {
                                     let options = HandlerOptions {
                                         resync_period: resync,
-                                        // A selection's filter holds the grant's too.
-                                        filter: match &selection {
-                                            Some((s, _)) => Some(s.filter()),
-                                            None => filter.clone(),
-                                        },
+                                        filter: filter.clone(),
                                         changes,
                                         cursor: None,
                                     };
                                     kinds.push(kind);
-                                    let h = register(
-                                        (&id, &supervisor, &gate),
-                                        &policy,
-                                        &informer,
-                                        resource,
-                                        options,
-                                        (self.cursors(), &scope),
-                                        (prior, floor_version),
-                                    );
-                                    if let Some((s, namespaces)) = selection {
-                                        let name = id.to_string();
-                                        let followed =
-                                            s.follow(&name, h.injector(), namespaces.informer());
-                                        selections.push(followed.holding(namespaces));
-                                    }
+                                    // A durable resume starts from the namespaces restored from
+                                    // disk: the selection as it was when the host stopped.
+                                    let cursors = self.cursors();
+                                    let resumes = || {
+                                        cursors.shard.is_none()
+                                            && cursors.durable.is_some_and(|d| {
+                                                d.has_cursor(
+                                                    &id.to_string(),
+                                                    informer.key(),
+                                                    &scope,
+                                                )
+                                            })
+                                    };
+                                    let add = |options| {
+                                        register(
+                                            (&id, &supervisor, &gate),
+                                            &policy,
+                                            &informer,
+                                            resource,
+                                            options,
+                                            (self.cursors(), &scope),
+                                            (prior, floor_version),
+                                        )
+                                    };
+                                    let h = match selection {
+                                        // A selection's filter holds the grant's too.
+                                        Some((s, namespaces)) => {
+                                            let prior_namespaces = prior_namespaces.or_else(|| {
+                                                resumes()
+                                                    .then(|| namespaces.informer().restored())
+                                                    .flatten()
+                                            });
+                                            let (h, followed) = s.register(
+                                                &id.to_string(),
+                                                namespaces.informer(),
+                                                prior_namespaces,
+                                                |selected| {
+                                                    add(HandlerOptions {
+                                                        filter: Some(selected),
+                                                        ..options
+                                                    })
+                                                },
+                                            );
+                                            selections.push(followed.holding(namespaces));
+                                            h
+                                        }
+                                        None => add(options),
+                                    };
                                     (informer, h)
                                 },
                             )
@@ -603,6 +638,7 @@ impl PluginHost {
         report.replaced.sort();
         report.errors.sort_by(|a, b| a.0.cmp(&b.0));
         report.waiting.sort_by(|a, b| a.0.cmp(&b.0));
+        self.record_refusals(&report);
         let count = waiting.len();
         *self.waiting.write() = waiting;
         self.waiting_count
@@ -668,6 +704,7 @@ impl PluginHost {
         self.running.write().clear();
         self.waiting.write().clear();
         self.waiting_count.send_replace(0);
+        self.refused.write().clear();
         let all = std::mem::take(&mut *loaded);
         // All at once: shutdown takes the longest in-flight call, not the sum of them.
         futures::future::join_all(all.into_values().map(|l| self.unregister(l))).await;

@@ -206,6 +206,7 @@ impl PluginHost {
                             selection,
                             prior: None,
                             floor_version: None,
+                            prior_namespaces: None,
                         });
                     }
                 }
@@ -297,6 +298,8 @@ pub(super) struct Watched {
     pub(super) prior: Option<Arc<Restored>>,
     /// That cursor's resourceVersion.
     pub(super) floor_version: Option<u64>,
+    /// With a selection, taken over: the namespaces as they were at that resourceVersion.
+    pub(super) prior_namespaces: Option<Arc<Restored>>,
 }
 
 impl PluginHost {
@@ -314,6 +317,18 @@ impl PluginHost {
             .informer_for(&namespaces, crate::informer::WatchScope::default())?;
         let selection =
             NamespaceSelection::new(selector, grant.clone(), informer.informer().clone())?;
+        // The plugin's handler registers with the selection read from this informer's cache:
+        // it must hold the namespaces by then, or the handler's replay (or the difference it
+        // resumes with) would be filtered by an empty selection. Refused, it never will until
+        // RBAC changes: the plugin then shows as waiting for it.
+        let namespaces = claim.informer();
+        namespaces.start();
+        if tokio::time::timeout(SYNC_WAIT, namespaces.wait_settled())
+            .await
+            .is_err()
+        {
+            tracing::warn!(informer = %namespaces.description(), wait = ?SYNC_WAIT, "namespaces not listed in time: the namespace selection starts from what is cached and follows the rest as it comes");
+        }
         Ok((selection, claim))
     }
 }

@@ -4,7 +4,9 @@
 //! half-written `.wasm` (and fail) or a new `.wasm` with the old manifest. So changes are
 //! debounced ([`crate::fswatch`]): the reconcile runs once the directory has been quiet for
 //! [`DEBOUNCE`](crate::fswatch::DEBOUNCE). Changes the watch lost count too: a reconcile rescans
-//! the whole directory. A reconcile that fails for a plugin keeps its old version running (see
+//! the whole directory. The top level and each tenant's directory are watched each on its own,
+//! never through a link ([`Watch::children`]): nothing a tenant plants in its directory can
+//! touch the watch of another's. A reconcile that fails for a plugin keeps its old version running (see
 //! [`crate::plugin::load::loader`]).
 //!
 //! The same loop retries waiting plugins (see [`crate::plugin::load::waiting`]) when [`crate::plugin::load::retry`] says:
@@ -14,7 +16,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use crate::fswatch::{RecursiveMode, Watch, Watching};
+use crate::fswatch::{Watch, Watching};
 use crate::plugin::PluginError;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::retry::RetryPlan;
@@ -34,8 +36,8 @@ impl Reloader {
         reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
     ) -> Result<Self, PluginError> {
         let dir = host.dir().to_path_buf();
-        let watch = Watch::start(&dir, RecursiveMode::Recursive, |_| true)
-            .map_err(|source| PluginError::DirWatch { source })?;
+        let watch =
+            Watch::children(&dir, |_| true).map_err(|source| PluginError::DirWatch { source })?;
         let watching = watch.spawn(|mut changes| async move {
             let mut waiting = host.subscribe_waiting();
             let mut retry = RetryPlan::new(host.factory().client().clone());

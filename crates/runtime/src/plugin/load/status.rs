@@ -69,6 +69,19 @@ pub struct PluginStatus {
     /// not watched (re-checked on every re-discovery).
     #[serde(rename = "not-permitted", skip_serializing_if = "Vec::is_empty")]
     pub not_permitted: Vec<NotPermitted>,
+    /// Why its files on disk were refused at the last reconcile (a link, a hard link, a quota,
+    /// an invalid manifest...): for a running plugin its new version's, the running one keeps
+    /// running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+}
+
+/// Why a plugin's files were refused, kept for `/plugins` until a reconcile says otherwise.
+#[derive(Debug, Clone)]
+pub(super) struct Refusal {
+    reason: String,
+    /// When it was first refused for this reason (RFC 3339).
+    since: String,
 }
 
 /// What a reconcile did.
@@ -98,7 +111,8 @@ pub(super) struct Running {
     pub(super) supervisor: Arc<Supervisor>,
     pub(super) queues: Vec<ListenerGauges>,
     pub(super) expanded: Vec<String>,
-    /// Its informers, each with the resource name when a wildcard watch added it.
+    /// Its informers (its selections' Namespace informers too), each with the resource name
+    /// when a wildcard watch added it.
     pub(super) informers: Vec<(Arc<SharedInformer>, Option<String>)>,
     pub(super) not_permitted: Vec<NotPermitted>,
     pub(super) gate: Gate,
@@ -167,6 +181,8 @@ impl PluginHost {
                 let queues = l.handles.iter().map(|(_, h)| h.gauges()).collect();
                 let supervisor = l.supervisor.clone();
                 let expanded = l.expanded();
+                // A selection's Namespace informer counts as one it watches: refused, the
+                // selection knows nothing and the plugin waits for it like for a named kind.
                 let informers = l
                     .handles
                     .iter()
@@ -174,6 +190,7 @@ impl PluginHost {
                     .map(|((i, _), kind)| {
                         (i.informer().clone(), kind.as_ref().map(|(_, n)| n.clone()))
                     })
+                    .chain(l.selections.iter().map(|s| (s.namespaces().clone(), None)))
                     .collect();
                 (
                     id.clone(),
@@ -277,10 +294,63 @@ impl PluginHost {
         }
     }
 
-    /// Status of every running or waiting plugin, by tenant and name; never waits for a
-    /// reconcile in progress.
+    /// Keeps what `report` refused, for `/plugins`: a reconcile of every plugin says it all,
+    /// a retry of some plugins only what it tried.
+    pub(super) fn record_refusals(&self, report: &ReconcileReport) {
+        let mut refused = self.refused.write();
+        let before = std::mem::take(&mut *refused);
+        if let Some(tried) = &report.only {
+            refused.extend(
+                before
+                    .iter()
+                    .filter(|(id, _)| !tried.contains(id))
+                    .map(|(id, r)| (id.clone(), r.clone())),
+            );
+        }
+        for (id, e) in &report.errors {
+            let reason = e.to_string();
+            let since = before.get(id).filter(|r| r.reason == reason).map_or_else(
+                || k8s_openapi::jiff::Timestamp::now().to_string(),
+                |r| r.since.clone(),
+            );
+            refused.insert(id.clone(), Refusal { reason, since });
+        }
+    }
+
+    /// The plugins (and directories, named `*`) whose files the last reconcile refused and
+    /// that run no version, by tenant and name: what `/plugins` shows beside
+    /// [`status`](Self::status). Never waits for a reconcile in progress.
+    pub fn refused(&self) -> Vec<PluginStatus> {
+        let running = self.running.read();
+        let waiting = self.waiting.read();
+        self.refused
+            .read()
+            .iter()
+            .filter(|(id, _)| !running.contains_key(*id) && !waiting.contains_key(*id))
+            .map(|(id, r)| PluginStatus {
+                name: id.name.clone(),
+                tenant: id.tenant.clone(),
+                version: String::new(),
+                state: PluginState::Refused,
+                handled: 0,
+                failed: 0,
+                retried: 0,
+                backlog: 0,
+                last_error: None,
+                since: r.since.clone(),
+                waiting: None,
+                expanded: Vec::new(),
+                not_permitted: Vec::new(),
+                refused: Some(r.reason.clone()),
+            })
+            .collect()
+    }
+
+    /// Status of every running or waiting plugin, by tenant and name (a running one whose new
+    /// files were refused says why); never waits for a reconcile in progress.
     pub fn status(&self) -> Vec<PluginStatus> {
         let mut waiting = self.waiting.read().clone();
+        let mut refused = self.refused.read().clone();
         let mut running = self.running.read().clone();
         let mut all: Vec<PluginStatus> = self
             .running()
@@ -315,6 +385,7 @@ impl PluginHost {
                     },
                     // A new version waiting says more than the running one's refused kind.
                     waiting: waiting.remove(&r.id).or(forbidden),
+                    refused: refused.remove(&r.id).map(|r| r.reason),
                     name: r.id.name,
                     tenant: r.id.tenant,
                 }
@@ -334,6 +405,7 @@ impl PluginHost {
             waiting: Some(w),
             expanded: Vec::new(),
             not_permitted: Vec::new(),
+            refused: None,
         }));
         all.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
         all
