@@ -75,6 +75,13 @@ impl Host {
     /// Starts `informant run` on `dir`'s kubeconfig and plugins with the state in `state`, and
     /// waits until it is ready.
     pub async fn start(dir: &Path, state: &Path) -> Host {
+        let state = ["--state-dir".to_string(), state.display().to_string()];
+        Host::start_with(dir, &state, &[("RUST_LOG", "info")]).await
+    }
+
+    /// Starts `informant run` on `dir`'s kubeconfig and plugins with `args` more and `env` set,
+    /// and waits until it is ready.
+    pub async fn start_with(dir: &Path, args: &[String], env: &[(&str, &str)]) -> Host {
         let admin = free_addr();
         let mut child = Command::new(env!("CARGO_BIN_EXE_informant"))
             .arg("run")
@@ -82,13 +89,12 @@ impl Host {
             .arg(dir.join("kubeconfig"))
             .arg("--plugins")
             .arg(dir.join("plugins"))
-            .arg("--state-dir")
-            .arg(state)
+            .args(args)
             .arg("--admin")
             .arg(admin.to_string())
             .arg("--cache-dir")
             .arg(dir.join("compile-cache"))
-            .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .env("NO_COLOR", "1")
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
