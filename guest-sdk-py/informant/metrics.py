@@ -1,5 +1,6 @@
 """Metrics on the host's ``/metrics``: counters, gauges and histograms, exported as
-``informant_plugin_NAME`` with the host's ``plugin`` and ``tenant`` labels added.
+``informant_plugin_NAME`` (a tenant's plugin: ``informant_tenant_TENANT__NAME``) with the host's
+``plugin`` and ``tenant`` labels added.
 
     from informant import metrics
 

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::admin::scope::Scope;
 use informant_runtime::admin::{AdminServer, AdminState, metrics};
 use informant_runtime::informer::{FactoryOptions, InformerFactory};
 use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginHost};
@@ -72,12 +73,12 @@ async fn main() {
         .unwrap();
 
     let state = AdminState::new(factory.clone(), Some(host.clone()));
-    let text = metrics::render(&state).unwrap();
+    let text = metrics::render(&state, &Scope::Everything).unwrap();
     let series = text.lines().filter(|l| !l.starts_with('#')).count();
 
     let started = Instant::now();
     for _ in 0..SCRAPES {
-        std::hint::black_box(metrics::render(&state).unwrap());
+        std::hint::black_box(metrics::render(&state, &Scope::Everything).unwrap());
     }
     let direct = started.elapsed() / SCRAPES;
 

@@ -313,3 +313,63 @@ fn dispatch_under(metrics: &str, plugin: &str, tenant: &str, seconds: f64) -> (u
         .map_or(0, |v| v.trim().parse().expect("a count"));
     (within.1, all)
 }
+
+/// `n` every-second schedules, `s0` to `s{n-1}`.
+fn schedules(n: usize) -> String {
+    (0..n)
+        .map(|i| format!("[[schedule]]\nname = \"s{i}\"\nevery = \"1s\"\n"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_many_schedules_in_a_manifest_or_a_tenant_are_refused_naming_the_limit() {
+    guarded("schedule caps", async {
+        let text = "[limits]\ntenant-max-schedules = 20\n[tenants.team-a]\nnamespaces = [\"team-a\"]\n[tenants.team-b]\nnamespaces = [\"team-b\"]\nmax-schedules = 3\n";
+        let env = informant_tests::plugins::PluginEnv::start(
+            informant_runtime::config::parse(text, Path::new("informant.toml")).unwrap(),
+        )
+        .await;
+        let watch = "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n";
+        let echo = "[config]\nmode = \"echo\"\n";
+        // One manifest of 5,000 every-second schedules: refused whole, before any timer.
+        env.install(
+            Some("team-a"),
+            "flood",
+            "hostile",
+            &format!("{watch}{}{echo}", schedules(5000)),
+        );
+        // Within the manifest limit (16) each, past team-b's 3 together.
+        env.install(
+            Some("team-b"),
+            "first",
+            "hostile",
+            &format!("{watch}{}{echo}", schedules(2)),
+        );
+        env.install(
+            Some("team-b"),
+            "second",
+            "hostile",
+            &format!("{watch}{}{echo}", schedules(2)),
+        );
+        let report = env.reconcile().await;
+        let errors: Vec<String> = report.errors.iter().map(|(_, e)| e.to_string()).collect();
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        let flood = errors.iter().find(|e| e.contains("flood")).expect("flood refused");
+        assert!(
+            flood.contains("team-a/flood.toml")
+                && flood.contains("field `schedule`: 5000 [[schedule]] tables; a manifest may have at most 16 (`limits.max-schedules` in informant.toml)"),
+            "{flood}"
+        );
+        let second = errors.iter().find(|e| e.contains("second")).expect("second refused");
+        assert!(
+            second.contains(
+                "tenant `team-b`'s plugins would declare 4 [[schedule]] tables together; at most 3 (`max-schedules` in informant.toml)"
+            ),
+            "{second}"
+        );
+        assert!(report.loaded.iter().any(|id| id.name == "first"), "{:?}", report.loaded);
+        assert!(!report.loaded.iter().any(|id| id.name == "flood" || id.name == "second"));
+        env.host.shutdown().await;
+    })
+    .await;
+}

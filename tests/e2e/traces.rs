@@ -286,3 +286,187 @@ async fn stuck_collector() {
     drop(traces);
     assert!(started.elapsed() < telemetry::export::SHUTDOWN_BOUND + Duration::from_secs(5));
 }
+
+/// An echo plugin on namespace `ns` in `env`, and `n` ConfigMaps there, each handled.
+async fn echo_events(env: &PluginEnv, ns: &str, n: usize) {
+    create_namespaces(&env.server, &[ns]);
+    env.install(
+        None,
+        &format!("echo-{ns}"),
+        "hostile",
+        &format!(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"{ns}\"\n[config]\nmode = \"echo\"\ntag = \"{ns}\"\n"
+        ),
+    );
+    let report = env.reconcile().await;
+    assert!(report.errors.is_empty(), "{:?}", report.errors);
+    for i in 0..n {
+        env.server
+            .create(informant_tests::configmap(ns, &format!("c{i}"), "v"))
+            .unwrap();
+    }
+    let plugin = format!("echo-{ns}");
+    env.logs
+        .wait_until("every event handled", || {
+            env.logs.keys_of(&plugin, ns).len() == n
+        })
+        .await;
+}
+
+/// The value of header `name` in a request head.
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines()
+        .filter_map(|l| l.split_once(':'))
+        .find(|(k, _)| k.trim().eq_ignore_ascii_case(name))
+        .map(|(_, v)| v.trim())
+}
+
+#[test]
+fn traces_reach_an_https_collector_with_their_headers() {
+    in_own_process(
+        "traces::traces_reach_an_https_collector_with_their_headers",
+        https_collector,
+    );
+}
+
+async fn https_collector() {
+    let collector = Collector::start_tls().await;
+    let env = PluginEnv::start(Default::default()).await;
+    let endpoint = collector
+        .endpoint()
+        .replace("https://", "https://tracer:s%3Acret@");
+    // Not trusting the collector's CA: every export fails in the handshake, and nothing is
+    // sent in the clear instead.
+    let untrusted = Traces::start(ExportConfig {
+        delay: Duration::from_millis(20),
+        ..ExportConfig::new(&endpoint)
+    })
+    .expect("traces on");
+    echo_events(&env, "untrusted", 3).await;
+    let stats = untrusted.stats();
+    // An event's span ends just after its outcome is logged: flushed until all three failed.
+    informant_tests::guarded("the three spans' export to fail", async {
+        while stats.failed.load(Ordering::Relaxed) < 3 {
+            untrusted.flush();
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert_eq!(stats.exported.load(Ordering::Relaxed), 0);
+    assert_eq!(collector.requests(), 0, "nothing reached the collector");
+    drop(untrusted);
+
+    // Trusting it (as OTEL_EXPORTER_OTLP_CERTIFICATE names it), with the spec's header
+    // variable and a header flag.
+    let mut config = ExportConfig {
+        delay: Duration::from_millis(20),
+        ..ExportConfig::new(&endpoint)
+    };
+    let ca = collector.ca_file().display().to_string();
+    config
+        .apply_env(|name| match name {
+            "OTEL_EXPORTER_OTLP_CERTIFICATE" => Some(ca.clone()),
+            "OTEL_EXPORTER_OTLP_TRACES_HEADERS" => Some("x-scope=team%20a,x-api-key=one".into()),
+            _ => None,
+        })
+        .unwrap();
+    config.add_header("x-api-key=two").unwrap();
+    let traces = Traces::start(config).expect("traces on over https");
+    echo_events(&env, "trusted", 3).await;
+    traces.flush();
+    let spans = collector
+        .wait_until("the three events' spans", |spans| {
+            spans.iter().filter(|s| s.name == "event").count() >= 3
+        })
+        .await;
+    assert!(spans.iter().all(|s| s.service == "informant"));
+    assert!(
+        spans
+            .iter()
+            .filter(|s| s.name == "event")
+            .all(|s| s.attr("plugin") == "echo-trusted"),
+        "{spans:?}"
+    );
+    let heads = collector.heads();
+    assert!(!heads.is_empty());
+    for head in &heads {
+        assert!(head.starts_with("POST /v1/traces "), "{head}");
+        assert_eq!(header(head, "x-scope"), Some("team a"), "{head}");
+        assert_eq!(
+            header(head, "x-api-key"),
+            Some("two"),
+            "the flag wins: {head}"
+        );
+        // base64("tracer:s:cret"): the URL's user info, decoded, as Basic authentication.
+        assert_eq!(
+            header(head, "authorization"),
+            Some("Basic dHJhY2VyOnM6Y3JldA=="),
+            "{head}"
+        );
+    }
+    assert_eq!(traces.stats().failed.load(Ordering::Relaxed), 0);
+    // `/metrics` counts what the pipeline did, as host series.
+    let state =
+        informant_runtime::admin::AdminState::new(env.factory.clone(), Some(env.host.clone()));
+    let text = informant_runtime::admin::metrics::render(
+        &state,
+        &informant_runtime::admin::scope::Scope::Everything,
+    )
+    .unwrap();
+    let exported = traces.stats().exported.load(Ordering::Relaxed);
+    assert!(
+        text.contains(&format!(
+            "informant_trace_spans_exported_total {exported}\n"
+        )) && text.contains("informant_trace_spans_dropped_total 0\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_sampling_ratio_of_zero_sends_no_spans() {
+    in_own_process(
+        "traces::a_sampling_ratio_of_zero_sends_no_spans",
+        ratio_zero,
+    );
+}
+
+async fn ratio_zero() {
+    let collector = Collector::start(true).await;
+    let env = PluginEnv::start(Default::default()).await;
+    let traces = Traces::start(ExportConfig {
+        delay: Duration::from_millis(20),
+        sampling: telemetry::Sampling::ratio(0.0, "test").unwrap(),
+        ..ExportConfig::new(collector.endpoint())
+    })
+    .expect("traces on");
+    echo_events(&env, "unsampled", 20).await;
+    traces.flush();
+    assert_eq!(collector.requests(), 0, "{:?}", collector.spans());
+    let stats = traces.stats();
+    for (what, n) in [
+        ("exported", &stats.exported),
+        ("failed", &stats.failed),
+        ("dropped", &stats.dropped),
+    ] {
+        assert_eq!(n.load(Ordering::Relaxed), 0, "{what}");
+    }
+    drop(traces);
+    // The same host and collector at a ratio of 1: the events are traced, so the silence above
+    // was the sampler's.
+    let traces = Traces::start(ExportConfig {
+        delay: Duration::from_millis(20),
+        ..ExportConfig::new(collector.endpoint())
+    })
+    .expect("traces on");
+    echo_events(&env, "sampled", 5).await;
+    traces.flush();
+    collector
+        .wait_until("the sampled events' spans", |spans| {
+            spans
+                .iter()
+                .filter(|s| s.name == "event" && s.attr("plugin") == "echo-sampled")
+                .count()
+                == 5
+        })
+        .await;
+}

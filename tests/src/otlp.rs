@@ -1,6 +1,8 @@
 //! An OTLP/HTTP trace collector on 127.0.0.1 for the trace tests: it decodes each
 //! `POST /v1/traces` protobuf body (`ExportTraceServiceRequest`) into [`ExportedSpan`]s, or
-//! reads requests and never answers, as a stuck collector does.
+//! reads requests and never answers, as a stuck collector does. Over plain HTTP, or over TLS
+//! ([`Collector::start_tls`]) with a CA and a certificate for `127.0.0.1` and `localhost` made
+//! for the test; it keeps each request's headers.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -9,8 +11,8 @@ use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::{AnyValue, KeyValue, any_value};
 use parking_lot::Mutex;
 use prost::Message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 /// One span as the collector received it, ids in lowercase hex.
@@ -46,39 +48,119 @@ pub struct Collector {
     /// Its port.
     pub port: u16,
     spans: Arc<Mutex<Vec<ExportedSpan>>>,
+    /// Each request's head (request line and headers), in order.
+    heads: Arc<Mutex<Vec<String>>>,
     /// Requests read so far (answered or not).
     requests: watch::Receiver<usize>,
+    /// With TLS: the PEM of the CA its certificate is signed by, and a file holding it.
+    tls: Option<(String, tempfile::NamedTempFile)>,
+}
+
+/// What serving one connection shares with the collector.
+#[derive(Clone)]
+struct Shared {
+    answer: bool,
+    spans: Arc<Mutex<Vec<ExportedSpan>>>,
+    heads: Arc<Mutex<Vec<String>>>,
+    count: Arc<watch::Sender<usize>>,
 }
 
 impl Collector {
     /// Listens; answers every request `200` if `answer`, else reads them and never answers.
     pub async fn start(answer: bool) -> Collector {
+        Collector::listen(answer, None).await
+    }
+
+    /// Listens over TLS with a certificate for `127.0.0.1` and `localhost`, signed by a CA
+    /// made now ([`Collector::ca_file`]); answers every request `200`.
+    pub async fn start_tls() -> Collector {
+        let ca_key = rcgen::KeyPair::generate().expect("a CA key");
+        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca.distinguished_name
+            .push(rcgen::DnType::CommonName, "informant test collector CA");
+        let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
+        let key = rcgen::KeyPair::generate().expect("a server key");
+        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
+            .expect("server params")
+            .signed_by(&key, &rcgen::Issuer::from_params(&ca, &ca_key))
+            .expect("the server certificate");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![leaf.der().clone(), ca_cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .expect("a server TLS config");
+        let pem = ca_cert.pem();
+        let mut file = tempfile::NamedTempFile::new().expect("a CA file");
+        std::io::Write::write_all(&mut file, pem.as_bytes()).expect("write the CA file");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let mut c = Collector::listen(true, Some(acceptor)).await;
+        c.tls = Some((pem, file));
+        c
+    }
+
+    async fn listen(answer: bool, tls: Option<tokio_rustls::TlsAcceptor>) -> Collector {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let port = listener.local_addr().unwrap().port();
-        let spans = Arc::new(Mutex::new(Vec::new()));
         let (count, requests) = watch::channel(0usize);
-        let count = Arc::new(count);
-        let kept = spans.clone();
+        let shared = Shared {
+            answer,
+            spans: Arc::default(),
+            heads: Arc::default(),
+            count: Arc::new(count),
+        };
+        let (spans, heads) = (shared.spans.clone(), shared.heads.clone());
         tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
-                tokio::spawn(serve(socket, answer, kept.clone(), count.clone()));
+                let (shared, tls) = (shared.clone(), tls.clone());
+                tokio::spawn(async move {
+                    match tls {
+                        // A client that does not trust the certificate gives up in the
+                        // handshake: nothing is read.
+                        Some(tls) => {
+                            if let Ok(stream) = tls.accept(socket).await {
+                                serve(stream, shared).await;
+                            }
+                        }
+                        None => serve(socket, shared).await,
+                    }
+                });
             }
         });
         Collector {
             port,
             spans,
+            heads,
             requests,
+            tls: None,
         }
     }
 
-    /// `http://127.0.0.1:PORT`, the OTLP/HTTP base URL.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS), the OTLP/HTTP base URL.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// With TLS: a PEM file of the CA the collector's certificate is signed by.
+    pub fn ca_file(&self) -> &std::path::Path {
+        self.tls.as_ref().expect("a TLS collector").1.path()
     }
 
     /// Every span received so far.
     pub fn spans(&self) -> Vec<ExportedSpan> {
         self.spans.lock().clone()
+    }
+
+    /// Each request's head so far (request line and headers, as sent).
+    pub fn heads(&self) -> Vec<String> {
+        self.heads.lock().clone()
     }
 
     /// Export requests read so far.
@@ -107,12 +189,13 @@ impl Collector {
 }
 
 /// Serves one connection's requests (clients keep connections alive between exports).
-async fn serve(
-    mut socket: TcpStream,
-    answer: bool,
-    spans: Arc<Mutex<Vec<ExportedSpan>>>,
-    count: Arc<watch::Sender<usize>>,
-) {
+async fn serve<S: AsyncRead + AsyncWrite + Unpin>(mut socket: S, shared: Shared) {
+    let Shared {
+        answer,
+        spans,
+        heads,
+        count,
+    } = shared;
     let mut buf = Vec::new();
     let mut chunk = [0u8; 8192];
     loop {
@@ -146,6 +229,7 @@ async fn serve(
         );
         let request = ExportTraceServiceRequest::decode(body.as_slice())
             .expect("an OTLP protobuf ExportTraceServiceRequest");
+        heads.lock().push(head);
         spans.lock().extend(flatten(request));
         count.send_modify(|c| *c += 1);
         if !answer {

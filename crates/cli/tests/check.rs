@@ -267,3 +267,28 @@ fn check_refuses_a_namespace_selector_that_cannot_select_naming_file_field_and_r
         }
     }
 }
+
+#[test]
+fn check_refuses_a_manifest_of_thousands_of_schedules_naming_the_file_and_the_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("ticker.wasm");
+    std::fs::copy(informant_tests::plugins::wasm("hostile"), &wasm).unwrap();
+    let schedules: String = (0..5000)
+        .map(|i| format!("[[schedule]]\nname = \"s{i}\"\nevery = \"1s\"\n"))
+        .collect();
+    let manifest = write(
+        dir.path(),
+        "ticker.toml",
+        &format!(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n{schedules}[config]\nmode = \"echo\"\n"
+        ),
+    );
+    let out = check(&[&wasm.display().to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!("manifest `{manifest}`"))
+            && stderr.contains("field `schedule`: 5000 [[schedule]] tables; a manifest may have at most 16 (`limits.max-schedules` in informant.toml)"),
+        "{stderr}"
+    );
+}

@@ -71,11 +71,13 @@ impl Schedule {
 }
 
 /// Checks a manifest's schedules: each table on its own, and no name twice. The error carries
-/// the index of the table at fault.
+/// the index of the table at fault. Linear in the tables, however many a manifest holds (how
+/// many it may have is the host's [`check_count`]).
 pub fn check_all(schedules: &[Schedule]) -> Result<(), (usize, ScheduleTableError)> {
+    let mut seen = std::collections::HashMap::with_capacity(schedules.len());
     for (i, s) in schedules.iter().enumerate() {
         s.check().map_err(|e| (i, e))?;
-        if let Some(first) = schedules[..i].iter().position(|o| o.name == s.name) {
+        if let Some(&first) = seen.get(s.name.as_str()) {
             return Err((
                 i,
                 ScheduleTableError::Duplicate {
@@ -84,8 +86,33 @@ pub fn check_all(schedules: &[Schedule]) -> Result<(), (usize, ScheduleTableErro
                 },
             ));
         }
+        seen.insert(s.name.as_str(), i);
     }
     Ok(())
+}
+
+/// Default of the host's `limits.max-schedules`: `[[schedule]]` tables one manifest may have.
+pub const DEFAULT_MAX_SCHEDULES: usize = 16;
+
+/// Refuses more than `max` tables (the host's `limits.max-schedules`): each is a timer of the
+/// host's and series of its own on `/metrics`, so a manifest may not ask for thousands.
+pub fn check_count(schedules: &[Schedule], max: usize) -> Result<(), TooManySchedules> {
+    match schedules.len() {
+        count if count > max => Err(TooManySchedules { count, max }),
+        _ => Ok(()),
+    }
+}
+
+/// A manifest with more `[[schedule]]` tables than the host allows.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{count} [[schedule]] tables; a manifest may have at most {max} (`limits.max-schedules` in informant.toml)"
+)]
+pub struct TooManySchedules {
+    /// Tables in the manifest.
+    pub count: usize,
+    /// The host's ceiling.
+    pub max: usize,
 }
 
 /// What [`Schedule::check`] and [`check_all`] refuse; [`ScheduleTableError::field`] names the
@@ -533,5 +560,37 @@ mod tests {
                 "`{text}`: {err}"
             );
         }
+    }
+
+    #[test]
+    fn thousands_of_tables_are_checked_in_linear_time_and_counted_against_the_host() {
+        let tables: Vec<Schedule> = (0..5000)
+            .map(|i| Schedule {
+                name: ScheduleName::try_from(format!("s{i}")).unwrap(),
+                cron: None,
+                every: Some(Every(MIN_EVERY)),
+            })
+            .collect();
+        let started = std::time::Instant::now();
+        check_all(&tables).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        let mut twice = tables.clone();
+        twice.push(tables[4321].clone());
+        assert_eq!(
+            check_all(&twice).unwrap_err(),
+            (
+                5000,
+                ScheduleTableError::Duplicate {
+                    name: "s4321".into(),
+                    first: 4321
+                }
+            )
+        );
+        let e = check_count(&tables, DEFAULT_MAX_SCHEDULES).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "5000 [[schedule]] tables; a manifest may have at most 16 (`limits.max-schedules` in informant.toml)"
+        );
+        assert!(check_count(&tables[..16], DEFAULT_MAX_SCHEDULES).is_ok());
     }
 }

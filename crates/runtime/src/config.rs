@@ -25,6 +25,7 @@ use informant_manifest::toml_error::{self, Table};
 use serde::Deserialize;
 
 use crate::plugin::HostConfig;
+use crate::plugin::metrics::{MetricLimits, name as metric_name};
 use crate::tenancy::{
     Budget, Grant, Impersonate, NamespacePattern, ResourceRule, Tenancy, TenantPolicy,
 };
@@ -40,6 +41,10 @@ pub const DEFAULT_MAX_FIELD_INDEXES: u32 = 16;
 
 /// Writes per second a tenant's plugins share when its table does not say.
 pub const DEFAULT_WRITES_PER_SECOND: u32 = 20;
+
+/// `[[schedule]]` tables a tenant's plugins may declare together when neither its table nor
+/// `limits.tenant-max-schedules` says.
+pub const DEFAULT_TENANT_MAX_SCHEDULES: u32 = 64;
 
 /// `informant.toml` could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -121,6 +126,11 @@ struct FileLimits {
     max_error_bytes: Option<Positive>,
     log_lines_per_second: Option<Positive>,
     max_metric_series: Option<Positive>,
+    max_metric_kib: Option<Positive>,
+    tenant_max_metric_series: Option<Positive>,
+    tenant_max_metric_kib: Option<Positive>,
+    max_schedules: Option<Positive>,
+    tenant_max_schedules: Option<Positive>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -143,6 +153,9 @@ struct FileTenant {
     #[serde(default)]
     impersonate_groups: Vec<String>,
     writes_per_second: Option<Positive>,
+    max_metric_series: Option<Positive>,
+    max_metric_kib: Option<Positive>,
+    max_schedules: Option<Positive>,
     #[serde(default, deserialize_with = "toml_error::tables")]
     write: Vec<crate::manifest::Write>,
 }
@@ -196,6 +209,25 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     if let Some(v) = l.max_metric_series {
         host.metrics.max_series = v.get() as usize;
     }
+    if let Some(v) = l.max_metric_kib {
+        host.metrics.max_bytes = kib(v);
+    }
+    if let Some(v) = l.max_schedules {
+        host.max_schedules = v.get() as usize;
+    }
+    let tenant_metrics = MetricLimits {
+        max_series: l
+            .tenant_max_metric_series
+            .map_or(MetricLimits::TENANT_DEFAULT.max_series, |v| {
+                v.get() as usize
+            }),
+        max_bytes: l
+            .tenant_max_metric_kib
+            .map_or(MetricLimits::TENANT_DEFAULT.max_bytes, kib),
+    };
+    let tenant_max_schedules = l
+        .tenant_max_schedules
+        .map_or(DEFAULT_TENANT_MAX_SCHEDULES, Positive::get);
     for (default, max, what) in [
         (host.default_memory_mib, host.max_memory_mib, "memory-mib"),
         (
@@ -212,10 +244,20 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     }
     let mut tenants = BTreeMap::new();
     let mut claimed: Vec<(&str, &NamespacePattern)> = Vec::new();
+    let mut forms: BTreeMap<String, &str> = BTreeMap::new();
     for (name, Table(t)) in &file.tenants {
         let key = |k: &str| format!("key `tenants.{name}.{k}`");
         check_tenant_name(name)
             .map_err(|why| invalid(format!("table `[tenants.{name}]`: {why}")))?;
+        // Its metric families are named after it: one form per tenant, or two tenants would
+        // share families.
+        let form = metric_name::tenant_form(name);
+        if let Some(other) = forms.insert(form.clone(), name) {
+            return Err(invalid(format!(
+                "table `[tenants.{name}]`: tenants `{other}` and `{name}` differ only in `-`, `_` or `.`; their plugins' metrics would share the prefix `{}{form}__`",
+                metric_name::TENANT_PREFIX
+            )));
+        }
         if t.namespaces.is_empty() && !t.cluster_scoped {
             return Err(invalid(format!(
                 "table `[tenants.{name}]`: grants nothing: give `namespaces` or `cluster-scoped = true`"
@@ -316,6 +358,13 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
                 NonZeroU32::new(DEFAULT_WRITES_PER_SECOND).expect("positive"),
                 |r| r.0,
             ))),
+            metrics: MetricLimits {
+                max_series: t
+                    .max_metric_series
+                    .map_or(tenant_metrics.max_series, |v| v.get() as usize),
+                max_bytes: t.max_metric_kib.map_or(tenant_metrics.max_bytes, kib),
+            },
+            max_schedules: t.max_schedules.map_or(tenant_max_schedules, Positive::get) as usize,
         };
         tenants.insert(name.clone(), Arc::new(policy));
     }
@@ -324,14 +373,15 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     Ok(host)
 }
 
-/// A tenant is a directory name: keep it to what is safe and unambiguous on every system.
+/// A tenant is a directory name, and names its plugins' metric families: keep it to what is
+/// safe and unambiguous on every system and in a metric name.
 fn check_tenant_name(name: &str) -> Result<(), BadTenantName> {
     let ok = !name.is_empty()
         && name.len() <= 63
-        && !name.starts_with(['.', '-'])
         && name
             .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'));
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_' | '.'))
+        && metric_name::check_tenant(name).is_none();
     if ok {
         Ok(())
     } else {
@@ -342,9 +392,14 @@ fn check_tenant_name(name: &str) -> Result<(), BadTenantName> {
 /// A tenant name that is not a safe directory name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "tenant name `{0}` must be a directory name of lowercase letters, digits, `-`, `_` or `.`, not starting with `.` or `-`, at most 63 characters"
+    "tenant name `{0}` must be a directory name of lowercase letters, digits, `-`, `_` or `.`, starting and ending with a letter or digit, with no two of `-`, `_`, `.` in a row, at most 63 characters"
 )]
 struct BadTenantName(String);
+
+/// KiB from the config, as bytes.
+fn kib(v: Positive) -> usize {
+    (v.get() as usize).saturating_mul(1024)
+}
 
 #[cfg(test)]
 mod tests {

@@ -13,6 +13,7 @@
 //! - [`leader`]: leader election through a coordination.k8s.io Lease (active/standby replicas).
 //! - [`replay`]: recording live event streams and replaying them offline into one plugin.
 //! - [`telemetry`]: OpenTelemetry traces of plugin work over OTLP/HTTP, off unless installed.
+//! - [`redact`]: credentials out of URLs before they are logged or shown.
 //! - [`runtime`]: the startup wiring `informant run` and `dev` use ([`runtime::Runtime`],
 //!   [`runtime::Replica`] with leader election), so tests start exactly what the binary starts.
 //!
@@ -30,6 +31,7 @@ pub mod files;
 pub mod fswatch;
 pub mod leader;
 pub mod plugin;
+pub mod redact;
 pub mod replay;
 pub mod runtime;
 pub mod shard;

@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use informant_runtime::plugin::CompileCache;
 pub use informant_runtime::runtime::{host_config, watch_informer};
-use informant_runtime::telemetry::{ExportConfig, Traces};
+use informant_runtime::telemetry::{ExportConfig, Sampling, Traces};
 
 /// Compile cache flags of the commands that load plugins.
 #[derive(clap::Args)]
@@ -68,15 +68,37 @@ pub enum Output {
     Json,
 }
 
-/// Trace export flags of the commands that run plugins.
+/// Trace export flags of the commands that run plugins. Besides these, the OpenTelemetry
+/// variables `OTEL_EXPORTER_OTLP_[TRACES_]HEADERS`, `OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE`,
+/// `OTEL_TRACES_SAMPLER` and `OTEL_TRACES_SAMPLER_ARG` are read (see the operations chapter).
 #[derive(clap::Args)]
 pub struct TraceArgs {
     /// Export OpenTelemetry traces of plugin work (a span per event, child spans for writes,
     /// HTTP requests and slow cache queries) over OTLP/HTTP with protobuf bodies to this
-    /// collector, e.g. http://127.0.0.1:4318 (spans go to /v1/traces under it; http:// only).
-    /// Off when unset.
-    #[arg(long, value_name = "URL", env = "OTEL_EXPORTER_OTLP_ENDPOINT")]
+    /// collector, e.g. http://127.0.0.1:4318 or https://otlp.example.com (spans go to
+    /// /v1/traces under it; user:password@ in it is sent as Basic authentication and never
+    /// logged). Off when unset.
+    // `--help` would show the variable's value, credentials and all.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "OTEL_EXPORTER_OTLP_ENDPOINT",
+        hide_env_values = true
+    )]
     otlp_endpoint: Option<String>,
+    /// Send this header with every export (repeatable), e.g. `authorization=Bearer TOKEN`;
+    /// added to those of OTEL_EXPORTER_OTLP_[TRACES_]HEADERS, replacing one of the same name.
+    /// Values are never logged.
+    #[arg(long = "otlp-header", value_name = "NAME=VALUE")]
+    otlp_headers: Vec<String>,
+    /// A PEM file of CA certificates to trust for an https:// endpoint, besides the system's
+    /// (default: OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE, else OTEL_EXPORTER_OTLP_CERTIFICATE).
+    #[arg(long, value_name = "FILE")]
+    otlp_ca_file: Option<PathBuf>,
+    /// Export this share of traces, from 0 (none) to 1 (all, the default), chosen by trace id
+    /// (parentbased_traceidratio); overrides OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
+    #[arg(long, value_name = "RATIO")]
+    trace_sample_ratio: Option<f64>,
 }
 
 impl TraceArgs {
@@ -85,7 +107,18 @@ impl TraceArgs {
         let Some(endpoint) = self.otlp_endpoint.as_deref().filter(|e| !e.is_empty()) else {
             return Ok(None);
         };
-        Ok(Some(Traces::start(ExportConfig::new(endpoint))?))
+        let mut config = ExportConfig::new(endpoint);
+        config.apply_env(|name| std::env::var(name).ok())?;
+        for header in &self.otlp_headers {
+            config.add_header(header)?;
+        }
+        if let Some(path) = &self.otlp_ca_file {
+            config.ca_file = Some(path.clone());
+        }
+        if let Some(ratio) = self.trace_sample_ratio {
+            config.sampling = Sampling::ratio(ratio, "--trace-sample-ratio")?;
+        }
+        Ok(Some(Traces::start(config)?))
     }
 }
 

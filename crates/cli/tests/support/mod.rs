@@ -101,11 +101,18 @@ impl Host {
     /// Starts `informant run` on `dir`'s kubeconfig and plugins with the state in `state`, and
     /// waits until it is ready.
     pub async fn start(dir: &Path, state: &Path) -> Host {
+        let state = ["--state-dir".to_string(), state.display().to_string()];
+        Host::start_with(dir, &state, &[("RUST_LOG", "info")]).await
+    }
+
+    /// Starts `informant run` on `dir`'s kubeconfig and plugins with `args` more and `env` set,
+    /// and waits until it is ready.
+    pub async fn start_with(dir: &Path, args: &[String], env: &[(&str, &str)]) -> Host {
         let mut run = Command::new(env!("CARGO_BIN_EXE_informant"));
         run.arg("run")
             .arg("--kubeconfig")
             .arg(dir.join("kubeconfig"));
-        Host::spawn(run, dir, state).await
+        Host::spawn(run, dir, args, env).await
     }
 
     /// Starts `informant dev` on `dir`'s plugins with the state in `state`, its embedded API
@@ -119,23 +126,28 @@ impl Host {
             .arg(dir.join("dev-kubeconfig"))
             .arg("--seed")
             .arg(seed);
-        Host::spawn(dev, dir, state).await
+        let state = ["--state-dir".to_string(), state.display().to_string()];
+        Host::spawn(dev, dir, &state, &[("RUST_LOG", "info")]).await
     }
 
-    /// `command` (`run` or `dev` with its own arguments) on `dir`'s plugins with the state in
-    /// `state`, once ready.
-    async fn spawn(mut command: Command, dir: &Path, state: &Path) -> Host {
+    /// `command` (`run` or `dev` with its own arguments) on `dir`'s plugins with `args` more
+    /// and `env` set, once ready.
+    async fn spawn(
+        mut command: Command,
+        dir: &Path,
+        args: &[String],
+        env: &[(&str, &str)],
+    ) -> Host {
         let admin = free_addr();
         command
             .arg("--plugins")
             .arg(dir.join("plugins"))
-            .arg("--state-dir")
-            .arg(state)
+            .args(args)
             .arg("--admin")
             .arg(admin.to_string())
             .arg("--cache-dir")
             .arg(dir.join("compile-cache"))
-            .env("RUST_LOG", "info");
+            .envs(env.iter().copied());
         let (child, lines) = spawn_logged(command);
         get_until(admin, "/readyz", "the host to be ready", |s, _| s == 200).await;
         Host {

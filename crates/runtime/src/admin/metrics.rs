@@ -6,6 +6,12 @@
 //! `docs/src/operations.md` (a test holds its table equal to what this module encodes).
 //! Counters carry the `_total` suffix on their samples.
 //! A family appears once it has a sample (the plugin families once a plugin is loaded).
+//!
+//! What one scrape shows depends on the caller's [`Scope`]: everything, or only the series of
+//! the tenants it may see (their plugins' figures, dead letters and own metrics, and their
+//! tenants' metric budgets), never the host's own (informers, listeners, change filters, state,
+//! shard, traces) nor the operator's plugins'. Every label value is written by
+//! [`name::label_value`], so none can end its line.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,16 +28,18 @@ use prometheus_client::registry::Registry;
 
 use super::AdminState;
 use super::plugin_metrics::PluginMetricsSample;
+use super::scope::Scope;
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::scheduler::TickOutcome;
+use crate::plugin::metrics::name;
 use crate::plugin::{PluginState, RunningPlugin, WaitingFor};
 
 /// The `Content-Type` of [`render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// One scrape: every family, encoded as OpenMetrics text (ending with `# EOF`).
-pub fn render(state: &AdminState) -> Result<String, fmt::Error> {
-    let snapshot = Snapshot::gather(state);
+/// One scrape: every family `scope` may see, encoded as OpenMetrics text (ending with `# EOF`).
+pub fn render(state: &AdminState, scope: &Scope) -> Result<String, fmt::Error> {
+    let snapshot = Snapshot::gather(state, scope);
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));
     let mut out = String::with_capacity(16 * 1024);
@@ -93,8 +101,11 @@ struct ListenerSample {
 /// The state directory's figures, with `--state-dir`.
 #[derive(Debug, Default)]
 struct StateSample {
-    /// Dead letters kept per (plugin, tenant): every plugin holding any, and every running one.
+    /// Dead letters kept per (plugin, tenant): every plugin holding any, and every running one,
+    /// of the tenants the scope sees.
     dead_letters: Vec<(String, String, u64)>,
+    /// Whether the host's own figures below are shown (the scope sees the host).
+    host: bool,
     /// Dead letters dropped (past a bound, or with their plugin) since the host started.
     dead_letters_dropped: u64,
     degraded: bool,
@@ -103,7 +114,11 @@ struct StateSample {
 }
 
 impl StateSample {
-    fn gather(durable: &crate::durable::Durable, running: &[RunningPlugin]) -> StateSample {
+    fn gather(
+        durable: &crate::durable::Durable,
+        running: &[RunningPlugin],
+        scope: &Scope,
+    ) -> StateSample {
         let stats = durable.stats();
         let mut counts = durable.dead_letter_counts().unwrap_or_else(|e| {
             tracing::warn!(error = %e, "counting dead letters for /metrics failed");
@@ -115,11 +130,14 @@ impl StateSample {
         StateSample {
             dead_letters: counts
                 .into_iter()
-                .map(|(id, n)| {
+                .filter_map(|(id, n)| {
                     let (tenant, name) = id.split_once('/').unwrap_or(("", &id));
-                    (escape(name), escape(tenant), n)
+                    scope
+                        .sees_tenant(tenant)
+                        .then(|| (escape(name), escape(tenant), n))
                 })
                 .collect(),
+            host: scope.sees_host(),
             dead_letters_dropped: stats.dead_letters_dropped,
             degraded: stats.degraded.is_some(),
             bytes_written: stats.bytes_written,
@@ -145,13 +163,25 @@ struct Snapshot {
     state: Option<StateSample>,
     /// With `--shard-group`.
     shard: Option<super::shard::ShardSample>,
+    /// While traces are exported.
+    traces: Option<TraceSample>,
+}
+
+/// What the trace export pipeline did, while traces are on.
+#[derive(Debug)]
+struct TraceSample {
+    exported: u64,
+    failed: u64,
+    dropped: u64,
 }
 
 impl Snapshot {
-    fn gather(state: &AdminState) -> Snapshot {
+    fn gather(state: &AdminState, scope: &Scope) -> Snapshot {
+        let host = scope.sees_host();
         let mut informers = Vec::new();
         let mut listeners: BTreeMap<(String, String), ListenerSample> = BTreeMap::new();
-        for i in state.factory().informers() {
+        let all = state.factory().informers();
+        for i in all.iter().filter(|_| host) {
             let stats = i.stats();
             let informer = escape(i.description());
             informers.push(InformerSample {
@@ -174,10 +204,11 @@ impl Snapshot {
         }
         informers.sort_by(|a, b| a.informer.cmp(&b.informer));
 
-        let running = state.plugins();
-        let plugin_metrics = PluginMetricsSample::gather(&running, escape);
+        let mut running = state.plugins();
+        running.retain(|r| scope.sees_tenant(&r.id.tenant));
+        let plugin_metrics = PluginMetricsSample::gather(&running, scope);
         let durable = state.host().and_then(|h| h.durable());
-        let state_sample = durable.map(|d| StateSample::gather(d, &running));
+        let state_sample = durable.map(|d| StateSample::gather(d, &running, scope));
         let plugins = running
             .iter()
             .map(|r| {
@@ -232,6 +263,7 @@ impl Snapshot {
             .map(|h| h.waiting())
             .unwrap_or_default()
             .into_iter()
+            .filter(|(id, _)| scope.sees_tenant(&id.tenant))
             .map(|(id, w)| WaitingSample {
                 plugin: escape(&id.name),
                 tenant: escape(&id.tenant),
@@ -245,6 +277,7 @@ impl Snapshot {
             .collect();
         let filters = state
             .host()
+            .filter(|_| host)
             .map(|h| h.change_filter_stats())
             .unwrap_or_default()
             .into_iter()
@@ -260,8 +293,16 @@ impl Snapshot {
             state: state_sample,
             shard: state
                 .host()
+                .filter(|_| host)
                 .and_then(|h| h.shard())
                 .map(super::shard::ShardSample::gather),
+            traces: crate::telemetry::export_stats()
+                .filter(|_| host)
+                .map(|s| TraceSample {
+                    exported: s.exported.load(Ordering::Relaxed),
+                    failed: s.failed.load(Ordering::Relaxed),
+                    dropped: s.dropped.load(Ordering::Relaxed),
+                }),
         }
     }
 }
@@ -549,7 +590,33 @@ impl Collector for Snapshot {
         if let Some(s) = &self.shard {
             s.encode(&mut enc)?;
         }
+        if let Some(t) = &self.traces {
+            t.encode(&mut enc)?;
+        }
         self.plugin_metrics.encode(&mut enc)
+    }
+}
+
+impl TraceSample {
+    fn encode(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
+        single(
+            enc,
+            "informant_trace_spans_exported",
+            "Spans the trace collector accepted.",
+            ConstCounter::new(self.exported),
+        )?;
+        single(
+            enc,
+            "informant_trace_spans_failed",
+            "Spans lost in export requests that failed (no answer, an error status, past the timeout).",
+            ConstCounter::new(self.failed),
+        )?;
+        single(
+            enc,
+            "informant_trace_spans_dropped",
+            "Spans dropped unsent because the export queue was full (a dead or slow collector).",
+            ConstCounter::new(self.dropped),
+        )
     }
 }
 
@@ -566,6 +633,9 @@ impl StateSample {
                 )
             }),
         )?;
+        if !self.host {
+            return Ok(());
+        }
         single(
             enc,
             "informant_dead_letters_dropped",
@@ -634,19 +704,11 @@ pub(super) fn family<const N: usize, M: EncodeMetric + TypedMetric>(
     Ok(())
 }
 
-/// Escapes a label value for the text format; prometheus-client writes label values verbatim,
-/// and plugin and tenant names come from file names, which may hold anything.
+/// Escapes a label value for the text format ([`name::label_value`]); prometheus-client writes
+/// label values verbatim, and plugin, tenant, informer and filter names come from files, which
+/// may hold anything.
 pub(super) fn escape(value: &str) -> String {
-    let mut out = String::with_capacity(value.len());
-    for c in value.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-    out
+    name::label_value(value).into_owned()
 }
 
 #[cfg(test)]
@@ -655,12 +717,35 @@ mod tests {
 
     #[test]
     fn label_values_are_escaped() {
-        assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\c"#);
-        assert_eq!(escape("line\nbreak"), "line\\nbreak");
+        // What a parser reads back has `\` doubled: `a"b\\c`.
+        assert_eq!(escape(r#"a"b\c"#), r#"a\"b\\\\c"#);
+        assert_eq!(escape("line\nbreak"), r"line\\nbreak");
         assert_eq!(
             escape("apps/v1 deployments in ns [app=web]"),
             "apps/v1 deployments in ns [app=web]"
         );
+        // Every character some reader ends a line at is written as text.
+        for (c, shown) in [
+            ('\r', r"\\r"),
+            ('\t', r"\\t"),
+            ('\u{b}', r"\\u{b}"),
+            ('\u{c}', r"\\u{c}"),
+            ('\u{1c}', r"\\u{1c}"),
+            ('\u{1d}', r"\\u{1d}"),
+            ('\u{1e}', r"\\u{1e}"),
+            ('\u{85}', r"\\u{85}"),
+            ('\u{2028}', r"\\u{2028}"),
+            ('\u{2029}', r"\\u{2029}"),
+            ('\0', r"\\u{0}"),
+        ] {
+            let value = format!("a{c}b");
+            assert_eq!(escape(&value), format!("a{shown}b"), "{c:?}");
+        }
+        // Two different values never read back the same: a real CR is not the text `\r`.
+        let pairs = [("a\rb", r"a\rb"), ("\u{2028}", r"\u{2028}"), ("\\", r"\\")];
+        for (x, y) in pairs {
+            assert_ne!(escape(x), escape(y), "{x:?} vs {y:?}");
+        }
     }
 
     /// One scrape with a sample in every family: each plugin figure, a write, a waiting plugin,
@@ -712,6 +797,7 @@ mod tests {
             plugin_metrics: super::super::plugin_metrics::tests::sample(),
             state: Some(StateSample {
                 dead_letters: vec![("p".into(), "t".into(), 1)],
+                host: true,
                 dead_letters_dropped: 1,
                 degraded: false,
                 bytes_written: 1,
@@ -724,6 +810,11 @@ mod tests {
                 with_cursor: 1,
                 replayed: 1,
                 handover_seconds: 0.5,
+            }),
+            traces: Some(TraceSample {
+                exported: 1,
+                failed: 1,
+                dropped: 1,
             }),
         }
     }
@@ -738,7 +829,13 @@ mod tests {
         registry.register_collector(Box::new(full_snapshot()));
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
-        let plugins_own = ["hits", "depth", "size"].map(|n| format!("informant_plugin_{n} "));
+        let plugins_own = [
+            "informant_tenant_t__hits",
+            "informant_tenant_t__depth",
+            "informant_tenant_t__size",
+            "informant_plugin_hits",
+        ]
+        .map(|n| format!("{n} "));
         let encoded: std::collections::BTreeSet<(String, String)> = out
             .lines()
             .filter_map(|l| l.strip_prefix("# TYPE "))
@@ -766,6 +863,12 @@ mod tests {
         let book: std::collections::BTreeSet<(String, String)> =
             names.into_iter().zip(kinds).collect();
         for (name, kind) in &encoded {
+            // A tenant's families are `informant_tenant_FORM__NAME`: a host family without
+            // `__` is never one of them.
+            assert!(
+                !name.contains("__"),
+                "host family `{name}` holds `__`, which marks a tenant's families"
+            );
             let Some(host) = name.strip_prefix("informant_plugin_") else {
                 continue;
             };
@@ -805,7 +908,7 @@ mod tests {
             });
         }
         durable.flush().await;
-        let sample = StateSample::gather(&durable, &[]);
+        let sample = StateSample::gather(&durable, &[], &Scope::Everything);
         assert_eq!(
             sample.dead_letters,
             [("p".to_string(), "team-a".to_string(), max as u64)]
@@ -824,6 +927,7 @@ mod tests {
             plugin_metrics: Default::default(),
             state: Some(sample),
             shard: None,
+            traces: None,
         }));
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         assert!(
@@ -857,6 +961,7 @@ mod tests {
             plugin_metrics: Default::default(),
             state: None,
             shard: None,
+            traces: None,
         };
         let mut registry = Registry::default();
         registry.register_collector(Box::new(snapshot));

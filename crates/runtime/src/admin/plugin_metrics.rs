@@ -1,12 +1,15 @@
-//! The metrics plugins keep (the `metrics` import) on `/metrics`: each plugin's families merged
-//! by name as `informant_plugin_NAME`, with the host's `plugin` and `tenant` labels added to
-//! every series, and the host's own figures about them (series held, calls refused).
+//! The metrics plugins keep (the `metrics` import) on `/metrics`: each tenant's families under
+//! its own names ([`name::exposed`]: `informant_plugin_NAME` for the operator's plugins,
+//! `informant_tenant_FORM__NAME` for a tenant's), the host's `plugin` and `tenant` labels added
+//! to every series; and the host's own figures about them (series and bytes held, per plugin
+//! and per tenant; calls refused).
 //!
-//! Merging is safe by construction: a name has one type on the host
-//! ([`MetricNames`](crate::plugin::metrics::MetricNames)), a plugin's names never take a host
-//! family's ([`name::HOST_FAMILIES`]), and `plugin`/`tenant` set apart the series of plugins
-//! sharing a name. Help texts are escaped here; when plugins give one name different help
-//! texts, the first plugin's (by tenant, then name) is shown.
+//! Merging is safe by construction: a tenant's names are its own, a name has one type in a
+//! tenant ([`TenantMetrics`](crate::plugin::metrics::TenantMetrics)), a plugin's names never
+//! take a host family ([`name::HOST_FAMILIES`]), and `plugin` sets apart the series of a
+//! tenant's plugins sharing a name. Help texts are escaped here; when a tenant's plugins give
+//! one name different texts, the first plugin's (by name) is shown. Only plugins the caller's
+//! [`Scope`] sees are read.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -16,10 +19,11 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
+use super::scope::Scope;
 use crate::plugin::RunningPlugin;
 use crate::plugin::metrics::{Family, Kind, Refusal, SeriesValue, name};
 
-/// The series of one family across plugins, each with its own full label set.
+/// The series of one family across a tenant's plugins, each with its own full label set.
 #[derive(Debug)]
 struct Merged {
     kind: Kind,
@@ -64,6 +68,7 @@ struct Held {
     plugin: String,
     tenant: String,
     series: u64,
+    bytes: u64,
     refused: [u64; Refusal::ALL.len()],
 }
 
@@ -71,43 +76,58 @@ struct Held {
 #[derive(Debug, Default)]
 pub(super) struct PluginMetricsSample {
     held: Vec<Held>,
+    /// Series and bytes held per tenant (escaped), over all its plugins.
+    tenants: BTreeMap<String, (u64, u64)>,
+    /// By exposed name.
     families: BTreeMap<String, Merged>,
 }
 
 impl PluginMetricsSample {
-    /// Copies out the metrics of `plugins`, with label values escaped by `escape`.
-    pub(super) fn gather(plugins: &[RunningPlugin], escape: fn(&str) -> String) -> Self {
+    /// Copies out the metrics of those of `plugins` that `scope` sees.
+    pub(super) fn gather(plugins: &[RunningPlugin], scope: &Scope) -> Self {
         let mut sample = PluginMetricsSample::default();
-        for r in plugins {
+        for r in plugins.iter().filter(|r| scope.sees_tenant(&r.id.tenant)) {
             let m = r.supervisor.metrics();
             let (plugin, tenant) = (escape(&r.id.name), escape(&r.id.tenant));
             sample.held.push(Held {
                 plugin: plugin.clone(),
                 tenant: tenant.clone(),
                 series: m.series() as u64,
+                bytes: m.bytes() as u64,
                 refused: Refusal::ALL.map(|reason| m.refused(reason)),
             });
+            if !r.id.tenant.is_empty() {
+                let (series, bytes) = m.tenant_metrics().held();
+                sample
+                    .tenants
+                    .insert(tenant.clone(), (series as u64, bytes as u64));
+            }
             for f in m.snapshot() {
-                sample.add(&plugin, &tenant, f, escape);
+                sample.add(&r.id.tenant, &plugin, &tenant, f);
             }
         }
         sample
     }
 
-    fn add(&mut self, plugin: &str, tenant: &str, f: Family, escape: fn(&str) -> String) {
-        let merged = self.families.entry(f.name).or_insert_with(|| Merged {
-            kind: f.kind,
-            help: name::escape_help(&f.help),
-            rows: Vec::new(),
-        });
-        // One type per name on the host; should two ever differ, the first keeps the family.
+    /// Adds one plugin's family `f`, the plugin of `tenant` (raw) labelled `plugin` and
+    /// `tenant_label` (escaped).
+    fn add(&mut self, tenant: &str, plugin: &str, tenant_label: &str, f: Family) {
+        let merged = self
+            .families
+            .entry(name::exposed(tenant, &f.name))
+            .or_insert_with(|| Merged {
+                kind: f.kind,
+                help: name::escape_help(&f.help),
+                rows: Vec::new(),
+            });
+        // One type per name in a tenant; should two ever differ, the first keeps the family.
         if merged.kind != f.kind {
             return;
         }
         for s in f.samples {
             let mut labels = Vec::with_capacity(s.labels.len() + 2);
             labels.push(("plugin".to_string(), plugin.to_string()));
-            labels.push(("tenant".to_string(), tenant.to_string()));
+            labels.push(("tenant".to_string(), tenant_label.to_string()));
             labels.extend(s.labels.into_iter().map(|(k, v)| (k, escape(&v))));
             let row = match s.value {
                 SeriesValue::Counter(v) => Row::Counter(v),
@@ -140,8 +160,16 @@ impl PluginMetricsSample {
         )?;
         super::metrics::family(
             enc,
+            "informant_plugin_metric_bytes",
+            "Bytes of names and labels the plugin's metric series take, as `limits.max-metric-kib` counts them.",
+            self.held
+                .iter()
+                .map(|h| (labels(h), ConstGauge::new(h.bytes))),
+        )?;
+        super::metrics::family(
+            enc,
             "informant_plugin_metric_series_refused",
-            "Metric calls refused, by reason: series-limit (over `limits.max-metric-series`), invalid-name, invalid-label, invalid-value, type-conflict.",
+            "Metric calls refused, by reason: series-limit, bytes-limit (the plugin's ceilings), tenant-series-limit, tenant-bytes-limit (its tenant's budget), invalid-name, invalid-label, invalid-value, type-conflict, overflow.",
             self.held.iter().flat_map(|h| {
                 Refusal::ALL.iter().map(move |reason| {
                     let [plugin, tenant] = labels(h);
@@ -152,14 +180,29 @@ impl PluginMetricsSample {
                 })
             }),
         )?;
-        for (family, m) in &self.families {
-            let full = format!("{}{family}", name::PREFIX);
+        super::metrics::family(
+            enc,
+            "informant_tenant_metric_series",
+            "Series a tenant's plugins keep together through the `metrics` import, against its `max-metric-series`.",
+            self.tenants
+                .iter()
+                .map(|(t, (series, _))| ([("tenant", t.clone())], ConstGauge::new(*series))),
+        )?;
+        super::metrics::family(
+            enc,
+            "informant_tenant_metric_bytes",
+            "Bytes of names and labels a tenant's plugins' metric series take together, against its `max-metric-kib`.",
+            self.tenants
+                .iter()
+                .map(|(t, (_, bytes))| ([("tenant", t.clone())], ConstGauge::new(*bytes))),
+        )?;
+        for (full, m) in &self.families {
             let kind = match m.kind {
                 Kind::Counter => MetricType::Counter,
                 Kind::Gauge => MetricType::Gauge,
                 Kind::Histogram => MetricType::Histogram,
             };
-            let mut metric = enc.encode_descriptor(&full, &m.help, None, kind)?;
+            let mut metric = enc.encode_descriptor(full, &m.help, None, kind)?;
             for (labels, row) in &m.rows {
                 let encoder = metric.encode_family(labels)?;
                 match row {
@@ -173,20 +216,28 @@ impl PluginMetricsSample {
     }
 }
 
+/// A label value as the exposition writes it ([`name::label_value`]).
+fn escape(value: &str) -> String {
+    name::label_value(value).into_owned()
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
     use crate::plugin::metrics::Sample;
 
-    /// A sample with one family of each type, help that needs escaping, and a label value too.
+    /// A sample with one family of each type, help that needs escaping, and a label value too,
+    /// of plugin `p` of tenant `t`, and one family of an operator's plugin `o`.
     pub(in crate::admin) fn sample() -> PluginMetricsSample {
         let mut s = PluginMetricsSample {
             held: vec![Held {
                 plugin: "p".into(),
                 tenant: "t".into(),
                 series: 3,
+                bytes: 30,
                 refused: [1; Refusal::ALL.len()],
             }],
+            tenants: BTreeMap::from([("t".to_string(), (3, 30))]),
             families: BTreeMap::new(),
         };
         let one = |labels: &[(&str, &str)], value| Sample {
@@ -196,20 +247,23 @@ pub(super) mod tests {
                 .collect(),
             value,
         };
-        let escape = super::super::metrics::escape;
         s.add(
+            "t",
             "p",
             "t",
             Family {
                 name: "hits".into(),
                 kind: Kind::Counter,
-                help: "Hits, \"quoted\"\nand on two lines \\ back".into(),
+                help: "Hits, \"quoted\"\nand on two lines \\ back\r\u{2028}".into(),
                 bounds: Box::default(),
-                samples: vec![one(&[("code", "a\"b\nc")], SeriesValue::Counter(2.5))],
+                samples: vec![one(
+                    &[("code", "a\"b\nc\rd\u{2028}e\\f")],
+                    SeriesValue::Counter(2.5),
+                )],
             },
-            escape,
         );
         s.add(
+            "t",
             "p",
             "t",
             Family {
@@ -219,9 +273,9 @@ pub(super) mod tests {
                 bounds: Box::default(),
                 samples: vec![one(&[], SeriesValue::Gauge(-1.0))],
             },
-            escape,
         );
         s.add(
+            "t",
             "p",
             "t",
             Family {
@@ -237,7 +291,18 @@ pub(super) mod tests {
                     },
                 )],
             },
-            escape,
+        );
+        s.add(
+            "",
+            "o",
+            "",
+            Family {
+                name: "hits".into(),
+                kind: Kind::Gauge,
+                help: "The operator's.".into(),
+                bounds: Box::default(),
+                samples: vec![one(&[], SeriesValue::Gauge(1.0))],
+            },
         );
         s
     }
@@ -260,15 +325,26 @@ pub(super) mod tests {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
         for line in [
-            r#"# HELP informant_plugin_hits Hits, \"quoted\"\nand on two lines \\ back"#,
-            "# TYPE informant_plugin_hits counter",
-            r#"informant_plugin_hits_total{plugin="p",tenant="t",code="a\"b\nc"} 2.5"#,
-            r#"informant_plugin_depth{plugin="p",tenant="t"} -1.0"#,
-            r#"informant_plugin_size_bucket{le="2.0",plugin="p",tenant="t"} 1"#,
-            r#"informant_plugin_size_bucket{le="+Inf",plugin="p",tenant="t"} 3"#,
+            r#"# HELP informant_tenant_t__hits Hits, \"quoted\"\nand on two lines \\ back  "#,
+            "# TYPE informant_tenant_t__hits counter",
+            r#"informant_tenant_t__hits_total{plugin="p",tenant="t",code="a\"b\\nc\\rd\\u{2028}e\\\\f"} 2.5"#,
+            r#"informant_tenant_t__depth{plugin="p",tenant="t"} -1.0"#,
+            r#"informant_tenant_t__size_bucket{le="2.0",plugin="p",tenant="t"} 1"#,
+            r#"informant_tenant_t__size_bucket{le="+Inf",plugin="p",tenant="t"} 3"#,
+            "# TYPE informant_plugin_hits gauge",
+            r#"informant_plugin_hits{plugin="o",tenant=""} 1.0"#,
             r#"informant_plugin_metric_series_refused_total{plugin="p",tenant="t",reason="series-limit"} 1"#,
+            r#"informant_plugin_metric_series_refused_total{plugin="p",tenant="t",reason="tenant-bytes-limit"} 1"#,
+            r#"informant_plugin_metric_bytes{plugin="p",tenant="t"} 30"#,
+            r#"informant_tenant_metric_series{tenant="t"} 3"#,
+            r#"informant_tenant_metric_bytes{tenant="t"} 30"#,
         ] {
             assert!(out.lines().any(|l| l == line), "no line {line} in\n{out}");
         }
+        // Nothing but `\n` ends a line: no CR, NEL, U+2028 or U+2029 anywhere.
+        assert!(
+            !out.contains(['\r', '\u{85}', '\u{2028}', '\u{2029}', '\u{b}', '\u{c}']),
+            "{out:?}"
+        );
     }
 }

@@ -134,7 +134,8 @@ async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
 }
 
 async fn metrics_text(State(state): State<Arc<AdminState>>) -> Response {
-    match metrics::render(&state) {
+    // Every caller sees everything until authentication decides a scope per request.
+    match metrics::render(&state, &super::scope::Scope::Everything) {
         Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,

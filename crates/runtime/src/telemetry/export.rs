@@ -9,8 +9,9 @@
 //!   [`ExportConfig::delay`] after the last send, each request bounded by
 //!   [`ExportConfig::timeout`]. A failed request loses its batch (counted in
 //!   [`ExportStats::failed`]); the first failure of an outage is logged, and so is recovery.
-//! - Only plain `http://` endpoints: the host carries no TLS stack for this; send to a collector
-//!   or agent next to it.
+//! - `http://` and `https://` endpoints ([`client`](super::client): rustls, the system's CAs
+//!   and any given), with the configured headers; sampled at the configured ratio
+//!   ([`config`](super::config)). The endpoint's credentials are never logged.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,10 +19,12 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync
 use std::time::{Duration, Instant};
 
 use opentelemetry::Context;
-use opentelemetry_otlp::{Protocol, WithExportConfig};
+use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::error::{OTelSdkError, OTelSdkResult};
 use opentelemetry_sdk::trace::{SdkTracerProvider, Span, SpanData, SpanExporter, SpanProcessor};
+
+pub use super::config::{ExportConfig, Sampling};
 
 /// The service name spans are exported under.
 pub const SERVICE_NAME: &str = "informant";
@@ -29,18 +32,50 @@ pub const SERVICE_NAME: &str = "informant";
 /// Why traces could not be turned on.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The endpoint is not an absolute `http://` URL.
+    /// The endpoint is not an absolute `http://` or `https://` URL.
     #[error("OTLP endpoint `{endpoint}`: {reason}")]
     Endpoint {
-        /// The endpoint as given.
+        /// The endpoint, credentials hidden.
         endpoint: String,
         /// What is wrong with it.
         reason: &'static str,
     },
+    /// A header to send with exports is malformed.
+    #[error("OTLP header{} from {from}: {reason}", if .name.is_empty() { String::new() } else { format!(" `{}`", .name) })]
+    Header {
+        /// The flag or environment variable it came from.
+        from: String,
+        /// Its name, when it is a valid one (never its value).
+        name: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// The CA certificates file cannot be used.
+    #[error("OTLP CA certificates `{path}`: {reason}")]
+    Certificates {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The sampler is not one the host has, or its ratio is not from 0 to 1.
+    #[error("trace sampler from {from}: {reason}")]
+    Sampler {
+        /// The flag or environment variable.
+        from: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// TLS could not be set up (e.g. no CA certificates at all for an `https://` endpoint).
+    #[error("OTLP endpoint: setting up TLS")]
+    Tls(#[source] rustls::Error),
+    /// The HTTP client could not be built.
+    #[error("OTLP endpoint: building the HTTP client")]
+    Client(#[source] reqwest::Error),
     /// The OTLP exporter could not be built.
     #[error("OTLP endpoint `{endpoint}`: building the exporter")]
     Build {
-        /// The endpoint as given.
+        /// The endpoint, credentials hidden.
         endpoint: String,
         /// Why.
         #[source]
@@ -52,57 +87,6 @@ pub enum Error {
     /// This process already exports traces.
     #[error("traces are already being exported by this process")]
     AlreadyInstalled,
-}
-
-/// Where and how spans are exported.
-#[derive(Debug, Clone)]
-pub struct ExportConfig {
-    /// The collector's OTLP/HTTP base URL (`http://host:4318`); spans go to `/v1/traces` under it.
-    pub endpoint: String,
-    /// Finished spans held for export at most; past it they are dropped and counted.
-    pub max_queue: usize,
-    /// Spans sent in one request at most.
-    pub max_batch: usize,
-    /// Longest a finished span waits for its batch to be sent.
-    pub delay: Duration,
-    /// Bound on one export request.
-    pub timeout: Duration,
-}
-
-impl ExportConfig {
-    /// Defaults for `endpoint`: a 2,048-span queue, batches of 512, sent at least every second,
-    /// each request bounded to 10 s.
-    pub fn new(endpoint: impl Into<String>) -> Self {
-        ExportConfig {
-            endpoint: endpoint.into(),
-            max_queue: 2048,
-            max_batch: 512,
-            delay: Duration::from_secs(1),
-            timeout: Duration::from_secs(10),
-        }
-    }
-
-    /// `{endpoint}/v1/traces`, once the endpoint is checked.
-    fn traces_url(&self) -> Result<String, Error> {
-        let bad = |reason| Error::Endpoint {
-            endpoint: self.endpoint.clone(),
-            reason,
-        };
-        let uri: http::Uri = self.endpoint.parse().map_err(|_| bad("not a valid URL"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
-            Some("https") => {
-                return Err(bad(
-                    "only http:// is supported (no TLS stack for export): send to a collector next to the host",
-                ));
-            }
-            _ => return Err(bad("not an absolute http:// URL")),
-        }
-        if uri.host().is_none_or(str::is_empty) {
-            return Err(bad("no host"));
-        }
-        Ok(format!("{}/v1/traces", self.endpoint.trim_end_matches('/')))
-    }
 }
 
 /// What the export pipeline did with finished spans.
@@ -127,36 +111,44 @@ pub struct Traces {
 impl Traces {
     /// Starts exporting to `config.endpoint` and turns traces on.
     pub fn start(config: ExportConfig) -> Result<Traces, Error> {
-        let url = config.traces_url()?;
+        let target = config.target()?;
         // The blocking client keeps a runtime of its own; built (and later dropped) off any
         // async context.
-        let (endpoint, timeout) = (config.endpoint.clone(), config.timeout);
+        let timeout = config.timeout;
         let exporter = std::thread::scope(|s| {
             s.spawn(|| {
+                let client = super::client::build(&target, config.ca_file.as_deref(), timeout)?;
                 opentelemetry_otlp::SpanExporter::builder()
                     .with_http()
+                    .with_http_client(client)
                     .with_protocol(Protocol::HttpBinary)
-                    .with_endpoint(url)
+                    .with_endpoint(target.url.clone())
                     .with_timeout(timeout)
                     .build()
+                    .map_err(|source| Error::Build {
+                        endpoint: target.shown.clone(),
+                        source,
+                    })
             })
             .join()
             .expect("building the exporter does not panic")
-        })
-        .map_err(|source| Error::Build {
-            endpoint: endpoint.clone(),
-            source,
         })?;
         let resource = Resource::builder().with_service_name(SERVICE_NAME).build();
         let stats = Arc::new(ExportStats::default());
-        let queue = Queue::start(exporter, &resource, &config, stats.clone())?;
+        let queue = Queue::start(exporter, &resource, &config, &target, stats.clone())?;
         let provider = SdkTracerProvider::builder()
             .with_resource(resource)
+            .with_sampler(config.sampling.sampler())
             .with_span_processor(queue)
             .build();
         use opentelemetry::trace::TracerProvider as _;
-        super::install(provider.tracer("informant"))?;
-        tracing::info!(endpoint = %config.endpoint, "exporting traces over OTLP/HTTP");
+        super::install(provider.tracer("informant"), stats.clone())?;
+        tracing::info!(
+            endpoint = %target.shown,
+            headers = ?target.headers.keys().map(|k| k.as_str()).collect::<Vec<_>>(),
+            sample_ratio = config.sampling.ratio,
+            "exporting traces over OTLP/HTTP"
+        );
         Ok(Traces { provider, stats })
     }
 
@@ -213,6 +205,7 @@ impl Queue {
         mut exporter: E,
         resource: &Resource,
         config: &ExportConfig,
+        target: &super::config::Target,
         stats: Arc<ExportStats>,
     ) -> Result<Queue, Error> {
         exporter.set_resource(resource);
@@ -221,7 +214,7 @@ impl Queue {
             exporter,
             rx,
             stats: stats.clone(),
-            endpoint: config.endpoint.clone(),
+            endpoint: target.shown.clone(),
             max_batch: config.max_batch.max(1),
             delay: config.delay,
             failing: false,
@@ -283,6 +276,7 @@ struct Worker<E> {
     exporter: E,
     rx: Receiver<Message>,
     stats: Arc<ExportStats>,
+    /// The traces URL as logs show it.
     endpoint: String,
     max_batch: usize,
     delay: Duration,
@@ -356,30 +350,6 @@ impl<E: SpanExporter> Worker<E> {
                     tracing::warn!(endpoint = %self.endpoint, %error, "trace export failed: spans are lost until the collector answers (logged once per outage)");
                 }
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn only_plain_http_endpoints_are_taken_and_traces_go_under_v1_traces() {
-        let url = |e: &str| ExportConfig::new(e).traces_url();
-        assert_eq!(
-            url("http://127.0.0.1:4318").unwrap(),
-            "http://127.0.0.1:4318/v1/traces"
-        );
-        assert_eq!(
-            url("http://collector:4318/otlp/").unwrap(),
-            "http://collector:4318/otlp/v1/traces"
-        );
-        for bad in ["https://collector:4318", "collector:4318", "", "http://"] {
-            assert!(
-                matches!(url(bad), Err(Error::Endpoint { .. })),
-                "{bad:?} refused"
-            );
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Traces: OpenTelemetry spans of plugin work, exported over OTLP/HTTP (protobuf bodies).
 //!
 //! Off unless a process installs [`Traces`] (the CLI does when `--otlp-endpoint` or
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set). While off, every span constructor here returns an
+//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set); `http://` or `https://`, with headers and a sampling
+//! ratio ([`config`]). While off, every span constructor here returns an
 //! inert value after one relaxed atomic load: the event path pays nothing else.
 //!
 //! What is traced, once on:
@@ -18,21 +19,26 @@
 //! dropped and counted, and the first drop and the first failed export of an outage are logged,
 //! not every one (see [`export`]).
 
+mod client;
+pub mod config;
 pub mod export;
 mod span;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry_sdk::trace::SdkTracer;
 use parking_lot::RwLock;
 
-pub use export::{Error, ExportConfig, ExportStats, Traces};
+pub use export::{Error, ExportConfig, ExportStats, Sampling, Traces};
 pub use span::{EventSpan, HostSpan, SLOW_QUERY};
 
 /// Whether traces are on; read first by every span constructor so the off case is one load.
 static ON: AtomicBool = AtomicBool::new(false);
 /// The tracer spans are made with while [`ON`].
 static TRACER: RwLock<Option<SdkTracer>> = RwLock::new(None);
+/// What the installed export pipeline did, for `/metrics`.
+static STATS: RwLock<Option<Arc<ExportStats>>> = RwLock::new(None);
 
 /// Whether this process exports traces.
 #[inline]
@@ -49,13 +55,20 @@ fn tracer() -> Option<SdkTracer> {
     TRACER.read().clone()
 }
 
-/// Makes `tracer` the process's; an error if one is installed already.
-fn install(tracer: SdkTracer) -> Result<(), Error> {
+/// What this process's trace export did so far, while traces are on (`/metrics` shows it).
+pub fn export_stats() -> Option<Arc<ExportStats>> {
+    STATS.read().clone()
+}
+
+/// Makes `tracer` the process's, its pipeline counting in `stats`; an error if one is
+/// installed already.
+fn install(tracer: SdkTracer, stats: Arc<ExportStats>) -> Result<(), Error> {
     let mut slot = TRACER.write();
     if slot.is_some() {
         return Err(Error::AlreadyInstalled);
     }
     *slot = Some(tracer);
+    *STATS.write() = Some(stats);
     ON.store(true, Ordering::Release);
     Ok(())
 }
@@ -64,4 +77,5 @@ fn install(tracer: SdkTracer) -> Result<(), Error> {
 fn uninstall() {
     ON.store(false, Ordering::Release);
     TRACER.write().take();
+    STATS.write().take();
 }

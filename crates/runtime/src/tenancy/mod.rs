@@ -59,6 +59,10 @@ pub struct TenantPolicy {
     pub impersonate: Option<Impersonate>,
     /// Writes per second shared by its plugins; unlimited when `None`.
     pub write_budget: Option<Arc<Budget>>,
+    /// Series and bytes its plugins' own metrics may hold together.
+    pub metrics: crate::plugin::metrics::MetricLimits,
+    /// `[[schedule]]` tables its plugins may declare together.
+    pub max_schedules: usize,
 }
 
 /// An identity writes are sent as (`Impersonate-User`, `Impersonate-Group`), so the cluster's
@@ -86,6 +90,8 @@ impl PartialEq for TenantPolicy {
             && self.budget.as_ref().map(|b| b.rate()) == other.budget.as_ref().map(|b| b.rate())
             && self.write_budget.as_ref().map(|b| b.rate())
                 == other.write_budget.as_ref().map(|b| b.rate())
+            && self.metrics == other.metrics
+            && self.max_schedules == other.max_schedules
     }
 }
 
@@ -104,6 +110,8 @@ impl TenantPolicy {
             writes: None,
             impersonate: None,
             write_budget: None,
+            metrics: crate::plugin::metrics::MetricLimits::UNLIMITED,
+            max_schedules: usize::MAX,
         }
     }
 }

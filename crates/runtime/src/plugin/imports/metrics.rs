@@ -1,6 +1,6 @@
 //! The `metrics` import: a plugin's counters, gauges and histograms, written into its version's
-//! [`PluginMetrics`] (the rules and ceilings are [`crate::plugin::metrics`]'s). Answered from
-//! memory under the plugin's own lock: plain calls, like `events`.
+//! [`PluginMetrics`] (the rules, budgets and tenant names are [`crate::plugin::metrics`]'s).
+//! Answered from memory under the plugin's own lock: plain calls, like `events`.
 
 use crate::plugin::imports::bindings::informant::plugin::metrics::{Host, Metric, MetricError};
 use crate::plugin::imports::state::State;
@@ -21,9 +21,11 @@ fn wit_error(e: Refused) -> MetricError {
     match e {
         Refused::InvalidName { .. } => MetricError::InvalidName(message),
         Refused::InvalidLabel { .. } => MetricError::InvalidLabel(message),
-        Refused::InvalidValue { .. } => MetricError::InvalidValue(message),
+        Refused::InvalidValue { .. } | Refused::Overflow { .. } => {
+            MetricError::InvalidValue(message)
+        }
         Refused::TypeConflict { .. } => MetricError::TypeConflict(message),
-        Refused::TooManySeries { .. } => MetricError::TooManySeries(message),
+        Refused::OverBudget { .. } => MetricError::TooManySeries(message),
     }
 }
 

@@ -98,6 +98,24 @@ pub fn admit(
     if let Err(refusal) = watch_count(manifest, host) {
         refusals.push(refusal);
     }
+    if let Err(too_many) =
+        informant_manifest::schedule::check_count(&manifest.schedule, host.max_schedules)
+    {
+        refusals.push(Refusal {
+            field: "schedule".into(),
+            reason: too_many.to_string(),
+        });
+    }
+    if manifest.schedule.len() > policy.max_schedules {
+        refusals.push(Refusal {
+            field: "schedule".into(),
+            reason: format!(
+                "{} [[schedule]] tables; {who}'s plugins may declare at most {} together (`max-schedules`)",
+                manifest.schedule.len(),
+                policy.max_schedules
+            ),
+        });
+    }
     let indexes: usize = manifest.watch.iter().map(|w| w.indexes.len()).sum();
     if indexes > policy.max_field_indexes {
         refusals.push(Refusal {

@@ -27,9 +27,12 @@ pub struct HostConfig {
     pub max_manifest_bytes: u64,
     /// Most `[[watch]]` tables one manifest may have.
     pub max_watches: u32,
+    /// Most `[[schedule]]` tables one manifest may have.
+    pub max_schedules: usize,
     /// What a plugin's own text (log lines, errors) may cost the host.
     pub text: TextLimits,
-    /// What a plugin's own metrics may hold.
+    /// What one plugin version's own metrics may hold (each tenant's budget over all its
+    /// plugins is its [`TenantPolicy`](crate::tenancy::TenantPolicy)'s).
     pub metrics: MetricLimits,
     /// Tenants, their grants and quotas; whether top-level plugins run.
     pub tenancy: Tenancy,
@@ -49,6 +52,7 @@ impl Default for HostConfig {
             max_wasm_bytes: MAX_PLUGIN_FILE_BYTES,
             max_manifest_bytes: 256 << 10,
             max_watches: 16,
+            max_schedules: informant_manifest::schedule::DEFAULT_MAX_SCHEDULES,
             text: TextLimits::default(),
             metrics: MetricLimits::default(),
             tenancy: Tenancy::default(),
@@ -66,6 +70,7 @@ pub(super) fn same_limits(a: &HostConfig, b: &HostConfig) -> bool {
             c.default_deadline_ms,
             c.max_deadline_ms,
             c.max_watches,
+            c.max_schedules,
             c.text,
         )
     };

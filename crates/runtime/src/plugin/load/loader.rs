@@ -72,6 +72,8 @@ pub(super) struct Loaded {
     pub(super) config: Arc<HostConfig>,
     /// Field indexes its manifest declares.
     pub(super) field_indexes: usize,
+    /// `[[schedule]]` tables its manifest declares.
+    pub(super) schedules: usize,
     /// For each of `handles`: the wildcard watch (index) and the resource it serves there.
     pub(super) kinds: Vec<Option<(usize, String)>>,
     /// Set when its manifest has wildcard watches: what re-expanding them needs.
@@ -122,8 +124,8 @@ pub struct PluginHost {
     pub(super) refused: RwLock<BTreeMap<PluginId, Refusal>>,
     /// Change filters in use, shared by every watch naming the same one.
     pub(super) change_filters: ChangeFilters,
-    /// The type each plugin metric name has on this host's `/metrics`.
-    pub(super) metric_names: Arc<crate::plugin::metrics::MetricNames>,
+    /// Each tenant's plugin metric names and budget, shared by its plugins' versions.
+    pub(super) metric_tenants: Arc<crate::plugin::metrics::MetricTenants>,
     /// Where plugins' writes go: the host's client, dry-run for every write when the host is
     /// (`--dry-run-writes`).
     pub(super) cluster: Cluster,
@@ -161,7 +163,7 @@ impl PluginHost {
             waiting_count: watch::channel(0).0,
             refused: RwLock::new(BTreeMap::new()),
             change_filters: ChangeFilters::default(),
-            metric_names: Arc::default(),
+            metric_tenants: Arc::default(),
             crd_watch: Mutex::new(None),
             crd_changes: watch::channel(0).0,
             rediscoveries: watch::channel(0).0,
@@ -422,7 +424,10 @@ impl PluginHost {
         // on timing. Unbounded tenants' plugins (the operator's) and other tenants' never wait.
         let mut in_order: HashMap<String, VecDeque<PluginId>> = HashMap::new();
         for (id, _, policy) in &wanted {
-            if policy.max_informers != usize::MAX || policy.max_field_indexes != usize::MAX {
+            if policy.max_informers != usize::MAX
+                || policy.max_field_indexes != usize::MAX
+                || policy.max_schedules != usize::MAX
+            {
                 in_order
                     .entry(id.tenant.clone())
                     .or_default()
@@ -461,9 +466,14 @@ impl PluginHost {
                         not_permitted,
                         schedules,
                     }) => {
-                        if let Err(full) =
-                            tenant_room(&loaded, &id, &policy, &watches, field_indexes)
-                        {
+                        if let Err(full) = tenant_room(
+                            &loaded,
+                            &id,
+                            &policy,
+                            &watches,
+                            field_indexes,
+                            schedules.len(),
+                        ) {
                             supervisor.close();
                             drop(watches);
                             let e = PluginError::Refused {
@@ -586,6 +596,7 @@ impl PluginHost {
                                 policy,
                                 config: config.clone(),
                                 field_indexes,
+                                schedules: schedules.len(),
                                 kinds,
                                 wildcard,
                                 not_permitted,

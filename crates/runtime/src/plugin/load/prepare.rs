@@ -241,9 +241,8 @@ impl PluginHost {
                 )),
                 metrics: Arc::new(PluginMetrics::new(
                     id.name.as_str().into(),
-                    id.tenant.as_str().into(),
                     config.metrics,
-                    self.metric_names.clone(),
+                    self.metric_tenants.tenant(&id.tenant, policy.metrics),
                 )),
             };
             let policy = config.restart.clone();
@@ -459,24 +458,27 @@ fn dead_letter_sink(
     })
 }
 
-/// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`,
-/// next to its other running plugins (a running version of `id` itself is being replaced).
+/// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`
+/// and `schedules`, next to its other running plugins (a running version of `id` itself is
+/// being replaced).
 pub(super) fn tenant_room(
     loaded: &BTreeMap<PluginId, Loaded>,
     id: &PluginId,
     policy: &TenantPolicy,
     watches: &[Watched],
     field_indexes: usize,
+    schedules: usize,
 ) -> Result<(), TenantFull> {
     let others = loaded
         .iter()
         .filter(|(k, _)| k.tenant == id.tenant && *k != id)
         .map(|(_, l)| l);
     let mut informers: BTreeSet<&InformerKey> = BTreeSet::new();
-    let mut indexes = field_indexes;
+    let (mut indexes, mut timers) = (field_indexes, schedules);
     for l in others {
         informers.extend(l.handles.iter().map(|(i, _)| i.key()));
         indexes += l.field_indexes;
+        timers += l.schedules;
     }
     informers.extend(watches.iter().map(|w| w.informer.key()));
     let tenant = id.tenant.clone();
@@ -492,6 +494,13 @@ pub(super) fn tenant_room(
             tenant,
             would: indexes,
             max: policy.max_field_indexes,
+        });
+    }
+    if timers > policy.max_schedules {
+        return Err(TenantFull::Schedules {
+            tenant,
+            would: timers,
+            max: policy.max_schedules,
         });
     }
     Ok(())
@@ -514,6 +523,15 @@ pub(super) enum TenantFull {
         "tenant `{tenant}`'s plugins would declare {would} field indexes together; at most {max} (`max-field-indexes` in informant.toml)"
     )]
     FieldIndexes {
+        tenant: String,
+        would: usize,
+        max: usize,
+    },
+    /// `max-schedules`.
+    #[error(
+        "tenant `{tenant}`'s plugins would declare {would} [[schedule]] tables together; at most {max} (`max-schedules` in informant.toml)"
+    )]
+    Schedules {
         tenant: String,
         would: usize,
         max: usize,

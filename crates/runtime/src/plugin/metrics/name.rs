@@ -1,11 +1,24 @@
 //! The rules a plugin's metric names, label names and label values must follow: Prometheus's
 //! syntax, the suffixes the exposition format reserves, the host's own families, and bounds on
-//! what a series may cost.
+//! what a series may cost; and how names and label values are written on `/metrics`.
+//!
+//! Each tenant has a namespace of its own ([`exposed`]): the operator's plugins' families are
+//! `informant_plugin_NAME`, tenant `T`'s are `informant_tenant_F__NAME`, `F` being `T` with `-`
+//! and `.` written `_` ([`tenant_form`]). The config refuses two tenants of one form, and
+//! forms never hold `__` nor end in `_`, so the first `__` after `informant_tenant_` ends the
+//! tenant: two (tenant, name) pairs never share a family, and no host family (none of which
+//! holds `__`) is ever a tenant's.
+
+use std::borrow::Cow;
+use std::fmt::Write as _;
 
 use super::{Kind, MetricError, Result};
 
-/// What a plugin's metric names are exported under.
+/// What the operator's plugins' metric names are exported under.
 pub const PREFIX: &str = "informant_plugin_";
+
+/// What a tenant's plugins' metric names are exported under, before the tenant's form and `__`.
+pub const TENANT_PREFIX: &str = "informant_tenant_";
 
 /// Longest metric or label name, in bytes.
 pub const MAX_NAME_BYTES: usize = 128;
@@ -37,6 +50,7 @@ pub const HOST_FAMILIES: &[&str] = &[
     "http_received_bytes",
     "http_requests",
     "http_sent_bytes",
+    "metric_bytes",
     "metric_series",
     "metric_series_refused",
     "schedule_ticks",
@@ -211,9 +225,74 @@ pub fn buckets(metric: &str, given: &[f64]) -> Result<Box<[f64]>> {
     Ok(given.into())
 }
 
+/// The tenant's part of its families' names: its name with `-` and `.` written `_`. The config
+/// keeps it unique among tenants, free of `__` and not ending in `_` (see [`check_tenant`]).
+pub fn tenant_form(tenant: &str) -> String {
+    tenant.replace(['-', '.'], "_")
+}
+
+/// Why `tenant` cannot have a metric namespace of its own, if it cannot: its form would hold
+/// `__`, start or end with `_` (two separators in a row, or one at either end).
+pub fn check_tenant(tenant: &str) -> Option<&'static str> {
+    let form = tenant_form(tenant);
+    if form.contains("__") {
+        return Some("two of `-`, `_`, `.` in a row");
+    }
+    if form.starts_with('_') || form.ends_with('_') {
+        return Some("a `-`, `_` or `.` at its start or end");
+    }
+    None
+}
+
+/// The name a family of `tenant`'s plugins called `family` has on `/metrics` (without a
+/// counter's `_total`): `informant_plugin_NAME` for the operator's (tenant `""`),
+/// `informant_tenant_FORM__NAME` for a tenant's.
+pub fn exposed(tenant: &str, family: &str) -> String {
+    match tenant {
+        "" => format!("{PREFIX}{family}"),
+        t => format!("{TENANT_PREFIX}{}__{family}", tenant_form(t)),
+    }
+}
+
+/// Whether `c` ends a line for some reader, or is another control character: none of these is
+/// written raw into the exposition.
+fn breaks(c: char) -> bool {
+    // Cc holds \n, \r, VT, FF, the separators U+001C-1E and NEL (U+0085); U+2028 and U+2029 are
+    // the Unicode line and paragraph separators.
+    c.is_control() || matches!(c, '\u{2028}' | '\u{2029}')
+}
+
+/// A label value as the exposition writes it: what a parser reads back is the value with each
+/// `\` doubled and each line break or control character written `\n`, `\r`, `\t` or `\u{HEX}`,
+/// so no value can end its line (for a reader splitting on `\r`, VT, FF, NEL, U+2028, U+2029
+/// or `\n`), and two different values never read back the same. Applied to every label the
+/// host writes: plugins' own values, and the plugin, tenant, informer, schedule and filter
+/// names that come from files.
+pub fn label_value(value: &str) -> Cow<'_, str> {
+    if !value.chars().any(|c| c == '\\' || c == '"' || breaks(c)) {
+        return Cow::Borrowed(value);
+    }
+    let mut out = String::with_capacity(value.len() + 16);
+    for c in value.chars() {
+        // Each is written escaped once more for the exposition's own quoting.
+        match c {
+            '\\' => out.push_str("\\\\\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\\\n"),
+            '\r' => out.push_str("\\\\r"),
+            '\t' => out.push_str("\\\\t"),
+            c if breaks(c) => {
+                let _ = write!(out, "\\\\u{{{:x}}}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// `text` escaped for a `# HELP` line: backslash, double quote and newline, as OpenMetrics
-/// asks (it has no other escapes); other control characters become spaces, so a parser that
-/// splits on carriage returns still reads one line.
+/// asks (it has no other escapes); every other line break or control character becomes a
+/// space, so a reader splitting on `\r`, NEL, U+2028 or U+2029 still reads one line.
 pub fn escape_help(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
@@ -221,7 +300,7 @@ pub fn escape_help(text: &str) -> String {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
             '\n' => out.push_str("\\n"),
-            c if c.is_control() => out.push(' '),
+            c if breaks(c) => out.push(' '),
             c => out.push(c),
         }
     }

@@ -1,41 +1,141 @@
 //! One plugin version's metrics ([`PluginMetrics`]): its families and their series, written by
-//! its instances' `metrics` calls and copied out by the scrape; and the host-wide type of each
-//! name ([`MetricNames`]), which keeps one family one type on `/metrics`.
+//! its instances' `metrics` calls and copied out by the scrape; and each tenant's share
+//! ([`TenantMetrics`]): the type of each of its names, and what its plugins hold together
+//! against its budget.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::{Kind, MetricError, MetricLimits, Refusal, Result, name};
+use super::{Kind, MetricError, MetricLimits, Over, Refusal, Result, name};
 
-/// The type each family name has on this host, and how many plugin versions use it. Taken only
-/// when a plugin version starts or stops using a name, never per call.
+/// Every tenant's [`TenantMetrics`], made when a tenant's first plugin version is: held by the
+/// plugin host, one per process.
 #[derive(Debug, Default)]
-pub struct MetricNames {
-    types: Mutex<HashMap<Box<str>, (Kind, usize)>>,
+pub struct MetricTenants {
+    tenants: Mutex<BTreeMap<String, Arc<TenantMetrics>>>,
 }
 
-impl MetricNames {
-    /// Records one more user of `family` as `kind`; the type it already has if another.
-    fn claim(&self, family: &str, kind: Kind) -> Result<(), Kind> {
-        let mut types = lock(&self.types);
-        match types.get_mut(family) {
-            Some((k, users)) if *k == kind => *users += 1,
-            Some((k, _)) => return Err(*k),
-            None => {
-                types.insert(family.into(), (kind, 1));
+impl MetricTenants {
+    /// `tenant`'s share, its budget set to `limits` (a reloaded config's budget applies to the
+    /// series made from then on; none held is removed).
+    pub fn tenant(&self, tenant: &str, limits: MetricLimits) -> Arc<TenantMetrics> {
+        let t = lock(&self.tenants)
+            .entry(tenant.to_string())
+            .or_insert_with(|| Arc::new(TenantMetrics::new(tenant, limits)))
+            .clone();
+        lock(&t.state).limits = limits;
+        t
+    }
+}
+
+/// One tenant's share of plugin metrics: the type each of its names has and how many of its
+/// plugin versions use it, and the series and bytes they hold together. Taken only when one of
+/// its plugins makes or removes a series or a family, never to update one.
+#[derive(Debug)]
+pub struct TenantMetrics {
+    tenant: Arc<str>,
+    state: Mutex<TenantState>,
+}
+
+#[derive(Debug)]
+struct TenantState {
+    limits: MetricLimits,
+    types: HashMap<Box<str>, (Kind, usize)>,
+    series: usize,
+    bytes: usize,
+}
+
+/// What a new series takes from its tenant: one series, its bytes, and maybe a new family.
+struct Take<'a> {
+    family: Option<(&'a str, Kind)>,
+    bytes: usize,
+}
+
+impl TenantMetrics {
+    /// An empty share under `limits`.
+    pub fn new(tenant: &str, limits: MetricLimits) -> Self {
+        TenantMetrics {
+            tenant: tenant.into(),
+            state: Mutex::new(TenantState {
+                limits,
+                types: HashMap::new(),
+                series: 0,
+                bytes: 0,
+            }),
+        }
+    }
+
+    /// A tenant of no budget (tests, replays).
+    fn unlimited() -> Arc<Self> {
+        Arc::new(TenantMetrics::new("", MetricLimits::UNLIMITED))
+    }
+
+    /// The tenant.
+    pub fn tenant(&self) -> &Arc<str> {
+        &self.tenant
+    }
+
+    /// Series and bytes its plugins hold now.
+    pub fn held(&self) -> (usize, usize) {
+        let s = lock(&self.state);
+        (s.series, s.bytes)
+    }
+
+    /// Takes what a new series needs if the budget has room and the family (when new to the
+    /// plugin) is not of another type in this tenant; else changes nothing.
+    fn take(&self, metric: &str, take: Take<'_>) -> Result<()> {
+        let mut s = lock(&self.state);
+        let over = |over| MetricError::OverBudget {
+            metric: metric.into(),
+            over,
+        };
+        if s.series >= s.limits.max_series {
+            return Err(over(Over::TenantSeries {
+                tenant: self.tenant.to_string(),
+                limit: s.limits.max_series,
+            }));
+        }
+        if s.bytes.saturating_add(take.bytes) > s.limits.max_bytes {
+            return Err(over(Over::TenantBytes {
+                tenant: self.tenant.to_string(),
+                limit: s.limits.max_bytes,
+            }));
+        }
+        if let Some((family, kind)) = take.family {
+            match s.types.get_mut(family) {
+                Some((k, users)) if *k == kind => *users += 1,
+                Some((k, _)) => {
+                    return Err(MetricError::TypeConflict {
+                        metric: metric.into(),
+                        why: format!(
+                            "is a {} of another plugin of this tenant, and a name has one type in a tenant; this call uses it as a {}",
+                            k.as_str(),
+                            kind.as_str()
+                        ),
+                    });
+                }
+                None => {
+                    s.types.insert(family.into(), (kind, 1));
+                }
             }
         }
+        s.series += 1;
+        s.bytes += take.bytes;
         Ok(())
     }
 
-    /// Records one user fewer of `family`; the name is free once nobody uses it.
-    fn release(&self, family: &str) {
-        let mut types = lock(&self.types);
-        if let Some((_, users)) = types.get_mut(family) {
-            *users -= 1;
-            if *users == 0 {
-                types.remove(family);
+    /// Gives back `series` series, `bytes` bytes, and one use of each of `families`.
+    fn give_back<'a>(&self, series: usize, bytes: usize, families: impl Iterator<Item = &'a str>) {
+        let mut s = lock(&self.state);
+        s.series = s.series.saturating_sub(series);
+        s.bytes = s.bytes.saturating_sub(bytes);
+        for family in families {
+            if let Some((_, users)) = s.types.get_mut(family) {
+                *users -= 1;
+                if *users == 0 {
+                    s.types.remove(family);
+                }
             }
         }
     }
@@ -70,7 +170,8 @@ pub struct Sample {
 /// One family copied out at scrape time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Family {
-    /// The name after `informant_plugin_`.
+    /// The name the plugin gave it (without a counter's `_total`); exposed as
+    /// [`name::exposed`] makes it for the plugin's tenant.
     pub name: String,
     /// Its type.
     pub kind: Kind,
@@ -85,6 +186,8 @@ pub struct Family {
 struct Series {
     value: SeriesValue,
     group: Option<Box<str>>,
+    /// What it costs ([`MetricLimits`]).
+    bytes: usize,
 }
 
 struct FamilyState {
@@ -94,10 +197,29 @@ struct FamilyState {
     series: HashMap<Vec<(String, String)>, Series>,
 }
 
+impl FamilyState {
+    /// What the family costs besides its series: its name and help text.
+    fn own_bytes(name: &str, help: &str) -> usize {
+        name.len() + help.len()
+    }
+
+    /// What a series of `labels` in family `name` costs: its name and labels on each line.
+    fn series_bytes(name: &str, kind: Kind, bounds: usize, labels: &[(String, String)]) -> usize {
+        let line = name.len() + labels.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>();
+        let lines = match kind {
+            // Each bucket, `+Inf`, `_count` and `_sum`.
+            Kind::Histogram => bounds + 3,
+            _ => 1,
+        };
+        line * lines
+    }
+}
+
 #[derive(Default)]
 struct Families {
     by_name: HashMap<Box<str>, FamilyState>,
     series: usize,
+    bytes: usize,
 }
 
 /// The write a call makes to one series.
@@ -142,26 +264,39 @@ impl Op<'_> {
         }
     }
 
-    fn apply(&self, value: &mut SeriesValue, bounds: &[f64]) {
+    /// Writes the op to `value`, unless a sum would stop being finite (then `value` is as it
+    /// was and the error names what would have overflowed).
+    fn apply(&self, value: &mut SeriesValue, bounds: &[f64]) -> Result<(), &'static str> {
         match (self, value) {
-            (Op::Add(v), SeriesValue::Counter(total)) => *total += v,
+            (Op::Add(v), SeriesValue::Counter(total)) => {
+                let next = *total + v;
+                if !next.is_finite() {
+                    return Err("counter");
+                }
+                *total = next;
+            }
             (Op::Set(v), SeriesValue::Gauge(g)) => *g = *v,
             (Op::Observe(_, v), SeriesValue::Histogram { counts, sum }) => {
-                counts[bounds.partition_point(|b| b < v)] += 1;
-                *sum += v;
+                let next = *sum + v;
+                if !next.is_finite() {
+                    return Err("histogram sum");
+                }
+                *sum = next;
+                let at = &mut counts[bounds.partition_point(|b| b < v)];
+                *at = at.saturating_add(1);
             }
             // The family's kind was checked against the op's.
             _ => {}
         }
+        Ok(())
     }
 }
 
 /// One plugin version's metrics: shared by its instances, read by the scrape, dropped with the
-/// version (its names go back to the host then).
+/// version (what it held goes back to its tenant then).
 pub struct PluginMetrics {
     plugin: Arc<str>,
-    tenant: Arc<str>,
-    names: Arc<MetricNames>,
+    tenant: Arc<TenantMetrics>,
     limits: MetricLimits,
     families: Mutex<Families>,
     refused: [AtomicU64; Refusal::ALL.len()],
@@ -171,36 +306,29 @@ impl std::fmt::Debug for PluginMetrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginMetrics")
             .field("plugin", &self.plugin)
-            .field("tenant", &self.tenant)
+            .field("tenant", self.tenant.tenant())
             .field("series", &self.series())
             .finish()
     }
 }
 
 impl Default for PluginMetrics {
-    /// No plugin, default limits, names of its own (tests, replays).
+    /// No plugin, default limits, a tenant of its own without a budget (tests, replays).
     fn default() -> Self {
         PluginMetrics::new(
             "".into(),
-            "".into(),
             MetricLimits::default(),
-            Arc::default(),
+            TenantMetrics::unlimited(),
         )
     }
 }
 
 impl PluginMetrics {
-    /// Empty metrics for one plugin version, its names typed in `names` (the host's).
-    pub fn new(
-        plugin: Arc<str>,
-        tenant: Arc<str>,
-        limits: MetricLimits,
-        names: Arc<MetricNames>,
-    ) -> Self {
+    /// Empty metrics for one plugin version of `tenant`'s, under `limits`.
+    pub fn new(plugin: Arc<str>, limits: MetricLimits, tenant: Arc<TenantMetrics>) -> Self {
         PluginMetrics {
             plugin,
             tenant,
-            names,
             limits,
             families: Mutex::default(),
             refused: Default::default(),
@@ -208,7 +336,7 @@ impl PluginMetrics {
     }
 
     /// Writes `op` to the series `labels` of metric `metric`, creating it (and its family) if
-    /// the rules and the ceiling allow; a refusal changes nothing and is counted.
+    /// the rules and the budgets allow; a refusal changes nothing and is counted.
     pub fn write(
         &self,
         metric: &str,
@@ -244,61 +372,84 @@ impl PluginMetrics {
             name::text(metric, "", Some(g))?;
         }
         labels.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let overflow = |what| MetricError::Overflow {
+            metric: metric.into(),
+            what,
+        };
         let mut families = lock(&self.families);
-        let at_ceiling = families.series >= self.limits.max_series;
         // The common case: an existing series, already checked when it was made.
         if let Some(f) = families.by_name.get_mut(family) {
             check_same(metric, f, op)?;
             if let Some(s) = f.series.get_mut(&labels) {
-                op.apply(&mut s.value, &f.bounds);
+                op.apply(&mut s.value, &f.bounds).map_err(overflow)?;
                 s.group = group.map(Into::into);
                 return Ok(());
             }
         }
         name::labels(metric, kind, &labels)?;
-        if at_ceiling {
-            return Err(MetricError::TooManySeries {
-                metric: metric.into(),
+        let over = |over| MetricError::OverBudget {
+            metric: metric.into(),
+            over,
+        };
+        if families.series >= self.limits.max_series {
+            return Err(over(Over::PluginSeries {
                 limit: self.limits.max_series,
-            });
+            }));
         }
-        if !families.by_name.contains_key(family) {
+        let existing = families.by_name.get(family);
+        let bounds = match (existing, op) {
+            (Some(f), _) => f.bounds.clone(),
+            (None, Op::Observe(given, _)) => name::buckets(metric, given)?,
+            (None, _) => Box::default(),
+        };
+        if existing.is_none() {
             name::text(metric, help, None)?;
-            let bounds = match op {
-                Op::Observe(given, _) => name::buckets(metric, given)?,
-                _ => Box::default(),
-            };
-            self.names.claim(family, kind).map_err(|had| {
-                MetricError::TypeConflict {
-                    metric: metric.into(),
-                    why: format!(
-                        "is a {} of another plugin on this host, and a name has one type on /metrics; this call uses it as a {}",
-                        had.as_str(),
-                        kind.as_str()
-                    ),
-                }
-            })?;
-            families.by_name.insert(
-                family.into(),
-                FamilyState {
-                    kind,
-                    help: help.into(),
-                    bounds,
-                    series: HashMap::new(),
-                },
-            );
         }
-        let f = families.by_name.get_mut(family).expect("inserted above");
+        let bytes = FamilyState::series_bytes(family, kind, bounds.len(), &labels)
+            + match existing {
+                Some(_) => 0,
+                None => FamilyState::own_bytes(family, help),
+            };
+        if families.bytes.saturating_add(bytes) > self.limits.max_bytes {
+            return Err(over(Over::PluginBytes {
+                limit: self.limits.max_bytes,
+            }));
+        }
+        let new_family = existing.is_none();
+        self.tenant.take(
+            metric,
+            Take {
+                family: new_family.then_some((family, kind)),
+                bytes,
+            },
+        )?;
+        let f = families
+            .by_name
+            .entry(family.into())
+            .or_insert_with(|| FamilyState {
+                kind,
+                help: help.into(),
+                bounds,
+                series: HashMap::new(),
+            });
         let mut value = op.fresh(&f.bounds);
-        op.apply(&mut value, &f.bounds);
+        // A first write to a zeroed series of a finite value cannot overflow.
+        let _ = op.apply(&mut value, &f.bounds);
+        let series_bytes = bytes
+            - match new_family {
+                true => FamilyState::own_bytes(family, help),
+                false => 0,
+            };
         f.series.insert(
             labels,
             Series {
                 value,
                 group: group.map(Into::into),
+                bytes: series_bytes,
             },
         );
         families.series += 1;
+        families.bytes += bytes;
         Ok(())
     }
 
@@ -317,36 +468,50 @@ impl PluginMetrics {
             },
         };
         let f = families.by_name.get_mut(family).expect("looked up above");
-        if f.series.remove(&labels).is_none() {
+        let Some(gone) = f.series.remove(&labels) else {
             return false;
+        };
+        let mut bytes = gone.bytes;
+        let emptied = f.series.is_empty().then(|| {
+            bytes += FamilyState::own_bytes(family, &f.help);
+            family.to_string()
+        });
+        if let Some(name) = &emptied {
+            families.by_name.remove(name.as_str());
         }
-        let empty = f.series.is_empty();
         families.series -= 1;
-        if empty {
-            families.by_name.remove(family);
-            self.names.release(family);
-        }
+        families.bytes -= bytes;
+        self.tenant
+            .give_back(1, bytes, emptied.as_deref().into_iter());
         true
     }
 
     /// Removes every series of `group`; how many.
     pub fn delete_group(&self, group: &str) -> u32 {
         let mut families = lock(&self.families);
-        let mut removed = 0usize;
+        let (mut removed, mut bytes) = (0usize, 0usize);
         let mut emptied = Vec::new();
         for (name, f) in families.by_name.iter_mut() {
-            let before = f.series.len();
-            f.series.retain(|_, s| s.group.as_deref() != Some(group));
-            removed += before - f.series.len();
+            f.series.retain(|_, s| {
+                let gone = s.group.as_deref() == Some(group);
+                if gone {
+                    removed += 1;
+                    bytes += s.bytes;
+                }
+                !gone
+            });
             if f.series.is_empty() {
+                bytes += FamilyState::own_bytes(name, &f.help);
                 emptied.push(name.clone());
             }
         }
-        for name in emptied {
-            families.by_name.remove(&name);
-            self.names.release(&name);
+        for name in &emptied {
+            families.by_name.remove(name);
         }
         families.series -= removed;
+        families.bytes -= bytes;
+        self.tenant
+            .give_back(removed, bytes, emptied.iter().map(|n| &**n));
         removed as u32
     }
 
@@ -384,6 +549,11 @@ impl PluginMetrics {
         lock(&self.families).series
     }
 
+    /// Bytes held now ([`MetricLimits`] says what counts).
+    pub fn bytes(&self) -> usize {
+        lock(&self.families).bytes
+    }
+
     /// Calls refused for `reason` so far.
     pub fn refused(&self, reason: Refusal) -> u64 {
         self.refused[reason as usize].load(Relaxed)
@@ -396,6 +566,11 @@ impl PluginMetrics {
 
     /// The plugin's tenant.
     pub fn tenant(&self) -> &Arc<str> {
+        self.tenant.tenant()
+    }
+
+    /// The plugin's tenant's share, which its other plugins' metrics share too.
+    pub fn tenant_metrics(&self) -> &Arc<TenantMetrics> {
         &self.tenant
     }
 }
@@ -403,9 +578,11 @@ impl PluginMetrics {
 impl Drop for PluginMetrics {
     fn drop(&mut self) {
         let families = lock(&self.families);
-        for name in families.by_name.keys() {
-            self.names.release(name);
-        }
+        self.tenant.give_back(
+            families.series,
+            families.bytes,
+            families.by_name.keys().map(|n| &**n),
+        );
     }
 }
 
@@ -456,13 +633,25 @@ mod tests {
             .collect()
     }
 
-    fn metrics(names: &Arc<MetricNames>, plugin: &str, max_series: usize) -> PluginMetrics {
+    fn metrics(tenant: &Arc<TenantMetrics>, plugin: &str, max_series: usize) -> PluginMetrics {
         PluginMetrics::new(
             plugin.into(),
-            "t".into(),
-            MetricLimits { max_series },
-            names.clone(),
+            MetricLimits {
+                max_series,
+                ..MetricLimits::default()
+            },
+            tenant.clone(),
         )
+    }
+
+    fn tenant(name: &str, max_series: usize, max_bytes: usize) -> Arc<TenantMetrics> {
+        Arc::new(TenantMetrics::new(
+            name,
+            MetricLimits {
+                max_series,
+                max_bytes,
+            },
+        ))
     }
 
     #[test]
@@ -494,15 +683,22 @@ mod tests {
             }
         );
         assert_eq!(m.series(), 2);
+        // hits: its name and help, then `hits` + `a1b2` on one line; lat: its name and help,
+        // then `lat` on 2 buckets + 3 lines.
+        assert_eq!(m.bytes(), (4 + 5) + (4 + 4) + (3 + 8) + 3 * 5);
         assert!(m.delete("hits_total", ba));
         assert!(!m.delete("hits", ab));
         assert_eq!(m.series(), 1);
+        assert_eq!(m.bytes(), (3 + 8) + 3 * 5);
         assert_eq!(m.snapshot().len(), 1, "an empty family goes");
+        assert!(m.delete("lat", vec![]));
+        assert_eq!((m.series(), m.bytes()), (0, 0));
+        assert_eq!(m.tenant_metrics().held(), (0, 0));
     }
 
     #[test]
     fn the_ceiling_refuses_new_series_only_and_counts() {
-        let m = metrics(&Arc::default(), "p", 3);
+        let m = metrics(&TenantMetrics::unlimited(), "p", 3);
         for i in 0..3 {
             let labels = l(&[("i", &i.to_string())]);
             m.write("g", "", labels, None, Op::Set(1.0)).unwrap();
@@ -511,9 +707,16 @@ mod tests {
             .write("g", "", l(&[("i", "3")]), None, Op::Set(1.0))
             .unwrap_err();
         assert!(
-            matches!(e, MetricError::TooManySeries { limit: 3, .. }),
+            matches!(
+                e,
+                MetricError::OverBudget {
+                    over: Over::PluginSeries { limit: 3 },
+                    ..
+                }
+            ),
             "{e}"
         );
+        assert!(e.to_string().contains("holds 3 series"), "{e}");
         // Existing series still take writes at the ceiling.
         m.write("g", "", l(&[("i", "0")]), None, Op::Set(5.0))
             .unwrap();
@@ -522,21 +725,127 @@ mod tests {
     }
 
     #[test]
-    fn a_name_has_one_type_here_and_across_plugins() {
-        let names = Arc::new(MetricNames::default());
-        let a = metrics(&names, "a", 10);
-        let b = metrics(&names, "b", 10);
+    fn a_plugins_bytes_are_capped_as_well_as_its_series() {
+        let m = PluginMetrics::new(
+            "p".into(),
+            MetricLimits {
+                max_series: 1000,
+                max_bytes: 4096,
+            },
+            TenantMetrics::unlimited(),
+        );
+        let big = "v".repeat(1000);
+        let mut made = 0;
+        let e = loop {
+            match m.write(
+                "g",
+                "",
+                l(&[("k", &format!("{made}{big}"))]),
+                None,
+                Op::Set(1.0),
+            ) {
+                Ok(()) => made += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(made, 4, "four series of ~1 KiB fit in 4 KiB");
+        assert!(m.bytes() <= 4096);
+        assert_eq!(e.refusal(), Refusal::Bytes, "{e}");
+        assert!(e.to_string().contains("limits.max-metric-kib"), "{e}");
+        // A histogram costs each of its lines.
+        let h = PluginMetrics::new(
+            "p".into(),
+            MetricLimits {
+                max_series: 1000,
+                max_bytes: 35 * 1001,
+            },
+            TenantMetrics::unlimited(),
+        );
+        let bounds: Vec<f64> = (1..=32).map(f64::from).collect();
+        let labels = l(&[("k", &"v".repeat(1000))]);
+        let e = h
+            .write("h", "", labels, None, Op::Observe(&bounds, 1.0))
+            .unwrap_err();
+        assert_eq!(e.refusal(), Refusal::Bytes, "35 lines of 1002 bytes: {e}");
+    }
+
+    #[test]
+    fn a_tenants_budget_binds_all_its_plugins_and_no_other_tenant() {
+        let a = tenant("a", 5, usize::MAX);
+        let b = tenant("b", 5, usize::MAX);
+        let (a1, a2, b1) = (
+            metrics(&a, "a1", 100),
+            metrics(&a, "a2", 100),
+            metrics(&b, "b1", 100),
+        );
+        for i in 0..3 {
+            a1.write("x", "", l(&[("i", &i.to_string())]), None, Op::Set(1.0))
+                .unwrap();
+        }
+        for i in 0..2 {
+            a2.write("x", "", l(&[("i", &i.to_string())]), None, Op::Set(1.0))
+                .unwrap();
+        }
+        let e = a2
+            .write("x", "", l(&[("i", "9")]), None, Op::Set(1.0))
+            .unwrap_err();
+        assert_eq!(e.refusal(), Refusal::TenantLimit, "{e}");
+        assert!(
+            e.to_string().contains("tenant `a`'s plugins hold 5 series"),
+            "{e}"
+        );
+        assert_eq!(a2.series(), 2, "a refusal changes nothing");
+        assert_eq!(a.held().0, 5);
+        // Updates still go through at the budget.
+        a2.write("x", "", l(&[("i", "0")]), None, Op::Set(7.0))
+            .unwrap();
+        // Another tenant's plugin is untouched by a's budget.
+        for i in 0..5 {
+            b1.write("x", "", l(&[("i", &i.to_string())]), None, Op::Set(1.0))
+                .unwrap();
+        }
+        // A plugin leaving gives its share back.
+        drop(a1);
+        assert_eq!(a.held().0, 2);
+        a2.write("x", "", l(&[("i", "9")]), None, Op::Set(1.0))
+            .unwrap();
+        // Bytes too.
+        let t = tenant("t", usize::MAX, 100);
+        let (t1, t2) = (metrics(&t, "t1", 100), metrics(&t, "t2", 100));
+        t1.write("g", "", l(&[("k", &"v".repeat(60))]), None, Op::Set(1.0))
+            .unwrap();
+        let e = t2
+            .write("g", "", l(&[("k", &"v".repeat(60))]), None, Op::Set(1.0))
+            .unwrap_err();
+        assert_eq!(e.refusal(), Refusal::TenantBytes, "{e}");
+        assert_eq!(t2.refused(Refusal::TenantBytes), 1);
+    }
+
+    #[test]
+    fn a_name_has_one_type_in_a_tenant_and_each_tenant_its_own() {
+        let t = tenant("t", usize::MAX, usize::MAX);
+        let a = metrics(&t, "a", 10);
+        let b = metrics(&t, "b", 10);
         a.write("x", "", vec![], None, Op::Add(1.0)).unwrap();
         let e = a.write("x", "", vec![], None, Op::Set(1.0)).unwrap_err();
         assert!(matches!(e, MetricError::TypeConflict { .. }), "{e}");
         let e = b.write("x", "", vec![], None, Op::Set(1.0)).unwrap_err();
-        assert!(e.to_string().contains("another plugin"), "{e}");
+        assert!(
+            e.to_string().contains("another plugin of this tenant"),
+            "{e}"
+        );
         // The same type: b's own series, apart from a's.
         b.write("x", "", vec![], None, Op::Add(5.0)).unwrap();
         assert_eq!(a.snapshot()[0].samples[0].value, SeriesValue::Counter(1.0));
         assert!(b.delete("x", vec![]));
         assert_eq!(a.series(), 1, "b's delete leaves a's series alone");
-        // Once nobody uses it, the name is free for another type.
+        // Another tenant's plugin takes the name as another type, with other help.
+        let other = metrics(&tenant("u", usize::MAX, usize::MAX), "c", 10);
+        other
+            .write("x", "Other help.", vec![], None, Op::Set(3.0))
+            .unwrap();
+        assert_eq!(a.snapshot()[0].kind, Kind::Counter);
+        // Once nobody in the tenant uses it, the name is free for another type.
         drop(a);
         b.write("x", "", vec![], None, Op::Set(1.0)).unwrap();
         let e = b
@@ -558,6 +867,8 @@ mod tests {
         m.write("b", "", vec![], g(), Op::Add(1.0)).unwrap();
         assert_eq!(m.delete_group("deploy/web"), 2);
         assert_eq!(m.series(), 1);
+        assert_eq!(m.bytes(), 1 + (1 + 2));
+        assert_eq!(m.tenant_metrics().held(), (1, m.bytes()));
         assert_eq!(m.snapshot().len(), 1);
         assert_eq!(m.delete_group("deploy/web"), 0);
     }
@@ -568,6 +879,7 @@ mod tests {
         for op in [
             Op::Add(-1.0),
             Op::Add(f64::NAN),
+            Op::Add(f64::INFINITY),
             Op::Set(f64::INFINITY),
             Op::Observe(&[], f64::NAN),
         ] {
@@ -575,6 +887,40 @@ mod tests {
             assert!(matches!(e, MetricError::InvalidValue { .. }), "{e}");
         }
         assert_eq!(m.series(), 0);
-        assert_eq!(m.refused(Refusal::Value), 4);
+        assert_eq!(m.refused(Refusal::Value), 5);
+    }
+
+    #[test]
+    fn sums_stay_finite() {
+        let m = PluginMetrics::default();
+        m.write("c", "", vec![], None, Op::Add(f64::MAX)).unwrap();
+        let e = m
+            .write("c", "", vec![], None, Op::Add(f64::MAX))
+            .unwrap_err();
+        assert_eq!(e.refusal(), Refusal::Overflow, "{e}");
+        assert!(e.to_string().contains("largest finite number"), "{e}");
+        m.write("h", "", vec![], None, Op::Observe(&[], f64::MAX))
+            .unwrap();
+        let e = m
+            .write("h", "", vec![], None, Op::Observe(&[], f64::MAX))
+            .unwrap_err();
+        assert_eq!(e.refusal(), Refusal::Overflow, "{e}");
+        // Small additions to a counter at the largest number are absorbed, never infinite.
+        m.write("c", "", vec![], None, Op::Add(1.0)).unwrap();
+        for f in m.snapshot() {
+            match &f.samples[0].value {
+                SeriesValue::Counter(v) => assert_eq!(*v, f64::MAX),
+                SeriesValue::Histogram { counts, sum } => {
+                    assert_eq!(*sum, f64::MAX);
+                    assert_eq!(
+                        counts.iter().sum::<u64>(),
+                        1,
+                        "the refused observation is not counted"
+                    );
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(m.refused(Refusal::Overflow), 2);
     }
 }
