@@ -475,6 +475,8 @@ async fn status_reaches_a_pods_loopback_admin_through_port_forward() {
                 "status",
                 "--kubeconfig",
                 &kc,
+                "-n",
+                "demo",
                 "--pod-port",
                 &port,
                 "--pod-plain-http",
@@ -511,7 +513,7 @@ async fn status_reaches_a_pods_loopback_admin_through_port_forward() {
     for how in [
         &["--pod", "informant-0"][..],
         &["--release", "rel"],
-        &["-l", "app.kubernetes.io/instance=rel", "-n", "demo"],
+        &["-l", "app.kubernetes.io/instance=rel"],
     ] {
         let (ok, out, err) = run(&mut status(how)).await;
         assert!(ok, "{how:?}: {err}");
@@ -548,7 +550,7 @@ async fn status_reaches_a_pods_loopback_admin_through_port_forward() {
         .unwrap()
         .port();
     let started = std::time::Instant::now();
-    let (ok, _, err) = run(informant_in(
+    let (ok, _, err) = run(&mut informant_in(
         home.path(),
         &[
             "status",
@@ -556,6 +558,8 @@ async fn status_reaches_a_pods_loopback_admin_through_port_forward() {
             &kc,
             "--pod",
             "informant-0",
+            "-n",
+            "demo",
             "--pod-plain-http",
             "--pod-port",
             &dead.to_string(),
@@ -582,12 +586,18 @@ async fn status_reaches_a_pods_loopback_admin_through_port_forward() {
         assert!(!ok && out.is_empty(), "{odd}: {out}");
         assert!(err.contains("pod `"), "{odd}: {err}");
     }
-    let (ok, _, err) = run(&mut status(&[
-        "--pod",
-        "informant-0",
-        "-n",
-        "../kube-system",
-    ]))
+    let (ok, _, err) = run(&mut informant_in(
+        home.path(),
+        &[
+            "status",
+            "--kubeconfig",
+            &kc,
+            "--pod",
+            "informant-0",
+            "-n",
+            "../kube-system",
+        ],
+    ))
     .await;
     assert!(!ok && err.contains("namespace `../kube-system`"), "{err}");
     assert_eq!(
@@ -622,6 +632,8 @@ async fn the_token_travels_inside_the_port_forward() {
             kc.to_str().unwrap(),
             "--pod",
             "informant-0",
+            "-n",
+            "demo",
             "--pod-plain-http",
             "--pod-port",
             &port,
