@@ -367,7 +367,7 @@ impl AdminClient {
         transport::check_name(name).map_err(|r| refuse("pod", name, r))?;
         Ok(AdminClient {
             endpoint: Endpoint::Pod {
-                pods,
+                pods: Box::new(pods),
                 namespace: namespace.to_string(),
                 name: name.to_string(),
                 port,

@@ -37,7 +37,7 @@ pub enum Endpoint {
     /// A pod's port, through the API server's port-forward.
     Pod {
         /// The pods of the pod's namespace, with the kubeconfig's client.
-        pods: Api<Pod>,
+        pods: Box<Api<Pod>>,
         /// The namespace.
         namespace: String,
         /// The pod's name (checked by [`check_name`]).
