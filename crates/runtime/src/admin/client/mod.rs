@@ -742,6 +742,46 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn https_travels_inside_a_pods_port_forward() {
+        use informant_devserver::{DevServer, DevServerConfig};
+        let (addr, dir, seen) = tls_admin().await;
+        let server = DevServer::start(DevServerConfig::default()).await.unwrap();
+        server
+            .create(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "informant-0", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Running", "podIP": "127.0.0.1"},
+            }))
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        let ca = Trust::Ca(dir.path().join("ca.pem"));
+        let tls = Tls::new(&ca, "localhost").unwrap();
+        let client = AdminClient::pod(
+            pods.clone(),
+            "default",
+            "informant-0",
+            addr.port(),
+            Some(tls),
+        )
+        .unwrap()
+        .with_credentials(Credentials::token(SECRET, "--token").unwrap());
+        assert!(client.status().await.unwrap().is_empty());
+        assert_eq!(
+            seen.lock().pop().flatten(),
+            Some(format!("Bearer {SECRET}"))
+        );
+        // The certificate is checked inside the tunnel too.
+        let tls = Tls::new(&Trust::Platform, "localhost").unwrap();
+        let client = AdminClient::pod(pods, "default", "informant-0", addr.port(), Some(tls))
+            .unwrap()
+            .with_credentials(Credentials::token(SECRET, "--token").unwrap());
+        let err = client.status().await.unwrap_err();
+        assert!(matches!(err, ClientError::Tls { .. }), "{err}");
+        assert!(seen.lock().is_empty());
+    }
+
+    #[tokio::test]
     async fn https_is_verified_as_asked_and_the_token_sent_only_inside_it() {
         let (addr, dir, seen) = tls_admin().await;
         let url = format!("https://{addr}");
