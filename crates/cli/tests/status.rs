@@ -244,13 +244,18 @@ async fn status_with_no_flags_reads_a_running_dev() {
 }
 
 /// A stand-in admin server on loopback: answers `/plugins` with one row, or 401 when asked to
-/// and no token comes, and keeps every request's `Authorization` header.
+/// and no token comes (or any token but `valid`, when given), and keeps every request's
+/// `Authorization` header.
 struct FakeAdmin {
     addr: SocketAddr,
     seen: Arc<parking_lot::Mutex<Vec<Option<String>>>>,
 }
 
 async fn fake_admin(require_token: bool) -> FakeAdmin {
+    fake_admin_accepting(require_token, None).await
+}
+
+async fn fake_admin_accepting(require_token: bool, valid: Option<&'static str>) -> FakeAdmin {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -274,7 +279,8 @@ async fn fake_admin(require_token: bool) -> FakeAdmin {
                     k.eq_ignore_ascii_case("authorization")
                         .then(|| v.trim().to_string())
                 });
-                let refused = require_token && auth.is_none();
+                let refused = (require_token && auth.is_none())
+                    || valid.is_some_and(|v| auth.as_deref() != Some(v));
                 kept.lock().push(auth);
                 let (status, body) = if refused {
                     ("401 Unauthorized", "Unauthorized\n".to_string())
@@ -415,12 +421,19 @@ async fn the_token_is_sent_and_never_printed() {
     assert!(!out.contains(SECRET), "{out}");
 
     // A refused token: the 401 says the token was refused, not what it was.
-    let (ok, _, err) = run(
-        informant_in(home.path(), &["logs", "x", "--admin", "127.0.0.1:1"])
-            .env("INFORMANT_TOKEN", SECRET),
+    let strict = fake_admin_accepting(true, Some("Bearer another")).await;
+    let (ok, _, err) = run(informant_in(
+        home.path(),
+        &["logs", "x", "--admin", &strict.addr.to_string()],
     )
+    .env("INFORMANT_TOKEN", SECRET))
     .await;
-    assert!(!ok && !err.contains(SECRET), "{err}");
+    assert!(!ok);
+    assert!(
+        err.contains("401 Unauthorized: the token from --token/INFORMANT_TOKEN was refused"),
+        "{err}"
+    );
+    assert!(!err.contains(SECRET), "{err}");
 }
 
 /// A Pod `name` in `demo` at `127.0.0.1`, Ready, with `labels`.
