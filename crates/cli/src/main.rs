@@ -97,6 +97,11 @@ fn init_logging(format: LogFormat) {
             filter = filter.add_directive(directive);
         }
     }
+    // tungstenite traces every websocket frame's payload, and a port-forward's frames carry
+    // the admin request with its bearer token: never below info, whatever RUST_LOG says.
+    if let Ok(directive) = "tungstenite=info".parse() {
+        filter = filter.add_directive(directive);
+    }
     let ansi = colour(
         std::io::stderr().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),

@@ -26,8 +26,8 @@ use super::resources::ResourceType;
 use super::selector::{FieldSelector, LabelSelector, parse_labels};
 use super::watch::{self, WatchRequest};
 use super::{
-    Error, Result, Shared, discovery, openapi, protobuf, review, server, strategy, table,
-    validation,
+    Error, Result, Shared, discovery, openapi, portforward, protobuf, review, server, strategy,
+    table, validation,
 };
 
 mod list;
@@ -288,6 +288,8 @@ enum Action {
     Log,
     /// `serviceaccounts/token`: a TokenRequest answered with an unsigned token.
     Token,
+    /// `pods/portforward`: a websocket to the pod's `status.podIP` (see `portforward`).
+    PortForward,
 }
 
 impl Action {
@@ -296,6 +298,7 @@ impl Action {
             Action::Eviction => "eviction",
             Action::Log => "log",
             Action::Token => "token",
+            Action::PortForward => "portforward",
         }
     }
 }
@@ -335,6 +338,7 @@ fn parse_target(
         Some("scale") if res.scale.is_some() => (Sub::Scale, None),
         Some("eviction") if core("Pod") => (Sub::Main, Some(Action::Eviction)),
         Some("log") if core("Pod") => (Sub::Main, Some(Action::Log)),
+        Some("portforward") if core("Pod") => (Sub::Main, Some(Action::PortForward)),
         Some("token") if core("ServiceAccount") => (Sub::Main, Some(Action::Token)),
         Some(_) => return Err(unknown()),
     };
@@ -367,6 +371,9 @@ fn subresource_name(t: &Target) -> &'static str {
 /// same path and query this server then serves (so the two can never disagree).
 fn attributes(t: &Target, method: &Method, q: &Params) -> Attributes {
     let verb = match (method, &t.name) {
+        // A port-forward's websocket upgrade is a GET, authorized as `create` (what
+        // kube-apiserver asks of a websocket upgrade to a pod's connect subresource).
+        _ if t.action == Some(Action::PortForward) => "create".to_string(),
         (&Method::GET | &Method::HEAD, Some(_)) => "get".to_string(),
         (&Method::GET | &Method::HEAD, None) if flag(q, "watch") => "watch".to_string(),
         (&Method::GET | &Method::HEAD, None) => "list".to_string(),
@@ -554,6 +561,15 @@ async fn resource(
         .get(header::ACCEPT)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|a| a.contains("as=Table"));
+    if let (Some(Action::PortForward), Some(name)) = (t.action, &t.name) {
+        if method != Method::GET {
+            return Err(Error::MethodNotAllowed(format!(
+                "{method} pods/portforward (a websocket upgrade is a GET)"
+            )));
+        }
+        let ports = q.get("ports").map(String::as_str);
+        return portforward::serve(shared, &t.res, &ns, name, ports, req);
+    }
     if let (Some(a), Some(name)) = (t.action, &t.name) {
         return action(shared, &t, a, name, &q, ua, &method);
     }
@@ -688,6 +704,8 @@ fn action(
                 "pod {name:?} has no logs: the embedded API server runs no kubelet, so no container ever starts"
             )))
         }
+        // Served before `action` is reached (it needs the request for its upgrade).
+        Action::PortForward => wrong_method(),
         Action::Token => {
             if method != Method::POST {
                 return wrong_method();

@@ -68,6 +68,7 @@ mod kubeconfig;
 mod metadata;
 mod openapi;
 mod patch;
+mod portforward;
 mod protobuf;
 mod rbac;
 mod resources;

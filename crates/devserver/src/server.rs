@@ -88,8 +88,10 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
                     let service = TowerToHyperService::new(router.clone());
                     connections.spawn(async move {
                         // Client-side disconnects surface here; nothing to do about them.
+                        // Upgrades: a pod port-forward's websocket takes the connection over.
                         let _ = hyper::server::conn::http1::Builder::new()
                             .serve_connection(TokioIo::new(stream), service)
+                            .with_upgrades()
                             .await;
                     });
                 }

@@ -272,6 +272,11 @@ impl Runtime {
         })
     }
 
+    /// Where the admin server listens (the port it got, for port 0), if it was started.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(AdminServer::addr)
+    }
+
     /// Unregisters the plugins and stops the informers.
     pub async fn stop(self) {
         drop(self._watch_retries);

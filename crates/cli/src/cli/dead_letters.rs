@@ -2,7 +2,6 @@
 //! `--state-dir`), listed, delivered again or dropped through its admin server.
 
 use anyhow::Result;
-use informant_runtime::admin::client::AdminClient;
 use informant_runtime::admin::client::dead_letters::{dead_letters_table, outcome_text};
 use informant_runtime::admin::dead_letters::Selection;
 
@@ -13,15 +12,8 @@ use super::Output;
 pub struct Args {
     #[command(subcommand)]
     command: Command,
-    /// The admin server of the running host (`HOST:PORT`, what it was given as `--admin`).
-    #[arg(
-        long,
-        value_name = "ADDR",
-        env = "INFORMANT_ADMIN",
-        default_value = "127.0.0.1:9090",
-        global = true
-    )]
-    admin: String,
+    #[command(flatten)]
+    admin: super::AdminArgs,
     /// `table` (aligned columns) or `json` (what the admin server answered).
     #[arg(long, short, value_enum, default_value_t = Output::Table, global = true)]
     output: Output,
@@ -71,7 +63,7 @@ impl Pick {
 
 /// Runs the subcommand; an admin server's refusal (no state dir, unknown plugin) is the error.
 pub async fn run(args: Args) -> Result<()> {
-    let client = AdminClient::new(&args.admin)?;
+    let client = args.admin.client().await?;
     match args.command {
         Command::List { plugin, tenant } => {
             let plugin = match (plugin, &tenant) {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use informant_dev::{Builder, DevEvent, DevLoop, DevLoopConfig, Lang, Polyglot};
 use informant_devserver::{DevServer, DevServerConfig};
+use informant_runtime::admin::client::dev_address;
 use informant_runtime::informer::WatchScope;
 use informant_runtime::runtime::{Runtime, RuntimeOptions, StateOptions};
 
@@ -44,9 +45,14 @@ pub struct Args {
     /// for `kubectl apply -f`).
     #[arg(long, value_name = "FILE.yaml", conflicts_with = "no_seed")]
     seed: Option<PathBuf>,
-    /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 127.0.0.1:9090).
-    #[arg(long, value_name = "ADDR")]
+    /// Serve the admin endpoints (/metrics, /healthz, /readyz, /plugins, /logs,
+    /// /dead-letters) here, plain HTTP without authentication. Default: 127.0.0.1:9091, or a
+    /// free loopback port if that is taken; the address is published for `informant status`.
+    #[arg(long, value_name = "ADDR", conflicts_with = "no_admin")]
     admin: Option<SocketAddr>,
+    /// Serve no admin endpoints.
+    #[arg(long)]
+    no_admin: bool,
     /// Send every plugin write with `dryRun=All`: the API server validates and admits it and
     /// persists nothing (try a writing plugin against a real cluster safely).
     #[arg(long)]
@@ -92,13 +98,18 @@ pub async fn run(args: Args) -> Result<()> {
         }
         None => (None, None),
     };
+    let admin = match (args.admin, args.no_admin) {
+        (_, true) => None,
+        (Some(addr), false) => Some(addr),
+        (None, false) => Some(default_admin()),
+    };
     let runtime = Runtime::start(
         server.client(),
         RuntimeOptions {
             plugins,
             watches: args.watches,
             scope: WatchScope::default(),
-            admin: args.admin,
+            admin,
             config: super::host_config(args.config.as_deref())?,
             config_path: args.config.clone(),
             compile_cache: args.cache.compile_cache(),
@@ -121,10 +132,63 @@ pub async fn run(args: Args) -> Result<()> {
         path.display(),
         path.display()
     );
+    // Held to the end: dropping it removes the published address.
+    let _published = runtime.admin_addr().and_then(publish_admin);
     super::shutdown_signal().await?;
     runtime.stop().await;
     server.shutdown().await;
     Ok(())
+}
+
+/// Where dev's admin listens unless told: a fixed port, so bookmarks and scripts keep working.
+const DEFAULT_ADMIN: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9091);
+
+/// [`DEFAULT_ADMIN`], or a free loopback port (port 0) if something else holds it.
+fn default_admin() -> SocketAddr {
+    match std::net::TcpListener::bind(DEFAULT_ADMIN) {
+        Ok(_) => DEFAULT_ADMIN,
+        Err(e) => {
+            eprintln!(
+                "admin: {DEFAULT_ADMIN} is taken ({e}); serving on a free loopback port instead"
+            );
+            SocketAddr::new(DEFAULT_ADMIN.ip(), 0)
+        }
+    }
+}
+
+/// Tells `informant status` where the admin is (see
+/// [`informant_runtime::admin::client::dev_address`]); a failure is a warning, not an exit.
+fn publish_admin(addr: SocketAddr) -> Option<dev_address::Published> {
+    // A wildcard address is reached on loopback; another host's address is not published
+    // (a reader takes loopback only).
+    let addr = match addr.ip() {
+        ip if ip.is_unspecified() => SocketAddr::new(DEFAULT_ADMIN.ip(), addr.port()),
+        ip if ip.is_loopback() => addr,
+        _ => {
+            eprintln!("admin on http://{addr} (pass --admin {addr} to informant status)");
+            return None;
+        }
+    };
+    let Some(file) = dev_address::path() else {
+        eprintln!(
+            "admin on http://{addr} (no home or runtime directory to publish it in: pass --admin {addr} to informant status)"
+        );
+        return None;
+    };
+    match dev_address::publish(&file, addr) {
+        Ok(published) => {
+            eprintln!("admin on http://{addr}: `informant status` and `informant logs` read it");
+            Some(published)
+        }
+        Err(e) => {
+            eprintln!(
+                "admin on http://{addr}; cannot publish it in {}: {e} (pass --admin {addr} to informant status)",
+                file.display()
+            );
+            None
+        }
+    }
 }
 
 /// A namespace, a deployment and a configmap so `informant dev` has something to show.

@@ -4,7 +4,6 @@
 use std::io::Write;
 
 use anyhow::Result;
-use informant_runtime::admin::client::AdminClient;
 
 use super::{AdminArgs, Output};
 
@@ -32,7 +31,7 @@ pub struct Args {
 
 /// Prints the plugin's lines; a closed stdout (`| head`) ends it quietly.
 pub async fn run(args: Args) -> Result<()> {
-    let client = AdminClient::new(&args.admin.admin)?;
+    let client = args.admin.client().await?;
     let mut lines = client
         .logs(&args.tenant, &args.plugin, args.follow, args.tail)
         .await?;

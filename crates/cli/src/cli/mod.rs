@@ -15,9 +15,13 @@ pub mod status;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use informant_runtime::admin::client::dev_address::{self, Found};
+use informant_runtime::admin::client::{AdminClient, Credentials, Tls, Trust, transport};
 use informant_runtime::plugin::CompileCache;
 pub use informant_runtime::runtime::{host_config, watch_informer};
 use informant_runtime::telemetry::{ExportConfig, Sampling, Traces};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
 
 /// Compile cache flags of the commands that load plugins.
 #[derive(clap::Args)]
@@ -46,17 +50,155 @@ impl CompileCacheArgs {
     }
 }
 
-/// Where a running host's admin server is, for the commands that read it.
+/// Where a running host's admin server is and how to reach it, for the commands that read it
+/// (`status`, `logs`, `dead-letters`).
 #[derive(clap::Args)]
 pub struct AdminArgs {
-    /// The admin server of the running host (`HOST:PORT`, what it was given as `--admin`).
+    /// The admin server: HOST:PORT, http://HOST:PORT or https://HOST:PORT. Default: the one a
+    /// running `informant dev` published, else 127.0.0.1:9090.
+    #[arg(long, value_name = "URL", env = "INFORMANT_ADMIN", global = true)]
+    pub admin: Option<String>,
+    /// Reach this pod's admin port through the API server's port-forward, as `kubectl
+    /// port-forward` does (needs `create` on `pods/portforward`; the pod exposes nothing).
+    #[arg(long, value_name = "NAME", global = true, conflicts_with_all = ["admin", "selector", "release"])]
+    pub pod: Option<String>,
+    /// Like --pod, for the first ready pod (by name) this label selector matches.
+    #[arg(long, short = 'l', value_name = "SELECTOR", global = true, conflicts_with_all = ["admin", "release"])]
+    pub selector: Option<String>,
+    /// Like --pod, for the first ready pod of this Helm release
+    /// (`app.kubernetes.io/instance=RELEASE`).
+    #[arg(long, value_name = "RELEASE", global = true, conflicts_with = "admin")]
+    pub release: Option<String>,
+    /// The pod's namespace (default: the kubeconfig context's).
+    #[arg(long, short = 'n', value_name = "NS", global = true)]
+    pub namespace: Option<String>,
+    /// The admin port inside the pod.
+    #[arg(long, value_name = "PORT", default_value_t = 9090, global = true)]
+    pub pod_port: u16,
+    /// Speak plain HTTP to the pod's admin port (default: HTTPS, as the chart serves it).
+    #[arg(long, global = true)]
+    pub pod_plain_http: bool,
+    /// The bearer token to show the admin server (default: the kubeconfig user's, from its
+    /// token, token file or exec plugin). Never printed.
     #[arg(
         long,
-        value_name = "ADDR",
-        env = "INFORMANT_ADMIN",
-        default_value = "127.0.0.1:9090"
+        value_name = "TOKEN",
+        env = "INFORMANT_TOKEN",
+        hide_env_values = true,
+        global = true
     )]
-    pub admin: String,
+    pub token: Option<String>,
+    /// The kubeconfig for --pod and for the token (default: $KUBECONFIG, ~/.kube/config, or
+    /// in-cluster).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Verify an https:// admin's certificate with the CAs of this PEM file (default: the
+    /// system's trust store).
+    #[arg(long, value_name = "FILE", global = true)]
+    pub admin_ca: Option<PathBuf>,
+    /// Accept any certificate from an https:// admin (a self-signed one); the connection is
+    /// still encrypted, but not to a verified server.
+    #[arg(long, global = true)]
+    pub insecure_skip_tls_verify: bool,
+    /// The name the admin's certificate must carry (default: the address's host; for a pod,
+    /// the pod's name).
+    #[arg(long, value_name = "NAME", global = true)]
+    pub tls_server_name: Option<String>,
+    /// Say on stderr which admin server is read and what credential is shown (never the
+    /// token itself).
+    #[arg(long, short = 'v', global = true)]
+    pub verbose: bool,
+}
+
+/// Where `run` and the docs put an admin server when none is named.
+const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
+
+impl AdminArgs {
+    /// The client these flags describe, with its token.
+    pub async fn client(&self) -> Result<AdminClient> {
+        let trust = Trust::from_flags(self.admin_ca.as_deref(), self.insecure_skip_tls_verify)?;
+        let selector = match (&self.selector, &self.release) {
+            (Some(s), _) => Some(s.clone()),
+            (None, Some(r)) => Some(format!("app.kubernetes.io/instance={r}")),
+            (None, None) => None,
+        };
+        let client = if self.pod.is_some() || selector.is_some() {
+            self.pod_client(trust, selector).await?
+        } else {
+            self.direct_client(trust).await?
+        };
+        if self.verbose {
+            eprintln!(
+                "admin server: {}; sending {}",
+                client.label(),
+                client.credentials().describe()
+            );
+        }
+        Ok(client)
+    }
+
+    async fn pod_client(&self, trust: Trust, selector: Option<String>) -> Result<AdminClient> {
+        let config = kube_config(self.kubeconfig.as_deref()).await?;
+        let namespace = self
+            .namespace
+            .clone()
+            .unwrap_or_else(|| config.default_namespace.clone());
+        transport::check_namespace(&namespace)
+            .map_err(|reason| anyhow::anyhow!("namespace `{namespace}`: {reason}"))?;
+        let credentials = match &self.token {
+            Some(t) => Credentials::token(t, "--token/INFORMANT_TOKEN")?,
+            None => Credentials::from_kubeconfig(&config)?,
+        };
+        let pods: Api<Pod> = Api::namespaced(kube::Client::try_from(config)?, &namespace);
+        let name = match (&self.pod, selector) {
+            (Some(name), _) => name.clone(),
+            (None, Some(selector)) => transport::ready_pod(&pods, &namespace, &selector).await?,
+            (None, None) => unreachable!("pod_client is called with a pod or a selector"),
+        };
+        let tls = match self.pod_plain_http {
+            true if trust.is_explicit() => anyhow::bail!(
+                "--pod-plain-http: --admin-ca and --insecure-skip-tls-verify are for HTTPS"
+            ),
+            true => None,
+            false => {
+                let server_name = self.tls_server_name.as_deref().unwrap_or(&name);
+                Some(Tls::new(&trust, server_name)?)
+            }
+        };
+        Ok(
+            AdminClient::pod(pods, &namespace, &name, self.pod_port, tls)?
+                .with_credentials(credentials),
+        )
+    }
+
+    async fn direct_client(&self, trust: Trust) -> Result<AdminClient> {
+        let (addr, dev) = match &self.admin {
+            Some(a) => (a.clone(), false),
+            None => match dev_address::path().map(|p| dev_address::find(&p)) {
+                Some(Found::Admin(dev)) => (dev.addr.to_string(), true),
+                Some(Found::Refused { file, reason }) => {
+                    eprintln!("warning: ignoring {}: {reason}", file.display());
+                    (DEFAULT_ADMIN.to_string(), false)
+                }
+                Some(Found::Nothing) | None => (DEFAULT_ADMIN.to_string(), false),
+            },
+        };
+        let client = AdminClient::from_url(&addr, &trust, self.tls_server_name.as_deref())?;
+        let credentials = match (&self.token, dev) {
+            (Some(t), _) => Credentials::token(t, "--token/INFORMANT_TOKEN")?,
+            // dev's admin is plain loopback and asks for no token: none is handed to it.
+            (None, true) => Credentials::none("`informant dev`'s admin asks for none"),
+            (None, false) => match (
+                kube_config(self.kubeconfig.as_deref()).await,
+                &self.kubeconfig,
+            ) {
+                (Ok(config), _) => Credentials::from_kubeconfig(&config)?,
+                (Err(e), Some(_)) => return Err(e),
+                (Err(e), None) => Credentials::none(format!("{e:#}")),
+            },
+        };
+        Ok(client.with_credentials(credentials))
+    }
 }
 
 /// How the commands that read a running host print.
@@ -130,7 +272,15 @@ pub async fn client(kubeconfig: Option<&Path>) -> Result<kube::Client> {
 /// A client as [`client`] makes it, with the API server's URL (what a state directory is
 /// kept for).
 pub async fn client_for(kubeconfig: Option<&Path>) -> Result<(kube::Client, String)> {
-    let config = match kubeconfig {
+    let config = kube_config(kubeconfig).await?;
+    let url = config.cluster_url.to_string();
+    Ok((kube::Client::try_from(config)?, url))
+}
+
+/// The kubeconfig's configuration: from a file, or inferred ($KUBECONFIG, ~/.kube/config,
+/// in-cluster).
+pub async fn kube_config(kubeconfig: Option<&Path>) -> Result<kube::Config> {
+    Ok(match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)
                 .with_context(|| format!("reading kubeconfig {}", path.display()))?;
@@ -141,9 +291,7 @@ pub async fn client_for(kubeconfig: Option<&Path>) -> Result<(kube::Client, Stri
         None => kube::Config::infer()
             .await
             .context("no kubeconfig found and not in a cluster")?,
-    };
-    let url = config.cluster_url.to_string();
-    Ok((kube::Client::try_from(config)?, url))
+    })
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM (what Kubernetes sends a pod it stops).

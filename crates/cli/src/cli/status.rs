@@ -2,7 +2,7 @@
 //! server.
 
 use anyhow::Result;
-use informant_runtime::admin::client::{AdminClient, status_json, status_table};
+use informant_runtime::admin::client::{status_json, status_table};
 
 use super::{AdminArgs, Output};
 
@@ -18,7 +18,7 @@ pub struct Args {
 
 /// Prints one row per plugin the host runs or waits to load.
 pub async fn run(args: Args) -> Result<()> {
-    let client = AdminClient::new(&args.admin.admin)?;
+    let client = args.admin.client().await?;
     let rows = client.status().await?;
     match args.output {
         Output::Table => {

@@ -2,23 +2,51 @@
 //! table), `informant logs` (one plugin's log lines, followed if asked) and `informant
 //! dead-letters` ([`dead_letters`]).
 //!
-//! Plain HTTP/1.1 over one TCP connection per request; the admin server has no TLS and no
-//! authentication of its own (it is meant for loopback or a pod network).
+//! One HTTP/1.1 exchange per request, over a [`transport::Endpoint`]: a TCP connection to
+//! `HOST:PORT`, or a pod's admin port reached through the API server's port-forward; either
+//! plain or inside TLS ([`tls`]). Requests carry the caller's bearer token ([`credentials`]):
+//! `--token`, or the kubeconfig user's, which the admin server checks with a TokenReview. The
+//! token is only sent once TLS is up, and never in the clear except to loopback or inside a
+//! port-forward. `informant dev` publishes its admin address ([`dev_address`]) for `status` to
+//! find.
+//!
+//! - [`credentials`]: the token, from the flag or the kubeconfig (exec plugins, token files).
+//! - [`dead_letters`]: listing, retrying and dropping dead letters.
+//! - [`dev_address`]: where `informant dev`'s admin listens.
+//! - `table`: `status`'s table and JSON.
+//! - [`tls`]: trusting an `https://` admin.
+//! - [`transport`]: TCP, port-forward, and checks of pod names.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
+use futures::future::Either;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
 
 use crate::plugin::imports::log::escape_controls;
 
+pub mod credentials;
 pub mod dead_letters;
+pub mod dev_address;
+mod table;
+pub mod tls;
+pub mod transport;
+
+pub use credentials::Credentials;
+use table::cell;
+pub use table::{status_json, status_table};
+pub use tls::{Tls, Trust};
+pub use transport::Endpoint;
 
 /// How long connecting and the answer's head may take.
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a failed exchange over a port-forward waits for the API server's reason.
+const FORWARD_REASON: Duration = Duration::from_secs(2);
 
 /// Longest error text a table cell shows; `--output json` has it whole.
 const ERROR_CELL: usize = 60;
@@ -26,11 +54,31 @@ const ERROR_CELL: usize = 60;
 /// Errors reading an admin server.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    /// The address is not `HOST:PORT` (or `http://HOST:PORT`).
-    #[error("admin address `{addr}`: expected HOST:PORT, e.g. 127.0.0.1:9090")]
+    /// The address is not `HOST:PORT`, `http://HOST:PORT` or `https://HOST:PORT`.
+    #[error(
+        "admin address `{addr}`: expected HOST:PORT, http://HOST:PORT or https://HOST:PORT, e.g. 127.0.0.1:9090"
+    )]
     Address {
         /// What was given.
         addr: String,
+    },
+    /// TLS flags for a plain `http://` admin.
+    #[error(
+        "admin address `{addr}` is plain HTTP: --admin-ca and --insecure-skip-tls-verify are for https://"
+    )]
+    TlsFlagsWithoutTls {
+        /// What was given.
+        addr: String,
+    },
+    /// A pod or namespace name the API server would not have.
+    #[error("{what} `{name}`: {reason}")]
+    Name {
+        /// `pod` or `namespace`.
+        what: &'static str,
+        /// What was given (controls escaped).
+        name: String,
+        /// Why it is refused.
+        reason: &'static str,
     },
     /// No connection could be made.
     #[error("admin server at {addr}: cannot connect: {source}")]
@@ -41,6 +89,79 @@ pub enum ClientError {
         #[source]
         source: std::io::Error,
     },
+    /// The TLS handshake failed (an untrusted certificate, a server that is not TLS).
+    #[error(
+        "admin server at {addr}: TLS: {source} (a self-signed admin needs --admin-ca FILE, or --insecure-skip-tls-verify)"
+    )]
+    Tls {
+        /// Where.
+        addr: String,
+        /// rustls' error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Setting up TLS failed.
+    #[error(transparent)]
+    TlsSetup(#[from] tls::TlsError),
+    /// The API server refused or failed the port-forward.
+    #[error("{addr}: port-forward through the API server: {source}")]
+    PortForward {
+        /// The pod and port.
+        addr: String,
+        /// kube's error (a 403 says which permission is missing).
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The port-forward gave no stream for the port.
+    #[error("{addr}: the port-forward gave no stream for the port")]
+    PortForwardLost {
+        /// The pod and port.
+        addr: String,
+    },
+    /// The API server could not reach the port in the pod.
+    #[error("{addr}: {text}")]
+    Forwarded {
+        /// The pod and port.
+        addr: String,
+        /// What the API server said (controls escaped).
+        text: String,
+    },
+    /// Listing pods to choose one failed.
+    #[error("listing pods in namespace {namespace} matching `{selector}`: {source}")]
+    ListPods {
+        /// Where.
+        namespace: String,
+        /// The label selector.
+        selector: String,
+        /// kube's error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// No pod to reach.
+    #[error(
+        "no ready pod in namespace {namespace} matches `{selector}` ({matched} match, none running and Ready)"
+    )]
+    NoReadyPod {
+        /// Where.
+        namespace: String,
+        /// The label selector.
+        selector: String,
+        /// How many pods matched at all.
+        matched: usize,
+    },
+    /// A token would travel in the clear to another host.
+    #[error(
+        "admin server at {addr}: refusing to send {credentials} over plain HTTP to a host other than this one; use https://"
+    )]
+    Cleartext {
+        /// Where.
+        addr: String,
+        /// Where the token came from (never the token).
+        credentials: String,
+    },
+    /// The token could not be had.
+    #[error(transparent)]
+    Credentials(#[from] credentials::CredentialsError),
     /// Connecting or the answer's head took longer than 10 seconds.
     #[error("admin server at {addr}: no answer within {TIMEOUT:?}")]
     Timeout {
@@ -55,6 +176,16 @@ pub enum ClientError {
         /// hyper's error.
         #[source]
         source: hyper::Error,
+    },
+    /// The server wants a (valid) bearer token.
+    #[error("admin server at {addr}: {path}: 401 Unauthorized: {hint}")]
+    Unauthorized {
+        /// Where.
+        addr: String,
+        /// What was asked.
+        path: String,
+        /// What was sent, and what to do.
+        hint: String,
     },
     /// The server answered with an error status.
     #[error("admin server at {addr}: {path}: {status}: {message}")]
@@ -162,29 +293,104 @@ impl LogLine {
     }
 }
 
-/// An admin server's address.
+/// An admin server, where it is and what to show it.
 #[derive(Debug, Clone)]
 pub struct AdminClient {
-    authority: String,
+    endpoint: Endpoint,
+    credentials: Credentials,
 }
 
 impl AdminClient {
-    /// The admin server at `addr`: `HOST:PORT`, or `http://HOST:PORT`.
+    /// The admin server at `addr` (`HOST:PORT`, `http://HOST:PORT`, or `https://HOST:PORT`
+    /// trusted by the platform's store), sending no token.
     pub fn new(addr: &str) -> Result<Self> {
-        let bare = addr.strip_prefix("http://").unwrap_or(addr);
+        Self::from_url(addr, &Trust::Platform, None)
+    }
+
+    /// The admin server at `addr`; for `https://`, its certificate checked by `trust` for
+    /// `server_name` (default: the address's host). Sends no token until
+    /// [`with_credentials`](Self::with_credentials).
+    pub fn from_url(addr: &str, trust: &Trust, server_name: Option<&str>) -> Result<Self> {
+        let lower = addr.to_ascii_lowercase();
+        let (https, bare) = if lower.starts_with("https://") {
+            (true, &addr["https://".len()..])
+        } else if lower.starts_with("http://") {
+            (false, &addr["http://".len()..])
+        } else {
+            (false, addr)
+        };
         let bare = bare.strip_suffix('/').unwrap_or(bare);
-        let valid = bare
+        let authority = bare
             .parse::<http::uri::Authority>()
             .ok()
-            .filter(|a| a.port_u16().is_some() && !a.as_str().contains('@'));
-        match valid {
-            Some(a) => Ok(AdminClient {
-                authority: a.as_str().to_string(),
-            }),
-            None => Err(ClientError::Address {
-                addr: addr.to_string(),
-            }),
-        }
+            .filter(|a| a.port_u16().is_some() && !a.as_str().contains('@'))
+            .ok_or_else(|| ClientError::Address {
+                addr: escape_controls(addr).into_owned(),
+            })?;
+        let tls = match https {
+            true => {
+                let host = authority
+                    .host()
+                    .trim_start_matches('[')
+                    .trim_end_matches(']');
+                Some(Tls::new(trust, server_name.unwrap_or(host))?)
+            }
+            false if trust.is_explicit() => {
+                return Err(ClientError::TlsFlagsWithoutTls {
+                    addr: escape_controls(addr).into_owned(),
+                });
+            }
+            false => None,
+        };
+        Ok(AdminClient {
+            endpoint: Endpoint::Direct { authority, tls },
+            credentials: Credentials::none("none was asked for"),
+        })
+    }
+
+    /// The admin server of pod `name` in `namespace`, on `port`, through the API server's
+    /// port-forward (`pods` is that namespace's pods with the kubeconfig's client); `tls` when
+    /// it serves HTTPS. The names are checked first: nothing odd is spliced into a path.
+    pub fn pod(
+        pods: Api<Pod>,
+        namespace: &str,
+        name: &str,
+        port: u16,
+        tls: Option<Tls>,
+    ) -> Result<Self> {
+        let refuse = |what, name: &str, reason| ClientError::Name {
+            what,
+            name: escape_controls(name).into_owned(),
+            reason,
+        };
+        transport::check_namespace(namespace).map_err(|r| refuse("namespace", namespace, r))?;
+        transport::check_name(name).map_err(|r| refuse("pod", name, r))?;
+        Ok(AdminClient {
+            endpoint: Endpoint::Pod {
+                pods: Box::new(pods),
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                port,
+                tls,
+            },
+            credentials: Credentials::none("none was asked for"),
+        })
+    }
+
+    /// The same server, shown `credentials`.
+    pub fn with_credentials(mut self, credentials: Credentials) -> Self {
+        self.credentials = credentials;
+        self
+    }
+
+    /// Where it is, as messages name it.
+    pub fn label(&self) -> String {
+        self.endpoint.label()
+    }
+
+    /// What it is shown.
+    pub fn credentials(&self) -> &Credentials {
+        &self.credentials
     }
 
     /// Every plugin the host runs or waits to load, by tenant and name.
@@ -193,15 +399,7 @@ impl AdminClient {
         struct Plugins {
             plugins: Vec<StatusRow>,
         }
-        let path = "/plugins";
-        let body = self.get(path).await?;
-        let bytes = body
-            .collect()
-            .await
-            .map_err(|source| self.http(source))?
-            .to_bytes();
-        let decoded: Plugins =
-            serde_json::from_slice(&bytes).map_err(|source| self.decode(path, source))?;
+        let decoded: Plugins = self.json(http::Method::GET, "/plugins", None).await?;
         Ok(decoded.plugins)
     }
 
@@ -226,7 +424,7 @@ impl AdminClient {
             query.append_pair("tail", &t.to_string());
         }
         let path = format!("/logs?{}", query.finish());
-        let body = self.get(&path).await?;
+        let body = self.send(http::Method::GET, &path, None).await?;
         Ok(LogStream {
             client: self.clone(),
             path,
@@ -234,10 +432,6 @@ impl AdminClient {
             buf: BytesMut::new(),
             done: false,
         })
-    }
-
-    async fn get(&self, path: &str) -> Result<Incoming> {
-        self.send(http::Method::GET, path, None).await
     }
 
     /// `path`'s answer, read whole and decoded as JSON; `body`, if any, is sent as JSON with
@@ -263,44 +457,35 @@ impl AdminClient {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<Incoming> {
-        let exchange = async {
-            let tcp = tokio::net::TcpStream::connect(&self.authority)
-                .await
-                .map_err(|source| ClientError::Connect {
-                    addr: self.authority.clone(),
-                    source,
-                })?;
-            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-                .await
-                .map_err(|source| self.http(source))?;
-            tokio::spawn(async move {
-                // Ends with the response body (or its reader going away): nothing to report.
-                let _ = conn.await;
+        if self.credentials.sends_token() && !self.endpoint.may_carry_token() {
+            return Err(ClientError::Cleartext {
+                addr: self.label(),
+                credentials: self.credentials.describe(),
             });
-            let mut request = http::Request::builder()
-                .method(method)
-                .uri(path)
-                .header(http::header::HOST, &self.authority);
-            if body.is_some() {
-                request = request.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        let exchange = async {
+            let (io, forward_error) = self.endpoint.open().await?;
+            let work = Box::pin(self.exchange(io, method, path, body));
+            let Some(forward_error) = forward_error else {
+                return work.await;
+            };
+            // Over a port-forward, a port the API server could not reach shows as a stream
+            // that ends; its reason arrives on the port's error channel.
+            match futures::future::select(work, forward_error).await {
+                Either::Left((Ok(response), _)) => Ok(response),
+                Either::Left((Err(e), reason)) => {
+                    match tokio::time::timeout(FORWARD_REASON, reason).await {
+                        Ok(Some(text)) => Err(self.forwarded(&text)),
+                        _ => Err(e),
+                    }
+                }
+                Either::Right((Some(text), _)) => Err(self.forwarded(&text)),
+                Either::Right((None, work)) => work.await,
             }
-            let request = request
-                .body(http_body_util::Full::new(bytes::Bytes::from(
-                    body.unwrap_or_default(),
-                )))
-                .map_err(|_| ClientError::Address {
-                    addr: self.authority.clone(),
-                })?;
-            sender
-                .send_request(request)
-                .await
-                .map_err(|source| self.http(source))
         };
         let response = tokio::time::timeout(TIMEOUT, exchange)
             .await
-            .map_err(|_| ClientError::Timeout {
-                addr: self.authority.clone(),
-            })??;
+            .map_err(|_| ClientError::Timeout { addr: self.label() })??;
         let status = response.status();
         if status.is_success() {
             return Ok(response.into_body());
@@ -311,25 +496,96 @@ impl AdminClient {
             .await
             .map(|b| String::from_utf8_lossy(&b.to_bytes()).into_owned())
             .unwrap_or_default();
-        let first = text.lines().next().unwrap_or_default();
+        let first = escape_controls(text.lines().next().unwrap_or_default()).into_owned();
+        if status == http::StatusCode::UNAUTHORIZED {
+            let hint = if self.credentials.sends_token() {
+                format!(
+                    "{} was refused (expired, revoked, or not one the cluster knows){}",
+                    self.credentials.describe(),
+                    if first.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {first}")
+                    }
+                )
+            } else {
+                format!(
+                    "it asks for a bearer token and {}; pass --token (e.g. from `kubectl create token`) or use a kubeconfig user with a token",
+                    self.credentials.describe()
+                )
+            };
+            return Err(ClientError::Unauthorized {
+                addr: self.label(),
+                path: path.to_string(),
+                hint,
+            });
+        }
         Err(ClientError::Status {
-            addr: self.authority.clone(),
+            addr: self.label(),
             path: path.to_string(),
             status: status.as_u16(),
-            message: escape_controls(first).into_owned(),
+            message: first,
         })
+    }
+
+    /// TLS if any, then the request (authorized last, once the channel is secure).
+    async fn exchange(
+        &self,
+        io: Box<dyn transport::Io>,
+        method: http::Method,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<http::Response<Incoming>> {
+        let io = self.endpoint.secure(io).await?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+            .await
+            .map_err(|source| self.http(source))?;
+        tokio::spawn(async move {
+            // Ends with the response body (or its reader going away): nothing to report.
+            let _ = conn.await;
+        });
+        let host = match &self.endpoint {
+            Endpoint::Direct { authority, .. } => authority.to_string(),
+            Endpoint::Pod { port, .. } => format!("localhost:{port}"),
+        };
+        let mut request = http::Request::builder()
+            .method(method)
+            .uri(path)
+            .header(http::header::HOST, host);
+        if body.is_some() {
+            request = request.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(http_body_util::Full::new(bytes::Bytes::from(
+                body.unwrap_or_default(),
+            )))
+            .map_err(|_| ClientError::Address {
+                addr: path.to_string(),
+            })?;
+        let request = self.credentials.authorize(request).await?;
+        sender
+            .send_request(request)
+            .await
+            .map_err(|source| self.http(source))
+    }
+
+    fn forwarded(&self, text: &str) -> ClientError {
+        ClientError::Forwarded {
+            addr: self.label(),
+            text: escape_controls(text).into_owned(),
+        }
     }
 
     fn http(&self, source: hyper::Error) -> ClientError {
         ClientError::Http {
-            addr: self.authority.clone(),
+            addr: self.label(),
             source,
         }
     }
 
     fn decode(&self, path: &str, source: serde_json::Error) -> ClientError {
         ClientError::Decode {
-            addr: self.authority.clone(),
+            addr: self.label(),
             path: path.to_string(),
             source,
         }
@@ -381,206 +637,206 @@ impl LogStream {
     }
 }
 
-/// How `informant status` shows a plugin's state: coloured for a terminal.
-fn state_colour(state: &str) -> &'static str {
-    match state {
-        "running" => "\x1b[32m",
-        "backing-off" => "\x1b[33m",
-        "quarantined" => "\x1b[31m",
-        _ => "\x1b[36m",
-    }
-}
-
-/// The rows as an aligned table, one plugin a line under a header; `colour` adds ANSI colours
-/// to the state (for a terminal only). `SINCE` is how long each has been in its state.
-pub fn status_table(rows: &[StatusRow], colour: bool) -> String {
-    table_at(rows, colour, jiff::Timestamp::now())
-}
-
-fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
-    const HEADER: [&str; 9] = [
-        "TENANT",
-        "PLUGIN",
-        "STATE",
-        "HANDLED",
-        "FAILED",
-        "RETRIED",
-        "BACKLOG",
-        "SINCE",
-        "LAST ERROR",
-    ];
-    let cells: Vec<[String; 9]> = rows
-        .iter()
-        .map(|r| {
-            let error = r
-                .last_error
-                .clone()
-                .or_else(|| r.waiting.as_ref().map(|w| format!("waiting: {}", w.reason)))
-                .unwrap_or_default();
-            [
-                if r.tenant.is_empty() {
-                    "-".into()
-                } else {
-                    cell(&r.tenant, usize::MAX)
-                },
-                cell(&r.name, usize::MAX),
-                cell(&r.state, usize::MAX),
-                r.handled.to_string(),
-                r.failed.to_string(),
-                r.retried.to_string(),
-                r.backlog.to_string(),
-                age(&r.since, now),
-                cell(&error, ERROR_CELL),
-            ]
-        })
-        .collect();
-    let mut widths = HEADER.map(|h| h.chars().count());
-    for row in &cells {
-        for (w, c) in widths.iter_mut().zip(row) {
-            *w = (*w).max(c.chars().count());
-        }
-    }
-    let numeric = |i: usize| (3..=6).contains(&i);
-    let mut out = String::new();
-    let mut line = |row: &[String], header: bool| {
-        let mut text = String::new();
-        for (i, c) in row.iter().enumerate() {
-            let pad = widths[i].saturating_sub(c.chars().count());
-            let last = i == row.len() - 1;
-            let shown = if colour && i == 2 && !header {
-                format!("{}{c}\x1b[0m", state_colour(c))
-            } else {
-                c.clone()
-            };
-            if numeric(i) {
-                text.push_str(&" ".repeat(pad));
-                text.push_str(&shown);
-            } else {
-                text.push_str(&shown);
-                if !last {
-                    text.push_str(&" ".repeat(pad));
-                }
-            }
-            if !last {
-                text.push_str("  ");
-            }
-        }
-        out.push_str(text.trim_end());
-        out.push('\n');
-    };
-    line(&HEADER.map(String::from), true);
-    for row in &cells {
-        line(row, false);
-    }
-    out
-}
-
-/// `text` on one line (controls escaped), cut to `max` characters.
-fn cell(text: &str, max: usize) -> String {
-    let one_line = escape_controls(text);
-    if one_line.chars().count() <= max {
-        return one_line.into_owned();
-    }
-    let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
-    cut.push('…');
-    cut
-}
-
-/// How long ago `since` was, as `kubectl` shows ages: `45s`, `3m12s`, `2h5m`, `4d3h`; `-` if it
-/// is not a time.
-fn age(since: &str, now: jiff::Timestamp) -> String {
-    let Ok(then) = since.parse::<jiff::Timestamp>() else {
-        return "-".into();
-    };
-    let secs = now.as_second().saturating_sub(then.as_second()).max(0);
-    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
-    match (d, h, m) {
-        (0, 0, 0) => format!("{s}s"),
-        (0, 0, _) => format!("{m}m{s}s"),
-        (0, _, _) => format!("{h}h{m}m"),
-        _ => format!("{d}d{h}h"),
-    }
-}
-
-/// Rows as `informant status --output json` prints them: `{"plugins": [...]}`.
-pub fn status_json(rows: &[StatusRow]) -> String {
-    let mut map = BTreeMap::new();
-    map.insert("plugins", rows);
-    serde_json::to_string_pretty(&map).unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn row(tenant: &str, name: &str, state: &str, error: Option<&str>) -> StatusRow {
-        StatusRow {
-            tenant: tenant.into(),
-            name: name.into(),
-            state: state.into(),
-            handled: 1200,
-            failed: 3,
-            retried: 1,
-            backlog: 0,
-            last_error: error.map(str::to_string),
-            since: "2026-11-27T08:00:00Z".into(),
-            waiting: None,
-        }
-    }
-
-    #[test]
-    fn the_table_is_aligned_plain_without_colour_and_one_line_per_plugin() {
-        let now: jiff::Timestamp = "2026-11-27T09:05:30Z".parse().unwrap();
-        let rows = [
-            row("", "echo", "running", None),
-            row(
-                "team-a",
-                "flaky",
-                "quarantined",
-                Some("trap\n\x1b[2Jforged line"),
-            ),
-        ];
-        let table = table_at(&rows, false, now);
-        let lines: Vec<&str> = table.lines().collect();
-        assert_eq!(lines.len(), 3, "{table}");
-        assert!(!table.contains('\x1b'), "{table}");
-        assert_eq!(
-            lines[0],
-            "TENANT  PLUGIN  STATE        HANDLED  FAILED  RETRIED  BACKLOG  SINCE  LAST ERROR"
-        );
-        assert_eq!(
-            lines[1],
-            "-       echo    running         1200       3        1        0  1h5m"
-        );
-        assert!(
-            lines[2].starts_with("team-a  flaky   quarantined     1200"),
-            "{table}"
-        );
-        assert!(
-            lines[2].ends_with("trap\\n\\u{1b}[2Jforged line"),
-            "{table}"
-        );
-        let coloured = table_at(&rows, true, now);
-        assert!(coloured.contains("\x1b[32mrunning\x1b[0m"), "{coloured}");
-    }
-
-    #[test]
-    fn ages_read_like_kubectl() {
-        let now: jiff::Timestamp = "2026-11-27T09:00:00Z".parse().unwrap();
-        assert_eq!(age("2026-11-27T08:59:15Z", now), "45s");
-        assert_eq!(age("2026-11-27T08:56:48Z", now), "3m12s");
-        assert_eq!(age("2026-11-25T06:00:00Z", now), "2d3h");
-        assert_eq!(age("", now), "-");
-    }
-
     #[test]
     fn addresses_are_host_and_port() {
-        for ok in ["127.0.0.1:9090", "http://localhost:9090/", "[::1]:9090"] {
+        for ok in [
+            "127.0.0.1:9090",
+            "http://localhost:9090/",
+            "[::1]:9090",
+            "https://127.0.0.1:9443",
+            "HTTPS://localhost:9443",
+        ] {
             assert!(AdminClient::new(ok).is_ok(), "{ok}");
         }
-        for bad in ["localhost", "user@host:1", "http://h:1/path", ""] {
+        for bad in [
+            "localhost",
+            "user@host:1",
+            "http://h:1/path",
+            "",
+            "ftp://h:1",
+            "https://h",
+        ] {
             assert!(AdminClient::new(bad).is_err(), "{bad}");
         }
+        let plain = AdminClient::from_url("127.0.0.1:1", &Trust::InsecureSkipVerify, None);
+        assert!(matches!(plain, Err(ClientError::TlsFlagsWithoutTls { .. })));
+        assert!(matches!(
+            Trust::from_flags(Some(std::path::Path::new("ca.pem")), true),
+            Err(tls::TlsError::Conflict)
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_token_never_goes_in_the_clear_to_another_host() {
+        // TEST-NET-1: refused before any connection is tried.
+        let client = AdminClient::new("http://192.0.2.1:9090")
+            .unwrap()
+            .with_credentials(Credentials::token(SECRET, "--token").unwrap());
+        let err = client.status().await.unwrap_err();
+        assert!(matches!(err, ClientError::Cleartext { .. }), "{err}");
+        assert!(!err.to_string().contains(SECRET), "{err}");
+    }
+
+    const SECRET: &str = "tls-test-secret-token";
+
+    type Seen = std::sync::Arc<parking_lot::Mutex<Vec<Option<String>>>>;
+
+    /// A TLS admin stand-in on loopback, its certificate (for `localhost` and 127.0.0.1) made
+    /// here: answers `/plugins` with no plugin and keeps each request's `Authorization`.
+    async fn tls_admin() -> (std::net::SocketAddr, tempfile::TempDir, Seen) {
+        use rustls::pki_types::{CertificateDer, PrivatePkcs8KeyDer};
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ca.pem"), made.cert.pem()).unwrap();
+        let key = PrivatePkcs8KeyDer::from(made.signing_key.serialize_der());
+        let config = rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![CertificateDer::from(made.cert.der().to_vec())],
+            key.into(),
+        )
+        .unwrap();
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = Seen::default();
+        let kept = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let (acceptor, kept) = (acceptor.clone(), kept.clone());
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service =
+                        hyper::service::service_fn(move |req: http::Request<Incoming>| {
+                            let auth = req
+                                .headers()
+                                .get(http::header::AUTHORIZATION)
+                                .map(|v| v.to_str().unwrap_or_default().to_string());
+                            kept.lock().push(auth);
+                            async {
+                                Ok::<_, std::convert::Infallible>(http::Response::new(
+                                    http_body_util::Full::new(bytes::Bytes::from_static(
+                                        br#"{"plugins":[]}"#,
+                                    )),
+                                ))
+                            }
+                        });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tls), service)
+                        .await;
+                });
+            }
+        });
+        (addr, dir, seen)
+    }
+
+    #[tokio::test]
+    async fn https_travels_inside_a_pods_port_forward() {
+        use informant_devserver::{DevServer, DevServerConfig};
+        let (addr, dir, seen) = tls_admin().await;
+        let server = DevServer::start(DevServerConfig::default()).await.unwrap();
+        server
+            .create(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "informant-0", "namespace": "default"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]},
+                "status": {"phase": "Running", "podIP": "127.0.0.1"},
+            }))
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(server.client(), "default");
+        let ca = Trust::Ca(dir.path().join("ca.pem"));
+        let tls = Tls::new(&ca, "localhost").unwrap();
+        let client = AdminClient::pod(
+            pods.clone(),
+            "default",
+            "informant-0",
+            addr.port(),
+            Some(tls),
+        )
+        .unwrap()
+        .with_credentials(Credentials::token(SECRET, "--token").unwrap());
+        assert!(client.status().await.unwrap().is_empty());
+        assert_eq!(
+            seen.lock().pop().flatten(),
+            Some(format!("Bearer {SECRET}"))
+        );
+        // The certificate is checked inside the tunnel too.
+        let tls = Tls::new(&Trust::Platform, "localhost").unwrap();
+        let client = AdminClient::pod(pods, "default", "informant-0", addr.port(), Some(tls))
+            .unwrap()
+            .with_credentials(Credentials::token(SECRET, "--token").unwrap());
+        let err = client.status().await.unwrap_err();
+        assert!(matches!(err, ClientError::Tls { .. }), "{err}");
+        assert!(seen.lock().is_empty());
+    }
+
+    #[tokio::test]
+    async fn https_is_verified_as_asked_and_the_token_sent_only_inside_it() {
+        let (addr, dir, seen) = tls_admin().await;
+        let url = format!("https://{addr}");
+        let ca = Trust::Ca(dir.path().join("ca.pem"));
+        let token = || Credentials::token(SECRET, "--token").unwrap();
+        for (trust, name) in [
+            (&ca, None),
+            (&ca, Some("localhost")),
+            (&Trust::InsecureSkipVerify, None),
+        ] {
+            let client = AdminClient::from_url(&url, trust, name)
+                .unwrap()
+                .with_credentials(token());
+            assert!(client.status().await.unwrap().is_empty());
+            assert_eq!(
+                seen.lock().pop().flatten(),
+                Some(format!("Bearer {SECRET}")),
+                "{trust:?} {name:?}"
+            );
+        }
+        // Not trusted, or not the name the certificate carries: refused at the handshake,
+        // before any request (and its token) is sent.
+        for (trust, name) in [(&Trust::Platform, None), (&ca, Some("elsewhere.example"))] {
+            let client = AdminClient::from_url(&url, trust, name)
+                .unwrap()
+                .with_credentials(token());
+            let err = client.status().await.unwrap_err();
+            assert!(matches!(err, ClientError::Tls { .. }), "{err}");
+            assert!(
+                err.to_string().contains("--insecure-skip-tls-verify"),
+                "{err}"
+            );
+        }
+        assert!(seen.lock().is_empty());
+
+        // A plain HTTP server behind an https:// address sees a handshake, never the token.
+        let plain = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let plain_addr = plain.local_addr().unwrap();
+        let received = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let (mut conn, _) = plain.accept().await.unwrap();
+            let mut buf = vec![0u8; 4096];
+            let n = conn.read(&mut buf).await.unwrap();
+            let _ = conn.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n").await;
+            buf.truncate(n);
+            buf
+        });
+        let client = AdminClient::from_url(&format!("https://{plain_addr}"), &ca, None)
+            .unwrap()
+            .with_credentials(token());
+        let err = client.status().await.unwrap_err();
+        assert!(matches!(err, ClientError::Tls { .. }), "{err}");
+        let got = received.await.unwrap();
+        assert!(!got.is_empty());
+        assert!(!String::from_utf8_lossy(&got).contains(SECRET));
     }
 
     #[test]

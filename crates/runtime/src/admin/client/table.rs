@@ -1,0 +1,199 @@
+//! `informant status`'s table and JSON: what `/plugins` answered, one plugin a line.
+
+use std::collections::BTreeMap;
+
+use super::{ERROR_CELL, StatusRow};
+use crate::plugin::imports::log::escape_controls;
+
+/// How `informant status` shows a plugin's state: coloured for a terminal.
+fn state_colour(state: &str) -> &'static str {
+    match state {
+        "running" => "\x1b[32m",
+        "backing-off" => "\x1b[33m",
+        "quarantined" => "\x1b[31m",
+        _ => "\x1b[36m",
+    }
+}
+
+/// The rows as an aligned table, one plugin a line under a header; `colour` adds ANSI colours
+/// to the state (for a terminal only). `SINCE` is how long each has been in its state.
+pub fn status_table(rows: &[StatusRow], colour: bool) -> String {
+    table_at(rows, colour, jiff::Timestamp::now())
+}
+
+fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
+    const HEADER: [&str; 9] = [
+        "TENANT",
+        "PLUGIN",
+        "STATE",
+        "HANDLED",
+        "FAILED",
+        "RETRIED",
+        "BACKLOG",
+        "SINCE",
+        "LAST ERROR",
+    ];
+    let cells: Vec<[String; 9]> = rows
+        .iter()
+        .map(|r| {
+            let error = r
+                .last_error
+                .clone()
+                .or_else(|| r.waiting.as_ref().map(|w| format!("waiting: {}", w.reason)))
+                .unwrap_or_default();
+            [
+                if r.tenant.is_empty() {
+                    "-".into()
+                } else {
+                    cell(&r.tenant, usize::MAX)
+                },
+                cell(&r.name, usize::MAX),
+                cell(&r.state, usize::MAX),
+                r.handled.to_string(),
+                r.failed.to_string(),
+                r.retried.to_string(),
+                r.backlog.to_string(),
+                age(&r.since, now),
+                cell(&error, ERROR_CELL),
+            ]
+        })
+        .collect();
+    let mut widths = HEADER.map(|h| h.chars().count());
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let numeric = |i: usize| (3..=6).contains(&i);
+    let mut out = String::new();
+    let mut line = |row: &[String], header: bool| {
+        let mut text = String::new();
+        for (i, c) in row.iter().enumerate() {
+            let pad = widths[i].saturating_sub(c.chars().count());
+            let last = i == row.len() - 1;
+            let shown = if colour && i == 2 && !header {
+                format!("{}{c}\x1b[0m", state_colour(c))
+            } else {
+                c.clone()
+            };
+            if numeric(i) {
+                text.push_str(&" ".repeat(pad));
+                text.push_str(&shown);
+            } else {
+                text.push_str(&shown);
+                if !last {
+                    text.push_str(&" ".repeat(pad));
+                }
+            }
+            if !last {
+                text.push_str("  ");
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(&HEADER.map(String::from), true);
+    for row in &cells {
+        line(row, false);
+    }
+    out
+}
+
+/// `text` on one line (controls escaped), cut to `max` characters.
+pub(super) fn cell(text: &str, max: usize) -> String {
+    let one_line = escape_controls(text);
+    if one_line.chars().count() <= max {
+        return one_line.into_owned();
+    }
+    let mut cut: String = one_line.chars().take(max.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// How long ago `since` was, as `kubectl` shows ages: `45s`, `3m12s`, `2h5m`, `4d3h`; `-` if it
+/// is not a time.
+fn age(since: &str, now: jiff::Timestamp) -> String {
+    let Ok(then) = since.parse::<jiff::Timestamp>() else {
+        return "-".into();
+    };
+    let secs = now.as_second().saturating_sub(then.as_second()).max(0);
+    let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m{s}s"),
+        (0, _, _) => format!("{h}h{m}m"),
+        _ => format!("{d}d{h}h"),
+    }
+}
+
+/// Rows as `informant status --output json` prints them: `{"plugins": [...]}`.
+pub fn status_json(rows: &[StatusRow]) -> String {
+    let mut map = BTreeMap::new();
+    map.insert("plugins", rows);
+    serde_json::to_string_pretty(&map).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(tenant: &str, name: &str, state: &str, error: Option<&str>) -> StatusRow {
+        StatusRow {
+            tenant: tenant.into(),
+            name: name.into(),
+            state: state.into(),
+            handled: 1200,
+            failed: 3,
+            retried: 1,
+            backlog: 0,
+            last_error: error.map(str::to_string),
+            since: "2026-11-27T08:00:00Z".into(),
+            waiting: None,
+        }
+    }
+
+    #[test]
+    fn the_table_is_aligned_plain_without_colour_and_one_line_per_plugin() {
+        let now: jiff::Timestamp = "2026-11-27T09:05:30Z".parse().unwrap();
+        let rows = [
+            row("", "echo", "running", None),
+            row(
+                "team-a",
+                "flaky",
+                "quarantined",
+                Some("trap\n\x1b[2Jforged line"),
+            ),
+        ];
+        let table = table_at(&rows, false, now);
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 3, "{table}");
+        assert!(!table.contains('\x1b'), "{table}");
+        assert_eq!(
+            lines[0],
+            "TENANT  PLUGIN  STATE        HANDLED  FAILED  RETRIED  BACKLOG  SINCE  LAST ERROR"
+        );
+        assert_eq!(
+            lines[1],
+            "-       echo    running         1200       3        1        0  1h5m"
+        );
+        assert!(
+            lines[2].starts_with("team-a  flaky   quarantined     1200"),
+            "{table}"
+        );
+        assert!(
+            lines[2].ends_with("trap\\n\\u{1b}[2Jforged line"),
+            "{table}"
+        );
+        let coloured = table_at(&rows, true, now);
+        assert!(coloured.contains("\x1b[32mrunning\x1b[0m"), "{coloured}");
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        let now: jiff::Timestamp = "2026-11-27T09:00:00Z".parse().unwrap();
+        assert_eq!(age("2026-11-27T08:59:15Z", now), "45s");
+        assert_eq!(age("2026-11-27T08:56:48Z", now), "3m12s");
+        assert_eq!(age("2026-11-25T06:00:00Z", now), "2d3h");
+        assert_eq!(age("", now), "-");
+    }
+}

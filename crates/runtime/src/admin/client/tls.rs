@@ -1,0 +1,212 @@
+//! How the client trusts an `https://` admin server: the CA file given (`--admin-ca`), the
+//! platform's trust store, or, asked for by name, nothing (`--insecure-skip-tls-verify`, for a
+//! server's self-signed certificate, as kubectl spells it).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, SignatureScheme};
+
+/// Largest CA file read: bundles are a few hundred KiB.
+const MAX_CA_BYTES: u64 = 4 << 20;
+
+/// Errors setting up TLS.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// The CA file could not be read.
+    #[error("--admin-ca {path}: {source}")]
+    ReadCa {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The CA file holds no usable PEM certificate.
+    #[error("--admin-ca {path}: {reason}")]
+    BadCa {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Both a CA and no verification were asked for.
+    #[error(
+        "--admin-ca and --insecure-skip-tls-verify together: verify with the CA, or skip verification, not both"
+    )]
+    Conflict,
+    /// rustls refused the configuration (the platform verifier could not start).
+    #[error("TLS setup: {0}")]
+    Rustls(#[source] rustls::Error),
+    /// The server name to verify is not a DNS name or an IP address.
+    #[error("TLS server name `{name}`: not a DNS name or an IP address")]
+    ServerName {
+        /// What was given.
+        name: String,
+    },
+}
+
+/// How the server's certificate is checked.
+#[derive(Debug, Clone, Default)]
+pub enum Trust {
+    /// The platform's trust store.
+    #[default]
+    Platform,
+    /// The certificates of this PEM file.
+    Ca(PathBuf),
+    /// None: any certificate is accepted (the handshake's signatures are still checked, so
+    /// the server holds the key of the certificate it shows). For a self-signed admin.
+    InsecureSkipVerify,
+}
+
+impl Trust {
+    /// From the flags: `--admin-ca FILE` and `--insecure-skip-tls-verify` exclude each other.
+    pub fn from_flags(ca: Option<&Path>, insecure: bool) -> Result<Trust, TlsError> {
+        match (ca, insecure) {
+            (Some(_), true) => Err(TlsError::Conflict),
+            (Some(path), false) => Ok(Trust::Ca(path.to_path_buf())),
+            (None, true) => Ok(Trust::InsecureSkipVerify),
+            (None, false) => Ok(Trust::Platform),
+        }
+    }
+
+    /// Whether anything but the default was asked for (so a plain `http://` target can say
+    /// the flag does nothing there).
+    pub fn is_explicit(&self) -> bool {
+        !matches!(self, Trust::Platform)
+    }
+}
+
+/// A TLS client configuration and the name the certificate must carry.
+#[derive(Clone)]
+pub struct Tls {
+    pub(crate) config: Arc<rustls::ClientConfig>,
+    pub(crate) server_name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tls {
+    /// TLS checking the certificate by `trust`, for `server_name` (a DNS name or an IP).
+    pub fn new(trust: &Trust, server_name: &str) -> Result<Tls, TlsError> {
+        let name =
+            ServerName::try_from(server_name.to_string()).map_err(|_| TlsError::ServerName {
+                name: server_name.to_string(),
+            })?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(TlsError::Rustls)?;
+        let config = match trust {
+            Trust::Platform => {
+                use rustls_platform_verifier::BuilderVerifierExt;
+                builder
+                    .with_platform_verifier()
+                    .map_err(TlsError::Rustls)?
+                    .with_no_client_auth()
+            }
+            Trust::Ca(path) => {
+                let mut roots = rustls::RootCertStore::empty();
+                for cert in read_ca(path)? {
+                    roots.add(cert).map_err(|e| TlsError::BadCa {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })?;
+                }
+                builder.with_root_certificates(roots).with_no_client_auth()
+            }
+            Trust::InsecureSkipVerify => builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(
+                    provider.signature_verification_algorithms,
+                )))
+                .with_no_client_auth(),
+        };
+        Ok(Tls {
+            config: Arc::new(config),
+            server_name: name,
+        })
+    }
+}
+
+/// The PEM certificates of `path` (at least one).
+fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let read_err = |source| TlsError::ReadCa {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut file = std::fs::File::open(path).map_err(read_err)?;
+    let opened = file.metadata().map_err(read_err)?;
+    let bytes =
+        match crate::files::read_capped(&mut file, &opened, MAX_CA_BYTES).map_err(read_err)? {
+            Ok(b) => b,
+            Err(len) => {
+                return Err(TlsError::BadCa {
+                    path: path.to_path_buf(),
+                    reason: format!("{len} bytes, more than a CA bundle ({MAX_CA_BYTES} at most)"),
+                });
+            }
+        };
+    let certs = CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| TlsError::BadCa {
+            path: path.to_path_buf(),
+            reason: format!("not PEM: {e}"),
+        })?;
+    if certs.is_empty() {
+        return Err(TlsError::BadCa {
+            path: path.to_path_buf(),
+            reason: "no `BEGIN CERTIFICATE` block in it".into(),
+        });
+    }
+    Ok(certs)
+}
+
+/// Accepts any certificate; still checks that the handshake is signed by its key.
+#[derive(Debug)]
+struct AnyCertificate(WebPkiSupportedAlgorithms);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.supported_schemes()
+    }
+}
