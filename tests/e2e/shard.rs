@@ -15,7 +15,7 @@ use informant_runtime::informer::{FactoryOptions, InitialList};
 use informant_runtime::leader::LeaseConfig;
 use informant_runtime::plugin::{EngineOptions, PluginEngine, PluginLog};
 use informant_runtime::runtime::{Replica, RuntimeOptions};
-use informant_runtime::shard::{ShardBy, ShardConfig, cursors, rendezvous};
+use informant_runtime::shard::{GROUP_LABEL, ShardBy, ShardConfig, cursors, rendezvous};
 use informant_tests::plugins::wasm;
 use informant_tests::{GUARD, configmap, create_namespaces};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -164,7 +164,46 @@ impl Cuttable {
 struct Member {
     id: String,
     replica: Option<Replica>,
+    admin: Option<SocketAddr>,
+    /// The uid of its Pod, when it runs in one.
+    pod_uid: Option<String>,
     _dir: tempfile::TempDir,
+}
+
+/// How a member is started.
+#[derive(Clone)]
+struct How {
+    /// Its client (a restricted identity's, or through a [`Cuttable`] hop).
+    client: kube::Client,
+    lease_secs: u64,
+    /// The uid of the Pod the test made for it ([`pod`]): membership tied to the group's Pods.
+    pod_uid: Option<String>,
+    /// Where it serves `/readyz` and `/plugins`.
+    admin: Option<SocketAddr>,
+}
+
+impl How {
+    fn new(client: kube::Client, lease_secs: u64) -> How {
+        How {
+            client,
+            lease_secs,
+            pod_uid: None,
+            admin: None,
+        }
+    }
+}
+
+/// Creates the Pod a member `name` would run in, labelled with the group, as its Deployment
+/// would (the embedded server stores it; nothing runs it); its uid.
+fn pod(server: &DevServer, name: &str) -> String {
+    let obj = server
+        .create(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": LEASE_NS, "labels": {(GROUP_LABEL): GROUP}},
+            "spec": {"containers": [{"name": "informant", "image": "informant"}]},
+        }))
+        .expect("create the member's Pod");
+    obj["metadata"]["uid"].as_str().expect("a uid").to_string()
 }
 
 impl Member {
@@ -175,6 +214,29 @@ impl Member {
         id: &str,
         plugins: &[String],
         lease_secs: u64,
+    ) -> Member {
+        Member::start_with(engine, echoes, id, plugins, How::new(client, lease_secs))
+    }
+
+    /// A member in its own Pod (created here), membership tied to Pods.
+    fn start_in_pod(
+        server: &DevServer,
+        engine: &Arc<PluginEngine>,
+        echoes: &Echoes,
+        id: &str,
+        plugins: &[String],
+        mut how: How,
+    ) -> Member {
+        how.pod_uid = Some(pod(server, id));
+        Member::start_with(engine, echoes, id, plugins, how)
+    }
+
+    fn start_with(
+        engine: &Arc<PluginEngine>,
+        echoes: &Echoes,
+        id: &str,
+        plugins: &[String],
+        how: How,
     ) -> Member {
         let dir = tempfile::tempdir().expect("plugins dir");
         for p in plugins {
@@ -197,18 +259,22 @@ impl Member {
             },
             engine: Some(engine.clone()),
             plugin_logs: Some(logs),
+            admin: how.admin,
             ..Default::default()
         };
         let shard = ShardConfig {
             group: GROUP.into(),
             lease: LeaseConfig::new(GROUP, LEASE_NS, id)
-                .with_lease_duration(Duration::from_secs(lease_secs)),
+                .with_lease_duration(Duration::from_secs(how.lease_secs)),
             by: ShardBy::Plugin,
+            pod_uid: how.pod_uid.clone(),
         };
-        let replica = Replica::start_sharded(client, opts, shard).expect("sharded replica");
+        let replica = Replica::start_sharded(how.client, opts, shard).expect("sharded replica");
         Member {
             id: id.into(),
             replica: Some(replica),
+            admin: how.admin,
+            pod_uid: how.pod_uid,
             _dir: dir,
         }
     }
@@ -235,6 +301,14 @@ impl Member {
             .as_ref()
             .and_then(|r| r.shard())
             .is_some_and(|s| s.assignment.borrow().active)
+    }
+
+    /// Why it runs no plugin, as its membership says.
+    fn why(&self) -> Option<String> {
+        self.replica
+            .as_ref()
+            .and_then(|r| r.shard())
+            .and_then(|s| s.why.borrow().clone())
     }
 
     /// As `kill -9`: nothing released, the Lease left held with its last cursors.
@@ -480,12 +554,23 @@ struct Group {
 
 impl Group {
     async fn start(plugins: usize, lease_secs: u64) -> Group {
+        Group::start_with(plugins, lease_secs, false).await
+    }
+
+    /// With `in_pods`, each member runs in a Pod of the group and membership is tied to Pods.
+    async fn start_with(plugins: usize, lease_secs: u64, in_pods: bool) -> Group {
         let (server, engine) = server().await;
         let plugins = plugin_names(plugins);
         let echoes = Echoes::default();
         let members: Vec<Member> = ["a", "b", "c"]
             .iter()
-            .map(|id| Member::start(server.client(), &engine, &echoes, id, &plugins, lease_secs))
+            .map(|id| {
+                let how = How::new(server.client(), lease_secs);
+                match in_pods {
+                    true => Member::start_in_pod(&server, &engine, &echoes, id, &plugins, how),
+                    false => Member::start_with(&engine, &echoes, id, &plugins, how),
+                }
+            })
             .collect();
         let placed = settled(&members.iter().collect::<Vec<_>>(), &plugins).await;
         let seeded = create(&server, "seed", 30);
@@ -756,4 +841,480 @@ async fn leases_no_member_wrote_neither_hold_plugins_nor_steer_handovers() {
         m.leave().await;
     }
     server.shutdown().await;
+}
+
+/// Checks, every 10 ms until finished, that every plugin runs on exactly one of the members:
+/// a plugin on two at once (a double run) or on none (a stopped group) is recorded.
+struct Watchdog {
+    stop: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<(usize, Vec<String>)>,
+}
+
+impl Watchdog {
+    fn start(members: &[&Member], plugins: &[String]) -> Watchdog {
+        let shards: Vec<(String, informant_runtime::shard::Shard)> = members
+            .iter()
+            .map(|m| {
+                (
+                    m.id.clone(),
+                    m.replica.as_ref().unwrap().shard().unwrap().clone(),
+                )
+            })
+            .collect();
+        let plugins = plugins.to_vec();
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = stop.clone();
+        let task = tokio::spawn(async move {
+            let (mut samples, mut wrong) = (0, Vec::new());
+            while !done.load(Ordering::SeqCst) {
+                let mut on: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+                let running: Vec<(&str, Vec<String>)> = shards
+                    .iter()
+                    .map(|(id, s)| (id.as_str(), s.book.running()))
+                    .collect();
+                for (id, r) in &running {
+                    for p in r {
+                        on.entry(p.as_str()).or_default().push(id);
+                    }
+                }
+                for p in &plugins {
+                    let owners = on.get(p.as_str()).cloned().unwrap_or_default();
+                    if owners.len() != 1 && wrong.len() < 50 {
+                        wrong.push(format!("{p} on {owners:?} after {samples} samples"));
+                    }
+                }
+                samples += 1;
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (samples, wrong)
+        });
+        Watchdog { stop, task }
+    }
+
+    /// The samples taken and every one where a plugin ran twice or nowhere.
+    async fn finish(self) -> (usize, Vec<String>) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.task.await.unwrap()
+    }
+}
+
+/// Deliveries of one change (plugin, key, version) by more than one member.
+fn delivered_twice(echoes: &Echoes) -> Vec<String> {
+    let mut by: BTreeMap<(String, String, u64, String), BTreeSet<String>> = BTreeMap::new();
+    for e in echoes.all() {
+        by.entry((e.plugin, e.key, e.rv, e.event))
+            .or_default()
+            .insert(e.member);
+    }
+    by.into_iter()
+        .filter(|(_, members)| members.len() > 1)
+        .map(|((p, k, rv, ev), members)| format!("{p}: {ev} {k}@{rv} on {members:?}"))
+        .collect()
+}
+
+/// Watches for `window` that every plugin runs on exactly one of `members` (the observation
+/// is the point: nothing is waited for), then asserts it did.
+async fn exactly_once_throughout(members: &[&Member], plugins: &[String], window: Duration) {
+    let dog = Watchdog::start(members, plugins);
+    tokio::time::sleep(window).await;
+    let (samples, wrong) = dog.finish().await;
+    assert!(samples > 10, "only {samples} samples in {window:?}");
+    assert!(
+        wrong.is_empty(),
+        "a plugin ran twice or nowhere in {window:?} ({samples} samples): {wrong:?}"
+    );
+    println!("exactly one owner per plugin in each of {samples} samples over {window:?}");
+}
+
+/// What the members may do in the Lease namespace with `lease_verbs` on Leases: follow the
+/// group's Pods, and read the ConfigMaps the plugins watch.
+fn member_rules(lease_verbs: &[&str]) -> Vec<informant_devserver::audit::AllowRule> {
+    let rule = |verbs: &[&str], resource: &str, ns: &str| informant_devserver::audit::AllowRule {
+        verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        resource: resource.into(),
+        namespace: Some(ns.into()),
+    };
+    vec![
+        rule(lease_verbs, "leases.coordination.k8s.io", LEASE_NS),
+        rule(&["list", "watch"], "pods", LEASE_NS),
+        rule(&["get", "list", "watch"], "configmaps", "demo"),
+    ]
+}
+
+/// The chart's old sharding Role granted every verb on Leases but `watch`: each member ran every
+/// plugin. Now a member that cannot follow its group runs none and says why in `/readyz`; once
+/// `watch` is granted, every plugin runs on exactly one member, and still so three lease
+/// durations later, every change delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_whose_lease_watch_is_refused_runs_no_plugin_and_says_why() {
+    let (server, engine) = server().await;
+    let plugins = plugin_names(6);
+    let echoes = Echoes::default();
+    let lease_secs = 3;
+    let without_watch = ["create", "get", "list", "update", "delete"];
+    server.restrict("informant", member_rules(&without_watch));
+    let mut members: Vec<Member> = ["a", "b", "c"]
+        .iter()
+        .map(|id| {
+            let mut how = How::new(server.client_as("informant"), lease_secs);
+            how.admin = Some(informant_tests::http::free_addr());
+            Member::start_in_pod(&server, &engine, &echoes, id, &plugins, how)
+        })
+        .collect();
+    for m in &members {
+        let body = informant_tests::http::get_until(
+            m.admin.unwrap(),
+            "/readyz",
+            "/readyz to say the member cannot follow its group",
+            |status, body| status == 503 && body.contains("cannot follow the group's Leases"),
+        )
+        .await;
+        let line: Vec<&str> = body.lines().filter(|l| l.contains("shard group")).collect();
+        assert_eq!(line.len(), 1, "{body}");
+        assert!(
+            line[0].contains("watching leases") && line[0].contains("403"),
+            "{body}"
+        );
+    }
+    // Two lease durations, with changes: nothing runs anywhere, nothing is delivered.
+    let refused = create(&server, "refused", 10);
+    let until = Instant::now() + Duration::from_secs(2 * lease_secs);
+    while Instant::now() < until {
+        for m in &members {
+            assert!(
+                m.running().is_empty() && !m.active(),
+                "{} runs {:?} though it cannot follow its group",
+                m.id,
+                m.running()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(echoes.all().is_empty(), "{:?}", echoes.all());
+
+    let mut with_watch = without_watch.to_vec();
+    with_watch.push("watch");
+    server.restrict("informant", member_rules(&with_watch));
+    let refs: Vec<&Member> = members.iter().collect();
+    settled(&refs, &plugins).await;
+    for m in &members {
+        assert_eq!(m.why(), None);
+        informant_tests::http::get_until(m.admin.unwrap(), "/readyz", "ready", |s, _| s == 200)
+            .await;
+    }
+    let granted = create(&server, "granted", 30);
+    exactly_once_throughout(&refs, &plugins, Duration::from_secs(3 * lease_secs)).await;
+    let mut all = refused;
+    all.extend(granted);
+    all_handled(
+        &echoes,
+        &plugins,
+        &all,
+        "every change, once the plugins run",
+    )
+    .await;
+    let twice = delivered_twice(&echoes);
+    assert!(twice.is_empty(), "delivered by two members: {twice:?}");
+    for m in members.iter_mut() {
+        m.leave().await;
+    }
+    server.shutdown().await;
+}
+
+/// A Lease in the group's namespace written by someone who is no member: with a holder and no
+/// Pod, owned by a Pod that does not exist, or copying a live member's Pod under another name.
+/// Each publishes, for the crashed member's plugins, a cursor at the current resourceVersion,
+/// after changes made since the crash. The new owners resume from the crashed member's own
+/// cursors and get every change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_published_by_a_non_member_with_a_higher_cursor_changes_nothing() {
+    let mut g = Group::start_with(6, 4, true).await;
+    let victim = ["a", "b", "c"]
+        .into_iter()
+        .max_by_key(|m| g.placed.values().filter(|o| o == m).count())
+        .unwrap();
+    let its: Vec<String> = g
+        .placed
+        .iter()
+        .filter(|(_, o)| *o == victim)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let last = *g.seeded.values().max().unwrap();
+    cursors_reach(&g.server, victim, &its, last).await;
+    let real = published(&g.server, victim).await;
+    g.member(victim).crash().await;
+    let (changed, deleted) = churn(&g.server, &g.seeded, 30, "after-kill");
+    // The current resourceVersion: past every change just made.
+    let now = rv(&g
+        .server
+        .create(configmap("default", "clock", "now"))
+        .unwrap());
+    let forged: serde_json::Map<String, serde_json::Value> = real
+        .iter()
+        .map(|(p, e)| {
+            let at: BTreeMap<&String, u64> = e.at.keys().map(|k| (k, now)).collect();
+            (
+                p.clone(),
+                serde_json::json!({"scope": e.scope, "at": at, "held": true}),
+            )
+        })
+        .collect();
+    let cursors = serde_json::json!({"v": 1, "plugins": forged}).to_string();
+    let survivor = ["a", "b", "c"].into_iter().find(|m| *m != victim).unwrap();
+    let survivor_uid = g.member(survivor).pod_uid.clone().unwrap();
+    let api: Api<Lease> = Api::namespaced(g.server.client(), LEASE_NS);
+    for (name, holder, owner) in [
+        ("hooks-mallory", "mallory", serde_json::Value::Null),
+        (
+            "hooks-ghost",
+            "ghost",
+            serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": "ghost", "uid": "9d3c0f7e-0000-4000-8000-000000000000"}]),
+        ),
+        (
+            "hooks-mirror",
+            survivor,
+            serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": survivor, "uid": survivor_uid}]),
+        ),
+    ] {
+        let lease = serde_json::from_value::<Lease>(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {
+                "name": name, "namespace": LEASE_NS,
+                "labels": {(GROUP_LABEL): GROUP},
+                "annotations": {(cursors::ANNOTATION): cursors},
+                "ownerReferences": owner,
+            },
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 4},
+        }))
+        .unwrap();
+        api.create(&Default::default(), &lease)
+            .await
+            .expect("forge");
+    }
+    let survivors: Vec<&Member> = g.members.iter().filter(|m| m.id != victim).collect();
+    let after = settled(&survivors, &g.plugins).await;
+    let moved: BTreeMap<String, String> =
+        its.iter().map(|p| (p.clone(), after[p].clone())).collect();
+    let untouched: BTreeSet<String> = g
+        .seeded
+        .keys()
+        .filter(|k| !changed.contains_key(*k) && !deleted.contains(k))
+        .cloned()
+        .collect();
+    handed_over_exactly(
+        &g.echoes,
+        &moved,
+        victim,
+        (&changed, &deleted),
+        &untouched,
+        &g.plugins,
+    )
+    .await;
+    for m in g.members.iter_mut().filter(|m| m.replica.is_some()) {
+        m.leave().await;
+    }
+    g.server.shutdown().await;
+}
+
+/// Writes, every 200 ms until dropped, the Lease `name` holding `holder` with the group's
+/// label and `owner` as ownerReferences: a squatter renewing as a live member would.
+struct Squatter(tokio::task::JoinHandle<()>);
+
+impl Squatter {
+    fn start(server: &DevServer, name: &str, holder: &str, owner: serde_json::Value) -> Squatter {
+        let api: Api<Lease> = Api::namespaced(server.client(), LEASE_NS);
+        let (name, holder) = (name.to_string(), holder.to_string());
+        Squatter(tokio::spawn(async move {
+            loop {
+                let now = k8s_openapi::jiff::Timestamp::now().to_string();
+                let lease = serde_json::from_value::<Lease>(serde_json::json!({
+                    "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                    "metadata": {
+                        "name": name, "namespace": LEASE_NS,
+                        "labels": {(GROUP_LABEL): GROUP},
+                        "ownerReferences": owner,
+                    },
+                    "spec": {"holderIdentity": holder, "leaseDurationSeconds": 3600, "renewTime": now},
+                }))
+                .unwrap();
+                let _ = api
+                    .patch(
+                        &name,
+                        &kube::api::PatchParams::apply("squatter").force(),
+                        &kube::api::Patch::Apply(&lease),
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }))
+    }
+}
+
+impl Drop for Squatter {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A Lease that keeps renewing under a name no Pod backs, and one claiming a replaced member's
+/// identity (its Pod deleted, as its Deployment replaced it) and still owned by that Pod's uid:
+/// neither takes a share. Every plugin runs on exactly one real member, throughout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_squatting_lease_takes_no_share() {
+    let mut g = Group::start_with(12, 3, true).await;
+    let _mallory = Squatter::start(
+        &g.server,
+        "hooks-mallory",
+        "mallory",
+        serde_json::Value::Null,
+    );
+    let c_uid = g.member("c").pod_uid.clone().unwrap();
+    g.member("c").crash().await;
+    g.server
+        .delete("v1", "Pod", Some(LEASE_NS), "c")
+        .expect("delete c's Pod");
+    let _c = Squatter::start(
+        &g.server,
+        "hooks-c",
+        "c",
+        serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": "c", "uid": c_uid}]),
+    );
+    let survivors: Vec<&Member> = g.members.iter().filter(|m| m.id != "c").collect();
+    let placed = settled(&survivors, &g.plugins).await;
+    assert!(placed.values().all(|o| o == "a" || o == "b"), "{placed:?}");
+    exactly_once_throughout(&survivors, &g.plugins, Duration::from_secs(3 * 3)).await;
+    let changed = create(&g.server, "squatted", 20);
+    all_handled(
+        &g.echoes,
+        &g.plugins,
+        &changed,
+        "every change with squatters about",
+    )
+    .await;
+    for m in g.members.iter_mut().filter(|m| m.replica.is_some()) {
+        m.leave().await;
+    }
+    g.server.shutdown().await;
+}
+
+/// 1,000 Leases carrying the group's label, created over HTTP as fast as the server takes them,
+/// then rewritten twice (each a "renewal"): no plugin runs on two members at once or on none,
+/// the members see exactly themselves, and every change made meanwhile is delivered once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_junk_leases_neither_run_a_plugin_twice_nor_stop_the_group() {
+    use futures::StreamExt;
+    let mut g = Group::start_with(12, 4, true).await;
+    let members: Vec<&Member> = g.members.iter().collect();
+    let dog = Watchdog::start(&members, &g.plugins);
+    let junk = |i: usize| {
+        serde_json::from_value::<Lease>(serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {
+                "name": format!("hooks-junk-{i:04}"), "namespace": LEASE_NS,
+                "labels": {(GROUP_LABEL): GROUP},
+                "annotations": {(cursors::ANNOTATION): format!(
+                    "{{\"v\":1,\"plugins\":{{\"p00\":{{\"scope\":\"x\",\"at\":{{\"i\":{i}}},\"held\":true}}}}}}"
+                )},
+            },
+            "spec": {"holderIdentity": format!("junk-{i:04}"), "leaseDurationSeconds": 4},
+        }))
+        .unwrap()
+    };
+    let api: Api<Lease> = Api::namespaced(g.server.client(), LEASE_NS);
+    let started = Instant::now();
+    let created = futures::stream::iter(0..1000)
+        .map(|i| {
+            let (api, lease) = (api.clone(), junk(i));
+            async move { api.create(&Default::default(), &lease).await.is_ok() }
+        })
+        .buffer_unordered(16)
+        .filter(|ok| std::future::ready(*ok))
+        .count()
+        .await;
+    assert_eq!(created, 1000);
+    let during = create(&g.server, "flood", 30);
+    for round in 0..2 {
+        futures::stream::iter(0..1000)
+            .map(|i| {
+                let (api, mut lease) = (api.clone(), junk(i));
+                lease.spec.as_mut().unwrap().renew_time =
+                    Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(
+                        k8s_openapi::jiff::Timestamp::now(),
+                    ));
+                let name = lease.metadata.name.clone().unwrap();
+                async move {
+                    api.patch(
+                        &name,
+                        &kube::api::PatchParams::apply("junk").force(),
+                        &kube::api::Patch::Apply(&lease),
+                    )
+                    .await
+                    .is_ok()
+                }
+            })
+            .buffer_unordered(16)
+            .count()
+            .await;
+        println!("junk round {round} done after {:?}", started.elapsed());
+    }
+    let flood = started.elapsed();
+    // And two lease durations after the flood, while the junk expires.
+    tokio::time::sleep(Duration::from_secs(2 * 4)).await;
+    let (samples, wrong) = dog.finish().await;
+    println!("flood of 1,000 junk leases and 2,000 rewrites took {flood:?}; {samples} samples");
+    assert!(
+        wrong.is_empty(),
+        "a plugin ran twice or nowhere during the flood: {wrong:?}"
+    );
+    for m in &members {
+        assert_eq!(m.members_seen(), ["a", "b", "c"], "{} sees junk", m.id);
+    }
+    all_handled(
+        &g.echoes,
+        &g.plugins,
+        &during,
+        "every change made during the flood",
+    )
+    .await;
+    let twice = delivered_twice(&g.echoes);
+    assert!(twice.is_empty(), "delivered by two members: {twice:?}");
+    for m in g.members.iter_mut() {
+        m.leave().await;
+    }
+    g.server.shutdown().await;
+}
+
+/// A replica killed (its Pod left, as a crashed container's is): its plugins run elsewhere
+/// about one lease duration later, from its cursors, nothing lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_replicas_plugins_run_elsewhere_within_about_one_lease_duration() {
+    let lease_secs = 4;
+    let mut g = Group::start_with(6, lease_secs, true).await;
+    let victim = g.placed.values().next().unwrap().clone();
+    let its: Vec<String> = g
+        .placed
+        .iter()
+        .filter(|(_, o)| **o == victim)
+        .map(|(p, _)| p.clone())
+        .collect();
+    let last = *g.seeded.values().max().unwrap();
+    cursors_reach(&g.server, &victim, &its, last).await;
+    g.member(&victim).crash().await;
+    let killed = Instant::now();
+    let survivors: Vec<&Member> = g.members.iter().filter(|m| m.id != victim).collect();
+    eventually("the killed member's plugins to run elsewhere", || {
+        let p = placement(&survivors);
+        its.iter().all(|x| p.get(x).is_some_and(|o| o.len() == 1))
+    })
+    .await;
+    let took = killed.elapsed();
+    println!(
+        "kill: {} plugins of {victim} ran elsewhere after {took:?} (lease {lease_secs} s)",
+        its.len()
+    );
+    assert!(
+        took < Duration::from_secs(lease_secs) + Duration::from_millis(2500),
+        "took {took:?} with a {lease_secs} s lease"
+    );
+    g.after_departure_of(&victim).await;
 }
