@@ -867,11 +867,11 @@ impl Watchdog {
         let task = tokio::spawn(async move {
             let (mut samples, mut wrong) = (0, Vec::new());
             while !done.load(Ordering::SeqCst) {
-                let mut on: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
                 let running: Vec<(&str, Vec<String>)> = shards
                     .iter()
                     .map(|(id, s)| (id.as_str(), s.book.running()))
                     .collect();
+                let mut on: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
                 for (id, r) in &running {
                     for p in r {
                         on.entry(p.as_str()).or_default().push(id);
@@ -1028,7 +1028,19 @@ async fn a_member_whose_lease_watch_is_refused_runs_no_plugin_and_says_why() {
 /// cursors and get every change.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lease_published_by_a_non_member_with_a_higher_cursor_changes_nothing() {
-    let mut g = Group::start_with(6, 4, true).await;
+    forged_cursors_change_nothing(true).await;
+}
+
+/// Without Pods a Lease with no holder takes no share, but its cursors were read, and the
+/// highest won: one published at the current resourceVersion made the new owner skip every
+/// change since the crash. The new owner resumes from the member it saw running the plugins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_pods_a_holderless_lease_with_a_higher_cursor_changes_nothing() {
+    forged_cursors_change_nothing(false).await;
+}
+
+async fn forged_cursors_change_nothing(in_pods: bool) {
+    let mut g = Group::start_with(6, 4, in_pods).await;
     let victim = ["a", "b", "c"]
         .into_iter()
         .max_by_key(|m| g.placed.values().filter(|o| o == m).count())
@@ -1060,22 +1072,27 @@ async fn a_lease_published_by_a_non_member_with_a_higher_cursor_changes_nothing(
         })
         .collect();
     let cursors = serde_json::json!({"v": 1, "plugins": forged}).to_string();
-    let survivor = ["a", "b", "c"].into_iter().find(|m| *m != victim).unwrap();
-    let survivor_uid = g.member(survivor).pod_uid.clone().unwrap();
+    let forgeries = if in_pods {
+        let survivor = ["a", "b", "c"].into_iter().find(|m| *m != victim).unwrap();
+        let uid = g.member(survivor).pod_uid.clone().unwrap();
+        vec![
+            ("hooks-mallory", Some("mallory"), serde_json::Value::Null),
+            (
+                "hooks-ghost",
+                Some("ghost"),
+                serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": "ghost", "uid": "9d3c0f7e-0000-4000-8000-000000000000"}]),
+            ),
+            (
+                "hooks-mirror",
+                Some(survivor),
+                serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": survivor, "uid": uid}]),
+            ),
+        ]
+    } else {
+        vec![("hooks-forged", None, serde_json::Value::Null)]
+    };
     let api: Api<Lease> = Api::namespaced(g.server.client(), LEASE_NS);
-    for (name, holder, owner) in [
-        ("hooks-mallory", "mallory", serde_json::Value::Null),
-        (
-            "hooks-ghost",
-            "ghost",
-            serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": "ghost", "uid": "9d3c0f7e-0000-4000-8000-000000000000"}]),
-        ),
-        (
-            "hooks-mirror",
-            survivor,
-            serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": survivor, "uid": survivor_uid}]),
-        ),
-    ] {
+    for (name, holder, owner) in forgeries {
         let lease = serde_json::from_value::<Lease>(serde_json::json!({
             "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
             "metadata": {
@@ -1132,7 +1149,7 @@ impl Squatter {
                     "metadata": {
                         "name": name, "namespace": LEASE_NS,
                         "labels": {(GROUP_LABEL): GROUP},
-                        "ownerReferences": owner,
+                        "ownerReferences": owner.clone(),
                     },
                     "spec": {"holderIdentity": holder, "leaseDurationSeconds": 3600, "renewTime": now},
                 }))

@@ -175,6 +175,9 @@ pub(super) struct Member {
     renewal: Renewal,
     /// When the renewal the view last showed of this member's started.
     shown_at: Option<Instant>,
+    /// When the Lease view last became current: a watch just opened has not stalled, and the
+    /// renewals it catches up on may still be on their way.
+    current_since: Option<Instant>,
     settle_until: Instant,
     /// Why this member runs nothing (`None`: it runs its share).
     cause: Option<Cause>,
@@ -213,6 +216,7 @@ impl Member {
             renewals: VecDeque::new(),
             renewal: Renewal::default(),
             shown_at: None,
+            current_since: None,
             settle_until,
             cause: Some(Cause::Joining),
         }
@@ -257,6 +261,9 @@ impl Member {
     }
 
     fn lease_update(&mut self, u: Update<Lease>) {
+        if matches!(u, Update::Current) && !matches!(self.leases.state, ViewState::Current) {
+            self.current_since = Some(Instant::now());
+        }
         let own = self.config.lease_name();
         if self
             .leases
@@ -335,7 +342,10 @@ impl Member {
         self.observed.retain(|n, _| leases.contains_key(n));
         self.book.observe(seen);
         let renewed = self.renewal.at.filter(|at| now < *at + cfg.renew_deadline);
-        let shown = self.shown_at.filter(|at| now < *at + cfg.renew_deadline);
+        let shown = self
+            .shown_at
+            .max(self.current_since.filter(|_| self.shown_at.is_some()))
+            .filter(|at| now < *at + cfg.renew_deadline);
         for deadline in [renewed, shown].into_iter().flatten() {
             wake = wake.min(deadline + cfg.renew_deadline);
         }
@@ -355,7 +365,11 @@ impl Member {
                 (_, e) => Some(Cause::NotRenewed(e.clone())),
             }
         } else if shown.is_none() {
-            Some(Cause::Behind)
+            // Never shown yet: its first renewal is on its way into the view.
+            Some(match self.shown_at {
+                None => Cause::Joining,
+                Some(_) => Cause::Behind,
+            })
         } else if now < self.settle_until {
             wake = wake.min(self.settle_until);
             Some(Cause::Joining)
@@ -395,7 +409,7 @@ impl Member {
                 tracing::info!(group = %group, "leaving the shard group: running no plugin")
             }
             (_, Some(new)) => {
-                tracing::error!(group = %group, reason = %new.describe(&self.config), "this shard member runs no plugin until it can follow its group again")
+                tracing::error!(group = %group, reason = %new.describe(&self.config), "this shard member runs no plugin until this is resolved")
             }
             (Some(Cause::Joining), None) => {
                 tracing::info!(group = %group, "joined the shard group: running this member's share of the plugins")
@@ -475,4 +489,219 @@ fn drain<K>(rx: &mut Option<mpsc::Receiver<Update<K>>>) -> Vec<Update<K>> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leader::LeaseConfig;
+    use crate::shard::ShardBy;
+    use crate::shard::follow::FollowError;
+
+    fn lease(name: &str, rv: &str, holder: &str) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": rv},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 6},
+        }))
+        .unwrap()
+    }
+
+    fn pod(name: &str, uid: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "uid": uid, "labels": {(super::super::GROUP_LABEL): "hooks"}},
+        }))
+        .unwrap()
+    }
+
+    /// A member `a` deciding from channels the test feeds.
+    struct Harness {
+        leases: mpsc::Sender<Update<Lease>>,
+        pods: mpsc::Sender<Update<Pod>>,
+        renewal: watch::Sender<Renewal>,
+        assignment: watch::Receiver<Assignment>,
+        why: watch::Receiver<Option<String>>,
+        config: ShardConfig,
+        _stop: oneshot::Sender<()>,
+    }
+
+    impl Harness {
+        fn start(pod_uid: Option<&str>) -> Harness {
+            let config = ShardConfig {
+                group: "hooks".into(),
+                lease: LeaseConfig::new("hooks", "default", "a")
+                    .with_lease_duration(Duration::from_secs(6)),
+                by: ShardBy::Plugin,
+                pod_uid: pod_uid.map(String::from),
+            };
+            let (a_tx, assignment) = watch::channel(Assignment {
+                members: Vec::new(),
+                me: "a".into(),
+                active: false,
+                by: ShardBy::Plugin,
+            });
+            let (why_tx, why) = watch::channel(None);
+            let member = Member::new(config.clone(), CursorBook::new(), a_tx, why_tx, None);
+            let (leases, lrx) = mpsc::channel(16);
+            let (pods, prx) = mpsc::channel(16);
+            let (renewal, rrx) = watch::channel(Renewal::default());
+            let (stop_tx, stop) = oneshot::channel();
+            tokio::spawn(member.run(Inputs {
+                leases: Some(lrx),
+                pods: pod_uid.map(|_| prx),
+                renewal: rrx,
+                stop,
+            }));
+            Harness {
+                leases,
+                pods,
+                renewal,
+                assignment,
+                why,
+                config,
+                _stop: stop_tx,
+            }
+        }
+
+        /// This member's renewal writing `rv`, started now, and the view showing it if `shown`.
+        async fn renew(&self, rv: &str, shown: bool) -> Instant {
+            let at = Instant::now();
+            self.renewal.send_replace(Renewal {
+                at: Some(at),
+                rv: Some(rv.into()),
+                error: None,
+            });
+            if shown {
+                self.leases
+                    .send(Update::Applied(lease("hooks-a", rv, "a")))
+                    .await
+                    .unwrap();
+            }
+            at
+        }
+
+        /// Waits (in paused time) until `why` holds `want` (`None`: active); when it did.
+        async fn until(&mut self, want: Option<&str>) -> Instant {
+            let mut why = self.why.clone();
+            let wait = why.wait_for(|w| match (w, want) {
+                (None, None) => true,
+                (Some(w), Some(want)) => w.contains(want),
+                _ => false,
+            });
+            let w = match tokio::time::timeout(Duration::from_secs(600), wait).await {
+                Ok(w) => w.unwrap().clone(),
+                Err(_) => panic!("never {want:?}; last: {:?}", *self.why.borrow()),
+            };
+            let active = self.assignment.borrow().active;
+            assert_eq!(active, w.is_none(), "assignment and why disagree: {w:?}");
+            Instant::now()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn runs_nothing_until_it_follows_and_renews_and_steps_down_at_the_renew_deadline() {
+        let mut h = Harness::start(None);
+        let deadline = h.config.lease.renew_deadline;
+        h.leases.send(Update::Listed(vec![])).await.unwrap();
+        h.leases
+            .send(Update::Unsure(FollowError::Ended {
+                what: "leases".into(),
+                code: 403,
+                message: "cannot watch resource \"leases\"".into(),
+            }))
+            .await
+            .unwrap();
+        h.renew("10", true).await;
+        h.until(Some("cannot follow the group's Leases")).await;
+        // However long it waits, a refused watch never becomes a view to act on.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!h.assignment.borrow().active);
+        let t = h.renew("11", true).await;
+        h.leases.send(Update::Current).await.unwrap();
+        assert!(h.until(None).await - t < Duration::from_millis(1));
+        h.leases
+            .send(Update::Applied(lease("hooks-b", "12", "b")))
+            .await
+            .unwrap();
+        h.assignment
+            .wait_for(|a| a.members == ["a", "b"])
+            .await
+            .unwrap();
+        // Renewals stop: it steps down exactly at the renew deadline from the last one's start.
+        let last = h.renew("13", true).await;
+        let down = h.until(Some("could not renew its Lease")).await;
+        assert_eq!(down - last, deadline);
+        // A renewal the view does not show is not enough: the watch may have stalled.
+        h.renew("14", false).await;
+        h.until(Some("has not shown its own renewal")).await;
+        h.leases
+            .send(Update::Applied(lease("hooks-a", "14", "a")))
+            .await
+            .unwrap();
+        h.until(None).await;
+        // A write to its Lease by anyone else is no renewal of its own: renewing on, with the
+        // view showing only that write, it steps down when the last one shown expires.
+        let shown = Instant::now();
+        h.leases
+            .send(Update::Applied(lease("hooks-a", "15", "a")))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        h.renew("16", false).await;
+        let down = h.until(Some("has not shown its own renewal")).await;
+        assert!(down - shown <= deadline, "{:?}", down - shown);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_pods_it_runs_nothing_until_its_own_pod_is_in_the_group() {
+        let mut h = Harness::start(Some("uid-a"));
+        h.leases.send(Update::Listed(vec![])).await.unwrap();
+        h.leases.send(Update::Current).await.unwrap();
+        h.renew("10", true).await;
+        h.pods.send(Update::Listed(vec![])).await.unwrap();
+        h.pods.send(Update::Current).await.unwrap();
+        h.until(Some("no Pod `a`")).await;
+        // Another Pod of that name (a StatefulSet's replacement) is not this one.
+        h.pods
+            .send(Update::Applied(pod("a", "uid-old")))
+            .await
+            .unwrap();
+        h.until(Some("another Pod of the same name")).await;
+        h.pods
+            .send(Update::Applied(pod("a", "uid-a")))
+            .await
+            .unwrap();
+        h.until(None).await;
+        // A Lease of b, whose Pod the view lacks, takes no share.
+        let mut b = lease("hooks-b", "20", "b");
+        b.metadata.owner_references = Some(vec![
+            serde_json::from_value(
+                serde_json::json!({"apiVersion": "v1", "kind": "Pod", "name": "b", "uid": "uid-b"}),
+            )
+            .unwrap(),
+        ]);
+        h.leases.send(Update::Applied(b)).await.unwrap();
+        h.renew("21", true).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(h.assignment.borrow().members, ["a"]);
+        h.pods
+            .send(Update::Applied(pod("b", "uid-b")))
+            .await
+            .unwrap();
+        h.assignment
+            .wait_for(|a| a.members == ["a", "b"])
+            .await
+            .unwrap();
+        // The Pod watch breaking: nothing runs until it is current again.
+        h.pods
+            .send(Update::Unsure(FollowError::Ended {
+                what: "pods".into(),
+                code: 500,
+                message: "boom".into(),
+            }))
+            .await
+            .unwrap();
+        h.until(Some("cannot follow the group's Pods")).await;
+        h.pods.send(Update::Current).await.unwrap();
+        h.until(None).await;
+    }
 }
