@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 /// caller is and what it may see); no wildcards anywhere.
 fn assert_least_privilege(r: &Rendered) {
     let read: BTreeSet<&str> = ["get", "list", "watch"].into();
-    let lease: BTreeSet<&str> = ["get", "list", "watch", "create", "update", "delete"].into();
+    let lease: BTreeSet<&str> = ["get", "list", "watch", "create", "update"].into();
     let review: BTreeSet<&str> = ["create"].into();
     for g in granted(r, &service_account(r).0) {
         for s in g.groups.iter().chain(&g.resources).chain(&g.verbs) {
@@ -432,11 +432,9 @@ fn sharding_runs_every_replica_in_the_group_with_namespaced_lease_rights() {
     assert_eq!(leases.len(), 1, "{leases:?}");
     let (kind, _, _, verbs, names) = &leases[0];
     assert_eq!(kind, "Role", "lease access must be namespaced");
-    // `watch` too: a member follows the group; one that cannot runs nothing.
-    assert_eq!(
-        verbs,
-        &["create", "get", "list", "watch", "update", "delete"]
-    );
+    // `watch` too: a member follows the group; one that cannot runs nothing. No `delete`: a
+    // member's Lease is owned by its Pod and goes with it.
+    assert_eq!(verbs, &["create", "get", "list", "watch", "update"]);
     assert!(names.is_empty());
     assert_least_privilege(&r);
     // Sharding alone (election left on) still shards; replicas > 1 need one of the two.

@@ -106,6 +106,7 @@ fn member(
         group: GROUP.into(),
         lease: LeaseConfig::new(GROUP, LEASE_NS, id).with_lease_duration(Duration::from_secs(4)),
         by: ShardBy::Plugin,
+        pod_uid: None,
     };
     let replica = Replica::start_sharded(server.client(), opts, shard).expect("sharded replica");
     (replica, dir)

@@ -78,9 +78,17 @@ struct Election {
     /// Seconds a lease stays valid after its last renewal; the renew deadline is 2/3 of it.
     #[arg(long, default_value_t = 15, value_parser = clap::value_parser!(u64).range(2..=86400), requires = "coordination")]
     lease_duration: u64,
-    /// This replica's identity in the Lease (default: hostname plus a random suffix).
+    /// This replica's identity in the Lease (default: hostname plus a random suffix). With
+    /// --pod-uid, the Pod's name.
     #[arg(long, requires = "coordination")]
     identity: Option<String>,
+    /// With --shard-group in a pod: the Pod's metadata.uid (from the downward API), its name
+    /// being --identity. A Lease then counts as a member only when backed by a running Pod of
+    /// the group (labelled informant.dev/shard-group=GROUP), so writing Leases is not enough to
+    /// join; each member's Lease is owned by its Pod. Needs list and watch on Pods in the
+    /// lease namespace.
+    #[arg(long, value_name = "UID", requires_all = ["shard_group", "identity"])]
+    pod_uid: Option<String>,
 }
 
 impl Election {
@@ -107,6 +115,7 @@ impl Election {
             lease: self.lease(client, &group),
             group,
             by,
+            pod_uid: self.pod_uid.clone(),
         })
     }
 }

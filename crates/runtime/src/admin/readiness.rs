@@ -12,6 +12,11 @@
 //! reconcile loads it or it is removed. A quarantined plugin is loaded: it shows in `/plugins` and
 //! the `informant_plugin_state` metric instead, since restarting the process would not fix it.
 //!
+//! In sharded mode, a member that runs no plugin because it cannot follow its group (a Lease
+//! or Pod watch refused or broken, its Lease not renewed, its own Pod not found) is not ready,
+//! with the one-line reason the membership gives: it runs nothing, and a rollout must not count
+//! it available.
+//!
 //! A waiting plugin (see [`crate::plugin::load::waiting`]) that waits for the API server to answer
 //! keeps the process unready: it cannot do its work. One that waits for a kind to be served
 //! does not: a CRD may be installed much later or never, and a host unready for that would
@@ -84,6 +89,14 @@ pub fn check(state: &AdminState) -> Vec<String> {
         ));
     }
     if let Some(host) = state.host() {
+        if let Some(shard) = host.shard()
+            && let Some(why) = shard.why.borrow().clone()
+        {
+            reasons.push(format!(
+                "shard group `{}`: this member runs no plugin: {why}",
+                shard.config.group
+            ));
+        }
         if !reconciled {
             reasons.push("plugins: no reconcile has completed yet".to_string());
         }

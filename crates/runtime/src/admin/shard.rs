@@ -47,7 +47,7 @@ impl ShardSample {
         single(
             enc,
             "informant_shard_active",
-            "1 while this member's lease is renewed (it runs plugins), 0 when it stepped down.",
+            "1 while this member runs its share (it follows the group and its lease is renewed), 0 while it runs none.",
             ConstGauge::new(u64::from(self.active)),
         )?;
         single(
@@ -79,6 +79,7 @@ impl ShardSample {
             "group": shard.config.group,
             "identity": a.me,
             "active": a.active,
+            "why": *shard.why.borrow(),
             "members": a.members,
             "owned": shard.book.running(),
         })

@@ -1,13 +1,17 @@
 //! The cursor book: how far each plugin's handlers have got, as resourceVersion watermarks any
-//! replica can act on, published in this member's Lease and read from every member's.
+//! replica can act on, published in this member's Lease and read from the group's members'.
 //!
 //! A watermark `W` for (plugin, informer) says every change of that informer's resource up to
-//! resourceVersion `W` has been handled by the plugin, whichever replica ran it then. Such a
-//! statement stays true, so the highest `W` found in any Lease of the group, for the plugin's
-//! current scope, is a safe place for a new owner to resume: it lists the resource as it was at
-//! `W` and delivers the difference to what its cache holds now.
+//! resourceVersion `W` has been handled by the plugin, whichever replica ran it then. A Lease is
+//! writable by anyone with Lease write access in its namespace, so a new owner does not take
+//! the highest `W` it can find (a forged one would make it skip changes for good): it takes the
+//! watermark of the member that last ran the plugin, as this member saw it publish the plugin
+//! as running while live; without one it takes the lowest candidate. A watermark at or past
+//! the resourceVersion of the Lease record carrying it cannot have been written by a member
+//! (a member writes its cursors after handling them) and is ignored with a warning. Only the
+//! Leases of genuine members are read at all (see [`super::roster`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -20,6 +24,13 @@ pub const ANNOTATION: &str = "informant.dev/cursors";
 /// (their next owner replays the whole cache) and a warning says so. The API server allows
 /// 256 KiB of annotations per object.
 const MAX_ANNOTATION_BYTES: usize = 192 << 10;
+
+/// Members that left the view (their Lease deleted, their Pod gone) whose last cursors are kept
+/// until live members publish every plugin they named; past this many, the oldest go.
+const MAX_DEPARTED: usize = 64;
+
+/// This member, as [`CursorBook`] names it among the last holders of a plugin.
+const ME: &str = "";
 
 /// Something that knows how far a handler has got.
 pub trait Watermark: Send + Sync + 'static {
@@ -40,6 +51,10 @@ pub struct Entry {
     pub scope: String,
     /// Watermark per informer (by its key).
     pub at: BTreeMap<String, u64>,
+    /// Whether the publishing member ran the plugin when it wrote this (else it had stopped it
+    /// and publishes its last watermarks for the next owner).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 /// The annotation's document.
@@ -62,15 +77,33 @@ struct Tracked {
     handlers: Vec<(String, Arc<dyn Watermark>)>,
 }
 
-/// What another member's Lease says.
+/// What a genuine member's Lease says.
 #[derive(Debug, Clone)]
 pub struct Seen {
-    /// That member's identity (the Lease's holder, or its name once released).
+    /// That member's identity.
     pub member: String,
     /// Whether that member is live now.
     pub live: bool,
+    /// The resourceVersion of the Lease record read: every cursor a member wrote in it is
+    /// below it. `None` when it is not a number: then none of its cursors is trusted.
+    pub version: Option<u64>,
     /// Its plugins' cursors.
     pub plugins: BTreeMap<String, Entry>,
+}
+
+impl Seen {
+    /// `plugin`'s watermark on `informer` under `scope`, unless absurd (logged).
+    fn watermark(&self, plugin: &str, scope: &str, informer: &str) -> Option<u64> {
+        let e = self.plugins.get(plugin).filter(|e| e.scope == scope)?;
+        let w = *e.at.get(informer)?;
+        match self.version {
+            Some(v) if w < v => Some(w),
+            _ => {
+                tracing::warn!(member = %self.member, plugin, informer, cursor = w, lease_version = ?self.version, "ignoring a shard cursor at or past the resourceVersion of the Lease publishing it: no member wrote it");
+                None
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -79,8 +112,40 @@ struct Book {
     /// Cursors of plugins that stopped here, published until another live member publishes
     /// the plugin itself.
     released: BTreeMap<String, Entry>,
-    /// Other members' Leases, as last read.
+    /// Genuine members' Leases, as last read.
     seen: Vec<Seen>,
+    /// Genuine members no longer in the view, as last read, oldest first.
+    departed: VecDeque<Seen>,
+    /// Per plugin, the members last seen running it while live ([`ME`] for this one).
+    holders: HashMap<String, BTreeSet<String>>,
+}
+
+impl Book {
+    /// Whether a live member (this one included) publishes `old`'s cursors of `plugin` or
+    /// newer ones under the same scope.
+    fn covered(&self, plugin: &str, old: &Entry) -> bool {
+        if old.at.is_empty() {
+            return true;
+        }
+        let own = self
+            .running
+            .get(plugin)
+            .map(entry_of)
+            .into_iter()
+            .chain(self.released.get(plugin).cloned());
+        let live = self
+            .seen
+            .iter()
+            .filter(|s| s.live)
+            .filter_map(|s| s.plugins.get(plugin).cloned());
+        own.chain(live).any(|new| {
+            new.scope == old.scope
+                && old
+                    .at
+                    .iter()
+                    .all(|(i, w)| new.at.get(i).is_some_and(|n| n >= w))
+        })
+    }
 }
 
 /// Cursors of the plugins this member runs and ran, and those the group's Leases publish.
@@ -112,6 +177,8 @@ impl CursorBook {
         }
         t.handlers.push((informer.to_string(), mark));
         b.released.remove(plugin);
+        b.holders
+            .insert(plugin.to_string(), BTreeSet::from([ME.to_string()]));
     }
 
     /// `plugin` stops here (it moved, or this member stops): its handlers' watermarks, read now,
@@ -119,7 +186,8 @@ impl CursorBook {
     pub fn release(&self, plugin: &str) {
         let mut b = self.book.lock();
         if let Some(t) = b.running.remove(plugin) {
-            let entry = entry_of(&t);
+            let mut entry = entry_of(&t);
+            entry.held = false;
             b.released.insert(plugin.to_string(), entry);
         }
     }
@@ -139,9 +207,10 @@ impl CursorBook {
         b.released.remove(plugin);
     }
 
-    /// Where `plugin`, under `scope`, resumes on `informer`: the highest watermark any Lease of
-    /// the group (this member's included) publishes for it. `None`: it starts over with a
-    /// replay of the whole cache.
+    /// Where `plugin`, under `scope`, resumes on `informer`: the watermark of the member(s) that
+    /// last ran it (the lowest, if several did at once), else the lowest any genuine member
+    /// publishes for it (this member's own included); never one at or past the resourceVersion
+    /// of the Lease carrying it. `None`: it starts over with a replay of the whole cache.
     pub fn cursor(&self, plugin: &str, scope: &str, informer: &str) -> Option<u64> {
         let b = self.book.lock();
         let own = b
@@ -149,21 +218,66 @@ impl CursorBook {
             .get(plugin)
             .map(entry_of)
             .into_iter()
-            .chain(b.released.get(plugin).cloned());
-        let others = b.seen.iter().filter_map(|s| s.plugins.get(plugin).cloned());
-        own.chain(others)
+            .chain(b.released.get(plugin).cloned())
             .filter(|e| e.scope == scope)
             .filter_map(|e| e.at.get(informer).copied())
-            .max()
+            .map(|w| (ME, w));
+        let others = b
+            .seen
+            .iter()
+            .chain(&b.departed)
+            .filter_map(|s| Some((s.member.as_str(), s.watermark(plugin, scope, informer)?)));
+        let candidates: Vec<(&str, u64)> = own.chain(others).collect();
+        let last = b.holders.get(plugin);
+        let from_last = candidates
+            .iter()
+            .filter(|(m, _)| last.is_some_and(|h| h.contains(*m)))
+            .map(|(_, w)| *w)
+            .min();
+        from_last.or_else(|| candidates.iter().map(|(_, w)| *w).min())
     }
 
-    /// Records what the group's other Leases say, and stops publishing released plugins that a
-    /// live member now publishes.
+    /// Records what the genuine members' Leases say (this member's own excluded): who last ran
+    /// each plugin, and which members left the view (their last cursors are kept). Stops
+    /// publishing released plugins that a live member now publishes.
     pub fn observe(&self, seen: Vec<Seen>) {
         let mut b = self.book.lock();
+        let old = std::mem::take(&mut b.seen);
+        for s in old {
+            if !seen.iter().any(|n| n.member == s.member) {
+                b.departed.retain(|d| d.member != s.member);
+                b.departed.push_back(s);
+            }
+        }
+        b.departed
+            .retain(|d| !seen.iter().any(|n| n.member == d.member));
+        let mut now_held: HashMap<&str, BTreeSet<String>> = HashMap::new();
+        for s in seen.iter().filter(|s| s.live) {
+            for (p, _) in s.plugins.iter().filter(|(_, e)| e.held) {
+                now_held
+                    .entry(p.as_str())
+                    .or_default()
+                    .insert(s.member.clone());
+            }
+        }
+        for (p, members) in now_held {
+            // This member runs it: whatever else claims to, it knows its own watermark best.
+            if !b.running.contains_key(p) {
+                b.holders.insert(p.to_string(), members);
+            }
+        }
         b.released
             .retain(|p, _| !seen.iter().any(|s| s.live && s.plugins.contains_key(p)));
         b.seen = seen;
+        let departed = std::mem::take(&mut b.departed);
+        let mut kept: VecDeque<Seen> = departed
+            .into_iter()
+            .filter(|d| !d.plugins.iter().all(|(p, e)| b.covered(p, e)))
+            .collect();
+        while kept.len() > MAX_DEPARTED {
+            kept.pop_front();
+        }
+        b.departed = kept;
     }
 
     /// Whether every cursor a dead member's Lease publishes is matched or passed by one a live
@@ -171,29 +285,7 @@ impl CursorBook {
     /// could resume from.
     pub fn supersedes(&self, dead: &BTreeMap<String, Entry>) -> bool {
         let b = self.book.lock();
-        dead.iter().all(|(p, old)| {
-            if old.at.is_empty() {
-                return true;
-            }
-            let own = b
-                .running
-                .get(p)
-                .map(entry_of)
-                .into_iter()
-                .chain(b.released.get(p).cloned());
-            let live = b
-                .seen
-                .iter()
-                .filter(|s| s.live)
-                .filter_map(|s| s.plugins.get(p).cloned());
-            own.chain(live).any(|new| {
-                new.scope == old.scope
-                    && old
-                        .at
-                        .iter()
-                        .all(|(i, w)| new.at.get(i).is_some_and(|n| n >= w))
-            })
-        })
+        dead.iter().all(|(p, old)| b.covered(p, old))
     }
 
     /// The annotation to write: every running plugin's current watermarks and every released
@@ -245,6 +337,7 @@ fn entry_of(t: &Tracked) -> Entry {
     Entry {
         scope: t.scope.clone(),
         at: at.into_iter().filter_map(|(k, v)| Some((k, v?))).collect(),
+        held: true,
     }
 }
 
@@ -266,34 +359,110 @@ mod tests {
         Arc::new(Mark(AtomicU64::new(v)))
     }
 
+    /// A Lease read at resourceVersion 1,000,000, publishing `plugins` as (plugin, scope,
+    /// informer, watermark), each as running (`held`).
     fn seen(member: &str, live: bool, plugins: &[(&str, &str, &str, u64)]) -> Seen {
         let mut map: BTreeMap<String, Entry> = BTreeMap::new();
         for (p, scope, inf, w) in plugins {
             let e = map.entry(p.to_string()).or_insert_with(|| Entry {
                 scope: scope.to_string(),
                 at: BTreeMap::new(),
+                held: true,
             });
             e.at.insert(inf.to_string(), *w);
         }
         Seen {
             member: member.into(),
             live,
+            version: Some(1_000_000),
             plugins: map,
         }
     }
 
     #[test]
-    fn a_plugin_resumes_from_the_highest_watermark_of_its_own_scope() {
+    fn without_a_known_last_holder_a_plugin_resumes_from_the_lowest_watermark_of_its_scope() {
         let book = CursorBook::new();
         book.observe(vec![
             seen("a", false, &[("t/p", "s1", "pods", 100)]),
             seen("b", false, &[("t/p", "s1", "pods", 250)]),
             // Another scope (a changed watch): not a cursor for this one.
-            seen("c", true, &[("t/p", "s2", "pods", 900)]),
+            seen("c", true, &[("t/q", "s2", "pods", 900)]),
         ]);
-        assert_eq!(book.cursor("t/p", "s1", "pods"), Some(250));
+        assert_eq!(book.cursor("t/p", "s1", "pods"), Some(100));
         assert_eq!(book.cursor("t/p", "s1", "configmaps"), None);
         assert_eq!(book.cursor("t/q", "s1", "pods"), None);
+    }
+
+    #[test]
+    fn the_member_seen_running_a_plugin_while_live_is_the_one_resumed_from() {
+        let book = CursorBook::new();
+        // b runs p, a's Lease still carries an old cursor of it from before.
+        book.observe(vec![
+            seen("a", false, &[("p", "s", "pods", 100)]),
+            seen("b", true, &[("p", "s", "pods", 400)]),
+        ]);
+        // b crashes: its Lease stops changing. a's older cursor is the lowest, but b is who
+        // last ran it, so the changes b handled are not handed over again.
+        let mut a = seen("a", false, &[("p", "s", "pods", 100)]);
+        a.plugins.get_mut("p").unwrap().held = false;
+        book.observe(vec![a, seen("b", false, &[("p", "s", "pods", 400)])]);
+        assert_eq!(book.cursor("p", "s", "pods"), Some(400));
+        // While two live members both run it (a join, for up to a renewal), the lower counts.
+        book.observe(vec![
+            seen("b", true, &[("p", "s", "pods", 500)]),
+            seen("d", true, &[("p", "s", "pods", 450)]),
+        ]);
+        assert_eq!(book.cursor("p", "s", "pods"), Some(450));
+    }
+
+    #[test]
+    fn a_cursor_at_or_past_its_leases_own_resource_version_is_ignored() {
+        let book = CursorBook::new();
+        let mut forged = seen("a", true, &[("p", "s", "pods", u64::MAX)]);
+        forged.version = Some(5_000);
+        let mut equal = seen("b", false, &[("p", "s", "pods", 7_000)]);
+        equal.version = Some(7_000);
+        let mut unreadable = seen("c", false, &[("p", "s", "pods", 10)]);
+        unreadable.version = None;
+        book.observe(vec![forged, equal, unreadable]);
+        // a is the last holder, but its cursor is absurd: the lowest sane candidate is none.
+        assert_eq!(book.cursor("p", "s", "pods"), None);
+        let mut sane = seen("d", false, &[("p", "s", "pods", 4_000)]);
+        sane.version = Some(4_001);
+        let mut forged = seen("a", true, &[("p", "s", "pods", u64::MAX)]);
+        forged.version = Some(5_000);
+        book.observe(vec![forged, sane]);
+        assert_eq!(book.cursor("p", "s", "pods"), Some(4_000));
+    }
+
+    #[test]
+    fn a_member_leaving_the_view_keeps_its_cursors_until_a_live_member_covers_them() {
+        let book = CursorBook::new();
+        book.observe(vec![
+            seen("a", true, &[("p", "s", "pods", 300)]),
+            seen("b", true, &[("q", "s", "pods", 10)]),
+        ]);
+        // a's Pod is gone: its Lease no longer counts, and is garbage-collected.
+        book.observe(vec![seen("b", true, &[("q", "s", "pods", 10)])]);
+        assert_eq!(book.cursor("p", "s", "pods"), Some(300));
+        // b takes p over and publishes it further on: a's record is no longer needed.
+        book.observe(vec![seen(
+            "b",
+            true,
+            &[("q", "s", "pods", 10), ("p", "s", "pods", 350)],
+        )]);
+        assert_eq!(book.cursor("p", "s", "pods"), Some(350));
+        assert!(book.book.lock().departed.is_empty());
+        // Departed members are bounded.
+        for i in 0..(MAX_DEPARTED + 10) {
+            book.observe(vec![seen(
+                &format!("m{i}"),
+                false,
+                &[("x", "s", "pods", 1)],
+            )]);
+        }
+        book.observe(vec![]);
+        assert_eq!(book.book.lock().departed.len(), MAX_DEPARTED);
     }
 
     #[test]
@@ -308,6 +477,7 @@ mod tests {
             doc.plugins["p"].at,
             BTreeMap::from([("pods".to_string(), 40)])
         );
+        assert!(doc.plugins["p"].held);
         slow.0.store(60, Ordering::SeqCst);
         assert_eq!(book.cursor("p", "s", "pods"), Some(50));
     }
@@ -321,7 +491,11 @@ mod tests {
         // Moving on after release changes nothing: the handler is gone.
         m.0.store(99, Ordering::SeqCst);
         assert_eq!(book.cursor("p", "s", "pods"), Some(70));
-        assert!(book.annotation().contains("\"pods\":70"));
+        let text = book.annotation();
+        assert!(
+            text.contains("\"pods\":70") && !text.contains("held"),
+            "{text}"
+        );
         // A dead member publishing it does not supersede; a live one does.
         book.observe(vec![seen("x", false, &[("p", "s", "pods", 75)])]);
         assert!(book.annotation().contains("\"pods\":70"));
@@ -363,12 +537,18 @@ mod tests {
             "{\"v\":2,\"plugins\":{}}",
             "{\"v\":1,\"plugins\":{\"p\":{\"scope\":1}}}",
             "{\"v\":1,\"plugins\":{\"p\":{\"scope\":\"s\",\"at\":{\"pods\":-1}}}}",
+            "{\"v\":1,\"plugins\":{\"p\":{\"scope\":\"s\",\"at\":{},\"held\":\"yes\"}}}",
             &"[".repeat(10_000),
         ] {
             assert_eq!(parse(text), None, "{text:.40}");
         }
         let ok = parse("{\"v\":1,\"plugins\":{\"p\":{\"scope\":\"s\",\"at\":{\"pods\":7}}}}");
-        assert_eq!(ok.unwrap()["p"].at["pods"], 7);
+        let ok = ok.unwrap();
+        assert_eq!(ok["p"].at["pods"], 7);
+        assert!(
+            !ok["p"].held,
+            "an entry of an older member is not a claim to run it"
+        );
     }
 
     #[test]

@@ -1,366 +1,707 @@
-//! Group membership through Leases: each member holds `GROUP-IDENTITY`, labelled with the
-//! group, renewed every retry period with its cursors; the live members are the Leases with a
-//! holder whose record changed within their duration.
+//! The membership task: follows the group's Leases (and, with `--pod-uid`, its Pods), hears
+//! this member's renewals, and decides who is live, what this member owns, and whether it may
+//! run anything at all.
+//!
+//! It fails closed. This member runs plugins only while all of these hold, and otherwise runs
+//! none and says why ([`Shard::why`](super::Shard::why), `/readyz`, one log line per change):
+//!
+//! - the Lease view is current ([`super::follow`]: listed, a watch open, no error since), and so
+//!   is the Pod view with `--pod-uid`;
+//! - with `--pod-uid`, its own Pod is in that view as the others will look for it;
+//! - its last successful renewal started less than the renew deadline ago;
+//! - the Lease view shows a renewal this member started less than the renew deadline ago (a
+//!   watch that stalled without an error shows none);
+//! - it has been in the group a retry period (replicas of a rollout see each other first).
 //!
 //! Expiry follows the leader election's rule (see [`crate::leader`]): a Lease is dead once its
-//! record has not changed for its `leaseDurationSeconds`, measured on this member's monotonic
-//! clock from when it first saw that record, so clock skew between nodes never matters. This
-//! member counts itself live only while its last renewal, timed from before the write, is
-//! younger than the renew deadline: it stops its plugins `lease_duration - renew_deadline`
-//! before any other member may take them.
+//! record has not changed for its `leaseDurationSeconds` (never more than this member's own),
+//! measured on this member's monotonic clock from when it first saw that record, so clock skew
+//! between nodes never matters. This member stops its plugins at the renew deadline, measured
+//! from before its last successful renewal; the others may count it expired only a lease
+//! duration after they saw that renewal's write.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::Api;
-use kube::api::{DeleteParams, ObjectMeta, PostParams, Preconditions};
-use kube::runtime::reflector::{self, Store};
-use kube::runtime::{WatchStreamExt, watcher};
-use tokio::sync::{oneshot, watch};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::cursors::{self, CursorBook, Seen};
-use super::{Assignment, Error, GROUP_LABEL, ShardConfig};
+use super::cursors::{CursorBook, Seen};
+use super::follow::Update;
+use super::renew::Renewal;
+use super::roster::{LeaseRecord, PodRecord, Roster};
+use super::{Assignment, ShardConfig};
+
+/// Updates taken from one follower before deciding again: a flood of Lease events is decided
+/// on in batches, not one by one.
+const BATCH: usize = 1024;
+
+/// How many of this member's recent renewals are remembered, to recognise them in the view.
+const RENEWALS_KEPT: usize = 16;
+
+/// Whether a view can be acted on.
+#[derive(Debug, Clone)]
+enum ViewState {
+    /// Never listed yet.
+    Waiting,
+    /// Listed; the watch not open yet.
+    Listed,
+    /// Listed and watching: every change arrives.
+    Current,
+    /// It may miss changes: why.
+    Unsure(String),
+}
+
+/// One followed kind: its objects by name and whether the view is current.
+struct View<T> {
+    items: HashMap<String, T>,
+    state: ViewState,
+}
+
+impl<T> View<T> {
+    fn new() -> Self {
+        View {
+            items: HashMap::new(),
+            state: ViewState::Waiting,
+        }
+    }
+
+    /// Applies `update`, keeping `convert` of each object; the name of an object that changed.
+    fn apply<K: kube::Resource>(
+        &mut self,
+        update: Update<K>,
+        convert: impl Fn(&K) -> T,
+    ) -> Option<String> {
+        match update {
+            Update::Listed(items) => {
+                self.items = items.iter().map(|o| (o.name_any(), convert(o))).collect();
+                // A new list follows an error: current again only once its watch opens.
+                self.state = ViewState::Listed;
+                None
+            }
+            Update::Applied(o) => {
+                let name = o.name_any();
+                self.items.insert(name.clone(), convert(&o));
+                Some(name)
+            }
+            Update::Deleted(o) => {
+                self.items.remove(&o.name_any());
+                None
+            }
+            Update::Current => {
+                self.state = ViewState::Current;
+                None
+            }
+            Update::Unsure(e) => {
+                self.state = ViewState::Unsure(e.to_string());
+                None
+            }
+        }
+    }
+
+    /// Why it cannot be acted on, if it cannot.
+    fn doubt(&self) -> Option<Option<String>> {
+        match &self.state {
+            ViewState::Current => None,
+            ViewState::Waiting | ViewState::Listed => Some(None),
+            ViewState::Unsure(e) => Some(Some(e.clone())),
+        }
+    }
+}
+
+/// Why this member runs no plugin. Logged when the kind changes, shown with its detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Cause {
+    /// Reading the group, renewing for the first time, or letting the others' Leases appear.
+    Joining,
+    /// The Lease view may be missing changes.
+    Leases(String),
+    /// The Pod view may be missing changes.
+    Pods(String),
+    /// This member's Pod is not what the others look for.
+    OwnPod(String),
+    /// No renewal succeeded within the renew deadline.
+    NotRenewed(Option<String>),
+    /// The Lease view has not shown a recent renewal of this member's.
+    Behind,
+    /// Leaving the group.
+    Leaving,
+}
+
+impl Cause {
+    fn describe(&self, config: &ShardConfig) -> String {
+        let deadline = config.lease.renew_deadline;
+        match self {
+            Cause::Joining => {
+                "joining the group: reading its Leases and renewing this member's".into()
+            }
+            Cause::Leases(e) => format!("cannot follow the group's Leases: {e}"),
+            Cause::Pods(e) => format!("cannot follow the group's Pods: {e}"),
+            Cause::OwnPod(e) => e.clone(),
+            Cause::NotRenewed(e) => format!(
+                "could not renew its Lease within the renew deadline ({deadline:?}){}",
+                e.as_ref().map(|e| format!(": {e}")).unwrap_or_default()
+            ),
+            Cause::Behind => format!(
+                "its view of the group's Leases has not shown its own renewal for the renew deadline ({deadline:?}): the watch may have stalled"
+            ),
+            Cause::Leaving => "leaving the group".into(),
+        }
+    }
+
+    fn same_kind(&self, other: &Cause) -> bool {
+        std::mem::discriminant(self) == std::mem::discriminant(other)
+    }
+}
 
 /// The membership task's state.
 pub(super) struct Member {
-    pub(super) api: Api<Lease>,
     pub(super) config: ShardConfig,
     pub(super) book: Arc<CursorBook>,
     pub(super) assignment: watch::Sender<Assignment>,
+    pub(super) why: watch::Sender<Option<String>>,
+    /// Dead Leases to delete (without `--pod-uid` only).
+    pub(super) collect: Option<watch::Sender<Vec<(String, String)>>>,
+    leases: View<LeaseRecord>,
+    pods: Option<View<PodRecord>>,
     /// Per Lease name: its last record (resourceVersion) and when this member first saw it.
-    pub(super) observed: HashMap<String, (String, Instant)>,
+    observed: HashMap<String, (String, Instant)>,
+    /// This member's recent renewals: the resourceVersion written and when each started.
+    renewals: VecDeque<(String, Instant)>,
+    renewal: Renewal,
+    /// When the renewal the view last showed of this member's started.
+    shown_at: Option<Instant>,
+    /// When the Lease view last became current: a watch just opened has not stalled, and the
+    /// renewals it catches up on may still be on their way.
+    current_since: Option<Instant>,
+    settle_until: Instant,
+    /// Why this member runs nothing (`None`: it runs its share).
+    cause: Option<Cause>,
+}
+
+/// The channels the membership task reads.
+pub(super) struct Inputs {
+    pub(super) leases: Option<mpsc::Receiver<Update<Lease>>>,
+    pub(super) pods: Option<mpsc::Receiver<Update<Pod>>>,
+    pub(super) renewal: watch::Receiver<Renewal>,
+    pub(super) stop: oneshot::Receiver<()>,
 }
 
 impl Member {
-    fn lease_name(&self) -> String {
-        self.config.lease_name()
-    }
-
-    pub(super) async fn run(mut self, mut stop: oneshot::Receiver<()>) -> Result<(), Error> {
-        let lease = self.config.lease.clone();
-        // The group's Leases, followed by a watch: a member joining or leaving is seen at once,
-        // not at this member's next renewal; only expiry waits for the clock.
-        let (leases, writer) = reflector::store();
-        let selector = format!("{GROUP_LABEL}={}", self.config.group);
-        let mut changes = reflector::reflector(
-            writer,
-            watcher(
-                self.api.clone(),
-                watcher::Config::default().labels(&selector),
-            ),
-        )
-        .default_backoff()
-        .touched_objects()
-        .boxed();
-        let mut renewed_at: Option<Instant> = None;
+    pub(super) fn new(
+        config: ShardConfig,
+        book: Arc<CursorBook>,
+        assignment: watch::Sender<Assignment>,
+        why: watch::Sender<Option<String>>,
+        collect: Option<watch::Sender<Vec<(String, String)>>>,
+    ) -> Member {
         // Replicas of a rollout start together: one that took its first view for the whole
         // group would start every plugin only to hand most of them over a moment later. Until
         // a retry period has passed, the others' Leases have had time to appear.
-        let settle_until = Instant::now() + lease.retry_period;
-        let mut next_renewal = Instant::now();
+        let settle_until = Instant::now() + config.lease.retry_period;
+        let pods = config.pod_uid.is_some().then(View::new);
+        Member {
+            config,
+            book,
+            assignment,
+            why,
+            collect,
+            leases: View::new(),
+            pods,
+            observed: HashMap::new(),
+            renewals: VecDeque::new(),
+            renewal: Renewal::default(),
+            shown_at: None,
+            current_since: None,
+            settle_until,
+            cause: Some(Cause::Joining),
+        }
+    }
+
+    pub(super) async fn run(mut self, mut inputs: Inputs) {
         loop {
-            let now = Instant::now();
-            if now >= next_renewal {
-                // A renewal never outlives the deadline of the one before it.
-                let deadline = renewed_at.map_or(now + lease.renew_deadline, |r| {
-                    (r + lease.renew_deadline).max(now + lease.retry_period)
-                });
-                match tokio::time::timeout_at(deadline, self.renew()).await {
-                    Ok(Ok(())) => renewed_at = Some(now),
-                    Ok(Err(e)) => {
-                        tracing::warn!(lease = %self.lease_name(), error = %e, "renewing the shard membership lease; retrying")
-                    }
-                    Err(_) => {
-                        tracing::warn!(lease = %self.lease_name(), "renewing the shard membership lease: timed out")
-                    }
-                }
-                next_renewal = Instant::now() + crate::backoff::jitter(lease.retry_period);
-            }
-            let renewed = renewed_at.is_some_and(|r| r.elapsed() < lease.renew_deadline);
-            let active = renewed && Instant::now() >= settle_until;
-            // Ready once the first list arrived: before it, no view of the group to act on.
-            if leases.wait_until_ready().now_or_never().is_some() {
-                self.survey(&leases, active).await;
-            }
-            if !renewed {
-                self.step_down();
-            }
-            // Wake for the next renewal, for the renew deadline (stepping down must not wait
-            // for a slow round), for a Lease expiring, or for a change to the group's Leases.
-            let mut wake = next_renewal;
-            if Instant::now() < settle_until {
-                wake = wake.min(settle_until);
-            }
-            if let Some(r) = renewed_at.filter(|r| r.elapsed() < lease.renew_deadline) {
-                wake = wake.min(r + lease.renew_deadline);
-            }
-            if let Some(expiry) = self.next_expiry(&leases) {
-                wake = wake.min(expiry);
-            }
+            let wake = self.decide();
             tokio::select! {
-                _ = &mut stop => return self.release().await,
+                _ = &mut inputs.stop => {
+                    self.stand(Some(Cause::Leaving), Vec::new());
+                    return;
+                }
                 _ = tokio::time::sleep_until(wake) => {}
-                // A watch stream that ended (it retries with backoff, so it should not) only
-                // disables this branch: renewals and expiry still wake the loop.
-                Some(change) = changes.next() => {
-                    if let Err(e) = change {
-                        tracing::warn!(group = %self.config.group, error = %e, "watching the shard group's leases; retrying with backoff")
+                u = recv(&mut inputs.leases) => {
+                    self.lease_update(u);
+                    for u in drain(&mut inputs.leases) {
+                        self.lease_update(u);
                     }
+                }
+                u = recv(&mut inputs.pods) => {
+                    self.pod_update(u);
+                    for u in drain(&mut inputs.pods) {
+                        self.pod_update(u);
+                    }
+                }
+                Ok(()) = inputs.renewal.changed() => {
+                    let r = inputs.renewal.borrow_and_update().clone();
+                    if let (Some(rv), Some(at)) = (&r.rv, r.at)
+                        && self.renewals.back().is_none_or(|(last, _)| last != rv)
+                    {
+                        self.renewals.push_back((rv.clone(), at));
+                        if self.renewals.len() > RENEWALS_KEPT {
+                            self.renewals.pop_front();
+                        }
+                    }
+                    self.renewal = r;
+                    self.recognise_own();
                 }
             }
         }
     }
 
-    /// When the next live Lease of another member expires, if it is not renewed before.
-    fn next_expiry(&self, leases: &Store<Lease>) -> Option<Instant> {
-        leases
-            .state()
-            .iter()
-            .filter(|l| l.metadata.name.as_deref() != Some(self.lease_name().as_str()))
-            .filter_map(|l| {
-                let (rv, at) = self.observed.get(l.metadata.name.as_deref()?)?;
-                (l.metadata.resource_version.as_deref() == Some(rv.as_str()))
-                    .then(|| *at + self.valid_for(l))
-            })
-            .filter(|t| *t > Instant::now())
-            .min()
-    }
-
-    /// How long `lease` stays valid after a change: as it says, but never longer than this
-    /// member's own lease duration (the group shares one), so a Lease claiming years cannot
-    /// hold its share of the plugins unrun.
-    fn valid_for(&self, lease: &Lease) -> Duration {
-        let own = self.config.lease.lease_duration;
-        lease
-            .spec
-            .as_ref()
-            .and_then(|s| s.lease_duration_seconds)
-            .filter(|s| *s > 0)
-            .map_or(own, |s| Duration::from_secs(s as u64).min(own))
-    }
-
-    /// Publishes that this member owns nothing, once, when its Lease could not be renewed in
-    /// time.
-    fn step_down(&self) {
-        self.assignment.send_if_modified(|a| {
-            if !a.active {
-                return false;
-            }
-            tracing::error!(lease = %self.config.lease_name(), deadline = ?self.config.lease.renew_deadline, "could not renew the shard membership lease within the renew deadline; stopping this member's plugins");
-            a.active = false;
-            true
-        });
-    }
-
-    /// Creates or renews this member's Lease with its cursors.
-    async fn renew(&mut self) -> Result<(), kube::Error> {
-        let name = self.lease_name();
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let cursors = self.book.annotation();
-        match self.api.get_opt(&name).await? {
-            None => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(name.clone()),
-                        namespace: Some(self.config.lease.namespace.clone()),
-                        labels: Some(BTreeMap::from([(
-                            GROUP_LABEL.to_string(),
-                            self.config.group.clone(),
-                        )])),
-                        annotations: Some(BTreeMap::from([(
-                            cursors::ANNOTATION.to_string(),
-                            cursors,
-                        )])),
-                        ..Default::default()
-                    },
-                    spec: Some(self.spec(None, now)),
-                };
-                self.api.create(&PostParams::default(), &lease).await?;
-            }
-            Some(mut lease) => {
-                let old = lease.spec.take();
-                lease.spec = Some(self.spec(old.as_ref(), now));
-                lease
-                    .metadata
-                    .labels
-                    .get_or_insert_default()
-                    .insert(GROUP_LABEL.to_string(), self.config.group.clone());
-                lease
-                    .metadata
-                    .annotations
-                    .get_or_insert_default()
-                    .insert(cursors::ANNOTATION.to_string(), cursors);
-                // Conditional on the resourceVersion read: a concurrent delete (another member
-                // collecting what it took for a dead Lease) makes this fail and the next round
-                // create it again.
-                self.api
-                    .replace(&name, &PostParams::default(), &lease)
-                    .await?;
-            }
+    fn lease_update(&mut self, u: Update<Lease>) {
+        if matches!(u, Update::Current) && !matches!(self.leases.state, ViewState::Current) {
+            self.current_since = Some(Instant::now());
         }
-        Ok(())
+        let own = self.config.lease_name();
+        if self
+            .leases
+            .apply(u, LeaseRecord::of)
+            .is_some_and(|n| n == own)
+        {
+            self.recognise_own();
+        }
+        // A fresh list may carry it too.
+        self.recognise_own();
     }
 
-    fn spec(&self, old: Option<&LeaseSpec>, now: k8s_openapi::jiff::Timestamp) -> LeaseSpec {
-        let cfg = &self.config.lease;
-        let old = old.cloned().unwrap_or_default();
-        let holding = old.holder_identity.as_deref() == Some(cfg.identity.as_str());
-        LeaseSpec {
-            holder_identity: Some(cfg.identity.clone()),
-            lease_duration_seconds: Some(cfg.lease_duration.as_secs() as i32),
-            acquire_time: if holding {
-                old.acquire_time.clone()
-            } else {
-                Some(MicroTime(now))
-            },
-            renew_time: Some(MicroTime(now)),
-            ..old
+    fn pod_update(&mut self, u: Update<Pod>) {
+        let group = self.config.group.clone();
+        if let Some(pods) = self.pods.as_mut() {
+            pods.apply(u, |p| PodRecord::of(p, &group));
         }
     }
 
-    /// Reads the group's Leases as last watched: works out who is live, publishes the
-    /// assignment, records the others' cursors and deletes dead Leases whose cursors the live
-    /// members have all moved past.
-    async fn survey(&mut self, leases: &Store<Lease>, active: bool) {
+    /// Notes when the renewal the view shows of this member's Lease started, if it is one of
+    /// this member's own (a write by anyone else is not a renewal).
+    fn recognise_own(&mut self) {
+        let Some(rec) = self.leases.items.get(&self.config.lease_name()) else {
+            return;
+        };
+        if let Some((_, at)) = self.renewals.iter().find(|(rv, _)| *rv == rec.rv) {
+            self.shown_at = Some(self.shown_at.map_or(*at, |s| s.max(*at)));
+        }
+    }
+
+    /// Decides who is live, what this member owns and whether it may run anything; returns
+    /// when to decide again if nothing arrives before.
+    fn decide(&mut self) -> Instant {
         let now = Instant::now();
-        let own = self.lease_name();
+        let cfg = self.config.lease.clone();
+        let own = self.config.lease_name();
+        let roster = Roster {
+            group: &self.config.group,
+            pods: self.pods.as_ref().map(|p| &p.items),
+        };
+        let mut wake = now + cfg.retry_period;
         let mut members = Vec::new();
         let mut seen = Vec::new();
         let mut dead = Vec::new();
-        let mut present = Vec::new();
-        for lease in leases.state() {
-            let Some(name) = lease.metadata.name.clone() else {
-                continue;
-            };
-            if name == own {
-                continue;
-            }
-            present.push(name.clone());
-            let rv = lease.metadata.resource_version.clone().unwrap_or_default();
-            let first = match self.observed.get(&name) {
-                Some((r, at)) if *r == rv => *at,
+        for (name, rec) in &self.leases.items {
+            let first = match self.observed.get(name) {
+                Some((rv, at)) if *rv == rec.rv => *at,
                 _ => {
-                    self.observed.insert(name.clone(), (rv.clone(), now));
+                    self.observed.insert(name.clone(), (rec.rv.clone(), now));
                     now
                 }
             };
-            let holder = lease
-                .spec
-                .as_ref()
-                .and_then(|s| s.holder_identity.clone())
-                .filter(|h| !h.is_empty());
-            let plugins = lease
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(cursors::ANNOTATION))
-                .and_then(|t| cursors::parse(t))
-                .unwrap_or_default();
-            let live = holder.is_some() && now.duration_since(first) < self.valid_for(&lease);
+            if *name == own {
+                continue;
+            }
+            // A Lease that is no member's takes no share and steers nothing.
+            let Some(member) = roster.member(name, rec) else {
+                continue;
+            };
+            let expiry = first + valid_for(rec, cfg.lease_duration);
+            let live = roster.held_by(&member, rec) && now < expiry;
             if live {
-                members.push(holder.clone().unwrap_or_default());
+                members.push(member.clone());
+                wake = wake.min(expiry);
             } else {
-                dead.push((name.clone(), rv, plugins.clone()));
+                dead.push((name.clone(), rec.rv.clone(), rec.cursors.clone()));
             }
             seen.push(Seen {
-                member: holder.unwrap_or(name),
+                member,
                 live,
-                plugins,
+                version: rec.version,
+                plugins: rec.cursors.clone(),
             });
         }
-        self.observed.retain(|n, _| present.contains(n));
+        let leases = &self.leases.items;
+        self.observed.retain(|n, _| leases.contains_key(n));
         self.book.observe(seen);
-        let me = self.config.lease.identity.clone();
+        let renewed = self.renewal.at.filter(|at| now < *at + cfg.renew_deadline);
+        let shown = self
+            .shown_at
+            .max(self.current_since.filter(|_| self.shown_at.is_some()))
+            .filter(|at| now < *at + cfg.renew_deadline);
+        for deadline in [renewed, shown].into_iter().flatten() {
+            wake = wake.min(deadline + cfg.renew_deadline);
+        }
+        let cause = if let Some(why) = self.leases.doubt() {
+            Some(why.map_or(Cause::Joining, Cause::Leases))
+        } else if let Some(why) = self.pods.as_ref().and_then(View::doubt) {
+            Some(why.map_or(Cause::Joining, Cause::Pods))
+        } else if let Some(why) = roster.own_pod(
+            &cfg.identity,
+            self.config.pod_uid.as_deref().unwrap_or_default(),
+            &cfg.namespace,
+        ) {
+            Some(Cause::OwnPod(why))
+        } else if renewed.is_none() {
+            match (&self.renewal.at, &self.renewal.error) {
+                (None, None) => Some(Cause::Joining),
+                (_, e) => Some(Cause::NotRenewed(e.clone())),
+            }
+        } else if shown.is_none() {
+            // Never shown yet: its first renewal is on its way into the view.
+            Some(match self.shown_at {
+                None => Cause::Joining,
+                Some(_) => Cause::Behind,
+            })
+        } else if now < self.settle_until {
+            wake = wake.min(self.settle_until);
+            Some(Cause::Joining)
+        } else {
+            None
+        };
+        let active = cause.is_none();
         if active {
-            members.push(me.clone());
+            members.push(cfg.identity.clone());
         }
         members.sort();
         members.dedup();
+        if let (true, Some(collect)) = (active, &self.collect) {
+            let superseded: Vec<(String, String)> = dead
+                .into_iter()
+                .filter(|(_, _, cursors)| self.book.supersedes(cursors))
+                .map(|(name, rv, _)| (name, rv))
+                .collect();
+            collect.send_if_modified(|v| {
+                let changed = *v != superseded;
+                *v = superseded;
+                changed
+            });
+        }
+        self.stand(cause, members);
+        wake
+    }
+
+    /// Publishes the assignment and why this member runs nothing; logs once per change of
+    /// standing.
+    fn stand(&mut self, cause: Option<Cause>, members: Vec<String>) {
+        let group = &self.config.group;
+        match (&self.cause, &cause) {
+            (Some(old), Some(new)) if old.same_kind(new) => {}
+            (_, Some(Cause::Joining)) => {}
+            (_, Some(Cause::Leaving)) => {
+                tracing::info!(group = %group, "leaving the shard group: running no plugin")
+            }
+            (_, Some(new)) => {
+                tracing::error!(group = %group, reason = %new.describe(&self.config), "this shard member runs no plugin until this is resolved")
+            }
+            (Some(Cause::Joining), None) => {
+                tracing::info!(group = %group, "joined the shard group: running this member's share of the plugins")
+            }
+            (Some(_), None) => {
+                tracing::info!(group = %group, "this shard member follows its group again: running its share of the plugins")
+            }
+            (None, None) => {}
+        }
+        let why = cause.as_ref().map(|c| c.describe(&self.config));
+        self.why.send_if_modified(|w| {
+            let changed = *w != why;
+            *w = why;
+            changed
+        });
+        self.cause = cause;
         let next = Assignment {
             members,
-            me,
-            active,
+            me: self.config.lease.identity.clone(),
+            active: self.cause.is_none(),
             by: self.config.by,
         };
         self.assignment.send_if_modified(|a| {
             let changed = *a != next;
             if changed {
-                tracing::info!(group = %self.config.group, members = ?next.members, active = next.active, "shard membership changed");
+                tracing::info!(group = %group, members = ?next.members, active = next.active, "shard membership changed");
                 *a = next;
             }
             changed
         });
-        if active {
-            for (name, rv, plugins) in dead {
-                if self.book.supersedes(&plugins) {
-                    self.collect(&name, rv).await;
-                }
+    }
+}
+
+/// How long `lease` stays valid after a change: as it says, but never longer than this
+/// member's own lease duration (the group shares one), so a Lease claiming years cannot
+/// hold its share of the plugins unrun.
+fn valid_for(lease: &LeaseRecord, own: Duration) -> Duration {
+    lease
+        .duration
+        .filter(|s| *s > 0)
+        .map_or(own, |s| Duration::from_secs(s as u64).min(own))
+}
+
+/// What a follower's closed channel means: it stopped, so its view is no longer followed.
+fn stopped() -> super::follow::FollowError {
+    super::follow::FollowError::Ended {
+        what: "the group".into(),
+        code: 0,
+        message: "the follower stopped".into(),
+    }
+}
+
+/// The next update of an optional follower; never, without one. A follower that stopped
+/// leaves its view unsure for good (and is not polled again).
+async fn recv<K>(rx: &mut Option<mpsc::Receiver<Update<K>>>) -> Update<K> {
+    let Some(r) = rx else {
+        return std::future::pending().await;
+    };
+    match r.recv().await {
+        Some(u) => u,
+        None => {
+            *rx = None;
+            Update::Unsure(stopped())
+        }
+    }
+}
+
+/// The updates already waiting, up to [`BATCH`].
+fn drain<K>(rx: &mut Option<mpsc::Receiver<Update<K>>>) -> Vec<Update<K>> {
+    let mut out = Vec::new();
+    if let Some(r) = rx {
+        while out.len() < BATCH {
+            match r.try_recv() {
+                Ok(u) => out.push(u),
+                Err(_) => break,
             }
         }
     }
+    out
+}
 
-    /// Deletes a dead member's Lease, only as it was read.
-    async fn collect(&mut self, name: &str, rv: String) {
-        let params = DeleteParams {
-            preconditions: Some(Preconditions {
-                resource_version: Some(rv),
-                uid: None,
-            }),
-            ..Default::default()
-        };
-        match self.api.delete(name, &params).await {
-            Ok(_) => {
-                self.observed.remove(name);
-                tracing::info!(lease = %name, "deleted a dead shard member's lease: every plugin it published has moved on");
-            }
-            // Renewed or collected by someone else meanwhile: look again next round.
-            Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
-            Err(e) => {
-                tracing::warn!(lease = %name, error = %e, "deleting a dead shard member's lease")
-            }
-        }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leader::LeaseConfig;
+    use crate::shard::ShardBy;
+    use crate::shard::follow::FollowError;
+
+    fn lease(name: &str, rv: &str, holder: &str) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "resourceVersion": rv},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 6},
+        }))
+        .unwrap()
     }
 
-    /// Leaves the group: publishes the released plugins' last cursors and clears the holder,
-    /// so the other members take them over at their next round instead of after expiry.
-    async fn release(self) -> Result<(), Error> {
-        let cfg = self.config.lease.clone();
-        let name = self.lease_name();
-        self.assignment.send_modify(|a| a.active = false);
-        let outcome = tokio::time::timeout(cfg.renew_deadline, async {
-            let Some(mut lease) = self.api.get_opt(&name).await? else {
-                return Ok(());
+    fn pod(name: &str, uid: &str) -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "uid": uid, "labels": {(super::super::GROUP_LABEL): "hooks"}},
+        }))
+        .unwrap()
+    }
+
+    /// A member `a` deciding from channels the test feeds.
+    struct Harness {
+        leases: mpsc::Sender<Update<Lease>>,
+        pods: mpsc::Sender<Update<Pod>>,
+        renewal: watch::Sender<Renewal>,
+        assignment: watch::Receiver<Assignment>,
+        why: watch::Receiver<Option<String>>,
+        config: ShardConfig,
+        _stop: oneshot::Sender<()>,
+    }
+
+    impl Harness {
+        fn start(pod_uid: Option<&str>) -> Harness {
+            let config = ShardConfig {
+                group: "hooks".into(),
+                lease: LeaseConfig::new("hooks", "default", "a")
+                    .with_lease_duration(Duration::from_secs(6)),
+                by: ShardBy::Plugin,
+                pod_uid: pod_uid.map(String::from),
             };
-            let spec = lease.spec.get_or_insert_default();
-            spec.holder_identity = None;
-            spec.lease_duration_seconds = Some(1);
-            spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-            lease
-                .metadata
-                .annotations
-                .get_or_insert_default()
-                .insert(cursors::ANNOTATION.to_string(), self.book.annotation());
-            self.api
-                .replace(&name, &PostParams::default(), &lease)
-                .await
-                .map(|_| ())
-        })
-        .await;
-        match outcome {
-            Ok(Ok(())) => {
-                tracing::info!(lease = %name, "left the shard group; its plugins' cursors stay in its lease");
-                Ok(())
+            let (a_tx, assignment) = watch::channel(Assignment {
+                members: Vec::new(),
+                me: "a".into(),
+                active: false,
+                by: ShardBy::Plugin,
+            });
+            let (why_tx, why) = watch::channel(None);
+            let member = Member::new(config.clone(), CursorBook::new(), a_tx, why_tx, None);
+            let (leases, lrx) = mpsc::channel(16);
+            let (pods, prx) = mpsc::channel(16);
+            let (renewal, rrx) = watch::channel(Renewal::default());
+            let (stop_tx, stop) = oneshot::channel();
+            tokio::spawn(member.run(Inputs {
+                leases: Some(lrx),
+                pods: pod_uid.map(|_| prx),
+                renewal: rrx,
+                stop,
+            }));
+            Harness {
+                leases,
+                pods,
+                renewal,
+                assignment,
+                why,
+                config,
+                _stop: stop_tx,
             }
-            Ok(Err(source)) => Err(Error::Release {
-                lease: name,
-                source,
-            }),
-            Err(_) => Err(Error::ReleaseTimeout { lease: name }),
         }
+
+        /// This member's renewal writing `rv`, started now, and the view showing it if `shown`.
+        async fn renew(&self, rv: &str, shown: bool) -> Instant {
+            let at = Instant::now();
+            self.renewal.send_replace(Renewal {
+                at: Some(at),
+                rv: Some(rv.into()),
+                error: None,
+            });
+            if shown {
+                self.leases
+                    .send(Update::Applied(lease("hooks-a", rv, "a")))
+                    .await
+                    .unwrap();
+            }
+            at
+        }
+
+        /// Waits (in paused time) until `why` holds `want` (`None`: active); when it did.
+        async fn until(&mut self, want: Option<&str>) -> Instant {
+            let mut why = self.why.clone();
+            let wait = why.wait_for(|w| match (w, want) {
+                (None, None) => true,
+                (Some(w), Some(want)) => w.contains(want),
+                _ => false,
+            });
+            let w = match tokio::time::timeout(Duration::from_secs(600), wait).await {
+                Ok(w) => w.unwrap().clone(),
+                Err(_) => panic!("never {want:?}; last: {:?}", *self.why.borrow()),
+            };
+            let active = self.assignment.borrow().active;
+            assert_eq!(active, w.is_none(), "assignment and why disagree: {w:?}");
+            Instant::now()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn runs_nothing_until_it_follows_and_renews_and_steps_down_at_the_renew_deadline() {
+        let mut h = Harness::start(None);
+        let deadline = h.config.lease.renew_deadline;
+        h.leases.send(Update::Listed(vec![])).await.unwrap();
+        h.leases
+            .send(Update::Unsure(FollowError::Ended {
+                what: "leases".into(),
+                code: 403,
+                message: "cannot watch resource \"leases\"".into(),
+            }))
+            .await
+            .unwrap();
+        h.renew("10", true).await;
+        h.until(Some("cannot follow the group's Leases")).await;
+        // However long it waits, a refused watch never becomes a view to act on.
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        assert!(!h.assignment.borrow().active);
+        let t = h.renew("11", true).await;
+        h.leases.send(Update::Current).await.unwrap();
+        assert!(h.until(None).await - t < Duration::from_millis(1));
+        h.leases
+            .send(Update::Applied(lease("hooks-b", "12", "b")))
+            .await
+            .unwrap();
+        h.assignment
+            .wait_for(|a| a.members == ["a", "b"])
+            .await
+            .unwrap();
+        // Renewals stop: it steps down exactly at the renew deadline from the last one's start.
+        let last = h.renew("13", true).await;
+        let down = h.until(Some("could not renew its Lease")).await;
+        assert_eq!(down - last, deadline);
+        // A renewal the view does not show is not enough: the watch may have stalled.
+        h.renew("14", false).await;
+        h.until(Some("has not shown its own renewal")).await;
+        h.leases
+            .send(Update::Applied(lease("hooks-a", "14", "a")))
+            .await
+            .unwrap();
+        h.until(None).await;
+        // A write to its Lease by anyone else is no renewal of its own: renewing on, with the
+        // view showing only that write, it steps down when the last one shown expires.
+        let shown = Instant::now();
+        h.leases
+            .send(Update::Applied(lease("hooks-a", "15", "a")))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        h.renew("16", false).await;
+        let down = h.until(Some("has not shown its own renewal")).await;
+        assert!(down - shown <= deadline, "{:?}", down - shown);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_pods_it_runs_nothing_until_its_own_pod_is_in_the_group() {
+        let mut h = Harness::start(Some("uid-a"));
+        h.leases.send(Update::Listed(vec![])).await.unwrap();
+        h.leases.send(Update::Current).await.unwrap();
+        h.renew("10", true).await;
+        h.pods.send(Update::Listed(vec![])).await.unwrap();
+        h.pods.send(Update::Current).await.unwrap();
+        h.until(Some("no Pod `a`")).await;
+        // Another Pod of that name (a StatefulSet's replacement) is not this one.
+        h.pods
+            .send(Update::Applied(pod("a", "uid-old")))
+            .await
+            .unwrap();
+        h.until(Some("another Pod of the same name")).await;
+        h.pods
+            .send(Update::Applied(pod("a", "uid-a")))
+            .await
+            .unwrap();
+        h.until(None).await;
+        // A Lease of b, whose Pod the view lacks, takes no share.
+        let mut b = lease("hooks-b", "20", "b");
+        b.metadata.owner_references = Some(vec![
+            serde_json::from_value(
+                serde_json::json!({"apiVersion": "v1", "kind": "Pod", "name": "b", "uid": "uid-b"}),
+            )
+            .unwrap(),
+        ]);
+        h.leases.send(Update::Applied(b)).await.unwrap();
+        h.renew("21", true).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(h.assignment.borrow().members, ["a"]);
+        h.pods
+            .send(Update::Applied(pod("b", "uid-b")))
+            .await
+            .unwrap();
+        h.assignment
+            .wait_for(|a| a.members == ["a", "b"])
+            .await
+            .unwrap();
+        // The Pod watch breaking: nothing runs until it is current again.
+        h.pods
+            .send(Update::Unsure(FollowError::Ended {
+                what: "pods".into(),
+                code: 500,
+                message: "boom".into(),
+            }))
+            .await
+            .unwrap();
+        h.until(Some("cannot follow the group's Pods")).await;
+        h.pods.send(Update::Current).await.unwrap();
+        h.until(None).await;
     }
 }

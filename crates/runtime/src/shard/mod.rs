@@ -2,30 +2,41 @@
 //! one live member and moved without losing an event when members come and go.
 //!
 //! - Membership ([`member`]): each replica holds a Lease `GROUP-IDENTITY` labelled with the
-//!   group; the live members are the Leases renewed within their duration.
+//!   group, renewed on its own timer ([`renew`]); the live members are the genuine members'
+//!   Leases ([`roster`]: with `--pod-uid`, backed by a Pod of the group) renewed within their
+//!   duration. Leases and Pods are followed by list and watch ([`follow`]); a member that cannot
+//!   follow them, or cannot renew, runs no plugin and says why.
 //! - Assignment ([`rendezvous`]): a plugin (or a whole tenant, with `shard-by = "tenant"`) is
 //!   owned by the live member whose hash with it weighs most, so a membership change moves only
 //!   what must move.
 //! - Handover ([`cursors`]): each member publishes in its Lease, every retry period, how far
 //!   each of its plugins has got as a resourceVersion watermark; a new owner lists the resource
-//!   as it was there and delivers the difference to its cache, then live events. A member that
-//!   stops publishes its plugins' last watermarks and clears its holder, so the others take over
-//!   at once; a crashed one's last published watermarks serve once its Lease expires.
+//!   as it was there and delivers the difference to its cache, then live events. It resumes
+//!   from the member that last ran the plugin, else from the lowest watermark a genuine member
+//!   publishes. A member that stops publishes its plugins' last watermarks and clears its
+//!   holder, so the others take over at once; a crashed one's last published watermarks serve
+//!   once its Lease expires.
 
+mod collect;
 pub mod cursors;
+mod follow;
 mod member;
 pub mod rendezvous;
+mod renew;
+mod roster;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::Api;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::leader::LeaseConfig;
 pub use cursors::CursorBook;
+pub use follow::FollowError;
 
 /// The label naming a membership Lease's group.
 pub const GROUP_LABEL: &str = "informant.dev/shard-group";
@@ -73,6 +84,10 @@ pub struct ShardConfig {
     pub lease: LeaseConfig,
     /// Whether plugins or whole tenants are assigned.
     pub by: ShardBy,
+    /// The uid of this member's Pod (`--pod-uid`, from the downward API's `metadata.uid`),
+    /// whose name is the identity: membership is then tied to the group's Pods (see
+    /// [`roster`]). `None` (out of a cluster): any Lease writer can join the group.
+    pub pod_uid: Option<String>,
 }
 
 impl ShardConfig {
@@ -101,6 +116,16 @@ impl ShardConfig {
         self.lease
             .validate()
             .map_err(|e| Error::Config(e.to_string()))?;
+        if let Some(uid) = &self.pod_uid {
+            let uid_ok = !uid.is_empty()
+                && uid.len() <= 128
+                && uid.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+            if !uid_ok {
+                return bad(format!(
+                    "--pod-uid `{uid}` must be the Pod's metadata.uid: 1-128 letters, digits or `-`"
+                ));
+            }
+        }
         let name = self.lease_name();
         let dns_ok = name.len() <= 253
             && name.split('.').all(|part| {
@@ -171,6 +196,9 @@ pub struct Shard {
     pub book: Arc<CursorBook>,
     /// Handover counts.
     pub stats: Arc<ShardStats>,
+    /// Why this member runs no plugin (`None` while it runs its share): one line, for
+    /// `/readyz`.
+    pub why: watch::Receiver<Option<String>>,
 }
 
 impl Shard {
@@ -180,16 +208,21 @@ impl Shard {
     }
 }
 
-/// This replica's membership: a task renewing its Lease and following the group's.
+/// This replica's membership: tasks following the group, deciding, renewing its Lease and
+/// collecting dead Leases.
 pub struct Membership {
     shard: Shard,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<Result<(), Error>>>,
+    /// Stops the deciding task, then the renewer (which releases the Lease).
+    stops: Option<(oneshot::Sender<()>, oneshot::Sender<()>)>,
+    member: Option<JoinHandle<()>>,
+    renewer: Option<JoinHandle<Result<(), Error>>>,
+    /// Followers and the collector: aborted when the membership ends.
+    helpers: Vec<JoinHandle<()>>,
 }
 
 impl Membership {
-    /// Validates `config` and joins the group (on the current tokio runtime). Until the first
-    /// round has renewed this member's Lease it owns nothing.
+    /// Validates `config` and joins the group (on the current tokio runtime). Until it follows
+    /// the group and has renewed its Lease, this member owns nothing.
     pub fn start(client: Client, config: ShardConfig) -> Result<Membership, Error> {
         config.validate()?;
         let (tx, rx) = watch::channel(Assignment {
@@ -198,26 +231,78 @@ impl Membership {
             active: false,
             by: config.by,
         });
+        let (why_tx, why) = watch::channel(Some("joining the group".to_string()));
         let book = CursorBook::new();
-        let member = member::Member {
-            api: Api::namespaced(client, &config.lease.namespace),
+        let ns = config.lease.namespace.clone();
+        let selector = format!("{GROUP_LABEL}={}", config.group);
+        let leases_api: Api<Lease> = Api::namespaced(client.clone(), &ns);
+        let mut helpers = Vec::new();
+        let (leases_tx, leases) = mpsc::channel(FOLLOW_CAPACITY);
+        helpers.push(tokio::spawn(follow::follow(
+            leases_api.clone(),
+            selector.clone(),
+            format!("leases labelled {selector} in namespace `{ns}`"),
+            leases_tx,
+        )));
+        let pods = match &config.pod_uid {
+            Some(uid) => {
+                tracing::info!(group = %config.group, pod = %config.lease.identity, uid = %uid, "shard membership tied to the group's Pods: a Lease counts only as a running Pod's of the group");
+                let (pods_tx, pods) = mpsc::channel(FOLLOW_CAPACITY);
+                helpers.push(tokio::spawn(follow::follow(
+                    Api::<Pod>::namespaced(client, &ns),
+                    selector.clone(),
+                    format!("pods labelled {selector} in namespace `{ns}`"),
+                    pods_tx,
+                )));
+                Some(pods)
+            }
+            None => {
+                tracing::warn!(group = %config.group, namespace = %ns, "sharding without --pod-uid: membership is not tied to Pods, so any identity that can write Leases in the namespace can join the group (take a share of the plugins, which then run nowhere) and publish cursors; in a pod, pass --pod-uid from the downward API");
+                None
+            }
+        };
+        let collect = match &config.pod_uid {
+            Some(_) => None,
+            None => {
+                let (collect_tx, collect_rx) = watch::channel(Vec::new());
+                helpers.push(tokio::spawn(collect::run(
+                    leases_api.clone(),
+                    collect_rx,
+                    config.lease.retry_period,
+                )));
+                Some(collect_tx)
+            }
+        };
+        let (renewal_tx, renewal) = watch::channel(renew::Renewal::default());
+        let renewer = renew::Renewer {
+            api: leases_api,
             config: config.clone(),
             book: book.clone(),
-            assignment: tx,
-            observed: HashMap::new(),
+            tx: renewal_tx,
         };
-        let (stop, stop_rx) = oneshot::channel();
-        tracing::info!(group = %config.group, lease = %config.lease_name(), namespace = %config.lease.namespace, "joining the shard group");
-        let task = tokio::spawn(member.run(stop_rx));
+        let member = member::Member::new(config.clone(), book.clone(), tx, why_tx, collect);
+        let (stop_member, stop) = oneshot::channel();
+        let (stop_renewer, stop_renewal) = oneshot::channel();
+        tracing::info!(group = %config.group, lease = %config.lease_name(), namespace = %ns, "joining the shard group");
+        let renewer = tokio::spawn(renewer.run(stop_renewal));
+        let member = tokio::spawn(member.run(member::Inputs {
+            leases: Some(leases),
+            pods,
+            renewal,
+            stop,
+        }));
         Ok(Membership {
             shard: Shard {
                 config: Arc::new(config),
                 assignment: rx,
                 book,
                 stats: Arc::default(),
+                why,
             },
-            stop: Some(stop),
-            task: Some(task),
+            stops: Some((stop_member, stop_renewer)),
+            member: Some(member),
+            renewer: Some(renewer),
+            helpers,
         })
     }
 
@@ -229,25 +314,47 @@ impl Membership {
     /// Leaves the group: call after this member's plugins stopped (and released their
     /// cursors), so their last watermarks are what the Lease keeps.
     pub async fn leave(mut self) -> Result<(), Error> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        let Some((stop_member, stop_renewer)) = self.stops.take() else {
+            return Ok(());
+        };
+        // Owning nothing first, then the Lease released.
+        let _ = stop_member.send(());
+        if let Some(member) = self.member.take()
+            && let Err(e) = member.await
+            && e.is_panic()
+        {
+            std::panic::resume_unwind(e.into_panic());
         }
-        match self.task.take() {
+        let _ = stop_renewer.send(());
+        let result = match self.renewer.take() {
             Some(task) => match task.await {
                 Ok(r) => r,
                 Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
                 Err(_) => Ok(()),
             },
             None => Ok(()),
+        };
+        for h in self.helpers.drain(..) {
+            h.abort();
         }
+        result
     }
 }
+
+/// Room for a burst of updates from one follower before it waits for the deciding task.
+const FOLLOW_CAPACITY: usize = 1024;
 
 impl Drop for Membership {
     fn drop(&mut self) {
         // Without `leave`, as a crash: the Lease stays held until it expires.
-        if let Some(task) = self.task.take() {
+        if let Some(task) = self.member.take() {
             task.abort();
+        }
+        if let Some(task) = self.renewer.take() {
+            task.abort();
+        }
+        for h in self.helpers.drain(..) {
+            h.abort();
         }
     }
 }
@@ -263,6 +370,7 @@ mod tests {
             lease: LeaseConfig::new(group, "default", identity)
                 .with_lease_duration(Duration::from_secs(6)),
             by: ShardBy::Plugin,
+            pod_uid: None,
         }
     }
 
@@ -288,6 +396,19 @@ mod tests {
         ] {
             let err = config(group, identity).validate().unwrap_err().to_string();
             assert!(err.contains(want), "{group:?} {identity:?}: {err}");
+        }
+        let with_uid = |uid: &str| ShardConfig {
+            pod_uid: Some(uid.into()),
+            ..config("hooks", "informant-0")
+        };
+        assert!(
+            with_uid("0f8c2a1e-7d4b-4e0a-9a57-3f1c2b3d4e5f")
+                .validate()
+                .is_ok()
+        );
+        for uid in ["", "a b", "x\n", "../x", &"a".repeat(129)] {
+            let err = with_uid(uid).validate().unwrap_err().to_string();
+            assert!(err.contains("--pod-uid"), "{uid:?}: {err}");
         }
     }
 

@@ -4,6 +4,8 @@
 //! leaves or joins, its plugins move, and every change made meanwhile is handled by every plugin
 //! at least once — from the cursor the old owner published, not from a replay of the cache.
 
+mod hostile;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -15,7 +17,7 @@ use informant_runtime::informer::{FactoryOptions, InitialList};
 use informant_runtime::leader::LeaseConfig;
 use informant_runtime::plugin::{EngineOptions, PluginEngine, PluginLog};
 use informant_runtime::runtime::{Replica, RuntimeOptions};
-use informant_runtime::shard::{ShardBy, ShardConfig, cursors, rendezvous};
+use informant_runtime::shard::{GROUP_LABEL, ShardBy, ShardConfig, cursors, rendezvous};
 use informant_tests::plugins::wasm;
 use informant_tests::{GUARD, configmap, create_namespaces};
 use k8s_openapi::api::coordination::v1::Lease;
@@ -164,7 +166,46 @@ impl Cuttable {
 struct Member {
     id: String,
     replica: Option<Replica>,
+    admin: Option<SocketAddr>,
+    /// The uid of its Pod, when it runs in one.
+    pod_uid: Option<String>,
     _dir: tempfile::TempDir,
+}
+
+/// How a member is started.
+#[derive(Clone)]
+struct How {
+    /// Its client (a restricted identity's, or through a [`Cuttable`] hop).
+    client: kube::Client,
+    lease_secs: u64,
+    /// The uid of the Pod the test made for it ([`pod`]): membership tied to the group's Pods.
+    pod_uid: Option<String>,
+    /// Where it serves `/readyz` and `/plugins`.
+    admin: Option<SocketAddr>,
+}
+
+impl How {
+    fn new(client: kube::Client, lease_secs: u64) -> How {
+        How {
+            client,
+            lease_secs,
+            pod_uid: None,
+            admin: None,
+        }
+    }
+}
+
+/// Creates the Pod a member `name` would run in, labelled with the group, as its Deployment
+/// would (the embedded server stores it; nothing runs it); its uid.
+fn pod(server: &DevServer, name: &str) -> String {
+    let obj = server
+        .create(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": LEASE_NS, "labels": {(GROUP_LABEL): GROUP}},
+            "spec": {"containers": [{"name": "informant", "image": "informant"}]},
+        }))
+        .expect("create the member's Pod");
+    obj["metadata"]["uid"].as_str().expect("a uid").to_string()
 }
 
 impl Member {
@@ -175,6 +216,29 @@ impl Member {
         id: &str,
         plugins: &[String],
         lease_secs: u64,
+    ) -> Member {
+        Member::start_with(engine, echoes, id, plugins, How::new(client, lease_secs))
+    }
+
+    /// A member in its own Pod (created here), membership tied to Pods.
+    fn start_in_pod(
+        server: &DevServer,
+        engine: &Arc<PluginEngine>,
+        echoes: &Echoes,
+        id: &str,
+        plugins: &[String],
+        mut how: How,
+    ) -> Member {
+        how.pod_uid = Some(pod(server, id));
+        Member::start_with(engine, echoes, id, plugins, how)
+    }
+
+    fn start_with(
+        engine: &Arc<PluginEngine>,
+        echoes: &Echoes,
+        id: &str,
+        plugins: &[String],
+        how: How,
     ) -> Member {
         let dir = tempfile::tempdir().expect("plugins dir");
         for p in plugins {
@@ -197,18 +261,22 @@ impl Member {
             },
             engine: Some(engine.clone()),
             plugin_logs: Some(logs),
+            admin: how.admin,
             ..Default::default()
         };
         let shard = ShardConfig {
             group: GROUP.into(),
             lease: LeaseConfig::new(GROUP, LEASE_NS, id)
-                .with_lease_duration(Duration::from_secs(lease_secs)),
+                .with_lease_duration(Duration::from_secs(how.lease_secs)),
             by: ShardBy::Plugin,
+            pod_uid: how.pod_uid.clone(),
         };
-        let replica = Replica::start_sharded(client, opts, shard).expect("sharded replica");
+        let replica = Replica::start_sharded(how.client, opts, shard).expect("sharded replica");
         Member {
             id: id.into(),
             replica: Some(replica),
+            admin: how.admin,
+            pod_uid: how.pod_uid,
             _dir: dir,
         }
     }
@@ -235,6 +303,14 @@ impl Member {
             .as_ref()
             .and_then(|r| r.shard())
             .is_some_and(|s| s.assignment.borrow().active)
+    }
+
+    /// Why it runs no plugin, as its membership says.
+    fn why(&self) -> Option<String> {
+        self.replica
+            .as_ref()
+            .and_then(|r| r.shard())
+            .and_then(|s| s.why.borrow().clone())
     }
 
     /// As `kill -9`: nothing released, the Lease left held with its last cursors.
@@ -480,12 +556,23 @@ struct Group {
 
 impl Group {
     async fn start(plugins: usize, lease_secs: u64) -> Group {
+        Group::start_with(plugins, lease_secs, false).await
+    }
+
+    /// With `in_pods`, each member runs in a Pod of the group and membership is tied to Pods.
+    async fn start_with(plugins: usize, lease_secs: u64, in_pods: bool) -> Group {
         let (server, engine) = server().await;
         let plugins = plugin_names(plugins);
         let echoes = Echoes::default();
         let members: Vec<Member> = ["a", "b", "c"]
             .iter()
-            .map(|id| Member::start(server.client(), &engine, &echoes, id, &plugins, lease_secs))
+            .map(|id| {
+                let how = How::new(server.client(), lease_secs);
+                match in_pods {
+                    true => Member::start_in_pod(&server, &engine, &echoes, id, &plugins, how),
+                    false => Member::start_with(&engine, &echoes, id, &plugins, how),
+                }
+            })
             .collect();
         let placed = settled(&members.iter().collect::<Vec<_>>(), &plugins).await;
         let seeded = create(&server, "seed", 30);
