@@ -733,6 +733,7 @@ fn allow_rules(r: &Rendered) -> Vec<informant_devserver::audit::AllowRule> {
                         format!("{resource}.{group}")
                     },
                     namespace: (kind == "Role").then(|| "ops".to_string()),
+                    ..Default::default()
                 });
             }
         }
@@ -742,6 +743,7 @@ fn allow_rules(r: &Rendered) -> Vec<informant_devserver::audit::AllowRule> {
             verbs: vec!["create".into()],
             resource: format!("{review}.authorization.k8s.io"),
             namespace: None,
+            ..Default::default()
         });
     }
     out
