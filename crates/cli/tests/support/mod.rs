@@ -86,6 +86,7 @@ impl Host {
             .arg(state)
             .arg("--admin")
             .arg(admin.to_string())
+            .arg("--admin-auth=none")
             .arg("--cache-dir")
             .arg(dir.join("compile-cache"))
             .env("RUST_LOG", "info")
