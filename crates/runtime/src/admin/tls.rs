@@ -5,7 +5,7 @@
 //! Contract:
 //! - [`AdminTls::Files`]: both files are read at start (a missing or unreadable file, a key that
 //!   does not match the certificate, is an error naming the file), then every
-//!   [`AdminTls::Files::reload_every`] they are read again; when their content changed, new
+//!   `reload_every` they are read again; when their content changed, new
 //!   connections get the new pair. A pair that fails to load then is logged and the old one
 //!   kept, so a half-written rotation never takes the server down. Reading the content (not the
 //!   modification time) follows the symbolic-link swap a Kubernetes Secret volume makes.
