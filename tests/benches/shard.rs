@@ -83,6 +83,7 @@ impl Host {
             .arg(work.join("informant.toml"))
             .arg("--admin")
             .arg(admin.to_string())
+            .arg("--admin-auth=none")
             .env("RUST_LOG", "warn,informant_runtime::shard=info")
             .stdout(Stdio::null())
             .stderr(log);

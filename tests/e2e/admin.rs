@@ -1,5 +1,8 @@
 //! The admin endpoints over the real pipeline: the embedded API server over loopback, real
 //! informers, real compiled plugins, and the admin server read over HTTP like a scraper would.
+//! Authentication and per-tenant authorization are [`auth`]'s.
+
+mod auth;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

@@ -83,6 +83,7 @@ async fn traced_event_shape() {
             verbs: vec!["patch".into()],
             resource: "configmaps".into(),
             namespace: Some("team-a".into()),
+            ..AllowRule::default()
         }],
     );
     // Writes `out-NAME`, then POSTs with a `traceparent` of its own making.

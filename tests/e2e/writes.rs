@@ -294,6 +294,7 @@ async fn a_tenants_writes_stay_in_its_grant_and_carry_its_identity() {
             verbs: vec!["patch".into()],
             resource: "configmaps".into(),
             namespace: Some("team-a".into()),
+            ..AllowRule::default()
         }],
     );
     let declared = configmap_writes("[\"apply\", \"create\"]", None);

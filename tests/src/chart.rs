@@ -285,18 +285,25 @@ pub fn service_account(r: &Rendered) -> (Value, String) {
 }
 
 /// What the rendered bindings grant `subject`, as the embedded API server's rules (names and
-/// non-resource URLs dropped: the server's rules have none), plus the self access reviews
-/// every authenticated identity may create on a real cluster (the built-in
-/// `system:basic-user`).
+/// non-resource URLs kept), plus the self access reviews every authenticated identity may
+/// create on a real cluster (the built-in `system:basic-user`).
 pub fn allow_rules_for(
     r: &Rendered,
     subject: &Value,
 ) -> Vec<informant_devserver::audit::AllowRule> {
+    use informant_devserver::audit::AllowRule;
     let mut out = Vec::new();
     for g in granted(r, subject) {
+        if !g.urls.is_empty() {
+            out.push(AllowRule {
+                verbs: g.verbs.clone(),
+                non_resource_urls: g.urls.clone(),
+                ..AllowRule::default()
+            });
+        }
         for group in &g.groups {
             for resource in &g.resources {
-                out.push(informant_devserver::audit::AllowRule {
+                out.push(AllowRule {
                     verbs: g.verbs.clone(),
                     resource: if group.is_empty() || (group == "*" && resource == "*") {
                         resource.clone()
@@ -304,16 +311,17 @@ pub fn allow_rules_for(
                         format!("{resource}.{group}")
                     },
                     namespace: g.namespace.clone(),
+                    resource_names: g.names.clone(),
+                    ..AllowRule::default()
                 });
             }
         }
     }
     for review in ["selfsubjectaccessreviews", "selfsubjectrulesreviews"] {
-        out.push(informant_devserver::audit::AllowRule {
-            verbs: vec!["create".into()],
-            resource: format!("{review}.authorization.k8s.io"),
-            namespace: None,
-        });
+        out.push(AllowRule::new(
+            &["create"],
+            &format!("{review}.authorization.k8s.io"),
+        ));
     }
     out
 }

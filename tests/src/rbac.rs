@@ -16,6 +16,7 @@ pub fn rule(verbs: &[&str], resource: &str) -> AllowRule {
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         resource: resource.into(),
         namespace: None,
+        ..AllowRule::default()
     }
 }
 

@@ -452,6 +452,7 @@ fn allow(verbs: &[&str], resource: &str) -> informant_devserver::audit::AllowRul
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         resource: resource.into(),
         namespace: Some("demo".into()),
+        ..Default::default()
     }
 }
 

@@ -545,7 +545,7 @@ async fn resource(
         }
         let (body, ct) = read_body(shared, req).await?;
         let obj = parse_object(&body, ct.as_deref())?;
-        let answered = review::answer(&shared.rbac, who, &t.res.plural, obj)?;
+        let answered = review::answer(shared, who, &t.res.plural, obj)?;
         return Ok(json_value(StatusCode::CREATED, &answered));
     }
     let ns = t.namespace.clone().unwrap_or_default();

@@ -2,18 +2,22 @@
 //! impersonation.
 //!
 //! - `Authorization: Bearer <token>` names the user this server issued the token to
-//!   ([`DevServer::token_for`]); any other `Authorization` is 401 Unauthorized, as the
-//!   apiserver answers a credential it cannot verify. Without the header the caller is the
-//!   unauthenticated admin every test used to be (unrestricted).
+//!   ([`DevServer::token_for`], or [`DevServer::issue_token`] with groups and a lifetime); any
+//!   other `Authorization`, and a token expired or revoked ([`DevServer::revoke_token`]), is
+//!   401 Unauthorized, as the apiserver answers a credential it cannot verify. Without the
+//!   header the caller is the unauthenticated admin every test used to be (unrestricted).
+//! - A TokenReview (`review`) asks the same question of the same tokens for another server.
 //! - `Impersonate-User` (`Impersonate-Group` adds groups) then replaces the caller, if the
 //!   caller may `impersonate` that user (a service account is impersonated through
 //!   `serviceaccounts` in its namespace, as the apiserver does) and each group; an unrestricted
 //!   caller may be anyone.
 //!
 //! [`DevServer::token_for`]: crate::DevServer::token_for
+//! [`DevServer::issue_token`]: crate::DevServer::issue_token
+//! [`DevServer::revoke_token`]: crate::DevServer::revoke_token
 
 use std::collections::HashMap;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use http::HeaderMap;
 use parking_lot::Mutex;
@@ -31,28 +35,124 @@ pub(crate) struct Identity {
     pub groups: Vec<String>,
 }
 
-/// Bearer tokens this server issued, one per user.
+/// Who a token was issued to, as a TokenReview reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TokenUser {
+    /// The user name.
+    pub user: String,
+    /// A uid, stable for the token.
+    pub uid: String,
+    /// The groups: those given at issue, then `system:serviceaccounts` and
+    /// `system:serviceaccounts:NS` for a service account, then `system:authenticated`, as the
+    /// apiserver's authenticators add them.
+    pub groups: Vec<String>,
+}
+
+struct Issued {
+    who: TokenUser,
+    /// `None`: never expires.
+    expires: Option<Instant>,
+}
+
+/// Bearer tokens this server issued: one stable token per user ([`Tokens::issue`]), and any
+/// number of others with groups and a lifetime ([`Tokens::issue_with`]).
 #[derive(Default)]
 pub(crate) struct Tokens {
-    by_user: Mutex<HashMap<String, String>>,
+    inner: Mutex<TokenTable>,
+}
+
+#[derive(Default)]
+struct TokenTable {
+    /// The stable token of each user.
+    by_user: HashMap<String, String>,
+    /// Every live token.
+    by_token: HashMap<String, Issued>,
+}
+
+/// A fresh random token (so no test can guess another's).
+fn fresh() -> String {
+    format!("informant-{:032x}", rand::random::<u128>())
+}
+
+/// `system:serviceaccounts` and `system:serviceaccounts:NS` for a service account's name.
+fn service_account_groups(user: &str) -> Vec<String> {
+    let ns = user
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+        .map(|(ns, _)| ns)
+        .filter(|ns| !ns.is_empty());
+    match ns {
+        Some(ns) => vec![
+            "system:serviceaccounts".to_string(),
+            format!("system:serviceaccounts:{ns}"),
+        ],
+        None => Vec::new(),
+    }
 }
 
 impl Tokens {
-    /// The token for `user`, issued on first use (random, so no test can guess another's).
+    /// The stable token for `user`, issued on first use; it never expires.
     pub(crate) fn issue(&self, user: &str) -> String {
-        self.by_user
-            .lock()
-            .entry(user.to_string())
-            .or_insert_with(|| format!("informant-{:032x}", rand::random::<u128>()))
-            .clone()
+        let mut t = self.inner.lock();
+        if let Some(token) = t.by_user.get(user) {
+            return token.clone();
+        }
+        let token = fresh();
+        t.by_user.insert(user.to_string(), token.clone());
+        t.by_token
+            .insert(token.clone(), Issued::new(user, &[], None));
+        token
     }
 
-    fn user_of(&self, token: &str) -> Option<String> {
-        self.by_user
+    /// A new token for `user` in `groups`, valid for `lifetime` (`None`: until revoked).
+    pub(crate) fn issue_with(
+        &self,
+        user: &str,
+        groups: &[&str],
+        lifetime: Option<Duration>,
+    ) -> String {
+        let token = fresh();
+        let expires = lifetime.map(|l| Instant::now() + l);
+        self.inner
             .lock()
-            .iter()
-            .find(|(_, t)| t.as_str() == token)
-            .map(|(u, _)| u.clone())
+            .by_token
+            .insert(token.clone(), Issued::new(user, groups, expires));
+        token
+    }
+
+    /// Makes `token` unknown from now on; whether it was known.
+    pub(crate) fn revoke(&self, token: &str) -> bool {
+        let mut t = self.inner.lock();
+        t.by_user.retain(|_, v| v != token);
+        t.by_token.remove(token).is_some()
+    }
+
+    /// Who `token` was issued to, unless it is unknown, revoked or expired.
+    pub(crate) fn lookup(&self, token: &str) -> Option<TokenUser> {
+        let t = self.inner.lock();
+        let issued = t.by_token.get(token)?;
+        if issued.expires.is_some_and(|e| Instant::now() >= e) {
+            return None;
+        }
+        Some(issued.who.clone())
+    }
+}
+
+impl Issued {
+    fn new(user: &str, groups: &[&str], expires: Option<Instant>) -> Issued {
+        let mut all: Vec<String> = groups.iter().map(|g| g.to_string()).collect();
+        all.extend(service_account_groups(user));
+        all.push("system:authenticated".into());
+        // A uid per token, so that two tokens of a user are told apart.
+        let uid = format!("{:032x}", rand::random::<u128>());
+        Issued {
+            who: TokenUser {
+                user: user.to_string(),
+                uid,
+                groups: all,
+            },
+            expires,
+        }
     }
 }
 
@@ -75,8 +175,8 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Option<String>> 
         .ok_or(Error::Unauthorized)?;
     shared
         .tokens
-        .user_of(token)
-        .map(Some)
+        .lookup(token)
+        .map(|who| Some(who.user))
         .ok_or(Error::Unauthorized)
 }
 

@@ -13,8 +13,8 @@
 //! decodes protobuf bodies with Kubernetes' own schema (`proto/`, compiled by `build.rs`);
 //! `patch` does the four patch types, `ssa` managedFields and server-side apply's field
 //! ownership; `openapi` the skeletal OpenAPI kubectl checks. `identity` decides who a request
-//! is made as, `rbac` what that identity may do, `review` answers the self access reviews,
-//! and `audit` records every request.
+//! is made as, `rbac` what that identity may do, `review` answers the access and token
+//! reviews, and `audit` records every request.
 //!
 //! Contract, in the terms a client cares about:
 //! - Every write takes the next value of ONE global resourceVersion counter (like etcd), so
@@ -42,6 +42,10 @@
 //!   `Impersonate-User` does. [`DevServer::restrict`] holds a user to RBAC-like rules for every
 //!   request, reads included, with the apiserver's own 401/403 answers; the self access reviews
 //!   answer for the caller, and [`DevServer::requests`] shows what was asked.
+//! - Delegated authentication and authorization, as kube-rbac-proxy and controller-runtime's
+//!   secure metrics use them: `TokenReview` (tokens from [`DevServer::issue_token`] expire or
+//!   are revoked with [`DevServer::revoke_token`]) and `SubjectAccessReview`, with rules that
+//!   name objects (`resourceNames`) and non-resource URLs (see [`audit::AllowRule`]).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), informant_devserver::Error> {
@@ -519,9 +523,25 @@ impl DevServer {
         kubeconfig::client(&self.url(), None)
     }
 
-    /// The bearer token this server maps to `user` (the same one on every call).
+    /// The bearer token this server maps to `user` (the same one on every call); it never
+    /// expires.
     pub fn token_for(&self, user: &str) -> String {
         self.shared.tokens.issue(user)
+    }
+
+    /// A new bearer token for `user`, in `groups` as a TokenReview reports them (besides
+    /// `system:authenticated`, and a service account's groups), valid for `lifetime` (`None`:
+    /// until revoked). Requests with it after that get the apiserver's 401, and TokenReviews
+    /// of it `authenticated: false`.
+    pub fn issue_token(&self, user: &str, groups: &[&str], lifetime: Option<Duration>) -> String {
+        self.shared.tokens.issue_with(user, groups, lifetime)
+    }
+
+    /// Makes `token` (from [`DevServer::issue_token`] or [`DevServer::token_for`]) unknown from
+    /// now on, as a deleted ServiceAccount's tokens are; whether it was known. A revoked
+    /// [`DevServer::token_for`] token is replaced by a new one at its next call.
+    pub fn revoke_token(&self, token: &str) -> bool {
+        self.shared.tokens.revoke(token)
     }
 
     /// [`DevServer::kubeconfig`] whose user carries `user`'s bearer token. kube-rs sends it

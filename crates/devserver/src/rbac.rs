@@ -10,6 +10,11 @@
 //! `system:public-info-viewer` and `system:basic-user` roles): read discovery and create the
 //! self access reviews. Refusals carry the apiserver's exact words (its `forbiddenMessage`).
 //!
+//! Rules are RBAC's PolicyRules: a rule names resources (optionally only some objects of them,
+//! its `resourceNames`) or non-resource URLs (`/metrics`, or a prefix ending in `*`), never
+//! both. A rule with resource names allows only requests naming one of them: never a list, a
+//! watch, a create or a request for all objects, as the apiserver's RBAC authorizer decides.
+//!
 //! [`DevServer::restrict`]: crate::DevServer::restrict
 //! [`DevServer::allow_impersonated`]: crate::DevServer::allow_impersonated
 
@@ -21,26 +26,91 @@ use serde_json::{Value, json};
 use super::Error;
 
 /// What a restricted user may do (one rule of its list, RBAC's PolicyRule and its binding).
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// Build one with a struct literal ending in `..AllowRule::default()`, or with
+/// [`AllowRule::new`] and [`AllowRule::paths`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AllowRule {
     /// Kubernetes verbs (`get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
     /// `deletecollection`, `impersonate`), or `*`.
     pub verbs: Vec<String>,
-    /// `plural` or `plural.group` (subresources as `plural/status`, `plural/scale.apps`), or `*`.
+    /// `plural` or `plural.group` (subresources as `plural/status`, `plural/scale.apps`), or `*`;
+    /// empty in a rule of [`non_resource_urls`](Self::non_resource_urls), which then allows no
+    /// resource request.
     pub resource: String,
     /// Only requests in this namespace (a RoleBinding); `None`: any namespace and the cluster
     /// scope (a ClusterRoleBinding).
     pub namespace: Option<String>,
+    /// Only requests naming one of these objects (RBAC's `resourceNames`); empty: any object.
+    pub resource_names: Vec<String>,
+    /// Non-resource URLs this rule allows its verbs on (RBAC's `nonResourceURLs`): exact paths,
+    /// or a prefix ending in `*`; only in a rule without [`resource`](Self::resource).
+    pub non_resource_urls: Vec<String>,
 }
 
 impl AllowRule {
+    /// `verbs` on `resource` (`plural` or `plural.group`) everywhere: a ClusterRoleBinding.
+    pub fn new(verbs: &[&str], resource: &str) -> AllowRule {
+        AllowRule {
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            resource: resource.into(),
+            ..AllowRule::default()
+        }
+    }
+
+    /// `verbs` on the non-resource URLs `paths` (a trailing `*` matches any rest).
+    pub fn paths(verbs: &[&str], paths: &[&str]) -> AllowRule {
+        AllowRule {
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            non_resource_urls: paths.iter().map(|p| p.to_string()).collect(),
+            ..AllowRule::default()
+        }
+    }
+
+    /// This rule, only in `namespace` (a RoleBinding).
+    pub fn in_namespace(mut self, namespace: &str) -> AllowRule {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// This rule, only for the objects named `names`.
+    pub fn named(mut self, names: &[&str]) -> AllowRule {
+        self.resource_names = names.iter().map(|n| n.to_string()).collect();
+        self
+    }
+
+    /// The `system:auth-delegator` ClusterRole: creating TokenReviews and SubjectAccessReviews,
+    /// what a server that authenticates its own callers through the API server needs (the
+    /// chart binds it to the host's ServiceAccount).
+    pub fn auth_delegator() -> Vec<AllowRule> {
+        vec![
+            AllowRule::new(&["create"], "tokenreviews.authentication.k8s.io"),
+            AllowRule::new(&["create"], "subjectaccessreviews.authorization.k8s.io"),
+        ]
+    }
+
     fn allows(&self, a: &Attributes) -> bool {
-        self.verbs.iter().any(|v| v == "*" || *v == a.verb)
+        !self.resource.is_empty()
+            && self.verbs.iter().any(|v| v == "*" || *v == a.verb)
             && (self.resource == "*" || self.resource == a.rule_resource())
             && self
                 .namespace
                 .as_ref()
                 .is_none_or(|ns| a.namespace.as_ref() == Some(ns))
+            && (self.resource_names.is_empty()
+                || a.name
+                    .as_ref()
+                    .is_some_and(|n| self.resource_names.contains(n)))
+    }
+
+    /// Whether this rule allows `verb` on the non-resource `path`.
+    fn allows_path(&self, verb: &str, path: &str) -> bool {
+        self.resource.is_empty()
+            && self.verbs.iter().any(|v| v == "*" || v == verb)
+            && self
+                .non_resource_urls
+                .iter()
+                .any(|url| url_matches(url, path))
     }
 
     /// The rule as an SSRR `ResourceRule`: the group is what follows the first dot.
@@ -49,7 +119,19 @@ impl AllowRule {
             "*" => ("*", "*"),
             r => r.split_once('.').unwrap_or((r, "")),
         };
-        json!({"verbs": self.verbs, "apiGroups": [group], "resources": [resource]})
+        let mut rule = json!({"verbs": self.verbs, "apiGroups": [group], "resources": [resource]});
+        if !self.resource_names.is_empty() {
+            rule["resourceNames"] = json!(self.resource_names);
+        }
+        rule
+    }
+}
+
+/// RBAC's non-resource URL match: exact, or a prefix when the rule ends in `*`.
+fn url_matches(url: &str, path: &str) -> bool {
+    match url.strip_suffix('*') {
+        Some(prefix) => path.starts_with(prefix),
+        None => path == url,
     }
 }
 
@@ -117,12 +199,7 @@ const REVIEWS: &[&str] = &["selfsubjectaccessreviews", "selfsubjectrulesreviews"
 
 /// Whether `path` is one of [`DISCOVERY_URLS`] (a trailing `*` matches any rest).
 pub(crate) fn is_discovery(path: &str) -> bool {
-    DISCOVERY_URLS
-        .iter()
-        .any(|url| match url.strip_suffix('*') {
-            Some(prefix) => path.starts_with(prefix),
-            None => path == *url,
-        })
+    DISCOVERY_URLS.iter().any(|url| url_matches(url, path))
 }
 
 /// Which requests a user's rules judge.
@@ -177,10 +254,7 @@ impl Rbac {
     /// Whether `user` may do `a`.
     pub(crate) fn allows(&self, user: Option<&str>, a: &Attributes) -> bool {
         let Some(user) = user else { return true };
-        if a.verb == "create"
-            && a.group == "authorization.k8s.io"
-            && REVIEWS.contains(&&*a.resource)
-        {
+        if self.allows_everyone(a) {
             return true;
         }
         let grants = self.grants.read();
@@ -190,9 +264,20 @@ impl Rbac {
         (grant.scope == Scope::Writes && a.is_read()) || grant.rules.iter().any(|r| r.allows(a))
     }
 
-    /// Whether `user` may GET the non-resource `path`.
+    /// Whether every authenticated user may do `a` (create the self access reviews).
+    pub(crate) fn allows_everyone(&self, a: &Attributes) -> bool {
+        a.verb == "create" && a.group == "authorization.k8s.io" && REVIEWS.contains(&&*a.resource)
+    }
+
+    /// Whether `user` may `verb` the non-resource `path`: discovery is everyone's, the rest
+    /// what the user's non-resource rules allow.
     pub(crate) fn allows_path(&self, user: Option<&str>, verb: &str, path: &str) -> bool {
-        !self.restricted(user) || (verb == "get" && is_discovery(path))
+        if !self.restricted(user) || (verb == "get" && is_discovery(path)) {
+            return true;
+        }
+        let grants = self.grants.read();
+        user.and_then(|u| grants.get(u))
+            .is_some_and(|g| g.rules.iter().any(|r| r.allows_path(verb, path)))
     }
 
     /// What `user` may do in `namespace`, as a SelfSubjectRulesReview's status lists it:
@@ -206,22 +291,28 @@ impl Rbac {
         };
         let mut resource_rules = vec![json!({"verbs": ["create"],
             "apiGroups": ["authorization.k8s.io"], "resources": REVIEWS})];
-        let non_resource = match grant.scope {
-            Scope::All => json!({"verbs": ["get"], "nonResourceURLs": DISCOVERY_URLS}),
+        let mut non_resource = match grant.scope {
+            Scope::All => vec![json!({"verbs": ["get"], "nonResourceURLs": DISCOVERY_URLS})],
             Scope::Writes => {
                 resource_rules.push(json!({"verbs": ["get", "list", "watch"],
                     "apiGroups": ["*"], "resources": ["*"]}));
-                any_path
+                vec![any_path]
             }
         };
+        let (paths, resources): (Vec<&AllowRule>, Vec<&AllowRule>) =
+            grant.rules.iter().partition(|r| r.resource.is_empty());
         resource_rules.extend(
-            grant
-                .rules
-                .iter()
+            resources
+                .into_iter()
                 .filter(|r| r.namespace.as_deref().is_none_or(|ns| ns == namespace))
                 .map(AllowRule::to_resource_rule),
         );
-        (resource_rules, vec![non_resource])
+        non_resource.extend(
+            paths
+                .into_iter()
+                .map(|r| json!({"verbs": r.verbs, "nonResourceURLs": r.non_resource_urls})),
+        );
+        (resource_rules, non_resource)
     }
 }
 
@@ -282,11 +373,7 @@ mod tests {
         let rbac = Rbac::default();
         rbac.restrict(
             "alice",
-            vec![AllowRule {
-                verbs: vec!["patch".into()],
-                resource: "deployments.apps".into(),
-                namespace: Some("a".into()),
-            }],
+            vec![AllowRule::new(&["patch"], "deployments.apps").in_namespace("a")],
         );
         let alice = Some("alice");
         assert!(rbac.allows(alice, &attrs("patch", Some("a"))));
@@ -309,11 +396,7 @@ mod tests {
     #[test]
     fn subresources_are_their_own_resources() {
         let rbac = Rbac::default();
-        let rule = |resource: &str| AllowRule {
-            verbs: vec!["*".into()],
-            resource: resource.into(),
-            namespace: None,
-        };
+        let rule = |resource: &str| AllowRule::new(&["*"], resource);
         rbac.restrict("u", vec![rule("deployments/status.apps")]);
         let mut a = attrs("update", Some("a"));
         assert!(!rbac.allows(Some("u"), &a));

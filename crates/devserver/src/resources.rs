@@ -33,8 +33,8 @@ pub(crate) struct ResourceType {
     /// A CRD's `openAPIV3Schema` (of its storage version): its list and map markers decide how
     /// server-side apply merges the custom resources.
     pub schema: Option<Arc<Value>>,
-    /// An access review (`selfsubjectaccessreviews`, ...): answered from the request, never
-    /// stored, so `create` is its only verb.
+    /// A review (`selfsubjectaccessreviews`, `subjectaccessreviews`, `tokenreviews`, ...):
+    /// answered from the request, never stored, so `create` is its only verb.
     pub review: bool,
 }
 
@@ -303,6 +303,22 @@ const BUILTINS: &[Builtin] = &[
             "selfsubjectrulesreviews",
             "SelfSubjectRulesReview",
         )
+    },
+    // What a server that authenticates and authorizes its own callers through this one asks
+    // (kube-rbac-proxy, controller-runtime's secure metrics, the host's admin server).
+    Builtin {
+        namespaced: false,
+        review: true,
+        ..builtin(
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            "SubjectAccessReview",
+        )
+    },
+    Builtin {
+        namespaced: false,
+        review: true,
+        ..builtin("authentication.k8s.io", "tokenreviews", "TokenReview")
     },
 ];
 

@@ -787,6 +787,7 @@ async fn auth_can_i_answers_for_a_restricted_identity() {
         verbs: vec!["get".into(), "list".into(), "watch".into()],
         resource: resource.into(),
         namespace: None,
+        ..Default::default()
     };
     srv.restrict(SA, vec![rule("configmaps"), rule("deployments.apps")]);
     let k = Kubectl::new(bin, &kc);

@@ -118,6 +118,7 @@ async fn forwarding_needs_create_on_pods_portforward() {
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         resource: resource.into(),
         namespace: Some("demo".into()),
+        ..Default::default()
     };
     // Reading pods, even `get` on the subresource, is not enough.
     srv.restrict(

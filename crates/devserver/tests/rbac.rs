@@ -10,9 +10,11 @@ use futures::StreamExt;
 use informant_devserver::audit::AllowRule;
 use informant_devserver::{DevServer, DevServerConfig};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec, TokenReviewStatus};
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
-    SelfSubjectRulesReview, SelfSubjectRulesReviewSpec,
+    NonResourceAttributes, ResourceAttributes, SelfSubjectAccessReview,
+    SelfSubjectAccessReviewSpec, SelfSubjectRulesReview, SelfSubjectRulesReviewSpec,
+    SubjectAccessReview, SubjectAccessReviewSpec,
 };
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, ListParams, PostParams, WatchParams};
@@ -31,6 +33,7 @@ fn rule(verbs: &[&str], resource: &str, namespace: Option<&str>) -> AllowRule {
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         resource: resource.into(),
         namespace: namespace.map(String::from),
+        ..AllowRule::default()
     }
 }
 
@@ -530,14 +533,17 @@ async fn access_reviews_answer_for_the_caller() {
     let mut seen = 0;
     for group in discovery.groups() {
         for (ar, caps) in group.recommended_resources() {
-            if ar.group == "authorization.k8s.io" {
+            if ar.group == "authorization.k8s.io" || ar.group == "authentication.k8s.io" {
                 seen += 1;
                 assert!(!caps.supports_operation(verbs::LIST), "{ar:?} listable");
                 assert!(caps.supports_operation(verbs::CREATE), "{ar:?}");
             }
         }
     }
-    assert_eq!(seen, 2, "both reviews are discovered");
+    assert_eq!(
+        seen, 4,
+        "the self reviews, SubjectAccessReview and TokenReview"
+    );
     srv.shutdown().await;
 }
 
@@ -604,5 +610,242 @@ async fn the_access_log_sees_every_request_and_the_audit_only_writes() {
     assert_eq!(audit.len(), 1, "{audit:?}");
     assert_eq!(audit[0].verb, "create");
     assert_eq!(audit[0].user, None);
+    srv.shutdown().await;
+}
+
+/// The host's identity when it delegates authentication: allowed exactly what the
+/// `system:auth-delegator` ClusterRole allows.
+const DELEGATOR: &str = "system:serviceaccount:informant:admin";
+
+async fn token_review(
+    client: &kube::Client,
+    token: &str,
+) -> Result<TokenReviewStatus, kube::Error> {
+    let api: Api<TokenReview> = Api::all(client.clone());
+    let review = TokenReview {
+        spec: TokenReviewSpec {
+            token: Some(token.into()),
+            ..TokenReviewSpec::default()
+        },
+        ..TokenReview::default()
+    };
+    let answered = api.create(&PostParams::default(), &review).await?;
+    Ok(answered.status.expect("a token review has a status"))
+}
+
+#[tokio::test]
+async fn token_reviews_tell_known_tokens_from_unknown_expired_and_revoked_ones() {
+    let srv = server().await;
+    // Hostile first: an identity without `create` on tokenreviews learns nothing, not even
+    // whether a token is valid.
+    let sa = srv.client_as(SA);
+    let someone = srv.token_for("alice");
+    let refused = token_review(&sa, &someone).await.unwrap_err();
+    assert_eq!(status_code(refused), 403);
+
+    srv.restrict(DELEGATOR, AllowRule::auth_delegator());
+    let host = srv.client_as(DELEGATOR);
+    let expiring = srv.issue_token(
+        "alice",
+        &["team-a-readers"],
+        Some(Duration::from_millis(300)),
+    );
+    let revoked = srv.issue_token("bob", &[], None);
+    assert!(srv.revoke_token(&revoked));
+    assert!(!srv.revoke_token(&revoked), "already gone");
+    for garbage in [
+        "nope",
+        &format!("{someone} "),
+        &someone.to_uppercase(),
+        &someone[..someone.len() - 1],
+        &revoked,
+        "informant-",
+    ] {
+        let status = token_review(&host, garbage).await.unwrap();
+        assert_eq!(status.authenticated, Some(false), "{garbage:?}");
+        let user = status.user.unwrap_or_default();
+        assert_eq!(user.username, None, "{garbage:?}");
+        assert!(status.error.is_some(), "{garbage:?}");
+    }
+    // An empty token is a malformed review, as the apiserver's validation says.
+    assert_eq!(status_code(token_review(&host, "").await.unwrap_err()), 422);
+
+    let status = token_review(&host, &expiring).await.unwrap();
+    assert_eq!(status.authenticated, Some(true));
+    let user = status.user.unwrap();
+    assert_eq!(user.username.as_deref(), Some("alice"));
+    assert_eq!(
+        user.groups.unwrap(),
+        ["team-a-readers", "system:authenticated"]
+    );
+    assert!(user.uid.is_some_and(|u| !u.is_empty()));
+    let sa_status = token_review(&host, &srv.token_for(SA)).await.unwrap();
+    assert_eq!(
+        sa_status.user.unwrap().groups.unwrap(),
+        [
+            "system:serviceaccounts",
+            "system:serviceaccounts:informant",
+            "system:authenticated"
+        ]
+    );
+
+    // The expiring token stops working for reviews and for requests alike.
+    let deadline = tokio::time::Instant::now() + GUARD;
+    while token_review(&host, &expiring).await.unwrap().authenticated == Some(true) {
+        assert!(tokio::time::Instant::now() < deadline, "never expired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for token in [&expiring, &revoked] {
+        let (code, _) = raw(
+            srv.addr(),
+            "GET",
+            "/api/v1/configmaps",
+            &[("Authorization", &format!("Bearer {token}"))],
+        )
+        .await;
+        assert_eq!(code, 401);
+    }
+    srv.shutdown().await;
+}
+
+fn sar(
+    user: &str,
+    resource: Option<ResourceAttributes>,
+    path: Option<(&str, &str)>,
+) -> SubjectAccessReview {
+    SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            user: Some(user.into()),
+            resource_attributes: resource,
+            non_resource_attributes: path.map(|(verb, path)| NonResourceAttributes {
+                verb: Some(verb.into()),
+                path: Some(path.into()),
+            }),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    }
+}
+
+fn tenant(verb: &str, name: Option<&str>) -> Option<ResourceAttributes> {
+    Some(ResourceAttributes {
+        verb: Some(verb.into()),
+        group: Some("informant.dev".into()),
+        resource: Some("tenants".into()),
+        name: name.map(String::from),
+        ..ResourceAttributes::default()
+    })
+}
+
+async fn subject_allowed(client: &kube::Client, review: SubjectAccessReview) -> bool {
+    let api: Api<SubjectAccessReview> = Api::all(client.clone());
+    let answered = api.create(&PostParams::default(), &review).await.unwrap();
+    answered.status.expect("a review has a status").allowed
+}
+
+#[tokio::test]
+async fn subject_access_reviews_judge_resource_names_and_paths_as_rbac_does() {
+    let srv = server().await;
+    srv.restrict(
+        "alice",
+        vec![
+            AllowRule::new(&["get"], "tenants.informant.dev").named(&["team-a"]),
+            AllowRule::paths(&["get"], &["/metrics", "/debug/*"]),
+        ],
+    );
+    srv.restrict("nobody", vec![]);
+    // Hostile first: creating a SubjectAccessReview needs its own grant.
+    let sa = srv.client_as(SA);
+    let api: Api<SubjectAccessReview> = Api::all(sa);
+    let refused = api
+        .create(
+            &PostParams::default(),
+            &sar("alice", tenant("get", Some("team-a")), None),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(refused), 403);
+
+    srv.restrict(DELEGATOR, AllowRule::auth_delegator());
+    let host = srv.client_as(DELEGATOR);
+    assert!(subject_allowed(&host, sar("alice", tenant("get", Some("team-a")), None)).await);
+    for (verb, name) in [
+        ("get", Some("team-b")),
+        ("get", Some("team-a ")),
+        ("get", Some("TEAM-A")),
+        ("get", Some("team-a/..")),
+        ("get", Some("t\u{0435}am-a")),
+        // A named rule never allows a request for every object.
+        ("get", None),
+        ("list", None),
+        ("update", Some("team-a")),
+    ] {
+        assert!(
+            !subject_allowed(&host, sar("alice", tenant(verb, name), None)).await,
+            "{verb} {name:?}"
+        );
+    }
+    assert!(subject_allowed(&host, sar("alice", None, Some(("get", "/metrics")))).await);
+    assert!(subject_allowed(&host, sar("alice", None, Some(("get", "/debug/pprof")))).await);
+    for (verb, path) in [
+        ("post", "/metrics"),
+        ("get", "/metrics/"),
+        ("get", "/metricsx"),
+        ("get", "/plugins"),
+    ] {
+        assert!(
+            !subject_allowed(&host, sar("alice", None, Some((verb, path)))).await,
+            "{verb} {path}"
+        );
+    }
+    // Everyone may read discovery; a user held to no rules may do nothing else.
+    assert!(subject_allowed(&host, sar("nobody", None, Some(("get", "/version")))).await);
+    assert!(!subject_allowed(&host, sar("nobody", tenant("get", Some("team-a")), None)).await);
+    // A review naming groups only is about nobody in particular, never the admin.
+    let groups_only = SubjectAccessReview {
+        spec: SubjectAccessReviewSpec {
+            groups: Some(vec!["system:masters".into()]),
+            resource_attributes: tenant("get", None),
+            ..SubjectAccessReviewSpec::default()
+        },
+        ..SubjectAccessReview::default()
+    };
+    assert!(!subject_allowed(&host, groups_only).await);
+    // Malformed reviews are refused as the apiserver's validation refuses them.
+    let api: Api<SubjectAccessReview> = Api::all(host.clone());
+    for bad in [
+        sar("", tenant("get", None), None),
+        sar("alice", None, None),
+        sar("alice", tenant("get", None), Some(("get", "/metrics"))),
+    ] {
+        let e = api.create(&PostParams::default(), &bad).await.unwrap_err();
+        assert_eq!(status_code(e), 422);
+    }
+    // The rules review lists the named and the path rules as RBAC's PolicyRules.
+    let rules: Api<SelfSubjectRulesReview> = Api::all(srv.client_as("alice"));
+    let review = SelfSubjectRulesReview {
+        spec: SelfSubjectRulesReviewSpec {
+            namespace: Some("team-a".into()),
+        },
+        ..SelfSubjectRulesReview::default()
+    };
+    let status = rules
+        .create(&PostParams::default(), &review)
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    let resource_rules = serde_json::to_value(&status.resource_rules).unwrap();
+    assert!(
+        resource_rules.as_array().unwrap().contains(&json!({"verbs": ["get"],
+            "apiGroups": ["informant.dev"], "resources": ["tenants"], "resourceNames": ["team-a"]})),
+        "{resource_rules}"
+    );
+    let paths = serde_json::to_value(&status.non_resource_rules).unwrap();
+    assert!(
+        paths.as_array().unwrap().contains(&json!({"verbs": ["get"],
+            "nonResourceURLs": ["/metrics", "/debug/*"]})),
+        "{paths}"
+    );
     srv.shutdown().await;
 }

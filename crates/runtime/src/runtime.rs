@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::admin::{AdminServer, AdminState};
+use crate::admin::{AdminAuth, AdminServer, AdminState, AdminTls};
 use crate::config::ConfigWatcher;
 use crate::durable::Durable;
 use crate::informer::{
@@ -95,6 +95,13 @@ pub struct RuntimeOptions {
     pub scope: WatchScope,
     /// Where to serve `/metrics`, `/healthz`, `/readyz` and `/plugins`.
     pub admin: Option<SocketAddr>,
+    /// How the admin server authenticates callers (default: not at all, accepted only on a
+    /// loopback `admin` address).
+    pub admin_auth: AdminAuth,
+    /// Whether the admin server speaks HTTPS (default: plain HTTP).
+    pub admin_tls: AdminTls,
+    /// Where to serve the probes (`/healthz`, and a `/readyz` of counts) without credentials.
+    pub health: Option<SocketAddr>,
     /// Plugin limits and tenants (from `--config informant.toml`).
     pub config: HostConfig,
     /// That file, watched so changes apply without a restart.
@@ -145,6 +152,7 @@ pub struct Runtime {
     rediscoverer: Option<Rediscoverer>,
     config_watcher: Option<ConfigWatcher>,
     admin: Option<AdminServer>,
+    probes: Option<AdminServer>,
     /// Reconciles whenever the shard assignment changes; aborted when dropped.
     shard_follower: Option<JoinHandle<()>>,
     /// `--watch` kinds not served yet, retried until they are; aborted when dropped.
@@ -158,6 +166,7 @@ impl Runtime {
     /// was asked (a malformed `--watch`, an unusable address or directory) is an error.
     pub async fn start(client: kube::Client, opts: RuntimeOptions) -> Result<Runtime> {
         let factory = Arc::new(InformerFactory::new(client, opts.factory.clone()));
+        let listeners = opts.admin_servers();
         // Before any informer exists: each is restored from disk as it is created.
         let durable = match &opts.state {
             Some(s) => {
@@ -201,14 +210,10 @@ impl Runtime {
             None => None,
         };
         // Up before anything loads, so probes see "not ready" rather than nothing during startup.
-        let (admin, admin_state) = match opts.admin {
-            Some(addr) => {
-                let state = AdminState::new(factory.clone(), host.clone());
-                let server = AdminServer::start(addr, state.clone())
-                    .await
-                    .map_err(Error::Admin)?;
-                (Some(server), Some(state))
-            }
+        let admin_state = (opts.admin.is_some() || opts.health.is_some())
+            .then(|| AdminState::new(factory.clone(), host.clone()));
+        let (admin, probes) = match &admin_state {
+            Some(state) => admin_servers(&listeners, state.clone()).await?,
             None => (None, None),
         };
         let mut shard_follower = None;
@@ -267,6 +272,7 @@ impl Runtime {
             rediscoverer,
             config_watcher,
             admin,
+            probes,
             shard_follower,
             _watch_retries: watch_retries,
         })
@@ -301,7 +307,53 @@ impl Runtime {
         if let Some(admin) = self.admin {
             admin.shutdown().await;
         }
+        if let Some(probes) = self.probes {
+            probes.shutdown().await;
+        }
     }
+}
+
+/// What the admin listeners are asked to be.
+struct AdminListeners {
+    admin: Option<SocketAddr>,
+    auth: AdminAuth,
+    tls: AdminTls,
+    health: Option<SocketAddr>,
+}
+
+impl RuntimeOptions {
+    fn admin_servers(&self) -> AdminListeners {
+        AdminListeners {
+            admin: self.admin,
+            auth: self.admin_auth.clone(),
+            tls: self.admin_tls.clone(),
+            health: self.health,
+        }
+    }
+}
+
+/// The admin server and the probe listener `opts` ask for, over `state`.
+async fn admin_servers(
+    opts: &AdminListeners,
+    state: Arc<AdminState>,
+) -> Result<(Option<AdminServer>, Option<AdminServer>)> {
+    let admin = match opts.admin {
+        Some(addr) => Some(
+            AdminServer::start_with(addr, state.clone(), &opts.auth, &opts.tls)
+                .await
+                .map_err(Error::Admin)?,
+        ),
+        None => None,
+    };
+    let probes = match opts.health {
+        Some(addr) => Some(
+            AdminServer::start_probes(addr, state)
+                .await
+                .map_err(Error::Admin)?,
+        ),
+        None => None,
+    };
+    Ok((admin, probes))
 }
 
 /// A channel for the reloader's reports, each recorded for `/readyz`; ends with the reloader.
@@ -699,17 +751,15 @@ async fn elected(
     let lease = elector.config();
     let margin = lease.lease_duration - lease.renew_deadline;
     let name = format!("{}/{}", lease.namespace, lease.name);
-    let standby_admin = match opts.admin {
-        Some(addr) => Some(standby_admin(addr, &client).await?),
-        None => None,
-    };
+    let standby_admin = standby_admin(&opts, &client).await?;
     let acquired = tokio::select! {
         r = elector.acquired() => Ok(r),
         how = stop_requested(&mut stop) => Err(how),
     };
-    if let Some(admin) = standby_admin {
-        // The leader's runtime serves the admin endpoints on the same address from here on.
-        admin.shutdown().await;
+    // The leader's runtime serves the admin endpoints on the same addresses from here on.
+    let (admin, probes) = standby_admin;
+    for server in admin.into_iter().chain(probes) {
+        server.shutdown().await;
     }
     match acquired {
         Ok(r) => r?,
@@ -760,13 +810,20 @@ async fn elected(
 
 /// The standby's admin endpoints: `/healthz` for liveness, and a `/readyz` that answers ready
 /// (ready to take over), so that a Deployment counts the standby available and rolling updates
-/// proceed; `/metrics` and `/plugins` are empty until this replica leads.
-async fn standby_admin(addr: SocketAddr, client: &kube::Client) -> Result<AdminServer> {
+/// proceed; `/metrics` and `/plugins` are empty until this replica leads. Authenticated and
+/// served as the leader's will be.
+async fn standby_admin(
+    opts: &RuntimeOptions,
+    client: &kube::Client,
+) -> Result<(Option<AdminServer>, Option<AdminServer>)> {
+    if opts.admin.is_none() && opts.health.is_none() {
+        return Ok((None, None));
+    }
     let idle = Arc::new(InformerFactory::new(
         client.clone(),
         FactoryOptions::default(),
     ));
     let state = AdminState::new(idle, None);
     state.startup_complete();
-    AdminServer::start(addr, state).await.map_err(Error::Admin)
+    admin_servers(&opts.admin_servers(), state).await
 }

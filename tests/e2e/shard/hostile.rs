@@ -109,6 +109,7 @@ fn member_rules(lease_verbs: &[&str]) -> Vec<informant_devserver::audit::AllowRu
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         resource: resource.into(),
         namespace: Some(ns.into()),
+        ..Default::default()
     };
     vec![
         rule(lease_verbs, "leases.coordination.k8s.io", LEASE_NS),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use informant_runtime::admin::{AdminAuth, AdminTls, AuthOptions};
 use informant_runtime::informer::WatchScope;
 use informant_runtime::leader::LeaseConfig;
 use informant_runtime::runtime::{Replica, RuntimeOptions, StateOptions};
@@ -33,9 +34,16 @@ pub struct Args {
     /// Only objects matching this label selector (for --watch).
     #[arg(long)]
     selector: Option<String>,
-    /// Serve /metrics, /healthz, /readyz and /plugins on this address (e.g. 0.0.0.0:9090).
+    /// Serve /metrics, /readyz, /plugins, /logs and /dead-letters on this address (e.g.
+    /// 0.0.0.0:9090), to callers --admin-auth lets in.
     #[arg(long, value_name = "ADDR")]
     admin: Option<SocketAddr>,
+    #[command(flatten)]
+    admin_security: AdminSecurity,
+    /// Serve the probes (/healthz, and a /readyz that names nothing) on this address, plain
+    /// HTTP without credentials, for kubelet (e.g. 0.0.0.0:8081).
+    #[arg(long, value_name = "ADDR")]
+    health_addr: Option<SocketAddr>,
     /// Send every plugin write with `dryRun=All`: the API server validates and admits it and
     /// persists nothing (try a writing plugin against a real cluster safely).
     #[arg(long)]
@@ -54,6 +62,66 @@ pub struct Args {
     cache: super::CompileCacheArgs,
     #[command(flatten)]
     traces: super::TraceArgs,
+}
+
+/// Who may use the admin server, and over what.
+#[derive(clap::Args)]
+struct AdminSecurity {
+    /// `kubernetes`: every request but /healthz needs `Authorization: Bearer TOKEN`, checked
+    /// with a TokenReview and authorized per tenant with SubjectAccessReviews (the host's
+    /// identity needs the system:auth-delegator ClusterRole). `none`: no authentication, only
+    /// for a loopback --admin address.
+    #[arg(long, value_enum, default_value_t = AuthMode::Kubernetes, value_name = "MODE")]
+    admin_auth: AuthMode,
+    /// `self-signed`: serve HTTPS with a certificate generated at start (when none is mounted).
+    #[arg(long, value_enum, value_name = "MODE", conflicts_with_all = ["admin_tls_cert", "admin_tls_key"])]
+    admin_tls: Option<TlsMode>,
+    /// Serve HTTPS with this PEM certificate chain (re-read when it changes, as a rotated
+    /// Secret is).
+    #[arg(long, value_name = "FILE", requires = "admin_tls_key")]
+    admin_tls_cert: Option<PathBuf>,
+    /// The PEM private key of --admin-tls-cert.
+    #[arg(long, value_name = "FILE", requires = "admin_tls_cert")]
+    admin_tls_key: Option<PathBuf>,
+}
+
+/// `--admin-auth`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum AuthMode {
+    /// TokenReview and SubjectAccessReviews.
+    Kubernetes,
+    /// Nobody is asked: loopback only.
+    None,
+}
+
+/// `--admin-tls`.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum TlsMode {
+    /// A certificate generated at start.
+    SelfSigned,
+}
+
+impl AdminSecurity {
+    /// The runtime's settings, or why they cannot serve `admin`.
+    fn options(&self, admin: Option<SocketAddr>) -> Result<(AdminAuth, AdminTls)> {
+        let auth = match self.admin_auth {
+            AuthMode::Kubernetes => AdminAuth::Kubernetes(AuthOptions::default()),
+            AuthMode::None => AdminAuth::None,
+        };
+        if let (AuthMode::None, Some(addr)) = (self.admin_auth, admin)
+            && !addr.ip().is_loopback()
+        {
+            anyhow::bail!(
+                "--admin-auth=none is only accepted with a loopback --admin address (127.0.0.1 or ::1), not {addr}: anyone who can reach it would read every tenant's plugins, logs and dead letters"
+            );
+        }
+        let tls = match (&self.admin_tls, &self.admin_tls_cert, &self.admin_tls_key) {
+            (Some(TlsMode::SelfSigned), _, _) => AdminTls::SelfSigned,
+            (None, Some(cert), Some(key)) => AdminTls::files(cert, key),
+            _ => AdminTls::Plain,
+        };
+        Ok((auth, tls))
+    }
 }
 
 /// Coordination flags: with `--leader-elect`, replicas run active/standby; with
@@ -140,6 +208,8 @@ fn default_identity() -> String {
 /// process is simpler to trust than one that half-stopped, and the restarted replica replays
 /// its plugins' caches like any first start.
 pub async fn run(args: Args) -> Result<()> {
+    // Before anything starts: a refused admin setting is a mistake in the command line.
+    let (admin_auth, admin_tls) = args.admin_security.options(args.admin)?;
     // Held to the end: dropping it sends the spans still queued.
     let _traces = args.traces.start()?;
     let (client, cluster) = super::client_for(args.kubeconfig.as_deref()).await?;
@@ -157,6 +227,9 @@ pub async fn run(args: Args) -> Result<()> {
             label_selector: args.selector,
         },
         admin: args.admin,
+        admin_auth,
+        admin_tls,
+        health: args.health_addr,
         config: super::host_config(args.config.as_deref())?,
         config_path: args.config.clone(),
         compile_cache: args.cache.compile_cache(),
@@ -176,6 +249,66 @@ pub async fn run(args: Args) -> Result<()> {
         r = super::shutdown_signal() => {
             r?;
             Ok(replica.shutdown().await?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Run {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(flags: &[&str]) -> Result<Args, clap::Error> {
+        Run::try_parse_from(std::iter::once("run").chain(flags.iter().copied())).map(|r| r.args)
+    }
+
+    fn options(flags: &[&str]) -> Result<(AdminAuth, AdminTls)> {
+        let args = parse(flags).expect("flags parse");
+        args.admin_security.options(args.admin)
+    }
+
+    #[test]
+    fn the_admin_server_asks_for_tokens_unless_told_otherwise_on_loopback() {
+        let (auth, tls) = options(&["--admin", "0.0.0.0:9090"]).unwrap();
+        assert_eq!(auth, AdminAuth::Kubernetes(AuthOptions::default()));
+        assert_eq!(tls, AdminTls::Plain);
+        for open in ["0.0.0.0:9090", "[::]:9090", "10.0.0.7:9090"] {
+            let e = options(&["--admin", open, "--admin-auth", "none"]).unwrap_err();
+            assert!(e.to_string().contains("loopback"), "{e}");
+        }
+        for local in ["127.0.0.1:9090", "[::1]:9090"] {
+            let (auth, _) = options(&["--admin", local, "--admin-auth", "none"]).unwrap();
+            assert_eq!(auth, AdminAuth::None);
+        }
+    }
+
+    #[test]
+    fn tls_takes_both_files_or_a_self_signed_certificate_never_a_mix() {
+        let (_, tls) = options(&["--admin-tls-cert", "c.pem", "--admin-tls-key", "k.pem"]).unwrap();
+        assert_eq!(tls, AdminTls::files("c.pem", "k.pem"));
+        let (_, tls) = options(&["--admin-tls", "self-signed"]).unwrap();
+        assert_eq!(tls, AdminTls::SelfSigned);
+        for bad in [
+            &["--admin-tls-cert", "c.pem"][..],
+            &["--admin-tls-key", "k.pem"],
+            &[
+                "--admin-tls",
+                "self-signed",
+                "--admin-tls-cert",
+                "c",
+                "--admin-tls-key",
+                "k",
+            ],
+            &["--admin-tls", "plain"],
+            &["--admin-auth", "open"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} accepted");
         }
     }
 }

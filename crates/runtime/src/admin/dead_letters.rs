@@ -3,7 +3,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /dead-letters[?plugin=P]` | `{"dead_letters": [Letter, ...]}`, oldest first per plugin |
+//! | `GET /dead-letters[?plugin=P][&limit=N][&continue=TOKEN]` | `{"dead_letters": [Letter, ...], "continue": TOKEN}`: one page, in order of plugin then id; `continue` (absent on the last page) asks for the next |
 //! | `POST /dead-letters/retry` | body `{"plugin": P, "ids": [..]}` or `{"plugin": P, "all": true}`: each letter's object delivered again as the cache has it now; `{"plugin", "retried", "kept": [{"id", "reason"}], "missing"}` |
 //! | `POST /dead-letters/drop` | the same body: the letters removed; `{"plugin", "dropped", "missing"}` |
 //!
@@ -12,6 +12,14 @@
 //!   for a top-level plugin): nothing in it is decoded or resolved, so no spelling of a path
 //!   reaches another plugin's letters. A plugin neither loaded, waiting nor holding letters is
 //!   `404`.
+//! - A caller sees the letters of the tenants it may read (see [`super::auth`]); a plugin of
+//!   any other tenant is the same `404` as a missing one. Retrying and dropping need `update`
+//!   on the plugin's tenant (`403` otherwise, before anything is looked up).
+//! - A page holds at most `limit` letters ([`DEFAULT_LIMIT`] when not given, at most
+//!   [`MAX_LIMIT`]). Pages are cut by key, not by position: following the `continue` tokens
+//!   lists every letter present throughout exactly once, whatever is retried, dropped or added
+//!   meanwhile. A token only says where to resume, so a forged one can only skip letters of the
+//!   caller's own view, never widen it.
 //! - Without `--state-dir` every route is `409`: nothing is kept.
 //! - A malformed body (not JSON, ids that are not numbers, both or neither of `ids` and `all`,
 //!   more than [`MAX_IDS`] ids) is `400` saying what was wrong; ids that name no letter are
@@ -27,8 +35,12 @@ use axum::body::Bytes;
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Json, Response};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
 use super::AdminState;
+use super::auth::Access;
+use super::scope::Scope;
 use crate::durable::Durable;
 use crate::plugin::PluginHost;
 use crate::plugin::imports::log::escape_controls;
@@ -36,6 +48,22 @@ use informant_state::DeadLetter;
 
 /// Most ids one request may name.
 pub const MAX_IDS: usize = 10_000;
+
+/// Letters in a page when the request gives no `limit`.
+pub const DEFAULT_LIMIT: usize = 500;
+
+/// Most letters in one page, whatever the request asks.
+pub const MAX_LIMIT: usize = 5_000;
+
+/// One page of `GET /dead-letters`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Page {
+    /// The letters, in order of plugin then id.
+    pub dead_letters: Vec<Letter>,
+    /// Where the next page starts; absent on the last one.
+    #[serde(default, rename = "continue", skip_serializing_if = "Option::is_none")]
+    pub continue_token: Option<String>,
+}
 
 /// One dead letter as the routes show it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -138,27 +166,132 @@ fn refuse(status: StatusCode, why: impl Into<String>) -> Refused {
 #[derive(Debug, serde::Deserialize)]
 pub(super) struct ListQuery {
     plugin: Option<String>,
+    limit: Option<String>,
+    #[serde(rename = "continue")]
+    continue_token: Option<String>,
 }
 
 pub(super) async fn list(
     State(state): State<Arc<AdminState>>,
+    access: Access,
     Query(q): Query<ListQuery>,
 ) -> Response {
+    let scope = match access.read(&state).await {
+        Ok(scope) => scope,
+        Err(r) => return r.into_response(),
+    };
     let host = state.host().map(Arc::as_ref);
-    match list_letters(durable_of(host), host, q.plugin.as_deref()) {
-        Ok(letters) => Json(serde_json::json!({ "dead_letters": letters })).into_response(),
+    let listed = (|| {
+        let limit = limit(q.limit.as_deref())?;
+        let after = q.continue_token.as_deref().map(resume_at).transpose()?;
+        if let Some(p) = &q.plugin
+            && !scope.sees_tenant(tenant_of(p))
+        {
+            // Exactly what a plugin that does not exist gets: no existence oracle.
+            need_state(durable_of(host))?;
+            return Err(unknown_plugin(p));
+        }
+        let letters = list_letters(durable_of(host), host, q.plugin.as_deref())?;
+        Ok(page(letters, &scope, limit, after))
+    })();
+    match listed {
+        Ok(page) => Json(page).into_response(),
         Err(r) => r.into_response(),
     }
 }
 
-pub(super) async fn retry(State(state): State<Arc<AdminState>>, body: Bytes) -> Response {
-    let host = state.host().map(Arc::as_ref);
-    respond(act(durable_of(host), host, &body, Action::Retry))
+pub(super) async fn retry(
+    State(state): State<Arc<AdminState>>,
+    access: Access,
+    body: Bytes,
+) -> Response {
+    act_as(&state, &access, &body, Action::Retry).await
 }
 
-pub(super) async fn drop_letters(State(state): State<Arc<AdminState>>, body: Bytes) -> Response {
+pub(super) async fn drop_letters(
+    State(state): State<Arc<AdminState>>,
+    access: Access,
+    body: Bytes,
+) -> Response {
+    act_as(&state, &access, &body, Action::Drop).await
+}
+
+/// `act`, once the caller is known to hold `update` on the plugin's tenant.
+async fn act_as(state: &AdminState, access: &Access, body: &[u8], action: Action) -> Response {
     let host = state.host().map(Arc::as_ref);
-    respond(act(durable_of(host), host, &body, Action::Drop))
+    // A malformed body is refused first: saying so reveals nothing about any plugin or host.
+    let s = match selection(body) {
+        Ok(s) => s,
+        Err(r) => return r.into_response(),
+    };
+    if let Err(r) = access.update(state, tenant_of(&s.plugin)).await {
+        return r.into_response();
+    }
+    respond(act(durable_of(host), host, body, action))
+}
+
+/// The tenant a plugin id (`tenant/name`, or `name` for a top-level plugin) belongs to.
+pub fn tenant_of(plugin: &str) -> &str {
+    plugin.split_once('/').map(|(t, _)| t).unwrap_or("")
+}
+
+/// The page size `limit` asks for: [`DEFAULT_LIMIT`] without one, at most [`MAX_LIMIT`].
+fn limit(asked: Option<&str>) -> Result<usize, Refused> {
+    let Some(asked) = asked else {
+        return Ok(DEFAULT_LIMIT);
+    };
+    match asked.parse::<usize>() {
+        Ok(0) | Err(_) => Err(refuse(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "`limit` is a number of letters from 1 to {MAX_LIMIT}, not `{}`",
+                escape_controls(asked)
+            ),
+        )),
+        Ok(n) => Ok(n.min(MAX_LIMIT)),
+    }
+}
+
+/// The key a `continue` token resumes after: (plugin, id).
+fn resume_at(token: &str) -> Result<(String, u64), Refused> {
+    URL_SAFE_NO_PAD
+        .decode(token)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<(String, u64)>(&bytes).ok())
+        .ok_or_else(|| {
+            refuse(
+                StatusCode::BAD_REQUEST,
+                "`continue` is not a token this server gave: start again without it",
+            )
+        })
+}
+
+fn continue_token(plugin: &str, id: u64) -> String {
+    URL_SAFE_NO_PAD.encode(serde_json::json!([plugin, id]).to_string())
+}
+
+/// The letters `scope` sees after `after`, at most `limit` of them, and where the next page
+/// starts if any are left.
+fn page(
+    mut letters: Vec<Letter>,
+    scope: &Scope,
+    limit: usize,
+    after: Option<(String, u64)>,
+) -> Page {
+    letters.retain(|l| scope.sees_tenant(tenant_of(&l.plugin)));
+    letters.sort_by(|a, b| (&a.plugin, a.id).cmp(&(&b.plugin, b.id)));
+    if let Some((plugin, id)) = &after {
+        letters.retain(|l| (&l.plugin, l.id) > (plugin, *id));
+    }
+    let more = letters.len() > limit;
+    letters.truncate(limit);
+    let continue_token = more
+        .then(|| letters.last().map(|l| continue_token(&l.plugin, l.id)))
+        .flatten();
+    Page {
+        dead_letters: letters,
+        continue_token,
+    }
 }
 
 fn respond(r: Result<Outcome, Refused>) -> Response {
@@ -197,15 +330,20 @@ fn known(
     let letters = durable.dead_letters(Some(plugin)).map_err(stored)?;
     let loaded = host.is_some_and(|h| h.find_plugin(plugin).is_some());
     if letters.is_empty() && !loaded {
-        return Err(refuse(
-            StatusCode::NOT_FOUND,
-            format!(
-                "no plugin `{}` is loaded, waiting or holding dead letters (see /plugins)",
-                escape_controls(plugin)
-            ),
-        ));
+        return Err(unknown_plugin(plugin));
     }
     Ok(letters)
+}
+
+/// The `404` of a plugin neither loaded, waiting nor holding letters (or not the caller's).
+fn unknown_plugin(plugin: &str) -> Refused {
+    refuse(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no plugin `{}` is loaded, waiting or holding dead letters (see /plugins)",
+            escape_controls(plugin)
+        ),
+    )
 }
 
 /// The letters of `plugin`, or of every plugin.
@@ -466,6 +604,124 @@ mod tests {
             status(list_letters(Some(&d), None, Some("top"))),
             StatusCode::NOT_FOUND
         );
+    }
+
+    fn shown(plugin: &str, id: u64) -> Letter {
+        let mut l = Letter::from(letter(plugin, &format!("ns/{id}")));
+        l.id = id;
+        l
+    }
+
+    /// Every page of `all` as `scope` sees it, `limit` at a time; `between` runs after each
+    /// page on what is left to list.
+    fn pages(
+        all: &mut Vec<Letter>,
+        scope: &Scope,
+        limit: usize,
+        mut between: impl FnMut(&mut Vec<Letter>),
+    ) -> Vec<(String, u64)> {
+        let mut seen = Vec::new();
+        let mut after = None;
+        for _ in 0..1000 {
+            let page = page(all.clone(), scope, limit, after.take());
+            assert!(page.dead_letters.len() <= limit);
+            seen.extend(page.dead_letters.iter().map(|l| (l.plugin.clone(), l.id)));
+            let Some(token) = page.continue_token else {
+                return seen;
+            };
+            after = Some(resume_at(&token).unwrap());
+            between(all);
+        }
+        panic!("paging never ended");
+    }
+
+    #[test]
+    fn pages_list_every_letter_present_throughout_exactly_once() {
+        let mut all: Vec<Letter> = ["team-a/p", "team-b/q", "top"]
+            .iter()
+            .flat_map(|p| (1..=7).map(move |id| shown(p, id)))
+            .collect();
+        // Shuffled as a store may hand them: pages follow the key order regardless.
+        all.reverse();
+        let everything = pages(&mut all.clone(), &Scope::Everything, 4, |_| {});
+        assert_eq!(everything.len(), 21);
+        let mut sorted = everything.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted, everything, "in key order, none twice");
+
+        // Letters dropped and added between pages: what stays throughout is listed once.
+        let mut added = 100;
+        let listed = pages(&mut all, &Scope::Everything, 3, |left| {
+            left.retain(|l| !(l.plugin == "team-b/q" && l.id % 2 == 0));
+            left.push(shown("team-a/p", added));
+            added += 1;
+        });
+        let mut unique = listed.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), listed.len(), "none twice: {listed:?}");
+        for id in [1, 3, 5, 7] {
+            assert!(listed.contains(&("team-b/q".into(), id)), "{id}");
+        }
+        for id in 1..=7 {
+            assert!(listed.contains(&("top".into(), id)), "{id}");
+            assert!(listed.contains(&("team-a/p".into(), id)), "{id}");
+        }
+    }
+
+    #[test]
+    fn a_tenant_pages_through_its_own_letters_and_no_token_widens_that() {
+        let all: Vec<Letter> = ["team-a/p", "team-a/r", "team-ab/x", "team-b/q", "top"]
+            .iter()
+            .flat_map(|p| (1..=3).map(move |id| shown(p, id)))
+            .collect();
+        let a = Scope::Tenants(["team-a".to_string()].into());
+        let listed = pages(&mut all.clone(), &a, 2, |_| {});
+        assert_eq!(listed.len(), 6);
+        assert!(
+            listed.iter().all(|(p, _)| tenant_of(p) == "team-a"),
+            "{listed:?}"
+        );
+        // A forged position anywhere, before or after the tenant's letters, only moves the
+        // start within the tenant's own view.
+        for (plugin, id) in [
+            ("", 0),
+            ("team-b/q", 0),
+            ("top", 99),
+            ("team-a/p", 2),
+            ("\u{10ffff}", 0),
+        ] {
+            let page = page(all.clone(), &a, 100, Some((plugin.to_string(), id)));
+            assert!(
+                page.dead_letters
+                    .iter()
+                    .all(|l| tenant_of(&l.plugin) == "team-a"),
+                "{plugin}"
+            );
+        }
+        assert_eq!(tenant_of("team-a/../team-b/q"), "team-a");
+        assert_eq!(tenant_of("top"), "");
+        assert_eq!(tenant_of("/p"), "");
+    }
+
+    #[test]
+    fn limits_and_tokens_that_are_not_ours_are_bad_requests() {
+        assert_eq!(limit(None).unwrap(), DEFAULT_LIMIT);
+        assert_eq!(limit(Some("7")).unwrap(), 7);
+        assert_eq!(limit(Some("999999999")).unwrap(), MAX_LIMIT);
+        for bad in ["0", "-1", "1.5", "", "ten", "1e3", " 5"] {
+            assert_eq!(status(limit(Some(bad))), StatusCode::BAD_REQUEST, "{bad:?}");
+        }
+        for bad in ["", "!!", "bm9wZQ", &URL_SAFE_NO_PAD.encode(b"[1, \"p\"]")] {
+            let Err(Refused(s, why)) = resume_at(bad) else {
+                panic!("{bad:?} accepted");
+            };
+            assert_eq!(s, StatusCode::BAD_REQUEST);
+            assert_eq!(why.lines().count(), 1);
+        }
+        let token = continue_token("team-a/p", 42);
+        assert_eq!(resume_at(&token).unwrap(), ("team-a/p".to_string(), 42));
     }
 
     #[tokio::test]

@@ -14,7 +14,9 @@
 //! - A request names one plugin by exact tenant and name: nothing is decoded or resolved beyond
 //!   the query string's own escapes, so `tenant=team-a&plugin=../team-b/p` names a plugin
 //!   called `../team-b/p` of `team-a`, which does not exist. A plugin that is neither loaded nor
-//!   waiting to load is `404` with a line saying which was asked for.
+//!   waiting to load is `404` with a line saying which was asked for, and so is a plugin of a
+//!   tenant the caller may not read (see [`super::auth`]): the answer is the same byte for byte,
+//!   so it tells nothing of whether the plugin exists.
 //! - A follower never slows a plugin: it reads the plugin's journal at its own pace, and what
 //!   it is too slow for is dropped and counted. What following costs the host is bounded
 //!   whatever the number of followers: each is sent a batch at most every
@@ -35,6 +37,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::AdminState;
+use super::auth::Access;
 use crate::plugin::PluginId;
 use crate::plugin::imports::log::escape_controls;
 use crate::plugin::logbook::Batch;
@@ -73,8 +76,13 @@ pub(super) struct Stopping(pub(super) Option<watch::Receiver<bool>>);
 pub(super) async fn logs(
     State(state): State<Arc<AdminState>>,
     Extension(stopping): Extension<Stopping>,
+    access: Access,
     Query(q): Query<LogsQuery>,
 ) -> Response {
+    let scope = match access.read(&state).await {
+        Ok(scope) => scope,
+        Err(r) => return r.into_response(),
+    };
     let Some(name) = q.plugin else {
         return (
             StatusCode::BAD_REQUEST,
@@ -97,7 +105,12 @@ pub(super) async fn logs(
         tenant: q.tenant,
         name,
     };
-    let Some(journal) = state.host().and_then(|h| h.journal(&id)) else {
+    let visible = scope.sees_tenant(&id.tenant);
+    let Some(journal) = state
+        .host()
+        .filter(|_| visible)
+        .and_then(|h| h.journal(&id))
+    else {
         return (StatusCode::NOT_FOUND, not_found(&id)).into_response();
     };
     if !follow {

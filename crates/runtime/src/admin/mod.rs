@@ -1,6 +1,12 @@
 //! The admin HTTP server: `/metrics` (OpenMetrics text, which Prometheus scrapes), `/healthz`,
-//! `/readyz`, `/plugins` (JSON) and `/logs` (one plugin's log lines); and [`client`], what
-//! `informant status` and `informant logs` read it with.
+//! `/readyz`, `/plugins` (JSON), `/logs` (one plugin's log lines) and `/dead-letters`; and
+//! [`client`], what `informant status` and `informant logs` read it with.
+//!
+//! Who may read what is [`auth`]'s: every endpoint but `/healthz` asks the API server whose
+//! bearer token it was sent (TokenReview) and which tenants that user may read or change
+//! (SubjectAccessReviews on `tenants.informant.dev`), unless the server listens on loopback
+//! without authentication; each endpoint then shows only what the caller's [`Scope`] covers.
+//! Probes have a listener of their own that asks nothing and shows no names.
 //!
 //! It sits on top of the other layers and only reads them: the informers through
 //! [`InformerFactory::informers`] (sync state, reflector and listener counters), the plugins
@@ -17,6 +23,7 @@
 //!   refused); it tells [`AdminState`] through [`AdminState::startup_complete`] and
 //!   [`AdminState::record_reconcile`].
 //!
+//! - [`auth`]: who the caller is and which tenants it may read or change.
 //! - [`client`]: reading a running host's admin server: its plugins' status as a table, a
 //!   plugin's log lines, dead letters.
 //! - [`dead_letters`]: what `/dead-letters` answers, and retrying or dropping them.
@@ -25,8 +32,10 @@
 //! - `plugin_metrics`: the plugins' own metrics (the `metrics` import), merged by name.
 //! - [`readiness`]: what `/readyz` checks.
 //! - [`scope`]: what one caller may see (every tenant, or some).
-//! - [`server`]: the axum routes and the listener.
+//! - [`server`]: the axum routes and the listeners.
+//! - [`tls`]: HTTPS, from mounted files or a self-signed certificate.
 
+pub mod auth;
 pub mod client;
 pub mod dead_letters;
 pub mod logs;
@@ -36,9 +45,13 @@ pub mod readiness;
 pub mod scope;
 pub mod server;
 mod shard;
+pub mod tls;
 
+pub use auth::{AdminAuth, AuthOptions};
 pub use readiness::Readiness;
+pub use scope::Scope;
 pub use server::AdminServer;
+pub use tls::AdminTls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -58,6 +71,19 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// No authentication was asked for on an address others can reach.
+    #[error(
+        "refusing to serve {addr} without authentication: anyone who can reach it \
+         would read every tenant's plugins, logs and dead letters; use --admin-auth=kubernetes, \
+         or a loopback address (127.0.0.1) for --admin-auth=none"
+    )]
+    Unauthenticated {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
+    /// HTTPS could not be set up.
+    #[error(transparent)]
+    Tls(#[from] tls::TlsError),
 }
 
 /// `Result` with this module's [`Error`].
@@ -106,6 +132,15 @@ impl AdminState {
     /// Records the outcome of a reconcile (the first, and every hot reload).
     pub fn record_reconcile(&self, report: &ReconcileReport) {
         self.readiness.record_reconcile(report);
+    }
+
+    /// The tenants configured now (`informant.toml`), the only ones a caller is authorized on
+    /// by name.
+    pub fn tenants(&self) -> Vec<String> {
+        self.host
+            .as_ref()
+            .map(|h| h.config().tenancy.tenants.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The running plugins (none without a plugin host).

@@ -21,10 +21,16 @@
 //! keeps the process unready: it cannot do its work. One that waits for a kind to be served
 //! does not: a CRD may be installed much later or never, and a host unready for that would
 //! block rollouts for no fault of its own; it is listed under the `ok` instead ([`notes`]).
+//!
+//! What a caller is shown depends on its [`Scope`] ([`report`]): the operator every line; a
+//! tenant the lines about its own plugins, and how many others there are; the probe listener,
+//! which asks for no credentials, only the counts, so that no plugin, tenant, kind or error
+//! reaches anyone who can reach the pod.
 
 use parking_lot::Mutex;
 
 use super::AdminState;
+use super::scope::Scope;
 use crate::informer::Access;
 use crate::plugin::{PluginId, ReconcileReport, Waiting, WaitingFor};
 
@@ -67,15 +73,106 @@ impl Readiness {
     }
 }
 
+/// One line of [`check`] or [`notes`], and the tenant it is about (`None`: the host's own, or
+/// the plugins directory's).
+struct Line {
+    /// Whose line it is: `None` the host's, `Some` a tenant's.
+    tenant: Option<String>,
+    /// Shown to every caller, the unauthenticated probe included: the process's own state,
+    /// naming no tenant, plugin or kind.
+    public: bool,
+    text: String,
+}
+
+impl Line {
+    fn host(text: String) -> Line {
+        Line {
+            tenant: None,
+            public: false,
+            text,
+        }
+    }
+
+    fn public(text: String) -> Line {
+        Line {
+            tenant: None,
+            public: true,
+            text,
+        }
+    }
+
+    fn plugin(id: &PluginId, text: String) -> Line {
+        Line {
+            tenant: Some(id.tenant.clone()),
+            public: false,
+            text,
+        }
+    }
+
+    fn visible(&self, scope: &Scope) -> bool {
+        match &self.tenant {
+            _ if self.public => true,
+            None => scope.sees_host(),
+            Some(t) => scope.sees_tenant(t),
+        }
+    }
+}
+
 /// Why the process is not ready, one line per reason; empty when it is ready.
 pub fn check(state: &AdminState) -> Vec<String> {
+    reasons(state).into_iter().map(|l| l.text).collect()
+}
+
+/// What waits without making the process unready, one line each: plugins waiting for a kind,
+/// and informers the server refuses.
+pub fn notes(state: &AdminState) -> Vec<String> {
+    waiting_notes(state).into_iter().map(|l| l.text).collect()
+}
+
+/// `/readyz` for a caller that sees `scope`: whether the process is ready, and the body, `ok`
+/// or `not ready:` followed by the lines the caller may see and a count of those it may not.
+pub fn report(state: &AdminState, scope: &Scope) -> (bool, String) {
+    let reasons = reasons(state);
+    let ready = reasons.is_empty();
+    let (lines, head) = if ready {
+        (waiting_notes(state), "waiting (not blocking readiness):\n")
+    } else {
+        (reasons, "not ready:\n")
+    };
+    let mut body = String::from(if ready { "ok\n" } else { "" });
+    if lines.is_empty() {
+        return (ready, body);
+    }
+    body.push_str(head);
+    let mut hidden = 0;
+    for line in &lines {
+        if line.visible(scope) {
+            body.push_str("- ");
+            body.push_str(&line.text);
+            body.push('\n');
+        } else {
+            hidden += 1;
+        }
+    }
+    if hidden > 0 {
+        let lines = if hidden == 1 { "line" } else { "lines" };
+        body.push_str(&format!(
+            "- {hidden} {lines} not shown here (the authenticated admin server's /readyz has them)\n"
+        ));
+    }
+    (ready, body)
+}
+
+fn reasons(state: &AdminState) -> Vec<Line> {
     let mut reasons = Vec::new();
     let (started, reconciled, refused) = {
         let f = state.readiness().inner.lock();
         (f.started, f.reconciled, f.refused.clone())
     };
     if !started {
-        reasons.push("starting: informers and plugins are still being set up".to_string());
+        reasons.push(Line::host(
+            "starting: informers and plugins are still being set up".to_string(),
+        ));
     }
     let mut informers = state.factory().informers();
     informers.sort_by(|a, b| a.description().cmp(b.description()));
@@ -83,70 +180,76 @@ pub fn check(state: &AdminState) -> Vec<String> {
         .iter()
         .filter(|i| !i.has_synced() && !i.access().is_forbidden())
     {
-        reasons.push(format!(
+        reasons.push(Line::host(format!(
             "informer `{}` has not synced (initial list not complete)",
             i.description()
-        ));
+        )));
     }
     if let Some(host) = state.host() {
         if let Some(shard) = host.shard()
             && let Some(why) = shard.why.borrow().clone()
         {
-            reasons.push(format!(
+            // The kubelet's probe reads why a member runs nothing: the group and the reason
+            // name no tenant.
+            reasons.push(Line::public(format!(
                 "shard group `{}`: this member runs no plugin: {why}",
                 shard.config.group
-            ));
+            )));
         }
         if !reconciled {
-            reasons.push("plugins: no reconcile has completed yet".to_string());
+            reasons.push(Line::host(
+                "plugins: no reconcile has completed yet".to_string(),
+            ));
         }
         for (id, pending) in host.starting() {
-            reasons.push(format!(
+            let text = format!(
                 "plugin `{id}` is loaded; its events wait for its informers to sync: {}",
                 pending.join(", ")
-            ));
+            );
+            reasons.push(Line::plugin(&id, text));
         }
         let loaded = state.plugins();
         for (id, error) in refused {
             if id == PluginId::directory("") {
-                reasons.push(format!("plugins directory: {error}"));
+                reasons.push(Line::host(format!("plugins directory: {error}")));
             } else if !loaded.iter().any(|r| r.id == id) {
-                reasons.push(format!("plugin `{id}` is on disk but not loaded: {error}"));
+                let text = format!("plugin `{id}` is on disk but not loaded: {error}");
+                reasons.push(Line::plugin(&id, text));
             }
         }
         for (id, w) in waiting(state) {
             if w.waiting_for == WaitingFor::ApiServer {
-                reasons.push(format!(
+                let text = format!(
                     "plugin `{id}` waits for {} (attempt {}): {}",
                     w.waiting_for, w.attempts, w.reason
-                ));
+                );
+                reasons.push(Line::plugin(&id, text));
             }
         }
     }
     reasons
 }
 
-/// What waits without making the process unready, one line each: plugins waiting for a kind,
-/// and informers the server refuses.
-pub fn notes(state: &AdminState) -> Vec<String> {
-    let mut notes: Vec<String> = waiting(state)
+fn waiting_notes(state: &AdminState) -> Vec<Line> {
+    let mut notes: Vec<Line> = waiting(state)
         .into_iter()
         .filter(|(_, w)| w.waiting_for != WaitingFor::ApiServer)
         .map(|(id, w)| {
-            format!(
+            let text = format!(
                 "plugin `{id}` waits for {} (attempt {})",
                 w.waiting_for, w.attempts
-            )
+            );
+            Line::plugin(&id, text)
         })
         .collect();
     let mut informers = state.factory().informers();
     informers.sort_by(|a, b| a.description().cmp(b.description()));
     for i in informers {
         if let Access::Forbidden { reason, .. } = i.access() {
-            notes.push(format!(
+            notes.push(Line::host(format!(
                 "informer `{}` is forbidden, retried on a capped backoff: {reason}",
                 i.description()
-            ));
+            )));
         }
     }
     notes

@@ -1,28 +1,59 @@
-//! The admin listener and its routes.
+//! The admin listeners and their routes.
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /healthz` | 200 `ok` while the process serves requests |
-//! | `GET /readyz` | 200 `ok` (then a line per plugin waiting for a kind), or 503 with one line per reason (see [`super::readiness`]) |
+//! | `GET /healthz` | 200 `ok` while the process serves requests; never asks for credentials |
+//! | `GET /readyz` | 200 `ok` (then a line per plugin waiting for a kind), or 503 with one line per reason (see [`super::readiness`]); the lines the caller may see |
 //! | `GET /metrics` | OpenMetrics text (see [`super::metrics`]) |
-//! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::PluginStatus) per running or waiting plugin; in sharded mode also `"shard"`: the group, this member's identity, whether it is active and why not, the live members and the plugins it owns |
-//! | `GET /logs?plugin=NAME[&tenant=T][&follow=1][&tail=N]` | one plugin's last log lines as JSON lines, followed if asked (see [`super::logs`]); `404` for a plugin neither loaded nor waiting |
-//! | `GET /dead-letters[?plugin=P]`, `POST /dead-letters/retry`, `POST /dead-letters/drop` | the events plugins failed for good, with `--state-dir` (see [`super::dead_letters`]) |
+//! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::PluginStatus) per running or waiting plugin the caller may see; in sharded mode, for the operator, also `"shard"`: the group, this member's identity, whether it is active and why not, the live members and the plugins it owns |
+//! | `GET /logs?plugin=NAME[&tenant=T][&follow=1][&tail=N]` | one plugin's last log lines as JSON lines, followed if asked (see [`super::logs`]); `404` for a plugin neither loaded nor waiting, or not the caller's |
+//! | `GET /dead-letters[?plugin=P][&limit=N][&continue=T]`, `POST /dead-letters/retry`, `POST /dead-letters/drop` | the events plugins failed for good, with `--state-dir` (see [`super::dead_letters`]) |
+//!
+//! Everything but `/healthz` passes the [`Gate`] first (see [`super::auth`]): a bearer token
+//! checked with the API server, or nothing at all for an admin server without authentication,
+//! which listens on a loopback address only ([`AdminServer::start_with`] refuses any other).
+//!
+//! The probe listener ([`AdminServer::start_probes`], `--health-addr`) serves `/healthz` and a
+//! `/readyz` that shows counts only, over plain HTTP without credentials: what kubelet probes
+//! need, and nothing a tenant would not want anyone on the network to read.
+//!
+//! Connections are served by our own accept loop so that HTTPS (see [`super::tls`]) and plain
+//! HTTP share it: a TLS handshake runs in the connection's task (a slow client holds up no
+//! one) within [`HANDSHAKE_TIMEOUT`], and a request's headers must arrive within
+//! [`HEADER_TIMEOUT`].
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
 use tokio::sync::{oneshot, watch};
-use tokio::task::JoinHandle;
+use tokio::task::{JoinHandle, JoinSet};
 
+use super::auth::{self, Access, AdminAuth, Gate};
+use super::scope::Scope;
+use super::tls::{self, AdminTls, Tls};
 use super::{AdminState, Error, Result, dead_letters, logs, metrics, readiness};
 
-/// A running admin server; stops when [`shutdown`](Self::shutdown) is called or it is dropped.
+/// Longest a TLS handshake may take before the connection is dropped.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Longest a request's headers may take to arrive.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Longest a shutdown waits for requests in flight before dropping them.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// A running admin (or probe) listener; stops when [`shutdown`](Self::shutdown) is called or
+/// it is dropped.
 pub struct AdminServer {
     addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
@@ -32,26 +63,74 @@ pub struct AdminServer {
 }
 
 impl AdminServer {
-    /// Binds `addr` (port 0 picks a free one) and serves the admin routes over `state`.
+    /// Binds `addr` (port 0 picks a free one) and serves the admin routes over `state`, plain
+    /// HTTP without authentication: `addr` must be a loopback address.
     pub async fn start(addr: SocketAddr, state: Arc<AdminState>) -> Result<AdminServer> {
-        let listener = tokio::net::TcpListener::bind(addr)
+        AdminServer::start_with(addr, state, &AdminAuth::None, &AdminTls::Plain).await
+    }
+
+    /// Binds `addr` and serves the admin routes over `state`, authenticating callers as `auth`
+    /// says (through the API server of `state`'s informers) over `tls`.
+    /// [`AdminAuth::None`] is refused for any address but a loopback one.
+    pub async fn start_with(
+        addr: SocketAddr,
+        state: Arc<AdminState>,
+        auth: &AdminAuth,
+        tls: &AdminTls,
+    ) -> Result<AdminServer> {
+        if *auth == AdminAuth::None && !addr.ip().is_loopback() {
+            return Err(Error::Unauthenticated { addr });
+        }
+        let gate = Arc::new(Gate::new(auth, state.factory().client()));
+        let names = (!addr.ip().is_unspecified())
+            .then(|| addr.ip().to_string())
+            .into_iter()
+            .collect::<Vec<_>>();
+        let tls = tls::setup(tls, &names)?;
+        let https = tls.is_some();
+        let stopping = watch::channel(false).0;
+        let app = routes(
+            state,
+            gate.clone(),
+            logs::Stopping(Some(stopping.subscribe())),
+        );
+        let server = AdminServer::serve(addr, app, tls, stopping).await?;
+        let (scheme, auth) = match (https, gate.is_open()) {
+            (true, true) => ("https", "none"),
+            (true, false) => ("https", "kubernetes"),
+            (false, true) => ("http", "none"),
+            (false, false) => ("http", "kubernetes"),
+        };
+        tracing::info!(addr = %server.addr, scheme, auth, "admin server: /metrics /healthz /readyz /plugins /logs /dead-letters");
+        Ok(server)
+    }
+
+    /// Binds `addr` and serves the probes over `state`: `/healthz`, and a `/readyz` that shows
+    /// only counts, plain HTTP without credentials (what kubelet's probes need).
+    pub async fn start_probes(addr: SocketAddr, state: Arc<AdminState>) -> Result<AdminServer> {
+        let app = Router::new()
+            .route("/healthz", get(healthz))
+            .route("/readyz", get(probe_readyz))
+            .with_state(state);
+        let server = AdminServer::serve(addr, app, None, watch::channel(false).0).await?;
+        tracing::info!(addr = %server.addr, "probes: /healthz /readyz");
+        Ok(server)
+    }
+
+    async fn serve(
+        addr: SocketAddr,
+        app: Router,
+        tls: Option<Tls>,
+        stopping: watch::Sender<bool>,
+    ) -> Result<AdminServer> {
+        let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| Error::Bind { addr, source })?;
         let bound = listener
             .local_addr()
             .map_err(|source| Error::Bind { addr, source })?;
         let (stop, stopped) = oneshot::channel::<()>();
-        let stopping = watch::channel(false).0;
-        let app = routes(state, logs::Stopping(Some(stopping.subscribe())));
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async {
-                let _ = stopped.await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "admin server stopped");
-            }
-        });
-        tracing::info!(addr = %bound, "admin server: /metrics /healthz /readyz /plugins /logs /dead-letters");
+        let task = tokio::spawn(accept_loop(listener, app, tls, stopped));
         Ok(AdminServer {
             addr: bound,
             stop: Some(stop),
@@ -65,7 +144,8 @@ impl AdminServer {
         self.addr
     }
 
-    /// Stops accepting connections and waits for requests in flight to finish.
+    /// Stops accepting connections and waits (a bounded time) for requests in flight to
+    /// finish.
     pub async fn shutdown(mut self) {
         self.stopping.send_replace(true);
         if let Some(stop) = self.stop.take() {
@@ -85,15 +165,69 @@ impl Drop for AdminServer {
     }
 }
 
-/// The admin routes over `state`, for embedding in another server (its `/logs` follows end
-/// only when their plugin goes).
-pub fn router(state: Arc<AdminState>) -> Router {
-    routes(state, logs::Stopping(None))
+/// Accepts until `stopped`, each connection in a task of its own (dropped with the loop).
+async fn accept_loop(
+    listener: TcpListener,
+    app: Router,
+    tls: Option<Tls>,
+    mut stopped: oneshot::Receiver<()>,
+) {
+    let graceful = GracefulShutdown::new();
+    let mut connections = JoinSet::new();
+    let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    let _ = stream.set_nodelay(true);
+                    let service = TowerToHyperService::new(app.clone());
+                    let watcher = graceful.watcher();
+                    let acceptor = acceptor.clone();
+                    connections.spawn(async move {
+                        let http = || {
+                            let mut b = hyper::server::conn::http1::Builder::new();
+                            b.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+                            b
+                        };
+                        match acceptor {
+                            None => {
+                                let conn = http().serve_connection(TokioIo::new(stream), service);
+                                let _ = watcher.watch(conn).await;
+                            }
+                            Some(acceptor) => {
+                                let shake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
+                                // A failed or slow handshake is the client's problem: drop it.
+                                if let Ok(Ok(stream)) = shake.await {
+                                    let conn = http().serve_connection(TokioIo::new(stream), service);
+                                    let _ = watcher.watch(conn).await;
+                                }
+                            }
+                        }
+                    });
+                }
+                Err(e) => {
+                    // Typically EMFILE: back off instead of spinning.
+                    tracing::warn!(error = %e, "admin server: accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            _ = &mut stopped => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
+    // Whatever is left (a handshake, a request past the grace) goes with the set.
 }
 
-fn routes(state: Arc<AdminState>, stopping: logs::Stopping) -> Router {
-    Router::new()
-        .route("/healthz", get(healthz))
+/// The admin routes over `state`, callers let in by `gate`, for embedding in another server
+/// (its `/logs` follows end only when their plugin goes).
+pub fn router(state: Arc<AdminState>, gate: Arc<Gate>) -> Router {
+    routes(state, gate, logs::Stopping(None))
+}
+
+fn routes(state: Arc<AdminState>, gate: Arc<Gate>, stopping: logs::Stopping) -> Router {
+    let guarded = Router::new()
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .route("/plugins", get(plugins))
@@ -101,7 +235,12 @@ fn routes(state: Arc<AdminState>, stopping: logs::Stopping) -> Router {
         .route("/dead-letters", get(dead_letters::list))
         .route("/dead-letters/retry", post(dead_letters::retry))
         .route("/dead-letters/drop", post(dead_letters::drop_letters))
+        .route_layer(axum::middleware::from_fn(auth::authenticate));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .merge(guarded)
         .layer(Extension(stopping))
+        .layer(Extension(gate))
         .with_state(state)
 }
 
@@ -109,33 +248,34 @@ async fn healthz() -> &'static str {
     "ok\n"
 }
 
-async fn readyz(State(state): State<Arc<AdminState>>) -> Response {
-    let reasons = readiness::check(&state);
-    if reasons.is_empty() {
-        let mut body = String::from("ok\n");
-        let notes = readiness::notes(&state);
-        if !notes.is_empty() {
-            body.push_str("waiting (not blocking readiness):\n");
-            for n in notes {
-                body.push_str("- ");
-                body.push_str(&n);
-                body.push('\n');
-            }
-        }
-        return (StatusCode::OK, body).into_response();
-    }
-    let mut body = String::from("not ready:\n");
-    for r in reasons {
-        body.push_str("- ");
-        body.push_str(&r);
-        body.push('\n');
-    }
-    (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+fn readiness_response(state: &AdminState, scope: &Scope) -> Response {
+    let (ready, body) = readiness::report(state, scope);
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, body).into_response()
 }
 
-async fn metrics_text(State(state): State<Arc<AdminState>>) -> Response {
-    // Every caller sees everything until authentication decides a scope per request.
-    match metrics::render(&state, &super::scope::Scope::Everything) {
+async fn readyz(State(state): State<Arc<AdminState>>, access: Access) -> Response {
+    match access.read(&state).await {
+        Ok(scope) => readiness_response(&state, &scope),
+        Err(r) => r.into_response(),
+    }
+}
+
+/// The probe listener's `/readyz`: counts, no names.
+async fn probe_readyz(State(state): State<Arc<AdminState>>) -> Response {
+    readiness_response(&state, &Scope::Tenants(Default::default()))
+}
+
+async fn metrics_text(State(state): State<Arc<AdminState>>, access: Access) -> Response {
+    let scope = match access.metrics(&state).await {
+        Ok(scope) => scope,
+        Err(r) => return r.into_response(),
+    };
+    match metrics::render(&state, &scope) {
         Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
         Err(_) => (
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -145,17 +285,27 @@ async fn metrics_text(State(state): State<Arc<AdminState>>) -> Response {
     }
 }
 
-async fn plugins(State(state): State<Arc<AdminState>>) -> Json<serde_json::Value> {
+async fn plugins(State(state): State<Arc<AdminState>>, access: Access) -> Response {
+    let scope = match access.read(&state).await {
+        Ok(scope) => scope,
+        Err(r) => return r.into_response(),
+    };
     let mut list = state.host().map(|h| h.status()).unwrap_or_default();
     if let Some(h) = state.host() {
         list.extend(h.refused());
         list.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
     }
-    match state.host().and_then(|h| h.shard()) {
+    list.retain(|p| scope.sees_tenant(&p.tenant));
+    let shard = state
+        .host()
+        .and_then(|h| h.shard())
+        .filter(|_| scope.sees_host());
+    match shard {
         Some(shard) => Json(serde_json::json!({
             "plugins": list,
             "shard": super::shard::ShardSample::json(shard),
-        })),
-        None => Json(serde_json::json!({ "plugins": list })),
+        }))
+        .into_response(),
+        None => Json(serde_json::json!({ "plugins": list })).into_response(),
     }
 }

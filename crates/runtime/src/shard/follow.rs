@@ -226,6 +226,7 @@ mod tests {
             verbs: verbs.iter().map(|v| v.to_string()).collect(),
             resource: "leases.coordination.k8s.io".into(),
             namespace: Some("default".into()),
+            ..Default::default()
         }
     }
 

@@ -2,25 +2,31 @@
 //! server (see [`crate::admin::dead_letters`] for what the routes do).
 
 use super::{AdminClient, ERROR_CELL, Result, cell};
-use crate::admin::dead_letters::{Letter, Outcome, Selection};
+use crate::admin::dead_letters::{Letter, Outcome, Page, Selection};
 
 impl AdminClient {
-    /// The dead letters of `plugin` (`tenant/name`, or `name`), or of every plugin.
+    /// The dead letters of `plugin` (`tenant/name`, or `name`), or of every plugin, following
+    /// the server's pages to the last.
     pub async fn dead_letters(&self, plugin: Option<&str>) -> Result<Vec<Letter>> {
-        #[derive(serde::Deserialize)]
-        struct Listed {
-            dead_letters: Vec<Letter>,
-        }
-        let path = match plugin {
-            Some(p) => {
-                let mut query = form_urlencoded::Serializer::new(String::new());
+        let mut letters = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            if let Some(p) = plugin {
                 query.append_pair("plugin", p);
-                format!("/dead-letters?{}", query.finish())
             }
-            None => "/dead-letters".to_string(),
-        };
-        let listed: Listed = self.json(http::Method::GET, &path, None).await?;
-        Ok(listed.dead_letters)
+            if let Some(token) = &next {
+                query.append_pair("continue", token);
+            }
+            let path = format!("/dead-letters?{}", query.finish());
+            let page: Page = self.json(http::Method::GET, &path, None).await?;
+            letters.extend(page.dead_letters);
+            match page.continue_token {
+                // A token that does not move on would page forever: what was read is all.
+                Some(token) if next.as_ref() != Some(&token) => next = Some(token),
+                _ => return Ok(letters),
+            }
+        }
     }
 
     /// Delivers the selected letters' objects again (see [`crate::admin::dead_letters`]).

@@ -1,0 +1,261 @@
+//! HTTPS for the admin server: a certificate and key from files (a mounted Secret, cert-manager's
+//! or the operator's), reloaded when they change, or one generated at start for in-cluster use
+//! when none is mounted.
+//!
+//! Contract:
+//! - [`AdminTls::Files`]: both files are read at start (a missing or unreadable file, a key that
+//!   does not match the certificate, is an error naming the file), then every
+//!   `reload_every` they are read again; when their content changed, new
+//!   connections get the new pair. A pair that fails to load then is logged and the old one
+//!   kept, so a half-written rotation never takes the server down. Reading the content (not the
+//!   modification time) follows the symbolic-link swap a Kubernetes Secret volume makes.
+//! - [`AdminTls::SelfSigned`]: a fresh key and a self-signed certificate for `localhost`, the
+//!   loopback addresses, the host name (`$HOSTNAME`, the pod's name) and `$POD_IP` when set.
+//!   Clients cannot verify it against a CA: it keeps tokens off the wire in clear, and a
+//!   scraper configured with `insecureSkipVerify` (or the certificate's fingerprint) uses it.
+//! - TLS 1.2 and 1.3 with rustls' ring provider (the one kube's client uses here); HTTP/1.1.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
+use tokio_rustls::rustls::sign::CertifiedKey;
+
+/// Whether and how the admin server speaks HTTPS.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum AdminTls {
+    /// Plain HTTP.
+    #[default]
+    Plain,
+    /// A certificate chain and its key, PEM files, reloaded when they change.
+    Files {
+        /// The certificate chain, leaf first.
+        cert: PathBuf,
+        /// The private key (PKCS#8, PKCS#1 or SEC1).
+        key: PathBuf,
+        /// How often the files are read again for a rotation.
+        reload_every: Duration,
+    },
+    /// A self-signed certificate generated at start.
+    SelfSigned,
+}
+
+impl AdminTls {
+    /// [`AdminTls::Files`] read again every [`RELOAD_EVERY`].
+    pub fn files(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> AdminTls {
+        AdminTls::Files {
+            cert: cert.into(),
+            key: key.into(),
+            reload_every: RELOAD_EVERY,
+        }
+    }
+}
+
+/// How often mounted certificate files are read again by default.
+pub const RELOAD_EVERY: Duration = Duration::from_secs(10);
+
+/// Errors setting up HTTPS.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A certificate or key file could not be read.
+    #[error("admin TLS: cannot read `{path}`: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file holds no PEM certificate, or no PEM private key.
+    #[error("admin TLS: `{path}` holds no {what} in PEM")]
+    NoPem {
+        /// The file.
+        path: PathBuf,
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// Why the PEM did not parse.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The key does not fit the certificate, or is of a kind rustls cannot sign with.
+    #[error("admin TLS: the key `{key}` does not go with the certificate `{cert}`: {source}")]
+    Mismatch {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// What rustls said.
+        #[source]
+        source: rustls::Error,
+    },
+    /// Generating the self-signed certificate failed.
+    #[error("admin TLS: cannot generate a self-signed certificate: {0}")]
+    Generate(#[source] rcgen::Error),
+    /// rustls refused the configuration or the generated pair.
+    #[error("admin TLS: {0}")]
+    Rustls(#[source] rustls::Error),
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// The certificate new connections get, swapped in place by the reloader.
+#[derive(Debug)]
+struct Current(RwLock<Arc<CertifiedKey>>);
+
+impl ResolvesServerCert for Current {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.read().clone())
+    }
+}
+
+/// A TLS acceptor and what keeps its certificate current; reloading stops when it is dropped.
+pub(crate) struct Tls {
+    pub(crate) acceptor: tokio_rustls::TlsAcceptor,
+    _reloader: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Tls {
+    fn drop(&mut self) {
+        if let Some(r) = &self._reloader {
+            r.abort();
+        }
+    }
+}
+
+/// The acceptor `mode` asks for (`None` for plain HTTP); `names` go into a self-signed
+/// certificate besides the usual ones.
+pub(crate) fn setup(mode: &AdminTls, names: &[String]) -> Result<Option<Tls>, TlsError> {
+    let (key, reload) = match mode {
+        AdminTls::Plain => return Ok(None),
+        AdminTls::SelfSigned => (self_signed(names)?, None),
+        AdminTls::Files {
+            cert,
+            key,
+            reload_every,
+        } => {
+            let (pair, read) = load(cert, key)?;
+            (pair, Some((cert.clone(), key.clone(), *reload_every, read)))
+        }
+    };
+    let current = Arc::new(Current(RwLock::new(Arc::new(key))));
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Rustls)?
+        .with_no_client_auth()
+        .with_cert_resolver(current.clone());
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let reloader = reload
+        .map(|(cert, key, every, read)| tokio::spawn(reload_loop(current, cert, key, every, read)));
+    Ok(Some(Tls {
+        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        _reloader: reloader,
+    }))
+}
+
+/// Reads both files again every `every`, and swaps in a pair whose content changed.
+async fn reload_loop(
+    current: Arc<Current>,
+    cert: PathBuf,
+    key: PathBuf,
+    every: Duration,
+    mut last: Contents,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let read = (std::fs::read(&cert), std::fs::read(&key));
+        let (Ok(c), Ok(k)) = read else {
+            tracing::warn!(cert = %cert.display(), key = %key.display(), "admin TLS: cannot read the certificate files; keeping the one in use");
+            continue;
+        };
+        if (&c, &k) == (&last.0, &last.1) {
+            continue;
+        }
+        match pair(&cert, &c, &key, &k) {
+            Ok(pair) => {
+                *current.0.write() = Arc::new(pair);
+                tracing::info!(cert = %cert.display(), "admin TLS: certificate reloaded");
+                last = (c, k);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "admin TLS: the changed certificate files do not load; keeping the one in use");
+            }
+        }
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
+    std::fs::read(path).map_err(|source| TlsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// The bytes of the certificate and key files, as last read.
+type Contents = (Vec<u8>, Vec<u8>);
+
+/// The pair in `cert` and `key`, and the bytes read (to tell a change).
+fn load(cert: &Path, key: &Path) -> Result<(CertifiedKey, Contents), TlsError> {
+    let (c, k) = (read(cert)?, read(key)?);
+    let pair = pair(cert, &c, key, &k)?;
+    Ok((pair, (c, k)))
+}
+
+fn pair(
+    cert_path: &Path,
+    cert: &[u8],
+    key_path: &Path,
+    key: &[u8],
+) -> Result<CertifiedKey, TlsError> {
+    let no_pem = |path: &Path, what, source| TlsError::NoPem {
+        path: path.to_path_buf(),
+        what,
+        source,
+    };
+    let chain = CertificateDer::pem_slice_iter(cert)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| no_pem(cert_path, "certificate", e))?;
+    if chain.is_empty() {
+        return Err(no_pem(
+            cert_path,
+            "certificate",
+            rustls::pki_types::pem::Error::NoItemsFound,
+        ));
+    }
+    let private =
+        PrivateKeyDer::from_pem_slice(key).map_err(|e| no_pem(key_path, "private key", e))?;
+    CertifiedKey::from_der(chain, private, &provider()).map_err(|source| TlsError::Mismatch {
+        cert: cert_path.to_path_buf(),
+        key: key_path.to_path_buf(),
+        source,
+    })
+}
+
+/// A new key and a self-signed certificate for `names`, `localhost`, the loopback addresses,
+/// `$HOSTNAME` and `$POD_IP`.
+fn self_signed(names: &[String]) -> Result<CertifiedKey, TlsError> {
+    let mut sans: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+    for var in ["HOSTNAME", "POD_IP"] {
+        if let Ok(v) = std::env::var(var) {
+            sans.push(v.trim().to_string());
+        }
+    }
+    sans.extend(names.iter().cloned());
+    // A name a certificate cannot carry is left out rather than failing the start.
+    sans.retain(|s| !s.is_empty() && s.is_ascii() && !s.contains(char::is_whitespace));
+    sans.sort();
+    sans.dedup();
+    let generated = rcgen::generate_simple_self_signed(sans).map_err(TlsError::Generate)?;
+    let chain = vec![generated.cert.der().clone()];
+    let key = PrivateKeyDer::Pkcs8(generated.signing_key.serialize_der().into());
+    CertifiedKey::from_der(chain, key, &provider()).map_err(TlsError::Rustls)
+}
