@@ -78,11 +78,10 @@ impl Install {
         let pod = self.pod(index);
         let dir = pod.volume("plugins");
         for (name, manifest) in plugins {
-            std::fs::copy(
-                informant_tests::plugins::wasm("hostile"),
-                dir.join(format!("{name}.wasm")),
-            )
-            .unwrap();
+            // `TENANT/NAME` goes into the tenant's directory.
+            let wasm = dir.join(format!("{name}.wasm"));
+            std::fs::create_dir_all(wasm.parent().unwrap()).unwrap();
+            std::fs::copy(informant_tests::plugins::wasm("hostile"), &wasm).unwrap();
             std::fs::write(dir.join(format!("{name}.toml")), manifest).unwrap();
         }
         let uid = self.pod_uid(&pod).await;
@@ -637,6 +636,121 @@ async fn cluster_wide_read_lets_wildcard_watches_cover_every_kind() {
         .filter(|q| q.user.as_deref() == Some(user.as_str()) && !q.allowed)
         .collect();
     assert!(refused.is_empty(), "{refused:?}");
+    r.stop().await;
+    install.server.shutdown().await;
+}
+
+/// `informant status` as `user` (with its own kubeconfig token) against pod `pod` through the
+/// API server's port-forward, as an operator or a tenant reaches a pod nothing exposes: success,
+/// stdout and stderr.
+async fn status_as(install: &Install, user: &str, pod: &PodRun) -> (bool, String, String) {
+    let kubeconfig = install.dir.path().join(format!("{user}.kubeconfig"));
+    install
+        .server
+        .write_kubeconfig_as(user, &kubeconfig)
+        .unwrap();
+    let port = install.rendered.workload()["spec"]["template"]["spec"]["containers"][0]["ports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "admin")
+        .unwrap()["containerPort"]
+        .to_string();
+    let out = informant_tests::guarded(
+        "informant status",
+        Command::new(env!("CARGO_BIN_EXE_informant"))
+            .args(["status", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args([
+                "--pod",
+                &pod.name,
+                "-n",
+                &pod.namespace,
+                "--pod-port",
+                &port,
+            ])
+            // The chart's self-signed certificate: encrypted, not verified.
+            .args(["--insecure-skip-tls-verify", "--output", "json"])
+            .env("NO_COLOR", "1")
+            .env_remove("KUBECONFIG")
+            .env_remove("INFORMANT_TOKEN")
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The admin surface as the chart configures it (HTTPS, authenticated, authorized per tenant,
+/// reached through the API server's port-forward): the operator bound by `admin.access.operators`
+/// sees every plugin, a tenant's user bound by `admin.access.tenants` only its tenant's, and an
+/// identity bound to nothing is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_surface_shows_each_identity_what_the_charts_access_roles_grant() {
+    let config = "operator-plugins = true\n[tenants.team-a]\nnamespaces = [\"team-a\"]\n[tenants.team-b]\nnamespaces = [\"team-b\"]\n";
+    let Some(install) = Install::new(json!({
+        "replicaCount": 1,
+        "config": config,
+        "admin": {"access": {
+            "operators": [{"kind": "User", "name": "ops-admin"}],
+            "tenants": [{"name": "team-a", "subjects": [{"kind": "User", "name": "alice"}]}],
+        }},
+    }))
+    .await
+    else {
+        return;
+    };
+    create_namespaces(&install.server, &["team-a", "team-b"]);
+    let echo = |ns: &str, tag: &str| {
+        format!(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"{ns}\"\n[config]\nmode = \"echo\"\ntag = \"{tag}\"\n"
+        )
+    };
+    let plugins = vec![
+        (
+            "operators-own".to_string(),
+            echo(WATCHED_NS, "operators-own"),
+        ),
+        ("team-a/alpha".to_string(), echo("team-a", "alpha")),
+        ("team-b/bravo".to_string(), echo("team-b", "bravo")),
+    ];
+    let mut r = install.start(0, &plugins).await;
+    r.ready().await;
+    let pod = install.pod(0);
+    // Reaching a pod's port through the API server is a grant of its own, in the release
+    // namespace (the chart grants it to no one: whoever may port-forward to the pods).
+    for user in ["ops-admin", "alice", "nobody"] {
+        let subject = json!({"kind": "User", "name": user});
+        let mut rules = informant_tests::chart::allow_rules_for(&install.rendered, &subject);
+        rules.push(informant_devserver::audit::AllowRule {
+            namespace: Some(RELEASE_NS.into()),
+            ..informant_devserver::audit::AllowRule::new(&["create"], "pods/portforward")
+        });
+        install.server.restrict(user, rules);
+    }
+
+    let (ok, out, err) = status_as(&install, "ops-admin", &pod).await;
+    assert!(ok, "{err}");
+    for name in ["operators-own", "alpha", "bravo"] {
+        assert!(out.contains(name), "the operator misses {name}: {out}");
+    }
+    let (ok, out, err) = status_as(&install, "alice", &pod).await;
+    assert!(ok, "{err}");
+    assert!(out.contains("alpha"), "{out}");
+    for hidden in ["operators-own", "bravo", "team-b"] {
+        assert!(!out.contains(hidden), "alice sees {hidden}: {out}");
+    }
+    let (ok, out, err) = status_as(&install, "nobody", &pod).await;
+    assert!(
+        !ok,
+        "an identity bound to nothing read the admin surface: {out}"
+    );
+    assert!(err.contains("403"), "{err}");
     r.stop().await;
     install.server.shutdown().await;
 }
