@@ -535,8 +535,18 @@ async fn every_endpoint_refuses_strangers_and_shows_each_tenant_only_its_own() {
         let a = call(s.admin, method, path, Some(&prom), body).await;
         assert_eq!(a.status, 403, "{path}: {}", a.body);
     }
-    // A tenant's scrape is refused until it can be cut to the tenant's own series.
-    assert_eq!(get_as(s.admin, "/metrics", &alice).await.status, 403);
+    // A tenant's scrape is cut to its own plugins' series: no other tenant's, no operator
+    // plugin's, none of the host's.
+    let mine = get_as(s.admin, "/metrics", &alice).await;
+    assert_eq!(mine.status, 200, "{}", mine.body);
+    assert!(mine.body.contains("tenant=\"team-a\""), "{}", mine.body);
+    for hidden in ["team-b", "plugin=\"op\"", "informant_informer_synced"] {
+        assert!(
+            !mine.body.contains(hidden),
+            "alice's scrape has {hidden}: {}",
+            mine.body
+        );
+    }
     s.stop().await;
 }
 
