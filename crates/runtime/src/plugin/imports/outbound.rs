@@ -81,10 +81,10 @@ impl Outbound {
         let scheme = uri
             .scheme_str()
             .and_then(Scheme::parse)
-            .ok_or_else(|| Denied::Scheme(uri.to_string()))?;
+            .ok_or_else(|| Denied::Scheme(crate::redact::url(&uri.to_string()).into_owned()))?;
         let authority = uri
             .authority()
-            .ok_or_else(|| Denied::NoHost(uri.to_string()))?
+            .ok_or_else(|| Denied::NoHost(crate::redact::url(&uri.to_string()).into_owned()))?
             .as_str();
         let (host, port) = split_authority(authority)?;
         let host = canonical_host(host)?;
@@ -94,9 +94,10 @@ impl Outbound {
         };
         for value in request.headers().get_all(http::header::HOST) {
             if value.as_bytes() != authority.as_bytes() {
+                // The authority may carry `user:password@`: it is shown to the plugin and logged.
                 return Err(Denied::HostHeader {
                     header: format!("{value:?}"),
-                    authority: authority.to_string(),
+                    authority: crate::redact::url(authority).into_owned(),
                 });
             }
         }
@@ -456,5 +457,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("not in the manifest"), "{err}");
+    }
+
+    #[test]
+    fn a_refusal_never_repeats_a_password_or_a_query_token() {
+        let o = outbound(&["http://127.0.0.1:8080"]);
+        for url in [
+            "http://alice:s3cret@127.0.0.1:8080/",
+            "ftp://alice:s3cret@127.0.0.1:8080/?token=s3cret",
+        ] {
+            let uri = url.parse::<http::Uri>().unwrap();
+            let host = uri.authority().map(|a| a.as_str().to_string());
+            for header in [host.as_deref(), Some("evil.example")] {
+                let err = o.check(&request(url, header)).unwrap_err().to_string();
+                assert!(!err.contains("s3cret"), "{url}: {err}");
+            }
+        }
     }
 }
