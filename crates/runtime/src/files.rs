@@ -1,5 +1,5 @@
 //! Bounded, non-blocking reads of files someone else may control: the plugins directory,
-//! secret files.
+//! secret files, CA bundles.
 
 use std::path::Path;
 
@@ -79,4 +79,39 @@ pub(crate) fn hard_links(m: &std::fs::Metadata) -> u64 {
 #[cfg(not(unix))]
 pub(crate) fn hard_links(_: &std::fs::Metadata) -> u64 {
     1
+}
+
+/// Largest CA bundle read: bundles are a few hundred KiB.
+pub(crate) const MAX_CA_BYTES: u64 = 4 << 20;
+
+/// Why a CA bundle cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CaError {
+    /// It could not be opened or read.
+    #[error(transparent)]
+    Read(#[from] std::io::Error),
+    /// What it holds is not a usable bundle.
+    #[error("{0}")]
+    Bad(String),
+}
+
+/// The PEM certificates of the CA bundle at `path` (at least one, at most [`MAX_CA_BYTES`]).
+pub(crate) fn ca_certificates(
+    path: &Path,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, CaError> {
+    use rustls::pki_types::pem::PemObject;
+    let mut file = std::fs::File::open(path)?;
+    let opened = file.metadata()?;
+    let bytes = read_capped(&mut file, &opened, MAX_CA_BYTES)?.map_err(|len| {
+        CaError::Bad(format!(
+            "{len} bytes, more than a CA bundle ({MAX_CA_BYTES} at most)"
+        ))
+    })?;
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&bytes)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CaError::Bad(format!("not PEM: {e}")))?;
+    if certs.is_empty() {
+        return Err(CaError::Bad("no `BEGIN CERTIFICATE` block in it".into()));
+    }
+    Ok(certs)
 }

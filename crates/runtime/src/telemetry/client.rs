@@ -14,7 +14,6 @@ use http::{HeaderMap, Request, Response};
 use opentelemetry_http::{HttpClient, HttpError};
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
@@ -63,18 +62,10 @@ pub(super) fn build(
 
 /// The certificates of a PEM file, or why not (naming the file).
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
-    let bad = |reason: String| Error::Certificates {
+    crate::files::ca_certificates(path).map_err(|e| Error::Certificates {
         path: path.to_path_buf(),
-        reason,
-    };
-    let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| bad(format!("not PEM certificates: {e}")))?;
-    if certs.is_empty() {
-        return Err(bad("holds no PEM certificate".into()));
-    }
-    Ok(certs)
+        reason: e.to_string(),
+    })
 }
 
 /// The blocking client with the export's headers set on each request, replacing any the

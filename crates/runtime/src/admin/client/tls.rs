@@ -7,12 +7,8 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
-
-/// Largest CA file read: bundles are a few hundred KiB.
-const MAX_CA_BYTES: u64 = 4 << 20;
 
 /// Errors setting up TLS.
 #[derive(Debug, thiserror::Error)]
@@ -141,35 +137,16 @@ impl Tls {
 
 /// The PEM certificates of `path` (at least one).
 fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    let read_err = |source| TlsError::ReadCa {
-        path: path.to_path_buf(),
-        source,
-    };
-    let mut file = std::fs::File::open(path).map_err(read_err)?;
-    let opened = file.metadata().map_err(read_err)?;
-    let bytes =
-        match crate::files::read_capped(&mut file, &opened, MAX_CA_BYTES).map_err(read_err)? {
-            Ok(b) => b,
-            Err(len) => {
-                return Err(TlsError::BadCa {
-                    path: path.to_path_buf(),
-                    reason: format!("{len} bytes, more than a CA bundle ({MAX_CA_BYTES} at most)"),
-                });
-            }
-        };
-    let certs = CertificateDer::pem_slice_iter(&bytes)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::BadCa {
+    crate::files::ca_certificates(path).map_err(|e| match e {
+        crate::files::CaError::Read(source) => TlsError::ReadCa {
             path: path.to_path_buf(),
-            reason: format!("not PEM: {e}"),
-        })?;
-    if certs.is_empty() {
-        return Err(TlsError::BadCa {
+            source,
+        },
+        crate::files::CaError::Bad(reason) => TlsError::BadCa {
             path: path.to_path_buf(),
-            reason: "no `BEGIN CERTIFICATE` block in it".into(),
-        });
-    }
-    Ok(certs)
+            reason,
+        },
+    })
 }
 
 /// Accepts any certificate; still checks that the handshake is signed by its key.
