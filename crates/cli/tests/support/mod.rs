@@ -109,9 +109,11 @@ impl Host {
     /// and waits until it is ready.
     pub async fn start_with(dir: &Path, args: &[String], env: &[(&str, &str)]) -> Host {
         let mut run = Command::new(env!("CARGO_BIN_EXE_informant"));
+        // On loopback, unauthenticated: these tests read /metrics and /plugins directly.
         run.arg("run")
             .arg("--kubeconfig")
-            .arg(dir.join("kubeconfig"));
+            .arg(dir.join("kubeconfig"))
+            .arg("--admin-auth=none");
         Host::spawn(run, dir, args, env).await
     }
 
