@@ -383,7 +383,7 @@ async fn a_member_that_cannot_watch_the_group_runs_nothing_and_says_why() {
         .collect();
     install.server.restrict(&user, rules);
     let plugins = Install::echo_plugins(4, "");
-    let mut replicas = vec![
+    let mut replicas = [
         install.start(0, &plugins).await,
         install.start(1, &plugins).await,
     ];
@@ -573,7 +573,7 @@ async fn default_values_run_one_leader_and_fail_over_to_the_standby() {
     };
     assert_eq!(install.rendered.workload()["kind"], "Deployment");
     let plugins = Install::echo_plugins(3, "");
-    let mut replicas = vec![
+    let mut replicas = [
         install.start(0, &plugins).await,
         install.start(1, &plugins).await,
     ];
