@@ -166,3 +166,70 @@ impl CursorBook {
         self.book.lock().previous.get(plugin).copied()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::leader::LeaseConfig;
+    use crate::shard::ShardBy;
+    use std::time::Duration;
+
+    fn config(pod_uid: Option<&str>) -> ShardConfig {
+        ShardConfig {
+            group: "hooks".into(),
+            lease: LeaseConfig::new("hooks", "default", "a")
+                .with_lease_duration(Duration::from_secs(6)),
+            by: ShardBy::Plugin,
+            pod_uid: pod_uid.map(String::from),
+        }
+    }
+
+    /// Lease `hooks-a` at resourceVersion 500, held by `holder`, owned by `owners`, publishing
+    /// p at 400.
+    fn lease(holder: Option<&str>, owners: serde_json::Value) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "hooks-a", "resourceVersion": "500", "ownerReferences": owners,
+                "annotations": {(super::super::ANNOTATION):
+                    r#"{"v":1,"plugins":{"p":{"scope":"s","at":{"pods":400},"held":true}}}"#},
+            },
+            "spec": {"holderIdentity": holder},
+        }))
+        .unwrap()
+    }
+
+    fn pod(name: &str, uid: &str) -> serde_json::Value {
+        serde_json::json!([{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid}])
+    }
+
+    #[test]
+    fn only_this_members_own_lease_is_its_previous_life() {
+        // Held by it (a crash) or by no one (it left): its own.
+        for holder in [Some("a"), None] {
+            let life = previous_life(&lease(holder, pod("a", "uid-1")), &config(Some("uid-1")))
+                .expect("its own Lease");
+            assert_eq!((life.member.as_str(), life.version), ("a", Some(500)));
+            assert_eq!(life.plugins["p"].at["pods"], 400);
+            assert!(previous_life(&lease(holder, serde_json::json!([])), &config(None)).is_some());
+        }
+        // Held by another identity: a rewrite, not this member's record.
+        assert!(previous_life(&lease(Some("mallory"), pod("a", "uid-1")), &config(None)).is_none());
+        // With --pod-uid: the Lease a replaced Pod of the same name left (a rollout), one owned
+        // by another Pod, by none, or by more than this one, does not count.
+        for owners in [
+            pod("a", "uid-old"),
+            pod("b", "uid-1"),
+            serde_json::json!([]),
+            serde_json::json!([
+                {"apiVersion": "v1", "kind": "Pod", "name": "a", "uid": "uid-1"},
+                {"apiVersion": "v1", "kind": "Pod", "name": "a", "uid": "uid-old"},
+            ]),
+            serde_json::json!([{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "a", "uid": "uid-1"}]),
+        ] {
+            assert!(
+                previous_life(&lease(Some("a"), owners.clone()), &config(Some("uid-1"))).is_none(),
+                "{owners}"
+            );
+        }
+    }
+}

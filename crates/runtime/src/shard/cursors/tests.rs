@@ -221,3 +221,140 @@ fn an_oversized_book_is_trimmed_to_what_a_lease_holds() {
     assert!(text.len() <= MAX_ANNOTATION_BYTES, "{}", text.len());
     assert!(parse(&text).unwrap().len() > 1000);
 }
+
+/// Per plugin, (scope, informer, watermark) as the state directory keeps them.
+fn stored(plugins: &[(&str, &str, &str, u64)]) -> BTreeMap<String, Entry> {
+    seen("me", false, plugins).plugins
+}
+
+#[test]
+fn a_restarted_members_previous_life_counts_and_is_published_until_it_takes_the_plugin_back() {
+    let book = CursorBook::new();
+    // What its Lease said when it stopped, read at resourceVersion 5,000: one cursor forged
+    // past the Lease's own version, one of a plugin it is no longer given.
+    let mut life = seen(
+        "me",
+        false,
+        &[
+            ("p", "s", "pods", 4_000),
+            ("q", "s", "pods", 4_100),
+            ("forged", "s", "pods", 9_000),
+        ],
+    );
+    life.version = Some(5_000);
+    book.adopt_previous_lease(life.clone());
+    assert_eq!(book.cursor("p", "s", "pods"), Some(4_000));
+    assert_eq!(book.cursor("forged", "s", "pods"), None);
+    assert_eq!(book.previous("p"), Some(Source::Lease));
+    // Published as released, so a crash before it takes them back loses nothing, and a
+    // member taking one over finds it.
+    let doc = parse(&book.annotation()).unwrap();
+    assert_eq!(doc["p"].at["pods"], 4_000);
+    assert!(!doc["p"].held);
+    assert!(!doc.contains_key("forged"));
+    // Read again (a first renewal that failed and retried): the same, not doubled.
+    book.adopt_previous_lease(life);
+    assert_eq!(parse(&book.annotation()).unwrap().len(), 2);
+    // Taken back: this life's watermark from then on.
+    book.track("p", "s", "pods", mark(4_500));
+    assert_eq!(book.previous("p"), None);
+    assert!(parse(&book.annotation()).unwrap()["p"].held);
+    // A plugin removed from the plugins directory while it was down is not handed on.
+    let present = BTreeSet::from(["p".to_string()]);
+    assert_eq!(book.keep_only(&present), ["q"]);
+    assert!(!parse(&book.annotation()).unwrap().contains_key("q"));
+}
+
+#[test]
+fn the_previous_life_never_replaces_what_this_life_released_or_runs() {
+    let book = CursorBook::new();
+    book.track("run", "s", "pods", mark(700));
+    book.track("rel", "s", "pods", mark(600));
+    book.release("rel");
+    book.adopt_previous_lease(seen(
+        "me",
+        false,
+        &[("run", "s", "pods", 10), ("rel", "s", "pods", 20)],
+    ));
+    book.adopt_stored(stored(&[
+        ("run", "s", "pods", 11),
+        ("rel", "s", "pods", 21),
+    ]));
+    assert_eq!(book.cursor("run", "s", "pods"), Some(700));
+    assert_eq!(book.cursor("rel", "s", "pods"), Some(600));
+    assert_eq!(book.previous("rel"), None);
+}
+
+#[test]
+fn the_state_directorys_cursor_is_taken_over_the_leases_whichever_is_read_first() {
+    for state_first in [false, true] {
+        let book = CursorBook::new();
+        // The Lease: a renewal older than the state on pods (a crash), or rewritten lower
+        // by a Lease writer on cms; a third informer the state has no cursor for.
+        let lease = seen(
+            "me",
+            false,
+            &[
+                ("p", "s", "pods", 100),
+                ("p", "s", "cms", 10),
+                ("p", "s", "svc", 70),
+            ],
+        );
+        let state = stored(&[("p", "s", "pods", 150), ("p", "s", "cms", 90)]);
+        if state_first {
+            book.adopt_stored(state);
+            book.adopt_previous_lease(lease);
+        } else {
+            book.adopt_previous_lease(lease);
+            book.adopt_stored(state);
+        }
+        assert_eq!(book.cursor("p", "s", "pods"), Some(150), "{state_first}");
+        assert_eq!(book.cursor("p", "s", "cms"), Some(90), "{state_first}");
+        assert_eq!(book.cursor("p", "s", "svc"), Some(70), "{state_first}");
+        assert_eq!(book.previous("p"), Some(Source::State));
+    }
+    // Under another scope the Lease's cursors are not merged in.
+    let book = CursorBook::new();
+    book.adopt_stored(stored(&[("p", "new", "pods", 150)]));
+    book.adopt_previous_lease(seen("me", false, &[("p", "old", "cms", 5)]));
+    assert_eq!(book.cursor("p", "old", "cms"), None);
+    assert_eq!(book.cursor("p", "new", "pods"), Some(150));
+}
+
+#[test]
+fn a_member_that_ran_the_plugin_meanwhile_wins_over_the_previous_life_and_the_state_forgets_it() {
+    let book = CursorBook::new();
+    let forgotten: Arc<Mutex<Vec<String>>> = Arc::default();
+    let f = forgotten.clone();
+    book.on_superseded(Arc::new(move |p| f.lock().push(p.to_string())));
+    book.adopt_stored(stored(&[("p", "s", "pods", 150), ("q", "s", "pods", 150)]));
+    // b took p over while this member was down and runs it: its cursor is the one, and this
+    // member's record of p is no longer anyone's best.
+    book.observe(vec![seen("b", true, &[("p", "s", "pods", 300)])]);
+    assert_eq!(book.cursor("p", "s", "pods"), Some(300));
+    assert_eq!(*forgotten.lock(), ["p"]);
+    assert!(!parse(&book.annotation()).unwrap().contains_key("p"));
+    // A live member's older release of q (its own previous life's, say) does not replace
+    // this member's newer record; a further one does.
+    let mut older = seen("c", true, &[("q", "s", "pods", 40)]);
+    older.plugins.get_mut("q").unwrap().held = false;
+    book.observe(vec![seen("b", true, &[("p", "s", "pods", 300)]), older]);
+    assert_eq!(*forgotten.lock(), ["p"]);
+    assert!(parse(&book.annotation()).unwrap().contains_key("q"));
+    let mut further = seen("c", true, &[("q", "s", "pods", 160)]);
+    further.plugins.get_mut("q").unwrap().held = false;
+    book.observe(vec![further]);
+    assert_eq!(*forgotten.lock(), ["p", "q"]);
+}
+
+#[test]
+fn without_a_known_holder_the_previous_life_is_one_more_candidate_and_the_lowest_wins() {
+    let book = CursorBook::new();
+    book.adopt_stored(stored(&[("p", "s", "pods", 150)]));
+    // A dead member's Lease, never seen live by this life: not a known holder. Its cursor
+    // cannot be shown to be this member's own, so the lowest is resumed from.
+    book.observe(vec![seen("b", false, &[("p", "s", "pods", 300)])]);
+    assert_eq!(book.cursor("p", "s", "pods"), Some(150));
+    book.observe(vec![seen("b", false, &[("p", "s", "pods", 90)])]);
+    assert_eq!(book.cursor("p", "s", "pods"), Some(90));
+}
