@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::cursor::Holds;
-use super::event::Event;
+use super::event::{Event, EventType};
 use super::object::{CachedObject, RawObject};
 use super::processor::{
     ChangeFilter, EventFilter, Handler, ListenerHandle, ListenerOptions, ListenerStats,
@@ -76,10 +76,22 @@ pub struct CursorOptions {
     pub floor_version: Option<u64>,
     /// A resourceVersion every change up to which the handler had handled before the informer
     /// saw those changes again (its watch resumed from a point before them): live events at
-    /// most this are not delivered to it. A delete whose final state is unknown always is
-    /// (a relist inferred it, and when it happened is not known), and a relist ends the skip
-    /// (see [`SharedProcessor::end_skips`](crate::SharedProcessor::end_skips)).
+    /// most this are not delivered to it, nor, resuming with `since`, an add or update of the
+    /// restored difference whose object is at such a version (the watch applied it before the
+    /// handler registered). A delete whose final state is unknown always is (a relist or the
+    /// restored difference inferred it, and when it happened is not known), and a relist ends
+    /// the skip (see [`SharedProcessor::end_skips`](crate::SharedProcessor::end_skips)).
     pub skip_through_version: Option<u64>,
+}
+
+/// Whether `event`, of a restored difference, is one a handler skipping through `skip` had
+/// handled: an add or update whose object is at a version at most `skip`.
+fn skipped(skip: Option<u64>, event: &Event) -> bool {
+    skip.is_some_and(|through| {
+        event.event_type != EventType::Deleted
+            && crate::cursor::version_of(event.object.resource_version())
+                .is_some_and(|v| v <= through)
+    })
 }
 
 /// Options of a handler registration.
@@ -415,7 +427,7 @@ impl SharedInformer {
             Some((since, restored)) => {
                 self.store
                     .changes_after(&restored, since, floor, |synced, events| {
-                        for e in events {
+                        for e in events.into_iter().filter(|e| !skipped(skip_through, e)) {
                             state.offer(e);
                         }
                         if synced {

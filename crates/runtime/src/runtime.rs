@@ -172,6 +172,9 @@ impl Runtime {
             Some(s) => {
                 let durable = Durable::start(s).map_err(Error::State)?;
                 durable.attach(&factory);
+                if let Some(shard) = &opts.shard {
+                    follow_in_state(shard, &durable);
+                }
                 Some(durable)
             }
             None => None,
@@ -235,6 +238,7 @@ impl Runtime {
                 if host.shard().is_some() {
                     shard_follower = Some(follow_assignment(host.clone(), reports.clone()));
                 }
+                let active = host.shard().is_some_and(|s| s.assignment.borrow().active);
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
                     tracing::error!(plugin = %id, error = %e, "plugin not loaded");
@@ -247,8 +251,11 @@ impl Runtime {
                 // Started means the plugins' events flow, as readiness does: a caller creating
                 // objects next sees them as changes, not as part of a first list.
                 host.wait_started().await;
-                if let Some(d) = &durable {
-                    d.started(&factory, &host.loaded_ids());
+                match (&durable, host.shard()) {
+                    (Some(d), None) => d.started(&factory, &host.loaded_ids()),
+                    // A member joining owns nothing yet: the restored caches wait for its share.
+                    (Some(d), Some(_)) if active => d.restores_done(),
+                    _ => {}
                 }
                 (Some(reloader), config_watcher)
             }
@@ -377,14 +384,40 @@ fn follow_assignment(
         return tokio::spawn(async {});
     };
     tokio::spawn(async move {
+        let mut restores_done = false;
         // Changes during a reconcile fold into the next one, which reads the latest.
         while assignment.changed().await.is_ok() {
+            let active = assignment.borrow_and_update().active;
             let report = host.reconcile().await;
             if let Some(r) = &reports {
                 let _ = r.send(report);
             }
+            // This member's first share has taken what the caches restored from disk serve.
+            if active
+                && !std::mem::replace(&mut restores_done, true)
+                && let Some(d) = host.durable()
+            {
+                d.restores_done();
+            }
         }
     })
+}
+
+/// Sharded mode with a state directory: the cursors it kept count as this member's own (see
+/// [`crate::shard::cursors::previous`]), and a plugin's stays there until a live member
+/// publishes it (then its versions are no longer held back for it).
+fn follow_in_state(shard: &Shard, durable: &Arc<Durable>) {
+    shard.book.adopt_stored(durable.stored_cursors());
+    let durable = Arc::downgrade(durable);
+    shard.book.on_superseded(Arc::new(move |plugin| {
+        if let Some(d) = durable.upgrade() {
+            tracing::debug!(
+                plugin,
+                "a live shard member publishes this plugin: its stored cursors are dropped"
+            );
+            d.forget_plugin(plugin);
+        }
+    }));
 }
 
 /// The host config from `informant.toml`, or the single-user defaults without one.

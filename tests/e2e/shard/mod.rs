@@ -5,6 +5,7 @@
 //! at least once — from the cursor the old owner published, not from a replay of the cache.
 
 mod hostile;
+mod restart;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -16,7 +17,7 @@ use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::{FactoryOptions, InitialList};
 use informant_runtime::leader::LeaseConfig;
 use informant_runtime::plugin::{EngineOptions, PluginEngine, PluginLog};
-use informant_runtime::runtime::{Replica, RuntimeOptions};
+use informant_runtime::runtime::{Replica, RuntimeOptions, StateOptions};
 use informant_runtime::shard::{GROUP_LABEL, ShardBy, ShardConfig, cursors, rendezvous};
 use informant_tests::plugins::wasm;
 use informant_tests::{GUARD, configmap, create_namespaces};
@@ -182,6 +183,8 @@ struct How {
     pod_uid: Option<String>,
     /// Where it serves `/readyz` and `/plugins`.
     admin: Option<SocketAddr>,
+    /// Its state directory (`--state-dir`), kept across its restarts.
+    state: Option<std::path::PathBuf>,
 }
 
 impl How {
@@ -191,6 +194,7 @@ impl How {
             lease_secs,
             pod_uid: None,
             admin: None,
+            state: None,
         }
     }
 }
@@ -262,6 +266,12 @@ impl Member {
             engine: Some(engine.clone()),
             plugin_logs: Some(logs),
             admin: how.admin,
+            state: how.state.clone().map(|dir| StateOptions {
+                dir,
+                cluster: "the embedded API server".into(),
+                identity: Some(id.into()),
+                ..Default::default()
+            }),
             ..Default::default()
         };
         let shard = ShardConfig {

@@ -718,6 +718,43 @@ async fn a_handler_resumed_past_changes_seen_again_gets_only_what_it_had_not_han
     );
 }
 
+/// The watch resumed from the stored cache applies changes the handler had handled (up to its
+/// skip) before the handler registers: they reach it as the restored difference, and an add or
+/// update of them is not delivered again. A delete there is (its version is not kept).
+#[tokio::test]
+async fn a_restored_difference_skips_what_a_handler_resumed_past_it_had_handled() {
+    let inf = informer();
+    let versions = vec![
+        ("ns/a", vec![(1, Some(json("a", 1)))]),
+        ("ns/b", vec![(2, Some(json("b", 2)))]),
+    ];
+    inf.restore("2", 2, versions);
+    // Applied before the handler registers: 3..=5 handled (elsewhere), 6 not.
+    inf.apply(Delta::Apply(cm("a", 3)));
+    inf.apply(Delta::Delete(cm("b", 4)));
+    inf.apply(Delta::Apply(cm("c", 5)));
+    inf.apply(Delta::Apply(cm("d", 6)));
+    let resumed = HandlerOptions {
+        cursor: Some(CursorOptions {
+            since: Some(2),
+            skip_through_version: Some(5),
+            floor_version: Some(5),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let (_handle, seen) = collect(&inf, resumed).await;
+    inf.apply(Delta::Apply(cm("a", 7)));
+    let done = tokio::time::timeout(Duration::from_secs(5), async {
+        while seen.lock().last().map(String::as_str) != Some("Updated a 7<-3") {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "{:?}", seen.lock());
+    assert_eq!(*seen.lock(), ["Deleted b 2", "Added d 6", "Updated a 7<-3"]);
+}
+
 #[tokio::test]
 async fn a_handler_resumed_on_a_restored_cache_stands_at_its_change_before_any_event() {
     let inf = informer();

@@ -18,6 +18,12 @@
 //! - At least once: a change handled after the last save comes again after a crash, and so
 //!   do the changes held at a crash when the server has compacted its history meanwhile (the
 //!   relist gives them as differences from the restored cache).
+//! - In sharded mode the same cursors are kept beside the ones the Leases publish: they are
+//!   this member's own record of its plugins ([`stored_cursors`](Durable::stored_cursors),
+//!   counted as candidates when it takes a plugin over), a plugin handed to another member
+//!   keeps its cursor here until a live member publishes it, and the restored caches are kept
+//!   until the member has taken its first share ([`restores_done`](Durable::restores_done)),
+//!   not dropped at the first reconcile, when it owns nothing yet.
 
 pub mod journal;
 
@@ -28,8 +34,9 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use crate::informer::{InformerFactory, InformerKey, ListenerGauges, StoredObject};
+use crate::informer::{InformerFactory, InformerKey, ListenerGauges, SharedInformer, StoredObject};
 use crate::runtime::StateOptions;
+use crate::shard::cursors::Entry;
 use informant_state::{Cursor, DeadLetter, JournalStats, Snapshot, StateDir};
 
 /// How often plugins' cursors are saved.
@@ -86,10 +93,18 @@ pub struct Durable {
     restoring: Mutex<BTreeMap<String, informant_state::InformerState>>,
     /// The cursors found at start, by (plugin, informer).
     cursors: Mutex<BTreeMap<(String, String), Cursor>>,
-    /// The change each informer restored from disk was at.
-    restored_at: Mutex<HashMap<String, u64>>,
+    /// The change and the resourceVersion (a number, where the server's are) each informer
+    /// restored from disk was at, and the informer (to drop its restored versions).
+    restored_at: Mutex<HashMap<String, Restore>>,
     /// Shared with the journal's writer, which saves the cursors before each commit.
     tracker: Arc<Tracker>,
+}
+
+/// Where an informer restored from disk was, and the informer.
+struct Restore {
+    seq: u64,
+    version: Option<u64>,
+    informer: Weak<SharedInformer>,
 }
 
 /// The cursors being kept, by (plugin, informer), and the journal they are saved to.
@@ -214,7 +229,16 @@ impl Durable {
                         };
                         let report = informer.restore(resume_from, kept.seq, versions);
                         tracing::info!(informer = %informer.description(), objects = report.objects, unreadable = report.unreadable, resource_version = %resume_from, read = ?read, restore = ?restoring.elapsed(), "cache restored from the state directory");
-                        me.restored_at.lock().insert(id.clone(), kept.seq);
+                        let version = crate::informer::cursor::version_of(&kept.resource_version)
+                            .filter(|_| me.resume_watches);
+                        me.restored_at.lock().insert(
+                            id.clone(),
+                            Restore {
+                                seq: kept.seq,
+                                version,
+                                informer: Arc::downgrade(informer),
+                            },
+                        );
                         resumed_at = me.resume_watches.then_some(kept.resource_version);
                     }
                     Err(e) => {
@@ -239,7 +263,7 @@ impl Durable {
     pub fn cursor(&self, plugin: &str, informer: &InformerKey, scope: &str) -> Option<Resume> {
         let id = informer.to_string();
         let c = self.saved_cursor(plugin, &id, scope)?;
-        let restored_at = self.restored_at.lock().get(&id).copied();
+        let restored_at = self.restored_at.lock().get(&id).map(|r| r.seq);
         tracing::info!(plugin, informer = %id, cursor = c.seq, handled_version = ?c.version, restored_at = ?restored_at, "resuming a plugin from its stored cursor");
         Some(match restored_at {
             // At the cache's own change too: a cursor rewritten after a restart from one that
@@ -261,6 +285,82 @@ impl Durable {
     pub fn has_cursor(&self, plugin: &str, informer: &InformerKey, scope: &str) -> bool {
         self.saved_cursor(plugin, &informer.to_string(), scope)
             .is_some()
+    }
+
+    /// The resourceVersion up to which `plugin`, under `scope`, had handled everything on
+    /// `informer` as stored (see [`stored_cursors`](Self::stored_cursors)).
+    pub fn stored_version(&self, plugin: &str, informer: &InformerKey, scope: &str) -> Option<u64> {
+        self.saved_cursor(plugin, &informer.to_string(), scope)
+            .and_then(|c| c.version)
+            .filter(|_| self.resume_watches)
+    }
+
+    /// Where `informer` was restored from disk: its change and resourceVersion (`None`: not a
+    /// number, or of a server that started over), while its restored versions are kept for
+    /// resuming handlers; `None` for an informer not restored, or once they are dropped.
+    pub fn restored_from(&self, informer: &InformerKey) -> Option<(u64, Option<u64>)> {
+        let restored = self.restored_at.lock();
+        let r = restored.get(&informer.to_string())?;
+        let live = r.informer.upgrade()?;
+        live.restored().map(|_| (r.seq, r.version))
+    }
+
+    /// Sharded mode: every stored cursor, per plugin as a shard cursor (its scope, and per
+    /// informer the resourceVersion it had handled everything up to), for the cursor book to
+    /// count as this member's own. None for a server that starts over (its versions say
+    /// nothing of the new one's).
+    pub fn stored_cursors(&self) -> BTreeMap<String, Entry> {
+        let mut out: BTreeMap<String, Entry> = BTreeMap::new();
+        if !self.resume_watches {
+            return out;
+        }
+        for ((plugin, informer), c) in self.cursors.lock().iter() {
+            let Some(version) = c.version else { continue };
+            let e = out.entry(plugin.clone()).or_insert_with(|| Entry {
+                scope: c.scope.clone(),
+                ..Default::default()
+            });
+            // A plugin's informers share its scope; one kept under another is not this one's.
+            if e.scope == c.scope {
+                e.at.insert(informer.clone(), version);
+            }
+        }
+        out
+    }
+
+    /// Sharded mode, once the member has taken its first share: drops the restored versions
+    /// kept for resuming plugins, and the informers kept on disk that none of its plugins
+    /// created (those list afresh if one later does). Until then they serve every takeover
+    /// from this member's own stored cursors (no LIST while the server still has their
+    /// resourceVersions).
+    pub fn restores_done(&self) {
+        for r in self.restored_at.lock().values() {
+            if let Some(informer) = r.informer.upgrade() {
+                informer.forget_restored();
+            }
+        }
+        self.restoring.lock().clear();
+    }
+
+    /// Sharded mode: forgets the cursors of plugins not in `present` (the plugins directory):
+    /// removed while the host was down. Those forgotten.
+    pub fn keep_cursors_of(&self, present: &BTreeSet<String>) -> Vec<String> {
+        let mut gone: Vec<String> = self
+            .cursors
+            .lock()
+            .keys()
+            .map(|(p, _)| p.clone())
+            .filter(|p| !present.contains(p))
+            .collect();
+        gone.dedup();
+        for plugin in &gone {
+            tracing::info!(
+                plugin,
+                "plugin gone from the plugins directory: its stored delivery cursors are dropped"
+            );
+            self.forget_plugin(plugin);
+        }
+        gone
     }
 
     /// The cursor stored for `plugin` on the informer `id`, if its watch is still `scope`.

@@ -279,6 +279,7 @@ impl Membership {
             config: config.clone(),
             book: book.clone(),
             tx: renewal_tx,
+            written: Default::default(),
         };
         let member = member::Member::new(config.clone(), book.clone(), tx, why_tx, collect);
         let (stop_member, stop) = oneshot::channel();

@@ -7,9 +7,15 @@
 //! `at` is taken before the first request: that task steps down when `at` is older than the
 //! renew deadline, so this member stops its plugins before any other may count its Lease expired
 //! (they time the expiry from after the write).
+//!
+//! Until its first write succeeds, each renewal first hands the Lease it read to the cursor
+//! book as this member's previous life ([`super::cursors::previous`]): a member restarted under
+//! the same identity would otherwise replace what it published before it stopped or crashed
+//! with an empty set, and replay its plugins' caches (losing the deletes made meanwhile).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
@@ -39,6 +45,9 @@ pub(super) struct Renewer {
     pub(super) config: ShardConfig,
     pub(super) book: Arc<CursorBook>,
     pub(super) tx: watch::Sender<Renewal>,
+    /// Whether a renewal has written this member's Lease: from then on, what it reads is this
+    /// life's.
+    pub(super) written: AtomicBool,
 }
 
 impl Renewer {
@@ -93,8 +102,16 @@ impl Renewer {
     async fn renew(&self) -> Result<String, kube::Error> {
         let name = self.config.lease_name();
         let now = k8s_openapi::jiff::Timestamp::now();
+        let found = self.api.get_opt(&name).await?;
+        if !self.written.load(Ordering::Acquire)
+            && let Some(life) = found
+                .as_ref()
+                .and_then(|l| cursors::previous::previous_life(l, &self.config))
+        {
+            self.book.adopt_previous_lease(life);
+        }
         let cursors = self.book.annotation();
-        let written = match self.api.get_opt(&name).await? {
+        let written = match found {
             None => {
                 let lease = Lease {
                     metadata: ObjectMeta {
@@ -141,6 +158,7 @@ impl Renewer {
                     .await?
             }
         };
+        self.written.store(true, Ordering::Release);
         Ok(written.metadata.resource_version.unwrap_or_default())
     }
 

@@ -300,8 +300,19 @@ impl PluginHost {
         };
         let mut loaded = self.loaded.lock().await;
         // Before the shard's share is taken: a plugin another member runs is not removed.
-        if !waiting_only && let Some(d) = &self.durable {
-            d.keep_letters_of(&found.keys().map(PluginId::to_string).collect());
+        if !waiting_only {
+            let present: BTreeSet<String> = found.keys().map(PluginId::to_string).collect();
+            if let Some(d) = &self.durable {
+                d.keep_letters_of(&present);
+            }
+            // A member's cursors of plugins removed while it was down (its previous life's, as
+            // its Lease or its state kept them) are not handed on.
+            if let Some(shard) = &self.shard {
+                shard.book.keep_only(&present);
+                if let Some(d) = &self.durable {
+                    d.keep_cursors_of(&present);
+                }
+            }
         }
         // Plugins another shard member owns are as good as absent here, except that their
         // cursors are handed on rather than forgotten.
@@ -335,6 +346,10 @@ impl PluginHost {
                         true => shard.book.release(&id.to_string()),
                         false => shard.book.forget(&id.to_string()),
                     }
+                }
+                // And the state's copy, kept until a live member publishes the plugin.
+                if handed_over && let Some(d) = &self.durable {
+                    d.save();
                 }
                 self.unregister(old).await;
                 if handed_over {
@@ -514,8 +529,7 @@ impl PluginHost {
                                      changes,
                                      kind,
                                      selection,
-                                     prior,
-                                     floor_version,
+                                     start,
                                      prior_namespaces,
                                  }| {
                                     let options = HandlerOptions {
@@ -546,7 +560,7 @@ impl PluginHost {
                                             resource,
                                             options,
                                             (self.cursors(), &scope),
-                                            (prior, floor_version),
+                                            start,
                                         )
                                     };
                                     let h = match selection {

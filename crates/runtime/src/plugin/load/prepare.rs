@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::durable::Durable;
+use crate::durable::{Durable, Resume};
 use crate::informer::{
     ChangeFilter, CursorOptions, DiscoveredResource, EventFilter, HandlerOptions, Holds,
     InformerClaim, InformerKey, ListenerHandle, ResolvedResource, Restored,
@@ -204,8 +204,7 @@ impl PluginHost {
                             changes: change_filter.clone(),
                             kind: name.clone().map(|n| (index, n)),
                             selection,
-                            prior: None,
-                            floor_version: None,
+                            start: Start::default(),
                             prior_namespaces: None,
                         });
                     }
@@ -293,12 +292,25 @@ pub(super) struct Watched {
     /// For a watch with a `namespace-selector`: the selection, and the Namespace informer it
     /// follows.
     pub(super) selection: Option<(Arc<NamespaceSelection>, InformerClaim)>,
-    /// Taken over from another shard member: the resource as its cursor saw it.
-    pub(super) prior: Option<Arc<Restored>>,
-    /// That cursor's resourceVersion.
-    pub(super) floor_version: Option<u64>,
-    /// With a selection, taken over: the namespaces as they were at that resourceVersion.
+    /// Taken over in a shard: where its handler starts.
+    pub(super) start: Start,
+    /// With a selection, taken over: the namespaces as they were at the cursor (listed at its
+    /// resourceVersion, or restored from disk).
     pub(super) prior_namespaces: Option<Arc<Restored>>,
+}
+
+/// Where a handler taken over in a shard starts (see [`PluginHost::take_over`]); all `None`:
+/// a replay of the whole cache.
+#[derive(Default)]
+pub(super) struct Start {
+    /// The resource as the cursor saw it (listed at its resourceVersion): the handler gets the
+    /// difference to the cache.
+    pub(super) prior: Option<Arc<Restored>>,
+    /// The cursor's resourceVersion: everything up to it was handled.
+    pub(super) floor_version: Option<u64>,
+    /// Resumed against the cache restored from disk instead: from this member's own stored
+    /// cursor, or (with a skip) from a cursor ahead of the restored cache.
+    pub(super) resume: Option<Resume>,
 }
 
 impl PluginHost {
@@ -371,8 +383,9 @@ pub(super) struct Cursors<'a> {
 
 /// Registers `supervisor`'s handler for `resource` with `informer`, its events held by `gate`,
 /// drawing from the tenant's event budget if it has one (a retry is an event too: it draws
-/// like the events it repeats). Its cursor is kept as `cursors` say, and it resumes from the
-/// one it had under `scope` (a durable cursor), or from `prior` (taken over in a shard).
+/// like the events it repeats). Its cursor is kept as `cursors` say (in sharded mode, in the
+/// Leases and, with a state directory, there too), and it resumes from the one it had under
+/// `scope` (a durable cursor), or as `start` says (taken over in a shard).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn register(
     (id, supervisor, gate): (&PluginId, &Arc<Supervisor>, &Gate),
@@ -381,16 +394,17 @@ pub(super) fn register(
     resource: WitResource,
     mut options: HandlerOptions,
     (cursors, scope): (Cursors<'_>, &str),
-    (prior, floor_version): (Option<Arc<Restored>>, Option<u64>),
+    start: Start,
 ) -> ListenerHandle {
     let name = id.to_string();
     let holds = Holds::new();
     options.cursor = match (cursors.shard, cursors.durable) {
         (Some(_), _) => Some(CursorOptions {
             holds: holds.clone(),
-            prior,
-            floor_version,
-            ..Default::default()
+            prior: start.prior,
+            floor_version: start.floor_version,
+            since: start.resume.map(|r| r.since),
+            skip_through_version: start.resume.and_then(|r| r.skip_through_version),
         }),
         (None, Some(d)) => {
             let resume = d.cursor(&name, informer.key(), scope);
@@ -423,15 +437,18 @@ pub(super) fn register(
         ),
         None => shared.add_handler(&name, Gated::new(handler, gate), options),
     };
-    match (cursors.shard, cursors.durable) {
-        (Some(s), _) => s.book.track(
+    // The book first: once tracked there, a live member publishing the plugin no longer
+    // makes the book drop (and the state forget) its cursor.
+    if let Some(s) = cursors.shard {
+        s.book.track(
             &name,
             scope,
             &informer.key().to_string(),
             Arc::new(handle.gauges()),
-        ),
-        (None, Some(d)) => d.track(&name, informer.key(), scope, handle.gauges()),
-        (None, None) => {}
+        );
+    }
+    if let Some(d) = cursors.durable {
+        d.track(&name, informer.key(), scope, handle.gauges());
     }
     handle
 }

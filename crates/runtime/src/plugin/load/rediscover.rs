@@ -22,7 +22,7 @@ use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::permitted;
-use crate::plugin::load::prepare::register;
+use crate::plugin::load::prepare::{Start, register};
 use crate::plugin::load::wildcard::expand;
 use crate::plugin::manifest::Manifest;
 
@@ -275,7 +275,7 @@ impl PluginHost {
                 resource,
                 options,
                 (self.cursors(), &l.scope),
-                (None, None),
+                Start::default(),
             );
             l.handles.push((informer, h));
             l.kinds.push(Some((index, name.clone())));

@@ -10,12 +10,21 @@
 //! the resourceVersion of the Lease record carrying it cannot have been written by a member
 //! (a member writes its cursors after handling them) and is ignored with a warning. Only the
 //! Leases of genuine members are read at all (see [`super::roster`]).
+//!
+//! A member restarted under the same identity is its own previous life's successor
+//! ([`previous`]): what its Lease published when it stopped or crashed (read before its first
+//! renewal replaces it), and with `--state-dir` the cursors its state directory kept, are its
+//! candidates, published again until it takes those plugins back or a live member publishes
+//! them.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+
+pub(super) mod previous;
+pub use previous::Source;
 
 /// The annotation on a membership Lease holding its member's cursors.
 pub const ANNOTATION: &str = "informant.dev/cursors";
@@ -118,6 +127,24 @@ struct Book {
     departed: VecDeque<Seen>,
     /// Per plugin, the members last seen running it while live ([`ME`] for this one).
     holders: HashMap<String, BTreeSet<String>>,
+    /// Plugins whose `released` entry is this member's previous life's (before this start),
+    /// and which record it came from.
+    previous: HashMap<String, Source>,
+    /// Told of each released plugin this member stops publishing because a live member now
+    /// does (see [`CursorBook::on_superseded`]).
+    superseded: Option<Superseded>,
+}
+
+/// What [`CursorBook::on_superseded`] calls.
+pub type Superseded = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Whether `new` (one member's cursors of a plugin) is `old` or further on, under its scope.
+fn covers(new: &Entry, old: &Entry) -> bool {
+    new.scope == old.scope
+        && old
+            .at
+            .iter()
+            .all(|(i, w)| new.at.get(i).is_some_and(|n| n >= w))
 }
 
 impl Book {
@@ -138,13 +165,16 @@ impl Book {
             .iter()
             .filter(|s| s.live)
             .filter_map(|s| s.plugins.get(plugin).cloned());
-        own.chain(live).any(|new| {
-            new.scope == old.scope
-                && old
-                    .at
-                    .iter()
-                    .all(|(i, w)| new.at.get(i).is_some_and(|n| n >= w))
-        })
+        own.chain(live).any(|new| covers(&new, old))
+    }
+
+    /// Drops `plugin`'s released entry, telling [`Book::superseded`].
+    fn drop_released(&mut self, plugin: &str) {
+        self.released.remove(plugin);
+        self.previous.remove(plugin);
+        if let Some(f) = &self.superseded {
+            f(plugin);
+        }
     }
 }
 
@@ -177,6 +207,7 @@ impl CursorBook {
         }
         t.handlers.push((informer.to_string(), mark));
         b.released.remove(plugin);
+        b.previous.remove(plugin);
         b.holders
             .insert(plugin.to_string(), BTreeSet::from([ME.to_string()]));
     }
@@ -189,6 +220,7 @@ impl CursorBook {
             let mut entry = entry_of(&t);
             entry.held = false;
             b.released.insert(plugin.to_string(), entry);
+            b.previous.remove(plugin);
         }
     }
 
@@ -205,6 +237,31 @@ impl CursorBook {
         let mut b = self.book.lock();
         b.running.remove(plugin);
         b.released.remove(plugin);
+        b.previous.remove(plugin);
+    }
+
+    /// Stops publishing the released plugins not in `present` (the plugins directory: a
+    /// plugin removed while this member was down); those dropped.
+    pub fn keep_only(&self, present: &BTreeSet<String>) -> Vec<String> {
+        let mut b = self.book.lock();
+        let gone: Vec<String> = b
+            .released
+            .keys()
+            .filter(|p| !present.contains(*p))
+            .cloned()
+            .collect();
+        for p in &gone {
+            b.released.remove(p);
+            b.previous.remove(p);
+        }
+        gone
+    }
+
+    /// Calls `f` with each released plugin whose cursors this member stops publishing because
+    /// a live member runs it or publishes it further on: e.g. to drop its cursors from the
+    /// state directory too. Called with the book locked: `f` must not call back into it.
+    pub fn on_superseded(&self, f: Superseded) {
+        self.book.lock().superseded = Some(f);
     }
 
     /// Where `plugin`, under `scope`, resumes on `informer`: the watermark of the member(s) that
@@ -239,7 +296,9 @@ impl CursorBook {
 
     /// Records what the genuine members' Leases say (this member's own excluded): who last ran
     /// each plugin, and which members left the view (their last cursors are kept). Stops
-    /// publishing released plugins that a live member now publishes.
+    /// publishing released plugins that a live member now runs or publishes further on (a live
+    /// member's older release of one, say from its own previous life, does not replace this
+    /// member's newer cursors).
     pub fn observe(&self, seen: Vec<Seen>) {
         let mut b = self.book.lock();
         let old = std::mem::take(&mut b.seen);
@@ -266,8 +325,20 @@ impl CursorBook {
                 b.holders.insert(p.to_string(), members);
             }
         }
-        b.released
-            .retain(|p, _| !seen.iter().any(|s| s.live && s.plugins.contains_key(p)));
+        let superseded: Vec<String> = b
+            .released
+            .iter()
+            .filter(|(p, mine)| {
+                seen.iter()
+                    .filter(|s| s.live)
+                    .filter_map(|s| s.plugins.get(*p))
+                    .any(|e| e.held || covers(e, mine))
+            })
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in superseded {
+            b.drop_released(&p);
+        }
         b.seen = seen;
         let departed = std::mem::take(&mut b.departed);
         let mut kept: VecDeque<Seen> = departed
@@ -342,228 +413,4 @@ fn entry_of(t: &Tracked) -> Entry {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::atomic::{AtomicU64, Ordering};
-
-    /// A watermark the test moves; 0 means unknown.
-    struct Mark(AtomicU64);
-
-    impl Watermark for Mark {
-        fn handled_through_version(&self) -> Option<u64> {
-            Some(self.0.load(Ordering::SeqCst)).filter(|v| *v != 0)
-        }
-    }
-
-    fn mark(v: u64) -> Arc<Mark> {
-        Arc::new(Mark(AtomicU64::new(v)))
-    }
-
-    /// A Lease read at resourceVersion 1,000,000, publishing `plugins` as (plugin, scope,
-    /// informer, watermark), each as running (`held`).
-    fn seen(member: &str, live: bool, plugins: &[(&str, &str, &str, u64)]) -> Seen {
-        let mut map: BTreeMap<String, Entry> = BTreeMap::new();
-        for (p, scope, inf, w) in plugins {
-            let e = map.entry(p.to_string()).or_insert_with(|| Entry {
-                scope: scope.to_string(),
-                at: BTreeMap::new(),
-                held: true,
-            });
-            e.at.insert(inf.to_string(), *w);
-        }
-        Seen {
-            member: member.into(),
-            live,
-            version: Some(1_000_000),
-            plugins: map,
-        }
-    }
-
-    #[test]
-    fn without_a_known_last_holder_a_plugin_resumes_from_the_lowest_watermark_of_its_scope() {
-        let book = CursorBook::new();
-        book.observe(vec![
-            seen("a", false, &[("t/p", "s1", "pods", 100)]),
-            seen("b", false, &[("t/p", "s1", "pods", 250)]),
-            // Another scope (a changed watch): not a cursor for this one.
-            seen("c", true, &[("t/q", "s2", "pods", 900)]),
-        ]);
-        assert_eq!(book.cursor("t/p", "s1", "pods"), Some(100));
-        assert_eq!(book.cursor("t/p", "s1", "configmaps"), None);
-        assert_eq!(book.cursor("t/q", "s1", "pods"), None);
-    }
-
-    #[test]
-    fn the_member_seen_running_a_plugin_while_live_is_the_one_resumed_from() {
-        let book = CursorBook::new();
-        // b runs p, a's Lease still carries an old cursor of it from before.
-        book.observe(vec![
-            seen("a", false, &[("p", "s", "pods", 100)]),
-            seen("b", true, &[("p", "s", "pods", 400)]),
-        ]);
-        // b crashes: its Lease stops changing. a's older cursor is the lowest, but b is who
-        // last ran it, so the changes b handled are not handed over again.
-        let mut a = seen("a", false, &[("p", "s", "pods", 100)]);
-        a.plugins.get_mut("p").unwrap().held = false;
-        book.observe(vec![a, seen("b", false, &[("p", "s", "pods", 400)])]);
-        assert_eq!(book.cursor("p", "s", "pods"), Some(400));
-        // While two live members both run it (a join, for up to a renewal), the lower counts.
-        book.observe(vec![
-            seen("b", true, &[("p", "s", "pods", 500)]),
-            seen("d", true, &[("p", "s", "pods", 450)]),
-        ]);
-        assert_eq!(book.cursor("p", "s", "pods"), Some(450));
-    }
-
-    #[test]
-    fn a_cursor_at_or_past_its_leases_own_resource_version_is_ignored() {
-        let book = CursorBook::new();
-        let mut forged = seen("a", true, &[("p", "s", "pods", u64::MAX)]);
-        forged.version = Some(5_000);
-        let mut equal = seen("b", false, &[("p", "s", "pods", 7_000)]);
-        equal.version = Some(7_000);
-        let mut unreadable = seen("c", false, &[("p", "s", "pods", 10)]);
-        unreadable.version = None;
-        book.observe(vec![forged, equal, unreadable]);
-        // a is the last holder, but its cursor is absurd: the lowest sane candidate is none.
-        assert_eq!(book.cursor("p", "s", "pods"), None);
-        let mut sane = seen("d", false, &[("p", "s", "pods", 4_000)]);
-        sane.version = Some(4_001);
-        let mut forged = seen("a", true, &[("p", "s", "pods", u64::MAX)]);
-        forged.version = Some(5_000);
-        book.observe(vec![forged, sane]);
-        assert_eq!(book.cursor("p", "s", "pods"), Some(4_000));
-    }
-
-    #[test]
-    fn a_member_leaving_the_view_keeps_its_cursors_until_a_live_member_covers_them() {
-        let book = CursorBook::new();
-        book.observe(vec![
-            seen("a", true, &[("p", "s", "pods", 300)]),
-            seen("b", true, &[("q", "s", "pods", 10)]),
-        ]);
-        // a's Pod is gone: its Lease no longer counts, and is garbage-collected.
-        book.observe(vec![seen("b", true, &[("q", "s", "pods", 10)])]);
-        assert_eq!(book.cursor("p", "s", "pods"), Some(300));
-        // b takes p over and publishes it further on: a's record is no longer needed.
-        book.observe(vec![seen(
-            "b",
-            true,
-            &[("q", "s", "pods", 10), ("p", "s", "pods", 350)],
-        )]);
-        assert_eq!(book.cursor("p", "s", "pods"), Some(350));
-        assert!(book.book.lock().departed.is_empty());
-        // Departed members are bounded.
-        for i in 0..(MAX_DEPARTED + 10) {
-            book.observe(vec![seen(
-                &format!("m{i}"),
-                false,
-                &[("x", "s", "pods", 1)],
-            )]);
-        }
-        book.observe(vec![]);
-        assert_eq!(book.book.lock().departed.len(), MAX_DEPARTED);
-    }
-
-    #[test]
-    fn the_lowest_handler_on_an_informer_is_the_plugins_watermark_and_unknown_leaves_it_out() {
-        let book = CursorBook::new();
-        let (fast, slow, unknown) = (mark(50), mark(40), mark(0));
-        book.track("p", "s", "pods", fast.clone());
-        book.track("p", "s", "pods", slow.clone());
-        book.track("p", "s", "cms", unknown.clone());
-        let doc: Document = serde_json::from_str(&book.annotation()).unwrap();
-        assert_eq!(
-            doc.plugins["p"].at,
-            BTreeMap::from([("pods".to_string(), 40)])
-        );
-        assert!(doc.plugins["p"].held);
-        slow.0.store(60, Ordering::SeqCst);
-        assert_eq!(book.cursor("p", "s", "pods"), Some(50));
-    }
-
-    #[test]
-    fn a_released_plugin_keeps_its_last_watermark_until_a_live_member_publishes_it() {
-        let book = CursorBook::new();
-        let m = mark(70);
-        book.track("p", "s", "pods", m.clone());
-        book.release("p");
-        // Moving on after release changes nothing: the handler is gone.
-        m.0.store(99, Ordering::SeqCst);
-        assert_eq!(book.cursor("p", "s", "pods"), Some(70));
-        let text = book.annotation();
-        assert!(
-            text.contains("\"pods\":70") && !text.contains("held"),
-            "{text}"
-        );
-        // A dead member publishing it does not supersede; a live one does.
-        book.observe(vec![seen("x", false, &[("p", "s", "pods", 75)])]);
-        assert!(book.annotation().contains("\"pods\":70"));
-        book.observe(vec![seen("y", true, &[("p", "s", "pods", 80)])]);
-        assert!(!book.annotation().contains("\"p\""));
-        assert_eq!(book.cursor("p", "s", "pods"), Some(80));
-    }
-
-    #[test]
-    fn a_dead_lease_is_superseded_only_when_live_cursors_reach_every_one_of_its_own() {
-        let book = CursorBook::new();
-        book.track("a", "s", "pods", mark(10));
-        book.observe(vec![seen("live", true, &[("b", "s", "pods", 30)])]);
-        let dead = seen(
-            "dead",
-            false,
-            &[("a", "s", "pods", 10), ("b", "s", "pods", 20)],
-        );
-        assert!(book.supersedes(&dead.plugins));
-        // A plugin nobody live publishes, one published only further back, or under another
-        // scope: the dead Lease holds the best cursor there is.
-        for (p, scope, w) in [("c", "s", 1), ("b", "s", 31), ("a", "t", 1)] {
-            let dead = seen("dead", false, &[(p, scope, "pods", w)]);
-            assert!(!book.supersedes(&dead.plugins), "{p} {scope} {w}");
-        }
-        // A stale release here does not cover the newer cursors a member that left published.
-        let book = CursorBook::new();
-        book.track("p", "s", "pods", mark(5));
-        book.release("p");
-        let left = seen("left", false, &[("p", "s", "pods", 40)]);
-        assert!(!book.supersedes(&left.plugins));
-    }
-
-    #[test]
-    fn hostile_annotations_count_as_no_cursors() {
-        for text in [
-            "",
-            "null",
-            "{\"v\":2,\"plugins\":{}}",
-            "{\"v\":1,\"plugins\":{\"p\":{\"scope\":1}}}",
-            "{\"v\":1,\"plugins\":{\"p\":{\"scope\":\"s\",\"at\":{\"pods\":-1}}}}",
-            "{\"v\":1,\"plugins\":{\"p\":{\"scope\":\"s\",\"at\":{},\"held\":\"yes\"}}}",
-            &"[".repeat(10_000),
-        ] {
-            assert_eq!(parse(text), None, "{text:.40}");
-        }
-        let ok = parse("{\"v\":1,\"plugins\":{\"p\":{\"scope\":\"s\",\"at\":{\"pods\":7}}}}");
-        let ok = ok.unwrap();
-        assert_eq!(ok["p"].at["pods"], 7);
-        assert!(
-            !ok["p"].held,
-            "an entry of an older member is not a claim to run it"
-        );
-    }
-
-    #[test]
-    fn an_oversized_book_is_trimmed_to_what_a_lease_holds() {
-        let book = CursorBook::new();
-        for i in 0..5000 {
-            book.track(
-                &format!("tenant/plugin-{i:05}"),
-                &"s".repeat(24),
-                &"i".repeat(40),
-                mark(i + 1),
-            );
-        }
-        let text = book.annotation();
-        assert!(text.len() <= MAX_ANNOTATION_BYTES, "{}", text.len());
-        assert!(parse(&text).unwrap().len() > 1000);
-    }
-}
+mod tests;
