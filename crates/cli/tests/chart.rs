@@ -242,13 +242,21 @@ impl Replica {
 }
 
 /// Waits until `cond` holds, polling the replicas' logs; fails after [`GUARD`] with `what`.
-async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+async fn eventually(what: &str, cond: impl FnMut() -> bool) {
+    eventually_showing(what, cond, || String::new()).await
+}
+
+/// [`eventually`], and on failure the text `show` gives (a replica's log, say).
+async fn eventually_showing(
+    what: &str,
+    mut cond: impl FnMut() -> bool,
+    show: impl FnOnce() -> String,
+) {
     let deadline = tokio::time::Instant::now() + GUARD;
     while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
+        if tokio::time::Instant::now() >= deadline {
+            panic!("timed out waiting for {what}\n{}", show());
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -424,12 +432,14 @@ async fn state_under_the_charts_rbac_restarts_with_exactly_what_changed() {
     else {
         return;
     };
-    restart_delivers_exactly_the_changes(&install, 0).await;
+    restart_delivers_exactly_the_changes(&install, 0, Restart::SamePod).await;
     install.server.shutdown().await;
 }
 
-/// State and sharding together, as the chart now renders them (a claim per replica): each
-/// replica opens a state of its own, and a restarted replica resumes from it.
+/// State and sharding together, as the chart renders them (a claim per replica): a member
+/// restarted with its Pod resumes from what its Lease published and its state kept; one whose
+/// Pod was replaced (a rollout: a new uid, the old Lease collected with the old Pod) resumes
+/// from its state alone. Then each replica opens a state of its own beside the other's.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn state_and_sharding_together_give_each_replica_its_own_state() {
     let Some(install) = Install::new(json!({
@@ -446,7 +456,8 @@ async fn state_and_sharding_together_give_each_replica_its_own_state() {
         sts["spec"]["volumeClaimTemplates"][0]["metadata"]["name"],
         "state"
     );
-    restart_delivers_exactly_the_changes(&install, 0).await;
+    restart_delivers_exactly_the_changes(&install, 0, Restart::SamePod).await;
+    restart_delivers_exactly_the_changes(&install, 0, Restart::NewPod).await;
     // A second replica opens its own claim beside the first's: both run, neither is refused.
     let plugins = Install::echo_plugins(4, "");
     let mut a = install.start(0, &plugins).await;
@@ -468,58 +479,174 @@ async fn state_and_sharding_together_give_each_replica_its_own_state() {
     install.server.shutdown().await;
 }
 
-/// Pod `index` with four echo plugins: two objects left alone, one updated, one deleted and
-/// one created while it is stopped; after the restart each plugin gets exactly those three
-/// changes, and nothing for the untouched objects.
-async fn restart_delivers_exactly_the_changes(install: &Install, index: usize) {
-    let plugins = Install::echo_plugins(4, "");
-    let mut r = install.start(index, &plugins).await;
-    r.ready().await;
-    for name in ["keep-1", "keep-2", "edit", "drop"] {
-        create(install, name);
+/// How a stopped pod comes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Restart {
+    /// The same Pod object (a container restart; its Lease stays).
+    SamePod,
+    /// The Pod deleted and created again under its name with a new uid, as a StatefulSet's
+    /// rollout does; the old Pod's Lease is deleted with it, as Kubernetes' garbage collector
+    /// does (the embedded server has none).
+    NewPod,
+}
+
+/// Pod `index` with four echo plugins on the watched namespace and one selecting namespaces
+/// labelled `team=a`. While the pod is stopped, in each namespace one object is updated, one
+/// deleted and one created, two left alone; and a namespace is relabelled into the selection.
+/// After the restart each plugin gets exactly those changes once each (the relabelled
+/// namespace's objects as added), and nothing for the untouched objects nor an unselected
+/// namespace.
+async fn restart_delivers_exactly_the_changes(install: &Install, index: usize, how: Restart) {
+    let round = match how {
+        Restart::SamePod => "same",
+        Restart::NewPod => "new",
+    };
+    let name = |n: &str| format!("{round}-{n}");
+    // Selected, never selected, and selected only once relabelled while the pod is stopped.
+    let (team_a, team_b, team_c) = (name("a"), name("b"), name("c"));
+    for (ns, team) in [(&team_a, "a"), (&team_b, "b"), (&team_c, "c")] {
+        install
+            .server
+            .create(json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": ns, "labels": {"team": team}}}))
+            .unwrap();
     }
-    let all = [&r];
-    each_once(&all, &plugins, "demo/drop").await;
-    each_once(&all, &plugins, "demo/edit").await;
-    r.stop().await;
-
-    install
-        .server
-        .update(configmap(WATCHED_NS, "edit", "changed"))
-        .unwrap();
-    install
-        .server
-        .delete("v1", "ConfigMap", Some(WATCHED_NS), "drop")
-        .unwrap();
-    create(install, "new");
-
+    let mut plugins = Install::echo_plugins(4, "");
+    // Its `init` takes a while, as a real plugin's may: the Namespace informer, restored from
+    // disk, has caught up with the relabelling by the time its handler registers, so the
+    // selection it resumes with must be the one it had, not the one now.
+    plugins.push((
+        "selected".to_string(),
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace-selector = \"team=a\"\n[limits]\ndeadline-ms = 2000\n[config]\nmode = \"echo\"\ntag = \"selected\"\ninit-nap-ms = 500\n".to_string(),
+    ));
+    let key = |ns: &str, n: &str| format!("{ns}/{}", name(n));
     let mut r = install.start(index, &plugins).await;
     r.ready().await;
-    eventually("every plugin to get the three changes", || {
-        let e = r.echoes();
-        plugins.iter().all(|(p, _)| {
-            let of = |key: &str, event: &str| {
-                e.iter()
-                    .filter(|x| &x.plugin == p && x.key == key && x.event == event)
-                    .count()
-            };
-            of("demo/edit", "updated") >= 1
-                && of("demo/drop", "deleted") >= 1
-                && of("demo/new", "added") >= 1
-        })
-    })
+    for ns in [WATCHED_NS, &team_a, &team_b, &team_c] {
+        for n in ["keep-1", "keep-2", "edit", "drop"] {
+            install.server.create(configmap(ns, &name(n), "v")).unwrap();
+        }
+    }
+    eventually_showing(
+        "every plugin to handle what was created",
+        || {
+            let e = r.echoes();
+            plugins.iter().all(|(p, _)| {
+                let ns = if p == "selected" { &team_a } else { WATCHED_NS };
+                let seen = |n: &str| e.iter().any(|x| &x.plugin == p && x.key == key(ns, n));
+                ["keep-1", "keep-2", "edit", "drop"].iter().all(|n| seen(n))
+            })
+        },
+        || r.lines.lock().join("\n"),
+    )
+    .await;
+    r.stop().await;
+    let old_uid = install.pod_uid(&install.pod(index)).await;
+
+    for ns in [WATCHED_NS, &team_a, &team_b, &team_c] {
+        install
+            .server
+            .update(configmap(ns, &name("edit"), "changed"))
+            .unwrap();
+        install
+            .server
+            .delete("v1", "ConfigMap", Some(ns), &name("drop"))
+            .unwrap();
+        install
+            .server
+            .create(configmap(ns, &name("new"), "v"))
+            .unwrap();
+    }
+    install
+        .server
+        .update(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": team_c, "labels": {"team": "a"}}}))
+        .unwrap();
+    if how == Restart::NewPod {
+        let pod = install.pod(index);
+        install
+            .server
+            .delete("v1", "Pod", Some(&pod.namespace), &pod.name)
+            .unwrap();
+        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+            kube::Api::namespaced(install.server.client(), &pod.namespace);
+        for l in leases.list(&Default::default()).await.unwrap() {
+            let owners = l.metadata.owner_references.clone().unwrap_or_default();
+            if owners.iter().any(|o| o.uid == old_uid) {
+                let name = l.metadata.name.clone().unwrap();
+                leases.delete(&name, &Default::default()).await.unwrap();
+            }
+        }
+        assert_ne!(install.pod_uid(&pod).await, old_uid, "a new Pod");
+    }
+
+    // Per plugin, each (event, key) the restart must deliver exactly once, and nothing else.
+    let expected = |p: &str| -> BTreeSet<(String, String)> {
+        let ns = if p == "selected" { &team_a } else { WATCHED_NS };
+        let mut want: BTreeSet<(String, String)> = [
+            ("updated", key(ns, "edit")),
+            ("deleted", key(ns, "drop")),
+            ("added", key(ns, "new")),
+            ("added", key(ns, "fence")),
+        ]
+        .into_iter()
+        .map(|(e, k)| (e.to_string(), k))
+        .collect();
+        if p == "selected" {
+            for n in ["keep-1", "keep-2", "edit", "new"] {
+                want.insert(("added".into(), key(&team_c, n)));
+            }
+        }
+        want
+    };
+    let mut r = install.start(index, &plugins).await;
+    r.ready().await;
+    let got = |r: &Replica, p: &str| -> Vec<(String, String)> {
+        r.echoes()
+            .into_iter()
+            .filter(|x| x.plugin == p)
+            .map(|x| (x.event, x.key))
+            .collect()
+    };
+    eventually(
+        &format!("every plugin to get what changed ({how:?})"),
+        || {
+            plugins.iter().all(|(p, _)| {
+                let got = got(&r, p);
+                expected(p)
+                    .iter()
+                    .filter(|(_, k)| !k.ends_with("-fence"))
+                    .all(|w| got.contains(w))
+            })
+        },
+    )
     .await;
     // A fence created after the restart: once every plugin handled it, whatever the resume
     // would give has been given.
-    create(install, "fence");
-    each_once(&[&r], &plugins, "demo/fence").await;
-    for e in r.echoes() {
-        assert!(
-            !["demo/keep-1", "demo/keep-2"].contains(&e.key.as_str()),
-            "an untouched object was delivered again: {e:?}"
-        );
+    for ns in [WATCHED_NS, &team_a] {
+        install
+            .server
+            .create(configmap(ns, &name("fence"), "v"))
+            .unwrap();
     }
-    let mut r = r;
+    eventually("every plugin to handle the fence", || {
+        plugins
+            .iter()
+            .all(|(p, _)| got(&r, p).iter().any(|(_, k)| k.ends_with("-fence")))
+    })
+    .await;
+    for (p, _) in &plugins {
+        let mut got = got(&r, p);
+        got.sort();
+        let want: Vec<(String, String)> = expected(p).into_iter().collect();
+        assert_eq!(got, want, "{p} after the restart ({how:?})");
+        let echoes = r.echoes();
+        let initial: Vec<&Echo> = echoes
+            .iter()
+            .filter(|x| &x.plugin == p && x.initial)
+            .collect();
+        assert!(initial.is_empty(), "{p} replayed ({how:?}): {initial:?}");
+    }
     r.stop().await;
 }
 

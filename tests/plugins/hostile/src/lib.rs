@@ -40,6 +40,9 @@
 //! - `metrics`: on the `added` (not initial) event of an object named `go-*`, makes the metric
 //!   calls in `config.metrics` and logs what came of them (see [`metrics`]).
 //!
+//! `config.init-nap-ms`, in any mode, sleeps that long (a WASI poll) in `init` first: a slow
+//! start, during which the host's informers go on.
+//!
 //! `config.on-schedule` picks what a `[[schedule]]` tick does (absent: nothing, as a plugin
 //! without schedules):
 //! - `count`: lists every ConfigMap in the cache and logs `{"tag", "schedule", "configmaps",
@@ -376,6 +379,9 @@ impl Plugin for Hostile {
         let text = |k: &str| config.get(k).and_then(|v| v.as_str()).map(str::to_string);
         if text("mode").as_deref() == Some("sleep-init") {
             std::thread::sleep(std::time::Duration::from_secs(3600));
+        }
+        if let Some(ms) = config.get("init-nap-ms").and_then(Value::as_u64) {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
         }
         Ok(Hostile {
             mode: text("mode").ok_or("config `mode` is required")?,
