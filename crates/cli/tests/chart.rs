@@ -243,7 +243,7 @@ impl Replica {
 
 /// Waits until `cond` holds, polling the replicas' logs; fails after [`GUARD`] with `what`.
 async fn eventually(what: &str, cond: impl FnMut() -> bool) {
-    eventually_showing(what, cond, || String::new()).await
+    eventually_showing(what, cond, String::new).await
 }
 
 /// [`eventually`], and on failure the text `show` gives (a replica's log, say).
