@@ -10,9 +10,11 @@
 //! ignored, with the reason when the file is unsafe. The client sends no token to an address
 //! found here: dev's admin asks for none.
 
-use std::io::Write;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+
+use informant_state::private::{self, Access, Secret};
 
 /// Largest file read: one address and a pid.
 const MAX_BYTES: u64 = 256;
@@ -63,13 +65,14 @@ impl Drop for Published {
 /// whole by a rename).
 pub fn publish(file: &Path, addr: SocketAddr) -> std::io::Result<Published> {
     let dir = file.parent().unwrap_or(Path::new("."));
-    imp::ensure_private_dir(dir)?;
+    let name = file
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| std::io::Error::other(format!("{}: not a file name", file.display())))?;
     let content = format!("{addr} {}\n", std::process::id());
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".dev-admin")
-        .tempfile_in(dir)?;
-    tmp.write_all(content.as_bytes())?;
-    tmp.persist(file).map_err(|e| e.error)?;
+    private::ensure_dir(dir, Secret::No)
+        .and_then(|()| private::replace_file(dir, name, content.as_bytes()))
+        .map_err(std::io::Error::other)?;
     Ok(Published {
         file: file.to_path_buf(),
         content,
@@ -98,7 +101,7 @@ pub fn find(file: &Path) -> Found {
         file: file.to_path_buf(),
         reason,
     };
-    let text = match imp::read_private(file) {
+    let text = match read_private(file) {
         Ok(None) => return Found::Nothing,
         Ok(Some(t)) => t,
         Err(reason) => return refused(reason),
@@ -115,7 +118,7 @@ pub fn find(file: &Path) -> Found {
             "{addr} is not on loopback, where dev's admin always is"
         ));
     }
-    if !imp::alive(pid) {
+    if !alive(pid) {
         return Found::Nothing;
     }
     Found::Admin(DevAdmin {
@@ -125,110 +128,43 @@ pub fn find(file: &Path) -> Found {
     })
 }
 
+/// The file's text, if it and its directory are this user's and writable by no one else, and
+/// neither is a link; `Ok(None)` when there is none.
+fn read_private(file: &Path) -> Result<Option<String>, String> {
+    let dir = file.parent().unwrap_or(Path::new("."));
+    if std::fs::symlink_metadata(dir).is_err() {
+        return Ok(None);
+    }
+    // Something is there, so this only checks it (a link, even a dangling one, is refused).
+    private::ensure_dir(dir, Secret::No).map_err(|e| e.to_string())?;
+    let Some(f) = private::open_file(file, Access::Read, Secret::No).map_err(|e| e.to_string())?
+    else {
+        return Ok(None);
+    };
+    let mut text = String::new();
+    f.take(MAX_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("{}: {e}", file.display()))?;
+    Ok(Some(text))
+}
+
+/// Whether process `pid` exists (a dead `dev` leaves a stale file).
 #[cfg(unix)]
-mod imp {
-    use std::fs;
-    use std::io::Read;
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
-
-    use super::*;
-
-    fn private(md: &fs::Metadata) -> Result<(), String> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let euid = unsafe { libc::geteuid() };
-        if md.uid() != euid {
-            return Err(format!("owned by uid {}, not by uid {euid}", md.uid()));
-        }
-        let mode = md.mode() & 0o7777;
-        if mode & 0o022 != 0 {
-            return Err(format!("writable by its group or others (mode {mode:04o})"));
-        }
-        Ok(())
+fn alive(pid: u32) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    if pid <= 0 {
+        return false;
     }
-
-    fn check_dir(dir: &Path) -> Result<(), String> {
-        let md = fs::symlink_metadata(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        if md.file_type().is_symlink() {
-            return Err(format!("{} is a symbolic link", dir.display()));
-        }
-        if !md.is_dir() {
-            return Err(format!("{} is not a directory", dir.display()));
-        }
-        private(&md).map_err(|r| format!("{}: {r}", dir.display()))
-    }
-
-    pub(super) fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
-        if let Err(e) = fs::symlink_metadata(dir)
-            && e.kind() == std::io::ErrorKind::NotFound
-        {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)?;
-        }
-        check_dir(dir).map_err(std::io::Error::other)
-    }
-
-    pub(super) fn read_private(file: &Path) -> Result<Option<String>, String> {
-        if let Some(dir) = file.parent() {
-            match fs::symlink_metadata(dir) {
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-                _ => check_dir(dir)?,
-            }
-        }
-        let opened = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-            .open(file);
-        let f = match opened {
-            Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("cannot open (a symbolic link?): {e}")),
-        };
-        let md = f.metadata().map_err(|e| e.to_string())?;
-        if !md.is_file() {
-            return Err("not a regular file".into());
-        }
-        private(&md)?;
-        let mut text = String::new();
-        f.take(MAX_BYTES)
-            .read_to_string(&mut text)
-            .map_err(|e| e.to_string())?;
-        Ok(Some(text))
-    }
-
-    pub(super) fn alive(pid: u32) -> bool {
-        let Ok(pid) = libc::pid_t::try_from(pid) else {
-            return false;
-        };
-        if pid <= 0 {
-            return false;
-        }
-        // SAFETY: signal 0 only checks that the process exists; it sends nothing.
-        let r = unsafe { libc::kill(pid, 0) };
-        r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-    }
+    // SAFETY: signal 0 only checks that the process exists; it sends nothing.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 #[cfg(not(unix))]
-mod imp {
-    use super::*;
-
-    pub(super) fn ensure_private_dir(dir: &Path) -> std::io::Result<()> {
-        std::fs::create_dir_all(dir)
-    }
-
-    pub(super) fn read_private(file: &Path) -> Result<Option<String>, String> {
-        match std::fs::read_to_string(file) {
-            Ok(t) => Ok(Some(t)),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(e.to_string()),
-        }
-    }
-
-    pub(super) fn alive(_: u32) -> bool {
-        true
-    }
+fn alive(_: u32) -> bool {
+    true
 }
 
 #[cfg(all(test, unix))]
