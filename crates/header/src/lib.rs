@@ -296,6 +296,19 @@ impl<'a> Iterator for Fields<'a> {
     }
 }
 
+/// Field `n` of `bytes` (a header, or [`Metadata`]'s bytes), checked as UTF-8; the fields
+/// before it are skipped by their lengths, unread. `None` past the end.
+pub fn nth_field(bytes: &[u8], n: usize) -> Option<Result<&str, HeaderError>> {
+    let mut at = 0;
+    for _ in 0..n {
+        match next_range(bytes, at)? {
+            Ok((_, end)) => at = end,
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(next_range(bytes, at)?.and_then(|range| text(bytes, range)))
+}
+
 /// A decoded header over its bytes: where each fixed field lies and where the labels start,
 /// found once; every field is read in place.
 #[derive(Clone)]
@@ -311,11 +324,16 @@ impl<B: AsRef<[u8]>> EventHeader<B> {
     /// fixed field present and every label key with its value.
     pub fn decode(bytes: B) -> Result<Self, HeaderError> {
         let b = bytes.as_ref();
+        // Every byte of an ASCII header is below 0x80, so each field's text is ASCII, hence
+        // UTF-8: one pass over the bytes stands for a check per field. Metadata is nearly always
+        // ASCII; a field over 127 bytes or a non-ASCII character takes the per-field checks.
+        let ascii = b.is_ascii();
+        let check = |range| if ascii { Ok("") } else { text(b, range) };
         let mut fixed = [(0, 0); FIXED_FIELDS];
         let mut at = 0;
         for (found, slot) in fixed.iter_mut().enumerate() {
             let range = next_range(b, at).ok_or(HeaderError::MissingFields { found })??;
-            text(b, range)?;
+            check(range)?;
             *slot = range;
             at = range.1;
         }
@@ -324,7 +342,7 @@ impl<B: AsRef<[u8]>> EventHeader<B> {
         let mut last = at;
         while let Some(range) = next_range(b, at) {
             let range = range?;
-            text(b, range)?;
+            check(range)?;
             last = at;
             at = range.1;
             fields += 1;
@@ -593,6 +611,65 @@ mod tests {
             EventHeader::decode(Vec::new()).unwrap_err(),
             HeaderError::MissingFields { found: 0 }
         );
+    }
+
+    /// Headers that are not all ASCII (a field of 128 bytes or more has a length byte over
+    /// 0x7f; a label in another script) take the per-field checks: valid text decodes, and a
+    /// stray byte is still refused.
+    #[test]
+    fn non_ascii_headers_are_checked_field_by_field() {
+        let long = "n".repeat(300);
+        let good = raw(&[
+            "",
+            "v1",
+            "ConfigMap",
+            "ns",
+            &long,
+            "u",
+            "1",
+            "team",
+            "équipe-ß",
+        ]);
+        assert!(!good.is_ascii());
+        let h = EventHeader::decode(&good[..]).unwrap();
+        assert_eq!(h.get(Field::Name), long);
+        assert_eq!(h.label("team"), Some("équipe-ß"));
+        let mut bad = good.clone();
+        *bad.last_mut().unwrap() = 0xff;
+        assert!(matches!(
+            EventHeader::decode(bad).unwrap_err(),
+            HeaderError::NotUtf8 { .. }
+        ));
+        // A stray continuation byte inside a long, otherwise ASCII field.
+        let mut bad = raw(&["", "v1", "ConfigMap", "ns", &long, "u", "1"]);
+        let name_at = bad.len() - 4 - 1 - 4 - 1 - 300;
+        bad[name_at + 10] = 0x80;
+        assert!(matches!(
+            EventHeader::decode(bad).unwrap_err(),
+            HeaderError::NotUtf8 { .. }
+        ));
+    }
+
+    #[test]
+    fn nth_field_reads_one_field_and_skips_the_rest_unread() {
+        let mut bytes = raw(&["ns", "name", "u", "7"]);
+        assert_eq!(nth_field(&bytes, 1).unwrap().unwrap(), "name");
+        assert_eq!(nth_field(&bytes, 3).unwrap().unwrap(), "7");
+        assert!(nth_field(&bytes, 4).is_none());
+        // A bad byte in a field skipped is not read; in the field asked for, it is an error.
+        bytes[4] = 0xff;
+        assert_eq!(nth_field(&bytes, 3).unwrap().unwrap(), "7");
+        assert!(matches!(
+            nth_field(&bytes, 0).unwrap().unwrap_err(),
+            HeaderError::NotUtf8 { .. }
+        ));
+        // A cut length is an error, not a panic.
+        assert!(matches!(
+            nth_field(&bytes[..bytes.len() - 3], 3)
+                .unwrap()
+                .unwrap_err(),
+            HeaderError::LengthCut { .. } | HeaderError::FieldCut { .. }
+        ));
     }
 
     /// The version and the layout are the WIT contract's: a contract bump or a change to its
