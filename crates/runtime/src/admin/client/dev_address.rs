@@ -14,7 +14,7 @@ use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use informant_state::private::{self, Access, Secret};
+use informant_state::private::{self, Access, PrivateError, Secret};
 
 /// Largest file read: one address and a pid.
 const MAX_BYTES: u64 = 256;
@@ -104,7 +104,7 @@ pub fn find(file: &Path) -> Found {
     let text = match read_private(file) {
         Ok(None) => return Found::Nothing,
         Ok(Some(t)) => t,
-        Err(reason) => return refused(reason),
+        Err(e) => return refused(e.to_string()),
     };
     let mut parts = text.split_whitespace();
     let (Some(addr), Some(pid), None) = (parts.next(), parts.next(), parts.next()) else {
@@ -128,23 +128,40 @@ pub fn find(file: &Path) -> Found {
     })
 }
 
+/// Why the file could not be read.
+#[derive(Debug, thiserror::Error)]
+enum ReadError {
+    /// It or its directory is not private to this user, or a link.
+    #[error(transparent)]
+    Private(#[from] PrivateError),
+    /// It opened but could not be read as text.
+    #[error("`{}`: cannot read: {source}", path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// The file's text, if it and its directory are this user's and writable by no one else, and
 /// neither is a link; `Ok(None)` when there is none.
-fn read_private(file: &Path) -> Result<Option<String>, String> {
+fn read_private(file: &Path) -> Result<Option<String>, ReadError> {
     let dir = file.parent().unwrap_or(Path::new("."));
     if std::fs::symlink_metadata(dir).is_err() {
         return Ok(None);
     }
     // Something is there, so this only checks it (a link, even a dangling one, is refused).
-    private::ensure_dir(dir, Secret::No).map_err(|e| e.to_string())?;
-    let Some(f) = private::open_file(file, Access::Read, Secret::No).map_err(|e| e.to_string())?
-    else {
+    private::ensure_dir(dir, Secret::No)?;
+    let Some(f) = private::open_file(file, Access::Read, Secret::No)? else {
         return Ok(None);
     };
     let mut text = String::new();
     f.take(MAX_BYTES)
         .read_to_string(&mut text)
-        .map_err(|e| format!("{}: {e}", file.display()))?;
+        .map_err(|source| ReadError::Read {
+            path: file.to_path_buf(),
+            source,
+        })?;
     Ok(Some(text))
 }
 
