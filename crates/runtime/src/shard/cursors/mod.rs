@@ -296,7 +296,7 @@ impl CursorBook {
 
     /// Records what the genuine members' Leases say (this member's own excluded): who last ran
     /// each plugin, and which members left the view (their last cursors are kept). Stops
-    /// publishing released plugins that a live member now runs or publishes further on (a live
+    /// publishing released plugins that a live member publishes at or past (a live
     /// member's older release of one, say from its own previous life, does not replace this
     /// member's newer cursors).
     pub fn observe(&self, seen: Vec<Seen>) {
@@ -332,7 +332,10 @@ impl CursorBook {
                 seen.iter()
                     .filter(|s| s.live)
                     .filter_map(|s| s.plugins.get(*p))
-                    .any(|e| e.held || covers(e, mine))
+                    // Only a watermark at or past this member's proves the changes handled: a
+                    // `held` flag alone is what anyone with Lease write access can set, and
+                    // would make this member (and its state) forget its cursors.
+                    .any(|e| covers(e, mine))
             })
             .map(|(p, _)| p.clone())
             .collect();

@@ -159,6 +159,24 @@ fn a_released_plugin_keeps_its_last_watermark_until_a_live_member_publishes_it()
     assert_eq!(book.cursor("p", "s", "pods"), Some(80));
 }
 
+/// A live member's Lease claiming to run a plugin, with a watermark below this member's
+/// release (as anyone with Lease write access can write it), does not make this member forget
+/// its cursors: they stay published until a watermark reaches them.
+#[test]
+fn a_held_claim_below_a_release_does_not_supersede_it() {
+    let book = CursorBook::new();
+    book.track("p", "s", "pods", mark(70));
+    book.release("p");
+    book.observe(vec![seen("y", true, &[("p", "s", "pods", 10)])]);
+    assert!(
+        book.annotation().contains("\"pods\":70"),
+        "{}",
+        book.annotation()
+    );
+    book.observe(vec![seen("y", true, &[("p", "s", "pods", 70)])]);
+    assert!(!book.annotation().contains("\"p\""));
+}
+
 #[test]
 fn a_dead_lease_is_superseded_only_when_live_cursors_reach_every_one_of_its_own() {
     let book = CursorBook::new();
