@@ -52,6 +52,15 @@ impl LetterCounts {
         Ok(counts)
     }
 
+    /// Every plugin's count, by plugin id.
+    pub(crate) fn by_plugin(&self) -> BTreeMap<String, u64> {
+        self.by_tenant
+            .values()
+            .flatten()
+            .map(|(plugin, n)| (plugin.clone(), *n as u64))
+            .collect()
+    }
+
     fn tenant_total(&self, tenant: &str) -> usize {
         self.by_tenant.get(tenant).map_or(0, |p| p.values().sum())
     }

@@ -38,6 +38,8 @@ use axum::response::{IntoResponse, Json, Response};
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 
+use informant_state::tenant_of;
+
 use super::AdminState;
 use super::auth::Access;
 use super::scope::Scope;
@@ -227,12 +229,7 @@ async fn act_as(state: &AdminState, access: &Access, body: &[u8], action: Action
     if let Err(r) = access.update(state, tenant_of(&s.plugin)).await {
         return r.into_response();
     }
-    respond(act(durable_of(host), host, body, action))
-}
-
-/// The tenant a plugin id (`tenant/name`, or `name` for a top-level plugin) belongs to.
-pub fn tenant_of(plugin: &str) -> &str {
-    plugin.split_once('/').map(|(t, _)| t).unwrap_or("")
+    respond(act(durable_of(host), host, &s, action))
 }
 
 /// The page size `limit` asks for: [`DEFAULT_LIMIT`] without one, at most [`MAX_LIMIT`].
@@ -387,15 +384,14 @@ pub(super) fn selection(body: &[u8]) -> Result<Selection, Refused> {
     }
 }
 
-/// Retries or drops the letters `body` selects.
+/// Retries or drops the letters `s` selects.
 pub(super) fn act(
     durable: Option<&Arc<Durable>>,
     host: Option<&PluginHost>,
-    body: &[u8],
+    s: &Selection,
     action: Action,
 ) -> Result<Outcome, Refused> {
     let durable = need_state(durable)?;
-    let s = selection(body)?;
     let letters = known(durable, host, &s.plugin)?;
     let mut outcome = Outcome {
         plugin: s.plugin.clone(),
@@ -485,6 +481,16 @@ mod tests {
         (dir, durable)
     }
 
+    /// [`act`] on what `body` selects, as the route parses it.
+    fn act_on(
+        durable: Option<&Arc<Durable>>,
+        host: Option<&PluginHost>,
+        body: &[u8],
+        action: Action,
+    ) -> Result<Outcome, Refused> {
+        act(durable, host, &selection(body)?, action)
+    }
+
     fn status<T>(r: Result<T, Refused>) -> StatusCode {
         match r {
             Ok(_) => StatusCode::OK,
@@ -497,7 +503,7 @@ mod tests {
         assert_eq!(status(list_letters(None, None, None)), StatusCode::CONFLICT);
         let body = br#"{"plugin": "p", "all": true}"#;
         for action in [Action::Retry, Action::Drop] {
-            let Err(Refused(s, why)) = act(None, None, body, action) else {
+            let Err(Refused(s, why)) = act_on(None, None, body, action) else {
                 panic!("accepted");
             };
             assert_eq!(s, StatusCode::CONFLICT);
@@ -528,7 +534,7 @@ mod tests {
             assert_eq!(why.lines().count(), 1, "one line: {why:?}");
             let body = serde_json::json!({"plugin": name, "all": true}).to_string();
             assert_eq!(
-                status(act(Some(&d), None, body.as_bytes(), Action::Drop)),
+                status(act_on(Some(&d), None, body.as_bytes(), Action::Drop)),
                 StatusCode::NOT_FOUND,
                 "{name}"
             );
@@ -565,7 +571,7 @@ mod tests {
             (b"\xff\xfe", "expected"),
         ] {
             for action in [Action::Retry, Action::Drop] {
-                let Err(Refused(s, why)) = act(Some(&d), None, body, action) else {
+                let Err(Refused(s, why)) = act_on(Some(&d), None, body, action) else {
                     panic!("accepted {}", String::from_utf8_lossy(body));
                 };
                 assert_eq!(s, StatusCode::BAD_REQUEST, "{why}");
@@ -575,7 +581,7 @@ mod tests {
         }
         let many = serde_json::json!({"plugin": "top", "ids": vec![1; MAX_IDS + 1]}).to_string();
         assert_eq!(
-            status(act(Some(&d), None, many.as_bytes(), Action::Drop)),
+            status(act_on(Some(&d), None, many.as_bytes(), Action::Drop)),
             StatusCode::BAD_REQUEST
         );
         assert_eq!(d.dead_letters(None).unwrap().len(), 3, "nothing dropped");
@@ -585,13 +591,13 @@ mod tests {
     async fn drop_removes_the_named_letters_and_reports_ids_that_name_none() {
         let (_dir, d) = with_letters().await;
         let body = br#"{"plugin": "team-a/p", "ids": [2, 2, 3, 99]}"#;
-        let out = act(Some(&d), None, body, Action::Drop).unwrap();
+        let out = act_on(Some(&d), None, body, Action::Drop).unwrap();
         assert_eq!(out.dropped, [2]);
         // Id 3 is `top`'s letter (ids count per plugin): not reachable through another plugin.
         assert_eq!(out.missing, [3, 99]);
         let left: Vec<u64> = d.dead_letters(None).unwrap().iter().map(|l| l.id).collect();
         assert_eq!(left, [1, 1], "team-a/p's 1 and top's 1");
-        let all = act(
+        let all = act_on(
             Some(&d),
             None,
             br#"{"plugin": "top", "all": true}"#,
@@ -727,7 +733,7 @@ mod tests {
     #[tokio::test]
     async fn retry_needs_the_plugin_running() {
         let (_dir, d) = with_letters().await;
-        let Err(Refused(s, why)) = act(
+        let Err(Refused(s, why)) = act_on(
             Some(&d),
             None,
             br#"{"plugin": "team-a/p", "all": true}"#,

@@ -120,10 +120,7 @@ impl StateSample {
         scope: &Scope,
     ) -> StateSample {
         let stats = durable.stats();
-        let mut counts = durable.dead_letter_counts().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "counting dead letters for /metrics failed");
-            Default::default()
-        });
+        let mut counts = durable.dead_letter_counts();
         for r in running {
             counts.entry(r.id.to_string()).or_insert(0);
         }

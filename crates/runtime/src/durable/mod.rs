@@ -432,13 +432,7 @@ impl Durable {
     /// directory, loadable or not, run here or by another shard member): a plugin removed,
     /// while the host ran or while it was down, takes its letters with it.
     pub fn keep_letters_of(&self, present: &BTreeSet<String>) {
-        let counts = match self.state.dead_letter_counts() {
-            Ok(counts) => counts,
-            Err(e) => {
-                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot count dead letters; those of removed plugins are kept for now");
-                return;
-            }
-        };
+        let counts = self.state.dead_letter_counts();
         for (plugin, letters) in counts {
             if !present.contains(&plugin) {
                 tracing::info!(
@@ -491,7 +485,7 @@ impl Durable {
     }
 
     /// How many dead letters each plugin holding any has.
-    pub fn dead_letter_counts(&self) -> Result<BTreeMap<String, u64>, informant_state::StateError> {
+    pub fn dead_letter_counts(&self) -> BTreeMap<String, u64> {
         self.state.dead_letter_counts()
     }
 

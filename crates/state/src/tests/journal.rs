@@ -163,7 +163,7 @@ async fn dead_letters_are_bounded_per_plugin_and_ids_stay_monotonic() {
             MAX_DEAD_LETTERS_PER_PLUGIN + 1
         );
         assert_eq!(
-            state.dead_letter_counts().unwrap(),
+            state.dead_letter_counts(),
             [
                 ("p1".to_string(), MAX_DEAD_LETTERS_PER_PLUGIN as u64),
                 ("p2".to_string(), 1)

@@ -22,8 +22,18 @@ fn letter(plugin: &str, at: i64) -> DeadLetter {
     }
 }
 
+/// The letters in the file, counted per plugin; checked against the writers' counts.
 fn counts(state: &StateDir) -> BTreeMap<String, u64> {
-    state.dead_letter_counts().unwrap()
+    let mut stored: BTreeMap<String, u64> = BTreeMap::new();
+    for l in state.dead_letters(None).unwrap() {
+        *stored.entry(l.plugin).or_default() += 1;
+    }
+    assert_eq!(
+        state.dead_letter_counts(),
+        stored,
+        "the kept counts match the file"
+    );
+    stored
 }
 
 fn tenant_total(state: &StateDir, tenant: &str) -> u64 {
