@@ -338,6 +338,24 @@ async fn the_token_is_sent_and_never_printed() {
     );
     assert!(err.contains("--token"), "{err}");
 
+    // Not named, the default address is not shown the kubeconfig's token: whoever listens on
+    // that port of this machine would get the user's cluster credentials.
+    let kc = kubeconfig_with(
+        home.path(),
+        "http://127.0.0.1:1",
+        &format!("{{token: {SECRET}}}"),
+    );
+    let (_, out, err) = run(&mut informant_in(
+        home.path(),
+        &["status", "-v", "--kubeconfig", kc.to_str().unwrap()],
+    ))
+    .await;
+    assert!(
+        err.contains("admin server: 127.0.0.1:9090; sending no token") && err.contains("--admin"),
+        "{err}"
+    );
+    assert!(!out.contains(SECRET) && !err.contains(SECRET), "{out}{err}");
+
     // The kubeconfig user's static token, traced as loudly as the binary logs.
     let kc = kubeconfig_with(
         home.path(),
@@ -598,7 +616,7 @@ async fn status_reaches_a_pods_loopback_admin_through_port_forward() {
     for odd in ["../x", "a%2Fb", "a?b", "informant-0/../../x", "A", ""] {
         let (ok, out, err) = run(&mut status(&["--pod", odd])).await;
         assert!(!ok && out.is_empty(), "{odd}: {out}");
-        assert!(err.contains("pod `"), "{odd}: {err}");
+        assert!(err.contains("is not a valid Pod name"), "{odd}: {err}");
     }
     let (ok, _, err) = run(&mut informant_in(
         home.path(),
@@ -613,7 +631,10 @@ async fn status_reaches_a_pods_loopback_admin_through_port_forward() {
         ],
     ))
     .await;
-    assert!(!ok && err.contains("namespace `../kube-system`"), "{err}");
+    assert!(
+        !ok && err.contains("`../kube-system` is not a namespace name"),
+        "{err}"
+    );
     assert_eq!(
         env.server.requests().len(),
         before,

@@ -831,6 +831,18 @@ async fn no_authentication_is_refused_off_loopback() {
             panic!("served {addr} without authentication");
         };
         assert!(e.to_string().contains("without authentication"), "{e}");
+        // Authenticated but plain: every caller's token would cross the network in clear.
+        let Err(e) = AdminServer::start_with(
+            addr,
+            state.clone(),
+            &AdminAuth::Kubernetes(AuthOptions::default()),
+            &AdminTls::Plain,
+        )
+        .await
+        else {
+            panic!("took tokens over plain HTTP on {addr}");
+        };
+        assert!(e.to_string().contains("plain HTTP"), "{e}");
     }
     // Loopback without authentication is the operator's (dev, tests), as before.
     let local = AdminServer::start("127.0.0.1:0".parse().unwrap(), state.clone())

@@ -143,8 +143,7 @@ impl AdminArgs {
             .namespace
             .clone()
             .unwrap_or_else(|| config.default_namespace.clone());
-        transport::check_namespace(&namespace)
-            .map_err(|reason| anyhow::anyhow!("namespace `{namespace}`: {reason}"))?;
+        informant_runtime::apimachinery::names::check_namespace(&namespace)?;
         let credentials = match &self.token {
             Some(t) => Credentials::token(t, "--token/INFORMANT_TOKEN")?,
             None => Credentials::from_kubeconfig(&config)?,
@@ -188,6 +187,11 @@ impl AdminArgs {
             (Some(t), _) => Credentials::token(t, "--token/INFORMANT_TOKEN")?,
             // dev's admin is plain loopback and asks for no token: none is handed to it.
             (None, true) => Credentials::none("`informant dev`'s admin asks for none"),
+            // Whoever listens on the default port of this machine is not shown the user's
+            // cluster credentials unasked.
+            (None, false) if self.admin.is_none() => Credentials::none(format!(
+                "{DEFAULT_ADMIN} is only the default: name the admin server with --admin (or INFORMANT_ADMIN) to show it your kubeconfig's token"
+            )),
             (None, false) => match (
                 kube_config(self.kubeconfig.as_deref()).await,
                 &self.kubeconfig,

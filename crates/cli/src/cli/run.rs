@@ -108,18 +108,15 @@ impl AdminSecurity {
             AuthMode::Kubernetes => AdminAuth::Kubernetes(AuthOptions::default()),
             AuthMode::None => AdminAuth::None,
         };
-        if let (AuthMode::None, Some(addr)) = (self.admin_auth, admin)
-            && !addr.ip().is_loopback()
-        {
-            anyhow::bail!(
-                "--admin-auth=none is only accepted with a loopback --admin address (127.0.0.1 or ::1), not {addr}: anyone who can reach it would read every tenant's plugins, logs and dead letters"
-            );
-        }
         let tls = match (&self.admin_tls, &self.admin_tls_cert, &self.admin_tls_key) {
             (Some(TlsMode::SelfSigned), _, _) => AdminTls::SelfSigned,
             (None, Some(cert), Some(key)) => AdminTls::files(cert, key),
             _ => AdminTls::Plain,
         };
+        // Refused here too, so the process exits before it starts anything.
+        if let Some(addr) = admin {
+            informant_runtime::admin::check_exposure(addr, &auth, &tls)?;
+        }
         Ok((auth, tls))
     }
 }
@@ -275,8 +272,14 @@ mod tests {
 
     #[test]
     fn the_admin_server_asks_for_tokens_unless_told_otherwise_on_loopback() {
-        let (auth, tls) = options(&["--admin", "0.0.0.0:9090"]).unwrap();
+        let (auth, tls) =
+            options(&["--admin", "0.0.0.0:9090", "--admin-tls", "self-signed"]).unwrap();
         assert_eq!(auth, AdminAuth::Kubernetes(AuthOptions::default()));
+        assert_eq!(tls, AdminTls::SelfSigned);
+        // Tokens over plain HTTP only on loopback.
+        let e = options(&["--admin", "0.0.0.0:9090"]).unwrap_err();
+        assert!(e.to_string().contains("plain HTTP"), "{e}");
+        let (_, tls) = options(&["--admin", "127.0.0.1:9090"]).unwrap();
         assert_eq!(tls, AdminTls::Plain);
         for open in ["0.0.0.0:9090", "[::]:9090", "10.0.0.7:9090"] {
             let e = options(&["--admin", open, "--admin-auth", "none"]).unwrap_err();

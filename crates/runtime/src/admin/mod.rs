@@ -81,9 +81,32 @@ pub enum Error {
         /// The address asked for.
         addr: SocketAddr,
     },
+    /// Bearer tokens would be taken over plain HTTP on an address others can reach.
+    #[error(
+        "refusing to take bearer tokens over plain HTTP on {addr}: anyone on the way could \
+         reuse a caller's token against the API server; serve HTTPS (--admin-tls=self-signed, \
+         or --admin-tls-cert and --admin-tls-key), or a loopback address (127.0.0.1)"
+    )]
+    PlainTokens {
+        /// The address asked for.
+        addr: SocketAddr,
+    },
     /// HTTPS could not be set up.
     #[error(transparent)]
     Tls(#[from] tls::TlsError),
+}
+
+/// Whether the admin server may serve `addr` as `auth` and `tls` say: off loopback, only with
+/// authentication, and only over HTTPS, since the callers' tokens are the API server's too.
+pub fn check_exposure(addr: SocketAddr, auth: &AdminAuth, tls: &AdminTls) -> Result<(), Error> {
+    if addr.ip().is_loopback() {
+        return Ok(());
+    }
+    match (auth, tls) {
+        (AdminAuth::None, _) => Err(Error::Unauthenticated { addr }),
+        (AdminAuth::Kubernetes(_), AdminTls::Plain) => Err(Error::PlainTokens { addr }),
+        _ => Ok(()),
+    }
 }
 
 /// `Result` with this module's [`Error`].

@@ -71,16 +71,15 @@ impl AdminServer {
 
     /// Binds `addr` and serves the admin routes over `state`, authenticating callers as `auth`
     /// says (through the API server of `state`'s informers) over `tls`.
-    /// [`AdminAuth::None`] is refused for any address but a loopback one.
+    /// Off loopback, [`AdminAuth::None`] and tokens over plain HTTP are refused
+    /// ([`super::check_exposure`]).
     pub async fn start_with(
         addr: SocketAddr,
         state: Arc<AdminState>,
         auth: &AdminAuth,
         tls: &AdminTls,
     ) -> Result<AdminServer> {
-        if *auth == AdminAuth::None && !addr.ip().is_loopback() {
-            return Err(Error::Unauthenticated { addr });
-        }
+        super::check_exposure(addr, auth, tls)?;
         let gate = Arc::new(Gate::new(auth, state.factory().client()));
         let names = (!addr.ip().is_unspecified())
             .then(|| addr.ip().to_string())
@@ -218,12 +217,6 @@ async fn accept_loop(
     drop(listener);
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
     // Whatever is left (a handshake, a request past the grace) goes with the set.
-}
-
-/// The admin routes over `state`, callers let in by `gate`, for embedding in another server
-/// (its `/logs` follows end only when their plugin goes).
-pub fn router(state: Arc<AdminState>, gate: Arc<Gate>) -> Router {
-    routes(state, gate, logs::Stopping(None))
 }
 
 fn routes(state: Arc<AdminState>, gate: Arc<Gate>, stopping: logs::Stopping) -> Router {

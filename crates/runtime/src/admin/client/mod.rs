@@ -27,6 +27,8 @@ use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 
+use informant_apimachinery::names::{InvalidName, NameError, check_namespace, check_object_name};
+
 use crate::plugin::imports::log::escape_controls;
 
 pub mod credentials;
@@ -70,16 +72,12 @@ pub enum ClientError {
         /// What was given.
         addr: String,
     },
-    /// A pod or namespace name the API server would not have.
-    #[error("{what} `{name}`: {reason}")]
-    Name {
-        /// `pod` or `namespace`.
-        what: &'static str,
-        /// What was given (controls escaped).
-        name: String,
-        /// Why it is refused.
-        reason: &'static str,
-    },
+    /// A namespace the API server would not have.
+    #[error(transparent)]
+    Namespace(#[from] NameError),
+    /// A pod name the API server would not have.
+    #[error(transparent)]
+    PodName(#[from] InvalidName),
     /// No connection could be made.
     #[error("admin server at {addr}: cannot connect: {source}")]
     Connect {
@@ -358,13 +356,7 @@ impl AdminClient {
         port: u16,
         tls: Option<Tls>,
     ) -> Result<Self> {
-        let refuse = |what, name: &str, reason| ClientError::Name {
-            what,
-            name: escape_controls(name).into_owned(),
-            reason,
-        };
-        transport::check_namespace(namespace).map_err(|r| refuse("namespace", namespace, r))?;
-        transport::check_name(name).map_err(|r| refuse("pod", name, r))?;
+        check_pod(namespace, name)?;
         Ok(AdminClient {
             endpoint: Endpoint::Pod {
                 pods: Box::new(pods),
@@ -637,9 +629,35 @@ impl LogStream {
     }
 }
 
+/// Refuses a namespace or pod name the API server would not have: anything else would be
+/// spliced into the port-forward's path (`../x`, `a%2Fb`, `a?b`), so it is refused, not sent.
+fn check_pod(namespace: &str, name: &str) -> Result<()> {
+    check_namespace(namespace)?;
+    check_object_name("", "Pod", name)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_names_that_would_bend_the_path_are_refused() {
+        for ok in ["informant-7d9f8-x2x", "a", "a.b", "web-0", "0abc"] {
+            assert!(check_pod("demo", ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "", "../x", "..", ".", "a/b", "a%2Fb", "a?b", "a#b", "A", "a b", "a\n", "-a", "a-",
+            "a..b", "a.-b", "é",
+        ] {
+            assert!(check_pod("demo", bad).is_err(), "{bad:?}");
+        }
+        assert!(check_pod("demo", &"a".repeat(254)).is_err());
+
+        for bad in ["", "a.b", "../x", "kube_system", &"a".repeat(64)] {
+            assert!(check_pod(bad, "web-0").is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn addresses_are_host_and_port() {
