@@ -70,36 +70,22 @@ impl<T> View<T> {
         }
     }
 
-    /// Applies `update`, keeping `convert` of each object; the name of an object that changed.
-    fn apply<K: kube::Resource>(
-        &mut self,
-        update: Update<K>,
-        convert: impl Fn(&K) -> T,
-    ) -> Option<String> {
+    /// Applies `update`, keeping `convert` of each object.
+    fn apply<K: kube::Resource>(&mut self, update: Update<K>, convert: impl Fn(&K) -> T) {
         match update {
             Update::Listed(items) => {
                 self.items = items.iter().map(|o| (o.name_any(), convert(o))).collect();
                 // A new list follows an error: current again only once its watch opens.
                 self.state = ViewState::Listed;
-                None
             }
             Update::Applied(o) => {
-                let name = o.name_any();
-                self.items.insert(name.clone(), convert(&o));
-                Some(name)
+                self.items.insert(o.name_any(), convert(&o));
             }
             Update::Deleted(o) => {
                 self.items.remove(&o.name_any());
-                None
             }
-            Update::Current => {
-                self.state = ViewState::Current;
-                None
-            }
-            Update::Unsure(e) => {
-                self.state = ViewState::Unsure(e.to_string());
-                None
-            }
+            Update::Current => self.state = ViewState::Current,
+            Update::Unsure(e) => self.state = ViewState::Unsure(e.to_string()),
         }
     }
 
@@ -264,15 +250,8 @@ impl Member {
         if matches!(u, Update::Current) && !matches!(self.leases.state, ViewState::Current) {
             self.current_since = Some(Instant::now());
         }
-        let own = self.config.lease_name();
-        if self
-            .leases
-            .apply(u, LeaseRecord::of)
-            .is_some_and(|n| n == own)
-        {
-            self.recognise_own();
-        }
-        // A fresh list may carry it too.
+        self.leases.apply(u, LeaseRecord::of);
+        // Whatever the update was (its own Lease, or a fresh list carrying it).
         self.recognise_own();
     }
 
@@ -443,6 +422,25 @@ impl Member {
     }
 }
 
+/// However the deciding task ends (a panic included), its last decision does not outlive it:
+/// this member runs nothing once nothing follows the group for it.
+impl Drop for Member {
+    fn drop(&mut self) {
+        self.assignment
+            .send_if_modified(|a| std::mem::replace(&mut a.active, false));
+        self.why.send_if_modified(|w| {
+            let unset = w.is_none();
+            if unset {
+                *w = Some(format!(
+                    "shard group `{}`: the membership task has stopped",
+                    self.config.group
+                ));
+            }
+            unset
+        });
+    }
+}
+
 /// How long `lease` stays valid after a change: as it says, but never longer than this
 /// member's own lease duration (the group shares one), so a Lease claiming years cannot
 /// hold its share of the plugins unrun.
@@ -595,6 +593,32 @@ mod tests {
             assert_eq!(active, w.is_none(), "assignment and why disagree: {w:?}");
             Instant::now()
         }
+    }
+
+    #[test]
+    fn a_member_that_ends_leaves_nothing_running() {
+        let (a_tx, assignment) = watch::channel(Assignment {
+            members: vec!["a".into()],
+            me: "a".into(),
+            active: true,
+            by: ShardBy::Plugin,
+        });
+        let (why_tx, why) = watch::channel(None);
+        let config = ShardConfig {
+            group: "hooks".into(),
+            lease: LeaseConfig::new("hooks", "default", "a"),
+            by: ShardBy::Plugin,
+            pod_uid: None,
+        };
+        drop(Member::new(config, CursorBook::new(), a_tx, why_tx, None));
+        assert!(!assignment.borrow().active);
+        assert!(
+            why.borrow()
+                .as_deref()
+                .is_some_and(|w| w.contains("stopped")),
+            "{:?}",
+            *why.borrow()
+        );
     }
 
     #[tokio::test(start_paused = true)]
