@@ -615,6 +615,23 @@ fn cluster_wide_read_grants_only_reads_on_everything() {
         err.contains("clusterWideReed") || err.contains("rbac"),
         "{err}"
     );
+    // A tenant's access role: a name no tenant can have (it would name the ClusterRole), or
+    // nobody to bind it to, is refused before anything renders.
+    let who = json!([{"kind": "User", "name": "alice"}]);
+    for tenant in [
+        json!({"name": "Team-A", "subjects": who}),
+        json!({"name": "team-a ", "subjects": who}),
+        json!({"name": "../team-b", "subjects": who}),
+        json!({"name": "team-a"}),
+        json!({"name": "team-a", "subjects": []}),
+    ] {
+        let err = render(json!({"admin": {"access": {"tenants": [tenant]}}}))
+            .err()
+            .unwrap_or_else(|| panic!("rendered {tenant}"));
+        assert!(err.contains("tenants"), "{tenant}: {err}");
+    }
+    render(json!({"admin": {"access": {"tenants": [{"name": "team-a", "subjects": who}]}}}))
+        .expect("a good tenant renders");
 }
 
 /// `helm install` with default values and the three example plugins, as a new user would: the

@@ -294,19 +294,21 @@ impl<'a> Iterator for Fields<'a> {
         self.at = range.1;
         Some(text(self.bytes, range).inspect_err(|_| self.at = self.bytes.len()))
     }
-}
 
-/// Field `n` of `bytes` (a header, or [`Metadata`]'s bytes), checked as UTF-8; the fields
-/// before it are skipped by their lengths, unread. `None` past the end.
-pub fn nth_field(bytes: &[u8], n: usize) -> Option<Result<&str, HeaderError>> {
-    let mut at = 0;
-    for _ in 0..n {
-        match next_range(bytes, at)? {
-            Ok((_, end)) => at = end,
-            Err(e) => return Some(Err(e)),
+    /// Skips `n` fields by their lengths alone (what is not returned is not checked as text),
+    /// then reads the next.
+    fn nth(&mut self, n: usize) -> Option<Self::Item> {
+        for _ in 0..n {
+            match next_range(self.bytes, self.at)? {
+                Ok((_, end)) => self.at = end,
+                Err(e) => {
+                    self.at = self.bytes.len();
+                    return Some(Err(e));
+                }
+            }
         }
+        self.next()
     }
-    Some(next_range(bytes, at)?.and_then(|range| text(bytes, range)))
 }
 
 /// A decoded header over its bytes: where each fixed field lies and where the labels start,
@@ -651,21 +653,22 @@ mod tests {
     }
 
     #[test]
-    fn nth_field_reads_one_field_and_skips_the_rest_unread() {
+    fn nth_reads_one_field_and_skips_the_rest_unread() {
         let mut bytes = raw(&["ns", "name", "u", "7"]);
-        assert_eq!(nth_field(&bytes, 1).unwrap().unwrap(), "name");
-        assert_eq!(nth_field(&bytes, 3).unwrap().unwrap(), "7");
-        assert!(nth_field(&bytes, 4).is_none());
+        assert_eq!(fields(&bytes).nth(1).unwrap().unwrap(), "name");
+        assert_eq!(fields(&bytes).nth(3).unwrap().unwrap(), "7");
+        assert!(fields(&bytes).nth(4).is_none());
         // A bad byte in a field skipped is not read; in the field asked for, it is an error.
         bytes[4] = 0xff;
-        assert_eq!(nth_field(&bytes, 3).unwrap().unwrap(), "7");
+        assert_eq!(fields(&bytes).nth(3).unwrap().unwrap(), "7");
         assert!(matches!(
-            nth_field(&bytes, 0).unwrap().unwrap_err(),
+            fields(&bytes).next().unwrap().unwrap_err(),
             HeaderError::NotUtf8 { .. }
         ));
         // A cut length is an error, not a panic.
         assert!(matches!(
-            nth_field(&bytes[..bytes.len() - 3], 3)
+            fields(&bytes[..bytes.len() - 3])
+                .nth(3)
                 .unwrap()
                 .unwrap_err(),
             HeaderError::LengthCut { .. } | HeaderError::FieldCut { .. }

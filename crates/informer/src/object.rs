@@ -572,7 +572,7 @@ impl CachedObject {
     fn field(&self, field: Field) -> &str {
         field
             .metadata_index()
-            .and_then(|at| informant_header::nth_field(&self.fields, at))
+            .and_then(|at| informant_header::fields(&self.fields).nth(at))
             .and_then(Result::ok)
             .unwrap_or_default()
     }

@@ -82,36 +82,45 @@ pub(crate) fn hard_links(_: &std::fs::Metadata) -> u64 {
 }
 
 /// Largest CA bundle read: bundles are a few hundred KiB.
-pub(crate) const MAX_CA_BYTES: u64 = 4 << 20;
+pub const MAX_CA_BYTES: u64 = 4 << 20;
 
 /// Why a CA bundle cannot be used.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum CaError {
+pub enum CaError {
     /// It could not be opened or read.
     #[error(transparent)]
     Read(#[from] std::io::Error),
-    /// What it holds is not a usable bundle.
-    #[error("{0}")]
-    Bad(String),
+    /// It is larger than any CA bundle.
+    #[error("{len} bytes, more than a CA bundle ({MAX_CA_BYTES} at most)")]
+    TooLarge {
+        /// Its size.
+        len: u64,
+    },
+    /// It is not PEM.
+    #[error("not PEM: {0}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
+    /// It holds no certificate.
+    #[error("no `BEGIN CERTIFICATE` block in it")]
+    Empty,
+    /// A certificate in it cannot be a trust anchor.
+    #[error("a certificate in it cannot be trusted: {0}")]
+    Unusable(#[source] rustls::Error),
 }
 
 /// The PEM certificates of the CA bundle at `path` (at least one, at most [`MAX_CA_BYTES`]).
-pub(crate) fn ca_certificates(
+pub fn ca_certificates(
     path: &Path,
 ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, CaError> {
     use rustls::pki_types::pem::PemObject;
     let mut file = std::fs::File::open(path)?;
     let opened = file.metadata()?;
-    let bytes = read_capped(&mut file, &opened, MAX_CA_BYTES)?.map_err(|len| {
-        CaError::Bad(format!(
-            "{len} bytes, more than a CA bundle ({MAX_CA_BYTES} at most)"
-        ))
-    })?;
+    let bytes =
+        read_capped(&mut file, &opened, MAX_CA_BYTES)?.map_err(|len| CaError::TooLarge { len })?;
     let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&bytes)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| CaError::Bad(format!("not PEM: {e}")))?;
+        .map_err(CaError::Pem)?;
     if certs.is_empty() {
-        return Err(CaError::Bad("no `BEGIN CERTIFICATE` block in it".into()));
+        return Err(CaError::Empty);
     }
     Ok(certs)
 }

@@ -470,8 +470,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Opens (creating it 0600 if missing) the state file, checked private.
-fn create(path: &Path) -> Result<File> {
+/// Opens (creating it 0600 if missing) a file of the state directory, checked private.
+pub(crate) fn create(path: &Path) -> Result<File> {
     private::open_file(path, Access::Create, Secret::Yes)
         .map_err(unsafe_at(path))?
         .ok_or_else(|| StateError::File {

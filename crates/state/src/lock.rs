@@ -14,7 +14,6 @@ use std::io::{Read, Seek, Write};
 use std::path::Path;
 
 use crate::error::{Result, StateError};
-use crate::private::{self, Access, Secret};
 
 /// The lock file's name inside the state directory.
 pub const LOCK_FILE_NAME: &str = "state.lock";
@@ -36,13 +35,7 @@ impl Lock {
     /// Takes the lock of `dir` (checked private already) for `holder`, or says who has it.
     pub(crate) fn take(dir: &Path, holder: &Holder) -> Result<Lock> {
         let path = dir.join(LOCK_FILE_NAME);
-        let unsafe_file = |source| StateError::Unsafe {
-            path: path.clone(),
-            source,
-        };
-        let mut file = private::open_file(&path, Access::Create, Secret::Yes)
-            .map_err(unsafe_file)?
-            .expect("created");
+        let mut file = crate::dir::create(&path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {

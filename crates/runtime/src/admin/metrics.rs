@@ -203,7 +203,7 @@ impl Snapshot {
 
         let mut running = state.plugins();
         running.retain(|r| scope.sees_tenant(&r.id.tenant));
-        let plugin_metrics = PluginMetricsSample::gather(&running, scope);
+        let plugin_metrics = PluginMetricsSample::gather(&running);
         let durable = state.host().and_then(|h| h.durable());
         let state_sample = durable.map(|d| StateSample::gather(d, &running, scope));
         let plugins = running

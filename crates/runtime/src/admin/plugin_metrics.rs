@@ -19,7 +19,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
-use super::scope::Scope;
+use super::metrics::escape;
 use crate::plugin::RunningPlugin;
 use crate::plugin::metrics::{Family, Kind, Refusal, SeriesValue, name};
 
@@ -83,10 +83,10 @@ pub(super) struct PluginMetricsSample {
 }
 
 impl PluginMetricsSample {
-    /// Copies out the metrics of those of `plugins` that `scope` sees.
-    pub(super) fn gather(plugins: &[RunningPlugin], scope: &Scope) -> Self {
+    /// Copies out the metrics of `plugins` (those the caller's scope sees).
+    pub(super) fn gather(plugins: &[RunningPlugin]) -> Self {
         let mut sample = PluginMetricsSample::default();
-        for r in plugins.iter().filter(|r| scope.sees_tenant(&r.id.tenant)) {
+        for r in plugins {
             let m = r.supervisor.metrics();
             let (plugin, tenant) = (escape(&r.id.name), escape(&r.id.tenant));
             sample.held.push(Held {
@@ -217,10 +217,6 @@ impl PluginMetricsSample {
 }
 
 /// A label value as the exposition writes it ([`name::label_value`]).
-fn escape(value: &str) -> String {
-    name::label_value(value).into_owned()
-}
-
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;

@@ -118,17 +118,6 @@ impl Line {
     }
 }
 
-/// Why the process is not ready, one line per reason; empty when it is ready.
-pub fn check(state: &AdminState) -> Vec<String> {
-    reasons(state).into_iter().map(|l| l.text).collect()
-}
-
-/// What waits without making the process unready, one line each: plugins waiting for a kind,
-/// and informers the server refuses.
-pub fn notes(state: &AdminState) -> Vec<String> {
-    waiting_notes(state).into_iter().map(|l| l.text).collect()
-}
-
 /// `/readyz` for a caller that sees `scope`: whether the process is ready, and the body, `ok`
 /// or `not ready:` followed by the lines the caller may see and a count of those it may not.
 pub fn report(state: &AdminState, scope: &Scope) -> (bool, String) {

@@ -62,9 +62,9 @@ pub(super) fn build(
 
 /// The certificates of a PEM file, or why not (naming the file).
 fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, Error> {
-    crate::files::ca_certificates(path).map_err(|e| Error::Certificates {
+    crate::files::ca_certificates(path).map_err(|source| Error::Certificates {
         path: path.to_path_buf(),
-        reason: e.to_string(),
+        source,
     })
 }
 

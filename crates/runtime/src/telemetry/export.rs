@@ -51,12 +51,13 @@ pub enum Error {
         reason: &'static str,
     },
     /// The CA certificates file cannot be used.
-    #[error("OTLP CA certificates `{path}`: {reason}")]
+    #[error("OTLP CA certificates `{path}`: {source}")]
     Certificates {
         /// The file.
         path: std::path::PathBuf,
         /// Why.
-        reason: String,
+        #[source]
+        source: crate::files::CaError,
     },
     /// The sampler is not one the host has, or its ratio is not from 0 to 1.
     #[error("trace sampler from {from}: {reason}")]

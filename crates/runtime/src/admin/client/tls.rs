@@ -10,25 +10,19 @@ use rustls::crypto::WebPkiSupportedAlgorithms;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
+use crate::files::CaError;
+
 /// Errors setting up TLS.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// The CA file could not be read.
+    /// The CA file cannot be used.
     #[error("--admin-ca {path}: {source}")]
-    ReadCa {
+    Ca {
         /// The file.
         path: PathBuf,
         /// Why.
         #[source]
-        source: std::io::Error,
-    },
-    /// The CA file holds no usable PEM certificate.
-    #[error("--admin-ca {path}: {reason}")]
-    BadCa {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
+        source: CaError,
     },
     /// Both a CA and no verification were asked for.
     #[error(
@@ -114,9 +108,9 @@ impl Tls {
             Trust::Ca(path) => {
                 let mut roots = rustls::RootCertStore::empty();
                 for cert in read_ca(path)? {
-                    roots.add(cert).map_err(|e| TlsError::BadCa {
+                    roots.add(cert).map_err(|e| TlsError::Ca {
                         path: path.clone(),
-                        reason: e.to_string(),
+                        source: CaError::Unusable(e),
                     })?;
                 }
                 builder.with_root_certificates(roots).with_no_client_auth()
@@ -137,15 +131,9 @@ impl Tls {
 
 /// The PEM certificates of `path` (at least one).
 fn read_ca(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
-    crate::files::ca_certificates(path).map_err(|e| match e {
-        crate::files::CaError::Read(source) => TlsError::ReadCa {
-            path: path.to_path_buf(),
-            source,
-        },
-        crate::files::CaError::Bad(reason) => TlsError::BadCa {
-            path: path.to_path_buf(),
-            reason,
-        },
+    crate::files::ca_certificates(path).map_err(|source| TlsError::Ca {
+        path: path.to_path_buf(),
+        source,
     })
 }
 

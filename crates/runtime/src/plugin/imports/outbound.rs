@@ -78,13 +78,15 @@ impl Outbound {
     /// client will send it (the authority it connects to, the `Host` header it writes).
     pub fn check(&self, request: &http::Request<WasiBody>) -> Result<(), Denied> {
         let uri = request.uri();
+        // The URL as shown to the plugin and logged: without user info or query values.
+        let shown = || crate::redact::url(&uri.to_string()).into_owned();
         let scheme = uri
             .scheme_str()
             .and_then(Scheme::parse)
-            .ok_or_else(|| Denied::Scheme(crate::redact::url(&uri.to_string()).into_owned()))?;
+            .ok_or_else(|| Denied::Scheme(shown()))?;
         let authority = uri
             .authority()
-            .ok_or_else(|| Denied::NoHost(crate::redact::url(&uri.to_string()).into_owned()))?
+            .ok_or_else(|| Denied::NoHost(shown()))?
             .as_str();
         let (host, port) = split_authority(authority)?;
         let host = canonical_host(host)?;
@@ -94,10 +96,10 @@ impl Outbound {
         };
         for value in request.headers().get_all(http::header::HOST) {
             if value.as_bytes() != authority.as_bytes() {
-                // The authority may carry `user:password@`: it is shown to the plugin and logged.
+                // `split_authority` refused user info, so the authority is a host and port.
                 return Err(Denied::HostHeader {
                     header: format!("{value:?}"),
-                    authority: crate::redact::url(authority).into_owned(),
+                    authority: authority.to_string(),
                 });
             }
         }
@@ -462,9 +464,11 @@ mod tests {
     #[test]
     fn a_refusal_never_repeats_a_password_or_a_query_token() {
         let o = outbound(&["http://127.0.0.1:8080"]);
+        // User info (refused as such), another scheme, and no scheme at all.
         for url in [
             "http://alice:s3cret@127.0.0.1:8080/",
             "ftp://alice:s3cret@127.0.0.1:8080/?token=s3cret",
+            "/hooks?token=s3cret",
         ] {
             let uri = url.parse::<http::Uri>().unwrap();
             let host = uri.authority().map(|a| a.as_str().to_string());
