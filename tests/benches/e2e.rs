@@ -59,13 +59,19 @@
 //! `E2E_SERVER_CPU=idle` runs the server and pusher at `SCHED_IDLE`, so that they only take CPU
 //! the client leaves: a stand-in for a server on another machine (the client's CPU figures are
 //! unchanged; it needs CAP_SYS_NICE to give the client the normal policy back).
+//! `E2E_ROUNDS=N` runs the configurations N times, interleaved (the baseline once more first, to
+//! warm up, when it leads the list), and prints each one's ratio to the baseline of its round
+//! and their median. `E2E_GUARD=FILE` is CI's regression guard: the file fixes the sizes, the
+//! rounds and the configurations, and the run fails when a median ratio falls more than the
+//! file's margin below the figure committed there (`tests/benches/e2e-guard.toml`; see
+//! `informant_tests::bench_guard`).
 //! The full default run takes about three and a half minutes on two cores.
 
 /// The allocator `informant run` uses, so the client's RSS is the binary's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -93,6 +99,7 @@ use tokio::sync::broadcast;
 
 mod common;
 use common::{NAMESPACE, dir_bytes, env_number, mib, pod, pod_name, warm_compile_cache};
+use informant_tests::bench_guard::{Guard, median};
 
 /// Handlers of the kube-runtime baseline.
 const KUBE_HANDLERS: usize = 10;
@@ -336,8 +343,33 @@ mod parent {
 
     pub(super) async fn run() {
         let begun = Instant::now();
-        let pods = env_number("E2E_PODS", 100_000).max(1);
-        let asked = env_number("E2E_MODS", 200_000).max(1);
+        let guard = std::env::var_os("E2E_GUARD").map(|path| {
+            if let Some(set) = [
+                "E2E_PODS",
+                "E2E_MODS",
+                "E2E_CONFIGS",
+                "E2E_ROUNDS",
+                "E2E_RATE",
+            ]
+            .into_iter()
+            .find(|v| std::env::var_os(v).is_some())
+            {
+                panic!("E2E_GUARD's file fixes the run: unset {set}");
+            }
+            Guard::load(Path::new(&path)).unwrap_or_else(|e| panic!("{e}"))
+        });
+        let pods = guard
+            .as_ref()
+            .map_or_else(|| env_number("E2E_PODS", 100_000), |g| g.pods)
+            .max(1);
+        let asked = guard
+            .as_ref()
+            .map_or_else(|| env_number("E2E_MODS", 200_000), |g| g.mods)
+            .max(1);
+        let repeats = guard
+            .as_ref()
+            .map_or_else(|| env_number("E2E_ROUNDS", 1), |g| g.rounds)
+            .max(1);
         // Whole rounds, so that the last round is the last write of every pod.
         let rounds = asked.div_ceil(pods) as u64;
         let sizes = Sizes {
@@ -345,8 +377,11 @@ mod parent {
             mods: rounds as usize * pods,
             rounds,
         };
-        let setups: Vec<Setup> = std::env::var("E2E_CONFIGS")
-            .unwrap_or_else(|_| "kube,meta1,meta10,meta50,parse10".into())
+        let setups: Vec<Setup> = guard
+            .as_ref()
+            .map(Guard::configs)
+            .or_else(|| std::env::var("E2E_CONFIGS").ok())
+            .unwrap_or_else(|| "kube,meta1,meta10,meta50,parse10".into())
             .split(',')
             .filter(|s| !s.trim().is_empty())
             .map(Setup::parse)
@@ -433,11 +468,38 @@ mod parent {
             println!("     each client's tokio workers pinned, one per CPU (E2E_AFFINITY=pin)");
         }
 
+        if repeats > 1 {
+            println!("     {repeats} rounds of every configuration, interleaved (E2E_ROUNDS)");
+        }
+        if let Some(g) = &guard {
+            println!(
+                "     guarded by {}: ratios to the baseline of the same round",
+                g.path().display()
+            );
+        }
+
         let mut outcomes = Vec::new();
-        for (k, setup) in setups.iter().enumerate() {
+        let mut ratios: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+        // Over several rounds the first baseline runs once more, uncounted, before them: the
+        // first client of a run was measured up to a fifth slower (a cold server and page cache).
+        let warm_up = repeats > 1 && setups.first() == Some(&Setup::Kube);
+        if warm_up {
+            println!("     the baseline runs once first to warm up, not counted");
+        }
+        let runs = warm_up
+            .then_some(Setup::Kube)
+            .into_iter()
+            .chain((0..repeats).flat_map(|_| setups.iter().copied()));
+        for (k, setup) in runs.enumerate() {
+            // The baseline of this round: the last one run before (each round runs the list in
+            // order, so a round's own when it lists `kube` first).
+            let baseline = outcomes
+                .iter()
+                .rev()
+                .find(|o: &&Outcome| o.setup == Setup::Kube);
             let dir = tempfile::tempdir().expect("plugins dir");
             let final_round = (k as u64 + 1) * sizes.rounds;
-            if let Setup::Informant { plugins, parse, .. } = *setup {
+            if let Setup::Informant { plugins, parse, .. } = setup {
                 let wasm = wasm.as_deref().expect("plugins were built");
                 install(dir.path(), wasm, plugins, parse, pods, final_round);
             }
@@ -453,23 +515,77 @@ mod parent {
                 .then(|| tempfile::tempdir().expect("state dir"));
             let outcome = run
                 .one(
-                    *setup,
+                    setup,
                     final_round,
                     dir.path(),
                     state.as_ref().map(|d| d.path()),
                 )
                 .await;
-            let baseline = outcomes.iter().find(|o: &&Outcome| o.setup == Setup::Kube);
             print_line(&outcome, &sizes, baseline);
+            if warm_up && k == 0 {
+                continue;
+            }
+            if let Some(r) = baseline.and_then(|b| to_baseline(&outcome, b, &sizes)) {
+                ratios.entry(setup.name()).or_default().push(r);
+            }
             outcomes.push(outcome);
         }
         print_table(&outcomes, &sizes);
         print_durable(&outcomes, &sizes);
+        let medians = print_ratios(&ratios, repeats);
         println!("\nwhole run: {:.0}s", begun.elapsed().as_secs_f64());
         match Arc::try_unwrap(server) {
             Ok(server) => server.shutdown().await,
             Err(_) => unreachable!("the pushers have finished"),
         }
+        if let Some(g) = guard {
+            for (config, measured, committed) in g.outgrown(&medians) {
+                println!(
+                    "guard: {config} at {measured:.2}x has outgrown its figure {committed:.2}x in {}: worth raising",
+                    g.path().display()
+                );
+            }
+            let fell = g.check(&medians);
+            if !fell.is_empty() {
+                for f in &fell {
+                    eprintln!("guard: {f}");
+                }
+                eprintln!(
+                    "guard: {} of the configurations in {} fell; a regression, or a figure to lower with the reason in the commit",
+                    fell.len(),
+                    g.path().display()
+                );
+                std::process::exit(1);
+            }
+            println!("guard: every configuration within its margin");
+        }
+    }
+
+    /// Events/s of `o` as a multiple of the baseline `b`'s.
+    fn to_baseline(o: &Outcome, b: &Outcome, sizes: &Sizes) -> Option<f64> {
+        (o.setup != Setup::Kube && b.setup == Setup::Kube)
+            .then(|| figures(o, sizes).events_per_s / figures(b, sizes).events_per_s)
+    }
+
+    /// Prints each configuration's ratio to the baseline per round and their median; returns
+    /// the medians.
+    fn print_ratios(ratios: &BTreeMap<String, Vec<f64>>, repeats: usize) -> BTreeMap<String, f64> {
+        if repeats > 1 && !ratios.is_empty() {
+            println!(
+                "\nevents/s to the kube-runtime baseline of the same round: each round, median"
+            );
+        }
+        ratios
+            .iter()
+            .filter_map(|(config, rs)| {
+                let m = median(rs)?;
+                if repeats > 1 {
+                    let each: Vec<String> = rs.iter().map(|r| format!("{r:.2}x")).collect();
+                    println!("{config:<8} {}   median {m:.2}x", each.join(" "));
+                }
+                Some((config.clone(), m))
+            })
+            .collect()
     }
 
     /// The size of one pod as a client receives it.
@@ -764,13 +880,10 @@ mod parent {
         }
     }
 
-    fn ratio(f: &Figures, o: &Outcome, baseline: Option<&Outcome>, sizes: &Sizes) -> String {
-        match baseline {
-            Some(b) if b.setup == Setup::Kube && o.setup != Setup::Kube => {
-                format!("{:.2}x", f.events_per_s / figures(b, sizes).events_per_s)
-            }
-            _ => "-".into(),
-        }
+    fn ratio(o: &Outcome, baseline: Option<&Outcome>, sizes: &Sizes) -> String {
+        baseline
+            .and_then(|b| to_baseline(o, b, sizes))
+            .map_or_else(|| "-".into(), |r| format!("{r:.2}x"))
     }
 
     fn print_line(o: &Outcome, sizes: &Sizes, baseline: Option<&Outcome>) {
@@ -787,7 +900,7 @@ mod parent {
             f.received_per_s,
             f.final_s,
             f.events_per_s,
-            match ratio(&f, o, baseline, sizes).as_str() {
+            match ratio(o, baseline, sizes).as_str() {
                 "-" => String::new(),
                 r => format!(" ({r} kube's)"),
             },
@@ -866,7 +979,6 @@ mod parent {
     }
 
     fn print_table(outcomes: &[Outcome], sizes: &Sizes) {
-        let baseline = outcomes.iter().find(|o| o.setup == Setup::Kube);
         let per_pod = |bytes: u64| bytes as f64 / 1024.0 / sizes.pods as f64;
         println!(
             "\n{} pods, {} modifications per configuration; times from the client's start \
@@ -893,8 +1005,10 @@ mod parent {
             "push/s",
             "others%",
         );
-        for o in outcomes {
+        for (i, o) in outcomes.iter().enumerate() {
             let f = figures(o, sizes);
+            // Each row against the baseline of its own round.
+            let baseline = outcomes[..i].iter().rev().find(|b| b.setup == Setup::Kube);
             println!(
                 "{:<8} {:>6.1} {:>7.1} {:>8.1} {:>10.0} {:>8.1} {:>9.0} {:>10.0} {:>12.2} {:>11.2} {:>16} {:>5.0} {:>8.0} {:>7} {:>8.0} {:>7.0}",
                 o.setup.name(),
@@ -910,7 +1024,7 @@ mod parent {
                 format!("{:.0}/{:.0}", mib(f.rss_sync), mib(f.rss_end)),
                 f.cpu_run,
                 f.cpu_push,
-                ratio(&f, o, baseline, sizes),
+                ratio(o, baseline, sizes),
                 f.push_per_s,
                 o.others,
             );

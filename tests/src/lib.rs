@@ -1,8 +1,10 @@
 //! Shared harness for the end-to-end tests: a recording handler whose waits are on real
 //! conditions (events received), never on sleeps; plugin building and a plugin host in
 //! [`plugins`]; the host's own log lines in [`host_log`]; the Python and JS toolchains, or a
-//! printed skip without them, in [`toolchains`].
+//! printed skip without them, in [`toolchains`]; the e2e bench's regression guard in
+//! [`bench_guard`].
 
+pub mod bench_guard;
 pub mod chart;
 pub mod host_log;
 pub mod http;
