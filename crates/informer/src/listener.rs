@@ -127,9 +127,18 @@ impl Listener {
 
     /// Enqueues an event, merging it into what is already pending for its key.
     pub fn push(&self, event: Event) {
+        if self.push_held(event) {
+            self.wake();
+        }
+    }
+
+    /// Enqueues as [`push`](Self::push) does but leaves the consumer asleep; true when it must
+    /// be woken ([`wake`](Self::wake)) to see this event. A producer with more events at hand
+    /// wakes each consumer once for all of them, not once per event.
+    pub fn push_held(&self, event: Event) -> bool {
         let mut guard = self.queue.lock();
         if guard.closed || guard.finishing {
-            return;
+            return false;
         }
         guard.received += 1;
         let q = &mut *guard;
@@ -147,11 +156,7 @@ impl Listener {
             }
             q.replay.push_back(event.object);
             q.len += 1;
-            drop(guard);
-            if was_empty {
-                self.notify.notify_one();
-            }
-            return;
+            return was_empty;
         }
         let key = event.key().clone();
         let tracking = q.tracking;
@@ -174,13 +179,15 @@ impl Listener {
             q.count(after);
         }
         if !grew {
-            return;
+            return false;
         }
         q.len += 1;
-        drop(guard);
-        if was_empty {
-            self.notify.notify_one();
-        }
+        was_empty
+    }
+
+    /// Wakes the consumer (a permit if it is not waiting yet), after [`push_held`](Self::push_held).
+    pub fn wake(&self) {
+        self.notify.notify_one();
     }
 
     /// Makes `objects` the initial replay, delivered as `Added (initial)` before anything pushed

@@ -260,6 +260,30 @@ pub(crate) struct ListenerOptions {
     pub(crate) skip_through: Option<u64>,
 }
 
+/// Listeners that were given events without being woken ([`SharedProcessor::distribute_held`]).
+///
+/// Each is in it once at most: a listener asks to be woken only when its queue was empty. Wake
+/// them before waiting for more events, or they sleep on what they were given.
+#[derive(Default)]
+pub struct Wakes(Vec<Arc<ListenerState>>);
+
+impl Wakes {
+    /// Wakes every listener held and forgets them.
+    pub fn wake(&mut self) {
+        for l in self.0.drain(..) {
+            l.listener.wake();
+        }
+    }
+}
+
+impl Drop for Wakes {
+    /// A holder dropped early (a panic, a cancelled task) still wakes what it held: nothing is
+    /// left asleep on events it was given.
+    fn drop(&mut self) {
+        self.wake();
+    }
+}
+
 /// Fans events out to the listeners of one informer.
 #[derive(Default)]
 pub struct SharedProcessor {
@@ -280,9 +304,22 @@ impl SharedProcessor {
     /// Pushes `event` into the queue of every listener whose [`EventFilter`] accepts it (change
     /// filters run later, on each listener's task).
     pub fn distribute(&self, event: &Event) {
+        self.distribute_with(event, |l| l.listener.wake());
+    }
+
+    /// Distributes as [`distribute`](Self::distribute) does, but the listeners it would wake
+    /// are added to `wakes` instead, for the caller to wake once it has no event left at hand.
+    pub fn distribute_held(&self, event: &Event, wakes: &mut Wakes) {
+        self.distribute_with(event, |l| wakes.0.push(l.clone()));
+    }
+
+    fn distribute_with(&self, event: &Event, mut woken: impl FnMut(&Arc<ListenerState>)) {
         for (_, l) in self.listeners.read().iter() {
-            if l.accepts(&event.object) && !l.handled_before(event) {
-                l.listener.push(event.clone());
+            if l.accepts(&event.object)
+                && !l.handled_before(event)
+                && l.listener.push_held(event.clone())
+            {
+                woken(l);
             }
         }
         // Only once every listener has it: a cursor read after this may pass it.

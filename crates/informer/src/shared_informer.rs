@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::{Api, ListParams, VersionMatch};
 use kube::core::ApiResource;
 use parking_lot::Mutex;
@@ -26,7 +26,7 @@ use super::event::{Event, EventType};
 use super::object::{CachedObject, RawObject};
 use super::processor::{
     ChangeFilter, EventFilter, Handler, ListenerHandle, ListenerOptions, ListenerStats,
-    SharedProcessor,
+    SharedProcessor, Wakes,
 };
 use super::reflector::{self, Access, Delta, InitialList, ReflectorConfig, ReflectorStats};
 use super::store::{Relist, RestoreReport, Restored, Store, StoreOptions};
@@ -294,9 +294,22 @@ impl SharedInformer {
         );
         let mut deltas = std::pin::pin!(deltas);
         let mut turn = Instant::now();
-        while let Some(delta) = deltas.next().await {
-            self.apply(delta);
+        // Handlers are woken once per run of deltas the stream already holds (or per turn), not
+        // once per event: a wake can cost a syscall to unpark another worker, and a handler
+        // woken later takes more events in one go.
+        let mut wakes = Wakes::default();
+        loop {
+            let delta = match deltas.next().now_or_never() {
+                Some(delta) => delta,
+                None => {
+                    wakes.wake();
+                    deltas.next().await
+                }
+            };
+            let Some(delta) = delta else { break };
+            self.apply_held(delta, &mut wakes);
             if turn.elapsed() >= TURN {
+                wakes.wake();
                 tokio::task::yield_now().await;
                 turn = Instant::now();
             }
@@ -306,13 +319,18 @@ impl SharedInformer {
     /// Applies one delta to the store and hands its events to the handlers, exactly as the
     /// reflector does; public so recorded streams can be replayed and pipelines benchmarked.
     pub fn apply(&self, delta: Delta) {
+        self.apply_held(delta, &mut Wakes::default());
+    }
+
+    /// Applies as [`apply`](Self::apply) does; the handlers to wake are left in `wakes`.
+    fn apply_held(&self, delta: Delta, wakes: &mut Wakes) {
         let processor = &self.processor;
         let journal = self.journal.get();
         let mut sink = |e: Event| {
             if let Some(j) = journal {
                 j.record(&e);
             }
-            processor.distribute(&e)
+            processor.distribute_held(&e, wakes)
         };
         match delta {
             Delta::Apply(o) => {
