@@ -96,7 +96,7 @@ async fn case(
         logs: logs.clone(),
         text: TextLimits::default(),
         log_rate: LogRate::new(u32::MAX),
-        journal: None,
+        log_ring: None,
         retry: Default::default(),
         outbound: Default::default(),
         writer: Default::default(),

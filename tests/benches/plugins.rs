@@ -131,7 +131,7 @@ fn spec_of(
         logs: logs.clone(),
         text: TextLimits::default(),
         log_rate: LogRate::new(u32::MAX),
-        journal: None,
+        log_ring: None,
         retry: Default::default(),
         outbound: Default::default(),
         writer: Default::default(),

@@ -102,7 +102,7 @@ async fn main() {
         logs,
         text: TextLimits::default(),
         log_rate: LogRate::new(u32::MAX),
-        journal: None,
+        log_ring: None,
         retry: Default::default(),
         outbound: Default::default(),
         writer: Default::default(),

@@ -248,9 +248,9 @@ async fn a_follower_gets_new_lines_and_stalled_followers_slow_no_plugin() {
         }
     }
 
-    // The flood's journal stayed bounded and said what it dropped.
-    let journal = env.host.journal(&id("team-b", "chatty")).unwrap();
-    let kept = journal.snapshot(None);
+    // The flood's log ring stayed bounded and said what it dropped.
+    let ring = env.host.log_ring(&id("team-b", "chatty")).unwrap();
+    let kept = ring.snapshot(None);
     let bytes: usize = kept.records.iter().map(|r| r.message.len()).sum();
     assert!(bytes <= 1 << 20, "{bytes} bytes kept");
     assert!(kept.dropped > 0 && kept.dropped as usize + kept.records.len() == N * 21);

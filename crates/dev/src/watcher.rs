@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 pub use informant_runtime::fswatch::DEBOUNCE;
-use informant_runtime::fswatch::{Batch, RecursiveMode, Watch};
+use informant_runtime::fswatch::{Burst, RecursiveMode, Watch};
 
 use super::DevLoopError;
 
@@ -59,8 +59,8 @@ impl SourceWatcher {
     }
 
     /// The next batch of changed paths, once changes have settled; `None` if watching ended.
-    /// A batch whose changes were lost ([`Batch::lost`]) may have touched any plugin.
-    pub async fn next_batch(&mut self) -> Option<Batch> {
+    /// A batch whose changes were lost ([`Burst::lost`]) may have touched any plugin.
+    pub async fn next_batch(&mut self) -> Option<Burst> {
         self.watch.next().await
     }
 }

@@ -72,7 +72,7 @@ pub use processor::{
     SharedProcessor,
 };
 pub use reflector::{Access, Delta, InitialList, ReflectorConfig, ReflectorStats};
-pub use shared_informer::{CursorOptions, HandlerOptions, Journal, SharedInformer};
+pub use shared_informer::{ChangeLog, CursorOptions, HandlerOptions, SharedInformer};
 pub use store::{
     FieldIndex, IndexId, QueryError, Relist, RestoreReport, Restored, Store, StoreOptions,
     Visibility,

@@ -43,10 +43,10 @@ const LIST_PAGE: u32 = 500;
 
 /// Receives every change a store makes, in change order, while the store's write lock is held
 /// (so keep it cheap: hand the event on, don't write it out here).
-pub trait Journal: Send + Sync + 'static {
+pub trait ChangeLog: Send + Sync + 'static {
     /// Records one change (`event.seq` numbers it).
     fn record(&self, event: &Event);
-    /// A relist is being applied: the changes recorded until [`Journal::relisted`] are not in
+    /// A relist is being applied: the changes recorded until [`ChangeLog::relisted`] are not in
     /// resourceVersion order, so none of them is a point a watch could resume from.
     fn relisting(&self) {}
     /// The relist is applied: the cache is as of `resource_version`, its newest object's
@@ -121,7 +121,7 @@ pub struct SharedInformer {
     /// The list arriving now, between `ListBegin` and `ListEnd`.
     relist: Mutex<Option<Relist>>,
     task: Mutex<Option<JoinHandle<()>>>,
-    journal: std::sync::OnceLock<Arc<dyn Journal>>,
+    change_log: std::sync::OnceLock<Arc<dyn ChangeLog>>,
     /// A cache restored from disk, for handlers resuming from a cursor.
     restored: Mutex<Option<Arc<Restored>>>,
     /// The restored cache's resourceVersion, to watch from instead of listing.
@@ -159,15 +159,15 @@ impl SharedInformer {
             access: watch::channel(Access::Allowed).0,
             relist: Mutex::new(None),
             task: Mutex::new(None),
-            journal: std::sync::OnceLock::new(),
+            change_log: std::sync::OnceLock::new(),
             restored: Mutex::new(None),
             resume_from: Mutex::new(None),
         })
     }
 
-    /// Sends every change from now on to `journal` as well; a second journal is ignored.
-    pub fn set_journal(&self, journal: Arc<dyn Journal>) {
-        let _ = self.journal.set(journal);
+    /// Sends every change from now on to `log` as well; a second change log is ignored.
+    pub fn set_change_log(&self, log: Arc<dyn ChangeLog>) {
+        let _ = self.change_log.set(log);
     }
 
     /// Fills the (empty, not started) cache with a persisted one (see [`Store::restore`]):
@@ -325,7 +325,7 @@ impl SharedInformer {
     /// Applies as [`apply`](Self::apply) does; the handlers to wake are left in `wakes`.
     fn apply_held(&self, delta: Delta, wakes: &mut Wakes) {
         let processor = &self.processor;
-        let journal = self.journal.get();
+        let journal = self.change_log.get();
         let mut sink = |e: Event| {
             if let Some(j) = journal {
                 j.record(&e);
@@ -378,7 +378,7 @@ impl SharedInformer {
         // object's is the highest known to be reached, a lower bound of it (so safe).
         let newest = relist.newest_version();
         self.processor.end_skips();
-        let journal = self.journal.get();
+        let journal = self.change_log.get();
         if let Some(j) = journal {
             j.relisting();
         }

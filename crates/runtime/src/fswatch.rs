@@ -12,7 +12,7 @@
 //! - Reads are not changes. Other events count for each path the watch's filter accepts.
 //! - A watch that failed (inotify's watch limit reached on a new subdirectory), an event queue
 //!   that overflowed, or an event flagged for a rescan means that what changed is unknown: it
-//!   counts as a change, with [`Batch::lost`] set, so a caller that rescans on every batch never
+//!   counts as a change, with [`Burst::lost`] set, so a caller that rescans on every batch never
 //!   misses a change.
 //! - [`Watch::next`] is cancel-safe: a batch begun under a cancelled call is delivered by the
 //!   next one.
@@ -70,7 +70,7 @@ pub type Result<T, E = WatchError> = std::result::Result<T, E>;
 
 /// One settled burst of changes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Batch {
+pub struct Burst {
     /// The changed paths the filter accepted.
     pub paths: BTreeSet<PathBuf>,
     /// Some changes went unreported (a watch failed, events were dropped): what changed is
@@ -78,7 +78,7 @@ pub struct Batch {
     pub lost: bool,
 }
 
-impl Batch {
+impl Burst {
     fn add(&mut self, signal: Signal) {
         match signal {
             Signal::Changed(p) => {
@@ -96,7 +96,7 @@ enum Signal {
     Lost,
 }
 
-/// A watch on one or more directories, delivering settled [`Batch`]es; ends when dropped.
+/// A watch on one or more directories, delivering settled [`Burst`]s; ends when dropped.
 pub struct Watch {
     watcher: notify::RecommendedWatcher,
     changes: Changes,
@@ -131,7 +131,7 @@ impl Watch {
     /// subdirectories are listed again before each batch is delivered: one created since gets
     /// its watch (its creation is in the batch, so a caller rescanning on it sees what was
     /// written there before), one removed or replaced loses its watch. A subdirectory that
-    /// cannot be watched (inotify's limit) makes the batch [`lost`](Batch::lost), and is
+    /// cannot be watched (inotify's limit) makes the batch [`lost`](Burst::lost), and is
     /// tried again at the next one.
     pub fn children(dir: &Path, filter: impl Fn(&Path) -> bool + Send + 'static) -> Result<Self> {
         let cannot = |source| WatchError::Notify {
@@ -243,7 +243,7 @@ impl Watch {
     }
 
     /// The next batch of changes, once they have settled; `None` if watching has ended.
-    pub async fn next(&mut self) -> Option<Batch> {
+    pub async fn next(&mut self) -> Option<Burst> {
         let mut batch = self.changes.next().await?;
         // After the batch is taken, no await: nothing between can be cancelled.
         if self.sync_children() {
@@ -318,11 +318,11 @@ impl Drop for Watching {
 struct Changes {
     rx: mpsc::UnboundedReceiver<Signal>,
     /// A batch begun and not delivered yet (kept across cancelled calls).
-    pending: Option<Batch>,
+    pending: Option<Burst>,
 }
 
 impl Changes {
-    async fn next(&mut self) -> Option<Batch> {
+    async fn next(&mut self) -> Option<Burst> {
         if self.pending.is_none() {
             let first = self.rx.recv().await?;
             self.pending.get_or_insert_default().add(first);
@@ -386,7 +386,7 @@ mod tests {
 
     const GUARD: Duration = Duration::from_secs(30);
 
-    async fn next(w: &mut Watch) -> Batch {
+    async fn next(w: &mut Watch) -> Burst {
         tokio::time::timeout(GUARD, w.next())
             .await
             .expect("no batch within the guard")

@@ -522,7 +522,7 @@ async fn retry_watch(
     };
     let mut why = std::mem::discriminant(&first);
     for attempt in 0.. {
-        tokio::time::sleep(crate::plugin::load::retry::backoff(attempt)).await;
+        tokio::time::sleep(crate::plugin::load::retry_waiting::backoff(attempt)).await;
         match factory.informer(api_version, kind, scope.clone()).await {
             Ok(informer) => {
                 log_events(&informer.keep(), watch);

@@ -13,7 +13,7 @@ use crate::aside;
 use crate::backend::CountingBackend;
 use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
-use crate::journal::{Journal, Writer};
+use crate::journal::{StateWriter, WriterThread};
 use crate::letters::LetterCounts;
 use crate::lock::{Holder, Lock};
 use crate::private::{self, Access, Secret};
@@ -58,7 +58,7 @@ pub struct Cursor {
     pub seq: u64,
     /// Every change up to this resource version was handled (`None`: not known, the
     /// informer's versions are not numbers). It can be ahead of the informer's stored cache
-    /// (see [`crate::Journal`]): a restart resumes the informer's watch from its stored
+    /// (see [`crate::StateWriter`]): a restart resumes the informer's watch from its stored
     /// version and skips, for this plugin, the changes up to this one.
     pub version: Option<u64>,
     /// An opaque fingerprint of the plugin's watch when the cursor was written.
@@ -91,7 +91,7 @@ pub struct DeadLetter {
 /// The open state database `DIR/state.redb`.
 ///
 /// Reads (`load`, `dead_letters`) see the last committed batch. All writes from the event path
-/// go through the [`Journal`]; [`StateDir::close`] (or dropping the `StateDir`) commits what the
+/// go through the [`StateWriter`]; [`StateDir::close`] (or dropping the `StateDir`) commits what the
 /// journal has queued, stops its writer, closes the file and seals it (journals still held
 /// elsewhere then drop their ops).
 pub struct StateDir {
@@ -102,7 +102,7 @@ pub struct StateDir {
     /// Shared with the writer. An informer's stored versions join it when they are read
     /// ([`StateDir::versions`]), not at open: reading them twice is what a restart waited for.
     compactor: Arc<Mutex<Compactor>>,
-    writer: Mutex<Option<Writer>>,
+    writer: Mutex<Option<WriterThread>>,
     /// Shared with the writer: how many dead letters each plugin holds.
     letters: Arc<Mutex<LetterCounts>>,
     /// Whether the open ran redb's integrity check (the file was not sealed as it is).
@@ -304,12 +304,12 @@ impl StateDir {
     }
 
     /// The writer's handle to the state; starts the writer thread on the first call.
-    pub fn journal(&self) -> Journal {
+    pub fn journal(&self) -> StateWriter {
         let mut writer = lock(&self.writer);
         if let Some(w) = writer.as_ref() {
             return w.journal();
         }
-        let w = Writer::start(
+        let w = WriterThread::start(
             self.path.clone(),
             lock(&self.db).clone(),
             self.written.clone(),

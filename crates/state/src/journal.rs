@@ -3,7 +3,7 @@
 //! [`BATCH_WINDOW`] (sooner on a flush).
 //!
 //! Each batch commits the plugins' cursors, as fresh as its changes: just before it commits,
-//! the writer asks the [cursor source](Journal::set_cursor_source) where every plugin stands
+//! the writer asks the [cursor source](StateWriter::set_cursor_source) where every plugin stands
 //! and takes every op sent until then. The changes themselves are held for [`WRITE_AFTER`]
 //! and then written in change order, so the stored cache is always an informer's state as of
 //! one change, its *cut*, whose resource version is stored with it. A change superseded while
@@ -93,7 +93,7 @@ enum Op {
     Close,
 }
 
-/// Sends every plugin's current cursor through the journal (see [`Journal::set_cursor_source`]).
+/// Sends every plugin's current cursor through the journal (see [`StateWriter::set_cursor_source`]).
 pub type CursorSource = Arc<dyn Fn() + Send + Sync>;
 
 #[derive(Default)]
@@ -128,27 +128,27 @@ pub struct JournalStats {
     /// Dead letters dropped: the oldest past a plugin's or a tenant's bound
     /// ([`MAX_DEAD_LETTERS_PER_PLUGIN`](crate::MAX_DEAD_LETTERS_PER_PLUGIN),
     /// [`MAX_DEAD_LETTERS_PER_TENANT`](crate::MAX_DEAD_LETTERS_PER_TENANT)), and those of
-    /// plugins removed ([`Journal::drop_dead_letters`]).
+    /// plugins removed ([`StateWriter::drop_dead_letters`]).
     pub dead_letters_dropped: u64,
 }
 
 /// The event path's handle to the state: cheap to clone, `Send + Sync`, never blocks on disk.
 #[derive(Clone)]
-pub struct Journal {
+pub struct StateWriter {
     tx: mpsc::Sender<Op>,
     shared: Arc<Shared>,
     written: Arc<AtomicU64>,
 }
 
-impl std::fmt::Debug for Journal {
+impl std::fmt::Debug for StateWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Journal")
+        f.debug_struct("StateWriter")
             .field("stats", &self.stats())
             .finish()
     }
 }
 
-impl Journal {
+impl StateWriter {
     /// Records that `informer`'s mutation `seq` left `key` as `json`, or deleted it (`None`).
     /// Each mutation of an informer has its own `seq`: a second record with it replaces the first.
     pub fn record(&self, informer: &str, seq: u64, key: &str, json: Option<&str>) {
@@ -156,10 +156,10 @@ impl Journal {
         self.record_shared(&Arc::from(informer), seq, key, json, None);
     }
 
-    /// [`Journal::record`] without copying: the JSON is shared until written (so a caller that
+    /// [`StateWriter::record`] without copying: the JSON is shared until written (so a caller that
     /// keeps the object anyway, as a cache does, pays no copy and no extra memory for it).
     /// `reached` is the resource version the informer reached with this change, if it moved:
-    /// one op per change instead of two (see [`Journal::resource_version`]).
+    /// one op per change instead of two (see [`StateWriter::resource_version`]).
     pub fn record_shared(
         &self,
         informer: &Arc<str>,
@@ -224,7 +224,7 @@ impl Journal {
     }
 
     /// Has the writer call `source` just before each commit; `source` sends the cursors of
-    /// every plugin (with [`Journal::cursor`]) as they stand. A cursor covers only changes
+    /// every plugin (with [`StateWriter::cursor`]) as they stand. A cursor covers only changes
     /// recorded before it is read, so the batch then carries cursors as fresh as its records.
     ///
     /// `source` runs on the writer's thread: it must not block on the journal, and must not
@@ -279,12 +279,12 @@ impl Journal {
 }
 
 /// The writer thread and a journal to reach it; owned by the `StateDir`.
-pub(crate) struct Writer {
-    journal: Journal,
+pub(crate) struct WriterThread {
+    journal: StateWriter,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Writer {
+impl WriterThread {
     /// The writer of `db`; with `None` (the state is closed) a journal that drops every op.
     pub(crate) fn start(
         path: PathBuf,
@@ -297,12 +297,12 @@ impl Writer {
         let shared = Arc::new(Shared::default());
         let Some(db) = db else {
             shared.degrade(format!("state file `{}` is closed", path.display()));
-            let journal = Journal {
+            let journal = StateWriter {
                 tx,
                 shared,
                 written,
             };
-            return Writer {
+            return WriterThread {
                 journal,
                 thread: None,
             };
@@ -324,7 +324,7 @@ impl Writer {
             .name("informant-state".into())
             .spawn(move || state.run(rx))
             .ok();
-        let journal = Journal {
+        let journal = StateWriter {
             tx,
             shared,
             written,
@@ -337,10 +337,10 @@ impl Writer {
                 .shared
                 .degrade("cannot start the writer thread".into()),
         }
-        Writer { journal, thread }
+        WriterThread { journal, thread }
     }
 
-    pub(crate) fn journal(&self) -> Journal {
+    pub(crate) fn journal(&self) -> StateWriter {
         self.journal.clone()
     }
 

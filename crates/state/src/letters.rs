@@ -6,7 +6,7 @@
 //! [`MAX_DEAD_LETTERS_PER_PLUGIN`] a plugin's oldest letter is dropped; past
 //! [`MAX_DEAD_LETTERS_PER_TENANT`] the tenant's oldest (the earliest given up on, among its
 //! plugins' oldest ones), whichever plugin it is of, so one tenant's many plugins cannot hold
-//! more than its share. [`crate::Journal::drop_dead_letters`] drops all of a plugin's, for a
+//! more than its share. [`crate::StateWriter::drop_dead_letters`] drops all of a plugin's, for a
 //! plugin removed from the plugins directory. Every letter dropped is counted
 //! ([`crate::JournalStats::dead_letters_dropped`]).
 //!

@@ -11,7 +11,7 @@
 //!   replaces it ([`SetAside`]). Every page's checksum is verified unless the file is exactly
 //!   as [`StateDir::close`] sealed it.
 //! - [`StateDir::load`] reads everything back at startup ([`Snapshot`]).
-//! - [`StateDir::journal`] hands out the [`Journal`] the event path writes through: ops go to a
+//! - [`StateDir::journal`] hands out the [`StateWriter`] the event path writes through: ops go to a
 //!   writer thread that batches, compacts and commits them; callers never wait on the disk.
 //! - Dead letters are bounded per plugin and per tenant, and dropped with their plugin
 //!   ([`letters`]).
@@ -43,7 +43,7 @@ mod tests;
 pub use aside::KEEP_SET_ASIDE;
 pub use dir::{Cursor, DeadLetter, FILE_NAME, InformerState, Snapshot, StateDir, Version};
 pub use error::{Refusal, Result, SetAside, StateError};
-pub use journal::{BATCH_WINDOW, CursorSource, Journal, JournalStats, Text};
+pub use journal::{BATCH_WINDOW, CursorSource, JournalStats, StateWriter, Text};
 pub use letters::{MAX_DEAD_LETTERS_PER_PLUGIN, MAX_DEAD_LETTERS_PER_TENANT, tenant_of};
 pub use lock::{Holder, LOCK_FILE_NAME};
 pub use stored::{Stored, StoredVersion};

@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use crate::{Journal, SetAside, StateDir};
+use crate::{SetAside, StateDir, StateWriter};
 
 mod compaction;
 mod held;
@@ -21,7 +21,7 @@ fn open(dir: &Path) -> (StateDir, Option<SetAside>) {
 }
 
 /// A flush that hangs is a bug; fail the test instead of hanging it.
-async fn flush(journal: &Journal) {
+async fn flush(journal: &StateWriter) {
     tokio::time::timeout(Duration::from_secs(60), journal.flush())
         .await
         .expect("flush resolved");

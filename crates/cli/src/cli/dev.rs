@@ -30,14 +30,6 @@ pub struct Args {
     /// the SDKs do not have them) in `py-toolchain/` and `js-toolchain/`.
     #[arg(long, default_value = "target/informant-dev")]
     target_dir: PathBuf,
-    /// Host config: plugin limits and tenants with their grants (default: single-user, top-level
-    /// plugins only).
-    #[arg(long, value_name = "informant.toml")]
-    config: Option<PathBuf>,
-    /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
-    /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
-    #[arg(long = "watch")]
-    watches: Vec<String>,
     /// Don't create the demo namespace and objects.
     #[arg(long)]
     no_seed: bool,
@@ -53,20 +45,8 @@ pub struct Args {
     /// Serve no admin endpoints.
     #[arg(long)]
     no_admin: bool,
-    /// Send every plugin write with `dryRun=All`: the API server validates and admits it and
-    /// persists nothing (try a writing plugin against a real cluster safely).
-    #[arg(long)]
-    dry_run_writes: bool,
-    /// Keep the informers' caches, each plugin's delivery cursor and dead letters in this
-    /// directory across restarts of `dev`, as `informant run --state-dir` does. The embedded
-    /// API server starts afresh each time, so a restart lists and gives each plugin the
-    /// difference from what it had handled.
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
     #[command(flatten)]
-    cache: super::CompileCacheArgs,
-    #[command(flatten)]
-    traces: super::TraceArgs,
+    host: super::HostArgs,
 }
 
 /// What `dev`'s state is kept for: its embedded API server, whatever port it listens on.
@@ -75,7 +55,7 @@ const DEV_CLUSTER: &str = "informant dev: the embedded API server";
 /// Runs until SIGINT (Ctrl-C) or SIGTERM.
 pub async fn run(args: Args) -> Result<()> {
     // Held to the end: dropping it sends the spans still queued.
-    let _traces = args.traces.start()?;
+    let _traces = args.host.start_traces()?;
     let server = DevServer::start(DevServerConfig {
         listen: args.listen,
         ..Default::default()
@@ -103,18 +83,14 @@ pub async fn run(args: Args) -> Result<()> {
         (Some(addr), false) => Some(addr),
         (None, false) => Some(default_admin()),
     };
+    let (host, state_dir) = args.host.runtime_options()?;
     let runtime = Runtime::start(
         server.client(),
         RuntimeOptions {
             plugins,
-            watches: args.watches,
             scope: WatchScope::default(),
             admin,
-            config: super::host_config(args.config.as_deref())?,
-            config_path: args.config.clone(),
-            compile_cache: args.cache.compile_cache(),
-            dry_run_writes: args.dry_run_writes,
-            state: args.state_dir.map(|dir| StateOptions {
+            state: state_dir.map(|dir| StateOptions {
                 dir,
                 // Not the URL: its port is new on every start, and the state would be set
                 // aside as another cluster's each time.
@@ -122,7 +98,7 @@ pub async fn run(args: Args) -> Result<()> {
                 server_starts_empty: true,
                 ..Default::default()
             }),
-            ..Default::default()
+            ..host
         },
     )
     .await?;

@@ -18,10 +18,63 @@ use anyhow::{Context, Result};
 use informant_runtime::admin::client::dev_address::{self, Found};
 use informant_runtime::admin::client::{AdminClient, Credentials, Tls, Trust, transport};
 use informant_runtime::plugin::CompileCache;
+use informant_runtime::runtime::RuntimeOptions;
 pub use informant_runtime::runtime::{host_config, watch_informer};
 use informant_runtime::telemetry::{ExportConfig, Sampling, Traces};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
+
+/// The host's flags, the same for `run` and `dev`.
+#[derive(clap::Args)]
+pub struct HostArgs {
+    /// Host config: plugin limits and tenants with their grants (default: single-user, top-level
+    /// plugins only).
+    #[arg(long, value_name = "informant.toml")]
+    config: Option<PathBuf>,
+    /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
+    /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
+    #[arg(long = "watch")]
+    watches: Vec<String>,
+    /// Send every plugin write with `dryRun=All`: the API server validates and admits it and
+    /// persists nothing (try a writing plugin against a real cluster safely).
+    #[arg(long)]
+    dry_run_writes: bool,
+    /// Keep the informers' caches, each plugin's delivery cursor and its dead letters in this
+    /// directory, so a restart delivers exactly what changed while the host was down. Mount a
+    /// volume and give a subdirectory of it. DIR is created 0700; one that is a symbolic link,
+    /// another user's, writable by group or others, or in use by another process stops the
+    /// host with an error saying so (state of another cluster or a corrupt file is set aside,
+    /// and the host starts afresh). Under `dev` the embedded API server starts afresh each
+    /// time, so a restart lists and gives each plugin the difference from what it had handled.
+    #[arg(long, value_name = "DIR")]
+    state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    cache: CompileCacheArgs,
+    #[command(flatten)]
+    traces: TraceArgs,
+}
+
+impl HostArgs {
+    /// Starts exporting traces, if asked; held to the end, as dropping it sends the spans still
+    /// queued.
+    pub fn start_traces(&self) -> Result<Option<Traces>> {
+        self.traces.start()
+    }
+
+    /// What these flags set of the runtime's options: the host config (read now), the extra
+    /// watches, the compile cache and dry-run writes; the state directory is the caller's to key.
+    pub fn runtime_options(&self) -> Result<(RuntimeOptions, Option<PathBuf>)> {
+        let options = RuntimeOptions {
+            watches: self.watches.clone(),
+            config: host_config(self.config.as_deref())?,
+            config_path: self.config.clone(),
+            compile_cache: self.cache.compile_cache(),
+            dry_run_writes: self.dry_run_writes,
+            ..Default::default()
+        };
+        Ok((options, self.state_dir.clone()))
+    }
+}
 
 /// Compile cache flags of the commands that load plugins.
 #[derive(clap::Args)]

@@ -20,14 +20,6 @@ pub struct Args {
     /// Plugins directory (`NAME.wasm` + `NAME.toml`, tenants in subdirectories); hot-reloaded.
     #[arg(long)]
     plugins: Option<PathBuf>,
-    /// Host config: plugin limits and tenants with their grants (default: single-user, top-level
-    /// plugins only).
-    #[arg(long, value_name = "informant.toml")]
-    config: Option<PathBuf>,
-    /// Also log events of these resources, as `APIVERSION/KIND` (default without --plugins:
-    /// v1/Pod, v1/ConfigMap, apps/v1/Deployment).
-    #[arg(long = "watch")]
-    watches: Vec<String>,
     /// Only this namespace (for --watch).
     #[arg(long)]
     namespace: Option<String>,
@@ -44,24 +36,10 @@ pub struct Args {
     /// HTTP without credentials, for kubelet (e.g. 0.0.0.0:8081).
     #[arg(long, value_name = "ADDR")]
     health_addr: Option<SocketAddr>,
-    /// Send every plugin write with `dryRun=All`: the API server validates and admits it and
-    /// persists nothing (try a writing plugin against a real cluster safely).
-    #[arg(long)]
-    dry_run_writes: bool,
-    /// Keep the informers' caches and each plugin's delivery cursor in this directory, so a
-    /// restart delivers exactly what changed while the host was down (and failed events are
-    /// kept as dead letters). Mount a volume and give a subdirectory of it. DIR is created
-    /// 0700; one that is a symbolic link, another user's, writable by group or others, or in
-    /// use by another process stops the host with an error saying so (state of another
-    /// cluster or a corrupt file is set aside, and the host starts afresh).
-    #[arg(long, value_name = "DIR")]
-    state_dir: Option<PathBuf>,
     #[command(flatten)]
     election: Election,
     #[command(flatten)]
-    cache: super::CompileCacheArgs,
-    #[command(flatten)]
-    traces: super::TraceArgs,
+    host: super::HostArgs,
 }
 
 /// Who may use the admin server, and over what.
@@ -208,9 +186,10 @@ pub async fn run(args: Args) -> Result<()> {
     // Before anything starts: a refused admin setting is a mistake in the command line.
     let (admin_auth, admin_tls) = args.admin_security.options(args.admin)?;
     // Held to the end: dropping it sends the spans still queued.
-    let _traces = args.traces.start()?;
+    let _traces = args.host.start_traces()?;
     let (client, cluster) = super::client_for(args.kubeconfig.as_deref()).await?;
-    let state = args.state_dir.map(|dir| StateOptions {
+    let (host, state_dir) = args.host.runtime_options()?;
+    let state = state_dir.map(|dir| StateOptions {
         dir,
         cluster,
         identity: args.election.identity.clone(),
@@ -218,7 +197,6 @@ pub async fn run(args: Args) -> Result<()> {
     });
     let opts = RuntimeOptions {
         plugins: args.plugins,
-        watches: args.watches,
         scope: WatchScope {
             namespace: args.namespace,
             label_selector: args.selector,
@@ -227,12 +205,8 @@ pub async fn run(args: Args) -> Result<()> {
         admin_auth,
         admin_tls,
         health: args.health_addr,
-        config: super::host_config(args.config.as_deref())?,
-        config_path: args.config.clone(),
-        compile_cache: args.cache.compile_cache(),
-        dry_run_writes: args.dry_run_writes,
         state,
-        ..Default::default()
+        ..host
     };
     let mut replica = match args.election.shard(&client, opts.config.shard_by) {
         Some(shard) => Replica::start_sharded(client, opts, shard)?,

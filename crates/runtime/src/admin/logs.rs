@@ -7,7 +7,7 @@
 //!
 //! Each line of the answer is a JSON object: `{"seq", "time", "level", "message"}` for a line the
 //! plugin logged, or `{"dropped": N}` for N lines logged before the next one and lost (the
-//! plugin's journal keeps its last lines only, and a follower that does not keep up loses the
+//! plugin's log ring keeps its last lines only, and a follower that does not keep up loses the
 //! oldest; see [`crate::plugin::logbook`]).
 //!
 //! Contract:
@@ -17,7 +17,7 @@
 //!   waiting to load is `404` with a line saying which was asked for, and so is a plugin of a
 //!   tenant the caller may not read (see [`super::auth`]): the answer is the same byte for byte,
 //!   so it tells nothing of whether the plugin exists.
-//! - A follower never slows a plugin: it reads the plugin's journal at its own pace, and what
+//! - A follower never slows a plugin: it reads the plugin's log ring at its own pace, and what
 //!   it is too slow for is dropped and counted. What following costs the host is bounded
 //!   whatever the number of followers: each is sent a batch at most every
 //!   [`FOLLOW_INTERVAL`], and all of them together at most [`FOLLOW_KIB_PER_SECOND`]; a
@@ -40,7 +40,7 @@ use super::AdminState;
 use super::auth::Access;
 use crate::plugin::PluginId;
 use crate::plugin::imports::log::escape_controls;
-use crate::plugin::logbook::Batch;
+use crate::plugin::logbook::LogLines;
 
 /// The answer's media type.
 pub const CONTENT_TYPE: &str = "application/x-ndjson";
@@ -106,18 +106,18 @@ pub(super) async fn logs(
         name,
     };
     let visible = scope.sees_tenant(&id.tenant);
-    let Some(journal) = state
+    let Some(ring) = state
         .host()
         .filter(|_| visible)
-        .and_then(|h| h.journal(&id))
+        .and_then(|h| h.log_ring(&id))
     else {
         return (StatusCode::NOT_FOUND, not_found(&id)).into_response();
     };
     if !follow {
-        let body = ndjson(&journal.snapshot(q.tail));
+        let body = ndjson(&ring.snapshot(q.tail));
         return ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response();
     }
-    let follower = journal.follow(q.tail);
+    let follower = ring.follow(q.tail);
     let next = Instant::now();
     let stream = futures::stream::unfold(
         (follower, stopping.0, next, state),
@@ -167,7 +167,7 @@ fn not_found(id: &PluginId) -> String {
 
 /// A batch as lines of JSON: the drop count first, if any. Each record is serialized once for
 /// every reader (see [`LogRecord::json_line`](crate::plugin::LogRecord::json_line)).
-fn ndjson(batch: &Batch) -> Bytes {
+fn ndjson(batch: &LogLines) -> Bytes {
     let lines: Vec<Bytes> = batch.records.iter().map(|r| r.json_line()).collect();
     let mut out = bytes::BytesMut::with_capacity(lines.iter().map(Bytes::len).sum::<usize>() + 24);
     if batch.dropped > 0 {

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use parking_lot::Mutex;
 
-use crate::informer::{CachedObject, Event, EventType, Journal};
+use crate::informer::{CachedObject, ChangeLog, Event, EventType};
 
 /// A cached object as the state stores it: its JSON and, beside it, its frozen metadata, so a
 /// restart rebuilds it without parsing the JSON. Frozen on the journal's writer thread, when
@@ -24,7 +24,7 @@ impl informant_state::Stored for Persisted {
 /// Journals one informer's changes under its name, and the resourceVersion to resume from.
 pub struct InformerJournal {
     id: Arc<str>,
-    journal: informant_state::Journal,
+    journal: informant_state::StateWriter,
     /// The newest resourceVersion applied (numeric where the server's are, as etcd's are).
     newest: Mutex<Option<u64>>,
     /// A relist is being applied: its changes are no point to resume from.
@@ -39,7 +39,7 @@ impl InformerJournal {
     /// would replay versions older than the ones cached.
     pub fn new(
         id: String,
-        journal: informant_state::Journal,
+        journal: informant_state::StateWriter,
         resource_version: Option<&str>,
     ) -> Self {
         InformerJournal {
@@ -52,7 +52,7 @@ impl InformerJournal {
     }
 }
 
-impl Journal for InformerJournal {
+impl ChangeLog for InformerJournal {
     fn record(&self, event: &Event) {
         let object = &event.object;
         // A watch delivers in resourceVersion order, a list does not: resume from the newest

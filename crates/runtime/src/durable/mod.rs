@@ -73,7 +73,7 @@ impl Tracked {
 pub struct Resume {
     /// The restored change it had handled everything up to: it gets the changes after it.
     pub since: u64,
-    /// Its cursor was ahead of the restored cache (see [`informant_state::Journal`]): the
+    /// Its cursor was ahead of the restored cache (see [`informant_state::StateWriter`]): the
     /// changes up to this resource version, which the watch brings again, were handled.
     pub skip_through_version: Option<u64>,
 }
@@ -88,7 +88,7 @@ pub struct Durable {
     /// Shared only so that closing it (which reads the whole file to seal it) runs off the
     /// async threads.
     state: Arc<StateDir>,
-    journal: informant_state::Journal,
+    journal: informant_state::StateWriter,
     /// Each informer kept on disk at start (its versions are read when it is created).
     restoring: Mutex<BTreeMap<String, informant_state::InformerState>>,
     /// The cursors found at start, by (plugin, informer).
@@ -109,7 +109,7 @@ struct Restore {
 
 /// The cursors being kept, by (plugin, informer), and the journal they are saved to.
 struct Tracker {
-    journal: informant_state::Journal,
+    journal: informant_state::StateWriter,
     tracked: Mutex<HashMap<(String, String), Tracked>>,
 }
 
@@ -246,7 +246,7 @@ impl Durable {
                     }
                 }
             }
-            informer.set_journal(Arc::new(journal::InformerJournal::new(
+            informer.set_change_log(Arc::new(journal::InformerJournal::new(
                 id,
                 me.journal.clone(),
                 resumed_at.as_deref(),

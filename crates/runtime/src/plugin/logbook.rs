@@ -2,17 +2,17 @@
 //! `/logs`), and followers that read them as they come.
 //!
 //! Contract:
-//! - One [`Journal`] per plugin ([`PluginId`]: tenant and name), shared by its versions, so a
-//!   hot swap keeps the lines before it. A journal holds only its own plugin's lines: a reader
-//!   asks for one plugin by exact tenant and name and gets that journal or none.
-//! - Bounded: a journal keeps at most [`LogBook::lines`] lines and [`LogBook::bytes`] bytes of
-//!   messages; the oldest go first, and what went is counted ([`Journal::evicted`]).
-//! - Writing never waits on a reader: [`Journal::push`] takes a lock held only to push or to
+//! - One [`LogRing`] per plugin ([`PluginId`]: tenant and name), shared by its versions, so a
+//!   hot swap keeps the lines before it. A ring holds only its own plugin's lines: a reader
+//!   asks for one plugin by exact tenant and name and gets that ring or none.
+//! - Bounded: a ring keeps at most [`LogBook::lines`] lines and [`LogBook::bytes`] bytes of
+//!   messages; the oldest go first, and what went is counted ([`LogRing::evicted`]).
+//! - Writing never waits on a reader: [`LogRing::push`] takes a lock held only to push or to
 //!   copy out pointers, and wakes followers without waiting for them. A follower that does not
-//!   keep up loses the oldest lines, and is told how many ([`Batch::dropped`]); a follower that
+//!   keep up loses the oldest lines, and is told how many ([`LogLines::dropped`]); a follower that
 //!   never reads costs the writer nothing.
-//! - A journal is closed when its plugin is no longer loaded or waiting and no version of it
-//!   can still write (each version holds a [`JournalWriter`]); its followers then end.
+//! - A ring is closed when its plugin is no longer loaded or waiting and no version of it
+//!   can still write (each version holds a [`LogRingClaim`]); its followers then end.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -40,7 +40,7 @@ const BATCH_BYTES: usize = 256 << 10;
 /// One line a plugin logged, as kept.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct LogRecord {
-    /// Its place in the plugin's journal: 0 for the first line the plugin logged, one more for
+    /// Its place in the plugin's ring: 0 for the first line the plugin logged, one more for
     /// each line after it (gaps are lines dropped).
     pub seq: u64,
     /// When it was logged (RFC 3339, UTC).
@@ -85,11 +85,11 @@ pub fn level_name(level: Level) -> &'static str {
     }
 }
 
-/// Every plugin's journal.
+/// Every plugin's ring.
 pub struct LogBook {
     lines: usize,
     bytes: usize,
-    journals: RwLock<HashMap<PluginId, Arc<Journal>>>,
+    rings: RwLock<HashMap<PluginId, Arc<LogRing>>>,
 }
 
 impl Default for LogBook {
@@ -105,41 +105,41 @@ impl LogBook {
         LogBook {
             lines: lines.max(1),
             bytes,
-            journals: RwLock::default(),
+            rings: RwLock::default(),
         }
     }
 
-    /// Most lines a journal keeps.
+    /// Most lines a ring keeps.
     pub fn lines(&self) -> usize {
         self.lines
     }
 
-    /// Most message bytes a journal keeps.
+    /// Most message bytes a ring keeps.
     pub fn bytes(&self) -> usize {
         self.bytes
     }
 
-    /// The journal of `id`, created empty if it has none.
-    pub fn journal(&self, id: &PluginId) -> Arc<Journal> {
-        if let Some(j) = self.journals.read().get(id) {
+    /// The ring of `id`, created empty if it has none.
+    pub fn ring(&self, id: &PluginId) -> Arc<LogRing> {
+        if let Some(j) = self.rings.read().get(id) {
             return j.clone();
         }
-        self.journals
+        self.rings
             .write()
             .entry(id.clone())
-            .or_insert_with(|| Arc::new(Journal::new(self.lines, self.bytes)))
+            .or_insert_with(|| Arc::new(LogRing::new(self.lines, self.bytes)))
             .clone()
     }
 
-    /// The journal of `id`, if it has one.
-    pub fn get(&self, id: &PluginId) -> Option<Arc<Journal>> {
-        self.journals.read().get(id).cloned()
+    /// The ring of `id`, if it has one.
+    pub fn get(&self, id: &PluginId) -> Option<Arc<LogRing>> {
+        self.rings.read().get(id).cloned()
     }
 
-    /// Closes and forgets the journals of plugins `keep` refuses, unless a version of the
-    /// plugin may still write to its journal (one being loaded, or one being unregistered).
+    /// Closes and forgets the rings of plugins `keep` refuses, unless a version of the
+    /// plugin may still write to its ring (one being loaded, or one being unregistered).
     pub fn retain(&self, mut keep: impl FnMut(&PluginId) -> bool) {
-        self.journals.write().retain(|id, j| {
+        self.rings.write().retain(|id, j| {
             let kept = keep(id) || j.writers.load(Ordering::Acquire) > 0;
             if !kept {
                 j.close();
@@ -150,14 +150,14 @@ impl LogBook {
 }
 
 /// One plugin's last lines.
-pub struct Journal {
+pub struct LogRing {
     lines: usize,
     bytes: usize,
     ring: Mutex<Ring>,
     /// The seq the next line will have; followers wait on its changes.
     next: watch::Sender<u64>,
     closed: AtomicBool,
-    /// Live [`JournalWriter`]s.
+    /// Live [`LogRingClaim`]s.
     writers: AtomicUsize,
 }
 
@@ -175,9 +175,9 @@ impl Ring {
     }
 }
 
-impl Journal {
+impl LogRing {
     fn new(lines: usize, bytes: usize) -> Self {
-        Journal {
+        LogRing {
             lines,
             bytes,
             ring: Mutex::default(),
@@ -187,10 +187,10 @@ impl Journal {
         }
     }
 
-    /// A writer's claim on this journal: while one is held, the journal stays in its book.
-    pub fn writer(self: &Arc<Self>) -> JournalWriter {
+    /// A writer's claim on this ring: while one is held, the ring stays in its book.
+    pub fn writer(self: &Arc<Self>) -> LogRingClaim {
         self.writers.fetch_add(1, Ordering::AcqRel);
-        JournalWriter(self.clone())
+        LogRingClaim(self.clone())
     }
 
     /// Keeps a line, dropping the oldest ones over the bounds, and wakes followers.
@@ -221,11 +221,11 @@ impl Journal {
 
     /// The lines kept, oldest first, at most the last `tail`; and, when `tail` does not cut
     /// any, how many lines were logged before them and are no longer kept.
-    pub fn snapshot(&self, tail: Option<usize>) -> Batch {
+    pub fn snapshot(&self, tail: Option<usize>) -> LogLines {
         let ring = self.ring.lock();
         let skip = tail.map_or(0, |t| ring.records.len().saturating_sub(t));
         let records: Vec<_> = ring.records.iter().skip(skip).cloned().collect();
-        Batch {
+        LogLines {
             dropped: if skip == 0 { ring.oldest() } else { 0 },
             records,
         }
@@ -246,7 +246,7 @@ impl Journal {
             _ => 0,
         };
         Follower {
-            journal: self.clone(),
+            ring: self.clone(),
             next: start,
             rx,
         }
@@ -264,49 +264,49 @@ impl Journal {
     }
 }
 
-/// One plugin version's claim on its plugin's journal (see [`Journal::writer`]); released when
+/// One plugin version's claim on its plugin's ring (see [`LogRing::writer`]); released when
 /// dropped.
-pub struct JournalWriter(Arc<Journal>);
+pub struct LogRingClaim(Arc<LogRing>);
 
-impl JournalWriter {
-    /// The journal.
-    pub fn journal(&self) -> &Arc<Journal> {
+impl LogRingClaim {
+    /// The ring.
+    pub fn ring(&self) -> &Arc<LogRing> {
         &self.0
     }
 }
 
-impl Drop for JournalWriter {
+impl Drop for LogRingClaim {
     fn drop(&mut self) {
         self.0.writers.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// Lines read from a journal.
+/// Lines read from a ring.
 #[derive(Debug, Default)]
-pub struct Batch {
-    /// Lines lost before these: logged, but dropped from the journal before this reader got
+pub struct LogLines {
+    /// Lines lost before these: logged, but dropped from the ring before this reader got
     /// to them.
     pub dropped: u64,
     /// The lines, oldest first.
     pub records: Vec<Arc<LogRecord>>,
 }
 
-/// Reads one journal's lines as they are logged.
+/// Reads one ring's lines as they are logged.
 pub struct Follower {
-    journal: Arc<Journal>,
+    ring: Arc<LogRing>,
     next: u64,
     rx: watch::Receiver<u64>,
 }
 
 impl Follower {
-    /// The next lines (waiting for some), or `None` once the journal is closed and read.
-    pub async fn next(&mut self) -> Option<Batch> {
+    /// The next lines (waiting for some), or `None` once the ring is closed and read.
+    pub async fn next(&mut self) -> Option<LogLines> {
         loop {
             // Marks the current value seen before reading, so a line pushed after the read
             // wakes the wait below.
             self.rx.borrow_and_update();
             {
-                let ring = self.journal.ring.lock();
+                let ring = self.ring.ring.lock();
                 let oldest = ring.oldest();
                 let dropped = oldest.saturating_sub(self.next);
                 self.next = self.next.max(oldest);
@@ -327,10 +327,10 @@ impl Follower {
                     self.next = last.seq + 1;
                 }
                 if dropped > 0 || !records.is_empty() {
-                    return Some(Batch { dropped, records });
+                    return Some(LogLines { dropped, records });
                 }
             }
-            if self.journal.is_closed() {
+            if self.ring.is_closed() {
                 return None;
             }
             if self.rx.changed().await.is_err() {
@@ -351,14 +351,14 @@ mod tests {
         }
     }
 
-    fn messages(b: &Batch) -> Vec<&str> {
+    fn messages(b: &LogLines) -> Vec<&str> {
         b.records.iter().map(|r| r.message.as_str()).collect()
     }
 
     #[test]
     fn a_journal_keeps_the_last_lines_within_both_bounds_and_counts_the_rest() {
         let book = LogBook::new(3, 10);
-        let j = book.journal(&id("t", "p"));
+        let j = book.ring(&id("t", "p"));
         for m in ["a", "b", "c", "d"] {
             j.push(Level::Info, m);
         }
@@ -379,8 +379,8 @@ mod tests {
     #[test]
     fn journals_are_per_plugin_by_exact_tenant_and_name() {
         let book = LogBook::default();
-        book.journal(&id("team-a", "p")).push(Level::Info, "a's");
-        book.journal(&id("team-b", "p")).push(Level::Info, "b's");
+        book.ring(&id("team-a", "p")).push(Level::Info, "a's");
+        book.ring(&id("team-b", "p")).push(Level::Info, "b's");
         for (t, n) in [
             ("team-a", "p/../team-b/p"),
             ("", "p"),
@@ -396,7 +396,7 @@ mod tests {
     #[tokio::test]
     async fn a_follower_reads_lines_as_they_come_and_is_told_what_it_missed() {
         let book = LogBook::new(4, usize::MAX);
-        let j = book.journal(&id("", "p"));
+        let j = book.ring(&id("", "p"));
         j.push(Level::Info, "before");
         let mut f = j.follow(None);
         let b = f.next().await.unwrap();
@@ -425,7 +425,7 @@ mod tests {
     #[test]
     fn a_journal_a_version_still_writes_to_stays() {
         let book = LogBook::default();
-        let writer = book.journal(&id("", "p")).writer();
+        let writer = book.ring(&id("", "p")).writer();
         book.retain(|_| false);
         assert!(book.get(&id("", "p")).is_some());
         drop(writer);
@@ -436,7 +436,7 @@ mod tests {
     #[test]
     fn a_follower_may_start_at_the_tail() {
         let book = LogBook::default();
-        let j = book.journal(&id("", "p"));
+        let j = book.ring(&id("", "p"));
         for m in ["a", "b", "c"] {
             j.push(Level::Info, m);
         }

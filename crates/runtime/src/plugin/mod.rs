@@ -40,7 +40,7 @@ pub use load::rediscover::{KindChanges, Rediscoverer};
 pub use load::reload::Reloader;
 pub use load::status::{PluginStatus, ReconcileReport, RunningPlugin};
 pub use load::waiting::{Waiting, WaitingFor};
-pub use logbook::{Journal, LogBook, LogRecord};
+pub use logbook::{LogBook, LogRecord, LogRing};
 pub use manifest::{Manifest, ManifestError};
 
 use std::path::PathBuf;

@@ -219,7 +219,7 @@ pub async fn replay(
         logs: logs_tx.clone(),
         text: host.text,
         log_rate: LogRate::new(host.text.log_lines_per_second),
-        journal: None,
+        log_ring: None,
         retry: RetryPolicy::from_manifest(&manifest.retry),
         // A replay re-runs recorded events: it sends no HTTP (requests fail as denied).
         outbound: Default::default(),

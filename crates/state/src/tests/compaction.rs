@@ -52,7 +52,7 @@ fn as_a_cursor_at_2_needs() -> Versions {
 }
 
 /// k1: 1, 3, 5; k2: 2, deleted at 4; k3: 6.
-fn history(journal: &crate::Journal) {
+fn history(journal: &crate::StateWriter) {
     journal.record("inf", 1, "k1", Some("k1v1"));
     journal.record("inf", 2, "k2", Some("k2v1"));
     journal.record("inf", 3, "k1", Some("k1v2"));
@@ -213,7 +213,7 @@ async fn garbage_found_when_the_versions_are_read_is_deleted_then() {
 /// A cursor source standing for plugins that handle each change as it is recorded, and one
 /// that stopped at `slow`.
 fn source(
-    journal: &crate::Journal,
+    journal: &crate::StateWriter,
     head: Arc<AtomicU64>,
     slow: Option<u64>,
 ) -> crate::CursorSource {

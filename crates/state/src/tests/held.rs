@@ -6,18 +6,25 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{flush, open};
-use crate::{Cursor, Journal, Version};
+use crate::{Cursor, StateWriter, Version};
 
 const PODS: &str = "v1/pods";
 
-fn record(journal: &Journal, informer: &str, seq: u64, key: &str, json: Option<&str>, rv: &str) {
+fn record(
+    journal: &StateWriter,
+    informer: &str,
+    seq: u64,
+    key: &str,
+    json: Option<&str>,
+    rv: &str,
+) {
     let json = json.map(|j| Arc::new(Box::<str>::from(j)) as crate::Text);
     journal.record_shared(&Arc::from(informer), seq, key, json, Some(rv));
 }
 
 /// Waits until a batch sent after `commits` were counted is committed, without a flush (a
 /// flush writes everything held).
-async fn committed_after(journal: &Journal, commits: u64) {
+async fn committed_after(journal: &StateWriter, commits: u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let stats = journal.stats();

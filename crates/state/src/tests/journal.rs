@@ -214,7 +214,7 @@ async fn dropping_the_state_commits_what_is_queued() {
 #[test]
 fn the_journal_is_send_sync_and_cheap_to_clone() {
     fn assert_send_sync<T: Send + Sync + Clone>() {}
-    assert_send_sync::<crate::Journal>();
+    assert_send_sync::<crate::StateWriter>();
     let _ = Ordering::Relaxed;
 }
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use super::{flush, open};
 use crate::{
-    DeadLetter, Journal, MAX_DEAD_LETTERS_PER_PLUGIN, MAX_DEAD_LETTERS_PER_TENANT, StateDir,
+    DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN, MAX_DEAD_LETTERS_PER_TENANT, StateDir, StateWriter,
 };
 
 /// A letter of `plugin` given up on at `at` (ms), its key naming both.
@@ -45,7 +45,7 @@ fn tenant_total(state: &StateDir, tenant: &str) -> u64 {
 }
 
 /// `n` letters of each of `plugins`, interleaved, at increasing times from `from`.
-fn send(journal: &Journal, plugins: &[&str], n: usize, from: i64) -> i64 {
+fn send(journal: &StateWriter, plugins: &[&str], n: usize, from: i64) -> i64 {
     let mut at = from;
     for _ in 0..n {
         for p in plugins {

@@ -25,7 +25,7 @@ pub use crate::plugin::imports::events::batch::{CallError, Handled};
 use crate::plugin::imports::log::{LogRate, PluginLog, TextLimits};
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::state::State;
-use crate::plugin::imports::write::Writer;
+use crate::plugin::imports::write::PluginWrites;
 use crate::plugin::metrics::PluginMetrics;
 
 /// Everything needed to create instances of one plugin version.
@@ -51,13 +51,13 @@ pub struct InstanceSpec {
     /// The plugin version's log rate, shared by its instances.
     pub log_rate: Arc<LogRate>,
     /// Where its log lines are kept for `informant logs` (the plugin's, across versions).
-    pub journal: Option<crate::plugin::logbook::JournalWriter>,
+    pub log_ring: Option<crate::plugin::logbook::LogRingClaim>,
     /// How `retry` answers are redelivered.
     pub retry: RetryPolicy,
     /// Where the plugin may send HTTP requests, and what it sent (shared by its instances).
     pub outbound: Arc<Outbound>,
     /// What the plugin may write, and what it wrote (shared by its instances).
-    pub writer: Arc<Writer>,
+    pub writer: Arc<PluginWrites>,
     /// The plugin version's own metrics (shared by its instances).
     pub metrics: Arc<PluginMetrics>,
 }
@@ -133,7 +133,7 @@ impl Instance {
         .with_outbound(spec.outbound.clone())
         .with_writer(spec.writer.clone())
         .with_metrics(spec.metrics.clone())
-        .with_journal(spec.journal.as_ref().map(|w| w.journal().clone()))
+        .with_log_ring(spec.log_ring.as_ref().map(|w| w.ring().clone()))
         .with_deadline(spec.deadline);
         let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limits);

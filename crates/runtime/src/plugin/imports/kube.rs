@@ -1,4 +1,4 @@
-//! The `kube` import: writes to the cluster, each through [`super::write::Writer`]'s checks and
+//! The `kube` import: writes to the cluster, each through [`super::write::PluginWrites`]'s checks and
 //! [`super::cluster`]'s client.
 
 use kube::api::Patch;

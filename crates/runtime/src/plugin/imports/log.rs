@@ -6,7 +6,7 @@ use crate::plugin::imports::bindings::{Level, informant};
 use crate::plugin::imports::state::State;
 
 /// One line a plugin logged, as broadcast to subscribers (tests, `replay`); its plugin's
-/// [`Journal`](crate::plugin::Journal) keeps it too, for `informant logs`.
+/// [`LogRing`](crate::plugin::LogRing) keeps it too, for `informant logs`.
 #[derive(Debug, Clone)]
 pub struct PluginLog {
     /// The plugin's name.
@@ -43,8 +43,8 @@ impl informant::plugin::log::Host for State {
                 Level::Error => tracing::error!("{line}"),
             }
         }
-        if let Some(journal) = &self.journal {
-            journal.push(level, &message);
+        if let Some(log_ring) = &self.log_ring {
+            log_ring.push(level, &message);
         }
         // Nobody listening is the normal case outside tests and replay.
         let _ = self.logs.send(PluginLog {

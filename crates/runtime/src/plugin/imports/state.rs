@@ -10,13 +10,13 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use crate::plugin::imports::events::batch::Batch;
 use crate::plugin::imports::outbound::{Hooks, Outbound};
-use crate::plugin::imports::write::Writer;
+use crate::plugin::imports::write::PluginWrites;
 use crate::plugin::metrics::PluginMetrics;
 
 use crate::plugin::imports::bindings::informant;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::log::{LogRate, PluginLog, TextLimits};
-use crate::plugin::logbook::Journal;
+use crate::plugin::logbook::LogRing;
 
 /// Per-instance state inside the wasmtime `Store`.
 pub struct State {
@@ -30,10 +30,10 @@ pub struct State {
     pub(super) text: TextLimits,
     pub(super) log_rate: Arc<LogRate>,
     /// Where the plugin's lines are kept for `informant logs`, if anywhere.
-    pub(super) journal: Option<Arc<Journal>>,
+    pub(super) log_ring: Option<Arc<LogRing>>,
     pub(super) http: WasiHttpCtx,
     pub(crate) hooks: Hooks,
-    pub(super) writer: Arc<Writer>,
+    pub(super) writer: Arc<PluginWrites>,
     pub(super) metrics: Arc<PluginMetrics>,
     /// The events of the `handle-queued` call in progress.
     pub(crate) batch: Batch,
@@ -75,15 +75,15 @@ impl State {
             batch: Batch::new(std::time::Duration::from_secs(1), text.error_bytes),
             text,
             log_rate,
-            journal: None,
-            writer: Arc::new(Writer::default()),
+            log_ring: None,
+            writer: Arc::new(PluginWrites::default()),
             metrics: Arc::default(),
         }
     }
 
-    /// Keeps the plugin's log lines in `journal` too.
-    pub fn with_journal(mut self, journal: Option<Arc<Journal>>) -> Self {
-        self.journal = journal;
+    /// Keeps the plugin's log lines in `log_ring` too.
+    pub fn with_log_ring(mut self, log_ring: Option<Arc<LogRing>>) -> Self {
+        self.log_ring = log_ring;
         self
     }
 
@@ -94,7 +94,7 @@ impl State {
     }
 
     /// What the plugin may write (nothing until given).
-    pub fn with_writer(mut self, writer: Arc<Writer>) -> Self {
+    pub fn with_writer(mut self, writer: Arc<PluginWrites>) -> Self {
         self.writer = writer;
         self
     }

@@ -177,7 +177,7 @@ pub struct Declared {
 }
 
 /// What one plugin version may write, and where to.
-pub struct Writer {
+pub struct PluginWrites {
     /// The client its writes are sent with (impersonating its tenant's identity, dry-run when
     /// the host is), or why there is none.
     client: Result<kube::Client, ClusterError>,
@@ -191,10 +191,10 @@ pub struct Writer {
     pub stats: WriteStats,
 }
 
-impl Default for Writer {
+impl Default for PluginWrites {
     /// Writes nothing: no cluster, nothing declared.
     fn default() -> Self {
-        Writer {
+        PluginWrites {
             client: Err(ClusterError::NoCluster),
             declared: Vec::new(),
             grant: Arc::new(Grant::full()),
@@ -218,7 +218,7 @@ pub struct TenantWrites {
     pub budget: Option<Arc<Budget>>,
 }
 
-impl Writer {
+impl PluginWrites {
     /// A writer for plugin `plugin` of `tenant`; `cluster` is `None` where there is no API
     /// server to write to (`replay`), and every call is then denied.
     pub fn new(
@@ -231,7 +231,7 @@ impl Writer {
             None => Err(ClusterError::NoCluster),
             Some(c) => c.client_as(tenant_writes.impersonate.as_ref()),
         };
-        Writer {
+        PluginWrites {
             client,
             declared,
             grant: tenant_writes.grant,

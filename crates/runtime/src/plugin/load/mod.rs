@@ -13,7 +13,7 @@
 //! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
 //! - [`rediscover`]: re-expands running wildcard watches when CRDs change (and periodically).
 //! - [`reload`]: watches the directory ([`crate::fswatch`]) and reconciles once changes settle.
-//! - [`retry`]: when waiting plugins are tried again (backoff, CRD changes).
+//! - [`retry_waiting`]: when waiting plugins are tried again (backoff, CRD changes).
 //! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
 //! - [`waiting`]: plugins refused for a reason that goes away by itself, and why they wait.
 //! - [`wildcard`]: which concrete resources a `kind = "*"` watch covers now.
@@ -30,7 +30,7 @@ mod prepare;
 pub mod rediscover;
 pub mod redrive;
 pub mod reload;
-pub mod retry;
+pub mod retry_waiting;
 mod scan;
 pub mod secrets;
 pub mod status;

@@ -21,7 +21,7 @@ use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::log::LogRate;
 use crate::plugin::imports::outbound::Outbound;
-use crate::plugin::imports::write::{Declared, TenantWrites, Writer};
+use crate::plugin::imports::write::{Declared, PluginWrites, TenantWrites};
 use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};
 use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::load::id::PluginId;
@@ -221,13 +221,13 @@ impl PluginHost {
                 logs: self.logs.clone(),
                 text: config.text,
                 log_rate: LogRate::new(config.text.log_lines_per_second),
-                journal: Some(self.logbook.journal(id).writer()),
+                log_ring: Some(self.logbook.ring(id).writer()),
                 retry: RetryPolicy::from_manifest(&manifest.retry),
                 outbound: Arc::new(Outbound::new(
                     manifest.allowed_outbound_hosts.clone(),
                     u64::from(memory_mib) << 20,
                 )),
-                writer: Arc::new(Writer::new(
+                writer: Arc::new(PluginWrites::new(
                     Some(self.cluster.clone()),
                     declared,
                     (&id.name, &id.tenant),

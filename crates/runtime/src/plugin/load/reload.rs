@@ -9,7 +9,7 @@
 //! touch the watch of another's. A reconcile that fails for a plugin keeps its old version running (see
 //! [`crate::plugin::load::loader`]).
 //!
-//! The same loop retries waiting plugins (see [`crate::plugin::load::waiting`]) when [`crate::plugin::load::retry`] says:
+//! The same loop retries waiting plugins (see [`crate::plugin::load::waiting`]) when [`crate::plugin::load::retry_waiting`] says:
 //! a retry is just another reconcile, serialised with the others by the host.
 
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use tokio::sync::mpsc;
 use crate::fswatch::{Watch, Watching};
 use crate::plugin::PluginError;
 use crate::plugin::load::loader::PluginHost;
-use crate::plugin::load::retry::RetryPlan;
+use crate::plugin::load::retry_waiting::RetryPlan;
 use crate::plugin::load::status::ReconcileReport;
 
 /// Watches `host.dir()` until dropped; each settled burst of changes triggers one reconcile, and

@@ -16,7 +16,7 @@ use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
-use crate::plugin::logbook::Journal;
+use crate::plugin::logbook::LogRing;
 
 use crate::plugin::load::loader::Loaded;
 
@@ -239,9 +239,9 @@ impl PluginHost {
 
     /// The last lines of a plugin that is loaded or waiting, by exact tenant and name; `None`
     /// for any other. Never waits for a reconcile in progress.
-    pub fn journal(&self, id: &PluginId) -> Option<Arc<Journal>> {
+    pub fn log_ring(&self, id: &PluginId) -> Option<Arc<LogRing>> {
         let known = self.running.read().contains_key(id) || self.waiting.read().contains_key(id);
-        known.then(|| self.logbook.journal(id))
+        known.then(|| self.logbook.ring(id))
     }
 
     /// Every running plugin with its supervisor and queue figures, read in one go; never waits

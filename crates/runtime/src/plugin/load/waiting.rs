@@ -4,7 +4,7 @@
 //! Contract:
 //! - A waiting plugin is not an error: it shows as `waiting` in `/plugins` (with why and how
 //!   often it was tried), and [`crate::plugin::load::reload::Reloader`] retries it on a backoff and whenever
-//!   the cluster's CRDs change (see [`crate::plugin::load::retry`]) until it loads, fails for good, or goes.
+//!   the cluster's CRDs change (see [`crate::plugin::load::retry_waiting`]) until it loads, fails for good, or goes.
 //! - A changed version of a running plugin can wait too; the running version keeps running
 //!   meanwhile, as for any refused replacement.
 //! - Its state is logged once per change of what it waits for, never once per retry.
