@@ -25,12 +25,12 @@
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::api::{ObjectMeta, PostParams};
 use kube::{Api, Client};
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use crate::lease::Holder;
 
 /// Errors of leader election.
 #[derive(Debug, thiserror::Error)]
@@ -360,53 +360,25 @@ impl Campaign {
     /// One round of client-go's `tryAcquireOrRenew`.
     async fn attempt(&mut self) -> Result<Attempt, kube::Error> {
         let cfg = self.config.clone();
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let Some(lease) = self.api.get_opt(&cfg.name).await? else {
-            let spec = LeaseSpec {
-                lease_transitions: Some(0),
-                ..self.spec_for(None, now)
-            };
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(cfg.name.clone()),
-                    namespace: Some(cfg.namespace.clone()),
-                    ..Default::default()
-                },
-                spec: Some(spec),
-            };
-            return match self.api.create(&PostParams::default(), &lease).await {
-                Ok(created) => {
-                    self.observe(&created);
-                    Ok(Attempt::Held)
+        let found = self.api.get_opt(&cfg.name).await?;
+        if let Some(lease) = &found {
+            let spec = self.observe(lease);
+            let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
+            if let Some(holder) = holder
+                && holder != cfg.identity
+            {
+                let valid_for = spec
+                    .lease_duration_seconds
+                    .filter(|s| *s > 0)
+                    .map_or(cfg.lease_duration, |s| Duration::from_secs(s as u64));
+                let since = self.observed.as_ref().map_or_else(Instant::now, |o| o.at);
+                if since + valid_for > Instant::now() {
+                    return Ok(Attempt::HeldBy(holder.to_string()));
                 }
-                Err(kube::Error::Api(e)) if e.code == 409 => Ok(Attempt::Contended),
-                Err(e) => Err(e),
-            };
-        };
-        let spec = self.observe(&lease);
-        let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty());
-        if let Some(holder) = holder
-            && holder != cfg.identity
-        {
-            let valid_for = spec
-                .lease_duration_seconds
-                .filter(|s| *s > 0)
-                .map_or(cfg.lease_duration, |s| Duration::from_secs(s as u64));
-            let since = self.observed.as_ref().map_or_else(Instant::now, |o| o.at);
-            if since + valid_for > Instant::now() {
-                return Ok(Attempt::HeldBy(holder.to_string()));
+                tracing::info!(lease = %cfg.name, %holder, "the holder's lease expired; taking over");
             }
-            tracing::info!(lease = %cfg.name, %holder, "the holder's lease expired; taking over");
         }
-        let mut updated = lease;
-        updated.spec = Some(self.spec_for(Some(&spec), now));
-        // `replace` sends metadata.resourceVersion as read: the write fails with 409 if anyone
-        // wrote the Lease since.
-        match self
-            .api
-            .replace(&cfg.name, &PostParams::default(), &updated)
-            .await
-        {
+        match self.holder().write(found, |_| {}).await {
             Ok(written) => {
                 self.observe(&written);
                 Ok(Attempt::Held)
@@ -416,28 +388,14 @@ impl Campaign {
         }
     }
 
-    /// The record we write: renewing keeps acquireTime and the transition count.
-    fn spec_for(&self, old: Option<&LeaseSpec>, now: k8s_openapi::jiff::Timestamp) -> LeaseSpec {
-        let cfg = &self.config;
-        let old = old.cloned().unwrap_or_default();
-        let renewing = old.holder_identity.as_deref() == Some(cfg.identity.as_str());
-        let transitions = old.lease_transitions.unwrap_or(0);
-        LeaseSpec {
-            holder_identity: Some(cfg.identity.clone()),
-            lease_duration_seconds: Some(cfg.lease_duration.as_secs() as i32),
-            acquire_time: if renewing {
-                old.acquire_time.clone()
-            } else {
-                Some(MicroTime(now))
-            },
-            renew_time: Some(MicroTime(now)),
-            // Every change of holder counts, a release in between included (as client-go does).
-            lease_transitions: Some(if renewing {
-                transitions
-            } else {
-                transitions + 1
-            }),
-            ..old
+    /// This candidate as the Lease's holder.
+    fn holder(&self) -> Holder {
+        Holder {
+            api: self.api.clone(),
+            namespace: self.config.namespace.clone(),
+            name: self.config.name.clone(),
+            identity: self.config.identity.clone(),
+            lease_duration: self.config.lease_duration,
         }
     }
 
@@ -457,26 +415,8 @@ impl Campaign {
     /// [`Leadership::Released`].
     async fn release(self) -> Result<()> {
         let cfg = self.config.clone();
-        let outcome = tokio::time::timeout(cfg.renew_deadline, async {
-            let Some(mut lease) = self.api.get_opt(&cfg.name).await? else {
-                return Ok(false);
-            };
-            let Some(spec) = lease.spec.as_mut() else {
-                return Ok(false);
-            };
-            if spec.holder_identity.as_deref() != Some(cfg.identity.as_str()) {
-                return Ok(false);
-            }
-            // client-go's release record: no holder, a 1 s duration, renewTime now.
-            spec.holder_identity = None;
-            spec.lease_duration_seconds = Some(1);
-            spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-            self.api
-                .replace(&cfg.name, &PostParams::default(), &lease)
-                .await
-                .map(|_| true)
-        })
-        .await;
+        let outcome =
+            tokio::time::timeout(cfg.renew_deadline, self.holder().release(true, |_| {})).await;
         self.publish(Leadership::Released);
         match outcome {
             Ok(Ok(cleared)) => {
@@ -502,6 +442,7 @@ impl Campaign {
 mod tests {
     use super::*;
     use informant_devserver::{DevServer, DevServerConfig};
+    use kube::api::PostParams;
 
     fn config(identity: &str) -> LeaseConfig {
         LeaseConfig::new("unit", "default", identity).with_lease_duration(Duration::from_secs(3))

@@ -13,20 +13,19 @@
 //! the same identity would otherwise replace what it published before it stopped or crashed
 //! with an empty set, and replay its plugins' caches (losing the deletes made meanwhile).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, OwnerReference};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
 use tokio::sync::{oneshot, watch};
 use tokio::time::Instant;
 
 use super::cursors::{self, CursorBook};
 use super::follow::brief;
 use super::{Error, GROUP_LABEL, ShardConfig};
+use crate::lease::Holder;
 
 /// The latest renewal, as the membership task reads it.
 #[derive(Debug, Clone, Default)]
@@ -100,9 +99,7 @@ impl Renewer {
 
     /// Creates or renews this member's Lease with its cursors; its new resourceVersion.
     async fn renew(&self) -> Result<String, kube::Error> {
-        let name = self.config.lease_name();
-        let now = k8s_openapi::jiff::Timestamp::now();
-        let found = self.api.get_opt(&name).await?;
+        let found = self.api.get_opt(&self.config.lease_name()).await?;
         if !self.written.load(Ordering::Acquire)
             && let Some(life) = found
                 .as_ref()
@@ -111,55 +108,38 @@ impl Renewer {
             self.book.adopt_previous_lease(life);
         }
         let cursors = self.book.annotation();
-        let written = match found {
-            None => {
-                let lease = Lease {
-                    metadata: ObjectMeta {
-                        name: Some(name.clone()),
-                        namespace: Some(self.config.lease.namespace.clone()),
-                        labels: Some(BTreeMap::from([(
-                            GROUP_LABEL.to_string(),
-                            self.config.group.clone(),
-                        )])),
-                        annotations: Some(BTreeMap::from([(
-                            cursors::ANNOTATION.to_string(),
-                            cursors,
-                        )])),
-                        owner_references: self.owner().map(|o| vec![o]),
-                        ..Default::default()
-                    },
-                    spec: Some(self.spec(None, now)),
-                };
-                self.api.create(&PostParams::default(), &lease).await?
-            }
-            Some(mut lease) => {
-                let old = lease.spec.take();
-                lease.spec = Some(self.spec(old.as_ref(), now));
-                lease
-                    .metadata
-                    .labels
+        // A concurrent delete (another member collecting what it took for a dead Lease) makes
+        // the conditional replace fail, and the next round creates it again.
+        let written = self
+            .holder()
+            .write(found, |meta| {
+                meta.labels
                     .get_or_insert_default()
                     .insert(GROUP_LABEL.to_string(), self.config.group.clone());
-                lease
-                    .metadata
-                    .annotations
+                meta.annotations
                     .get_or_insert_default()
                     .insert(cursors::ANNOTATION.to_string(), cursors);
                 if let Some(owner) = self.owner() {
                     // Exactly this Pod: whatever else a writer put there would make the others
                     // disown this Lease, or let Kubernetes collect it with another object.
-                    lease.metadata.owner_references = Some(vec![owner]);
+                    meta.owner_references = Some(vec![owner]);
                 }
-                // Conditional on the resourceVersion read: a concurrent delete (another member
-                // collecting what it took for a dead Lease) makes this fail and the next round
-                // create it again.
-                self.api
-                    .replace(&name, &PostParams::default(), &lease)
-                    .await?
-            }
-        };
+            })
+            .await?;
         self.written.store(true, Ordering::Release);
         Ok(written.metadata.resource_version.unwrap_or_default())
+    }
+
+    /// This member as its own Lease's holder.
+    fn holder(&self) -> Holder {
+        let cfg = &self.config.lease;
+        Holder {
+            api: self.api.clone(),
+            namespace: cfg.namespace.clone(),
+            name: self.config.lease_name(),
+            identity: cfg.identity.clone(),
+            lease_duration: cfg.lease_duration,
+        }
     }
 
     /// The ownerReference to this member's Pod, with `--pod-uid`.
@@ -173,49 +153,23 @@ impl Renewer {
         })
     }
 
-    fn spec(&self, old: Option<&LeaseSpec>, now: k8s_openapi::jiff::Timestamp) -> LeaseSpec {
-        let cfg = &self.config.lease;
-        let old = old.cloned().unwrap_or_default();
-        let holding = old.holder_identity.as_deref() == Some(cfg.identity.as_str());
-        LeaseSpec {
-            holder_identity: Some(cfg.identity.clone()),
-            lease_duration_seconds: Some(cfg.lease_duration.as_secs() as i32),
-            acquire_time: if holding {
-                old.acquire_time.clone()
-            } else {
-                Some(MicroTime(now))
-            },
-            renew_time: Some(MicroTime(now)),
-            ..old
-        }
-    }
-
     /// Leaves the group: publishes the released plugins' last cursors and clears the holder,
     /// so the other members take them over at once instead of after expiry.
     async fn release(self) -> Result<(), Error> {
         let cfg = self.config.lease.clone();
         let name = self.config.lease_name();
-        let outcome = tokio::time::timeout(cfg.renew_deadline, async {
-            let Some(mut lease) = self.api.get_opt(&name).await? else {
-                return Ok(());
-            };
-            let spec = lease.spec.get_or_insert_default();
-            spec.holder_identity = None;
-            spec.lease_duration_seconds = Some(1);
-            spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
-            lease
-                .metadata
-                .annotations
-                .get_or_insert_default()
-                .insert(cursors::ANNOTATION.to_string(), self.book.annotation());
-            self.api
-                .replace(&name, &PostParams::default(), &lease)
-                .await
-                .map(|_| ())
-        })
+        let annotation = self.book.annotation();
+        let outcome = tokio::time::timeout(
+            cfg.renew_deadline,
+            self.holder().release(false, |meta| {
+                meta.annotations
+                    .get_or_insert_default()
+                    .insert(cursors::ANNOTATION.to_string(), annotation);
+            }),
+        )
         .await;
         match outcome {
-            Ok(Ok(())) => {
+            Ok(Ok(_)) => {
                 tracing::info!(lease = %name, "left the shard group; its plugins' cursors stay in its lease");
                 Ok(())
             }
