@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::plugin::PluginError;
@@ -102,21 +102,7 @@ impl PluginEngine {
         let engine = Engine::new(&config).map_err(engine_err("creating the engine"))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(engine_err("linking WASI"))?;
-        // The world's own interfaces one by one: its `add_to_linker` would want `State` to
-        // implement wasi:http's traits, which wasmtime-wasi-http implements on its view.
-        let informant_interfaces = |linker: &mut Linker<State>| -> wasmtime::Result<()> {
-            use crate::plugin::imports::bindings::informant::plugin::{
-                cache, events, kube, log, metrics, types,
-            };
-            types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-            events::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-            cache::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-            kube::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-            log::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-            metrics::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
-            wasmtime_wasi_http::p2::add_only_http_to_linker_async(linker)
-        };
-        informant_interfaces(&mut linker).map_err(engine_err("linking the plugin world"))?;
+        State::add_to_linker(&mut linker).map_err(engine_err("linking the plugin world"))?;
 
         let mut h = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut h);

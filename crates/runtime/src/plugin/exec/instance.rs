@@ -185,6 +185,7 @@ impl Instance {
         let deadline = self
             .store
             .data_mut()
+            .events
             .batch
             .begin(resource, events, stop, tally);
         // The next yield one tick from now, not from the last yield: left as it was, a deadline
@@ -201,7 +202,7 @@ impl Instance {
             .bound(call)
             .await
             .map_err(|e| e.bounded(self.error_bytes));
-        let (mut taken, in_hand, mut untaken) = self.store.data_mut().batch.end();
+        let (mut taken, in_hand, mut untaken) = self.store.data_mut().events.batch.end();
         let now = Instant::now();
         let mut fatal = result.err();
         // A request the plugin makes outside any event (a schedule tick) is nobody's child.

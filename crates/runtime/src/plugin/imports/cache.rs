@@ -7,15 +7,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use opentelemetry::KeyValue;
+use wasmtime::component::{HasData, Linker};
 
 use crate::apimachinery::{FieldPath, LabelSelector, names};
 use crate::informer::{CachedObject, FieldIndex, IndexId, Store, Visibility};
 use crate::manifest::BUILTIN_INDEXES;
-use crate::telemetry::SLOW_QUERY;
+use crate::telemetry::{EventSpan, SLOW_QUERY};
 use crate::tenancy::Grant;
 
 use crate::plugin::imports::bindings::{Gvk, QueryError, WitResource, informant};
-use crate::plugin::imports::state::State;
 
 /// The informer stores one plugin may query, by resource, seen through its tenant's grant.
 ///
@@ -256,16 +256,50 @@ impl CacheView {
     }
 }
 
-impl informant::plugin::cache::Host for State {
+/// What the `cache` import of one instance holds.
+pub struct CacheState {
+    view: Arc<CacheView>,
+}
+
+impl CacheState {
+    /// Queries go to `view`.
+    pub(crate) fn new(view: Arc<CacheView>) -> Self {
+        CacheState { view }
+    }
+}
+
+/// The `cache` import's view of an instance's store.
+pub struct CacheCtx<'a> {
+    pub(super) state: &'a CacheState,
+    /// The event in hand's span, which a slow query's span is a child of.
+    pub(super) span: &'a EventSpan,
+}
+
+struct CacheData;
+
+impl HasData for CacheData {
+    type Data<'a> = CacheCtx<'a>;
+}
+
+/// Adds the `cache` import to `linker`, each store's view of it made by `view`.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> CacheCtx<'_>,
+) -> wasmtime::Result<()> {
+    informant::plugin::cache::add_to_linker::<T, CacheData>(linker, view)
+}
+
+impl informant::plugin::cache::Host for CacheCtx<'_> {
     async fn get(
         &mut self,
         r: WitResource,
         namespace: Option<String>,
         name: String,
     ) -> Result<Option<String>, QueryError> {
-        let started = self.batch.span().is_on().then(Instant::now);
+        let started = self.span.is_on().then(Instant::now);
         let answer = self
-            .cache
+            .state
+            .view
             .get(&r, namespace.as_deref(), &name)?
             .map(|o| o.json().to_string());
         self.slow_query(started, "cache.get", &r, || {
@@ -280,9 +314,10 @@ impl informant::plugin::cache::Host for State {
         namespace: Option<String>,
         label_selector: Option<String>,
     ) -> Result<Vec<String>, QueryError> {
-        let started = self.batch.span().is_on().then(Instant::now);
+        let started = self.span.is_on().then(Instant::now);
         let objs = self
-            .cache
+            .state
+            .view
             .list(&r, namespace.as_deref(), label_selector.as_deref())?;
         let answer: Vec<String> = objs.iter().map(|o| o.json().to_string()).collect();
         self.slow_query(started, "cache.list", &r, || {
@@ -297,8 +332,8 @@ impl informant::plugin::cache::Host for State {
         index: String,
         value: String,
     ) -> Result<Vec<String>, QueryError> {
-        let started = self.batch.span().is_on().then(Instant::now);
-        let objs = self.cache.by_index(&r, &index, &value)?;
+        let started = self.span.is_on().then(Instant::now);
+        let objs = self.state.view.by_index(&r, &index, &value)?;
         let answer: Vec<String> = objs.iter().map(|o| o.json().to_string()).collect();
         self.slow_query(started, "cache.by-index", &r, || {
             vec![
@@ -310,7 +345,7 @@ impl informant::plugin::cache::Host for State {
     }
 }
 
-impl State {
+impl CacheCtx<'_> {
     /// A span for a query (of `r`) that `started` (with traces on) and took over
     /// [`SLOW_QUERY`], a child of the event's.
     fn slow_query(
@@ -323,7 +358,7 @@ impl State {
         let Some(started) = started.filter(|s| s.elapsed() > SLOW_QUERY) else {
             return;
         };
-        self.batch.span().child_since(name, started, || {
+        self.span.child_since(name, started, || {
             let mut all = vec![KeyValue::new(
                 "kind",
                 format!("{}/{}/{}", r.group, r.version, r.kind),

@@ -1,10 +1,13 @@
 //! The `kube` import: writes to the cluster, each through [`super::write::PluginWrites`]'s checks and
 //! [`super::cluster`]'s client.
 
+use std::sync::Arc;
+
 use kube::api::Patch;
+use wasmtime::component::{HasData, Linker};
 
 use crate::plugin::imports::write::{
-    Call, PatchKind, Target, event_body, object_body, patch_of, unbuildable,
+    Call, PatchKind, PluginWrites, Target, event_body, object_body, patch_of, unbuildable,
 };
 
 use crate::manifest::Verb;
@@ -13,9 +16,36 @@ use crate::plugin::imports::bindings::informant::plugin::kube::{
     EventSeverity, ObjectRef as WitObjectRef, PatchType, Preconditions, WriteError,
 };
 use crate::plugin::imports::bindings::{WitResource, informant};
-use crate::plugin::imports::state::State;
+use crate::telemetry::EventSpan;
 
-impl informant::plugin::kube::Host for State {
+/// What the `kube` import of one instance holds: what its plugin version may write.
+#[derive(Default)]
+pub struct KubeState {
+    pub(super) writes: Arc<PluginWrites>,
+}
+
+/// The `kube` import's view of an instance's store.
+pub struct KubeCtx<'a> {
+    pub(super) state: &'a KubeState,
+    /// The event in hand's span, which each write's span is a child of.
+    pub(super) span: &'a EventSpan,
+}
+
+struct KubeData;
+
+impl HasData for KubeData {
+    type Data<'a> = KubeCtx<'a>;
+}
+
+/// Adds the `kube` import to `linker`, each store's view of it made by `view`.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> KubeCtx<'_>,
+) -> wasmtime::Result<()> {
+    informant::plugin::kube::add_to_linker::<T, KubeData>(linker, view)
+}
+
+impl informant::plugin::kube::Host for KubeCtx<'_> {
     async fn create(
         &mut self,
         r: WitResource,
@@ -26,8 +56,9 @@ impl informant::plugin::kube::Host for State {
         // A create names its object in the body: the name is checked like any other.
         let named = body_name(&object);
         let target = Target::new(&r, ns, named.as_deref());
-        self.writer
-            .run(self.batch.span(), Call::Verb(Verb::Create), target, |s| {
+        self.state
+            .writes
+            .run(self.span, Call::Verb(Verb::Create), target, |s| {
                 let body = object_body(&object, s.resource, ns, None)?;
                 s.request.create(&s.post(), body).map_err(unbuildable)
             })
@@ -44,8 +75,9 @@ impl informant::plugin::kube::Host for State {
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
         let target = Target::new(&r, ns, Some(&name));
-        self.writer
-            .run(self.batch.span(), Call::Verb(Verb::Apply), target, |s| {
+        self.state
+            .writes
+            .run(self.span, Call::Verb(Verb::Apply), target, |s| {
                 let body = object_body(&object, s.resource, ns, Some(&name))?;
                 let body: serde_json::Value =
                     serde_json::from_slice(&body).expect("object_body returns JSON");
@@ -71,8 +103,9 @@ impl informant::plugin::kube::Host for State {
             PatchType::Json => PatchKind::Json,
             PatchType::Strategic => PatchKind::Strategic,
         };
-        self.writer
-            .run(self.batch.span(), Call::Verb(Verb::Patch), target, |s| {
+        self.state
+            .writes
+            .run(self.span, Call::Verb(Verb::Patch), target, |s| {
                 let patch = patch_of(kind, &patch)?;
                 s.request
                     .patch(s.name(), &s.patch(false), &patch)
@@ -94,8 +127,9 @@ impl informant::plugin::kube::Host for State {
             uid: preconditions.uid,
             resource_version: preconditions.resource_version,
         };
-        self.writer
-            .run(self.batch.span(), Call::Verb(Verb::Delete), target, |s| {
+        self.state
+            .writes
+            .run(self.span, Call::Verb(Verb::Delete), target, |s| {
                 s.request
                     .delete(s.name(), &s.delete(preconditions))
                     .map_err(unbuildable)
@@ -113,18 +147,14 @@ impl informant::plugin::kube::Host for State {
     ) -> Result<String, WriteError> {
         let ns = namespace.as_deref();
         let target = Target::new(&r, ns, Some(&name));
-        self.writer
-            .run(
-                self.batch.span(),
-                Call::Verb(Verb::UpdateStatus),
-                target,
-                |s| {
-                    let body = object_body(&object, s.resource, ns, Some(&name))?;
-                    s.request
-                        .replace_subresource("status", s.name(), &s.post(), body)
-                        .map_err(unbuildable)
-                },
-            )
+        self.state
+            .writes
+            .run(self.span, Call::Verb(Verb::UpdateStatus), target, |s| {
+                let body = object_body(&object, s.resource, ns, Some(&name))?;
+                s.request
+                    .replace_subresource("status", s.name(), &s.post(), body)
+                    .map_err(unbuildable)
+            })
             .await
     }
 
@@ -168,9 +198,10 @@ impl informant::plugin::kube::Host for State {
             EventSeverity::Normal => "Normal",
             EventSeverity::Warning => "Warning",
         };
-        let manager = self.writer.field_manager().to_string();
-        self.writer
-            .run(self.batch.span(), Call::Event, target, |s| {
+        let manager = self.state.writes.field_manager().to_string();
+        self.state
+            .writes
+            .run(self.span, Call::Event, target, |s| {
                 let body = event_body(
                     reference,
                     &ns,

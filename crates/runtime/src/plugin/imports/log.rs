@@ -2,8 +2,11 @@
 
 use std::sync::Arc;
 
+use tokio::sync::broadcast;
+use wasmtime::component::{HasSelf, Linker};
+
 use crate::plugin::imports::bindings::{Level, informant};
-use crate::plugin::imports::state::State;
+use crate::plugin::logbook::LogRing;
 
 /// One line a plugin logged, as broadcast to subscribers (tests, `replay`); its plugin's
 /// [`LogRing`](crate::plugin::LogRing) keeps it too, for `informant logs`.
@@ -19,7 +22,47 @@ pub struct PluginLog {
     pub message: String,
 }
 
-impl informant::plugin::log::Host for State {
+/// What the `log` import of one instance holds: where its plugin's lines go, and what they may
+/// cost.
+pub struct LogState {
+    plugin: Arc<str>,
+    tenant: Arc<str>,
+    logs: broadcast::Sender<PluginLog>,
+    pub(super) text: TextLimits,
+    log_rate: Arc<LogRate>,
+    /// Where the plugin's lines are kept for `informant logs`, if anywhere.
+    pub(super) log_ring: Option<Arc<LogRing>>,
+}
+
+impl LogState {
+    /// Lines of `plugin` of `tenant` go to `logs` (and the host's log, at `log_rate`).
+    pub(crate) fn new(
+        plugin: Arc<str>,
+        tenant: Arc<str>,
+        logs: broadcast::Sender<PluginLog>,
+        text: TextLimits,
+        log_rate: Arc<LogRate>,
+    ) -> Self {
+        LogState {
+            plugin,
+            tenant,
+            logs,
+            text,
+            log_rate,
+            log_ring: None,
+        }
+    }
+}
+
+/// Adds the `log` import to `linker`, each store's state of it reached by `get`.
+pub fn add_to_linker<T: Send + 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut LogState,
+) -> wasmtime::Result<()> {
+    informant::plugin::log::add_to_linker::<T, HasSelf<LogState>>(linker, get)
+}
+
+impl informant::plugin::log::Host for LogState {
     async fn log(&mut self, level: Level, message: String) {
         let message = truncated(message, self.text.log_bytes);
         // The host's log is shared by every tenant: a flood is cut to the plugin's rate, and
@@ -175,7 +218,7 @@ mod tests {
         let forged =
             "done\n2026-11-23T00:00:00Z  ERROR informant: plugin=\"b\" tenant=\"team-b\" forged";
         let huge = format!("{forged}{}", "x".repeat(MAX_LOG_BYTES));
-        informant::plugin::log::Host::log(&mut state, Level::Info, huge).await;
+        informant::plugin::log::Host::log(&mut state.log, Level::Info, huge).await;
         let text = captured.text();
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(text.contains("done\\n2026"), "{text}");
@@ -185,7 +228,8 @@ mod tests {
         assert!(sent.starts_with(forged) && sent.len() < MAX_LOG_BYTES + 64);
         // A flood: the host's log takes the burst (2 lines), subscribers take every line.
         for i in 0..5 {
-            informant::plugin::log::Host::log(&mut state, Level::Info, format!("flood {i}")).await;
+            informant::plugin::log::Host::log(&mut state.log, Level::Info, format!("flood {i}"))
+                .await;
         }
         let text = captured.text();
         assert_eq!(text.lines().count(), 2, "{text}");
@@ -194,6 +238,7 @@ mod tests {
         }
         assert_eq!(
             state
+                .log
                 .log_rate
                 .dropped
                 .load(std::sync::atomic::Ordering::Relaxed),

@@ -2,12 +2,30 @@
 //! [`PluginMetrics`] (the rules, budgets and tenant names are [`crate::plugin::metrics`]'s).
 //! Answered from memory under the plugin's own lock: plain calls, like `events`.
 
+use std::sync::Arc;
+
+use wasmtime::component::{HasSelf, Linker};
+
+use crate::plugin::imports::bindings::informant;
 use crate::plugin::imports::bindings::informant::plugin::metrics::{Host, Metric, MetricError};
-use crate::plugin::imports::state::State;
 use crate::plugin::metrics::registry::Op;
 use crate::plugin::metrics::{MetricError as Refused, PluginMetrics};
 
-impl State {
+/// What the `metrics` import of one instance holds: its plugin version's series.
+#[derive(Default)]
+pub struct MetricsState {
+    pub(super) metrics: Arc<PluginMetrics>,
+}
+
+/// Adds the `metrics` import to `linker`, each store's state of it reached by `get`.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    get: fn(&mut T) -> &mut MetricsState,
+) -> wasmtime::Result<()> {
+    informant::plugin::metrics::add_to_linker::<T, HasSelf<MetricsState>>(linker, get)
+}
+
+impl MetricsState {
     fn write_metric(&self, m: Metric, op: Op<'_>) -> Result<(), MetricError> {
         self.metrics
             .write(&m.name, &m.help, m.labels, m.group, op)
@@ -29,7 +47,7 @@ fn wit_error(e: Refused) -> MetricError {
     }
 }
 
-impl Host for State {
+impl Host for MetricsState {
     fn counter_add(&mut self, m: Metric, value: f64) -> wasmtime::Result<Result<(), MetricError>> {
         Ok(self.write_metric(m, Op::Add(value)))
     }
@@ -53,13 +71,5 @@ impl Host for State {
 
     fn delete_group(&mut self, group: String) -> wasmtime::Result<u32> {
         Ok(self.metrics.delete_group(&group))
-    }
-}
-
-impl State {
-    /// The plugin version's metrics (a fresh, unshared set until given).
-    pub fn with_metrics(mut self, metrics: std::sync::Arc<PluginMetrics>) -> Self {
-        self.metrics = metrics;
-        self
     }
 }

@@ -1,5 +1,7 @@
 //! Host imports: what a plugin's call can reach, one module per WIT interface, each behind its
-//! checks. [`state`] is what the imports of one instance share.
+//! checks. As wasmtime's WASI crates and Spin's factors do, each interface's module owns its
+//! state, implements its `Host` trait on a view of the store and exports its own
+//! `add_to_linker`; [`state`] composes them into one instance's store data and links them.
 //!
 //! - [`bindings`]: the generated WIT types and traits, and [`WIT_PACKAGE`](bindings::WIT_PACKAGE).
 //! - [`events`]: `events`, the events of the call in hand and their headers; [`events::batch`] is

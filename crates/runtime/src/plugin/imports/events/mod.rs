@@ -4,11 +4,14 @@
 
 pub mod batch;
 
-use crate::informer::{CachedObject, Event, EventType};
+use std::sync::Arc;
 
+use wasmtime::component::{HasData, Linker};
+
+use crate::informer::{CachedObject, Event, EventType};
 use crate::plugin::imports::bindings::{Failure, WitEvent, WitEventType, WitResource, informant};
-use crate::plugin::imports::state::State;
 use crate::telemetry::EventSpan;
+use batch::Batch;
 
 /// Lowers an informer event for `events.next` as event `id`, with the object's header (kind and
 /// metadata, which nearly every plugin reads); the JSON and the old version are read only by a
@@ -36,15 +39,56 @@ pub fn header(kind: &WitResource, o: &CachedObject) -> Vec<u8> {
     informant_header::encode(kind_fields, o.metadata_fields())
 }
 
-impl informant::plugin::events::Host for State {
+/// What the `events` import of one instance holds.
+pub struct EventsState {
+    /// The events of the `handle-queued` call in progress.
+    pub(crate) batch: Batch,
+    plugin: Arc<str>,
+    tenant: Arc<str>,
+}
+
+impl EventsState {
+    /// No call in progress yet; events' spans name `plugin` and `tenant`.
+    pub(crate) fn new(plugin: Arc<str>, tenant: Arc<str>, batch: Batch) -> Self {
+        EventsState {
+            batch,
+            plugin,
+            tenant,
+        }
+    }
+}
+
+/// The `events` import's view of an instance's store.
+pub struct EventsCtx<'a> {
+    pub(super) state: &'a mut EventsState,
+    /// The span the plugin's outbound requests are children of: the event in hand's.
+    pub(super) http_span: &'a mut EventSpan,
+}
+
+struct EventsData;
+
+impl HasData for EventsData {
+    type Data<'a> = EventsCtx<'a>;
+}
+
+/// Adds the `events` import to `linker`, each store's view of it made by `view`.
+pub fn add_to_linker<T: 'static>(
+    linker: &mut Linker<T>,
+    view: fn(&mut T) -> EventsCtx<'_>,
+) -> wasmtime::Result<()> {
+    informant::plugin::events::add_to_linker::<T, EventsData>(linker, view)
+}
+
+impl informant::plugin::events::Host for EventsCtx<'_> {
     fn next(
         &mut self,
         previous: Option<Result<(), Failure>>,
     ) -> wasmtime::Result<Option<WitEvent>> {
         let now = std::time::Instant::now();
-        self.batch.finish(previous, now);
-        let (plugin, tenant) = (&self.plugin, &self.tenant);
-        let next = self
+        let state = &mut *self.state;
+        state.batch.finish(previous, now);
+        let (plugin, tenant) = (&state.plugin, &state.tenant);
+        let next = state
             .batch
             .take(now, |kind, event| {
                 EventSpan::start(plugin, tenant, kind, event, now)
@@ -52,22 +96,22 @@ impl informant::plugin::events::Host for State {
             .map(|(id, kind, event)| wit_event(id, kind, event));
         if crate::telemetry::enabled() {
             // The event's HTTP requests are children of its span.
-            self.hooks.span = self.batch.span().share();
+            *self.http_span = state.batch.span().share();
         }
         Ok(next)
     }
 
     fn json(&mut self, event: u64) -> wasmtime::Result<String> {
-        Ok(self.batch.in_hand(event)?.object.json().to_string())
+        Ok(self.state.batch.in_hand(event)?.object.json().to_string())
     }
 
     fn old_json(&mut self, event: u64) -> wasmtime::Result<Option<String>> {
-        let event = self.batch.in_hand(event)?;
+        let event = self.state.batch.in_hand(event)?;
         Ok(event.old_object.as_ref().map(|o| o.json().to_string()))
     }
 
     fn old_header(&mut self, event: u64) -> wasmtime::Result<Option<Vec<u8>>> {
-        let (kind, event) = self.batch.in_hand_with_kind(event)?;
+        let (kind, event) = self.state.batch.in_hand_with_kind(event)?;
         Ok(event.old_object.as_ref().map(|o| header(kind, o)))
     }
 }
