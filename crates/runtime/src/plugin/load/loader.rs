@@ -50,6 +50,7 @@ use crate::plugin::imports::log::PluginLog;
 use crate::plugin::load::host_config::{HostConfig, NeedsRestart, same_limits};
 use crate::plugin::load::id::PluginId;
 use crate::plugin::load::permitted::{self, NotPermitted};
+use crate::plugin::load::plan::{self as planning, Candidate, Step, plan};
 use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
 use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::{Found, scan};
@@ -316,121 +317,100 @@ impl PluginHost {
         }
         // Plugins another shard member owns are as good as absent here, except that their
         // cursors are handed on rather than forgotten.
-        let mut elsewhere = BTreeSet::new();
-        if let Some(shard) = &self.shard {
-            let assignment = shard.assignment.borrow().clone();
-            found.retain(|id, _| {
-                let mine = assignment.owns(&id.tenant, &id.name);
-                if !mine {
-                    elsewhere.insert(id.clone());
-                }
-                mine
-            });
-        }
+        let assignment = self.shard.as_ref().map(|s| s.assignment.borrow().clone());
+        let owns = |id: &PluginId| {
+            assignment
+                .as_ref()
+                .is_none_or(|a| a.owns(&id.tenant, &id.name))
+        };
         // Read under `loaded`, which every writer of `waiting` holds: no wait can slip by.
         let only: Option<BTreeSet<PluginId>> =
             waiting_only.then(|| self.waiting.read().keys().cloned().collect());
         report.only = only.as_ref().map(|o| o.iter().cloned().collect());
-        let gone: Vec<PluginId> = loaded
-            .keys()
-            .filter(|id| !found.contains_key(*id))
-            .cloned()
+        let candidates: BTreeMap<PluginId, Candidate> = found
+            .iter()
+            .map(|(id, f)| {
+                let candidate = Candidate {
+                    fingerprint: f.as_ref().ok().map(|f| f.fingerprint.clone()),
+                    max_plugins: config
+                        .tenancy
+                        .policy(&id.tenant)
+                        .ok()
+                        .map(|p| p.max_plugins),
+                };
+                (id.clone(), candidate)
+            })
             .collect();
-        for id in gone {
-            if let Some(old) = loaded.remove(&id) {
-                self.publish(&loaded);
-                let handed_over = elsewhere.contains(&id);
-                if let Some(shard) = &self.shard {
-                    // Before its handlers go: how far they got is where the next owner starts.
-                    match handed_over {
-                        true => shard.book.release(&id.to_string()),
-                        false => shard.book.forget(&id.to_string()),
-                    }
-                }
-                // And the state's copy, kept until a live member publishes the plugin.
-                if handed_over && let Some(d) = &self.durable {
-                    d.save();
-                }
-                self.unregister(old).await;
-                if handed_over {
-                    let owner = self.shard.as_ref().and_then(|s| {
-                        s.assignment
-                            .borrow()
-                            .owner(&id.tenant, &id.name)
-                            .map(str::to_string)
-                    });
-                    id.span().in_scope(|| {
-                        tracing::info!(
-                            owner = owner.as_deref().unwrap_or("none"),
-                            "plugin handed over to another shard member"
-                        )
-                    });
-                } else {
-                    if let Some(d) = &self.durable {
-                        d.forget_plugin(&id.to_string());
-                    }
-                    id.span().in_scope(|| tracing::info!("plugin removed"));
-                }
-                report.removed.push(id);
-            }
-        }
+        let running: BTreeMap<PluginId, planning::Running> = loaded
+            .iter()
+            .map(|(id, l)| {
+                let admitted_now = config
+                    .tenancy
+                    .policy(&id.tenant)
+                    .is_ok_and(|p| l.admitted_under(&p, &config));
+                let running = planning::Running {
+                    fingerprint: l.fingerprint.clone(),
+                    admitted_now,
+                };
+                (id.clone(), running)
+            })
+            .collect();
         // Decide first, then prepare every new version at once: compiling and `init` (each
         // bounded by its deadline) take as long as the slowest plugin, not the sum of them.
         let mut wanted = Vec::new();
-        let mut starting: HashMap<String, usize> = HashMap::new();
-        for (id, f) in found {
-            if only.as_ref().is_some_and(|o| !o.contains(&id)) {
-                continue;
-            }
-            let found_err = |e| (id.clone(), e);
-            let policy = config.tenancy.policy(&id.tenant);
-            // Whether a running version was admitted under the policy and limits now in force.
-            let admitted_now =
-                |l: &Loaded| policy.as_ref().is_ok_and(|p| l.admitted_under(p, &config));
-            let f = match f {
-                Ok(f) => f,
-                Err(e) => {
-                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
-                        .await;
-                    report.errors.push(found_err(e));
-                    continue;
+        for step in plan(&candidates, &running, owns, only.as_ref()) {
+            match step {
+                Step::Remove { id, handed_over } => {
+                    if let Some(old) = loaded.remove(&id) {
+                        self.publish(&loaded);
+                        self.remove(old, &id, handed_over).await;
+                        report.removed.push(id);
+                    }
                 }
-            };
-            let refused = |reason: String| PluginError::Refused {
-                plugin: id.to_string(),
-                path: f.wasm.clone(),
-                reason,
-            };
-            let policy = match &policy {
-                Ok(p) => p.clone(),
-                Err(denied) => {
-                    self.drop_stale(&mut loaded, &id, admitted_now, &mut report)
+                Step::DropStale(id) => {
+                    self.drop_stale(&mut loaded, &id, |_| false, &mut report)
                         .await;
-                    report.errors.push(found_err(refused(denied.to_string())));
-                    continue;
                 }
-            };
-            if loaded
-                .get(&id)
-                .is_some_and(|l| l.fingerprint == f.fingerprint && admitted_now(l))
-            {
-                continue;
+                Step::Refuse(id, refusal) => {
+                    let Some(f) = found.remove(&id) else { continue };
+                    let e = match (f, refusal) {
+                        (Err(e), _) => e,
+                        (Ok(f), planning::Refusal::Denied) => PluginError::Refused {
+                            plugin: id.to_string(),
+                            path: f.wasm.clone(),
+                            reason: config
+                                .tenancy
+                                .policy(&id.tenant)
+                                .err()
+                                .map_or_else(String::new, |d| d.to_string()),
+                        },
+                        (Ok(f), planning::Refusal::Quota { max }) => {
+                            let reason = format!(
+                                "tenant `{}` already runs its maximum of {max} plugins (`max-plugins` in informant.toml)",
+                                id.tenant
+                            );
+                            id.span().in_scope(|| tracing::error!("{reason}"));
+                            PluginError::Refused {
+                                plugin: id.to_string(),
+                                path: f.wasm.clone(),
+                                reason,
+                            }
+                        }
+                        (Ok(_), planning::Refusal::Files) => {
+                            unreachable!("the plan read them as unreadable")
+                        }
+                    };
+                    report.errors.push((id, e));
+                }
+                Step::Load(id) => {
+                    let (Some(Ok(f)), Ok(policy)) =
+                        (found.remove(&id), config.tenancy.policy(&id.tenant))
+                    else {
+                        unreachable!("the plan loads only readable plugins of admitted tenants");
+                    };
+                    wanted.push((id, f, policy));
+                }
             }
-            let new = starting.entry(id.tenant.clone()).or_default();
-            let running = loaded.keys().filter(|k| k.tenant == id.tenant).count() + *new;
-            if !loaded.contains_key(&id) && running >= policy.max_plugins {
-                let reason = format!(
-                    "tenant `{}` already runs its maximum of {} plugins (`max-plugins` in informant.toml)",
-                    id.tenant, policy.max_plugins
-                );
-                id.span().in_scope(|| tracing::error!("{reason}"));
-                report.errors.push(found_err(refused(reason)));
-                continue;
-            }
-            if !loaded.contains_key(&id) {
-                *new += 1;
-            }
-            wanted.push((id, f, policy));
         }
         // Every new version prepared at once, each registered as soon as it is ready: one
         // plugin's compile, `init` or refusal never holds another's load. Except within a tenant
@@ -696,6 +676,42 @@ impl PluginHost {
         .instrument(span)
         .await;
         (id, f, policy, prepared)
+    }
+
+    /// Unloads `old`, a version of `id` no longer to run here: removed from the directory, or
+    /// (`handed_over`) owned by another shard member now, which starts where its cursors say.
+    async fn remove(&self, old: Loaded, id: &PluginId, handed_over: bool) {
+        if let Some(shard) = &self.shard {
+            // Before its handlers go: how far they got is where the next owner starts.
+            match handed_over {
+                true => shard.book.release(&id.to_string()),
+                false => shard.book.forget(&id.to_string()),
+            }
+        }
+        // And the state's copy, kept until a live member publishes the plugin.
+        if handed_over && let Some(d) = &self.durable {
+            d.save();
+        }
+        self.unregister(old).await;
+        if handed_over {
+            let owner = self.shard.as_ref().and_then(|s| {
+                s.assignment
+                    .borrow()
+                    .owner(&id.tenant, &id.name)
+                    .map(str::to_string)
+            });
+            id.span().in_scope(|| {
+                tracing::info!(
+                    owner = owner.as_deref().unwrap_or("none"),
+                    "plugin handed over to another shard member"
+                )
+            });
+        } else {
+            if let Some(d) = &self.durable {
+                d.forget_plugin(&id.to_string());
+            }
+            id.span().in_scope(|| tracing::info!("plugin removed"));
+        }
     }
 
     /// When `id`'s new version could not be loaded: its running version keeps running only if

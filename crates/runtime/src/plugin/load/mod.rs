@@ -8,6 +8,7 @@
 //! - [`id`]: which plugin (tenant and name).
 //! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
 //! - `handover`: a plugin taken over from another shard member starts where its cursors say.
+//! - `plan`: what a reconcile does, decided from data alone (table-tested).
 //! - `prepare`: one version from bytes to a started supervisor, not yet registered.
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
 //! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
@@ -26,6 +27,7 @@ pub mod host_config;
 pub mod id;
 pub mod loader;
 pub mod permitted;
+mod plan;
 mod prepare;
 pub mod rediscover;
 pub mod redrive;
