@@ -65,8 +65,10 @@ pub struct Cursor {
     pub scope: String,
 }
 
-/// An event a plugin failed to handle for good, kept for an operator to retry or drop.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An event a plugin failed to handle for good, kept for an operator to retry or drop: one
+/// shape from the plugin's handler that gives up on it to the admin server that shows it (as
+/// JSON, `at` in RFC 3339).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct DeadLetter {
     /// Assigned by the journal's writer, increasing per plugin (ignored when sent).
     pub id: u64,
@@ -85,7 +87,24 @@ pub struct DeadLetter {
     /// How many times delivery was tried.
     pub attempts: u32,
     /// When it was given up on, in milliseconds since the Unix epoch.
+    #[serde(rename = "at", with = "rfc3339")]
     pub at_unix_ms: i64,
+}
+
+/// Milliseconds since the Unix epoch as an RFC 3339 time, in JSON.
+mod rfc3339 {
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub(super) fn serialize<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+        let at = jiff::Timestamp::from_millisecond(*ms).map_err(serde::ser::Error::custom)?;
+        s.collect_str(&at)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        let text = String::deserialize(d)?;
+        let at: jiff::Timestamp = text.parse().map_err(de::Error::custom)?;
+        Ok(at.as_millisecond())
+    }
 }
 
 /// The open state database `DIR/state.redb`.

@@ -3,7 +3,7 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /dead-letters[?plugin=P][&limit=N][&continue=TOKEN]` | `{"dead_letters": [Letter, ...], "continue": TOKEN}`: one page, in order of plugin then id; `continue` (absent on the last page) asks for the next |
+//! | `GET /dead-letters[?plugin=P][&limit=N][&continue=TOKEN]` | `{"dead_letters": [DeadLetter, ...], "continue": TOKEN}`: one page, in order of plugin then id; `continue` (absent on the last page) asks for the next |
 //! | `POST /dead-letters/retry` | body `{"plugin": P, "ids": [..]}` or `{"plugin": P, "all": true}`: each letter's object delivered again as the cache has it now; `{"plugin", "retried", "kept": [{"id", "reason"}], "missing"}` |
 //! | `POST /dead-letters/drop` | the same body: the letters removed; `{"plugin", "dropped", "missing"}` |
 //!
@@ -61,51 +61,10 @@ pub const MAX_LIMIT: usize = 5_000;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Page {
     /// The letters, in order of plugin then id.
-    pub dead_letters: Vec<Letter>,
+    pub dead_letters: Vec<DeadLetter>,
     /// Where the next page starts; absent on the last one.
     #[serde(default, rename = "continue", skip_serializing_if = "Option::is_none")]
     pub continue_token: Option<String>,
-}
-
-/// One dead letter as the routes show it.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Letter {
-    /// Its id, increasing per plugin.
-    pub id: u64,
-    /// The plugin (`tenant/name`, or `name`).
-    pub plugin: String,
-    /// The informer the event came from.
-    pub informer: String,
-    /// The object's key (`namespace/name`, or `name`).
-    pub key: String,
-    /// The object's resource version in the failed event.
-    pub resource_version: String,
-    /// `added`, `updated`, `deleted` or `resync`.
-    pub event: String,
-    /// The plugin's last error.
-    pub error: String,
-    /// Deliveries tried.
-    pub attempts: u32,
-    /// When it was given up on (RFC 3339).
-    pub at: String,
-}
-
-impl From<DeadLetter> for Letter {
-    fn from(l: DeadLetter) -> Self {
-        Letter {
-            at: jiff::Timestamp::from_millisecond(l.at_unix_ms)
-                .map(|t| t.to_string())
-                .unwrap_or_default(),
-            id: l.id,
-            plugin: l.plugin,
-            informer: l.informer,
-            key: l.key,
-            resource_version: l.resource_version,
-            event: l.event,
-            error: l.error,
-            attempts: l.attempts,
-        }
-    }
 }
 
 /// What `retry` and `drop` are asked to act on.
@@ -270,7 +229,7 @@ fn continue_token(plugin: &str, id: u64) -> String {
 /// The letters `scope` sees after `after`, at most `limit` of them, and where the next page
 /// starts if any are left.
 fn page(
-    mut letters: Vec<Letter>,
+    mut letters: Vec<DeadLetter>,
     scope: &Scope,
     limit: usize,
     after: Option<(String, u64)>,
@@ -348,13 +307,13 @@ pub(super) fn list_letters(
     durable: Option<&Arc<Durable>>,
     host: Option<&PluginHost>,
     plugin: Option<&str>,
-) -> Result<Vec<Letter>, Refused> {
+) -> Result<Vec<DeadLetter>, Refused> {
     let durable = need_state(durable)?;
     let letters = match plugin {
         Some(p) => known(durable, host, p)?,
         None => durable.dead_letters(None).map_err(stored)?,
     };
-    Ok(letters.into_iter().map(Letter::from).collect())
+    Ok(letters)
 }
 
 /// Which route.
@@ -546,7 +505,11 @@ mod tests {
             listed.iter().map(|l| l.key.as_str()).collect::<Vec<_>>(),
             ["ns/a", "ns/b"]
         );
-        assert_eq!(listed[0].at, "2023-11-14T22:13:20Z");
+        // Shown with its time in RFC 3339, as the route's JSON has it.
+        let shown = serde_json::to_value(&listed[0]).unwrap();
+        assert_eq!(shown["at"], "2023-11-14T22:13:20Z");
+        let back: DeadLetter = serde_json::from_value(shown).unwrap();
+        assert_eq!(back, listed[0]);
     }
 
     #[tokio::test]
@@ -612,8 +575,8 @@ mod tests {
         );
     }
 
-    fn shown(plugin: &str, id: u64) -> Letter {
-        let mut l = Letter::from(letter(plugin, &format!("ns/{id}")));
+    fn shown(plugin: &str, id: u64) -> DeadLetter {
+        let mut l = letter(plugin, &format!("ns/{id}"));
         l.id = id;
         l
     }
@@ -621,10 +584,10 @@ mod tests {
     /// Every page of `all` as `scope` sees it, `limit` at a time; `between` runs after each
     /// page on what is left to list.
     fn pages(
-        all: &mut Vec<Letter>,
+        all: &mut Vec<DeadLetter>,
         scope: &Scope,
         limit: usize,
-        mut between: impl FnMut(&mut Vec<Letter>),
+        mut between: impl FnMut(&mut Vec<DeadLetter>),
     ) -> Vec<(String, u64)> {
         let mut seen = Vec::new();
         let mut after = None;
@@ -643,7 +606,7 @@ mod tests {
 
     #[test]
     fn pages_list_every_letter_present_throughout_exactly_once() {
-        let mut all: Vec<Letter> = ["team-a/p", "team-b/q", "top"]
+        let mut all: Vec<DeadLetter> = ["team-a/p", "team-b/q", "top"]
             .iter()
             .flat_map(|p| (1..=7).map(move |id| shown(p, id)))
             .collect();
@@ -678,7 +641,7 @@ mod tests {
 
     #[test]
     fn a_tenant_pages_through_its_own_letters_and_no_token_widens_that() {
-        let all: Vec<Letter> = ["team-a/p", "team-a/r", "team-ab/x", "team-b/q", "top"]
+        let all: Vec<DeadLetter> = ["team-a/p", "team-a/r", "team-ab/x", "team-b/q", "top"]
             .iter()
             .flat_map(|p| (1..=3).map(move |id| shown(p, id)))
             .collect();

@@ -26,7 +26,7 @@ pub mod metrics;
 pub use informant_manifest as manifest;
 
 pub use exec::compile_cache::CompileCache;
-pub use exec::dead_letter::{DeadLetterSink, FailedEvent};
+pub use exec::dead_letter::DeadLetterSink;
 pub use exec::engine::{EngineOptions, LoadedComponent, PluginEngine};
 pub use exec::instance::{CallError, Handled, InstanceSpec, RetryPolicy};
 pub use exec::supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};

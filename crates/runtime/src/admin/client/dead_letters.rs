@@ -2,12 +2,14 @@
 //! server (see [`crate::admin::dead_letters`] for what the routes do).
 
 use super::{AdminClient, ERROR_CELL, Result, cell};
-use crate::admin::dead_letters::{Letter, Outcome, Page, Selection};
+use informant_state::DeadLetter;
+
+use crate::admin::dead_letters::{Outcome, Page, Selection};
 
 impl AdminClient {
     /// The dead letters of `plugin` (`tenant/name`, or `name`), or of every plugin, following
     /// the server's pages to the last.
-    pub async fn dead_letters(&self, plugin: Option<&str>) -> Result<Vec<Letter>> {
+    pub async fn dead_letters(&self, plugin: Option<&str>) -> Result<Vec<DeadLetter>> {
         let mut letters = Vec::new();
         let mut next: Option<String> = None;
         loop {
@@ -54,7 +56,7 @@ fn kind_of(informer: &str) -> &str {
 
 /// The letters as an aligned table, one a line under a header; text cells on one line,
 /// controls escaped, the error cut to 60 characters (`--output json` has it whole).
-pub fn dead_letters_table(letters: &[Letter]) -> String {
+pub fn dead_letters_table(letters: &[DeadLetter]) -> String {
     const HEADER: [&str; 8] = [
         "ID", "PLUGIN", "KIND/KEY", "VERSION", "EVENT", "ATTEMPTS", "AT", "ERROR",
     ];
@@ -68,7 +70,7 @@ pub fn dead_letters_table(letters: &[Letter]) -> String {
                 cell(&l.resource_version, usize::MAX),
                 cell(&l.event, usize::MAX),
                 l.attempts.to_string(),
-                cell(&l.at, usize::MAX),
+                cell(&shown_at(l.at_unix_ms), usize::MAX),
                 cell(&l.error, ERROR_CELL),
             ]
         })
@@ -127,15 +129,24 @@ pub fn outcome_text(o: &Outcome) -> String {
     out
 }
 
+/// When a letter was given up on, as RFC 3339 (its milliseconds, should they be out of range).
+fn shown_at(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::admin::dead_letters::Kept;
 
+    fn ms(at: &str) -> i64 {
+        at.parse::<jiff::Timestamp>().unwrap().as_millisecond()
+    }
+
     #[test]
     fn the_table_is_aligned_with_one_line_per_letter_whatever_the_error_holds() {
         let letters = [
-            Letter {
+            DeadLetter {
                 id: 7,
                 plugin: "team-a/p".into(),
                 informer: "/v1/configmaps@demo".into(),
@@ -144,9 +155,9 @@ mod tests {
                 event: "added".into(),
                 error: "returned an error: boom\n\x1b[2Jforged".into(),
                 attempts: 1,
-                at: "2026-11-27T09:00:00Z".into(),
+                at_unix_ms: ms("2026-11-27T09:00:00Z"),
             },
-            Letter {
+            DeadLetter {
                 id: 12,
                 plugin: "top".into(),
                 informer: "apps/v1/deployments[app=x]".into(),
@@ -155,7 +166,7 @@ mod tests {
                 event: "updated".into(),
                 error: "x".repeat(200),
                 attempts: 6,
-                at: "2026-11-27T09:00:01Z".into(),
+                at_unix_ms: ms("2026-11-27T09:00:01Z"),
             },
         ];
         let table = dead_letters_table(&letters);

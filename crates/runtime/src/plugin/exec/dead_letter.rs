@@ -14,35 +14,9 @@
 
 use std::sync::Arc;
 
+use informant_state::DeadLetter;
+
 use crate::informer::{Event, EventType};
-
-/// One event a plugin failed for good.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FailedEvent {
-    /// The object's key (`namespace/name`, or `name`).
-    pub key: String,
-    /// The object's resource version in the failed event.
-    pub resource_version: String,
-    /// `added`, `updated`, `deleted` or `resync`.
-    pub event: &'static str,
-    /// The last error.
-    pub error: String,
-    /// Deliveries tried, the failed one included.
-    pub attempts: u32,
-}
-
-impl FailedEvent {
-    /// `event`, failed with `error` after `attempts` deliveries.
-    pub fn of(event: &Event, error: String, attempts: u32) -> Self {
-        FailedEvent {
-            key: event.key().as_str().to_string(),
-            resource_version: event.object.resource_version().to_string(),
-            event: event_name(event.event_type),
-            error,
-            attempts,
-        }
-    }
-}
 
 /// The name an event type is kept under.
 pub fn event_name(t: EventType) -> &'static str {
@@ -55,5 +29,42 @@ pub fn event_name(t: EventType) -> &'static str {
 }
 
 /// Where one handler's failed events go, bound to its plugin and informer. Called on the
-/// event path: it must not block (the durable state only queues them for its writer).
-pub type DeadLetterSink = Arc<dyn Fn(FailedEvent) + Send + Sync>;
+/// event path: `keep` must not block (the durable state only queues them for its writer).
+#[derive(Clone)]
+pub struct DeadLetterSink {
+    plugin: String,
+    informer: String,
+    keep: Arc<dyn Fn(DeadLetter) + Send + Sync>,
+}
+
+impl DeadLetterSink {
+    /// Failed events of `plugin`'s handler on `informer`, handed to `keep`.
+    pub fn new(
+        plugin: impl Into<String>,
+        informer: impl Into<String>,
+        keep: Arc<dyn Fn(DeadLetter) + Send + Sync>,
+    ) -> Self {
+        DeadLetterSink {
+            plugin: plugin.into(),
+            informer: informer.into(),
+            keep,
+        }
+    }
+
+    /// Hands on `event`, failed for good with `error` after `attempts` deliveries (the failed
+    /// one included).
+    pub fn send(&self, event: &Event, error: String, attempts: u32) {
+        (self.keep)(DeadLetter {
+            // The state's writer numbers it.
+            id: 0,
+            plugin: self.plugin.clone(),
+            informer: self.informer.clone(),
+            key: event.key().as_str().to_string(),
+            resource_version: event.object.resource_version().to_string(),
+            event: event_name(event.event_type).to_string(),
+            error,
+            attempts,
+            at_unix_ms: jiff::Timestamp::now().as_millisecond(),
+        });
+    }
+}

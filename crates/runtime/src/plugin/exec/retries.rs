@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::informer::{Event, EventType, Holds, ObjectKey, Store};
 use crate::manifest::DeadLetters;
-use crate::plugin::exec::dead_letter::{DeadLetterSink, FailedEvent};
+use crate::plugin::exec::dead_letter::DeadLetterSink;
 use crate::plugin::exec::supervisor::{Delivered, Supervisor};
 use crate::plugin::imports::bindings::WitResource;
 use crate::tenancy::Budget;
@@ -142,7 +142,7 @@ pub(super) async fn deliver(
         for (event, d) in &delivered {
             if let Delivered::Failed(error) = d {
                 let attempts = retries.attempts(event.key()) + 1;
-                sink(FailedEvent::of(event, error.clone(), attempts));
+                sink.send(event, error.clone(), attempts);
             }
         }
     }

@@ -35,7 +35,7 @@ use tracing::Instrument;
 use crate::backoff::Backoff;
 use crate::informer::{Event, Handler, Holds, Store};
 use crate::plugin::dispatch::gate::Gate;
-use crate::plugin::exec::dead_letter::{DeadLetterSink, FailedEvent};
+use crate::plugin::exec::dead_letter::DeadLetterSink;
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
 use crate::plugin::exec::retries::{Retries, deliver};
@@ -449,7 +449,7 @@ impl Supervisor {
         tracing::warn!(parent: &self.span, key, error, "plugin failed an event");
         self.tally.fail(key, "handle", &error);
         if let Some(sink) = dead_letters {
-            sink(FailedEvent::of(event, error, attempts + 1));
+            sink.send(event, error, attempts + 1);
         }
     }
 

@@ -14,7 +14,7 @@ use crate::informer::{
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::gate::{Gate, Gated};
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
-use crate::plugin::exec::dead_letter::{DeadLetterSink, FailedEvent};
+use crate::plugin::exec::dead_letter::DeadLetterSink;
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::bindings::WitResource;
@@ -459,20 +459,12 @@ fn dead_letter_sink(
     plugin: &str,
     informer: &InformerKey,
 ) -> DeadLetterSink {
-    let (durable, plugin, informer) = (durable.clone(), plugin.to_string(), informer.to_string());
-    Arc::new(move |failed: FailedEvent| {
-        durable.dead_letter(informant_state::DeadLetter {
-            id: 0,
-            plugin: plugin.clone(),
-            informer: informer.clone(),
-            key: failed.key,
-            resource_version: failed.resource_version,
-            event: failed.event.to_string(),
-            error: failed.error,
-            attempts: failed.attempts,
-            at_unix_ms: jiff::Timestamp::now().as_millisecond(),
-        })
-    })
+    let durable = durable.clone();
+    DeadLetterSink::new(
+        plugin,
+        informer.to_string(),
+        Arc::new(move |letter| durable.dead_letter(letter)),
+    )
 }
 
 /// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`
