@@ -13,12 +13,14 @@
 //! - [`metrics`](mod@metrics): what plugins count — each version's series, the rules they follow,
 //!   the host-wide type of each name — read by `/metrics`.
 //!
-//! Beside them, [`logbook`] keeps each plugin's last log lines for the admin server's `/logs`.
+//! Beside them, [`logbook`] keeps each plugin's last log lines for the admin server's `/logs`;
+//! every layer names a plugin by its [`id`].
 //!
 //! Manifests are `informant-manifest`'s ([`manifest`]).
 
 pub mod dispatch;
 pub mod exec;
+pub mod id;
 pub mod imports;
 pub mod load;
 pub mod logbook;
@@ -30,11 +32,11 @@ pub use exec::dead_letter::DeadLetterSink;
 pub use exec::engine::{EngineOptions, LoadedComponent, PluginEngine};
 pub use exec::instance::{CallError, Handled, InstanceSpec, RetryPolicy};
 pub use exec::supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
+pub use id::PluginId;
 pub use imports::bindings::Level;
 pub use imports::cache::CacheView;
 pub use imports::log::{LogRate, PluginLog, TextLimits};
 pub use load::host_config::HostConfig;
-pub use load::id::PluginId;
 pub use load::loader::PluginHost;
 pub use load::rediscover::{KindChanges, Rediscoverer};
 pub use load::reload::Reloader;

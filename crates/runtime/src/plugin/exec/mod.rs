@@ -2,6 +2,7 @@
 //!
 //! - [`compile_cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
 //! - [`dead_letter`]: the events a plugin failed for good, handed on to be kept.
+//! - [`gate`]: a plugin's events wait until its caches are complete.
 //! - [`engine`]: one wasmtime engine (pooling allocator, epoch deadlines), loading components.
 //! - [`histogram`]: the dispatch-delay and call-duration histograms a supervisor keeps.
 //! - [`instance`]: one live instance, `init` and `handle-queued` under deadlines and a memory cap.
@@ -11,6 +12,7 @@
 pub mod compile_cache;
 pub mod dead_letter;
 pub mod engine;
+pub mod gate;
 pub mod histogram;
 pub mod instance;
 mod retries;

@@ -25,7 +25,7 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tracing::Instrument;
 
 use crate::manifest::{Schedule, When};
-use crate::plugin::dispatch::gate::Gate;
+use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::supervisor::Supervisor;
 
 /// How one tick ended, as counted.

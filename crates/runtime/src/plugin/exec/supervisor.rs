@@ -34,8 +34,8 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::informer::{Event, Handler, Holds, Store};
-use crate::plugin::dispatch::gate::Gate;
 use crate::plugin::exec::dead_letter::DeadLetterSink;
+use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
 use crate::plugin::exec::retries::{Retries, deliver};

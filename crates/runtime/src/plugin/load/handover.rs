@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use crate::durable::Resume;
 use crate::informer::{InformerClaim, Restored};
-use crate::plugin::load::id::PluginId;
+use crate::plugin::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::prepare::{Prepared, SYNC_WAIT, Watched};
 use crate::shard::Shard;

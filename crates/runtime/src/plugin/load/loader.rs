@@ -6,7 +6,7 @@
 //! - New plugins are loaded, get `init`, a replay of the cache, then live events. Each is
 //!   registered as soon as it is started (in a tenant with quotas, after the tenant's plugins
 //!   named before it, so quota refusals do not depend on timing): its events wait only for its
-//!   own informers to sync or be refused (see [`crate::plugin::dispatch::gate`]), queued
+//!   own informers to sync or be refused (see [`crate::plugin::exec::gate`]), queued
 //!   meanwhile, so one plugin's slow or forbidden kind holds no other plugin.
 //! - A changed plugin (wasm or manifest bytes) is fully loaded first; if that fails the old
 //!   version keeps running and the error names the file and the reason. If it succeeds, the old
@@ -41,14 +41,14 @@ use crate::durable::Durable;
 use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
-use crate::plugin::dispatch::gate::{Gate, open_when_settled};
 use crate::plugin::dispatch::namespace_selector::NamespaceWatch;
 use crate::plugin::exec::engine::{PluginEngine, hex};
+use crate::plugin::exec::gate::{Gate, open_when_settled};
 use crate::plugin::exec::supervisor::Supervisor;
+use crate::plugin::id::PluginId;
 use crate::plugin::imports::cluster::Cluster;
 use crate::plugin::imports::log::PluginLog;
 use crate::plugin::load::host_config::{HostConfig, NeedsRestart, same_limits};
-use crate::plugin::load::id::PluginId;
 use crate::plugin::load::permitted::{self, NotPermitted};
 use crate::plugin::load::plan::{self as planning, Candidate, Step, plan};
 use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};

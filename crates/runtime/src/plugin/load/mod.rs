@@ -5,7 +5,6 @@
 //! - [`loader`]: the [`PluginHost`](loader::PluginHost): the plugins directory, reconciled on
 //!   start and on every change, in the order `scan` → `prepare` → register.
 //! - [`host_config`]: the host-wide defaults and ceilings manifests are admitted against.
-//! - [`id`]: which plugin (tenant and name).
 //! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
 //! - `handover`: a plugin taken over from another shard member starts where its cursors say.
 //! - `plan`: what a reconcile does, decided from data alone (table-tested).
@@ -24,7 +23,6 @@ pub mod admission;
 pub mod check;
 mod handover;
 pub mod host_config;
-pub mod id;
 pub mod loader;
 pub mod permitted;
 mod plan;

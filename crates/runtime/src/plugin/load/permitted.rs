@@ -14,8 +14,8 @@ use std::collections::BTreeMap;
 use crate::informer::ResolvedResource;
 use crate::informer::review::{Verdict, WatchQuestion, may_watch};
 use crate::manifest::Watch;
+use crate::plugin::id::PluginId;
 use crate::plugin::imports::cluster::Cluster;
-use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 use crate::tenancy::{Impersonate, TenantPolicy};
 

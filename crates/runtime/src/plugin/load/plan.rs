@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::id::PluginId;
+use crate::plugin::id::PluginId;
 
 /// A plugin the directory holds, as the plan needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

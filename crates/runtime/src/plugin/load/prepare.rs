@@ -12,11 +12,12 @@ use crate::informer::{
     InformerClaim, InformerKey, ListenerHandle, ResolvedResource, Restored,
 };
 use crate::plugin::PluginError;
-use crate::plugin::dispatch::gate::{Gate, Gated};
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
 use crate::plugin::exec::dead_letter::DeadLetterSink;
+use crate::plugin::exec::gate::{Gate, Gated};
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
+use crate::plugin::id::PluginId;
 use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::log::LogRate;
@@ -24,7 +25,6 @@ use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::write::{Declared, PluginWrites, TenantWrites};
 use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};
 use crate::plugin::load::host_config::HostConfig;
-use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::rediscover::WildcardWatches;
@@ -38,7 +38,7 @@ use crate::tenancy::{Budgeted, TenantPolicy};
 use crate::plugin::load::loader::Loaded;
 
 /// How long a plugin's events wait for its informers to sync (see
-/// [`crate::plugin::dispatch::gate`]) before they are delivered anyway.
+/// [`crate::plugin::exec::gate`]) before they are delivered anyway.
 pub(super) const SYNC_WAIT: Duration = Duration::from_secs(30);
 
 impl PluginHost {

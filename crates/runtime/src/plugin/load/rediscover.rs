@@ -18,9 +18,9 @@ use crate::informer::{
     ChangeFilter, Event, EventFilter, FnHandler, HandlerOptions, InformerKey, ResolvedResource,
     WatchScope,
 };
+use crate::plugin::id::PluginId;
 use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
-use crate::plugin::load::id::PluginId;
 use crate::plugin::load::permitted;
 use crate::plugin::load::prepare::{Start, register};
 use crate::plugin::load::wildcard::expand;

@@ -14,7 +14,7 @@
 //!   add was), a deletion whose last state is not kept, a watch that no longer covers it.
 
 use crate::informer::{Event, EventType, ObjectKey};
-use crate::plugin::load::id::PluginId;
+use crate::plugin::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 
 /// Why a dead letter was not delivered again.

@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 use crate::files::{hard_links, open_nonblocking, owner, owners, read_capped, same_file};
 use crate::plugin::PluginError;
 use crate::plugin::exec::engine::hex;
+use crate::plugin::id::PluginId;
 use crate::plugin::load::host_config::HostConfig;
-use crate::plugin::load::id::PluginId;
 
 /// A plugin found on disk, with the bytes read (and checked) during the scan: the load uses
 /// these, never the files again, so what was checked is what runs.

@@ -9,10 +9,10 @@ use tokio::sync::{broadcast, watch};
 
 use crate::informer::{Access, Injector, ListenerGauges, SharedInformer, Store};
 use crate::plugin::PluginError;
-use crate::plugin::dispatch::gate::Gate;
+use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::supervisor::{PluginState, Supervisor};
+use crate::plugin::id::PluginId;
 use crate::plugin::imports::log::PluginLog;
-use crate::plugin::load::id::PluginId;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
@@ -261,7 +261,7 @@ impl PluginHost {
     }
 
     /// Running plugins whose events still wait for their informers (see
-    /// [`crate::plugin::dispatch::gate`]), each with the informers not settled yet; never waits
+    /// [`crate::plugin::exec::gate`]), each with the informers not settled yet; never waits
     /// for a reconcile in progress.
     pub fn starting(&self) -> Vec<(PluginId, Vec<String>)> {
         self.running
