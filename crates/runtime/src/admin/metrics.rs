@@ -91,7 +91,7 @@ struct InformerSample {
     gone: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct ListenerSample {
     backlog: u64,
     received: u64,
@@ -306,293 +306,323 @@ impl Snapshot {
 
 impl Collector for Snapshot {
     fn encode(&self, mut enc: DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
-        let plugin_labels =
-            |p: &PluginSample| [("plugin", p.plugin.clone()), ("tenant", p.tenant.clone())];
-        let counter = |v: u64| ConstCounter::new(v);
-        let gauge = |v: u64| ConstGauge::new(v);
-
-        family(
-            &mut enc,
-            "informant_plugin_events_received",
-            "Events offered to the plugin by its informers, before per-key coalescing.",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), counter(p.received))),
-        )?;
-        family(
-            &mut enc,
-            "informant_plugin_events_dispatched",
-            "Events handed to the plugin (handled or failed).",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), counter(p.dispatched))),
-        )?;
-        family(
-            &mut enc,
-            "informant_plugin_events_failed",
-            "Events the plugin failed: trap, missed deadline, memory cap, or an error it returned.",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), counter(p.failed))),
-        )?;
-        family(
-            &mut enc,
-            "informant_plugin_events_retried",
-            "Redeliveries scheduled because the plugin answered `retry` (each counted once).",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), counter(p.retried))),
-        )?;
-        family(
-            &mut enc,
-            "informant_plugin_events_dropped",
-            "Events dropped unseen because the plugin is quarantined.",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), counter(p.dropped))),
-        )?;
-        family(
-            &mut enc,
-            // The unit is in the name only: a `# UNIT` line on a histogram trips some parsers.
-            "informant_plugin_handler_duration_seconds",
-            "Time the plugin took per event, from taking it to reporting its outcome.",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), p.latency.clone())),
-        )?;
-        family(
-            &mut enc,
-            "informant_plugin_dispatch_delay_seconds",
-            "Time each event waited, from the informer receiving it to the plugin taking it.",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), p.dispatch.clone())),
-        )?;
-        for (at, name, help) in [
-            (
-                0,
-                "informant_plugin_http_requests",
-                "Outbound HTTP requests the plugin sent (allowed by its allow-list).",
-            ),
-            (
-                1,
-                "informant_plugin_http_failures",
-                "Sent requests that got no response, or whose response body failed or ran over its bound.",
-            ),
-            (
-                2,
-                "informant_plugin_http_denied",
-                "Outbound HTTP requests refused by the allow-list, before any connection.",
-            ),
-            (
-                3,
-                "informant_plugin_http_sent_bytes",
-                "Request body bytes the plugin sent.",
-            ),
-            (
-                4,
-                "informant_plugin_http_received_bytes",
-                "Response body bytes the plugin read.",
-            ),
-        ] {
+        let enc = &mut enc;
+        let plugins = &self.plugins;
+        numbers(enc, PLUGIN_EVENTS, plugins, plugin_labels)?;
+        // The unit is in the name only: a `# UNIT` line on a histogram trips some parsers.
+        for (name, help, histogram) in PLUGIN_HISTOGRAMS {
             family(
-                &mut enc,
+                enc,
                 name,
                 help,
-                self.plugins
+                plugins
                     .iter()
-                    .map(|p| (plugin_labels(p), counter(p.http[at]))),
+                    .map(|p| (plugin_labels(p), histogram(p).clone())),
             )?;
         }
+        numbers(enc, PLUGIN_TRAFFIC, plugins, plugin_labels)?;
         family(
-            &mut enc,
-            "informant_plugin_backlog",
-            "Events queued for the plugin across its informers (after coalescing).",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), gauge(p.backlog))),
-        )?;
-        family(
-            &mut enc,
+            enc,
             "informant_plugin_state",
             "1 for the plugin's current state (running, backing-off, quarantined), else 0.",
-            self.plugins.iter().flat_map(|p| {
+            plugins.iter().flat_map(|p| {
                 STATES.iter().map(move |(state, name)| {
                     let [plugin, tenant] = plugin_labels(p);
                     (
                         [plugin, tenant, ("state", name.to_string())],
-                        gauge(u64::from(p.state == *state)),
+                        ConstGauge::new(u64::from(p.state == *state)),
                     )
                 })
             }),
         )?;
-
         family(
-            &mut enc,
+            enc,
             "informant_plugin_writes",
             "Writes the plugin made through the `kube` import, by verb and outcome (denied: refused by the host before any request).",
-            self.plugins.iter().flat_map(|p| {
+            plugins.iter().flat_map(|p| {
                 p.writes.iter().map(move |(verb, outcome, n)| {
                     let [plugin, tenant] = plugin_labels(p);
-                    (
-                        [
-                            plugin,
-                            tenant,
-                            ("verb", verb.to_string()),
-                            ("outcome", outcome.to_string()),
-                        ],
-                        counter(*n),
-                    )
+                    let labels = [
+                        plugin,
+                        tenant,
+                        ("verb", verb.to_string()),
+                        ("outcome", outcome.to_string()),
+                    ];
+                    (labels, ConstCounter::new(*n))
                 })
             }),
         )?;
         family(
-            &mut enc,
+            enc,
             "informant_plugin_schedule_ticks",
             "Ticks of the plugin's [[schedule]] tables by outcome (skipped: due while the previous tick still ran, or the plugin was quarantined).",
-            self.plugins.iter().flat_map(|p| {
+            plugins.iter().flat_map(|p| {
                 p.ticks.iter().map(move |(schedule, outcome, n)| {
                     let [plugin, tenant] = plugin_labels(p);
-                    (
-                        [
-                            plugin,
-                            tenant,
-                            ("schedule", schedule.clone()),
-                            ("outcome", outcome.to_string()),
-                        ],
-                        counter(*n),
-                    )
+                    let labels = [
+                        plugin,
+                        tenant,
+                        ("schedule", schedule.clone()),
+                        ("outcome", outcome.to_string()),
+                    ];
+                    (labels, ConstCounter::new(*n))
                 })
             }),
         )?;
-        family(
-            &mut enc,
-            "informant_plugin_wildcard_resources",
-            "Resources the plugin's wildcard watches (kind = \"*\") cover now; /plugins lists them. 0 without any.",
-            self.plugins
-                .iter()
-                .map(|p| (plugin_labels(p), gauge(p.expanded))),
-        )?;
-
-        let waiting_labels = |w: &WaitingSample| {
+        numbers(enc, PLUGIN_WILDCARDS, plugins, plugin_labels)?;
+        numbers(enc, WAITING, &self.waiting, |w| {
             [
                 ("plugin", w.plugin.clone()),
                 ("tenant", w.tenant.clone()),
                 ("waiting_for", w.waiting_for.clone()),
             ]
-        };
-        family(
-            &mut enc,
-            "informant_plugin_waiting_attempts",
-            "Load attempts of a plugin (or a running plugin's new version) waiting for a kind to be served or for the API server.",
-            self.waiting
-                .iter()
-                .map(|w| (waiting_labels(w), gauge(w.attempts))),
-        )?;
-
-        let filter_label = |f: &(String, u64, u64)| [("filter", f.0.clone())];
-        family(
-            &mut enc,
-            "informant_change_filter_evaluations",
-            "Objects a change filter (a watch's jq-filter and ignore) projected, once per version for all the watches sharing it.",
-            self.filters.iter().map(|f| (filter_label(f), counter(f.1))),
-        )?;
-        family(
-            &mut enc,
-            "informant_change_filter_errors",
-            "Projections that failed at run time; the update was passed on unfiltered.",
-            self.filters.iter().map(|f| (filter_label(f), counter(f.2))),
-        )?;
-
-        let informer_labels = |i: &InformerSample| [("informer", i.informer.clone())];
-        family(
-            &mut enc,
-            "informant_informer_synced",
-            "1 once the informer has applied its first complete list.",
-            self.informers
-                .iter()
-                .map(|i| (informer_labels(i), gauge(u64::from(i.synced)))),
-        )?;
-        family(
-            &mut enc,
-            "informant_informer_objects",
-            "Objects in the informer's cache.",
-            self.informers
-                .iter()
-                .map(|i| (informer_labels(i), gauge(i.objects))),
-        )?;
-        family(
-            &mut enc,
-            "informant_informer_objects_received",
-            "Watch events and listed objects received from the API server.",
-            self.informers
-                .iter()
-                .map(|i| (informer_labels(i), counter(i.objects_received))),
-        )?;
-        family(
-            &mut enc,
-            "informant_informer_lists",
-            "Complete lists applied, the initial one included.",
-            self.informers
-                .iter()
-                .map(|i| (informer_labels(i), counter(i.lists))),
-        )?;
-        family(
-            &mut enc,
-            "informant_informer_watch_restarts",
-            "List/watch failures, each followed by a backoff and a new list or watch (a watch the server ends cleanly resumes without counting).",
-            self.informers
-                .iter()
-                .map(|i| (informer_labels(i), counter(i.restarts))),
-        )?;
-        family(
-            &mut enc,
-            "informant_informer_relists_after_gone",
-            "Times the server answered 410 Gone (resourceVersion too old), forcing a relist.",
-            self.informers
-                .iter()
-                .map(|i| (informer_labels(i), counter(i.gone))),
-        )?;
-
-        let listener_labels = |(informer, handler): &(String, String)| {
+        })?;
+        numbers(enc, CHANGE_FILTERS, &self.filters, |f| {
+            [("filter", f.0.clone())]
+        })?;
+        numbers(enc, INFORMERS, &self.informers, |i| {
+            [("informer", i.informer.clone())]
+        })?;
+        let listeners: Vec<ListenerRow> = self
+            .listeners
+            .iter()
+            .map(|(k, l)| (k.clone(), l.clone()))
+            .collect();
+        numbers(enc, LISTENERS, &listeners, |((informer, handler), _)| {
             [("informer", informer.clone()), ("handler", handler.clone())]
-        };
-        family(
-            &mut enc,
-            "informant_listener_backlog",
-            "Events queued for one handler of one informer (after coalescing).",
-            self.listeners
-                .iter()
-                .map(|(k, l)| (listener_labels(k), gauge(l.backlog))),
-        )?;
-        family(
-            &mut enc,
-            "informant_listener_events_received",
-            "Events offered to one handler of one informer, before coalescing.",
-            self.listeners
-                .iter()
-                .map(|(k, l)| (listener_labels(k), counter(l.received))),
-        )?;
-        family(
-            &mut enc,
-            "informant_listener_events_delivered",
-            "Events one handler of one informer has finished handling.",
-            self.listeners
-                .iter()
-                .map(|(k, l)| (listener_labels(k), counter(l.delivered))),
-        )?;
+        })?;
         if let Some(s) = &self.state {
-            s.encode(&mut enc)?;
+            s.encode(enc)?;
         }
         if let Some(s) = &self.shard {
-            s.encode(&mut enc)?;
+            s.encode(enc)?;
         }
         if let Some(t) = &self.traces {
-            t.encode(&mut enc)?;
+            t.encode(enc)?;
         }
-        self.plugin_metrics.encode(&mut enc)
+        self.plugin_metrics.encode(enc)
     }
 }
+
+/// A plugin's `plugin` and `tenant` labels.
+fn plugin_labels(p: &PluginSample) -> Labels<2> {
+    [("plugin", p.plugin.clone()), ("tenant", p.tenant.clone())]
+}
+
+/// Whether a family of numbers counts up or goes both ways.
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+/// One family of numbers: its name, help, kind, and each sample's value.
+type Number<S> = (&'static str, &'static str, Kind, fn(&S) -> u64);
+
+/// Encodes each family of `table`, a sample of each of `samples` labelled by `labels`.
+fn numbers<S, const N: usize>(
+    enc: &mut DescriptorEncoder<'_>,
+    table: &[Number<S>],
+    samples: &[S],
+    labels: impl Fn(&S) -> Labels<N>,
+) -> Result<(), fmt::Error> {
+    for (name, help, kind, value) in table {
+        let rows = samples.iter().map(|s| (labels(s), value(s)));
+        match kind {
+            Kind::Counter => family(
+                enc,
+                name,
+                help,
+                rows.map(|(l, v)| (l, ConstCounter::new(v))),
+            )?,
+            Kind::Gauge => family(enc, name, help, rows.map(|(l, v)| (l, ConstGauge::new(v))))?,
+        }
+    }
+    Ok(())
+}
+
+const PLUGIN_EVENTS: &[Number<PluginSample>] = &[
+    (
+        "informant_plugin_events_received",
+        "Events offered to the plugin by its informers, before per-key coalescing.",
+        Kind::Counter,
+        |p| p.received,
+    ),
+    (
+        "informant_plugin_events_dispatched",
+        "Events handed to the plugin (handled or failed).",
+        Kind::Counter,
+        |p| p.dispatched,
+    ),
+    (
+        "informant_plugin_events_failed",
+        "Events the plugin failed: trap, missed deadline, memory cap, or an error it returned.",
+        Kind::Counter,
+        |p| p.failed,
+    ),
+    (
+        "informant_plugin_events_retried",
+        "Redeliveries scheduled because the plugin answered `retry` (each counted once).",
+        Kind::Counter,
+        |p| p.retried,
+    ),
+    (
+        "informant_plugin_events_dropped",
+        "Events dropped unseen because the plugin is quarantined.",
+        Kind::Counter,
+        |p| p.dropped,
+    ),
+];
+
+type Histogram = (
+    &'static str,
+    &'static str,
+    fn(&PluginSample) -> &DurationHistogram,
+);
+
+const PLUGIN_HISTOGRAMS: [Histogram; 2] = [
+    (
+        "informant_plugin_handler_duration_seconds",
+        "Time the plugin took per event, from taking it to reporting its outcome.",
+        |p| &p.latency,
+    ),
+    (
+        "informant_plugin_dispatch_delay_seconds",
+        "Time each event waited, from the informer receiving it to the plugin taking it.",
+        |p| &p.dispatch,
+    ),
+];
+
+const PLUGIN_TRAFFIC: &[Number<PluginSample>] = &[
+    (
+        "informant_plugin_http_requests",
+        "Outbound HTTP requests the plugin sent (allowed by its allow-list).",
+        Kind::Counter,
+        |p| p.http[0],
+    ),
+    (
+        "informant_plugin_http_failures",
+        "Sent requests that got no response, or whose response body failed or ran over its bound.",
+        Kind::Counter,
+        |p| p.http[1],
+    ),
+    (
+        "informant_plugin_http_denied",
+        "Outbound HTTP requests refused by the allow-list, before any connection.",
+        Kind::Counter,
+        |p| p.http[2],
+    ),
+    (
+        "informant_plugin_http_sent_bytes",
+        "Request body bytes the plugin sent.",
+        Kind::Counter,
+        |p| p.http[3],
+    ),
+    (
+        "informant_plugin_http_received_bytes",
+        "Response body bytes the plugin read.",
+        Kind::Counter,
+        |p| p.http[4],
+    ),
+    (
+        "informant_plugin_backlog",
+        "Events queued for the plugin across its informers (after coalescing).",
+        Kind::Gauge,
+        |p| p.backlog,
+    ),
+];
+
+const PLUGIN_WILDCARDS: &[Number<PluginSample>] = &[(
+    "informant_plugin_wildcard_resources",
+    "Resources the plugin's wildcard watches (kind = \"*\") cover now; /plugins lists them. 0 without any.",
+    Kind::Gauge,
+    |p| p.expanded,
+)];
+
+const WAITING: &[Number<WaitingSample>] = &[(
+    "informant_plugin_waiting_attempts",
+    "Load attempts of a plugin (or a running plugin's new version) waiting for a kind to be served or for the API server.",
+    Kind::Gauge,
+    |w| w.attempts,
+)];
+
+const CHANGE_FILTERS: &[Number<(String, u64, u64)>] = &[
+    (
+        "informant_change_filter_evaluations",
+        "Objects a change filter (a watch's jq-filter and ignore) projected, once per version for all the watches sharing it.",
+        Kind::Counter,
+        |f| f.1,
+    ),
+    (
+        "informant_change_filter_errors",
+        "Projections that failed at run time; the update was passed on unfiltered.",
+        Kind::Counter,
+        |f| f.2,
+    ),
+];
+
+const INFORMERS: &[Number<InformerSample>] = &[
+    (
+        "informant_informer_synced",
+        "1 once the informer has applied its first complete list.",
+        Kind::Gauge,
+        |i| u64::from(i.synced),
+    ),
+    (
+        "informant_informer_objects",
+        "Objects in the informer's cache.",
+        Kind::Gauge,
+        |i| i.objects,
+    ),
+    (
+        "informant_informer_objects_received",
+        "Watch events and listed objects received from the API server.",
+        Kind::Counter,
+        |i| i.objects_received,
+    ),
+    (
+        "informant_informer_lists",
+        "Complete lists applied, the initial one included.",
+        Kind::Counter,
+        |i| i.lists,
+    ),
+    (
+        "informant_informer_watch_restarts",
+        "List/watch failures, each followed by a backoff and a new list or watch (a watch the server ends cleanly resumes without counting).",
+        Kind::Counter,
+        |i| i.restarts,
+    ),
+    (
+        "informant_informer_relists_after_gone",
+        "Times the server answered 410 Gone (resourceVersion too old), forcing a relist.",
+        Kind::Counter,
+        |i| i.gone,
+    ),
+];
+
+/// A listener's (informer, handler) and its figures.
+type ListenerRow = ((String, String), ListenerSample);
+
+const LISTENERS: &[Number<ListenerRow>] = &[
+    (
+        "informant_listener_backlog",
+        "Events queued for one handler of one informer (after coalescing).",
+        Kind::Gauge,
+        |(_, l)| l.backlog,
+    ),
+    (
+        "informant_listener_events_received",
+        "Events offered to one handler of one informer, before coalescing.",
+        Kind::Counter,
+        |(_, l)| l.received,
+    ),
+    (
+        "informant_listener_events_delivered",
+        "Events one handler of one informer has finished handling.",
+        Kind::Counter,
+        |(_, l)| l.delivered,
+    ),
+];
 
 impl TraceSample {
     fn encode(&self, enc: &mut DescriptorEncoder<'_>) -> Result<(), fmt::Error> {
