@@ -463,8 +463,9 @@ impl Supervisor {
 
     fn fail(&self, inner: &mut Inner, event: &Event, error: &CallError, call: &str) {
         let key = event.key().as_str();
-        self.tally.fail(key, call, error);
+        // The state first: whoever sees the failure counted sees what it did to the plugin.
         self.after_failure(inner, key, error, call);
+        self.tally.fail(key, call, error);
     }
 
     /// After a failed call (`call` of `key`): logs it and, when the instance is unusable, drops

@@ -96,9 +96,10 @@ impl Tally {
         self.handled.load(Ordering::Relaxed)
     }
 
-    /// Events that failed.
+    /// Events that failed. A reader that sees a failure counted also sees the state its
+    /// supervisor entered because of it (set before the count).
     pub fn failed(&self) -> u64 {
-        self.failed.load(Ordering::Relaxed)
+        self.failed.load(Ordering::Acquire)
     }
 
     /// The most recent failure, as logged.
@@ -113,8 +114,8 @@ impl Tally {
 
     /// Counts one failed event; `call` of the object `key` failed with `error`.
     pub fn fail(&self, key: &str, call: &str, error: &dyn std::fmt::Display) {
-        self.failed.fetch_add(1, Ordering::Relaxed);
         self.note(key, call, error);
+        self.failed.fetch_add(1, Ordering::Release);
     }
 
     /// Records a failure that is not an event's (a schedule's tick) as the last error, without
