@@ -20,29 +20,29 @@ use kube::api::{ObjectMeta, PostParams};
 
 /// One identity's hold on one Lease.
 #[derive(Clone)]
-pub struct Holder {
+pub(crate) struct Holder {
     /// The Leases of the Lease's namespace.
-    pub api: Api<Lease>,
+    pub(crate) api: Api<Lease>,
     /// The Lease's namespace (`api`'s).
-    pub namespace: String,
+    pub(crate) namespace: String,
     /// The Lease's name.
-    pub name: String,
+    pub(crate) name: String,
     /// Who holds it: `holderIdentity`.
-    pub identity: String,
+    pub(crate) identity: String,
     /// How long a record holds without renewal: `leaseDurationSeconds`.
-    pub lease_duration: Duration,
+    pub(crate) lease_duration: Duration,
 }
 
 impl Holder {
     /// The record this holder writes over `old` (none: a new Lease) at `now`.
-    pub fn spec(&self, old: Option<&LeaseSpec>, now: Timestamp) -> LeaseSpec {
+    pub(crate) fn spec(&self, old: Option<&LeaseSpec>, now: Timestamp) -> LeaseSpec {
         record(&self.identity, self.lease_duration, old, now)
     }
 
     /// Writes this holder's record: creates the Lease when `found` is none, else replaces what
     /// was read, conditional on its resourceVersion (a write since makes this fail with 409).
     /// `dress` adds what the caller's Lease carries besides the record.
-    pub async fn write(
+    pub(crate) async fn write(
         &self,
         found: Option<Lease>,
         dress: impl FnOnce(&mut ObjectMeta),
@@ -75,7 +75,7 @@ impl Holder {
 
     /// Writes the release record over the Lease as it is now, conditional on its
     /// resourceVersion; with `only_own`, only if this holder holds it. Whether it wrote.
-    pub async fn release(
+    pub(crate) async fn release(
         &self,
         only_own: bool,
         dress: impl FnOnce(&mut ObjectMeta),

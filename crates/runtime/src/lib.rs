@@ -30,7 +30,7 @@ pub mod durable;
 pub mod files;
 pub mod fswatch;
 pub mod leader;
-pub mod lease;
+pub(crate) mod lease;
 pub mod plugin;
 pub mod redact;
 pub mod replay;

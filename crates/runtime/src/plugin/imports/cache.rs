@@ -257,7 +257,7 @@ impl CacheView {
 }
 
 /// What the `cache` import of one instance holds.
-pub struct CacheState {
+pub(crate) struct CacheState {
     view: Arc<CacheView>,
 }
 
@@ -269,7 +269,7 @@ impl CacheState {
 }
 
 /// The `cache` import's view of an instance's store.
-pub struct CacheCtx<'a> {
+pub(crate) struct CacheCtx<'a> {
     pub(super) state: &'a CacheState,
     /// The event in hand's span, which a slow query's span is a child of.
     pub(super) span: &'a EventSpan,
@@ -282,7 +282,7 @@ impl HasData for CacheData {
 }
 
 /// Adds the `cache` import to `linker`, each store's view of it made by `view`.
-pub fn add_to_linker<T: Send + 'static>(
+pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     view: fn(&mut T) -> CacheCtx<'_>,
 ) -> wasmtime::Result<()> {

@@ -20,12 +20,12 @@ use crate::telemetry::EventSpan;
 
 /// What the `kube` import of one instance holds: what its plugin version may write.
 #[derive(Default)]
-pub struct KubeState {
+pub(crate) struct KubeState {
     pub(super) writes: Arc<PluginWrites>,
 }
 
 /// The `kube` import's view of an instance's store.
-pub struct KubeCtx<'a> {
+pub(crate) struct KubeCtx<'a> {
     pub(super) state: &'a KubeState,
     /// The event in hand's span, which each write's span is a child of.
     pub(super) span: &'a EventSpan,
@@ -38,7 +38,7 @@ impl HasData for KubeData {
 }
 
 /// Adds the `kube` import to `linker`, each store's view of it made by `view`.
-pub fn add_to_linker<T: Send + 'static>(
+pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     view: fn(&mut T) -> KubeCtx<'_>,
 ) -> wasmtime::Result<()> {

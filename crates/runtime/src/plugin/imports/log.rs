@@ -24,7 +24,7 @@ pub struct PluginLog {
 
 /// What the `log` import of one instance holds: where its plugin's lines go, and what they may
 /// cost.
-pub struct LogState {
+pub(crate) struct LogState {
     plugin: Arc<str>,
     tenant: Arc<str>,
     logs: broadcast::Sender<PluginLog>,
@@ -55,7 +55,7 @@ impl LogState {
 }
 
 /// Adds the `log` import to `linker`, each store's state of it reached by `get`.
-pub fn add_to_linker<T: Send + 'static>(
+pub(crate) fn add_to_linker<T: Send + 'static>(
     linker: &mut Linker<T>,
     get: fn(&mut T) -> &mut LogState,
 ) -> wasmtime::Result<()> {

@@ -13,12 +13,12 @@ use crate::plugin::metrics::{MetricError as Refused, PluginMetrics};
 
 /// What the `metrics` import of one instance holds: its plugin version's series.
 #[derive(Default)]
-pub struct MetricsState {
+pub(crate) struct MetricsState {
     pub(super) metrics: Arc<PluginMetrics>,
 }
 
 /// Adds the `metrics` import to `linker`, each store's state of it reached by `get`.
-pub fn add_to_linker<T: 'static>(
+pub(crate) fn add_to_linker<T: 'static>(
     linker: &mut Linker<T>,
     get: fn(&mut T) -> &mut MetricsState,
 ) -> wasmtime::Result<()> {

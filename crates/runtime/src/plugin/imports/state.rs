@@ -116,7 +116,7 @@ impl State {
     /// the store; WASI's are linked beside them by the engine. The world's `add_to_linker` is
     /// not used: it would want `State` itself to implement wasi:http's traits, which
     /// wasmtime-wasi-http implements on its view.
-    pub fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
         use crate::plugin::imports::{cache, events, kube, log, metrics};
         informant::plugin::types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
         events::add_to_linker(linker, State::events_ctx)?;
@@ -128,7 +128,7 @@ impl State {
     }
 
     /// The `events` import's view: its state, and the span outbound requests are children of.
-    pub fn events_ctx(&mut self) -> EventsCtx<'_> {
+    pub(crate) fn events_ctx(&mut self) -> EventsCtx<'_> {
         EventsCtx {
             state: &mut self.events,
             http_span: &mut self.hooks.span,
@@ -136,7 +136,7 @@ impl State {
     }
 
     /// The `cache` import's view: its state, and the span of the event in hand.
-    pub fn cache_ctx(&mut self) -> CacheCtx<'_> {
+    pub(crate) fn cache_ctx(&mut self) -> CacheCtx<'_> {
         CacheCtx {
             state: &self.cache,
             span: self.events.batch.span(),
@@ -144,7 +144,7 @@ impl State {
     }
 
     /// The `kube` import's view: its state, and the span of the event in hand.
-    pub fn kube_ctx(&mut self) -> KubeCtx<'_> {
+    pub(crate) fn kube_ctx(&mut self) -> KubeCtx<'_> {
         KubeCtx {
             state: &self.kube,
             span: self.events.batch.span(),

@@ -40,7 +40,7 @@ pub fn header(kind: &WitResource, o: &CachedObject) -> Vec<u8> {
 }
 
 /// What the `events` import of one instance holds.
-pub struct EventsState {
+pub(crate) struct EventsState {
     /// The events of the `handle-queued` call in progress.
     pub(crate) batch: Batch,
     plugin: Arc<str>,
@@ -59,7 +59,7 @@ impl EventsState {
 }
 
 /// The `events` import's view of an instance's store.
-pub struct EventsCtx<'a> {
+pub(crate) struct EventsCtx<'a> {
     pub(super) state: &'a mut EventsState,
     /// The span the plugin's outbound requests are children of: the event in hand's.
     pub(super) http_span: &'a mut EventSpan,
@@ -72,7 +72,7 @@ impl HasData for EventsData {
 }
 
 /// Adds the `events` import to `linker`, each store's view of it made by `view`.
-pub fn add_to_linker<T: 'static>(
+pub(crate) fn add_to_linker<T: 'static>(
     linker: &mut Linker<T>,
     view: fn(&mut T) -> EventsCtx<'_>,
 ) -> wasmtime::Result<()> {
