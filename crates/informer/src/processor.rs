@@ -262,8 +262,10 @@ pub(crate) struct ListenerOptions {
 
 /// Listeners that were given events without being woken ([`SharedProcessor::distribute_held`]).
 ///
-/// Each is in it once at most: a listener asks to be woken only when its queue was empty. Wake
-/// them before waiting for more events, or they sleep on what they were given.
+/// A listener is added when a push found its queue empty, so usually once per run of events
+/// (twice if its consumer emptied the queue in between: the extra wake finds it as it is and
+/// waits again). Wake them before waiting for more events, or they sleep on what they were
+/// given.
 #[derive(Default)]
 pub struct Wakes(Vec<Arc<ListenerState>>);
 
