@@ -14,14 +14,13 @@ use crate::backend::CountingBackend;
 use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
 use crate::journal::{StateWriter, WriterThread};
-use crate::letters::LetterCounts;
+use crate::letters::{DeadLetter, LetterCounts, letter};
 use crate::lock::{Holder, Lock};
 use crate::private::{self, Access, Secret};
 use crate::seal::{SEAL_FILE_NAME, Seal};
 use crate::stored::StoredVersion;
 use crate::tables::{
-    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, DeadLetterRow, FORMAT, INFORMERS, META, VERSION_META,
-    VERSIONS,
+    CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, FORMAT, INFORMERS, META, VERSION_META, VERSIONS,
 };
 
 /// The file name of the state inside the state directory.
@@ -63,48 +62,6 @@ pub struct Cursor {
     pub version: Option<u64>,
     /// An opaque fingerprint of the plugin's watch when the cursor was written.
     pub scope: String,
-}
-
-/// An event a plugin failed to handle for good, kept for an operator to retry or drop: one
-/// shape from the plugin's handler that gives up on it to the admin server that shows it (as
-/// JSON, `at` in RFC 3339).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct DeadLetter {
-    /// Assigned by the journal's writer, increasing per plugin (ignored when sent).
-    pub id: u64,
-    /// The plugin id.
-    pub plugin: String,
-    /// The informer id the event came from.
-    pub informer: String,
-    /// The object key.
-    pub key: String,
-    /// The object's resource version.
-    pub resource_version: String,
-    /// `"added"`, `"updated"` or `"deleted"`.
-    pub event: String,
-    /// The plugin's last error.
-    pub error: String,
-    /// How many times delivery was tried.
-    pub attempts: u32,
-    /// When it was given up on, in milliseconds since the Unix epoch.
-    #[serde(rename = "at", with = "rfc3339")]
-    pub at_unix_ms: i64,
-}
-
-/// Milliseconds since the Unix epoch as an RFC 3339 time, in JSON.
-mod rfc3339 {
-    use serde::{Deserialize, Deserializer, Serializer, de};
-
-    pub(super) fn serialize<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
-        let at = jiff::Timestamp::from_millisecond(*ms).map_err(serde::ser::Error::custom)?;
-        s.collect_str(&at)
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
-        let text = String::deserialize(d)?;
-        let at: jiff::Timestamp = text.parse().map_err(de::Error::custom)?;
-        Ok(at.as_millisecond())
-    }
 }
 
 /// The open state database `DIR/state.redb`.
@@ -797,21 +754,4 @@ fn read_index(database: &Database) -> std::result::Result<Snapshot, redb::Error>
         );
     }
     Ok(snap)
-}
-
-pub(crate) fn letter(
-    (plugin, id): (&str, u64),
-    (informer, key, rv, event, error, attempts, at): DeadLetterRow<'_>,
-) -> DeadLetter {
-    DeadLetter {
-        id,
-        plugin: plugin.to_owned(),
-        informer: informer.to_owned(),
-        key: key.to_owned(),
-        resource_version: rv.to_owned(),
-        event: event.to_owned(),
-        error: error.to_owned(),
-        attempts,
-        at_unix_ms: at,
-    }
 }

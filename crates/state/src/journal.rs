@@ -34,8 +34,8 @@ use redb::{Database, ReadableDatabase, ReadableTable};
 use tokio::sync::oneshot;
 
 use crate::compact::Compactor;
-use crate::dir::DeadLetter;
 use crate::held::{Held, Mark, Pending};
+use crate::letters::DeadLetter;
 use crate::letters::{self, LetterCounts};
 use crate::stored::Stored;
 use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSION_META, VERSIONS};

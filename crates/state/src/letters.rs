@@ -19,8 +19,67 @@ use std::collections::BTreeMap;
 
 use redb::{ReadableDatabase, ReadableTable};
 
-use crate::dir::DeadLetter;
 use crate::tables::{DEAD_LETTERS, DeadLetterRow};
+
+/// An event a plugin failed to handle for good, kept for an operator to retry or drop: one
+/// shape from the plugin's handler that gives up on it to the admin server that shows it (as
+/// JSON, `at` in RFC 3339).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DeadLetter {
+    /// Assigned by the journal's writer, increasing per plugin (ignored when sent).
+    pub id: u64,
+    /// The plugin id.
+    pub plugin: String,
+    /// The informer id the event came from.
+    pub informer: String,
+    /// The object key.
+    pub key: String,
+    /// The object's resource version.
+    pub resource_version: String,
+    /// `"added"`, `"updated"` or `"deleted"`.
+    pub event: String,
+    /// The plugin's last error.
+    pub error: String,
+    /// How many times delivery was tried.
+    pub attempts: u32,
+    /// When it was given up on, in milliseconds since the Unix epoch.
+    #[serde(rename = "at", with = "rfc3339")]
+    pub at_unix_ms: i64,
+}
+
+/// Milliseconds since the Unix epoch as an RFC 3339 time, in JSON.
+mod rfc3339 {
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub(super) fn serialize<S: Serializer>(ms: &i64, s: S) -> Result<S::Ok, S::Error> {
+        let at = jiff::Timestamp::from_millisecond(*ms).map_err(serde::ser::Error::custom)?;
+        s.collect_str(&at)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+        let text = String::deserialize(d)?;
+        let at: jiff::Timestamp = text.parse().map_err(de::Error::custom)?;
+        Ok(at.as_millisecond())
+    }
+}
+
+/// A dead letter as its table row holds it.
+pub(crate) fn letter(
+    (plugin, id): (&str, u64),
+    (informer, key, rv, event, error, attempts, at): DeadLetterRow<'_>,
+) -> DeadLetter {
+    DeadLetter {
+        id,
+        plugin: plugin.to_owned(),
+        informer: informer.to_owned(),
+        key: key.to_owned(),
+        resource_version: rv.to_owned(),
+        event: event.to_owned(),
+        error: error.to_owned(),
+        attempts,
+        at_unix_ms: at,
+    }
+}
 
 /// The most dead letters kept per plugin; its oldest are dropped (and counted) past it.
 pub const MAX_DEAD_LETTERS_PER_PLUGIN: usize = 1000;

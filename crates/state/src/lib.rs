@@ -41,9 +41,11 @@ mod tables;
 mod tests;
 
 pub use aside::KEEP_SET_ASIDE;
-pub use dir::{Cursor, DeadLetter, FILE_NAME, InformerState, Snapshot, StateDir, Version};
+pub use dir::{Cursor, FILE_NAME, InformerState, Snapshot, StateDir, Version};
 pub use error::{Refusal, Result, SetAside, StateError};
 pub use journal::{BATCH_WINDOW, CursorSource, JournalStats, StateWriter, Text};
-pub use letters::{MAX_DEAD_LETTERS_PER_PLUGIN, MAX_DEAD_LETTERS_PER_TENANT, tenant_of};
+pub use letters::{
+    DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN, MAX_DEAD_LETTERS_PER_TENANT, tenant_of,
+};
 pub use lock::{Holder, LOCK_FILE_NAME};
 pub use stored::{Stored, StoredVersion};
