@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use crate::{config_ref, jq, schedule, toml_error, wildcard, write};
+use crate::{admit, config_ref, jq, schedule, toml_error, wildcard, write};
 
 /// A manifest that could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -59,6 +59,18 @@ pub enum ManifestError {
         /// What is wrong.
         #[source]
         source: Box<schedule::ScheduleTableError>,
+    },
+    /// An `[[admit]]` table is invalid (its values are checked while deserializing: those
+    /// errors are [`ManifestError::Toml`]).
+    #[error("manifest `{path}`: field `admit[{index}].{}`: {source}", source.field())]
+    Admit {
+        /// The manifest file.
+        path: PathBuf,
+        /// The table's position.
+        index: usize,
+        /// What is wrong.
+        #[source]
+        source: Box<admit::AdmitTableError>,
     },
     /// A `[config]` string is neither a literal nor a reference.
     #[error("manifest `{path}`: field `{field}`: {source}")]

@@ -18,6 +18,7 @@ use serde::Deserialize;
 
 pub use informant_apimachinery::{FieldPath, LabelSelector};
 
+pub mod admit;
 mod config;
 pub mod config_ref;
 mod error;
@@ -32,6 +33,7 @@ mod watch;
 pub mod wildcard;
 pub mod write;
 
+pub use admit::Admit;
 pub use config::{Unresolved, UnresolvedConfig};
 pub use config_ref::{ConfigRef, ConfigText};
 pub use error::{ApiVersionError, FieldPathTextError, JqFilterTextError, ManifestError};
@@ -112,8 +114,8 @@ pub struct Manifest {
     /// Origins the plugin may send HTTP requests to (`scheme://host[:port]`); none when absent.
     #[serde(default)]
     pub allowed_outbound_hosts: Vec<Origin>,
-    /// What to watch.
-    #[serde(deserialize_with = "toml_error::tables")]
+    /// What to watch; may be empty only when the plugin admits.
+    #[serde(default, deserialize_with = "toml_error::tables")]
     pub watch: Vec<Watch>,
     /// What the plugin may write; nothing when absent.
     #[serde(default, deserialize_with = "toml_error::tables")]
@@ -121,6 +123,9 @@ pub struct Manifest {
     /// Named ticks delivered to `handle-schedule`; none when absent.
     #[serde(default, deserialize_with = "toml_error::tables")]
     pub schedule: Vec<Schedule>,
+    /// API requests the plugin validates or mutates; none when absent.
+    #[serde(default, deserialize_with = "toml_error::tables")]
+    pub admit: Vec<Admit>,
     /// Handed to `init` as JSON.
     #[serde(default, deserialize_with = "config_table")]
     pub config: toml::Table,
@@ -148,9 +153,9 @@ impl Manifest {
                     .into(),
             ));
         }
-        if manifest.watch.is_empty() {
+        if manifest.watch.is_empty() && manifest.admit.is_empty() {
             return Err(invalid(
-                "field `watch`: at least one [[watch]] table is required".into(),
+                "field `watch`: at least one [[watch]] (or [[admit]]) table is required".into(),
             ));
         }
         for (i, w) in manifest.watch.iter_mut().enumerate() {
@@ -212,6 +217,11 @@ impl Manifest {
                 index,
                 source: Box::new(source),
             }
+        })?;
+        admit::check_all(&manifest.admit).map_err(|(index, source)| ManifestError::Admit {
+            path: path.to_path_buf(),
+            index,
+            source: Box::new(source),
         })?;
         let mut strings = Vec::new();
         for (k, v) in &manifest.config {

@@ -67,6 +67,7 @@ fn the_books_manifest_reference_matches_the_parser() {
             "watch" => keys::of::<Watch>(),
             "write" => keys::of::<Write>(),
             "schedule" => keys::of::<Schedule>(),
+            "admit" => keys::of::<crate::Admit>(),
             _ => None,
         };
         code.insert(key.to_string());
@@ -419,13 +420,117 @@ fn errors_name_file_field_and_position() {
                 "schedule `a` is already declared by schedule[0]",
             ],
         ),
-        ("description = \"x\"\n", &["missing field `watch`"]),
+        (
+            "description = \"x\"\n",
+            &["at least one [[watch]] (or [[admit]]) table is required"],
+        ),
         ("watch = []\n", &["at least one [[watch]]"]),
         ("[[watch]\n", &["line 1"]),
     ] {
         let err = parse(text).unwrap_err();
         for n in needles {
             assert!(err.contains(n), "`{text}` -> `{err}` lacks `{n}`");
+        }
+    }
+}
+
+const ADMIT: &str = r#"
+[[watch]]
+api-version = "v1"
+kind = "Namespace"
+
+[[admit]]
+name = "images"
+api-version = "apps/v1"
+kind = "Deployment"
+mode = "mutate"
+failure-policy = "ignore"
+timeout-ms = 2500
+timeout-seconds = 3
+namespace-selector = "team"
+"#;
+
+#[test]
+fn admit_tables_parse_with_their_defaults() {
+    use crate::admit::{FailurePolicy, Mode, Operation};
+    let m = parse(ADMIT).unwrap();
+    let hook = &m.admit[0];
+    assert_eq!(hook.name.as_str(), "images");
+    assert_eq!(hook.operations, [Operation::Create, Operation::Update]);
+    assert_eq!(
+        (hook.mode, hook.failure_policy),
+        (Mode::Mutate, FailurePolicy::Ignore)
+    );
+    assert_eq!((hook.timeout_ms(), hook.timeout_seconds()), (2500, 3));
+    let only = parse("[[admit]]\nname = \"a\"\napi-version = \"v1\"\nkind = \"Pod\"\n").unwrap();
+    assert!(
+        only.watch.is_empty(),
+        "a plugin that only admits needs no watch"
+    );
+    assert_eq!(
+        (only.admit[0].timeout_ms(), only.admit[0].timeout_seconds()),
+        (1000, 10)
+    );
+}
+
+#[test]
+fn admit_tables_are_refused_naming_the_field() {
+    let refused = |edit: &dyn Fn(&str) -> String| match parse(&edit(ADMIT)) {
+        Ok(_) => panic!("accepted: {}", edit(ADMIT)),
+        Err(e) => e.to_string(),
+    };
+    for (edit, expect) in [
+        (
+            &|s: &str| s.replace("timeout-ms = 2500", "timeout-ms = 2501"),
+            &["admit[0].timeout-ms", "leaves no room", "at most 2500 ms"][..],
+        ),
+        (
+            &|s: &str| s.replace("timeout-seconds = 3", "timeout-seconds = 31"),
+            &["admit[0].timeout-seconds", "1 to 30"],
+        ),
+        (
+            &|s: &str| s.replace("timeout-ms = 2500", "timeout-ms = 0"),
+            &["admit[0].timeout-ms"],
+        ),
+        (
+            &|s: &str| s.replace("apps/v1", "apps/*"),
+            &["admit[0].api-version"],
+        ),
+        (
+            &|s: &str| s.replace("kind = \"Deployment\"", "kind = \"Deploy ment\""),
+            &["admit[0].kind"],
+        ),
+        (
+            &|s: &str| s.replace("mode = \"mutate\"", "mode = \"patch\""),
+            &["mode", "unknown variant"],
+        ),
+        (
+            &|s: &str| s.replace("name = \"images\"", "name = \"../x\""),
+            &["name", "DNS label"],
+        ),
+        (
+            &|s: &str| format!("{s}operations = []\n"),
+            &["operations", "at least one"],
+        ),
+        (
+            &|s: &str| format!("{s}operations = [\"create\", \"create\"]\n"),
+            &["listed twice"],
+        ),
+        (
+            &|s: &str| format!("{s}object-selector = \"a in (\"\n"),
+            &["object-selector"],
+        ),
+        (
+            &|s: &str| {
+                format!("{s}\n[[admit]]\nname = \"images\"\napi-version = \"v1\"\nkind = \"Pod\"\n")
+            },
+            &["admit[1].name", "already the name of admit[0]"],
+        ),
+    ] as [(&dyn Fn(&str) -> String, &[&str]); 11]
+    {
+        let message = refused(edit);
+        for part in expect {
+            assert!(message.contains(part), "{part:?} not in: {message}");
         }
     }
 }

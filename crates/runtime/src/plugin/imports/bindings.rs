@@ -30,9 +30,32 @@ wasmtime::component::bindgen!({
     },
 });
 
-/// The WIT package this host implements; plugins built for another version are refused at load
-/// with this named.
-pub const WIT_PACKAGE: &str = "informant:plugin@0.8.0";
+/// The WIT package this host implements; plugins built for an incompatible version are refused
+/// at load with this named. Components built for an earlier patch of the same minor (0.8.0) link
+/// unchanged: wasmtime resolves their imports to these semver-compatible ones.
+pub const WIT_PACKAGE: &str = "informant:plugin@0.8.1";
+
+/// The `admitting-plugin` world: the `plugin` world plus the `admission-hook` export. Only its
+/// admission types and the export's glue are its own; its imports are the `plugin` world's.
+pub mod admitting {
+    wasmtime::component::bindgen!({
+        path: "../../wit",
+        world: "admitting-plugin",
+        imports: { default: async },
+        exports: { default: async },
+        with: {
+            "informant:plugin/types": super::informant::plugin::types,
+            "informant:plugin/events": super::informant::plugin::events,
+            "informant:plugin/cache": super::informant::plugin::cache,
+            "informant:plugin/kube": super::informant::plugin::kube,
+            "informant:plugin/log": super::informant::plugin::log,
+            "informant:plugin/metrics": super::informant::plugin::metrics,
+            "wasi:http": wasmtime_wasi_http::p2::bindings::http,
+            "wasi:io": wasmtime_wasi::p2::bindings::io,
+            "wasi:clocks": wasmtime_wasi::p2::bindings::clocks,
+        },
+    });
+}
 
 pub use informant::plugin::log::Level;
 pub use informant::plugin::types::{
