@@ -19,6 +19,7 @@ use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConf
 
 use crate::plugin::PluginError;
 use crate::plugin::exec::compile_cache::{CacheDir, CompileCache};
+use crate::plugin::imports::bindings::admitting::exports::informant::plugin::admission_hook::GuestIndices as AdmissionHookIndices;
 use crate::plugin::imports::bindings::{PluginPre, WIT_PACKAGE};
 use crate::plugin::imports::state::State;
 
@@ -52,6 +53,9 @@ impl Default for EngineOptions {
 pub struct LoadedComponent {
     /// Pre-linked instance factory.
     pub pre: PluginPre<State>,
+    /// Where its `admission-hook` export is, when it has one (built for the `admitting-plugin`
+    /// world).
+    pub admission_hook: Option<AdmissionHookIndices>,
     /// sha256 of the `.wasm` bytes, hex: the version's identity.
     pub sha256: String,
     /// Whether it was not compiled: the artifact came from the disk cache, or is shared with
@@ -225,8 +229,10 @@ impl PluginEngine {
                 "does not implement the informant:plugin world: {e:#}"
             ))
         })?;
+        let admission_hook = AdmissionHookIndices::new(pre.instance_pre()).ok();
         Ok(LoadedComponent {
             pre,
+            admission_hook,
             sha256: hex(&digest),
             from_cache,
             load_time: start.elapsed(),
@@ -246,7 +252,7 @@ impl PluginEngine {
                 let interface = name.strip_prefix(package)?.strip_prefix('/')?;
                 interface.split_once('@').map(|(_, v)| v)
             })
-            .find(|version| !WIT_PACKAGE.ends_with(&format!("@{version}")))
+            .find(|version| !speaks(version))
             .map(|version| format!("{package}@{version}"))
     }
 
@@ -538,6 +544,14 @@ mod tests {
         wasm
     }
 
+    /// A plugin built for 0.8.0 (before admission) links: wasmtime resolves its imports to
+    /// 0.8.1's, and it runs without the admission export.
+    #[test]
+    fn a_plugin_built_for_the_previous_patch_is_not_called_another_contract() {
+        assert!(speaks("0.8.0") && speaks("0.8.1"));
+        assert!(!speaks("0.8.2") && !speaks("0.9.0") && !speaks("0.7.0") && !speaks("0.8.0-rc.1"));
+    }
+
     /// Plugins built for 0.7.0 (before schedules and metrics) or for a later contract are refused at load,
     /// naming both versions; another package whose name merely starts like ours, or a misspelt
     /// interface, is refused as unlinkable, never taken for another version of the contract.
@@ -551,7 +565,7 @@ mod tests {
                 Err(e) => e.to_string(),
             }
         };
-        for version in ["0.6.0", "0.7.0", "0.9.0", "0.8.0-rc.1"] {
+        for version in ["0.6.0", "0.7.0", "0.9.0", "0.8.2", "0.8.0-rc.1"] {
             let refused = refusal(&format!("informant:plugin/events@{version}"));
             assert!(
                 refused.contains(&format!("built for `informant:plugin@{version}`"))
@@ -563,7 +577,7 @@ mod tests {
         for odd in [
             "informant:plugins/events@0.6.0",
             "informant:plugin-x/events@0.6.0",
-            "informant:plugin/event@0.8.0",
+            "informant:plugin/event@0.8.1",
         ] {
             let refused = refusal(odd);
             assert!(
@@ -580,4 +594,15 @@ fn engine_err(what: &'static str) -> impl FnOnce(wasmtime::Error) -> PluginError
         what,
         source: e.into(),
     }
+}
+
+/// Whether a component importing the contract at `version` links against this host: the same
+/// version, or an earlier patch of the same 0.MINOR (wasmtime resolves those to ours).
+fn speaks(version: &str) -> bool {
+    let ours = WIT_PACKAGE.split_once('@').map_or("", |(_, v)| v);
+    let minor = |v: &str| v.rsplit_once('.').map(|(m, _)| m.to_string());
+    let patch = |v: &str| v.rsplit_once('.').and_then(|(_, p)| p.parse::<u32>().ok());
+    version == ours
+        || (minor(version) == minor(ours)
+            && patch(version).zip(patch(ours)).is_some_and(|(p, o)| p <= o))
 }

@@ -121,25 +121,7 @@ impl Instance {
     /// Instantiates the plugin (within the deadline, or [`INSTANTIATE_FLOOR`] if longer) and
     /// calls `init` with its config within the deadline.
     pub async fn create(spec: &InstanceSpec) -> Result<Self, CallError> {
-        let engine = spec.component.pre.engine();
-        let state = State::new(
-            spec.name.clone(),
-            spec.tenant.clone(),
-            spec.memory_bytes,
-            spec.cache.clone(),
-            spec.logs.clone(),
-            (spec.text, spec.log_rate.clone()),
-        )
-        .with_outbound(spec.outbound.clone())
-        .with_writer(spec.writer.clone())
-        .with_metrics(spec.metrics.clone())
-        .with_log_ring(spec.log_ring.as_ref().map(|w| w.ring().clone()))
-        .with_deadline(spec.deadline);
-        let mut store = Store::new(engine, state);
-        store.limiter(|s| &mut s.limits);
-        // Yield to the executor at every tick: the deadline is the caller's timeout.
-        store.set_epoch_deadline(1);
-        store.epoch_deadline_async_yield_and_update(1);
+        let mut store = new_store(spec, spec.writer.clone(), spec.outbound.clone());
         let deadline = spec.deadline;
         let error_bytes = spec.text.error_bytes;
         // Instantiating copies the component's memory image (tens of MiB for a Python or
@@ -278,11 +260,40 @@ pub struct Batched {
     pub fatal: bool,
 }
 
+/// A store for one instance of `spec`'s plugin, writing through `writer` and sending HTTP
+/// through `outbound`, that yields to the executor at every epoch tick (deadlines are the
+/// caller's timeouts).
+pub(super) fn new_store(
+    spec: &InstanceSpec,
+    writer: Arc<PluginWrites>,
+    outbound: Arc<Outbound>,
+) -> Store<State> {
+    let engine = spec.component.pre.engine();
+    let state = State::new(
+        spec.name.clone(),
+        spec.tenant.clone(),
+        spec.memory_bytes,
+        spec.cache.clone(),
+        spec.logs.clone(),
+        (spec.text, spec.log_rate.clone()),
+    )
+    .with_outbound(outbound)
+    .with_writer(writer)
+    .with_metrics(spec.metrics.clone())
+    .with_log_ring(spec.log_ring.as_ref().map(|w| w.ring().clone()))
+    .with_deadline(spec.deadline);
+    let mut store = Store::new(engine, state);
+    store.limiter(|s| &mut s.limits);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_async_yield_and_update(1);
+    store
+}
+
 /// The least time instantiating a component gets, whatever the plugin's deadline.
 pub const INSTANTIATE_FLOOR: Duration = Duration::from_secs(2);
 
 /// Runs `call`, or fails with [`CallError::Deadline`] once `deadline` has passed.
-async fn within<T>(
+pub(super) async fn within<T>(
     deadline: Duration,
     call: impl Future<Output = Result<T, CallError>>,
 ) -> Result<T, CallError> {
@@ -291,7 +302,7 @@ async fn within<T>(
         .unwrap_or(Err(CallError::Deadline(deadline)))
 }
 
-fn classify(e: wasmtime::Error) -> CallError {
+pub(super) fn classify(e: wasmtime::Error) -> CallError {
     CallError::Trap(format!("{e:#}"))
 }
 

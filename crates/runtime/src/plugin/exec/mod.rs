@@ -1,5 +1,6 @@
 //! Execution: a plugin version as an actor that owns its instance.
 //!
+//! - [`admit`]: admission requests into a version's `admission-hook` export, in pooled instances of their own.
 //! - [`compile_cache`]: the on-disk compile cache, and the checks that make its native code trustworthy.
 //! - [`dead_letter`]: the events a plugin failed for good, handed on to be kept.
 //! - [`gate`]: a plugin's events wait until its caches are complete.
@@ -9,6 +10,7 @@
 //! - [`scheduler`]: a version's `[[schedule]]` timers, ticking `handle-schedule` through its supervisor.
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
 
+pub mod admit;
 pub mod compile_cache;
 pub mod dead_letter;
 pub mod engine;

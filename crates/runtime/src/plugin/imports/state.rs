@@ -9,7 +9,7 @@ use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::plugin::imports::bindings::informant;
+use crate::plugin::imports::bindings::{admitting, informant};
 use crate::plugin::imports::cache::{CacheCtx, CacheState, CacheView};
 use crate::plugin::imports::events::batch::Batch;
 use crate::plugin::imports::events::{EventsCtx, EventsState};
@@ -119,6 +119,8 @@ impl State {
     pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
         use crate::plugin::imports::{cache, events, kube, log, metrics};
         informant::plugin::types::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
+        // Types only: what an admitting plugin's `admission-hook` export takes and answers.
+        admitting::informant::plugin::admission::add_to_linker::<_, HasSelf<_>>(linker, |s| s)?;
         events::add_to_linker(linker, State::events_ctx)?;
         cache::add_to_linker(linker, State::cache_ctx)?;
         kube::add_to_linker(linker, State::kube_ctx)?;
@@ -172,3 +174,5 @@ impl WasiHttpView for State {
 }
 
 impl informant::plugin::types::Host for State {}
+
+impl admitting::informant::plugin::admission::Host for State {}

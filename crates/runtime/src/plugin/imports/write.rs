@@ -187,6 +187,8 @@ pub struct PluginWrites {
     ceiling: Option<Vec<Write>>,
     budget: Option<Arc<Budget>>,
     field_manager: String,
+    /// Set where no write may be made at all (during admission): every call is denied with it.
+    refusal: Option<&'static str>,
     /// What it did.
     pub stats: WriteStats,
 }
@@ -201,7 +203,18 @@ impl Default for PluginWrites {
             ceiling: None,
             budget: None,
             field_manager: String::new(),
+            refusal: None,
             stats: WriteStats::default(),
+        }
+    }
+}
+
+impl PluginWrites {
+    /// Denies every write with `why`, before any other check.
+    pub fn refusing(why: &'static str) -> Self {
+        PluginWrites {
+            refusal: Some(why),
+            ..PluginWrites::default()
         }
     }
 }
@@ -238,6 +251,7 @@ impl PluginWrites {
             ceiling: tenant_writes.ceiling,
             budget: tenant_writes.budget,
             field_manager: field_manager(tenant, plugin),
+            refusal: None,
             stats: WriteStats::default(),
         }
     }
@@ -281,6 +295,9 @@ impl PluginWrites {
         target: Target<'_>,
         build: impl FnOnce(&Sending<'_>) -> Result<http::Request<Vec<u8>>, WriteError>,
     ) -> Result<String, WriteError> {
+        if let Some(why) = self.refusal {
+            return Err(WriteError::Denied(why.to_string()));
+        }
         let client = self
             .client
             .as_ref()

@@ -1,0 +1,200 @@
+//! Admission calls into one plugin version: its `admission-hook` export, called in instances of
+//! its own, never the instance that handles its events.
+//!
+//! Contract:
+//! - Each request runs in an instance no concurrent request uses. Instances are made from the
+//!   version's pre-instantiated component (on wasmtime's pooling allocator), get `init`, and are
+//!   kept for the next request: at most `size` exist, so a full pool makes a request wait, and
+//!   a request that gets no instance within its timeout fails as [`AdmitError::Busy`].
+//! - A call is bounded by the request's timeout, instance creation included; a trap or a missed
+//!   timeout drops that instance (the next request makes a fresh one). An error the plugin
+//!   returns keeps it.
+//! - During a call the plugin reads its cache view as during events; every `kube` write is
+//!   denied and outbound HTTP refused: admission has no side effects.
+//! - A request holds the [`Admitter`] of the version it started on: a hot swap sends the next
+//!   requests to the new version and never mixes two versions in one request.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+use tokio::sync::Semaphore;
+use wasmtime::Store;
+use wasmtime::component::Instance as WasmInstance;
+
+use crate::plugin::exec::gate::Gate;
+use crate::plugin::exec::instance::{CallError, InstanceSpec, classify, new_store, within};
+use crate::plugin::exec::supervisor::Supervisor;
+use crate::plugin::imports::bindings::admitting::exports::informant::plugin::admission_hook::{
+    Guest as AdmissionHook, GuestIndices as AdmissionHookIndices,
+};
+use crate::plugin::imports::bindings::admitting::informant::plugin::admission::{
+    Request, Response,
+};
+use crate::plugin::imports::bindings::PluginIndices;
+use crate::plugin::imports::outbound::Outbound;
+use crate::plugin::imports::state::State;
+use crate::plugin::imports::write::PluginWrites;
+
+/// Why a write made during `admit` is denied.
+pub const WRITES_REFUSED: &str =
+    "writes are refused during admission: an admission hook has no side effects";
+
+/// How many instances a plugin version keeps for admission at most, by default.
+pub const DEFAULT_POOL: usize = 4;
+
+/// Why an admission call gave no answer.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AdmitError {
+    /// Every instance was busy for the whole timeout.
+    #[error("no instance free within {0:?} (every one busy with another request)")]
+    Busy(Duration),
+    /// The plugin's informers had not synced within the timeout.
+    #[error("its caches had not synced within {0:?}")]
+    NotReady(Duration),
+    /// Instantiating or `init` failed, or the call trapped, timed out or returned an error.
+    #[error("{0}")]
+    Call(#[from] CallError),
+}
+
+impl AdmitError {
+    /// A short word for metrics: `busy`, `not-ready`, `timeout`, `trap` or `error`.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AdmitError::Busy(_) => "busy",
+            AdmitError::NotReady(_) => "not-ready",
+            AdmitError::Call(CallError::Deadline(_)) => "timeout",
+            AdmitError::Call(CallError::Trap(_)) => "trap",
+            AdmitError::Call(CallError::Guest(_)) => "error",
+        }
+    }
+}
+
+/// One instance kept for admission calls.
+struct Pooled {
+    store: Store<State>,
+    hook: AdmissionHook,
+}
+
+/// One plugin version's admission: instances of its own, and the gate its caches open.
+pub struct Admitter {
+    /// The version's supervisor, whose instance spec admission instances are made from.
+    supervisor: Arc<Supervisor>,
+    plugin: PluginIndices,
+    hook: AdmissionHookIndices,
+    writes: Arc<PluginWrites>,
+    outbound: Arc<Outbound>,
+    gate: Mutex<Option<Gate>>,
+    idle: Mutex<Vec<Pooled>>,
+    slots: Semaphore,
+    size: usize,
+}
+
+impl Admitter {
+    /// Admission for `supervisor`'s version, with up to `size` instances; `None` when its
+    /// component has no `admission-hook` export.
+    pub fn new(supervisor: &Arc<Supervisor>, size: usize) -> Option<Arc<Admitter>> {
+        let component = &supervisor.spec.component;
+        let hook = component.admission_hook.clone()?;
+        let plugin = PluginIndices::new(component.pre.instance_pre()).ok()?;
+        let size = size.max(1);
+        Some(Arc::new(Admitter {
+            supervisor: supervisor.clone(),
+            plugin,
+            hook,
+            writes: Arc::new(PluginWrites::refusing(WRITES_REFUSED)),
+            outbound: Arc::new(Outbound::default()),
+            gate: Mutex::new(None),
+            idle: Mutex::new(Vec::new()),
+            slots: Semaphore::new(size),
+            size,
+        }))
+    }
+
+    fn spec(&self) -> &InstanceSpec {
+        &self.supervisor.spec
+    }
+
+    /// Holds requests until `gate` opens (the version's informers have synced).
+    pub fn set_gate(&self, gate: Gate) {
+        *self.gate.lock() = Some(gate);
+    }
+
+    /// The most instances it keeps.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The instances idle now.
+    pub fn idle(&self) -> usize {
+        self.idle.lock().len()
+    }
+
+    /// The plugin version (the wasm's sha256).
+    pub fn version(&self) -> &str {
+        &self.spec().component.sha256
+    }
+
+    /// Answers `request` within `timeout`: waiting for the caches and an instance comes out of
+    /// the same time.
+    pub async fn admit(&self, request: &Request, timeout: Duration) -> Result<Response, AdmitError> {
+        let start = Instant::now();
+        let left = || timeout.saturating_sub(start.elapsed());
+        let gate = self.gate.lock().clone();
+        if let Some(mut gate) = gate.filter(|g| !g.is_open()) {
+            tokio::time::timeout(timeout, gate.opened())
+                .await
+                .map_err(|_| AdmitError::NotReady(timeout))?;
+        }
+        let _slot = tokio::time::timeout(left(), self.slots.acquire())
+            .await
+            .map_err(|_| AdmitError::Busy(timeout))?
+            .expect("the semaphore is never closed");
+        let pooled = self.idle.lock().pop();
+        let mut pooled = match pooled {
+            Some(p) => p,
+            None => self.instantiate(left()).await?,
+        };
+        pooled.store.set_epoch_deadline(1);
+        let error_bytes = self.spec().text.error_bytes;
+        let call = async {
+            pooled
+                .hook
+                .call_admit(&mut pooled.store, request)
+                .await
+                .map_err(classify)?
+                .map_err(CallError::Guest)
+        };
+        let result = within(left(), call)
+            .await
+            .map_err(|e| e.bounded(error_bytes));
+        match &result {
+            Err(e) if e.is_fatal() => {}
+            _ => self.idle.lock().push(pooled),
+        }
+        Ok(result?)
+    }
+
+    /// A fresh instance, with `init` called, within `time`.
+    async fn instantiate(&self, time: Duration) -> Result<Pooled, AdmitError> {
+        let spec = self.spec();
+        let mut store = new_store(spec, self.writes.clone(), self.outbound.clone());
+        let pre = spec.component.pre.instance_pre().clone();
+        let error_bytes = spec.text.error_bytes;
+        let made = async {
+            let instance: WasmInstance = pre.instantiate_async(&mut store).await.map_err(classify)?;
+            let plugin = self.plugin.load(&mut store, &instance).map_err(classify)?;
+            let hook = self.hook.load(&mut store, &instance).map_err(classify)?;
+            plugin
+                .call_init(&mut store, &spec.config_json)
+                .await
+                .map_err(classify)?
+                .map_err(CallError::Guest)?;
+            Ok(hook)
+        };
+        let hook = within(time, made)
+            .await
+            .map_err(|e| e.bounded(error_bytes))?;
+        Ok(Pooled { store, hook })
+    }
+}
