@@ -50,8 +50,8 @@ pub async fn run(args: Args) -> Result<()> {
                 request.wasm.display(),
                 request.manifest.display(),
                 report.watches.join(", "),
-                report.admitted.memory_mib,
-                report.admitted.deadline_ms
+                report.accepted.memory_mib,
+                report.accepted.deadline_ms
             );
             for w in report.unchecked_scope {
                 println!(

@@ -36,7 +36,7 @@ use crate::informer::{
     ReflectorConfig, SharedInformer, StoreOptions,
 };
 use crate::plugin::imports::bindings::WitResource;
-use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe};
+use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept, describe};
 use crate::plugin::load::check::manifest_beside;
 use crate::plugin::{
     CacheView, HostConfig, InstanceSpec, LogRate, Manifest, PluginEngine, PluginError,
@@ -189,10 +189,10 @@ pub async fn replay(
             .map(|w| WatchFacts::as_written(&w.api_version, &w.kind, None))
             .collect(),
     };
-    let Admitted {
+    let Accepted {
         memory_mib,
         deadline_ms,
-    } = admit(&manifest, "", &TenantPolicy::operator(), host, &facts).map_err(|refusals| {
+    } = accept(&manifest, "", &TenantPolicy::operator(), host, &facts).map_err(|refusals| {
         PluginError::Refused {
             plugin: name.clone(),
             path: manifest_path.clone(),

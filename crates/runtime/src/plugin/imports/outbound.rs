@@ -3,7 +3,7 @@
 //!
 //! A plugin may reach the origins in its manifest's `allowed-outbound-hosts`, each of which
 //! admission has already checked against its tenant's ceiling (see
-//! [`admission`](crate::plugin::load::admission)). Every request is checked here, in the `send_request` hook,
+//! [`acceptance`](crate::plugin::load::acceptance)). Every request is checked here, in the `send_request` hook,
 //! before anything touches the network: a request whose scheme, host or port is not allowed,
 //! whose authority carries user info or is not a canonical host, or whose `Host` header differs
 //! from its authority, fails with `HTTP-request-denied` without a DNS lookup or a connection.

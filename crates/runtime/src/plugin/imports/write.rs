@@ -2,7 +2,7 @@
 //!
 //! 1. The plugin's manifest declares each kind, verb and namespace it writes (`[[write]]`).
 //! 2. Its tenant's grant is a ceiling over that: checked at load by
-//!    [`admission`](crate::plugin::load::admission), and again here on every call, with the namespace the
+//!    [`acceptance`](crate::plugin::load::acceptance), and again here on every call, with the namespace the
 //!    call names held to the tenant's namespaces.
 //! 3. On a real cluster a tenant's writes are sent impersonating the identity its grant names,
 //!    so the cluster's RBAC has the last word.

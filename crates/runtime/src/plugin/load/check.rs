@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::plugin::PluginError;
 use crate::plugin::exec::engine::PluginEngine;
-use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit};
+use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept};
 use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::manifest::Manifest;
 
@@ -25,7 +25,7 @@ pub struct CheckRequest {
 #[derive(Debug, Clone)]
 pub struct CheckReport {
     /// The limits the plugin would run with.
-    pub admitted: Admitted,
+    pub accepted: Accepted,
     /// `APIVERSION/KIND` of each watch, as the manifest names them.
     pub watches: Vec<String>,
     /// Watches whose scope is unknown offline (not a built-in kind), so cluster-scoped access
@@ -85,15 +85,15 @@ pub fn check(
             .write
             .push(WatchFacts::as_written(&w.api_version, &w.kind, namespaced));
     }
-    let admitted = admit(&manifest, &request.tenant, &policy, host, &facts).map_err(|refusals| {
+    let accepted = accept(&manifest, &request.tenant, &policy, host, &facts).map_err(|refusals| {
         refusals
             .iter()
             .map(|r| format!("manifest `{}`: {r}", request.manifest.display()))
             .collect::<Vec<_>>()
     });
-    match admitted {
-        Ok(admitted) if problems.is_empty() => Ok(CheckReport {
-            admitted,
+    match accepted {
+        Ok(accepted) if problems.is_empty() => Ok(CheckReport {
+            accepted,
             watches,
             unchecked_scope,
         }),

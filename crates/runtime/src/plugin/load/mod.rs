@@ -1,6 +1,6 @@
 //! Loading: from the plugins directory to a started supervisor.
 //!
-//! - [`admission`]: whether a manifest fits its tenant's grant and the limits it gets.
+//! - [`acceptance`]: whether a manifest fits its tenant's grant and the limits it gets.
 //! - [`check`]: the offline check behind `informant check`.
 //! - [`loader`]: the [`PluginHost`](loader::PluginHost): the plugins directory, reconciled on
 //!   start and on every change, in the order `scan` → `prepare` → register.
@@ -19,7 +19,7 @@
 //! - [`wildcard`]: which concrete resources a `kind = "*"` watch covers now.
 //! - [`permitted`]: which of those RBAC lets the host (and a tenant's identity) list and watch.
 
-pub mod admission;
+pub mod acceptance;
 pub mod check;
 mod handover;
 pub mod host_config;

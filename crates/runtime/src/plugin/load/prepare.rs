@@ -23,7 +23,7 @@ use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::log::LogRate;
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::write::{Declared, PluginWrites, TenantWrites};
-use crate::plugin::load::admission::{Admitted, Facts, WatchFacts, admit, describe, watch_count};
+use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept, describe, watch_count};
 use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::permitted::NotPermitted;
@@ -136,10 +136,10 @@ impl PluginHost {
                 .collect(),
             write: declared.iter().map(|d| discovered(&d.resource)).collect(),
         };
-        let Admitted {
+        let Accepted {
             memory_mib,
             deadline_ms,
-        } = admit(&manifest, &id.tenant, policy, config, &facts).map_err(|refusals| {
+        } = accept(&manifest, &id.tenant, policy, config, &facts).map_err(|refusals| {
             PluginError::Refused {
                 plugin: id.to_string(),
                 path: found.manifest.clone(),

@@ -63,7 +63,7 @@ pub fn describe(refusals: &[Refusal]) -> String {
 
 /// The limits an admitted plugin runs with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Admitted {
+pub struct Accepted {
     /// Linear memory cap (MiB).
     pub memory_mib: u32,
     /// Per-event deadline (ms).
@@ -82,13 +82,13 @@ pub struct Facts {
 
 /// Checks every watch and write against the tenant's grant and the limits against the
 /// ceilings; returns every refusal, not just the first.
-pub fn admit(
+pub fn accept(
     manifest: &Manifest,
     tenant: &str,
     policy: &TenantPolicy,
     host: &HostConfig,
     facts: &Facts,
-) -> Result<Admitted, Vec<Refusal>> {
+) -> Result<Accepted, Vec<Refusal>> {
     let mut refusals = Vec::new();
     let who = if tenant.is_empty() {
         "the operator".to_string()
@@ -230,7 +230,7 @@ pub fn admit(
         ("limits.deadline-ms", "ms"),
     );
     if refusals.is_empty() {
-        Ok(Admitted {
+        Ok(Accepted {
             memory_mib,
             deadline_ms,
         })
@@ -443,7 +443,7 @@ mod tests {
         )
         .unwrap();
         let host = HostConfig::default();
-        let refusals = admit(
+        let refusals = accept(
             &m,
             "a",
             &policy(),
@@ -484,7 +484,7 @@ mod tests {
         };
         let facts = vec![facts("ConfigMap", Some(true)); 300];
         let refusals =
-            admit(&m, "a", &policy, &HostConfig::default(), &watching(&facts)).unwrap_err();
+            accept(&m, "a", &policy, &HostConfig::default(), &watching(&facts)).unwrap_err();
         assert_eq!(refusals[0].field, "watch");
         assert!(
             refusals[0]
@@ -509,7 +509,7 @@ mod tests {
         )
         .unwrap();
         let host = HostConfig::default();
-        let refusals = admit(
+        let refusals = accept(
             &m,
             "a",
             &policy(),
@@ -558,7 +558,7 @@ mod tests {
         };
         let facts = [facts("ConfigMap", Some(true))];
         let host = HostConfig::default();
-        let refusals = admit(
+        let refusals = accept(
             &m,
             "a",
             &ceiling(&["http://127.0.0.1:8080"]),
@@ -578,13 +578,13 @@ mod tests {
             "{}",
             refusals[1].reason
         );
-        let none = admit(&m, "a", &ceiling(&[]), &host, &watching(&facts)).unwrap_err();
+        let none = accept(&m, "a", &ceiling(&[]), &host, &watching(&facts)).unwrap_err();
         assert_eq!(none.len(), 3);
         assert!(none[0].reason.contains("empty: no outbound HTTP"));
         let wide = ceiling(&["http://127.0.0.1:*", "https://hooks.slack.com"]);
-        assert!(admit(&m, "a", &wide, &host, &watching(&facts)).is_ok());
+        assert!(accept(&m, "a", &wide, &host, &watching(&facts)).is_ok());
         // The operator's plugins have no ceiling: the manifest alone decides.
-        assert!(admit(&m, "", &TenantPolicy::operator(), &host, &watching(&facts)).is_ok());
+        assert!(accept(&m, "", &TenantPolicy::operator(), &host, &watching(&facts)).is_ok());
     }
 
     #[test]
@@ -595,7 +595,7 @@ mod tests {
         )
         .unwrap();
         let host = HostConfig::default();
-        let refusals = admit(
+        let refusals = accept(
             &m,
             "a",
             &policy(),
@@ -607,7 +607,7 @@ mod tests {
         assert_eq!(refusals[0].field, "watch[0].jq-filter");
         assert!(refusals[0].reason.contains("only operator plugins"));
         let operator = TenantPolicy::operator();
-        admit(
+        accept(
             &m,
             "",
             &operator,
@@ -625,7 +625,7 @@ mod tests {
         )
         .unwrap();
         let host = HostConfig::default();
-        let ok = admit(
+        let ok = accept(
             &m,
             "a",
             &policy(),
