@@ -188,6 +188,9 @@ pub async fn replay(
         write: (manifest.write.iter())
             .map(|w| WatchFacts::as_written(&w.api_version, &w.kind, None))
             .collect(),
+        admit: (manifest.admit.iter())
+            .map(|a| WatchFacts::as_written(&a.api_version, &a.kind, None))
+            .collect(),
     };
     let Accepted {
         memory_mib,

@@ -22,19 +22,22 @@ use tokio::sync::Semaphore;
 use wasmtime::Store;
 use wasmtime::component::Instance as WasmInstance;
 
+use crate::informer::ResolvedResource;
+use crate::manifest::Admit;
 use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::instance::{CallError, InstanceSpec, classify, new_store, within};
 use crate::plugin::exec::supervisor::Supervisor;
+use crate::plugin::imports::bindings::PluginIndices;
 use crate::plugin::imports::bindings::admitting::exports::informant::plugin::admission_hook::{
     Guest as AdmissionHook, GuestIndices as AdmissionHookIndices,
 };
 use crate::plugin::imports::bindings::admitting::informant::plugin::admission::{
     Request, Response,
 };
-use crate::plugin::imports::bindings::PluginIndices;
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::state::State;
 use crate::plugin::imports::write::PluginWrites;
+use crate::tenancy::Grant;
 
 /// Why a write made during `admit` is denied.
 pub const WRITES_REFUSED: &str =
@@ -76,8 +79,20 @@ struct Pooled {
     hook: AdmissionHook,
 }
 
-/// One plugin version's admission: instances of its own, and the gate its caches open.
+/// One `[[admit]]` table, with the resource its kind resolved to.
+#[derive(Debug, Clone)]
+pub struct Hook {
+    /// The table.
+    pub table: Admit,
+    /// Its kind as the API server serves it (plural name, scope).
+    pub resource: ResolvedResource,
+}
+
+/// One plugin version's admission: its hooks, instances of its own, and the gate its caches
+/// open.
 pub struct Admitter {
+    hooks: Vec<Hook>,
+    grant: Arc<Grant>,
     /// The version's supervisor, whose instance spec admission instances are made from.
     supervisor: Arc<Supervisor>,
     plugin: PluginIndices,
@@ -93,12 +108,22 @@ pub struct Admitter {
 impl Admitter {
     /// Admission for `supervisor`'s version, with up to `size` instances; `None` when its
     /// component has no `admission-hook` export.
-    pub fn new(supervisor: &Arc<Supervisor>, size: usize) -> Option<Arc<Admitter>> {
+    pub fn new(
+        supervisor: &Arc<Supervisor>,
+        hooks: Vec<(Admit, ResolvedResource)>,
+        grant: Arc<Grant>,
+        size: usize,
+    ) -> Option<Arc<Admitter>> {
         let component = &supervisor.spec.component;
         let hook = component.admission_hook.clone()?;
         let plugin = PluginIndices::new(component.pre.instance_pre()).ok()?;
         let size = size.max(1);
         Some(Arc::new(Admitter {
+            hooks: hooks
+                .into_iter()
+                .map(|(table, resource)| Hook { table, resource })
+                .collect(),
+            grant,
             supervisor: supervisor.clone(),
             plugin,
             hook,
@@ -113,6 +138,21 @@ impl Admitter {
 
     fn spec(&self) -> &InstanceSpec {
         &self.supervisor.spec
+    }
+
+    /// Its hooks, in manifest order.
+    pub fn hooks(&self) -> &[Hook] {
+        &self.hooks
+    }
+
+    /// The hook named `name`.
+    pub fn hook(&self, name: &str) -> Option<&Hook> {
+        self.hooks.iter().find(|h| h.table.name.as_str() == name)
+    }
+
+    /// What its tenant was granted: requests outside it never reach the plugin.
+    pub fn grant(&self) -> &Arc<Grant> {
+        &self.grant
     }
 
     /// Holds requests until `gate` opens (the version's informers have synced).
@@ -137,7 +177,11 @@ impl Admitter {
 
     /// Answers `request` within `timeout`: waiting for the caches and an instance comes out of
     /// the same time.
-    pub async fn admit(&self, request: &Request, timeout: Duration) -> Result<Response, AdmitError> {
+    pub async fn admit(
+        &self,
+        request: &Request,
+        timeout: Duration,
+    ) -> Result<Response, AdmitError> {
         let start = Instant::now();
         let left = || timeout.saturating_sub(start.elapsed());
         let gate = self.gate.lock().clone();
@@ -182,7 +226,8 @@ impl Admitter {
         let pre = spec.component.pre.instance_pre().clone();
         let error_bytes = spec.text.error_bytes;
         let made = async {
-            let instance: WasmInstance = pre.instantiate_async(&mut store).await.map_err(classify)?;
+            let instance: WasmInstance =
+                pre.instantiate_async(&mut store).await.map_err(classify)?;
             let plugin = self.plugin.load(&mut store, &instance).map_err(classify)?;
             let hook = self.hook.load(&mut store, &instance).map_err(classify)?;
             plugin

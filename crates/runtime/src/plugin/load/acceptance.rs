@@ -78,6 +78,8 @@ pub struct Facts {
     pub watch: Vec<WatchFacts>,
     /// Per `manifest.write`.
     pub write: Vec<WatchFacts>,
+    /// Per `manifest.admit`.
+    pub admit: Vec<WatchFacts>,
 }
 
 /// Checks every watch and write against the tenant's grant and the limits against the
@@ -158,6 +160,7 @@ pub fn accept(
         }
     }
     refusals.extend(write_refusals(manifest, &who, policy, &facts.write));
+    refusals.extend(admit_refusals(manifest, &who, policy, &facts.admit));
     for (index, (w, f)) in manifest.watch.iter().zip(&facts.watch).enumerate() {
         if w.namespace_selector.is_some() && f.namespaced == Some(false) {
             refusals.push(Refusal {
@@ -243,6 +246,69 @@ pub fn accept(
 /// the tenant may see, and every (verb, namespace) one of the tenant's `write` tables allows. A
 /// table naming no namespace needs a tenant table for its verbs on that kind; the calls are
 /// then held to both at run time.
+/// Why a component cannot serve its manifest's `[[admit]]` tables: it lacks the
+/// `admission-hook` export (built for the `plugin` world, or by an SDK before admission).
+pub fn admission_export(
+    manifest: &Manifest,
+    component: &crate::plugin::exec::engine::LoadedComponent,
+) -> Result<(), String> {
+    if manifest.admit.is_empty() || component.admission_hook.is_some() {
+        return Ok(());
+    }
+    Err(format!(
+        "the manifest declares [[admit]] tables, but the component does not export \
+         `informant:plugin/admission-hook` (build it for the `admitting-plugin` world: \
+         informant-sdk and the Python and TypeScript SDKs of this release do)"
+    ))
+}
+
+/// What a manifest's `[[admit]]` tables ask beyond its tenant's grant: requests for a kind it
+/// may not read, and mutations it could not make as writes (a `patch` of that kind in the
+/// tenant's write ceiling; a cluster-scoped kind only where the ceiling names it as one). Which
+/// namespaces' requests reach it is the grant's, decided per request.
+fn admit_refusals(
+    manifest: &Manifest,
+    who: &str,
+    policy: &TenantPolicy,
+    facts: &[WatchFacts],
+) -> Vec<Refusal> {
+    use informant_manifest::admit::Mode;
+    let mut refusals = Vec::new();
+    for (index, (a, f)) in manifest.admit.iter().zip(facts).enumerate() {
+        let field = format!("admit[{index}]");
+        let gvk = (f.group.as_str(), f.version.as_str(), f.kind.as_str());
+        if let Err(outside) = policy.grant.check_watch(gvk, f.namespaced, None) {
+            refusals.push(Refusal {
+                field: field.clone(),
+                reason: format!("answering its requests means reading it: {outside}"),
+            });
+            continue;
+        }
+        let Some(ceiling) = &policy.writes else {
+            continue;
+        };
+        if a.mode == Mode::Mutate {
+            let cluster_scoped = f.namespaced == Some(false);
+            let ok = ceiling.iter().any(|c| {
+                c.allows_kind(crate::manifest::Verb::Patch, gvk)
+                    && (!cluster_scoped || c.covers_cluster_scoped(gvk))
+            });
+            if !ok {
+                refusals.push(Refusal {
+                    field: format!("{field}.mode"),
+                    reason: format!(
+                        "mutating `{}/{}` is a `patch` of it, which {who}'s write ceiling does not allow{}",
+                        a.api_version.as_str(),
+                        a.kind,
+                        if cluster_scoped { " for a cluster-scoped kind" } else { "" }
+                    ),
+                });
+            }
+        }
+    }
+    refusals
+}
+
 fn write_refusals(
     manifest: &Manifest,
     who: &str,
@@ -423,6 +489,7 @@ mod tests {
         Facts {
             watch: watch.to_vec(),
             write: Vec::new(),
+            admit: Vec::new(),
         }
     }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::plugin::PluginError;
 use crate::plugin::exec::engine::PluginEngine;
-use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept};
+use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept, admission_export};
 use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::manifest::Manifest;
 
@@ -47,7 +47,8 @@ pub fn check(
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_default();
-    if let Err(e) = engine.load(&name, &request.wasm) {
+    let loaded = engine.load(&name, &request.wasm);
+    if let Err(e) = &loaded {
         problems.push(match e {
             PluginError::Load { path, reason, .. } => format!("`{}`: {reason}", path.display()),
             other => other.to_string(),
@@ -60,6 +61,11 @@ pub fn check(
             return Err(problems);
         }
     };
+    if let Ok(component) = &loaded
+        && let Err(missing) = admission_export(&manifest, component)
+    {
+        problems.push(format!("`{}`: {missing}", request.wasm.display()));
+    }
     let policy = match host.tenancy.policy(&request.tenant) {
         Ok(p) => p,
         Err(denied) => {
@@ -84,6 +90,12 @@ pub fn check(
         facts
             .write
             .push(WatchFacts::as_written(&w.api_version, &w.kind, namespaced));
+    }
+    for a in &manifest.admit {
+        let namespaced = scope_of(a.api_version.as_str(), &a.kind);
+        facts
+            .admit
+            .push(WatchFacts::as_written(&a.api_version, &a.kind, namespaced));
     }
     let accepted = accept(&manifest, &request.tenant, &policy, host, &facts).map_err(|refusals| {
         refusals

@@ -42,6 +42,7 @@ use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHa
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::dispatch::namespace_selector::NamespaceWatch;
+use crate::plugin::exec::admit::Admitter;
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::gate::{Gate, open_when_settled};
 use crate::plugin::exec::supervisor::Supervisor;
@@ -87,6 +88,8 @@ pub(super) struct Loaded {
     pub(super) opening: tokio::task::JoinHandle<()>,
     /// Its `namespace-selector` watches' handlers on the Namespace informer.
     pub(super) selections: Vec<NamespaceWatch>,
+    /// Its admission hooks, if it has any.
+    pub(super) admitter: Option<Arc<Admitter>>,
 }
 
 impl Loaded {
@@ -452,6 +455,7 @@ impl PluginHost {
                 match prepared {
                     Ok(Prepared {
                         supervisor,
+                        admitter,
                         scope,
                         watches,
                         resync,
@@ -580,6 +584,9 @@ impl PluginHost {
                         });
                         permitted::report(&id, &[], &not_permitted);
                         supervisor.start_schedules(&schedules, gate.clone());
+                        if let Some(admitter) = &admitter {
+                            admitter.set_gate(gate.clone());
+                        }
                         loaded.insert(
                             id.clone(),
                             Loaded {
@@ -597,6 +604,7 @@ impl PluginHost {
                                 gate,
                                 opening,
                                 selections,
+                                admitter,
                             },
                         );
                         self.publish(&loaded);

@@ -13,6 +13,7 @@ use crate::informer::{
 };
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
+use crate::plugin::exec::admit::{Admitter, DEFAULT_POOL};
 use crate::plugin::exec::dead_letter::DeadLetterSink;
 use crate::plugin::exec::gate::{Gate, Gated};
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
@@ -23,7 +24,9 @@ use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::log::LogRate;
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::write::{Declared, PluginWrites, TenantWrites};
-use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept, describe, watch_count};
+use crate::plugin::load::acceptance::{
+    Accepted, Facts, WatchFacts, accept, admission_export, describe, watch_count,
+};
 use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::permitted::NotPermitted;
@@ -112,6 +115,19 @@ impl PluginHost {
                 resource,
             });
         }
+        let mut admitted_kinds = Vec::new();
+        for (index, a) in manifest.admit.iter().enumerate() {
+            let resource = self
+                .factory
+                .resolve(a.api_version.as_str(), &a.kind)
+                .await
+                .map_err(|e| PluginError::Refused {
+                    plugin: id.to_string(),
+                    path: found.manifest.clone(),
+                    reason: format!("field `admit[{index}]`: {e}"),
+                })?;
+            admitted_kinds.push(resource);
+        }
         let discovered = |r: &ResolvedResource| WatchFacts {
             group: r.api_resource.group.clone(),
             version: r.api_resource.version.clone(),
@@ -135,6 +151,7 @@ impl PluginHost {
                 })
                 .collect(),
             write: declared.iter().map(|d| discovered(&d.resource)).collect(),
+            admit: admitted_kinds.iter().map(discovered).collect(),
         };
         let Accepted {
             memory_mib,
@@ -161,6 +178,11 @@ impl PluginHost {
                     what: "compiling the component",
                     source: e.into(),
                 })??;
+        admission_export(&manifest, &component).map_err(|reason| PluginError::Refused {
+            plugin: id.to_string(),
+            path: found.wasm.clone(),
+            reason,
+        })?;
 
         let grant = &policy.grant;
         let mut watches = Vec::new();
@@ -253,6 +275,12 @@ impl PluginHost {
         .await;
         match started {
             Ok(supervisor) => Ok(Prepared {
+                admitter: (!manifest.admit.is_empty())
+                    .then(|| {
+                        let hooks = manifest.admit.iter().cloned().zip(admitted_kinds).collect();
+                        Admitter::new(&supervisor, hooks, policy.grant.clone(), DEFAULT_POOL)
+                    })
+                    .flatten(),
                 supervisor,
                 scope: delivery_scope(&manifest, &policy.grant),
                 watches,
@@ -357,6 +385,8 @@ fn delivery_scope(manifest: &Manifest, grant: &crate::tenancy::Grant) -> String 
 /// A loaded, initialised plugin version, not yet receiving events.
 pub(super) struct Prepared {
     pub(super) supervisor: Arc<Supervisor>,
+    /// Its admission hooks, when its manifest has `[[admit]]` tables.
+    pub(super) admitter: Option<Arc<Admitter>>,
     /// See [`delivery_scope`].
     pub(super) scope: String,
     pub(super) watches: Vec<Watched>,

@@ -9,6 +9,7 @@ use tokio::sync::{broadcast, watch};
 
 use crate::informer::{Access, Injector, ListenerGauges, SharedInformer, Store};
 use crate::plugin::PluginError;
+use crate::plugin::exec::admit::Admitter;
 use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::supervisor::{PluginState, Supervisor};
 use crate::plugin::id::PluginId;
@@ -119,6 +120,8 @@ pub(super) struct Running {
     /// Per informer it is registered with: the informer's id, its store, and its handler's
     /// queue (where a dead letter is re-driven).
     pub(super) queues_by_informer: Vec<(String, Arc<Store>, Injector)>,
+    /// Its admission hooks, if it has any.
+    pub(super) admitter: Option<Arc<Admitter>>,
 }
 
 impl Running {
@@ -201,6 +204,7 @@ impl PluginHost {
                         informers,
                         not_permitted: l.not_permitted.clone(),
                         gate: l.gate.clone(),
+                        admitter: l.admitter.clone(),
                         queues_by_informer: l
                             .handles
                             .iter()
@@ -225,6 +229,21 @@ impl PluginHost {
     /// Follows how many plugins wait.
     pub fn subscribe_waiting(&self) -> watch::Receiver<usize> {
         self.waiting_count.subscribe()
+    }
+
+    /// The admission hooks of the running version of `id`, if it has any; never waits for a
+    /// reconcile in progress.
+    pub fn admitter(&self, id: &PluginId) -> Option<Arc<Admitter>> {
+        self.running.read().get(id)?.admitter.clone()
+    }
+
+    /// Every running version with admission hooks, by plugin.
+    pub fn admitters(&self) -> Vec<(PluginId, Arc<Admitter>)> {
+        let running = self.running.read();
+        running
+            .iter()
+            .filter_map(|(id, r)| Some((id.clone(), r.admitter.clone()?)))
+            .collect()
     }
 
     /// The supervisor of a running plugin; never waits for a reconcile in progress.
