@@ -14,6 +14,7 @@
 //! - [`replay`]: recording live event streams and replaying them offline into one plugin.
 //! - [`telemetry`]: OpenTelemetry traces of plugin work over OTLP/HTTP, off unless installed.
 //! - [`redact`]: credentials out of URLs before they are logged or shown.
+//! - [`tls`]: HTTPS for the host's servers, from mounted files or a self-signed certificate.
 //! - [`runtime`]: the startup wiring `informant run` and `dev` use ([`runtime::Runtime`],
 //!   [`runtime::Replica`] with leader election), so tests start exactly what the binary starts.
 //!
@@ -35,11 +36,13 @@ pub mod plugin;
 pub mod redact;
 pub mod replay;
 pub mod runtime;
+pub(crate) mod serve;
 pub mod shard;
 pub mod telemetry;
 pub mod tenancy;
 #[cfg(test)]
 mod testing;
+pub mod tls;
 pub mod workers;
 
 pub use informant_apimachinery as apimachinery;

@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 
-use crate::admin::{AdminAuth, AdminServer, AdminState, AdminTls};
+use crate::admin::{AdminAuth, AdminServer, AdminState};
 use crate::config::ConfigWatcher;
 use crate::durable::Durable;
 use crate::informer::{
@@ -33,6 +33,7 @@ use crate::plugin::{
     Rediscoverer, Reloader,
 };
 use crate::shard::Shard;
+use crate::tls::ServerTls;
 
 mod replica;
 
@@ -103,7 +104,7 @@ pub struct RuntimeOptions {
     /// loopback `admin` address).
     pub admin_auth: AdminAuth,
     /// Whether the admin server speaks HTTPS (default: plain HTTP).
-    pub admin_tls: AdminTls,
+    pub admin_tls: ServerTls,
     /// Where to serve the probes (`/healthz`, and a `/readyz` of counts) without credentials.
     pub health: Option<SocketAddr>,
     /// Plugin limits and tenants (from `--config informant.toml`).
@@ -328,7 +329,7 @@ impl Runtime {
 struct AdminListeners {
     admin: Option<SocketAddr>,
     auth: AdminAuth,
-    tls: AdminTls,
+    tls: ServerTls,
     health: Option<SocketAddr>,
 }
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use informant_devserver::audit::AllowRule;
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::admin::{AdminAuth, AdminServer, AdminState, AdminTls, AuthOptions};
+use informant_runtime::admin::{AdminAuth, AdminServer, AdminState, AuthOptions};
+use informant_runtime::tls::ServerTls;
 use informant_runtime::plugin::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions, StateOptions};
 use informant_runtime::tenancy::{Tenancy, TenantPolicy};
@@ -747,7 +748,7 @@ async fn callers_are_refused_when_the_api_server_cannot_vouch_for_them() {
         free_addr(),
         state,
         &AdminAuth::Kubernetes(auth_options()),
-        &AdminTls::Plain,
+        &ServerTls::Plain,
     )
     .await
     .unwrap();
@@ -836,7 +837,7 @@ async fn no_authentication_is_refused_off_loopback() {
             addr,
             state.clone(),
             &AdminAuth::Kubernetes(AuthOptions::default()),
-            &AdminTls::Plain,
+            &ServerTls::Plain,
         )
         .await
         else {
@@ -970,7 +971,7 @@ async fn https_serves_mounted_certificates_reloads_a_rotation_and_can_sign_its_o
     std::fs::write(&cert_path, "not a certificate").unwrap();
     std::fs::write(&key_path, "not a key").unwrap();
     let auth = AdminAuth::Kubernetes(auth_options());
-    let files = AdminTls::Files {
+    let files = ServerTls::Files {
         cert: cert_path.clone(),
         key: key_path.clone(),
         reload_every: Duration::from_millis(50),
@@ -1049,7 +1050,7 @@ async fn https_serves_mounted_certificates_reloads_a_rotation_and_can_sign_its_o
     admin.shutdown().await;
 
     // Self-signed: HTTPS at once, no files needed, authentication as ever.
-    let own = AdminServer::start_with(free_addr(), state.clone(), &auth, &AdminTls::SelfSigned)
+    let own = AdminServer::start_with(free_addr(), state.clone(), &auth, &ServerTls::SelfSigned)
         .await
         .unwrap();
     let any = tls_client(None);

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use informant_runtime::admin::{AdminAuth, AdminTls, AuthOptions};
+use informant_runtime::admin::{AdminAuth, AuthOptions};
 use informant_runtime::informer::WatchScope;
 use informant_runtime::leader::LeaseConfig;
 use informant_runtime::runtime::{Replica, RuntimeOptions, StateOptions};
 use informant_runtime::shard::{ShardBy, ShardConfig};
+use informant_runtime::tls::ServerTls;
 
 /// Arguments of `informant run`.
 #[derive(clap::Args)]
@@ -81,15 +82,15 @@ enum TlsMode {
 
 impl AdminSecurity {
     /// The runtime's settings, or why they cannot serve `admin`.
-    fn options(&self, admin: Option<SocketAddr>) -> Result<(AdminAuth, AdminTls)> {
+    fn options(&self, admin: Option<SocketAddr>) -> Result<(AdminAuth, ServerTls)> {
         let auth = match self.admin_auth {
             AuthMode::Kubernetes => AdminAuth::Kubernetes(AuthOptions::default()),
             AuthMode::None => AdminAuth::None,
         };
         let tls = match (&self.admin_tls, &self.admin_tls_cert, &self.admin_tls_key) {
-            (Some(TlsMode::SelfSigned), _, _) => AdminTls::SelfSigned,
-            (None, Some(cert), Some(key)) => AdminTls::files(cert, key),
-            _ => AdminTls::Plain,
+            (Some(TlsMode::SelfSigned), _, _) => ServerTls::SelfSigned,
+            (None, Some(cert), Some(key)) => ServerTls::files(cert, key),
+            _ => ServerTls::Plain,
         };
         // Refused here too, so the process exits before it starts anything.
         if let Some(addr) = admin {
@@ -239,7 +240,7 @@ mod tests {
         Run::try_parse_from(std::iter::once("run").chain(flags.iter().copied())).map(|r| r.args)
     }
 
-    fn options(flags: &[&str]) -> Result<(AdminAuth, AdminTls)> {
+    fn options(flags: &[&str]) -> Result<(AdminAuth, ServerTls)> {
         let args = parse(flags).expect("flags parse");
         args.admin_security.options(args.admin)
     }
@@ -249,12 +250,12 @@ mod tests {
         let (auth, tls) =
             options(&["--admin", "0.0.0.0:9090", "--admin-tls", "self-signed"]).unwrap();
         assert_eq!(auth, AdminAuth::Kubernetes(AuthOptions::default()));
-        assert_eq!(tls, AdminTls::SelfSigned);
+        assert_eq!(tls, ServerTls::SelfSigned);
         // Tokens over plain HTTP only on loopback.
         let e = options(&["--admin", "0.0.0.0:9090"]).unwrap_err();
         assert!(e.to_string().contains("plain HTTP"), "{e}");
         let (_, tls) = options(&["--admin", "127.0.0.1:9090"]).unwrap();
-        assert_eq!(tls, AdminTls::Plain);
+        assert_eq!(tls, ServerTls::Plain);
         for open in ["0.0.0.0:9090", "[::]:9090", "10.0.0.7:9090"] {
             let e = options(&["--admin", open, "--admin-auth", "none"]).unwrap_err();
             assert!(e.to_string().contains("loopback"), "{e}");
@@ -268,9 +269,9 @@ mod tests {
     #[test]
     fn tls_takes_both_files_or_a_self_signed_certificate_never_a_mix() {
         let (_, tls) = options(&["--admin-tls-cert", "c.pem", "--admin-tls-key", "k.pem"]).unwrap();
-        assert_eq!(tls, AdminTls::files("c.pem", "k.pem"));
+        assert_eq!(tls, ServerTls::files("c.pem", "k.pem"));
         let (_, tls) = options(&["--admin-tls", "self-signed"]).unwrap();
-        assert_eq!(tls, AdminTls::SelfSigned);
+        assert_eq!(tls, ServerTls::SelfSigned);
         for bad in [
             &["--admin-tls-cert", "c.pem"][..],
             &["--admin-tls-key", "k.pem"],

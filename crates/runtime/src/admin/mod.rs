@@ -33,7 +33,6 @@
 //! - [`readiness`]: what `/readyz` checks.
 //! - [`scope`]: what one caller may see (every tenant, or some).
 //! - [`server`]: the axum routes and the listeners.
-//! - [`tls`]: HTTPS, from mounted files or a self-signed certificate.
 
 pub mod auth;
 pub mod client;
@@ -45,19 +44,18 @@ pub mod readiness;
 pub mod scope;
 pub mod server;
 mod shard;
-pub mod tls;
 
 pub use auth::{AdminAuth, AuthOptions};
 pub use readiness::Readiness;
 pub use scope::Scope;
 pub use server::AdminServer;
-pub use tls::AdminTls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::informer::InformerFactory;
 use crate::plugin::{PluginHost, ReconcileReport, RunningPlugin};
+use crate::tls::ServerTls;
 
 /// Errors starting the admin server.
 #[derive(Debug, thiserror::Error)]
@@ -93,18 +91,18 @@ pub enum Error {
     },
     /// HTTPS could not be set up.
     #[error(transparent)]
-    Tls(#[from] tls::TlsError),
+    Tls(#[from] crate::tls::TlsError),
 }
 
 /// Whether the admin server may serve `addr` as `auth` and `tls` say: off loopback, only with
 /// authentication, and only over HTTPS, since the callers' tokens are the API server's too.
-pub fn check_exposure(addr: SocketAddr, auth: &AdminAuth, tls: &AdminTls) -> Result<(), Error> {
+pub fn check_exposure(addr: SocketAddr, auth: &AdminAuth, tls: &ServerTls) -> Result<(), Error> {
     if addr.ip().is_loopback() {
         return Ok(());
     }
     match (auth, tls) {
         (AdminAuth::None, _) => Err(Error::Unauthenticated { addr }),
-        (AdminAuth::Kubernetes(_), AdminTls::Plain) => Err(Error::PlainTokens { addr }),
+        (AdminAuth::Kubernetes(_), ServerTls::Plain) => Err(Error::PlainTokens { addr }),
         _ => Ok(()),
     }
 }

@@ -17,56 +17,38 @@
 //! `/readyz` that shows counts only, over plain HTTP without credentials: what kubelet probes
 //! need, and nothing a tenant would not want anyone on the network to read.
 //!
-//! Connections are served by our own accept loop so that HTTPS (see [`super::tls`]) and plain
-//! HTTP share it: a TLS handshake runs in the connection's task (a slow client holds up no
-//! one) within [`HANDSHAKE_TIMEOUT`], and a request's headers must arrive within
-//! [`HEADER_TIMEOUT`].
+//! Connections are served by the host's own accept loop ([`crate::serve`]), so that HTTPS
+//! (see [`crate::tls`]) and plain HTTP share it, with its handshake and header timeouts.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::{get, post};
 use axum::{Extension, Router};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
-use tokio::sync::{oneshot, watch};
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::sync::watch;
 
 use super::auth::{self, Access, AdminAuth, Gate};
 use super::scope::Scope;
-use super::tls::{self, AdminTls, Tls};
 use super::{AdminState, Error, Result, dead_letters, logs, metrics, readiness};
-
-/// Longest a TLS handshake may take before the connection is dropped.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Longest a request's headers may take to arrive.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// Longest a shutdown waits for requests in flight before dropping them.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+use crate::serve::Served;
+use crate::tls::{self, ServerTls, Tls};
 
 /// A running admin (or probe) listener; stops when [`shutdown`](Self::shutdown) is called or
 /// it is dropped.
 pub struct AdminServer {
-    addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
+    served: Served,
     /// Ends the `/logs` follows, which would otherwise hold a graceful shutdown forever.
     stopping: watch::Sender<bool>,
-    task: Option<JoinHandle<()>>,
 }
 
 impl AdminServer {
     /// Binds `addr` (port 0 picks a free one) and serves the admin routes over `state`, plain
     /// HTTP without authentication: `addr` must be a loopback address.
     pub async fn start(addr: SocketAddr, state: Arc<AdminState>) -> Result<AdminServer> {
-        AdminServer::start_with(addr, state, &AdminAuth::None, &AdminTls::Plain).await
+        AdminServer::start_with(addr, state, &AdminAuth::None, &ServerTls::Plain).await
     }
 
     /// Binds `addr` and serves the admin routes over `state`, authenticating callers as `auth`
@@ -77,7 +59,7 @@ impl AdminServer {
         addr: SocketAddr,
         state: Arc<AdminState>,
         auth: &AdminAuth,
-        tls: &AdminTls,
+        tls: &ServerTls,
     ) -> Result<AdminServer> {
         super::check_exposure(addr, auth, tls)?;
         let gate = Arc::new(Gate::new(auth, state.factory().client()));
@@ -100,7 +82,7 @@ impl AdminServer {
             (false, true) => ("http", "none"),
             (false, false) => ("http", "kubernetes"),
         };
-        tracing::info!(addr = %server.addr, scheme, auth, "admin server: /metrics /healthz /readyz /plugins /logs /dead-letters");
+        tracing::info!(addr = %server.addr(), scheme, auth, "admin server: /metrics /healthz /readyz /plugins /logs /dead-letters");
         Ok(server)
     }
 
@@ -112,7 +94,7 @@ impl AdminServer {
             .route("/readyz", get(probe_readyz))
             .with_state(state);
         let server = AdminServer::serve(addr, app, None, watch::channel(false).0).await?;
-        tracing::info!(addr = %server.addr, "probes: /healthz /readyz");
+        tracing::info!(addr = %server.addr(), "probes: /healthz /readyz");
         Ok(server)
     }
 
@@ -122,101 +104,23 @@ impl AdminServer {
         tls: Option<Tls>,
         stopping: watch::Sender<bool>,
     ) -> Result<AdminServer> {
-        let listener = TcpListener::bind(addr)
+        let served = Served::bind(addr, app, tls, "admin")
             .await
             .map_err(|source| Error::Bind { addr, source })?;
-        let bound = listener
-            .local_addr()
-            .map_err(|source| Error::Bind { addr, source })?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(accept_loop(listener, app, tls, stopped));
-        Ok(AdminServer {
-            addr: bound,
-            stop: Some(stop),
-            stopping,
-            task: Some(task),
-        })
+        Ok(AdminServer { served, stopping })
     }
 
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
-        self.addr
+        self.served.addr()
     }
 
     /// Stops accepting connections and waits (a bounded time) for requests in flight to
     /// finish.
-    pub async fn shutdown(mut self) {
+    pub async fn shutdown(self) {
         self.stopping.send_replace(true);
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            let _ = task.await;
-        }
+        self.served.shutdown().await;
     }
-}
-
-impl Drop for AdminServer {
-    fn drop(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-}
-
-/// Accepts until `stopped`, each connection in a task of its own (dropped with the loop).
-async fn accept_loop(
-    listener: TcpListener,
-    app: Router,
-    tls: Option<Tls>,
-    mut stopped: oneshot::Receiver<()>,
-) {
-    let graceful = GracefulShutdown::new();
-    let mut connections = JoinSet::new();
-    let acceptor = tls.as_ref().map(|t| t.acceptor.clone());
-    loop {
-        tokio::select! {
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => {
-                    let _ = stream.set_nodelay(true);
-                    let service = TowerToHyperService::new(app.clone());
-                    let watcher = graceful.watcher();
-                    let acceptor = acceptor.clone();
-                    connections.spawn(async move {
-                        let http = || {
-                            let mut b = hyper::server::conn::http1::Builder::new();
-                            b.timer(TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
-                            b
-                        };
-                        match acceptor {
-                            None => {
-                                let conn = http().serve_connection(TokioIo::new(stream), service);
-                                let _ = watcher.watch(conn).await;
-                            }
-                            Some(acceptor) => {
-                                let shake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream));
-                                // A failed or slow handshake is the client's problem: drop it.
-                                if let Ok(Ok(stream)) = shake.await {
-                                    let conn = http().serve_connection(TokioIo::new(stream), service);
-                                    let _ = watcher.watch(conn).await;
-                                }
-                            }
-                        }
-                    });
-                }
-                Err(e) => {
-                    // Typically EMFILE: back off instead of spinning.
-                    tracing::warn!(error = %e, "admin server: accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            _ = &mut stopped => break,
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    drop(listener);
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
-    // Whatever is left (a handshake, a request past the grace) goes with the set.
 }
 
 fn routes(state: Arc<AdminState>, gate: Arc<Gate>, stopping: logs::Stopping) -> Router {

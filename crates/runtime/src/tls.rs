@@ -1,15 +1,15 @@
-//! HTTPS for the admin server: a certificate and key from files (a mounted Secret, cert-manager's
+//! HTTPS for the host's servers (the admin server, the admission webhooks): a certificate and key from files (a mounted Secret, cert-manager's
 //! or the operator's), reloaded when they change, or one generated at start for in-cluster use
 //! when none is mounted.
 //!
 //! Contract:
-//! - [`AdminTls::Files`]: both files are read at start (a missing or unreadable file, a key that
+//! - [`ServerTls::Files`]: both files are read at start (a missing or unreadable file, a key that
 //!   does not match the certificate, is an error naming the file), then every
 //!   `reload_every` they are read again; when their content changed, new
 //!   connections get the new pair. A pair that fails to load then is logged and the old one
 //!   kept, so a half-written rotation never takes the server down. Reading the content (not the
 //!   modification time) follows the symbolic-link swap a Kubernetes Secret volume makes.
-//! - [`AdminTls::SelfSigned`]: a fresh key and a self-signed certificate for `localhost`, the
+//! - [`ServerTls::SelfSigned`]: a fresh key and a self-signed certificate for `localhost`, the
 //!   loopback addresses, the host name (`$HOSTNAME`, the pod's name) and `$POD_IP` when set.
 //!   Clients cannot verify it against a CA: it keeps tokens off the wire in clear, and a
 //!   scraper configured with `insecureSkipVerify` (or the certificate's fingerprint) uses it.
@@ -26,9 +26,9 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_rustls::rustls::server::{ClientHello, ResolvesServerCert};
 use tokio_rustls::rustls::sign::CertifiedKey;
 
-/// Whether and how the admin server speaks HTTPS.
+/// Whether and how a server speaks HTTPS.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum AdminTls {
+pub enum ServerTls {
     /// Plain HTTP.
     #[default]
     Plain,
@@ -45,10 +45,10 @@ pub enum AdminTls {
     SelfSigned,
 }
 
-impl AdminTls {
-    /// [`AdminTls::Files`] read again every [`RELOAD_EVERY`].
-    pub fn files(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> AdminTls {
-        AdminTls::Files {
+impl ServerTls {
+    /// [`ServerTls::Files`] read again every [`RELOAD_EVERY`].
+    pub fn files(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> ServerTls {
+        ServerTls::Files {
             cert: cert.into(),
             key: key.into(),
             reload_every: RELOAD_EVERY,
@@ -63,7 +63,7 @@ pub const RELOAD_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
     /// A certificate or key file could not be read.
-    #[error("admin TLS: cannot read `{path}`: {source}")]
+    #[error("TLS: cannot read `{path}`: {source}")]
     Read {
         /// The file.
         path: PathBuf,
@@ -72,7 +72,7 @@ pub enum TlsError {
         source: std::io::Error,
     },
     /// A file holds no PEM certificate, or no PEM private key.
-    #[error("admin TLS: `{path}` holds no {what} in PEM")]
+    #[error("TLS: `{path}` holds no {what} in PEM")]
     NoPem {
         /// The file.
         path: PathBuf,
@@ -83,7 +83,7 @@ pub enum TlsError {
         source: rustls::pki_types::pem::Error,
     },
     /// The key does not fit the certificate, or is of a kind rustls cannot sign with.
-    #[error("admin TLS: the key `{key}` does not go with the certificate `{cert}`: {source}")]
+    #[error("TLS: the key `{key}` does not go with the certificate `{cert}`: {source}")]
     Mismatch {
         /// The certificate file.
         cert: PathBuf,
@@ -94,10 +94,10 @@ pub enum TlsError {
         source: rustls::Error,
     },
     /// Generating the self-signed certificate failed.
-    #[error("admin TLS: cannot generate a self-signed certificate: {0}")]
+    #[error("TLS: cannot generate a self-signed certificate: {0}")]
     Generate(#[source] rcgen::Error),
     /// rustls refused the configuration or the generated pair.
-    #[error("admin TLS: {0}")]
+    #[error("TLS: {0}")]
     Rustls(#[source] rustls::Error),
 }
 
@@ -131,11 +131,11 @@ impl Drop for Tls {
 
 /// The acceptor `mode` asks for (`None` for plain HTTP); `names` go into a self-signed
 /// certificate besides the usual ones.
-pub(crate) fn setup(mode: &AdminTls, names: &[String]) -> Result<Option<Tls>, TlsError> {
+pub(crate) fn setup(mode: &ServerTls, names: &[String]) -> Result<Option<Tls>, TlsError> {
     let (key, reload) = match mode {
-        AdminTls::Plain => return Ok(None),
-        AdminTls::SelfSigned => (self_signed(names)?, None),
-        AdminTls::Files {
+        ServerTls::Plain => return Ok(None),
+        ServerTls::SelfSigned => (self_signed(names)?, None),
+        ServerTls::Files {
             cert,
             key,
             reload_every,
@@ -174,7 +174,7 @@ async fn reload_loop(
         tick.tick().await;
         let read = (std::fs::read(&cert), std::fs::read(&key));
         let (Ok(c), Ok(k)) = read else {
-            tracing::warn!(cert = %cert.display(), key = %key.display(), "admin TLS: cannot read the certificate files; keeping the one in use");
+            tracing::warn!(cert = %cert.display(), key = %key.display(), "TLS: cannot read the certificate files; keeping the one in use");
             continue;
         };
         if (&c, &k) == (&last.0, &last.1) {
@@ -183,11 +183,11 @@ async fn reload_loop(
         match pair(&cert, &c, &key, &k) {
             Ok(pair) => {
                 *current.0.write() = Arc::new(pair);
-                tracing::info!(cert = %cert.display(), "admin TLS: certificate reloaded");
+                tracing::info!(cert = %cert.display(), "TLS: certificate reloaded");
                 last = (c, k);
             }
             Err(e) => {
-                tracing::warn!(error = %e, "admin TLS: the changed certificate files do not load; keeping the one in use");
+                tracing::warn!(error = %e, "TLS: the changed certificate files do not load; keeping the one in use");
             }
         }
     }
