@@ -158,13 +158,31 @@ impl Head {
     }
 
     /// The header the host would write for `resource` and this metadata.
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn encode<'a>(
+        resource: &Resource,
+        namespace: Option<&str>,
+        name_uid_version: [&str; 3],
+        labels: impl IntoIterator<Item = (&'a str, &'a str), IntoIter: Clone>,
+    ) -> Head {
+        Head::decode(Head::encode_bytes(
+            resource,
+            namespace,
+            name_uid_version,
+            labels,
+        ))
+    }
+
+    /// The header's bytes, as the host writes them: the metadata by
+    /// [`informant_header::Metadata::encode`] (labels sorted by key), the kind in front by
+    /// [`informant_header::encode`].
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    pub(crate) fn encode_bytes<'a>(
         resource: &Resource,
         namespace: Option<&str>,
         [name, uid, resource_version]: [&str; 3],
         labels: impl IntoIterator<Item = (&'a str, &'a str), IntoIter: Clone>,
-    ) -> Head {
+    ) -> Vec<u8> {
         let metadata = informant_header::Metadata {
             namespace: namespace.unwrap_or_default(),
             name,
@@ -172,10 +190,10 @@ impl Head {
             resource_version,
         }
         .encode(labels);
-        Head::decode(informant_header::encode(
+        informant_header::encode(
             [&resource.group, &resource.version, &resource.kind],
             &metadata,
-        ))
+        )
     }
 
     fn field(&self, field: Field) -> &str {
@@ -296,13 +314,13 @@ impl Event {
 
     /// Decodes the object, e.g. into a `k8s-openapi` type or `serde_json::Value`.
     pub fn object<T: DeserializeOwned>(&self) -> Result<T, DecodeError> {
-        decode(self.json(), false, self)
+        decode(self.json(), false, self.object.head())
     }
 
     /// Decodes the previous version; `None` unless this is an update.
     pub fn old_object<T: DeserializeOwned>(&self) -> Result<Option<T>, DecodeError> {
         self.old_json()
-            .map(|json| decode(json, true, self))
+            .map(|json| decode(json, true, self.object.head()))
             .transpose()
     }
 
@@ -312,7 +330,8 @@ impl Event {
     }
 }
 
-/// An event's object, or its previous version, did not decode into the type asked for.
+/// An event's or an admission request's object, or its previous version, did not decode into
+/// the type asked for.
 // Boxed: a handler's `Result` stays small on its success path.
 #[derive(Debug)]
 pub struct DecodeError(Box<Decoding>);
@@ -332,7 +351,9 @@ impl DecodeError {
         self.0.type_name
     }
 
-    /// Whether it was the previous version ([`Event::old_object`]) that did not decode.
+    /// Whether it was the previous version ([`Event::old_object`],
+    /// [`AdmissionRequest::old_object`](crate::admission::AdmissionRequest::old_object)) that did
+    /// not decode.
     pub fn is_old(&self) -> bool {
         self.0.old
     }
@@ -357,11 +378,16 @@ impl std::error::Error for DecodeError {
     }
 }
 
-fn decode<T: DeserializeOwned>(json: &str, old: bool, ev: &Event) -> Result<T, DecodeError> {
+/// Decodes `json`, an object (`old`: its previous version) whose kind and metadata `head` holds.
+pub(crate) fn decode<T: DeserializeOwned>(
+    json: &str,
+    old: bool,
+    head: &Head,
+) -> Result<T, DecodeError> {
     serde_json::from_str(json).map_err(|source| {
         DecodeError(Box::new(Decoding {
-            resource: ev.resource().clone(),
-            key: ev.meta().key(),
+            resource: head.resource().clone(),
+            key: Meta(head).key(),
             old,
             type_name: std::any::type_name::<T>(),
             source,
@@ -369,7 +395,7 @@ fn decode<T: DeserializeOwned>(json: &str, old: bool, ev: &Event) -> Result<T, D
     })
 }
 
-/// The metadata most plugins need, borrowed from the event.
+/// The metadata most plugins need, borrowed from the event or the admission request.
 #[derive(Debug, Clone, Copy)]
 pub struct Meta<'a>(pub(crate) &'a Head);
 

@@ -1,7 +1,9 @@
 //! # informant-sdk: write Informant event-hook plugins in Rust
 //!
-//! A plugin is a WebAssembly component (target `wasm32-wasip2`) for the `informant:plugin` world
-//! in `wit/`. This crate hides the generated bindings and gives plugin authors:
+//! A plugin is a WebAssembly component (target `wasm32-wasip2`) for the `informant:plugin`
+//! contract in `wit/`: this crate builds every plugin for its `admitting-plugin` world (the
+//! `plugin` world plus the `admission-hook` export, which the host calls only for a manifest
+//! with `[[admit]]` tables). It hides the generated bindings and gives plugin authors:
 //!
 //! - [`Plugin`]: the trait a plugin implements, and [`export_plugin!`] to make it the component's
 //!   exports;
@@ -9,6 +11,8 @@
 //!   `?` (a failure), or [`HandlerError::retry`] to see the object again later;
 //! - [`Event`]: one event, with host-parsed metadata ([`Event::meta`]) so most plugins never parse
 //!   JSON they do not need, and typed decoding ([`Event::object`]) when they do;
+//! - [`admission`]: admission hooks ([`Plugin::admit`]): the [`AdmissionRequest`] the API
+//!   server sends, the [`Admission`] answer (allow, deny, warn, patch);
 //! - [`cache`]: read-only queries against the host's informer cache, raw JSON or typed through
 //!   `k8s-openapi`;
 //! - [`log`](mod@log): the host's log (a plugin has no stdout);
@@ -27,6 +31,11 @@
 //! missed deadline the instance is recreated and gets `init` again, then the next events (no
 //! replay): keep state that the cache queries can rebuild. The manifest's `[[schedule]]` tables
 //! tick [`Plugin::on_schedule`] with their name, between events, under the same deadline.
+//!
+//! The manifest's `[[admit]]` tables send AdmissionReview requests to [`Plugin::admit`], on
+//! instances of their own, pooled and reused (each made by `init`, never sharing a call): read
+//! the cache there, but keep no per-request state; [`kube`](mod@kube) writes and outbound
+//! [`http`] are refused during `admit` (see [`admission`]).
 //!
 //! ```no_run
 //! use informant_sdk::{Event, HandlerError, Plugin, log};
@@ -47,6 +56,7 @@
 //! informant_sdk::export_plugin!(Hello);
 //! ```
 
+pub mod admission;
 pub mod cache;
 mod error;
 mod event;
@@ -58,6 +68,7 @@ mod resource;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
 
+pub use admission::{Admission, AdmissionRequest};
 pub use cache::QueryError;
 pub use error::{HandlerError, Retry};
 #[allow(deprecated)]
@@ -70,7 +81,8 @@ pub use resource::Resource;
 pub mod wit {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "plugin",
+        // `plugin` and the `admission-hook` export: one component shape for every plugin.
+        world: "admitting-plugin",
         pub_export_macro: true,
         export_macro_name: "export",
         // The wasi:http imports (and the wasi:io and wasi:clocks types they use) are generated
@@ -80,6 +92,12 @@ pub mod wit {
 
     /// The event and outcome types `events.next` passes, under the names the glue uses.
     pub use self::informant::plugin::types::{Event, Failure};
+
+    /// The `admission-hook` export's trait and records, under the names the glue uses.
+    pub use self::exports::informant::plugin::admission_hook::Guest as AdmissionGuest;
+    pub use self::informant::plugin::admission::{
+        Request as AdmitRequest, Response as AdmitResponse,
+    };
 }
 
 /// An event-hook plugin: built by [`Plugin::init`] from its config, then fed events one at a time.
@@ -132,9 +150,23 @@ pub trait Plugin: 'static {
         let _ = name;
         Ok(())
     }
+
+    /// Answers one AdmissionReview request from a `[[admit]]` table of the manifest (see
+    /// [`admission`] for the contract: cache reads only, no writes or HTTP, no per-request
+    /// state). An `Err` (a retry included: it has no meaning here) applies the table's
+    /// `failure-policy`. The default refuses: a plugin without `[[admit]]` tables is never
+    /// asked.
+    fn admit(&mut self, req: &AdmissionRequest) -> Result<Admission, HandlerError> {
+        let _ = req;
+        Err(HandlerError::msg(NO_ADMIT))
+    }
 }
 
-/// Makes a [`Plugin`] type the component's `init`, `handle-queued` and `handle-schedule` exports.
+/// What [`Plugin::admit`] answers when the plugin does not implement it.
+const NO_ADMIT: &str = "this plugin does not answer admission requests (it implements no `admit`)";
+
+/// Makes a [`Plugin`] type the component's `init`, `handle-queued`, `handle-schedule` and
+/// `admission-hook.admit` exports.
 ///
 /// Use it once, at the top level of the plugin crate. It expands to nothing on native targets,
 /// where [`testing::Harness`] drives the plugin instead.
@@ -163,6 +195,14 @@ macro_rules! export_plugin {
                 }
             }
 
+            impl $crate::wit::AdmissionGuest for Exports {
+                fn admit(
+                    request: $crate::wit::AdmitRequest,
+                ) -> ::std::result::Result<$crate::wit::AdmitResponse, ::std::string::String> {
+                    $crate::__private::admit_in(&INSTANCE, request)
+                }
+            }
+
             $crate::wit::export! { Exports with_types_in $crate::wit }
         };
     };
@@ -174,7 +214,7 @@ pub mod __private {
     use std::cell::RefCell;
     use std::thread::LocalKey;
 
-    use crate::{Event, EventType, HandlerError, Plugin};
+    use crate::{Admission, AdmissionRequest, Event, EventType, HandlerError, Plugin};
 
     /// Where the export glue keeps the instance between calls.
     pub type Slot<P> = RefCell<Option<P>>;
@@ -252,7 +292,23 @@ pub mod __private {
         })
     }
 
-    /// The error an event gets when the host skipped `init`.
+    /// `admission-hook.admit` export: routes the request to the instance, refusing it before
+    /// `init`; an error becomes its message.
+    pub fn admit_in<P: Plugin>(
+        slot: &'static LocalKey<Slot<P>>,
+        request: crate::wit::AdmitRequest,
+    ) -> Result<crate::wit::AdmitResponse, String> {
+        let req = AdmissionRequest::from_wit(request);
+        slot.with(|s| match s.borrow_mut().as_mut() {
+            Some(plugin) => plugin
+                .admit(&req)
+                .map(Admission::into_wit)
+                .map_err(|e| e.to_string()),
+            None => Err(NOT_INITIALIZED.into()),
+        })
+    }
+
+    /// The error an event (or a request) gets when the host skipped `init`.
     pub const NOT_INITIALIZED: &str = "handle called before init: the plugin has no instance";
 
     /// The config the host handed is not JSON.
@@ -616,6 +672,73 @@ mod tests {
             ("changed its mind".into(), None)
         );
         assert!(matches!(__private::to_failure(&err), Failure::Error(_)));
+    }
+
+    /// Answers admission requests: denies objects labelled `deny`, fails on `fail`.
+    struct Gatekeeper;
+
+    impl Plugin for Gatekeeper {
+        fn init(_: Value) -> Result<Self, HandlerError> {
+            Ok(Gatekeeper)
+        }
+
+        fn admit(&mut self, req: &AdmissionRequest) -> Result<Admission, HandlerError> {
+            if req.meta().label("fail").is_some() {
+                return Err(HandlerError::retry("a retry is an error here"));
+            }
+            Ok(match req.meta().label("deny") {
+                Some(why) => Admission::deny(why).with_code(422),
+                None => {
+                    Admission::patch(vec![admission::PatchOp::add("/metadata/labels/ok", "yes")])
+                        .warn("checked")
+                }
+            })
+        }
+    }
+
+    thread_local! {
+        static GATE: Slot<Gatekeeper> = const { empty() };
+        static EVENTS_ONLY: Slot<Flaky> = const { empty() };
+    }
+
+    #[test]
+    fn export_glue_admits_after_init_and_plugins_without_admit_refuse() {
+        use __private::admit_in;
+        use admission::Operation;
+
+        let request = |labels: Value| {
+            let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"namespace": "ns", "name": "c", "labels": labels}});
+            testing::admission_request(Operation::Create, &cm)
+                .try_build_wit()
+                .unwrap()
+        };
+        assert_eq!(
+            admit_in(&GATE, request(json!({}))).unwrap_err(),
+            __private::NOT_INITIALIZED
+        );
+        init_in(&GATE, "{}").unwrap();
+        let r = admit_in(&GATE, request(json!({}))).unwrap();
+        assert!(r.allowed && r.code == 0 && r.warnings == ["checked"]);
+        assert_eq!(
+            r.patch.as_deref(),
+            Some(r#"[{"op":"add","path":"/metadata/labels/ok","value":"yes"}]"#)
+        );
+        let r = admit_in(&GATE, request(json!({"deny": "not today"}))).unwrap();
+        assert_eq!(
+            (r.allowed, r.code, r.message.as_str(), r.patch),
+            (false, 422, "not today", None)
+        );
+        assert_eq!(
+            admit_in(&GATE, request(json!({"fail": ""}))).unwrap_err(),
+            "a retry is an error here"
+        );
+        // A plugin that implements no `admit` answers with an error, never a default allow.
+        init_in(&EVENTS_ONLY, "{}").unwrap();
+        assert_eq!(
+            admit_in(&EVENTS_ONLY, request(json!({}))).unwrap_err(),
+            NO_ADMIT
+        );
     }
 
     #[test]

@@ -8,7 +8,8 @@
 //! Like the host, [`Harness::send`] first applies the event to the cache (added, updated and resync
 //! store the object, deleted removes it), so queries see the object the event is about; turn that
 //! off with [`Harness::apply_to_cache`] to stage the cache by hand. [`Harness::tick`] ticks a
-//! schedule as the host's timer would.
+//! schedule as the host's timer would. [`Harness::admit`] answers an admission request built
+//! with [`admission_request`], against the same cache, refusing writes as the host does.
 //!
 //! ```
 //! use informant_sdk::testing::{EventBuilder, Harness};
@@ -30,6 +31,7 @@
 //! assert_eq!(h.logs(), [(Level::Info, "added default/cfg".to_string())]);
 //! ```
 
+mod admission;
 mod cache;
 
 use std::cell::RefCell;
@@ -39,6 +41,7 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::Value;
 
+pub use self::admission::{AdmissionRequestBuilder, admission_request};
 pub use self::cache::MemCache;
 use crate::event::{Head, Object};
 /// The level of a captured log record.
@@ -87,6 +90,8 @@ struct State {
     declared: Option<Vec<informant_manifest::Write>>,
     /// The manifest's `[[schedule]]` names, when the harness was built from one.
     schedules: Option<Vec<String>>,
+    /// An admission request is being answered: writes are refused, as the host does.
+    admitting: bool,
 }
 
 /// One write a plugin made, as the harness recorded it instead of sending it.
@@ -112,6 +117,11 @@ pub(crate) fn record_write(w: Written) -> Result<String, crate::kube::WriteError
     use informant_manifest::Verb;
     CURRENT.with(|s| {
         let mut s = s.borrow_mut();
+        if s.admitting {
+            return Err(crate::kube::WriteError::Denied(
+                admission::WRITE_REFUSED.to_string(),
+            ));
+        }
         if let Some(declared) = &s.declared {
             let verb = match w.verb {
                 "create" | "record-event" => Verb::Create,
@@ -576,6 +586,11 @@ impl EventBuilder {
 
 /// The kind and metadata the host would parse from `object`.
 fn head_of(object: &Value, resource: &Resource) -> Head {
+    Head::decode(header_of(object, resource))
+}
+
+/// The header the host would write for `object`, of kind `resource`.
+fn header_of(object: &Value, resource: &Resource) -> Vec<u8> {
     let text = |p: &str| {
         object
             .pointer(p)
@@ -583,7 +598,7 @@ fn head_of(object: &Value, resource: &Resource) -> Head {
             .unwrap_or_default()
     };
     let labels: BTreeMap<String, String> = cache::labels_of(object);
-    Head::encode(
+    Head::encode_bytes(
         resource,
         cache::namespace_of(object),
         [
