@@ -278,7 +278,6 @@ impl AdmissionRequest {
 /// The answer to an [`AdmissionRequest`]: allowed (possibly with a patch) or denied, with
 /// warnings either way.
 #[derive(Debug, Clone, PartialEq)]
-#[must_use]
 pub struct Admission {
     allowed: bool,
     code: u16,

@@ -19,6 +19,11 @@ impl<P: Plugin> Harness<P> {
     /// comes before the write). Writes are refused with
     /// [`WriteError::Denied`](crate::kube::WriteError::Denied), as the host refuses them; the
     /// harness never sends HTTP at all.
+    ///
+    /// A harness built from a manifest refuses a request whose kind and operation none of its
+    /// `[[admit]]` tables declares (the host never sends one). The answer is the plugin's as it
+    /// is: the host's checks of it (a validating table's patch, a patch that renames the
+    /// object, the bounds on warnings) are not made here.
     pub fn admit(
         &mut self,
         request: impl Into<AdmissionRequest>,
@@ -31,6 +36,16 @@ impl<P: Plugin> Harness<P> {
             }
         }
         let request = request.into();
+        if let Some(tables) = &self.state.admits
+            && !tables.iter().any(|t| declares(t, &request))
+        {
+            return Err(format!(
+                "no [[admit]] table of the manifest admits {} of {}",
+                request.operation(),
+                request.kind()
+            )
+            .into());
+        }
         let plugin = &mut self.plugin;
         let state = Admitting(&mut self.state);
         state.0.admitting = true;
@@ -250,6 +265,14 @@ impl From<AdmissionRequestBuilder> for AdmissionRequest {
     fn from(b: AdmissionRequestBuilder) -> AdmissionRequest {
         b.build()
     }
+}
+
+/// Whether the `[[admit]]` table `t` sends `request` to the plugin (its selectors aside).
+fn declares(t: &informant_manifest::Admit, request: &AdmissionRequest) -> bool {
+    Resource::from_api_version(t.api_version.as_str(), t.kind.as_str()) == *request.kind()
+        && t.operations
+            .iter()
+            .any(|op| op.as_kubernetes() == request.operation().as_str())
 }
 
 /// An object's kind, from `apiVersion` and `kind`.
@@ -473,6 +496,36 @@ mod tests {
         let r = Resource::new("", "v1", "ConfigMap");
         let run = || kube::raw::create(&r, Some("team-a"), "{}");
         assert!(run_in(&mut h.state, run).is_ok());
+    }
+
+    #[test]
+    fn a_harness_from_a_manifest_admits_only_what_its_tables_declare() {
+        let manifest = r#"
+            [[admit]]
+            name = "cms"
+            api-version = "v1"
+            kind = "ConfigMap"
+            operations = ["delete"]
+        "#;
+        let mut h = Harness::<Gate>::from_manifest(manifest).unwrap();
+        h.admit(admission_request(Operation::Delete, &cm(json!({}))))
+            .unwrap();
+        let err = h
+            .admit(admission_request(Operation::Create, &cm(json!({}))))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no [[admit]] table of the manifest admits CREATE of v1/ConfigMap"
+        );
+        let pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}});
+        let err = h
+            .admit(admission_request(Operation::Delete, &pod))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no [[admit]] table of the manifest admits DELETE of v1/Pod"
+        );
+        assert_eq!(h.logs().len(), 1, "refused requests never reach the plugin");
     }
 
     #[test]

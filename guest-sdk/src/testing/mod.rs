@@ -90,6 +90,8 @@ struct State {
     declared: Option<Vec<informant_manifest::Write>>,
     /// The manifest's `[[schedule]]` names, when the harness was built from one.
     schedules: Option<Vec<String>>,
+    /// The manifest's `[[admit]]` tables, when the harness was built from one.
+    admits: Option<Vec<informant_manifest::Admit>>,
     /// An admission request is being answered: writes are refused, as the host does.
     admitting: bool,
 }
@@ -265,7 +267,9 @@ impl<P: Plugin> Harness<P> {
     }
 
     /// Builds the plugin from a manifest (`NAME.toml` text): its `[config]`, and its `[[watch]]`
-    /// kinds and `[watch.indexes]` declared on the cache, so queries outside them are refused.
+    /// kinds and `[watch.indexes]` declared on the cache, so queries outside them are refused;
+    /// [`Harness::tick`] and [`Harness::admit`] refuse what its `[[schedule]]` and `[[admit]]`
+    /// tables do not declare.
     ///
     /// The manifest is parsed and validated by the host's own parser (`informant-manifest`), so
     /// a manifest these tests accept is one the host loads.
@@ -288,8 +292,10 @@ impl<P: Plugin> Harness<P> {
             .iter()
             .map(|s| s.name.as_str().to_string())
             .collect();
+        let admits = manifest.admit.clone();
         let mut h = Self::with_cache(&manifest.config_json(), cache, Some(manifest.write))?;
         h.state.schedules = Some(schedules);
+        h.state.admits = Some(admits);
         Ok(h)
     }
 
