@@ -4,8 +4,9 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use super::{Harness, HarnessError, State, cache, header_of, run_in};
+use super::{Harness, HarnessError, State, cache, run_in};
 use crate::admission::{GroupVersionResource, Operation, UserInfo};
+use crate::event::Head;
 use crate::wit::informant::plugin::admission as wit;
 use crate::{Admission, AdmissionRequest, HandlerError, Plugin, Resource};
 
@@ -218,6 +219,22 @@ impl AdmissionRequestBuilder {
             Some(ns) => ns,
             None => cache::namespace_of(described).map(String::from),
         };
+        let name = self
+            .name
+            .unwrap_or_else(|| text("/metadata/name").unwrap_or_default().to_string());
+        // As the host does: the object's metadata, its name and namespace filled in from the
+        // request's when it has none.
+        let labels = cache::labels_of(described);
+        let header = Head::encode_bytes(
+            &kind,
+            cache::namespace_of(described).or(namespace.as_deref()),
+            [
+                text("/metadata/name").unwrap_or(&name),
+                text("/metadata/uid").unwrap_or_default(),
+                text("/metadata/resourceVersion").unwrap_or_default(),
+            ],
+            labels.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        );
         let request = wit::Request {
             uid: self.uid,
             kind: crate::wit::informant::plugin::types::Resource {
@@ -233,16 +250,14 @@ impl AdmissionRequestBuilder {
             sub_resource: self.sub_resource,
             operation: self.operation.to_wit(),
             namespace,
-            name: self
-                .name
-                .unwrap_or_else(|| text("/metadata/name").unwrap_or_default().to_string()),
+            name,
             user_info: wit::UserInfo {
                 username: self.user_info.username,
                 uid: self.user_info.uid,
                 groups: self.user_info.groups,
                 extra: self.user_info.extra,
             },
-            header: header_of(described, &kind),
+            header,
             object: object.as_ref().map(Value::to_string),
             old_object: old_object.as_ref().map(Value::to_string),
             dry_run: self.dry_run,
@@ -426,7 +441,9 @@ mod tests {
 
     #[test]
     fn the_header_is_the_hosts_encoding() {
-        let req = admission_request(Operation::Create, &cm(json!({"b": "2", "a": "1"}))).build();
+        let wire = admission_request(Operation::Create, &cm(json!({"b": "2", "a": "1"})))
+            .try_build_wit()
+            .unwrap();
         let metadata = informant_header::Metadata {
             namespace: "team-a",
             name: "cfg",
@@ -434,12 +451,17 @@ mod tests {
             resource_version: "5",
         }
         .encode([("a", "1"), ("b", "2")]);
-        let expected = informant_header::encode(["", "v1", "ConfigMap"], &metadata);
-        let built = header_of(
-            &serde_json::from_str(req.object_json().unwrap()).unwrap(),
-            req.kind(),
+        assert_eq!(
+            wire.header,
+            informant_header::encode(["", "v1", "ConfigMap"], &metadata)
         );
-        assert_eq!(built, expected);
+        // An object without a name or namespace gets the request's, as the host fills them in.
+        let bare = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}});
+        let req = admission_request(Operation::Create, &bare)
+            .namespace(Some("ns"))
+            .name("given")
+            .build();
+        assert_eq!(req.meta().key(), "ns/given");
     }
 
     #[test]
