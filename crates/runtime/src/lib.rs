@@ -10,6 +10,7 @@
 //!   plugin sources.
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/plugins`), reading
 //!   the informers and plugins from above.
+//! - [`admission`]: the admission webhook server, answered by plugins' `[[admit]]` hooks.
 //! - [`leader`]: leader election through a coordination.k8s.io Lease (active/standby replicas).
 //! - [`replay`]: recording live event streams and replaying them offline into one plugin.
 //! - [`telemetry`]: OpenTelemetry traces of plugin work over OTLP/HTTP, off unless installed.
@@ -25,6 +26,7 @@
 //! `informant` binary (crate `informant`) is a thin CLI over these.
 
 pub mod admin;
+pub mod admission;
 pub mod backoff;
 pub mod config;
 pub mod durable;

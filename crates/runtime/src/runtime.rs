@@ -21,6 +21,8 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::admin::{AdminAuth, AdminServer, AdminState};
+use crate::admission::webhooks::{Registrar, Registration};
+use crate::admission::{AdmissionOptions, AdmissionServer};
 use crate::config::ConfigWatcher;
 use crate::durable::Durable;
 use crate::informer::{
@@ -60,6 +62,9 @@ pub enum Error {
     /// The admin server could not bind.
     #[error("admin server: {0}")]
     Admin(#[source] crate::admin::Error),
+    /// The admission webhook server could not start.
+    #[error(transparent)]
+    Admission(crate::admission::Error),
     /// The config file could not be watched.
     #[error("config watcher: {0}")]
     Config(#[source] crate::fswatch::WatchError),
@@ -127,6 +132,8 @@ pub struct RuntimeOptions {
     /// Sharded mode (`--shard-group`): only the plugins this member owns run here (set by
     /// [`Replica::start_sharded`]).
     pub shard: Option<Shard>,
+    /// The admission webhook server for plugins' `[[admit]]` hooks (`--admission-addr`).
+    pub admission: Option<AdmissionOptions>,
 }
 
 /// Where durable delivery keeps its state, and for which cluster.
@@ -158,6 +165,9 @@ pub struct Runtime {
     config_watcher: Option<ConfigWatcher>,
     admin: Option<AdminServer>,
     probes: Option<AdminServer>,
+    admission: Option<AdmissionServer>,
+    /// Keeps the webhook configurations pointing here; stops when dropped.
+    registrar: Option<Registrar>,
     /// Reconciles whenever the shard assignment changes; aborted when dropped.
     shard_follower: Option<JoinHandle<()>>,
     /// `--watch` kinds not served yet, retried until they are; aborted when dropped.
@@ -224,6 +234,24 @@ impl Runtime {
             Some(state) => admin_servers(&listeners, state.clone()).await?,
             None => (None, None),
         };
+        // Before the first reconcile: the hooks it loads are answered as soon as they run.
+        let (admission, registrar) = match (&opts.admission, &host) {
+            (Some(a), Some(host)) => {
+                let server = AdmissionServer::start(a.addr, &a.tls, host.clone())
+                    .await
+                    .map_err(Error::Admission)?;
+                let registrar = a.register.clone().map(|(name, endpoint)| {
+                    let reg = Registration {
+                        name,
+                        endpoint,
+                        ca_bundle: server.ca_bundle().to_vec(),
+                    };
+                    Registrar::start(factory.client().clone(), reg, host.clone())
+                });
+                (Some(server), registrar)
+            }
+            _ => (None, None),
+        };
         let mut shard_follower = None;
         let (reloader, config_watcher) = match &host {
             Some(host) => {
@@ -285,9 +313,21 @@ impl Runtime {
             config_watcher,
             admin,
             probes,
+            admission,
+            registrar,
             shard_follower,
             _watch_retries: watch_retries,
         })
+    }
+
+    /// Where the admission webhook server listens, if it was started.
+    pub fn admission_addr(&self) -> Option<SocketAddr> {
+        self.admission.as_ref().map(AdmissionServer::addr)
+    }
+
+    /// The CA certificates (PEM) the admission webhook server is verified with.
+    pub fn admission_ca_bundle(&self) -> Option<&[u8]> {
+        self.admission.as_ref().map(AdmissionServer::ca_bundle)
     }
 
     /// Where the admin server listens (the port it got, for port 0), if it was started.
@@ -315,6 +355,10 @@ impl Runtime {
         self.factory.stop();
         if let Some(d) = &self.durable {
             d.shutdown().await;
+        }
+        drop(self.registrar);
+        if let Some(admission) = self.admission {
+            admission.shutdown().await;
         }
         if let Some(admin) = self.admin {
             admin.shutdown().await;

@@ -118,7 +118,17 @@ impl ResolvesServerCert for Current {
 /// A TLS acceptor and what keeps its certificate current; reloading stops when it is dropped.
 pub(crate) struct Tls {
     pub(crate) acceptor: tokio_rustls::TlsAcceptor,
+    /// What a client trusts the server by, in PEM: the generated CA, or the last certificate
+    /// of the mounted chain as read at start.
+    ca_bundle: Vec<u8>,
     _reloader: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Tls {
+    /// The PEM certificates a client verifies this server with (a webhook's `caBundle`).
+    pub(crate) fn ca_bundle(&self) -> Vec<u8> {
+        self.ca_bundle.clone()
+    }
 }
 
 impl Drop for Tls {
@@ -132,16 +142,24 @@ impl Drop for Tls {
 /// The acceptor `mode` asks for (`None` for plain HTTP); `names` go into a self-signed
 /// certificate besides the usual ones.
 pub(crate) fn setup(mode: &ServerTls, names: &[String]) -> Result<Option<Tls>, TlsError> {
-    let (key, reload) = match mode {
+    let (key, ca_bundle, reload) = match mode {
         ServerTls::Plain => return Ok(None),
-        ServerTls::SelfSigned => (self_signed(names)?, None),
+        ServerTls::SelfSigned => {
+            let (key, ca) = self_signed(names)?;
+            (key, ca, None)
+        }
         ServerTls::Files {
             cert,
             key,
             reload_every,
         } => {
             let (pair, read) = load(cert, key)?;
-            (pair, Some((cert.clone(), key.clone(), *reload_every, read)))
+            let last = pair.cert.last().map(|c| pem("CERTIFICATE", c));
+            (
+                pair,
+                last.unwrap_or_default(),
+                Some((cert.clone(), key.clone(), *reload_every, read)),
+            )
         }
     };
     let current = Arc::new(Current(RwLock::new(Arc::new(key))));
@@ -155,6 +173,7 @@ pub(crate) fn setup(mode: &ServerTls, names: &[String]) -> Result<Option<Tls>, T
         .map(|(cert, key, every, read)| tokio::spawn(reload_loop(current, cert, key, every, read)));
     Ok(Some(Tls {
         acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        ca_bundle,
         _reloader: reloader,
     }))
 }
@@ -240,9 +259,10 @@ fn pair(
     })
 }
 
-/// A new key and a self-signed certificate for `names`, `localhost`, the loopback addresses,
-/// `$HOSTNAME` and `$POD_IP`.
-fn self_signed(names: &[String]) -> Result<CertifiedKey, TlsError> {
+/// A certificate for `names`, `localhost`, the loopback addresses, `$HOSTNAME` and `$POD_IP`,
+/// signed by a CA made for it (whose key is dropped at once), and that CA's certificate in PEM:
+/// what a client is given to trust, as a webhook's `caBundle`.
+fn self_signed(names: &[String]) -> Result<(CertifiedKey, Vec<u8>), TlsError> {
     let mut sans: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
     for var in ["HOSTNAME", "POD_IP"] {
         if let Ok(v) = std::env::var(var) {
@@ -254,8 +274,37 @@ fn self_signed(names: &[String]) -> Result<CertifiedKey, TlsError> {
     sans.retain(|s| !s.is_empty() && s.is_ascii() && !s.contains(char::is_whitespace));
     sans.sort();
     sans.dedup();
-    let generated = rcgen::generate_simple_self_signed(sans).map_err(TlsError::Generate)?;
-    let chain = vec![generated.cert.der().clone()];
-    let key = PrivateKeyDer::Pkcs8(generated.signing_key.serialize_der().into());
-    CertifiedKey::from_der(chain, key, &provider()).map_err(TlsError::Rustls)
+    let generate = TlsError::Generate;
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(generate)?;
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Constrained(0));
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "informant self-signed CA");
+    ca_params.key_usages = vec![
+        rcgen::KeyUsagePurpose::KeyCertSign,
+        rcgen::KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_key = rcgen::KeyPair::generate().map_err(generate)?;
+    let ca = rcgen::CertifiedIssuer::self_signed(ca_params, ca_key).map_err(generate)?;
+    let leaf_key = rcgen::KeyPair::generate().map_err(generate)?;
+    let leaf = rcgen::CertificateParams::new(sans)
+        .and_then(|p| p.signed_by(&leaf_key, &ca))
+        .map_err(generate)?;
+    let chain = vec![leaf.der().clone(), ca.der().clone()];
+    let key = PrivateKeyDer::Pkcs8(leaf_key.serialize_der().into());
+    let certified = CertifiedKey::from_der(chain, key, &provider()).map_err(TlsError::Rustls)?;
+    Ok((certified, ca.pem().into_bytes()))
+}
+
+/// `der` as one PEM block labelled `label`.
+fn pem(label: &str, der: &[u8]) -> Vec<u8> {
+    use base64::Engine;
+    let body = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = format!("-----BEGIN {label}-----\n");
+    for line in body.as_bytes().chunks(64) {
+        out.push_str(std::str::from_utf8(line).unwrap_or_default());
+        out.push('\n');
+    }
+    out.push_str(&format!("-----END {label}-----\n"));
+    out.into_bytes()
 }

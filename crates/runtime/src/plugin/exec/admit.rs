@@ -15,6 +15,7 @@
 //!   requests to the new version and never mixes two versions in one request.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -24,7 +25,9 @@ use wasmtime::component::Instance as WasmInstance;
 
 use crate::informer::ResolvedResource;
 use crate::manifest::Admit;
+use crate::manifest::admit::Operation;
 use crate::plugin::exec::gate::Gate;
+use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::instance::{CallError, InstanceSpec, classify, new_store, within};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::bindings::PluginIndices;
@@ -79,13 +82,107 @@ struct Pooled {
     hook: AdmissionHook,
 }
 
+/// How an admission request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// The plugin allowed it.
+    Allow,
+    /// The plugin denied it.
+    Deny,
+    /// The plugin gave no usable answer and the hook's `failure-policy = "fail"` refused it.
+    Fail,
+    /// The plugin gave no usable answer and `failure-policy = "ignore"` let it through.
+    Ignore,
+    /// Not the plugin's to judge (another kind or operation, or outside its tenant's grant):
+    /// allowed without asking it.
+    Skip,
+}
+
+impl Decision {
+    /// Every decision, in the order metrics list them.
+    pub const ALL: [Decision; 5] = [
+        Decision::Allow,
+        Decision::Deny,
+        Decision::Fail,
+        Decision::Ignore,
+        Decision::Skip,
+    ];
+
+    /// The metrics label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Deny => "deny",
+            Decision::Fail => "fail",
+            Decision::Ignore => "ignore",
+            Decision::Skip => "skip",
+        }
+    }
+}
+
+/// Why a plugin gave no usable answer, as metrics count it: [`AdmitError::reason`]'s words and
+/// `invalid` (an answer that did not hold up).
+pub const FAILURE_REASONS: [&str; 6] = ["busy", "not-ready", "timeout", "trap", "error", "invalid"];
+
+/// One hook's counters, for `/metrics`.
+#[derive(Debug)]
+pub struct HookStats {
+    /// Requests by operation (create, update, delete, connect) and [`Decision`].
+    requests: [[AtomicU64; 5]; 4],
+    /// Failures by [`FAILURE_REASONS`].
+    failures: [AtomicU64; 6],
+    /// Time from the request's arrival to its answer, the plugin's and the queue's.
+    pub duration: DurationHistogram,
+}
+
+impl Default for HookStats {
+    fn default() -> Self {
+        HookStats {
+            requests: Default::default(),
+            failures: Default::default(),
+            // 0.25 ms to about 8 s, each bucket twice the one before.
+            duration: DurationHistogram::exponential(250e-6, 2.0, 16),
+        }
+    }
+}
+
+impl HookStats {
+    /// Counts one request.
+    pub fn count(&self, operation: Operation, decision: Decision, failure: Option<&str>) {
+        let d = Decision::ALL
+            .iter()
+            .position(|x| *x == decision)
+            .unwrap_or(0);
+        self.requests[operation as usize][d].fetch_add(1, Ordering::Relaxed);
+        if let Some(i) = failure.and_then(|f| FAILURE_REASONS.iter().position(|r| *r == f)) {
+            self.failures[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Requests of `operation` that ended as `decision`.
+    pub fn requests(&self, operation: Operation, decision: Decision) -> u64 {
+        let d = Decision::ALL
+            .iter()
+            .position(|x| *x == decision)
+            .unwrap_or(0);
+        self.requests[operation as usize][d].load(Ordering::Relaxed)
+    }
+
+    /// Failures for [`FAILURE_REASONS`]`[i]`.
+    pub fn failures(&self, i: usize) -> u64 {
+        self.failures[i].load(Ordering::Relaxed)
+    }
+}
+
 /// One `[[admit]]` table, with the resource its kind resolved to.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Hook {
     /// The table.
     pub table: Admit,
     /// Its kind as the API server serves it (plural name, scope).
     pub resource: ResolvedResource,
+    /// What it answered.
+    pub stats: HookStats,
 }
 
 /// One plugin version's admission: its hooks, instances of its own, and the gate its caches
@@ -121,7 +218,11 @@ impl Admitter {
         Some(Arc::new(Admitter {
             hooks: hooks
                 .into_iter()
-                .map(|(table, resource)| Hook { table, resource })
+                .map(|(table, resource)| Hook {
+                    table,
+                    resource,
+                    stats: HookStats::default(),
+                })
                 .collect(),
             grant,
             supervisor: supervisor.clone(),

@@ -123,6 +123,8 @@ pub struct PluginHost {
     /// schedules retries.
     pub(super) waiting: RwLock<BTreeMap<PluginId, Waiting>>,
     pub(super) waiting_count: watch::Sender<usize>,
+    /// Bumped whenever `running` is republished.
+    pub(super) published: watch::Sender<u64>,
     /// The plugins (and directories) whose files the latest reconcile refused, with why and
     /// since when; a running plugin among them runs its earlier version.
     pub(super) refused: RwLock<BTreeMap<PluginId, Refusal>>,
@@ -165,6 +167,7 @@ impl PluginHost {
             running: RwLock::new(BTreeMap::new()),
             waiting: RwLock::new(BTreeMap::new()),
             waiting_count: watch::channel(0).0,
+            published: watch::channel(0).0,
             refused: RwLock::new(BTreeMap::new()),
             change_filters: ChangeFilters::default(),
             metric_tenants: Arc::default(),

@@ -214,6 +214,12 @@ impl PluginHost {
                 )
             })
             .collect();
+        self.published.send_modify(|n| *n += 1);
+    }
+
+    /// Changes whenever what runs changes (a version registered or unregistered).
+    pub fn subscribe_running(&self) -> watch::Receiver<u64> {
+        self.published.subscribe()
     }
 
     /// The plugins (or new versions of running plugins) waiting to load; never waits for a

@@ -1,0 +1,216 @@
+//! Admission webhooks answered by plugins: an HTTPS listener of its own that takes
+//! AdmissionReview v1 requests from the API server and answers each from one plugin hook.
+//!
+//! It sits on top of the plugin layers and only reads them: the running plugin versions with
+//! `[[admit]]` tables through [`PluginHost::admitter`], each holding its hooks, its tenant's
+//! grant and a pool of instances ([`crate::plugin::exec::admit`]).
+//!
+//! Contract:
+//! - One path per hook: `POST /admit/PLUGIN/HOOK` for the operator's plugins,
+//!   `POST /admit/TENANT/PLUGIN/HOOK` for a tenant's. A path naming no running plugin or hook
+//!   answers 404, and the API server applies the webhook configuration's failure policy (the
+//!   hook's own, as [`webhooks`] writes it).
+//! - A request the hook is not for (another kind or operation) or outside its tenant's grant is
+//!   allowed without asking the plugin: a tenant's plugin never sees, and never denies, a
+//!   request in another tenant's namespace.
+//! - The plugin answers within the hook's `timeout-ms`, waiting for its caches to sync and for
+//!   an instance included. No usable answer (a trap, an error, a timeout, a full pool, a patch
+//!   from a validating hook, a patch that does not apply or changes the object's apiVersion,
+//!   kind, name or namespace) applies the hook's failure policy: `fail` denies with 500 and
+//!   says why, `ignore` allows with a warning that says why.
+//! - Bodies are capped at [`MAX_REVIEW_BYTES`]; a body that is not an AdmissionReview v1
+//!   request (nested too deep included) answers 400.
+//! - Each request is counted per hook on `/metrics` and runs in a span when traces are on.
+//!
+//! - [`answer`]: one request to one hook, failure policy included.
+//! - [`review`]: AdmissionReview v1 to and from the contract's records.
+//! - [`webhooks`]: the Validating- and MutatingWebhookConfigurations that send requests here.
+
+pub mod answer;
+pub mod review;
+pub mod webhooks;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Json, Response};
+use axum::routing::post;
+use kube::core::admission::AdmissionResponse;
+use tracing::Instrument;
+
+use crate::plugin::PluginHost;
+use crate::plugin::id::PluginId;
+use crate::serve::Served;
+use crate::tls::{self, ServerTls};
+
+/// The largest AdmissionReview body accepted: an object and its old version, each up to the
+/// API server's own request limit (3 MiB), with room to spare.
+pub const MAX_REVIEW_BYTES: usize = 16 << 20;
+
+/// Errors starting the webhook server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The listen address could not be bound.
+    #[error("admission server: cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// HTTPS could not be set up.
+    #[error("admission server: {0}")]
+    Tls(#[from] tls::TlsError),
+    /// Admission webhooks are HTTPS only: the API server calls nothing else.
+    #[error(
+        "admission server: the API server calls webhooks over HTTPS only; give a certificate or use a self-signed one"
+    )]
+    Plain,
+}
+
+/// What `run` and `dev` start for admission.
+#[derive(Debug, Clone)]
+pub struct AdmissionOptions {
+    /// Where the webhook server listens.
+    pub addr: SocketAddr,
+    /// Its certificate: mounted files (reloaded), or one made at start.
+    pub tls: ServerTls,
+    /// When set, the host keeps the webhook configurations of this name pointing at itself.
+    pub register: Option<(String, webhooks::Endpoint)>,
+}
+
+/// The running webhook server.
+pub struct AdmissionServer {
+    served: Served,
+    ca_bundle: Vec<u8>,
+}
+
+impl AdmissionServer {
+    /// Binds `addr` (port 0 picks a free one) and answers admission requests from `host`'s
+    /// plugins over `tls` (never plain HTTP).
+    pub async fn start(
+        addr: SocketAddr,
+        tls: &ServerTls,
+        host: Arc<PluginHost>,
+    ) -> Result<AdmissionServer, Error> {
+        if *tls == ServerTls::Plain {
+            return Err(Error::Plain);
+        }
+        let names = (!addr.ip().is_unspecified())
+            .then(|| addr.ip().to_string())
+            .into_iter()
+            .collect::<Vec<_>>();
+        let tls = tls::setup(tls, &names)?.ok_or(Error::Plain)?;
+        let ca_bundle = tls.ca_bundle();
+        let app = Router::new()
+            .route("/admit/{*path}", post(admit))
+            .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
+            .with_state(host);
+        let served = Served::bind(addr, app, Some(tls), "admission")
+            .await
+            .map_err(|source| Error::Bind { addr, source })?;
+        tracing::info!(addr = %served.addr(), "admission server: POST /admit/[TENANT/]PLUGIN/HOOK");
+        Ok(AdmissionServer { served, ca_bundle })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.served.addr()
+    }
+
+    /// The PEM certificates a client verifies this server with (a webhook's `caBundle`).
+    pub fn ca_bundle(&self) -> &[u8] {
+        &self.ca_bundle
+    }
+
+    /// Stops accepting connections and waits (a bounded time) for requests in flight.
+    pub async fn shutdown(self) {
+        self.served.shutdown().await;
+    }
+}
+
+/// Which plugin and hook a path names: `PLUGIN/HOOK` or `TENANT/PLUGIN/HOOK`.
+pub fn route(path: &str) -> Option<(PluginId, &str)> {
+    let parts: Vec<&str> = path.split('/').collect();
+    let (tenant, name, hook) = match parts[..] {
+        [name, hook] => ("", name, hook),
+        [tenant, name, hook] if !tenant.is_empty() => (tenant, name, hook),
+        _ => return None,
+    };
+    if name.is_empty() || hook.is_empty() {
+        return None;
+    }
+    Some((
+        PluginId {
+            tenant: tenant.to_string(),
+            name: name.to_string(),
+        },
+        hook,
+    ))
+}
+
+async fn admit(
+    State(host): State<Arc<PluginHost>>,
+    Path(path): Path<String>,
+    body: Bytes,
+) -> Response {
+    let start = Instant::now();
+    let Some((id, hook_name)) = route(&path) else {
+        return (StatusCode::NOT_FOUND, "no such hook\n").into_response();
+    };
+    let Some(admitter) = host.admitter(&id) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("no plugin `{id}` with hooks runs here\n"),
+        )
+            .into_response();
+    };
+    let Some(hook) = admitter.hook(hook_name) else {
+        return (
+            StatusCode::NOT_FOUND,
+            format!("plugin `{id}` has no hook `{hook_name}`\n"),
+        )
+            .into_response();
+    };
+    let req = match review::decode(&body) {
+        Ok(req) => req,
+        Err(e) => {
+            let invalid = AdmissionResponse::invalid(e.to_string()).into_review();
+            return (StatusCode::BAD_REQUEST, Json(invalid)).into_response();
+        }
+    };
+    let operation = review::operation(&req.operation);
+    let span = tracing::info_span!(
+        "admission",
+        plugin = %id.name,
+        tenant = %id.tenant,
+        hook = hook_name,
+        operation = operation.as_kubernetes(),
+        uid = %req.uid,
+    );
+    let answered = answer::answer(&admitter, hook, &req)
+        .instrument(span.clone())
+        .await;
+    if let Some((reason, why)) = &answered.failure {
+        span.in_scope(|| {
+            tracing::warn!(
+                reason,
+                policy = hook.table.failure_policy.as_kubernetes(),
+                "admission hook failed: {why}"
+            )
+        });
+    }
+    hook.stats.count(
+        operation,
+        answered.decision,
+        answered.failure.as_ref().map(|(r, _)| *r),
+    );
+    hook.stats.duration.observe(start.elapsed());
+    Json(answered.response.into_review()).into_response()
+}
