@@ -21,7 +21,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::admin::{AdminAuth, AdminServer, AdminState};
-use crate::admission::webhooks::{Registrar, Registration};
+use crate::admission::webhooks::{Endpoint, Registrar, Registration};
 use crate::admission::{AdmissionOptions, AdmissionServer};
 use crate::config::ConfigWatcher;
 use crate::durable::Durable;
@@ -241,6 +241,17 @@ impl Runtime {
                     .await
                     .map_err(Error::Admission)?;
                 let registrar = a.register.clone().map(|(name, endpoint)| {
+                    // No URL given: where it listens (loopback for a wildcard address).
+                    let endpoint = match endpoint {
+                        Endpoint::Url(url) if url.is_empty() => {
+                            let mut at = server.addr();
+                            if at.ip().is_unspecified() {
+                                at.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+                            }
+                            Endpoint::Url(format!("https://{at}"))
+                        }
+                        other => other,
+                    };
                     let reg = Registration {
                         name,
                         endpoint,

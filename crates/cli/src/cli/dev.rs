@@ -84,6 +84,11 @@ pub async fn run(args: Args) -> Result<()> {
         (None, false) => Some(default_admin()),
     };
     let (host, state_dir) = args.host.runtime_options()?;
+    // Admission plugins run end to end: the embedded server calls the host's webhooks.
+    let admission = args
+        .host
+        .admission()
+        .options(Some((DEFAULT_ADMISSION, DEV_WEBHOOK)))?;
     let runtime = Runtime::start(
         server.client(),
         RuntimeOptions {
@@ -98,6 +103,7 @@ pub async fn run(args: Args) -> Result<()> {
                 server_starts_empty: true,
                 ..Default::default()
             }),
+            admission,
             ..host
         },
     )
@@ -115,6 +121,13 @@ pub async fn run(args: Args) -> Result<()> {
     server.shutdown().await;
     Ok(())
 }
+
+/// Where dev's admission webhooks listen unless told: a free loopback port.
+const DEFAULT_ADMISSION: SocketAddr =
+    SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
+/// The webhook configurations `dev` keeps pointing at its host.
+const DEV_WEBHOOK: &str = "informant-dev";
 
 /// Where dev's admin listens unless told: a fixed port, so bookmarks and scripts keep working.
 const DEFAULT_ADMIN: SocketAddr =

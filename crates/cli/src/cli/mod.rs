@@ -52,6 +52,8 @@ pub struct HostArgs {
     cache: CompileCacheArgs,
     #[command(flatten)]
     traces: TraceArgs,
+    #[command(flatten)]
+    admission: AdmissionArgs,
 }
 
 impl HostArgs {
@@ -70,10 +72,108 @@ impl HostArgs {
             config_path: self.config.clone(),
             compile_cache: self.cache.compile_cache(),
             dry_run_writes: self.dry_run_writes,
+            admission: self.admission.options(None)?,
             ..Default::default()
         };
         Ok((options, self.state_dir.clone()))
     }
+
+    /// The admission flags, for a command with defaults of its own (`dev`).
+    pub fn admission(&self) -> &AdmissionArgs {
+        &self.admission
+    }
+}
+
+/// The admission webhook server's flags (plugins' `[[admit]]` hooks).
+#[derive(clap::Args)]
+pub struct AdmissionArgs {
+    /// Serve admission webhooks for plugins' [[admit]] hooks on this address (HTTPS only).
+    /// Off unless given (`dev`: on a free loopback port).
+    #[arg(long, value_name = "ADDR")]
+    admission_addr: Option<std::net::SocketAddr>,
+    /// The webhook server's certificate chain (PEM), e.g. cert-manager's `tls.crt`; reloaded
+    /// when it changes. Without it a CA and a certificate are made at start.
+    #[arg(long, value_name = "FILE", requires = "admission_key")]
+    admission_cert: Option<PathBuf>,
+    /// The key of --admission-cert (PEM).
+    #[arg(long, value_name = "FILE", requires = "admission_cert")]
+    admission_key: Option<PathBuf>,
+    /// Keep a Validating- and a MutatingWebhookConfiguration of this name pointing at this
+    /// host, one webhook per running hook (`dev`: `informant-dev`).
+    #[arg(long, value_name = "NAME")]
+    admission_webhook: Option<String>,
+    /// How the API server reaches the webhook server: `https://HOST[:PORT]`, or a Service as
+    /// `service:NAMESPACE/NAME:PORT` (in a cluster).
+    #[arg(long, value_name = "URL", requires = "admission_webhook")]
+    admission_endpoint: Option<String>,
+}
+
+impl AdmissionArgs {
+    /// The runtime's admission options: off unless an address is given or `default_addr` is.
+    pub fn options(
+        &self,
+        default_addr: Option<(std::net::SocketAddr, &str)>,
+    ) -> Result<Option<informant_runtime::admission::AdmissionOptions>> {
+        use informant_runtime::admission::webhooks::Endpoint;
+        let Some(addr) = self.admission_addr.or(default_addr.map(|(addr, _)| addr)) else {
+            anyhow::ensure!(
+                self.admission_webhook.is_none(),
+                "--admission-webhook needs --admission-addr: there is no webhook server to point at"
+            );
+            return Ok(None);
+        };
+        let tls = match (&self.admission_cert, &self.admission_key) {
+            (Some(cert), Some(key)) => informant_runtime::tls::ServerTls::files(cert, key),
+            _ => informant_runtime::tls::ServerTls::SelfSigned,
+        };
+        let name = self
+            .admission_webhook
+            .clone()
+            .or(default_addr.map(|(_, name)| name.to_string()));
+        let register = match (name, &self.admission_endpoint) {
+            (None, _) => None,
+            (Some(name), Some(endpoint)) => Some((name, endpoint_of(endpoint)?)),
+            // Reached where it listens: outside a cluster, or `dev`'s loopback.
+            (Some(name), None) => Some((name, Endpoint::Url(String::new()))),
+        };
+        Ok(Some(informant_runtime::admission::AdmissionOptions {
+            addr,
+            tls,
+            register,
+        }))
+    }
+}
+
+/// `--admission-endpoint`'s value.
+fn endpoint_of(text: &str) -> Result<informant_runtime::admission::webhooks::Endpoint> {
+    use informant_runtime::admission::webhooks::Endpoint;
+    if let Some(service) = text.strip_prefix("service:") {
+        let parsed = service.split_once('/').and_then(|(namespace, rest)| {
+            let (name, port) = rest.split_once(':')?;
+            let port: i32 = port.parse().ok().filter(|p| (1..=65535).contains(p))?;
+            (!namespace.is_empty() && !name.is_empty()).then(|| Endpoint::Service {
+                namespace: namespace.into(),
+                name: name.into(),
+                port,
+            })
+        });
+        return parsed.with_context(|| {
+            format!("--admission-endpoint `{text}`: expected service:NAMESPACE/NAME:PORT")
+        });
+    }
+    let host = text
+        .strip_prefix("https://")
+        .map(|rest| rest.trim_end_matches('/'))
+        .filter(|host| {
+            !host.is_empty()
+                && !host.contains(['/', '?', '#', '@'])
+                && !host.contains(char::is_whitespace)
+        });
+    anyhow::ensure!(
+        host.is_some(),
+        "--admission-endpoint `{text}`: expected https://HOST[:PORT] (webhooks are HTTPS; the host adds the paths)"
+    );
+    Ok(Endpoint::Url(text.trim_end_matches('/').to_string()))
 }
 
 /// Compile cache flags of the commands that load plugins.
