@@ -13,6 +13,7 @@ const PACKAGES: &[(&str, &str)] = &[
     ("label-policy", "plugins/label-policy"),
     ("hostile", "tests/plugins/hostile"),
     ("bench-plugin", "tests/plugins/bench"),
+    ("admit", "tests/plugins/admit"),
 ];
 
 /// What every plugin builds from besides its own directory.
