@@ -5,7 +5,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 out="${1:-$root/target/plugins}"
 rustup target add wasm32-wasip2 >/dev/null
-plugins=(kubediff orphans label-policy)
+plugins=(kubediff orphans label-policy image-policy)
 args=()
 for p in "${plugins[@]}"; do args+=(-p "$p"); done
 echo "building ${plugins[*]} for wasm32-wasip2 ..." >&2
