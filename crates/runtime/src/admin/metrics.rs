@@ -162,6 +162,8 @@ struct Snapshot {
     shard: Option<super::shard::ShardSample>,
     /// While traces are exported.
     traces: Option<TraceSample>,
+    /// The plugins' admission hooks.
+    admission: super::admission_metrics::AdmissionSample,
 }
 
 /// What the trace export pipeline did, while traces are on.
@@ -293,6 +295,7 @@ impl Snapshot {
                 .filter(|_| host)
                 .and_then(|h| h.shard())
                 .map(super::shard::ShardSample::gather),
+            admission: super::admission_metrics::AdmissionSample::gather(state, scope),
             traces: crate::telemetry::export_stats()
                 .filter(|_| host)
                 .map(|s| TraceSample {
@@ -400,6 +403,7 @@ impl Collector for Snapshot {
         if let Some(t) = &self.traces {
             t.encode(enc)?;
         }
+        self.admission.encode(enc)?;
         self.plugin_metrics.encode(enc)
     }
 }

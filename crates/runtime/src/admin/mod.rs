@@ -23,6 +23,7 @@
 //!   refused); it tells [`AdminState`] through [`AdminState::startup_complete`] and
 //!   [`AdminState::record_reconcile`].
 //!
+//! - `admission_metrics`: the admission hooks' families.
 //! - [`auth`]: who the caller is and which tenants it may read or change.
 //! - [`client`]: reading a running host's admin server: its plugins' status as a table, a
 //!   plugin's log lines, dead letters.
@@ -34,6 +35,7 @@
 //! - [`scope`]: what one caller may see (every tenant, or some).
 //! - [`server`]: the axum routes and the listeners.
 
+mod admission_metrics;
 pub mod auth;
 pub mod client;
 pub mod dead_letters;

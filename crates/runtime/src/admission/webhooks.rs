@@ -168,7 +168,7 @@ fn common(reg: &Registration, id: &PluginId, admitter: &Admitter, hook: &Hook) -
         });
     }
     let wrap = |reqs: Vec<LabelSelectorRequirement>| {
-        (!reqs.is_empty()).then(|| K8sSelector {
+        (!reqs.is_empty()).then_some(K8sSelector {
             match_expressions: Some(reqs),
             match_labels: None,
         })

@@ -1,4 +1,7 @@
 use super::*;
+use crate::admin::admission_metrics::{AdmissionSample, HookRow};
+use crate::manifest::admit::Operation;
+use crate::plugin::exec::admit::Decision;
 
 #[test]
 fn label_values_are_escaped() {
@@ -101,6 +104,16 @@ fn full_snapshot() -> Snapshot {
             failed: 1,
             dropped: 1,
         }),
+        admission: AdmissionSample(vec![HookRow {
+            labels: [
+                ("plugin", "p".into()),
+                ("tenant", "t".into()),
+                ("hook", "images".into()),
+            ],
+            requests: vec![(Operation::Create, Decision::Deny, 2)],
+            failures: vec![("timeout", 1)],
+            duration: histogram(),
+        }]),
     }
 }
 
@@ -212,6 +225,7 @@ async fn dead_letters_past_the_bound_drop_the_oldest_and_are_counted() {
         state: Some(sample),
         shard: None,
         traces: None,
+        admission: Default::default(),
     }));
     prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
     assert!(
@@ -246,6 +260,7 @@ fn families_without_samples_are_left_out() {
         state: None,
         shard: None,
         traces: None,
+        admission: Default::default(),
     };
     let mut registry = Registry::default();
     registry.register_collector(Box::new(snapshot));

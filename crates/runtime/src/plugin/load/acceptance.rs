@@ -255,11 +255,12 @@ pub fn admission_export(
     if manifest.admit.is_empty() || component.admission_hook.is_some() {
         return Ok(());
     }
-    Err(format!(
+    Err(
         "the manifest declares [[admit]] tables, but the component does not export \
-         `informant:plugin/admission-hook` (build it for the `admitting-plugin` world: \
-         informant-sdk and the Python and TypeScript SDKs of this release do)"
-    ))
+         `informant:plugin/admission-hook` (build it for the `admitting-plugin` world, as the \
+         informant-sdk of this release does)"
+            .into(),
+    )
 }
 
 /// What a manifest's `[[admit]]` tables ask beyond its tenant's grant: requests for a kind it
