@@ -2,6 +2,7 @@
 //! compiled plugins and real clients (kubectl, kube-rs). One module per area.
 
 mod admin;
+mod admission;
 mod chart;
 mod compile_cache;
 mod devloop;

@@ -4,6 +4,7 @@
 //! printed skip without them, in [`toolchains`]; the e2e bench's regression guard in
 //! [`bench_guard`].
 
+pub mod admission;
 pub mod bench_guard;
 pub mod chart;
 pub mod host_log;

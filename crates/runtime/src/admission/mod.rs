@@ -36,8 +36,8 @@ use std::time::Instant;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, Path, State};
-use axum::http::StatusCode;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::post;
 use kube::core::admission::AdmissionResponse;
@@ -110,6 +110,7 @@ impl AdmissionServer {
         let ca_bundle = tls.ca_bundle();
         let app = Router::new()
             .route("/admit/{*path}", post(admit))
+            .fallback(|| async { (StatusCode::NOT_FOUND, "no such hook\n") })
             .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
             .with_state(host);
         let served = Served::bind(addr, app, Some(tls), "admission")
@@ -135,33 +136,41 @@ impl AdmissionServer {
     }
 }
 
-/// Which plugin and hook a path names: `PLUGIN/HOOK` or `TENANT/PLUGIN/HOOK`.
-pub fn route(path: &str) -> Option<(PluginId, &str)> {
-    let parts: Vec<&str> = path.split('/').collect();
-    let (tenant, name, hook) = match parts[..] {
-        [name, hook] => ("", name, hook),
-        [tenant, name, hook] if !tenant.is_empty() => (tenant, name, hook),
-        _ => return None,
+/// Which plugin and hook a request path names: `/admit/PLUGIN/HOOK` or
+/// `/admit/TENANT/PLUGIN/HOOK`, each segment percent-decoded on its own, so an encoded `/`
+/// stays inside its segment (and names nothing) rather than splitting one.
+pub fn route(path: &str) -> Option<(PluginId, String)> {
+    let rest = path.strip_prefix("/admit/")?;
+    let decoded: Vec<String> = rest
+        .split('/')
+        .map(|s| {
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .ok()
+                .map(|s| s.into_owned())
+        })
+        .collect::<Option<_>>()?;
+    let fits = |s: &String| {
+        !s.is_empty()
+            && s != "."
+            && s != ".."
+            && !s.contains(['/', '\\'])
+            && !s.contains(char::is_control)
     };
-    if name.is_empty() || hook.is_empty() {
+    if !decoded.iter().all(fits) {
         return None;
     }
-    Some((
-        PluginId {
-            tenant: tenant.to_string(),
-            name: name.to_string(),
-        },
-        hook,
-    ))
+    let (tenant, name, hook) = match &decoded[..] {
+        [name, hook] => (String::new(), name.clone(), hook.clone()),
+        [tenant, name, hook] => (tenant.clone(), name.clone(), hook.clone()),
+        _ => return None,
+    };
+    Some((PluginId { tenant, name }, hook))
 }
 
-async fn admit(
-    State(host): State<Arc<PluginHost>>,
-    Path(path): Path<String>,
-    body: Bytes,
-) -> Response {
+async fn admit(State(host): State<Arc<PluginHost>>, uri: Uri, body: Bytes) -> Response {
     let start = Instant::now();
-    let Some((id, hook_name)) = route(&path) else {
+    let Some((id, hook_name)) = route(uri.path()) else {
         return (StatusCode::NOT_FOUND, "no such hook\n").into_response();
     };
     let Some(admitter) = host.admitter(&id) else {
@@ -171,6 +180,7 @@ async fn admit(
         )
             .into_response();
     };
+    let hook_name = hook_name.as_str();
     let Some(hook) = admitter.hook(hook_name) else {
         return (
             StatusCode::NOT_FOUND,
@@ -213,4 +223,56 @@ async fn admit(
     );
     hook.stats.duration.observe(start.elapsed());
     Json(answered.response.into_review()).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_names_a_hook_only_in_its_exact_segments() {
+        let at = |p: &str| route(p).map(|(id, hook)| (id.tenant, id.name, hook));
+        let owned = |t: &str, n: &str, h: &str| Some((t.into(), n.into(), h.into()));
+        assert_eq!(at("/admit/deny/images"), owned("", "deny", "images"));
+        assert_eq!(
+            at("/admit/team-a/deny/images"),
+            owned("team-a", "deny", "images")
+        );
+        assert_eq!(
+            at("/admit/team%2Da/deny/images"),
+            owned("team-a", "deny", "images")
+        );
+        for odd in [
+            "/admit/deny%2Fimages",
+            "/admit/team-a%2Fdeny/images",
+            "/admit/../deny/images",
+            "/admit/%2E%2E/deny/images",
+            "/admit/deny//images",
+            "/admit/deny/images/",
+            "/admit/a/b/c/d",
+            "/admit/deny",
+            "/admit/deny/%FF",
+            "/admit/deny/im%0Aages",
+            "/admit/deny/images%5C",
+            "/other/deny/images",
+        ] {
+            assert_eq!(at(odd), None, "{odd}");
+        }
+    }
+
+    #[test]
+    fn a_hooks_path_is_what_route_reads_back() {
+        for (tenant, name, hook) in [
+            ("", "deny", "images"),
+            ("team-a", "p.v2", "h_1"),
+            ("t", "ü", "a b"),
+        ] {
+            let id = PluginId {
+                tenant: tenant.into(),
+                name: name.into(),
+            };
+            let path = webhooks::path(&id, hook);
+            assert_eq!(route(&path), Some((id, hook.to_string())), "{path}");
+        }
+    }
 }

@@ -57,11 +57,16 @@ pub struct Registration {
     pub ca_bundle: Vec<u8>,
 }
 
+/// What a path segment keeps unencoded: RFC 3986's unreserved characters.
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// The path a hook is served at (segments percent-encoded).
 pub fn path(id: &PluginId, hook: &str) -> String {
-    let seg = |s: &str| {
-        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-    };
+    let seg = |s: &str| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string();
     if id.tenant.is_empty() {
         format!("/admit/{}/{}", seg(&id.name), seg(hook))
     } else {

@@ -123,6 +123,11 @@ pub struct PluginHost {
     /// schedules retries.
     pub(super) waiting: RwLock<BTreeMap<PluginId, Waiting>>,
     pub(super) waiting_count: watch::Sender<usize>,
+    /// The admission hooks of what runs (during a swap, the old version's until the new one's
+    /// are published).
+    pub(super) admitters: RwLock<BTreeMap<PluginId, Arc<Admitter>>>,
+    /// Old versions whose hooks answer until their new version's are published.
+    pub(super) swapping: parking_lot::Mutex<BTreeMap<PluginId, Arc<Admitter>>>,
     /// Bumped whenever `running` is republished.
     pub(super) published: watch::Sender<u64>,
     /// The plugins (and directories) whose files the latest reconcile refused, with why and
@@ -167,6 +172,8 @@ impl PluginHost {
             running: RwLock::new(BTreeMap::new()),
             waiting: RwLock::new(BTreeMap::new()),
             waiting_count: watch::channel(0).0,
+            admitters: RwLock::new(BTreeMap::new()),
+            swapping: parking_lot::Mutex::new(BTreeMap::new()),
             published: watch::channel(0).0,
             refused: RwLock::new(BTreeMap::new()),
             change_filters: ChangeFilters::default(),
@@ -490,6 +497,7 @@ impl PluginHost {
                         }
                         let replaced = match loaded.remove(&id) {
                             Some(old) => {
+                                self.swapping(&id, &old);
                                 self.publish(&loaded);
                                 self.unregister(old).await;
                                 true
@@ -610,6 +618,7 @@ impl PluginHost {
                                 admitter,
                             },
                         );
+                        self.swapped(&id);
                         self.publish(&loaded);
                         if replaced {
                             report.replaced.push(id);
@@ -647,6 +656,10 @@ impl PluginHost {
                 id.span()
                     .in_scope(|| tracing::info!("plugin no longer waiting: it is gone"));
             }
+        }
+        // A swap that did not end in a registered version leaves no old hooks behind.
+        if !std::mem::take(&mut *self.swapping.lock()).is_empty() {
+            self.publish(&loaded);
         }
         self.sync_crd_watch(&loaded).await;
         // Plugins finish loading in any order; the report lists them by tenant and name.
@@ -754,6 +767,7 @@ impl PluginHost {
             shard.book.release_all();
         }
         self.running.write().clear();
+        self.admitters.write().clear();
         self.waiting.write().clear();
         self.waiting_count.send_replace(0);
         self.refused.write().clear();

@@ -120,8 +120,6 @@ pub(super) struct Running {
     /// Per informer it is registered with: the informer's id, its store, and its handler's
     /// queue (where a dead letter is re-driven).
     pub(super) queues_by_informer: Vec<(String, Arc<Store>, Injector)>,
-    /// Its admission hooks, if it has any.
-    pub(super) admitter: Option<Arc<Admitter>>,
 }
 
 impl Running {
@@ -204,7 +202,6 @@ impl PluginHost {
                         informers,
                         not_permitted: l.not_permitted.clone(),
                         gate: l.gate.clone(),
-                        admitter: l.admitter.clone(),
                         queues_by_informer: l
                             .handles
                             .iter()
@@ -214,7 +211,30 @@ impl PluginHost {
                 )
             })
             .collect();
+        let mut admitters: BTreeMap<PluginId, Arc<Admitter>> = loaded
+            .iter()
+            .filter_map(|(id, l)| Some((id.clone(), l.admitter.clone()?)))
+            .collect();
+        for (id, a) in self.swapping.lock().iter() {
+            admitters.entry(id.clone()).or_insert_with(|| a.clone());
+        }
+        *self.admitters.write() = admitters;
         self.published.send_modify(|n| *n += 1);
+    }
+
+    /// Keeps `old`'s hooks answering (and registered) while its new version starts, until
+    /// [`PluginHost::swapped`]: admission has no order to keep between versions, so a swap
+    /// leaves no moment without an answer. Call before publishing `old`'s removal.
+    pub(super) fn swapping(&self, id: &PluginId, old: &Loaded) {
+        if let Some(a) = &old.admitter {
+            self.swapping.lock().insert(id.clone(), a.clone());
+        }
+    }
+
+    /// The swap of `id` is over (its new version is in `loaded`, or it failed): the old
+    /// version's hooks go with the next publish.
+    pub(super) fn swapped(&self, id: &PluginId) {
+        self.swapping.lock().remove(id);
     }
 
     /// Changes whenever what runs changes (a version registered or unregistered).
@@ -240,15 +260,15 @@ impl PluginHost {
     /// The admission hooks of the running version of `id`, if it has any; never waits for a
     /// reconcile in progress.
     pub fn admitter(&self, id: &PluginId) -> Option<Arc<Admitter>> {
-        self.running.read().get(id)?.admitter.clone()
+        self.admitters.read().get(id).cloned()
     }
 
     /// Every running version with admission hooks, by plugin.
     pub fn admitters(&self) -> Vec<(PluginId, Arc<Admitter>)> {
-        let running = self.running.read();
-        running
+        let admitters = self.admitters.read();
+        admitters
             .iter()
-            .filter_map(|(id, r)| Some((id.clone(), r.admitter.clone()?)))
+            .map(|(id, a)| (id.clone(), a.clone()))
             .collect()
     }
 
