@@ -240,6 +240,27 @@ async fn a_validating_hook_denies_with_its_message_and_a_mutating_hooks_patch_is
             .contains_key("team")
     );
 
+    let plugins: Value = serde_json::from_str(&get(host.admin, "/plugins").await.2).unwrap();
+    let hooks = |name: &str| {
+        plugins["plugins"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .map(|p| p["admission"].clone())
+    };
+    assert_eq!(hooks("deny").unwrap()[0]["mode"], "validate", "{plugins}");
+    assert_eq!(
+        hooks("team").unwrap()[0]["kind"],
+        "v1/ConfigMap",
+        "{plugins}"
+    );
+    assert_eq!(
+        hooks("team").unwrap()[0]["failure_policy"],
+        "fail",
+        "{plugins}"
+    );
+
     let metrics = host.metrics().await;
     assert_eq!(
         counter(

@@ -40,7 +40,7 @@ pub use load::host_config::HostConfig;
 pub use load::loader::PluginHost;
 pub use load::rediscover::{KindChanges, Rediscoverer};
 pub use load::reload::Reloader;
-pub use load::status::{PluginStatus, ReconcileReport, RunningPlugin};
+pub use load::status::{HookStatus, PluginStatus, ReconcileReport, RunningPlugin};
 pub use load::waiting::{Waiting, WaitingFor};
 pub use logbook::{LogBook, LogRecord, LogRing};
 pub use manifest::{Manifest, ManifestError};

@@ -239,6 +239,9 @@ pub struct StatusRow {
     /// Why it waits, if it does.
     #[serde(default)]
     pub waiting: Option<Waiting>,
+    /// Its admission hooks.
+    #[serde(default)]
+    pub admission: Vec<crate::plugin::HookStatus>,
 }
 
 /// Why a plugin waits, as `/plugins` says.

@@ -22,7 +22,7 @@ pub fn status_table(rows: &[StatusRow], colour: bool) -> String {
 }
 
 fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
-    const HEADER: [&str; 9] = [
+    const HEADER: [&str; 10] = [
         "TENANT",
         "PLUGIN",
         "STATE",
@@ -30,10 +30,11 @@ fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
         "FAILED",
         "RETRIED",
         "BACKLOG",
+        "HOOKS",
         "SINCE",
         "LAST ERROR",
     ];
-    let cells: Vec<[String; 9]> = rows
+    let cells: Vec<[String; 10]> = rows
         .iter()
         .map(|r| {
             let error = r
@@ -53,6 +54,7 @@ fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
                 r.failed.to_string(),
                 r.retried.to_string(),
                 r.backlog.to_string(),
+                hooks(r),
                 age(&r.since, now),
                 cell(&error, ERROR_CELL),
             ]
@@ -97,6 +99,19 @@ fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
         line(row, false);
     }
     out
+}
+
+/// A plugin's admission hooks as `NAME(validate)`, comma-separated; `-` without any.
+fn hooks(r: &StatusRow) -> String {
+    if r.admission.is_empty() {
+        return "-".into();
+    }
+    let names: Vec<String> = r
+        .admission
+        .iter()
+        .map(|h| format!("{}({})", h.name, h.mode))
+        .collect();
+    cell(&names.join(","), ERROR_CELL)
 }
 
 /// `text` on one line (controls escaped), cut to `max` characters.
@@ -149,6 +164,17 @@ mod tests {
             last_error: error.map(str::to_string),
             since: "2026-11-27T08:00:00Z".into(),
             waiting: None,
+            admission: match name {
+                "echo" => vec![crate::plugin::HookStatus {
+                    name: "images".into(),
+                    kind: "apps/v1/Deployment".into(),
+                    operations: vec!["create".into()],
+                    mode: "validate".into(),
+                    failure_policy: "fail".into(),
+                    timeout_ms: 1000,
+                }],
+                _ => Vec::new(),
+            },
         }
     }
 
@@ -170,11 +196,11 @@ mod tests {
         assert!(!table.contains('\x1b'), "{table}");
         assert_eq!(
             lines[0],
-            "TENANT  PLUGIN  STATE        HANDLED  FAILED  RETRIED  BACKLOG  SINCE  LAST ERROR"
+            "TENANT  PLUGIN  STATE        HANDLED  FAILED  RETRIED  BACKLOG  HOOKS             SINCE  LAST ERROR"
         );
         assert_eq!(
             lines[1],
-            "-       echo    running         1200       3        1        0  1h5m"
+            "-       echo    running         1200       3        1        0  images(validate)  1h5m"
         );
         assert!(
             lines[2].starts_with("team-a  flaky   quarantined     1200"),

@@ -75,6 +75,58 @@ pub struct PluginStatus {
     /// running.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// Its admission hooks (`[[admit]]` tables), for a running version that has any.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub admission: Vec<HookStatus>,
+}
+
+/// One admission hook of a running plugin, for `/plugins`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct HookStatus {
+    /// The table's name.
+    pub name: String,
+    /// `APIVERSION/KIND` admitted.
+    pub kind: String,
+    /// The operations admitted (`create`, ...).
+    pub operations: Vec<String>,
+    /// `validate` or `mutate`.
+    pub mode: String,
+    /// `fail` or `ignore`.
+    pub failure_policy: String,
+    /// The plugin's time per request, in milliseconds.
+    pub timeout_ms: u32,
+}
+
+impl HookStatus {
+    /// The status of each of `admitter`'s hooks.
+    pub fn of(admitter: &Admitter) -> Vec<HookStatus> {
+        use crate::manifest::admit::{FailurePolicy, Mode};
+        admitter
+            .hooks()
+            .iter()
+            .map(|h| HookStatus {
+                name: h.table.name.to_string(),
+                kind: format!("{}/{}", h.table.api_version.as_str(), h.table.kind),
+                operations: h
+                    .table
+                    .operations
+                    .iter()
+                    .map(|o| o.as_str().to_string())
+                    .collect(),
+                mode: match h.table.mode {
+                    Mode::Validate => "validate",
+                    Mode::Mutate => "mutate",
+                }
+                .into(),
+                failure_policy: match h.table.failure_policy {
+                    FailurePolicy::Fail => "fail",
+                    FailurePolicy::Ignore => "ignore",
+                }
+                .into(),
+                timeout_ms: h.table.timeout_ms(),
+            })
+            .collect()
+    }
 }
 
 /// Why a plugin's files were refused, kept for `/plugins` until a reconcile says otherwise.
@@ -387,6 +439,7 @@ impl PluginHost {
                 expanded: Vec::new(),
                 not_permitted: Vec::new(),
                 refused: Some(r.reason.clone()),
+                admission: Vec::new(),
             })
             .collect()
     }
@@ -431,6 +484,10 @@ impl PluginHost {
                     // A new version waiting says more than the running one's refused kind.
                     waiting: waiting.remove(&r.id).or(forbidden),
                     refused: refused.remove(&r.id).map(|r| r.reason),
+                    admission: self
+                        .admitter(&r.id)
+                        .map(|a| HookStatus::of(&a))
+                        .unwrap_or_default(),
                     name: r.id.name,
                     tenant: r.id.tenant,
                 }
@@ -451,6 +508,7 @@ impl PluginHost {
             expanded: Vec::new(),
             not_permitted: Vec::new(),
             refused: None,
+            admission: Vec::new(),
         }));
         all.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
         all
