@@ -17,6 +17,7 @@ use futures::StreamExt;
 use http::{HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
+use super::admission::Admit;
 use super::api::{Sub, WriteOpts};
 use super::identity::{self, Identity};
 use super::patch::PatchType;
@@ -58,6 +59,16 @@ fn error_response(e: &Error) -> Response {
         StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
         &e.to_status(),
     )
+}
+
+/// An admitted write's response, success or error, with its webhooks' warnings as `Warning`
+/// headers either way (kube-apiserver sends them with a denial too).
+fn admitted(adm: &Admit<'_>, result: Result<Response>) -> Response {
+    let mut resp = result.unwrap_or_else(|e| error_response(&e));
+    for warning in adm.warning_headers() {
+        resp.headers_mut().append(header::WARNING, warning);
+    }
+    resp
 }
 
 fn success(message: &str) -> Value {
@@ -390,7 +401,7 @@ async fn resource(
         return action(shared, &t, a, name, &q, ua, &method);
     }
     if let (Sub::Scale, Some(name)) = (t.sub, &t.name) {
-        return scale(shared, &t, name, &q, ua, req).await;
+        return scale(shared, who, &t, name, &q, ua, req).await;
     }
     match (&method, &t.name) {
         (&Method::GET, None) if flag(&q, "watch") => watch_response(shared, &t, &q, wants_table),
@@ -415,42 +426,53 @@ async fn resource(
             let opts = write_opts(&q, &t.version, ua);
             let (body, ct) = read_body(shared, req).await?;
             let obj = parse_object(&body, ct.as_deref())?;
-            let created = shared.api.create_in(&t.res, &ns, obj, &opts)?;
-            Ok(json_value(StatusCode::CREATED, &created))
+            let mut adm = Admit::new(shared, who, &t.res, &t.version, t.sub);
+            let created = adm.create(&ns, obj, &opts).await;
+            Ok(admitted(
+                &adm,
+                created.map(|v| json_value(StatusCode::CREATED, &v)),
+            ))
         }
         (&Method::PUT, Some(name)) => {
             let opts = write_opts(&q, &t.version, ua);
             let (body, ct) = read_body(shared, req).await?;
             let obj = parse_object(&body, ct.as_deref())?;
-            let updated = shared.api.update(&t.res, &ns, name, obj, t.sub, &opts)?;
-            Ok(json_value(StatusCode::OK, &updated))
+            let mut adm = Admit::new(shared, who, &t.res, &t.version, t.sub);
+            let updated = adm.update(&ns, name, obj, &opts).await;
+            Ok(admitted(
+                &adm,
+                updated.map(|v| json_value(StatusCode::OK, &v)),
+            ))
         }
         (&Method::PATCH, Some(name)) => {
             let opts = write_opts(&q, &t.version, ua);
             let (body, ct) = read_body(shared, req).await?;
             let ptype = PatchType::from_content_type(ct.as_deref().unwrap_or_default())?;
-            let (obj, created) = shared
-                .api
-                .patch(&t.res, &ns, name, ptype, &body, t.sub, &opts)?;
-            let code = if created {
-                StatusCode::CREATED
-            } else {
-                StatusCode::OK
+            let mut adm = Admit::new(shared, who, &t.res, &t.version, t.sub);
+            let patched = adm.patch(&ns, name, ptype, &body, &opts).await;
+            let respond = |(obj, created): (Value, bool)| {
+                let code = if created {
+                    StatusCode::CREATED
+                } else {
+                    StatusCode::OK
+                };
+                json_value(code, &obj)
             };
-            Ok(json_value(code, &obj))
+            Ok(admitted(&adm, patched.map(respond)))
         }
         (&Method::DELETE, Some(name)) => {
             let mut opts = write_opts(&q, &t.version, ua);
             let (body, ct) = read_body(shared, req).await?;
             delete_options(&body, ct.as_deref(), &mut opts)?;
-            let obj = shared.api.delete(&t.res, Some(&ns), name, &opts)?;
-            if strategy::returns_deleted_object(&t.res) {
-                return Ok(json_value(StatusCode::OK, &obj));
-            }
-            Ok(json_value(
-                StatusCode::OK,
-                &strategy::delete_success(&t.res, &obj),
-            ))
+            let mut adm = Admit::new(shared, who, &t.res, &t.version, t.sub);
+            let deleted = adm.delete(&ns, name, &opts).await.map(|obj| {
+                if strategy::returns_deleted_object(&t.res) {
+                    json_value(StatusCode::OK, &obj)
+                } else {
+                    json_value(StatusCode::OK, &strategy::delete_success(&t.res, &obj))
+                }
+            });
+            Ok(admitted(&adm, deleted))
         }
         (&Method::DELETE, None) if !t.res.delete_collection() => Err(Error::MethodNotAllowed(
             format!("DELETE {} (deletecollection)", t.res.plural),
@@ -460,17 +482,15 @@ async fn resource(
             let (labels, fields) = selectors(&q, &t.res)?;
             let (body, ct) = read_body(shared, req).await?;
             delete_options(&body, ct.as_deref(), &mut opts)?;
-            let n = shared.api.delete_collection(
-                &t.res,
-                t.namespace.as_deref(),
-                &labels,
-                &fields,
-                &opts,
-            )?;
-            Ok(json_value(
-                StatusCode::OK,
-                &success(&format!("deleted {n} {}", t.res.plural)),
-            ))
+            let mut adm = Admit::new(shared, who, &t.res, &t.version, t.sub);
+            let deleted = adm
+                .delete_collection(t.namespace.as_deref(), &labels, &fields, &opts)
+                .await
+                .map(|n| {
+                    let message = format!("deleted {n} {}", t.res.plural);
+                    json_value(StatusCode::OK, &success(&message))
+                });
+            Ok(admitted(&adm, deleted))
         }
         _ => Err(Error::MethodNotAllowed(format!(
             "{method} {}",
@@ -564,6 +584,7 @@ fn token_request(ns: &str, name: &str) -> Value {
 
 async fn scale(
     shared: &Arc<Shared>,
+    who: &Identity,
     t: &Target,
     name: &str,
     q: &Params,
@@ -573,19 +594,26 @@ async fn scale(
     let ns = t.namespace.clone().unwrap_or_default();
     let method = req.method().clone();
     let opts = write_opts(q, &t.version, user_agent);
+    let mut adm = Admit::new(shared, who, &t.res, &t.version, t.sub);
     let scale = match method {
         Method::GET => shared.api.get_scale(&t.res, &ns, name)?,
         Method::PUT => {
             let (body, ct) = read_body(shared, req).await?;
             let body = parse_object(&body, ct.as_deref())?;
-            shared.api.update_scale(&t.res, &ns, name, body, &opts)?
+            let scaled = adm.update_scale(&ns, name, body, &opts).await;
+            return Ok(admitted(
+                &adm,
+                scaled.map(|v| json_value(StatusCode::OK, &v)),
+            ));
         }
         Method::PATCH => {
             let (body, ct) = read_body(shared, req).await?;
             let ptype = PatchType::from_content_type(ct.as_deref().unwrap_or_default())?;
-            shared
-                .api
-                .patch_scale(&t.res, &ns, name, ptype, &body, &opts)?
+            let scaled = adm.patch_scale(&ns, name, ptype, &body, &opts).await;
+            return Ok(admitted(
+                &adm,
+                scaled.map(|v| json_value(StatusCode::OK, &v)),
+            ));
         }
         _ => {
             return Err(Error::MethodNotAllowed(format!(

@@ -33,6 +33,9 @@ pub(crate) struct Identity {
     pub user: Option<String>,
     /// Impersonated groups.
     pub groups: Vec<String>,
+    /// The token the caller authenticated with, when it is the one the request is made as
+    /// (not impersonating): its uid and groups, which an admission webhook's `userInfo` shows.
+    pub token: Option<TokenUser>,
 }
 
 /// Who a token was issued to, as a TokenReview reports it.
@@ -161,7 +164,7 @@ fn header_values<'a>(headers: &'a HeaderMap, name: &str) -> impl Iterator<Item =
 }
 
 /// The caller by its credentials: 401 for a token this server did not issue.
-fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Option<String>> {
+fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Option<TokenUser>> {
     let Some(value) = headers.get(http::header::AUTHORIZATION) else {
         return Ok(None);
     };
@@ -176,7 +179,7 @@ fn authenticate(shared: &Shared, headers: &HeaderMap) -> Result<Option<String>> 
     shared
         .tokens
         .lookup(token)
-        .map(|who| Some(who.user))
+        .map(Some)
         .ok_or(Error::Unauthorized)
 }
 
@@ -207,7 +210,8 @@ fn impersonate_user(user: &str) -> Attributes {
 /// The identity `headers` make a request as; a refused impersonation is logged and answered
 /// with the apiserver's 403.
 pub(crate) fn identify(shared: &Shared, headers: &HeaderMap) -> Result<Identity> {
-    let caller = authenticate(shared, headers)?;
+    let token = authenticate(shared, headers)?;
+    let caller = token.as_ref().map(|t| t.user.clone());
     // An empty header asks for nothing, as the apiserver reads it.
     let user = header_values(headers, "impersonate-user").find(|u| !u.is_empty());
     let groups: Vec<String> = header_values(headers, "impersonate-group")
@@ -222,6 +226,7 @@ pub(crate) fn identify(shared: &Shared, headers: &HeaderMap) -> Result<Identity>
         return Ok(Identity {
             user: caller,
             groups,
+            token,
         });
     };
     let asks = std::iter::once(impersonate_user(user)).chain(groups.iter().map(|g| Attributes {
@@ -245,5 +250,6 @@ pub(crate) fn identify(shared: &Shared, headers: &HeaderMap) -> Result<Identity>
     Ok(Identity {
         user: Some(user.to_string()),
         groups,
+        token: None,
     })
 }

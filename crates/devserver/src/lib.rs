@@ -14,7 +14,8 @@
 //! `patch` does the four patch types, `ssa` managedFields and server-side apply's field
 //! ownership; `openapi` the skeletal OpenAPI kubectl checks. `identity` decides who a request
 //! is made as, `rbac` what that identity may do, `review` answers the access and token
-//! reviews, and `audit` records every request.
+//! reviews, `admission` shows HTTP writes to the configured admission webhooks, and `audit`
+//! records every request.
 //!
 //! Contract, in the terms a client cares about:
 //! - Every write takes the next value of ONE global resourceVersion counter (like etcd), so
@@ -42,6 +43,10 @@
 //!   `Impersonate-User` does. [`DevServer::restrict`] holds a user to RBAC-like rules for every
 //!   request, reads included, with the apiserver's own 401/403 answers; the self access reviews
 //!   answer for the caller, and [`DevServer::requests`] shows what was asked.
+//! - Admission webhooks: every HTTP write is shown, before it is stored, to the webhooks of the
+//!   stored `MutatingWebhookConfiguration`s and `ValidatingWebhookConfiguration`s whose rules
+//!   match it, over HTTPS as kube-apiserver calls them (see [`admission`]). Writes through
+//!   [`DevServer`]'s own methods are not admitted.
 //! - Delegated authentication and authorization, as kube-rbac-proxy and controller-runtime's
 //!   secure metrics use them: `TokenReview` (tokens from [`DevServer::issue_token`] expire or
 //!   are revoked with [`DevServer::revoke_token`]) and `SubjectAccessReview`, with rules that
@@ -61,6 +66,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod admission;
 mod api;
 pub mod audit;
 mod defaults;
@@ -238,6 +244,10 @@ pub enum Error {
     /// The patch content type is unknown or not allowed for this resource (415).
     #[error("the body of the request was in an unknown format - accepted media types include: {0}")]
     UnsupportedMediaType(String),
+    /// An admission webhook refused the write, or could not be asked (see [`admission`]); the
+    /// code and reason are kube-apiserver's for the case.
+    #[error(transparent)]
+    Admission(#[from] admission::Error),
     /// A stored object does not parse back (500); nothing is written on top of it.
     #[error("a stored object cannot be read back: {source}")]
     Unreadable {
@@ -248,9 +258,11 @@ pub enum Error {
 }
 
 impl Error {
-    /// HTTP status code and metav1.Status reason a real apiserver uses for this error.
-    pub fn code_and_reason(&self) -> (u16, &'static str) {
+    /// HTTP status code and metav1.Status reason a real apiserver uses for this error (the
+    /// reason is empty only for a webhook's denial that names none).
+    pub fn code_and_reason(&self) -> (u16, &str) {
         match self {
+            Error::Admission(e) => e.code_and_reason(),
             Error::UnknownResource { .. } | Error::NotFound { .. } => (404, "NotFound"),
             Error::AlreadyExists { .. } => (409, "AlreadyExists"),
             Error::Conflict { .. } | Error::ApplyConflict { .. } => (409, "Conflict"),
@@ -281,6 +293,10 @@ impl Error {
             "reason": reason,
             "code": code,
         });
+        if reason.is_empty() {
+            // metav1.Status leaves an empty reason out.
+            status.as_object_mut().map(|s| s.remove("reason"));
+        }
         let details = match self {
             Error::NotFound { resource, name, .. }
             | Error::AlreadyExists { resource, name, .. }
@@ -334,6 +350,7 @@ impl Error {
             Error::Unprocessable { cause } => Some(serde_json::json!({
                 "causes": [{"reason": "UnexpectedServerResponse", "message": cause}]
             })),
+            Error::Admission(e) => e.details(),
             _ => None,
         };
         if let Some(details) = details {

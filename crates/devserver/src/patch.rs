@@ -97,7 +97,8 @@ fn merge_key(field: &str, elems: &[&Value]) -> Option<&'static str> {
         | "env"
         | "imagePullSecrets"
         | "resourceClaims"
-        | "readinessGates" => match field {
+        | "readinessGates"
+        | "webhooks" => match field {
             "readinessGates" => "conditionType",
             _ => "name",
         },

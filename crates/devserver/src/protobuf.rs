@@ -304,10 +304,14 @@ mod tests {
     fn every_served_builtin_kind_has_a_schema() {
         let reg = Registry::builtin();
         for (group, version) in reg.group_versions() {
-            // events.k8s.io and authentication.k8s.io are served in JSON only: their
-            // generated.proto is not vendored, and the clients that write Events (client-go's
-            // recorders) and TokenReviews (kube-rs, an admin server's authenticator) send JSON.
-            if group == "events.k8s.io" || group == "authentication.k8s.io" {
+            // events.k8s.io, authentication.k8s.io and admissionregistration.k8s.io are served
+            // in JSON only: their generated.proto is not vendored, and the clients that write
+            // Events (client-go's recorders), TokenReviews (kube-rs, an admin server's
+            // authenticator) and webhook configurations (`kubectl apply`, kube-rs) send JSON.
+            if group == "events.k8s.io"
+                || group == "authentication.k8s.io"
+                || group == "admissionregistration.k8s.io"
+            {
                 continue;
             }
             for res in reg.resources_in(&group, &version) {

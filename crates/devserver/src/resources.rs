@@ -285,6 +285,23 @@ const BUILTINS: &[Builtin] = &[
             "CustomResourceDefinition",
         )
     },
+    // Admission webhooks the server calls on HTTP writes (`crate::admission`).
+    Builtin {
+        namespaced: false,
+        ..builtin(
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+        )
+    },
+    Builtin {
+        namespaced: false,
+        ..builtin(
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+        )
+    },
     // What `kubectl auth can-i` asks; answered by `review`.
     Builtin {
         namespaced: false,

@@ -314,6 +314,7 @@ pub(crate) fn spec_causes(res: &ResourceType, obj: &Value) -> Vec<Cause> {
     if let Some(schema) = res.schema.as_deref().filter(|_| !res.builtin) {
         causes.extend(super::structural::validate(schema, obj));
     }
+    causes.extend(super::admission::config_causes(res, obj));
     let replicas = |causes: &mut Vec<Cause>| {
         if let Some(n) = spec["replicas"].as_i64().filter(|n| *n < 0) {
             causes.push(Cause::invalid(

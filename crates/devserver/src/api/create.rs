@@ -112,7 +112,9 @@ impl Api {
             )?;
         }
         // The uid exists before the strategy prepares the object: a Job's selector carries it.
-        let uid = new_uid();
+        let uid = Some(meta(&obj, "uid"))
+            .filter(|uid| opts.admitted && !uid.is_empty())
+            .unwrap_or_else(new_uid);
         strategy::prepare_named(res, &mut obj, &name, &uid, opts.http);
         let mut causes = validation::name_causes(res, &name);
         causes.extend(validation::label_causes(
@@ -166,10 +168,8 @@ impl Api {
             Some(mf) => meta_mut(&mut obj).insert("managedFields".into(), mf.clone()),
             None => meta_mut(&mut obj).remove("managedFields"),
         };
-        if opts.dry_run {
-            return Ok(obj);
-        }
-        let rv = tx.next_rv();
+        // A dry run answers with everything but the resourceVersion, as kube-apiserver's
+        // does: what admission webhooks are shown of a create.
         let m = meta_mut(&mut obj);
         m.insert("name".into(), name.clone().into());
         if res.namespaced {
@@ -178,13 +178,18 @@ impl Api {
             m.remove("namespace");
         }
         m.insert("uid".into(), uid.into());
-        m.insert("resourceVersion".into(), rv.to_string().into());
+        m.remove("resourceVersion");
         m.insert("creationTimestamp".into(), now().into());
         m.remove("deletionTimestamp");
         strategy::init_generation(res, &mut obj);
         if !own_status {
             strategy::no_controllers(res, &mut obj);
         }
+        if opts.dry_run {
+            return Ok(obj);
+        }
+        let rv = tx.next_rv();
+        meta_mut(&mut obj).insert("resourceVersion".into(), rv.to_string().into());
         tx.put(&res.key, ns, &name, EventType::Added, &obj, rv);
         if is_crd {
             let mut reg = self.registry.write();

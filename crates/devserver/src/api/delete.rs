@@ -106,6 +106,24 @@ impl Api {
         Ok(())
     }
 
+    /// The (namespace, name) of every object a delete-collection selects.
+    pub fn collection_names(
+        &self,
+        res: &ResourceType,
+        ns: Option<&str>,
+        labels: &LabelSelector,
+        fields: &FieldSelector,
+    ) -> Vec<(String, String)> {
+        let mut names = Vec::new();
+        self.store.scan(&res.key, ns, None, |k, obj| {
+            if labels_match(labels, &obj.labels) && fields.matches(&k.0, &k.1, obj) {
+                names.push((k.0.to_string(), k.1.to_string()));
+            }
+            true
+        });
+        names
+    }
+
     /// Deletes every matching object; returns how many.
     pub fn delete_collection(
         &self,
@@ -115,13 +133,7 @@ impl Api {
         fields: &FieldSelector,
         opts: &WriteOpts,
     ) -> Result<usize> {
-        let mut names = Vec::new();
-        self.store.scan(&res.key, ns, None, |k, obj| {
-            if labels_match(labels, &obj.labels) && fields.matches(&k.0, &k.1, obj) {
-                names.push(k.clone());
-            }
-            true
-        });
+        let names = self.collection_names(res, ns, labels, fields);
         let mut n = 0;
         for (kns, kname) in names {
             match self.delete(res, Some(&kns), &kname, opts) {

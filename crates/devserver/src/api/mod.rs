@@ -94,6 +94,10 @@ pub(crate) struct WriteOpts {
     pub precondition_uid: Option<String>,
     /// DeleteOptions.preconditions.
     pub precondition_rv: Option<String>,
+    /// The body is an object admission approved (the dry run's result, as the webhooks left
+    /// it): a create keeps its uid, which the dry run may already have written into it (a
+    /// Job's selector).
+    pub admitted: bool,
 }
 
 /// Which part of the object a write targets.

@@ -100,7 +100,8 @@ impl Schema<'_> {
             | "env"
             | "volumes"
             | "imagePullSecrets"
-            | "resourceClaims" => keys(&["name"]),
+            | "resourceClaims"
+            | "webhooks" => keys(&["name"]),
             "ports" if items.iter().any(|i| i.get("containerPort").is_some()) => {
                 keys(&["containerPort", "protocol"])
             }
