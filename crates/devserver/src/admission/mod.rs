@@ -19,8 +19,9 @@
 //!   validating webhooks, one after the other, on the final object.
 //! - A mutating patch may not change `metadata.name`, `metadata.namespace`, `kind` or
 //!   `apiVersion`: the write fails with a 500 naming the webhook.
-//! - Answers as kube-apiserver's: a denial is the webhook's status code (403 when below 400)
-//!   and message prefixed `admission webhook "NAME" denied the request`; a failed call under
+//! - Answers as kube-apiserver's (1.15 to 1.33): a denial is the webhook's status code (400
+//!   when it gives none or one below 400) and reason (none when it gives none), and its
+//!   message prefixed `admission webhook "NAME" denied the request`; a failed call under
 //!   `failurePolicy: Fail` (the default) is a 500 InternalError `failed calling webhook`; under
 //!   `Ignore` the webhook is skipped and the failure logged. A dry run matching a webhook whose
 //!   `sideEffects` is neither `None` nor `NoneOnDryRun` is refused (400) without a call.
@@ -67,7 +68,8 @@ pub enum Error {
     Denied {
         /// The webhook's name.
         webhook: String,
-        /// The webhook's `status.code` when 400 or more, else 403.
+        /// The webhook's `status.code` when 400 or more, else 400 (kube-apiserver's floor
+        /// for a rejection).
         code: u16,
         /// The webhook's `status.reason`; empty when it gave none (the Status then has none,
         /// as kube-apiserver passes it on).

@@ -389,12 +389,13 @@ impl<'a> Admit<'a> {
     }
 }
 
-/// A denial as kube-apiserver's `ToStatusErr` words it.
+/// A denial as kube-apiserver's `ToStatusErr` words it (as it has since 1.15: a code below
+/// 400 becomes 400, the reason is the webhook's own).
 fn denied(hook: &Hook, status: review::Status) -> Error {
     let code = status
         .code
         .filter(|c| (400..=599).contains(c))
-        .map_or(403, |c| c as u16);
+        .map_or(400, |c| c as u16);
     let reason = status.reason.unwrap_or_default();
     let by = format!("admission webhook \"{}\" denied the request", hook.name);
     let message = match status.message.filter(|m| !m.is_empty()) {
