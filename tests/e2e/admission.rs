@@ -83,6 +83,7 @@ impl Host {
                     addr: "127.0.0.1:0".parse().unwrap(),
                     tls: ServerTls::SelfSigned,
                     register: Some((WEBHOOK.into(), Endpoint::Url(String::new()))),
+                    cert_secret: None,
                 }),
                 ..Default::default()
             },
@@ -91,7 +92,7 @@ impl Host {
         .expect("runtime");
         let webhook = Webhook::new(
             runtime.admission_addr().unwrap(),
-            runtime.admission_ca_bundle().unwrap(),
+            &runtime.admission_ca_bundle().unwrap(),
         );
         let host = Host {
             server,
@@ -750,4 +751,143 @@ async fn a_hot_swap_under_a_stream_of_requests_loses_none_and_mixes_no_versions(
         assert_eq!(w, &[expected.to_string()], "answer {i} of {}", seen.len());
     }
     Arc::into_inner(host).unwrap().stop().await;
+}
+
+/// A host of its own on `server`, sharing the managed certificates of Secret
+/// `informant-system/admission-tls` (read every 100 ms; a new CA signs after 1 s).
+async fn replica(server: &DevServer, dir: &Path) -> Runtime {
+    use informant_runtime::admission::CertSecret;
+    use informant_runtime::admission::certs::CertOptions;
+    let config =
+        informant_runtime::config::parse("operator-plugins = true\n", Path::new("informant.toml"))
+            .unwrap();
+    Runtime::start(
+        server.client(),
+        RuntimeOptions {
+            plugins: Some(dir.to_path_buf()),
+            config,
+            admission: Some(AdmissionOptions {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                tls: ServerTls::Plain,
+                register: Some((WEBHOOK.into(), Endpoint::Url(String::new()))),
+                cert_secret: Some(CertSecret {
+                    namespace: "informant-system".into(),
+                    name: "admission-tls".into(),
+                    options: CertOptions {
+                        refresh: std::time::Duration::from_millis(100),
+                        ca_settle: std::time::Duration::from_secs(1),
+                        ..Default::default()
+                    },
+                }),
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("replica")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_share_the_managed_certificate_and_rotations_under_load_fail_no_request() {
+    informant_tests::init_tracing();
+    let server = DevServer::start(DevServerConfig::default()).await.unwrap();
+    create_namespaces(&server, &["informant-system", "team-a"]);
+    let dir = tempfile::tempdir().unwrap();
+    install(
+        dir.path(),
+        "",
+        "deny",
+        &manifest(
+            &table("deny", "validate", "fail", ""),
+            "mode = \"deny-label\"",
+        ),
+    );
+    let (a, b) = (
+        Arc::new(replica(&server, dir.path()).await),
+        Arc::new(replica(&server, dir.path()).await),
+    );
+    // Each time trusting the bundle the replica has now, as the API server does.
+    let served = |r: Arc<Runtime>| async move {
+        Webhook::new(
+            r.admission_addr().unwrap(),
+            &r.admission_ca_bundle().unwrap(),
+        )
+        .served_certificate()
+        .await
+    };
+    let first = served(a.clone()).await;
+    assert_eq!(
+        first,
+        served(b.clone()).await,
+        "a second replica serves the same certificate"
+    );
+
+    // A stream of creates through the API server, which calls the webhooks with the caBundle
+    // the hosts keep in the configurations.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stream = {
+        let (client, stop) = (server.client(), stop.clone());
+        tokio::spawn(async move {
+            let api: Api<ConfigMap> = Api::namespaced(client, "team-a");
+            let mut n = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": format!("c{n}")}, "data": {"k": "v"}}))
+                .unwrap();
+                api.create(&PostParams::default(), &cm)
+                    .await
+                    .unwrap_or_else(|e| panic!("create {n} failed: {e}"));
+                n += 1;
+            }
+            n
+        })
+    };
+    let until_both_serve = |what: &'static str, differs_from: Vec<u8>| {
+        let (a, b) = (a.clone(), b.clone());
+        async move {
+            guarded(what, async {
+                loop {
+                    let (ca, cb) = (served(a.clone()).await, served(b.clone()).await);
+                    if ca == cb && ca != differs_from {
+                        return ca;
+                    }
+                    // The replicas read the Secret on a timer: poll for the condition.
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            })
+            .await
+        }
+    };
+    a.admission_certs().unwrap().rotate().await.unwrap();
+    let second = until_both_serve("both replicas to serve the rotated certificate", first).await;
+    // A CA rollover: the new CA joins the bundle, then signs the serving certificate.
+    a.admission_certs().unwrap().roll_ca().await.unwrap();
+    let bundle = |r: &Runtime| r.admission_ca_bundle().unwrap();
+    guarded("the new CA in both replicas' bundles", async {
+        while !(String::from_utf8_lossy(&bundle(&a))
+            .matches("BEGIN CERTIFICATE")
+            .count()
+            == 2
+            && bundle(&a) == bundle(&b))
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    until_both_serve("the new CA's certificate", second).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let created = stream.await.unwrap();
+    assert!(created > 0);
+    // And every one of them went through the webhook.
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(server.client());
+    assert!(
+        api.get(WEBHOOK)
+            .await
+            .unwrap()
+            .webhooks
+            .is_some_and(|w| w.len() == 1)
+    );
+    Arc::into_inner(a).unwrap().stop().await;
+    Arc::into_inner(b).unwrap().stop().await;
+    server.shutdown().await;
 }

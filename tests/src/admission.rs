@@ -111,6 +111,19 @@ impl Webhook {
         .await
     }
 
+    /// The certificate the server presents to a new connection (DER).
+    pub async fn served_certificate(&self) -> Vec<u8> {
+        guarded("a TLS handshake", async {
+            let tcp = tokio::net::TcpStream::connect(self.addr)
+                .await
+                .expect("connect");
+            let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+            let tls = self.connector.connect(name, tcp).await.expect("TLS");
+            tls.get_ref().1.peer_certificates().expect("a certificate")[0].to_vec()
+        })
+        .await
+    }
+
     /// Sends `review` (JSON) to `path`.
     pub async fn review(&self, path: &str, review: &Value) -> Answer {
         self.post(path, &serde_json::to_vec(review).unwrap()).await

@@ -21,6 +21,7 @@ use tokio::sync::{broadcast, mpsc};
 use tokio::task::{JoinHandle, JoinSet};
 
 use crate::admin::{AdminAuth, AdminServer, AdminState};
+use crate::admission::certs::ManagedCerts;
 use crate::admission::webhooks::{Endpoint, Registrar, Registration};
 use crate::admission::{AdmissionOptions, AdmissionServer};
 use crate::config::ConfigWatcher;
@@ -237,9 +238,21 @@ impl Runtime {
         // Before the first reconcile: the hooks it loads are answered as soon as they run.
         let (admission, registrar) = match (&opts.admission, &host) {
             (Some(a), Some(host)) => {
-                let server = AdmissionServer::start(a.addr, &a.tls, host.clone())
-                    .await
-                    .map_err(Error::Admission)?;
+                let server = match &a.cert_secret {
+                    Some(c) => {
+                        let certs = ManagedCerts::start(
+                            factory.client().clone(),
+                            &c.namespace,
+                            &c.name,
+                            c.options.clone(),
+                        )
+                        .await
+                        .map_err(|e| Error::Admission(e.into()))?;
+                        AdmissionServer::start_managed(a.addr, certs, host.clone()).await
+                    }
+                    None => AdmissionServer::start(a.addr, &a.tls, host.clone()).await,
+                }
+                .map_err(Error::Admission)?;
                 let registrar = a.register.clone().map(|(name, endpoint)| {
                     // No URL given: where it listens (loopback for a wildcard address).
                     let endpoint = match endpoint {
@@ -255,7 +268,7 @@ impl Runtime {
                     let reg = Registration {
                         name,
                         endpoint,
-                        ca_bundle: server.ca_bundle().to_vec(),
+                        ca_bundle: server.ca_bundle(),
                     };
                     Registrar::start(factory.client().clone(), reg, host.clone())
                 });
@@ -336,9 +349,16 @@ impl Runtime {
         self.admission.as_ref().map(AdmissionServer::addr)
     }
 
-    /// The CA certificates (PEM) the admission webhook server is verified with.
-    pub fn admission_ca_bundle(&self) -> Option<&[u8]> {
-        self.admission.as_ref().map(AdmissionServer::ca_bundle)
+    /// The admission certificates this host manages through a Secret, when it does.
+    pub fn admission_certs(&self) -> Option<Arc<ManagedCerts>> {
+        self.admission.as_ref()?.certs().cloned()
+    }
+
+    /// The CA certificates (PEM) the admission webhook server is verified with, now.
+    pub fn admission_ca_bundle(&self) -> Option<Vec<u8>> {
+        self.admission
+            .as_ref()
+            .map(|a| a.ca_bundle().borrow().clone())
     }
 
     /// Where the admin server listens (the port it got, for port 0), if it was started.

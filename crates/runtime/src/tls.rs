@@ -107,7 +107,43 @@ fn provider() -> Arc<rustls::crypto::CryptoProvider> {
 
 /// The certificate new connections get, swapped in place by the reloader.
 #[derive(Debug)]
-struct Current(RwLock<Arc<CertifiedKey>>);
+pub(crate) struct Current(RwLock<Arc<CertifiedKey>>);
+
+impl Current {
+    /// Serving `key` until [`Current::set`].
+    pub(crate) fn new(key: CertifiedKey) -> Arc<Current> {
+        Arc::new(Current(RwLock::new(Arc::new(key))))
+    }
+
+    /// New connections get `key`.
+    pub(crate) fn set(&self, key: CertifiedKey) {
+        *self.0.write() = Arc::new(key);
+    }
+}
+
+/// An acceptor serving whatever `current` holds, with `ca_bundle` as what clients trust.
+pub(crate) fn serving(current: Arc<Current>, ca_bundle: Vec<u8>) -> Result<Tls, TlsError> {
+    Ok(Tls {
+        acceptor: acceptor(current)?,
+        ca_bundle,
+        _reloader: None,
+    })
+}
+
+/// The pair in PEM `cert` (a chain, leaf first) and `key`.
+pub(crate) fn certified_key(cert: &[u8], key: &[u8]) -> Result<CertifiedKey, TlsError> {
+    pair(Path::new("tls.crt"), cert, Path::new("tls.key"), key)
+}
+
+fn acceptor(current: Arc<Current>) -> Result<tokio_rustls::TlsAcceptor, TlsError> {
+    let mut config = rustls::ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .map_err(TlsError::Rustls)?
+        .with_no_client_auth()
+        .with_cert_resolver(current);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tokio_rustls::TlsAcceptor::from(Arc::new(config)))
+}
 
 impl ResolvesServerCert for Current {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
@@ -162,17 +198,12 @@ pub(crate) fn setup(mode: &ServerTls, names: &[String]) -> Result<Option<Tls>, T
             )
         }
     };
-    let current = Arc::new(Current(RwLock::new(Arc::new(key))));
-    let mut config = rustls::ServerConfig::builder_with_provider(provider())
-        .with_safe_default_protocol_versions()
-        .map_err(TlsError::Rustls)?
-        .with_no_client_auth()
-        .with_cert_resolver(current.clone());
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let current = Current::new(key);
+    let acceptor = acceptor(current.clone())?;
     let reloader = reload
         .map(|(cert, key, every, read)| tokio::spawn(reload_loop(current, cert, key, every, read)));
     Ok(Some(Tls {
-        acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
+        acceptor,
         ca_bundle,
         _reloader: reloader,
     }))

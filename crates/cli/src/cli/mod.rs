@@ -106,6 +106,14 @@ pub struct AdmissionArgs {
     /// `service:NAMESPACE/NAME:PORT` (in a cluster).
     #[arg(long, value_name = "URL", requires = "admission_webhook")]
     admission_endpoint: Option<String>,
+    /// Make, rotate and share the webhook server's CA and certificate through this Secret
+    /// (every replica serves the same); instead of --admission-cert.
+    #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "admission_cert")]
+    admission_cert_secret: Option<String>,
+    /// A DNS name the managed certificate is also for (the Service's names are added when
+    /// --admission-endpoint names one).
+    #[arg(long, value_name = "NAME", requires = "admission_cert_secret")]
+    admission_dns_name: Vec<String>,
 }
 
 impl AdmissionArgs {
@@ -136,10 +144,41 @@ impl AdmissionArgs {
             // Reached where it listens: outside a cluster, or `dev`'s loopback.
             (Some(name), None) => Some((name, Endpoint::Url(String::new()))),
         };
+        let cert_secret = match &self.admission_cert_secret {
+            None => None,
+            Some(text) => {
+                let (namespace, name) = text
+                    .split_once('/')
+                    .filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+                    .with_context(|| {
+                        format!("--admission-cert-secret `{text}`: expected NAMESPACE/NAME")
+                    })?;
+                let mut names = self.admission_dns_name.clone();
+                if let Some((
+                    _,
+                    Endpoint::Service {
+                        namespace, name, ..
+                    },
+                )) = &register
+                {
+                    names.push(format!("{name}.{namespace}.svc"));
+                    names.push(format!("{name}.{namespace}.svc.cluster.local"));
+                }
+                Some(informant_runtime::admission::CertSecret {
+                    namespace: namespace.into(),
+                    name: name.into(),
+                    options: informant_runtime::admission::certs::CertOptions {
+                        names,
+                        ..Default::default()
+                    },
+                })
+            }
+        };
         Ok(Some(informant_runtime::admission::AdmissionOptions {
             addr,
             tls,
             register,
+            cert_secret,
         }))
     }
 }

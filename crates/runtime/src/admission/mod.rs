@@ -23,10 +23,12 @@
 //! - Each request is counted per hook on `/metrics` and runs in a span when traces are on.
 //!
 //! - [`answer`]: one request to one hook, failure policy included.
+//! - [`certs`]: certificates the host makes, rotates and shares through a Secret.
 //! - [`review`]: AdmissionReview v1 to and from the contract's records.
 //! - [`webhooks`]: the Validating- and MutatingWebhookConfigurations that send requests here.
 
 pub mod answer;
+pub mod certs;
 pub mod review;
 pub mod webhooks;
 
@@ -41,6 +43,7 @@ use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Json, Response};
 use axum::routing::post;
 use kube::core::admission::AdmissionResponse;
+use tokio::sync::watch;
 use tracing::Instrument;
 
 use crate::plugin::PluginHost;
@@ -67,6 +70,9 @@ pub enum Error {
     /// HTTPS could not be set up.
     #[error("admission server: {0}")]
     Tls(#[from] tls::TlsError),
+    /// The managed certificates could not be set up.
+    #[error(transparent)]
+    Certs(#[from] certs::CertError),
     /// Admission webhooks are HTTPS only: the API server calls nothing else.
     #[error(
         "admission server: the API server calls webhooks over HTTPS only; give a certificate or use a self-signed one"
@@ -83,12 +89,31 @@ pub struct AdmissionOptions {
     pub tls: ServerTls,
     /// When set, the host keeps the webhook configurations of this name pointing at itself.
     pub register: Option<(String, webhooks::Endpoint)>,
+    /// When set, certificates the host makes, rotates and shares with its other replicas
+    /// through this Secret (`tls` is not used).
+    pub cert_secret: Option<CertSecret>,
+}
+
+/// The Secret managed certificates live in.
+#[derive(Debug, Clone)]
+pub struct CertSecret {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Lifetimes, names and how often it is read.
+    pub options: certs::CertOptions,
 }
 
 /// The running webhook server.
 pub struct AdmissionServer {
     served: Served,
-    ca_bundle: Vec<u8>,
+    /// What clients trust it by; changes with a managed CA's rollover.
+    ca_bundle: watch::Receiver<Vec<u8>>,
+    /// Keeps a fixed bundle's channel open.
+    _fixed: Option<watch::Sender<Vec<u8>>>,
+    /// Keeps managed certificates in step with their Secret.
+    _certs: Option<Arc<certs::ManagedCerts>>,
 }
 
 impl AdmissionServer {
@@ -107,7 +132,31 @@ impl AdmissionServer {
             .into_iter()
             .collect::<Vec<_>>();
         let tls = tls::setup(tls, &names)?.ok_or(Error::Plain)?;
-        let ca_bundle = tls.ca_bundle();
+        let fixed = watch::channel(tls.ca_bundle()).0;
+        let mut server = AdmissionServer::serve(addr, tls, fixed.subscribe(), host).await?;
+        server._fixed = Some(fixed);
+        Ok(server)
+    }
+
+    /// As [`AdmissionServer::start`], serving the certificates `certs` manages.
+    pub async fn start_managed(
+        addr: SocketAddr,
+        certs: Arc<certs::ManagedCerts>,
+        host: Arc<PluginHost>,
+    ) -> Result<AdmissionServer, Error> {
+        let bundle = certs.bundle();
+        let tls = tls::serving(certs.resolver(), bundle.borrow().clone())?;
+        let mut server = AdmissionServer::serve(addr, tls, bundle, host).await?;
+        server._certs = Some(certs);
+        Ok(server)
+    }
+
+    async fn serve(
+        addr: SocketAddr,
+        tls: tls::Tls,
+        ca_bundle: watch::Receiver<Vec<u8>>,
+        host: Arc<PluginHost>,
+    ) -> Result<AdmissionServer, Error> {
         let app = Router::new()
             .route("/admit/{*path}", post(admit))
             .fallback(|| async { (StatusCode::NOT_FOUND, "no such hook\n") })
@@ -117,7 +166,12 @@ impl AdmissionServer {
             .await
             .map_err(|source| Error::Bind { addr, source })?;
         tracing::info!(addr = %served.addr(), "admission server: POST /admit/[TENANT/]PLUGIN/HOOK");
-        Ok(AdmissionServer { served, ca_bundle })
+        Ok(AdmissionServer {
+            served,
+            ca_bundle,
+            _fixed: None,
+            _certs: None,
+        })
     }
 
     /// The address it listens on.
@@ -125,9 +179,15 @@ impl AdmissionServer {
         self.served.addr()
     }
 
-    /// The PEM certificates a client verifies this server with (a webhook's `caBundle`).
-    pub fn ca_bundle(&self) -> &[u8] {
-        &self.ca_bundle
+    /// The PEM certificates a client verifies this server with (a webhook's `caBundle`), as
+    /// they change.
+    pub fn ca_bundle(&self) -> watch::Receiver<Vec<u8>> {
+        self.ca_bundle.clone()
+    }
+
+    /// The certificates it manages, when it does.
+    pub fn certs(&self) -> Option<&Arc<certs::ManagedCerts>> {
+        self._certs.as_ref()
     }
 
     /// Stops accepting connections and waits (a bounded time) for requests in flight.

@@ -53,8 +53,8 @@ pub struct Registration {
     pub name: String,
     /// Where requests go.
     pub endpoint: Endpoint,
-    /// The CA certificates (PEM) the API server verifies the server with.
-    pub ca_bundle: Vec<u8>,
+    /// The CA certificates (PEM) the API server verifies the server with, as they change.
+    pub ca_bundle: tokio::sync::watch::Receiver<Vec<u8>>,
 }
 
 /// What a path segment keeps unencoded: RFC 3986's unreserved characters.
@@ -99,7 +99,12 @@ fn webhook_name(id: &PluginId, hook: &str) -> String {
     )
 }
 
-fn client_config(reg: &Registration, id: &PluginId, hook: &str) -> WebhookClientConfig {
+fn client_config(
+    reg: &Registration,
+    ca_bundle: &[u8],
+    id: &PluginId,
+    hook: &str,
+) -> WebhookClientConfig {
     let path = path(id, hook);
     let (url, service) = match &reg.endpoint {
         Endpoint::Url(base) => (Some(format!("{}{path}", base.trim_end_matches('/'))), None),
@@ -120,7 +125,7 @@ fn client_config(reg: &Registration, id: &PluginId, hook: &str) -> WebhookClient
     WebhookClientConfig {
         url,
         service,
-        ca_bundle: Some(ByteString(reg.ca_bundle.clone())),
+        ca_bundle: Some(ByteString(ca_bundle.to_vec())),
     }
 }
 
@@ -155,7 +160,13 @@ struct Common {
     timeout_seconds: i32,
 }
 
-fn common(reg: &Registration, id: &PluginId, admitter: &Admitter, hook: &Hook) -> Common {
+fn common(
+    reg: &Registration,
+    ca_bundle: &[u8],
+    id: &PluginId,
+    admitter: &Admitter,
+    hook: &Hook,
+) -> Common {
     let t = &hook.table;
     let ar = &hook.resource.api_resource;
     let parse = |text: &Option<crate::manifest::SelectorText>| {
@@ -180,7 +191,7 @@ fn common(reg: &Registration, id: &PluginId, admitter: &Admitter, hook: &Hook) -
     };
     Common {
         name: webhook_name(id, t.name.as_str()),
-        client: client_config(reg, id, t.name.as_str()),
+        client: client_config(reg, ca_bundle, id, t.name.as_str()),
         rules: vec![RuleWithOperations {
             api_groups: Some(vec![ar.group.clone()]),
             api_versions: Some(vec![ar.version.clone()]),
@@ -213,9 +224,10 @@ pub fn configurations(
     hooks: &[(PluginId, Arc<Admitter>)],
 ) -> (ValidatingWebhookConfiguration, MutatingWebhookConfiguration) {
     let (mut validating, mut mutating) = (Vec::new(), Vec::new());
+    let ca_bundle = reg.ca_bundle.borrow().clone();
     for (id, admitter) in hooks {
         for hook in admitter.hooks() {
-            let c = common(reg, id, admitter, hook);
+            let c = common(reg, &ca_bundle, id, admitter, hook);
             let sorted = (c.name.clone(), ());
             match hook.table.mode {
                 Mode::Validate => validating.push((
@@ -267,13 +279,16 @@ pub fn configurations(
         ..Default::default()
     };
     (
+        // No hooks: no list, so the apply gives up the webhooks this host owned.
         ValidatingWebhookConfiguration {
             metadata: metadata.clone(),
-            webhooks: Some(validating.into_iter().map(|(_, w)| w).collect()),
+            webhooks: (!validating.is_empty())
+                .then(|| validating.into_iter().map(|(_, w)| w).collect()),
         },
         MutatingWebhookConfiguration {
             metadata,
-            webhooks: Some(mutating.into_iter().map(|(_, w)| w).collect()),
+            webhooks: (!mutating.is_empty())
+                .then(|| mutating.into_iter().map(|(_, w)| w).collect()),
         },
     )
 }
@@ -316,6 +331,7 @@ impl Registrar {
     ) -> Registrar {
         Registrar(tokio::spawn(async move {
             let mut changes = host.subscribe_running();
+            let mut bundle = reg.ca_bundle.clone();
             let backoff = crate::backoff::Backoff::new(
                 std::time::Duration::from_millis(500),
                 std::time::Duration::from_secs(60),
@@ -344,8 +360,9 @@ impl Registrar {
                         }
                     }
                 }
-                if changes.changed().await.is_err() {
-                    break;
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { break },
+                    changed = bundle.changed() => if changed.is_err() { break },
                 }
             }
         }))
