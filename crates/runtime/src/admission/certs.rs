@@ -443,3 +443,94 @@ fn issue(
         ..Default::default()
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::client::danger::ServerCertVerifier;
+    use tokio_rustls::rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+
+    /// Whether a client trusting `bundle` accepts `secret`'s serving pair for 127.0.0.1.
+    fn verifies(bundle: &[u8], secret: &Secret) -> bool {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_slice_iter(bundle) {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::ring::default_provider()),
+        )
+        .build()
+        .unwrap();
+        let chain: Vec<CertificateDer> = CertificateDer::pem_slice_iter(field(secret, "tls.crt"))
+            .map(Result::unwrap)
+            .collect();
+        verifier
+            .verify_server_cert(
+                &chain[0],
+                &chain[1..],
+                &ServerName::try_from("127.0.0.1").unwrap(),
+                &[],
+                UnixTime::now(),
+            )
+            .is_ok()
+    }
+
+    fn certs(s: &Secret) -> usize {
+        String::from_utf8_lossy(field(s, "ca.crt"))
+            .matches("BEGIN CERTIFICATE")
+            .count()
+    }
+
+    #[test]
+    fn a_rotated_pair_is_trusted_by_the_bundle_clients_already_have() {
+        let options = CertOptions::default();
+        let first = issue("admission-tls", &options, None).unwrap();
+        assert!(served("s", &first).is_ok());
+        assert!(verifies(field(&first, "ca.crt"), &first));
+        let rotated = issue("admission-tls", &options, Some((&first, Step::Serving))).unwrap();
+        assert_ne!(field(&rotated, "tls.crt"), field(&first, "tls.crt"));
+        assert_eq!(field(&rotated, "ca.crt"), field(&first, "ca.crt"));
+        assert!(
+            verifies(field(&first, "ca.crt"), &rotated),
+            "the old bundle trusts it"
+        );
+    }
+
+    #[test]
+    fn a_ca_rollover_adds_to_the_bundle_before_it_signs() {
+        let options = CertOptions::default();
+        let first = issue("admission-tls", &options, None).unwrap();
+        let joined = issue("admission-tls", &options, Some((&first, Step::NewCa))).unwrap();
+        assert_eq!(certs(&joined), 2);
+        assert_eq!(
+            field(&joined, "tls.crt"),
+            field(&first, "tls.crt"),
+            "still served"
+        );
+        assert!(verifies(field(&joined, "ca.crt"), &joined));
+        assert_ne!(
+            annotation(&joined, CA_NAME),
+            annotation(&joined, SERVING_CA)
+        );
+        let switched = issue("admission-tls", &options, Some((&joined, Step::Serving))).unwrap();
+        assert_eq!(
+            annotation(&switched, CA_NAME),
+            annotation(&switched, SERVING_CA)
+        );
+        assert!(
+            verifies(field(&joined, "ca.crt"), &switched),
+            "the two-CA bundle trusts it"
+        );
+        assert!(
+            !verifies(field(&first, "ca.crt"), &switched),
+            "signed by the new CA"
+        );
+        // A second rollover keeps two CAs: the new one and the one it replaces.
+        let again = issue("admission-tls", &options, Some((&switched, Step::NewCa))).unwrap();
+        assert_eq!(certs(&again), 2);
+        assert!(verifies(field(&again, "ca.crt"), &again));
+    }
+}
