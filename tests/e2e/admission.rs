@@ -35,6 +35,13 @@ fn manifest(tables: &str, config: &str) -> String {
     )
 }
 
+/// As [`manifest`], for a tenant: no Namespaces (cluster-scoped), only its ConfigMaps.
+fn tenant_manifest(tables: &str, config: &str) -> String {
+    format!(
+        "[limits]\nmemory-mib = 32\n[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n{tables}\n[config]\n{config}\n"
+    )
+}
+
 /// One `[[admit]]` table for ConfigMaps.
 fn table(name: &str, mode: &str, policy: &str, extra: &str) -> String {
     format!(
@@ -464,7 +471,7 @@ async fn a_tenants_hook_never_sees_nor_denies_another_tenants_requests() {
         &[(
             "team-a",
             "deny",
-            manifest(
+            tenant_manifest(
                 &table("deny", "validate", "fail", ""),
                 "mode = \"deny-label\"",
             ),

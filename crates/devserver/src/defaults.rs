@@ -78,6 +78,12 @@ const RULES: &[Rule] = &[
     },
     Rule {
         group: "",
+        kind: "Namespace",
+        source: "pkg/apis/core/v1/defaults.go SetDefaults_Namespace",
+        apply: namespace,
+    },
+    Rule {
+        group: "",
         kind: "PersistentVolumeClaim",
         source: "pkg/apis/core/v1/defaults.go SetDefaults_PersistentVolumeClaimSpec",
         apply: pvc,
@@ -178,6 +184,24 @@ pub(crate) fn admit_create(res: &ResourceType, obj: &mut Value) {
 #[cfg(test)]
 fn sources() -> impl Iterator<Item = (&'static str, &'static str)> {
     RULES.iter().map(|r| (r.kind, r.source))
+}
+
+/// Every Namespace carries its own name as the label `kubernetes.io/metadata.name`, set over
+/// whatever the writer gave, so selectors (a webhook's `namespaceSelector`) can name it.
+fn namespace(ns: &mut Value) {
+    let Some(name) = ns["metadata"]["name"].as_str().map(str::to_string) else {
+        return;
+    };
+    let Some(meta) = ns.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let labels = meta.entry("labels").or_insert_with(|| json!({}));
+    if labels.is_null() {
+        *labels = json!({});
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert("kubernetes.io/metadata.name".into(), name.into());
+    }
 }
 
 /// Sets `path` to `value` unless it is set; creates the objects on the way.
