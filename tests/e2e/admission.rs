@@ -62,6 +62,11 @@ impl Host {
     /// The embedded server with namespaces `team-a` (labelled `team=alpha`) and `team-b`, and a
     /// host running `plugins` with admission on, registered with that server.
     async fn start(config: &str, plugins: &[Install<'_>]) -> Host {
+        Host::start_with(config, plugins, false).await
+    }
+
+    /// As [`Host::start`]; `admission_only` runs no events (`--admission-only`).
+    async fn start_with(config: &str, plugins: &[Install<'_>], admission_only: bool) -> Host {
         informant_tests::init_tracing();
         let server = DevServer::start(DevServerConfig::default())
             .await
@@ -92,6 +97,7 @@ impl Host {
                     register: Some((WEBHOOK.into(), Endpoint::Url(String::new()))),
                     cert_secret: None,
                 }),
+                admission_only,
                 ..Default::default()
             },
         )
@@ -897,4 +903,32 @@ async fn replicas_share_the_managed_certificate_and_rotations_under_load_fail_no
     Arc::into_inner(a).unwrap().stop().await;
     Arc::into_inner(b).unwrap().stop().await;
     server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admission_only_host_answers_from_its_caches_and_delivers_no_event() {
+    let host = Host::start_with(
+        "",
+        &[(
+            "",
+            "team",
+            manifest(
+                &table("team", "mutate", "fail", ""),
+                "mode = \"team-label\"",
+            ),
+        )],
+        true,
+    )
+    .await;
+    // The hook reads the Namespace from the cache its informer keeps.
+    let stored = host.create("team-a", "web", json!({})).await.unwrap();
+    assert_eq!(stored.metadata.labels.unwrap()["team"], "alpha");
+    let plugins: Value = serde_json::from_str(&get(host.admin, "/plugins").await.2).unwrap();
+    let team = &plugins["plugins"][0];
+    assert_eq!(
+        (team["name"].as_str(), team["handled"].as_u64()),
+        (Some("team"), Some(0)),
+        "{team}"
+    );
+    host.stop().await;
 }

@@ -135,6 +135,9 @@ pub struct RuntimeOptions {
     pub shard: Option<Shard>,
     /// The admission webhook server for plugins' `[[admit]]` hooks (`--admission-addr`).
     pub admission: Option<AdmissionOptions>,
+    /// Plugins answer admission only: no events, no schedules (`--admission-only`), so that
+    /// every replica of an admission deployment can run them beside one host delivering events.
+    pub admission_only: bool,
 }
 
 /// Where durable delivery keeps its state, and for which cluster.
@@ -214,7 +217,8 @@ impl Runtime {
                 };
                 let mut host =
                     PluginHost::new(dir.clone(), engine, factory.clone(), opts.config.clone())
-                        .with_dry_run_writes(opts.dry_run_writes);
+                        .with_dry_run_writes(opts.dry_run_writes)
+                        .with_admission_only(opts.admission_only);
                 if let Some(d) = &durable {
                     host = host.with_durable(d.clone());
                 }

@@ -73,9 +73,20 @@ impl HostArgs {
             compile_cache: self.cache.compile_cache(),
             dry_run_writes: self.dry_run_writes,
             admission: self.admission.options(None)?,
+            admission_only: self.admission.admission_only,
             ..Default::default()
         };
         Ok((options, self.state_dir.clone()))
+    }
+
+    /// The state directory asked for (`--state-dir`).
+    pub fn state_dir(&self) -> Option<&Path> {
+        self.state_dir.as_deref()
+    }
+
+    /// Whether plugins run for admission only (`--admission-only`).
+    pub fn admission_only(&self) -> bool {
+        self.admission.admission_only
     }
 
     /// The admission flags, for a command with defaults of its own (`dev`).
@@ -110,6 +121,12 @@ pub struct AdmissionArgs {
     /// (every replica serves the same); instead of --admission-cert.
     #[arg(long, value_name = "NAMESPACE/NAME", conflicts_with = "admission_cert")]
     admission_cert_secret: Option<String>,
+    /// Run plugins for admission only: their informers fill the caches their hooks read, but
+    /// they get no events and their schedules do not tick (run another host for those). Every
+    /// replica of such a host answers admission; not with --leader-elect, --shard-group or
+    /// --state-dir.
+    #[arg(long, requires = "admission_addr")]
+    admission_only: bool,
     /// A DNS name the managed certificate is also for (the Service's names are added when
     /// --admission-endpoint names one).
     #[arg(long, value_name = "NAME", requires = "admission_cert_secret")]

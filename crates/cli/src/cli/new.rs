@@ -1,10 +1,12 @@
-//! `informant new NAME [--lang rust|python|js]`: scaffolds a plugin (see
+//! `informant new NAME [--lang rust|python|js] [--admit]`: scaffolds a plugin (see
 //! [`informant_dev::scaffold`]).
 
 use std::path::PathBuf;
 
 use anyhow::Result;
-use informant_dev::{Lang, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot};
+use informant_dev::{
+    Lang, SdkDependency, Template, polyglot_sdk, scaffold_polyglot, scaffold_template,
+};
 
 /// The plugin's language.
 #[derive(Clone, Copy, clap::ValueEnum)]
@@ -35,6 +37,9 @@ pub struct Args {
     /// Depend on this version of informant-sdk from the registry instead of a path.
     #[arg(long, value_name = "VERSION", conflicts_with = "sdk_path")]
     sdk_version: Option<String>,
+    /// Scaffold a validating admission hook (an `[[admit]]` table) instead; Rust only.
+    #[arg(long)]
+    admit: bool,
 }
 
 /// Writes the plugin and says what to do next.
@@ -45,6 +50,7 @@ pub fn run(args: Args) -> Result<()> {
         LangArg::Js => Lang::Js,
     };
     if lang != Lang::Rust {
+        anyhow::ensure!(!args.admit, "--admit scaffolds a Rust plugin (--lang rust)");
         anyhow::ensure!(
             args.sdk_version.is_none(),
             "--sdk-version is for Rust plugins: the Python and JS SDKs are used from source (--sdk-path)"
@@ -90,7 +96,12 @@ pub fn run(args: Args) -> Result<()> {
         (None, Some(v)) => SdkDependency::Version(v),
         (None, None) => SdkDependency::detect(),
     };
-    let s = scaffold(&args.name, &args.dir, sdk)?;
+    let template = if args.admit {
+        Template::Admit
+    } else {
+        Template::Events
+    };
+    let s = scaffold_template(template, &args.name, &args.dir, sdk)?;
     let dir = s.dir.display();
     match &s.sdk {
         SdkDependency::Path(p) => eprintln!("created {dir} (informant-sdk from {})", p.display()),

@@ -186,6 +186,14 @@ fn default_identity() -> String {
 pub async fn run(args: Args) -> Result<()> {
     // Before anything starts: a refused admin setting is a mistake in the command line.
     let (admin_auth, admin_tls) = args.admin_security.options(args.admin)?;
+    anyhow::ensure!(
+        !(args.host.admission_only()
+            && (args.election.leader_elect
+                || args.election.shard_group.is_some()
+                || args.host.state_dir().is_some())),
+        "--admission-only runs no events: every replica answers admission, so it takes no \
+         --leader-elect, --shard-group or --state-dir"
+    );
     // Held to the end: dropping it sends the spans still queued.
     let _traces = args.host.start_traces()?;
     let (client, cluster) = super::client_for(args.kubeconfig.as_deref()).await?;

@@ -2,7 +2,9 @@
 //! Secret (`--admission-cert-secret NAMESPACE/NAME`).
 //!
 //! Contract:
-//! - The Secret (type `kubernetes.io/tls`) holds the serving pair (`tls.crt`, `tls.key`), the
+//! - The Secret (type `kubernetes.io/tls` when the host makes it; one made empty beforehand, as
+//!   the Helm chart does so that the host needs no right to create Secrets, keeps its type)
+//!   holds the serving pair (`tls.crt`, `tls.key`), the
 //!   CA that signed it (`ca.key`) and the bundle clients trust (`ca.crt`: the CA, and during a
 //!   rollover the previous one too). Validity and the CA's name are in its annotations.
 //! - The first replica to find no Secret makes a CA and a serving pair and creates it; a replica
@@ -127,6 +129,23 @@ impl ManagedCerts {
             source,
         };
         let stored = match api.get_opt(name).await.map_err(api_err)? {
+            // Made empty for this host (by the Helm chart, so that the host needs no right to
+            // create Secrets): filled by the first replica to get to it.
+            Some(empty) if field(&empty, "tls.crt").is_empty() => {
+                let mut fresh = issue(name, &options, None)?;
+                fresh.metadata = ObjectMeta {
+                    annotations: fresh.metadata.annotations.take(),
+                    ..empty.metadata.clone()
+                };
+                fresh.type_ = empty.type_.clone();
+                match api.replace(name, &PostParams::default(), &fresh).await {
+                    Ok(s) => s,
+                    Err(kube::Error::Api(e)) if e.code == 409 => {
+                        api.get(name).await.map_err(api_err)?
+                    }
+                    Err(e) => return Err(api_err(e)),
+                }
+            }
             Some(s) => s,
             None => {
                 let fresh = issue(name, &options, None)?;
@@ -438,7 +457,10 @@ fn issue(
     };
     Ok(Secret {
         metadata,
-        type_: Some("kubernetes.io/tls".into()),
+        // A Secret's type is fixed once made: one made `Opaque` (empty, by the chart) stays so.
+        type_: last
+            .and_then(|(s, _)| s.type_.clone())
+            .or(Some("kubernetes.io/tls".into())),
         data: Some(data),
         ..Default::default()
     })

@@ -126,6 +126,8 @@ pub struct PluginHost {
     /// The admission hooks of what runs (during a swap, the old version's until the new one's
     /// are published).
     pub(super) admitters: RwLock<BTreeMap<PluginId, Arc<Admitter>>>,
+    /// Only admission: handlers take no event, schedules do not tick.
+    pub(super) admission_only: bool,
     /// Old versions whose hooks answer until their new version's are published.
     pub(super) swapping: parking_lot::Mutex<BTreeMap<PluginId, Arc<Admitter>>>,
     /// Bumped whenever `running` is republished.
@@ -174,6 +176,7 @@ impl PluginHost {
             waiting_count: watch::channel(0).0,
             admitters: RwLock::new(BTreeMap::new()),
             swapping: parking_lot::Mutex::new(BTreeMap::new()),
+            admission_only: false,
             published: watch::channel(0).0,
             refused: RwLock::new(BTreeMap::new()),
             change_filters: ChangeFilters::default(),
@@ -190,6 +193,14 @@ impl PluginHost {
     /// persists nothing (`--dry-run-writes`).
     pub fn with_dry_run_writes(mut self, dry_run: bool) -> Self {
         self.cluster = Cluster::new(self.factory.client().clone(), dry_run);
+        self
+    }
+
+    /// An admission-only host (`--admission-only`): plugins are loaded, their informers fill
+    /// the caches their hooks read, and their hooks answer; their handlers take no event and
+    /// their schedules do not tick (another host delivers those).
+    pub fn with_admission_only(mut self, admission_only: bool) -> Self {
+        self.admission_only = admission_only;
         self
     }
 
@@ -216,6 +227,7 @@ impl PluginHost {
         Cursors {
             durable: self.durable.as_ref(),
             shard: self.shard.as_ref(),
+            admission_only: self.admission_only,
         }
     }
 
@@ -594,7 +606,9 @@ impl PluginHost {
                             )
                         });
                         permitted::report(&id, &[], &not_permitted);
-                        supervisor.start_schedules(&schedules, gate.clone());
+                        if !self.admission_only {
+                            supervisor.start_schedules(&schedules, gate.clone());
+                        }
                         if let Some(admitter) = &admitter {
                             admitter.set_gate(gate.clone());
                         }

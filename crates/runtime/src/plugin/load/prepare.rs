@@ -409,6 +409,9 @@ pub(super) struct Cursors<'a> {
     pub(super) durable: Option<&'a Arc<Durable>>,
     /// Sharded mode.
     pub(super) shard: Option<&'a Shard>,
+    /// An admission-only host: handlers are registered (their informers fill the caches) but
+    /// take no event, and keep no cursor.
+    pub(super) admission_only: bool,
 }
 
 /// Registers `supervisor`'s handler for `resource` with `informer`, its events held by `gate`,
@@ -428,7 +431,12 @@ pub(super) fn register(
 ) -> ListenerHandle {
     let name = id.to_string();
     let holds = Holds::new();
+    if cursors.admission_only {
+        options.filter = Some(EventFilter::new(|_| false));
+        options.changes = None;
+    }
     options.cursor = match (cursors.shard, cursors.durable) {
+        _ if cursors.admission_only => None,
         (Some(_), _) => Some(CursorOptions {
             holds: holds.clone(),
             prior: start.prior,
