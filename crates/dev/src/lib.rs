@@ -40,7 +40,10 @@ pub mod toolchain;
 pub mod watcher;
 
 pub use builder::{BuildError, Builder, Built, PluginSource, Polyglot, Sources, scan};
-pub use scaffold::{Lang, Scaffold, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot};
+pub use scaffold::{
+    Lang, Scaffold, SdkDependency, Template, polyglot_sdk, scaffold, scaffold_polyglot,
+    scaffold_template,
+};
 pub use watcher::SourceWatcher;
 
 use std::collections::HashMap;

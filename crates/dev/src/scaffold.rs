@@ -1,5 +1,6 @@
 //! `informant new NAME`: a plugin crate on `informant-sdk` with its manifest `NAME.toml` and a
-//! passing unit test, from the templates in `crates/dev/templates/plugin/`.
+//! passing unit test, from the templates in `crates/dev/templates/plugin/`; with `--admit`, an
+//! admission hook ([`Template::Admit`]) from `crates/dev/templates/plugin-admit/`.
 //!
 //! The SDK dependency: `informant-sdk` is not published to a registry, so by default the crate
 //! depends on the SDK source this binary was built from, by path (relative when the crate sits
@@ -17,6 +18,19 @@ const CARGO_TOML: &str = include_str!("../templates/plugin/Cargo.toml.tmpl");
 const LIB_RS: &str = include_str!("../templates/plugin/lib.rs.tmpl");
 const MANIFEST: &str = include_str!("../templates/plugin/manifest.toml.tmpl");
 const GITIGNORE: &str = include_str!("../templates/plugin/gitignore.tmpl");
+const ADMIT_LIB_RS: &str = include_str!("../templates/plugin-admit/lib.rs.tmpl");
+const ADMIT_MANIFEST: &str = include_str!("../templates/plugin-admit/manifest.toml.tmpl");
+
+/// What a scaffolded Rust plugin does.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Template {
+    /// An event hook: logs each ConfigMap event (`informant new NAME`).
+    #[default]
+    Events,
+    /// A validating admission hook: refuses ConfigMaps without a required label (`informant
+    /// new NAME --admit`).
+    Admit,
+}
 
 /// How the new crate depends on the SDK.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -73,6 +87,20 @@ fn new_plugin_dir(name: &str, parent: &Path) -> Result<(PathBuf, PathBuf), DevLo
 /// `NAME.toml`, `src/lib.rs` with unit tests, `.gitignore`. Refuses an existing non-empty
 /// directory and names that are not valid crate names.
 pub fn scaffold(name: &str, parent: &Path, sdk: SdkDependency) -> Result<Scaffold, DevLoopError> {
+    scaffold_template(Template::Events, name, parent, sdk)
+}
+
+/// [`scaffold`] from the templates of `template`.
+pub fn scaffold_template(
+    template: Template,
+    name: &str,
+    parent: &Path,
+    sdk: SdkDependency,
+) -> Result<Scaffold, DevLoopError> {
+    let (lib_rs, manifest) = match template {
+        Template::Events => (LIB_RS, MANIFEST),
+        Template::Admit => (ADMIT_LIB_RS, ADMIT_MANIFEST),
+    };
     let (dir, abs_dir) = new_plugin_dir(name, parent)?;
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -96,8 +124,8 @@ pub fn scaffold(name: &str, parent: &Path, sdk: SdkDependency) -> Result<Scaffol
     };
     let files = [
         (dir.join("Cargo.toml"), fill(CARGO_TOML)),
-        (dir.join(format!("{name}.toml")), fill(MANIFEST)),
-        (dir.join("src/lib.rs"), fill(LIB_RS)),
+        (dir.join(format!("{name}.toml")), fill(manifest)),
+        (dir.join("src/lib.rs"), fill(lib_rs)),
         (dir.join(".gitignore"), GITIGNORE.to_string()),
     ];
     for (path, text) in files {
@@ -343,6 +371,29 @@ mod tests {
         // Not over an existing crate.
         let again = scaffold("my-hook", &root.join("plugins"), s.sdk.clone());
         assert!(again.unwrap_err().to_string().contains("not empty"));
+    }
+
+    #[test]
+    fn writes_an_admission_hook_with_admit_and_a_manifest_the_host_loads() {
+        let d = tempfile::tempdir().unwrap();
+        let s = scaffold_template(
+            Template::Admit,
+            "no-bare-cms",
+            d.path(),
+            SdkDependency::Version("0.1.0".into()),
+        )
+        .unwrap();
+        let cargo = std::fs::read_to_string(s.dir.join("Cargo.toml")).unwrap();
+        assert!(cargo.contains(r#"informant-sdk = "0.1.0""#), "{cargo}");
+        let lib = std::fs::read_to_string(s.dir.join("src/lib.rs")).unwrap();
+        assert!(lib.contains("pub struct NoBareCms") && lib.contains("fn admit("));
+        assert!(lib.contains("../no-bare-cms.toml") && !lib.contains("{{"));
+        let manifest = std::fs::read_to_string(s.dir.join("no-bare-cms.toml")).unwrap();
+        let m =
+            informant_runtime::plugin::Manifest::parse(&manifest, Path::new("no-bare-cms.toml"))
+                .unwrap();
+        assert_eq!((m.admit.len(), m.watch.len()), (1, 0));
+        assert!(s.dir.join(".gitignore").is_file() && !s.pinned);
     }
 
     #[test]
