@@ -887,3 +887,180 @@ fn the_values_table_in_the_book_matches_values_yaml() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The admission replicas run under exactly the RBAC the chart renders for them: they fill the
+/// Secret the chart made empty, apply the webhook configurations the chart lets them name, and
+/// answer through the embedded server's webhook calls; nothing they ask is refused. (The chart
+/// points the webhooks at its Service, which the embedded server cannot resolve: here they are
+/// reached by URL, the only difference from the rendered arguments.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_replicas_run_under_the_charts_rbac() {
+    use informant_devserver::{DevServer, DevServerConfig};
+    use informant_runtime::admission::webhooks::Endpoint;
+    use informant_runtime::admission::{AdmissionOptions, CertSecret};
+    use informant_runtime::runtime::{Runtime, RuntimeOptions};
+    use informant_runtime::tls::ServerTls;
+    use informant_tests::plugins::wasm;
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::ConfigMap;
+
+    if python().is_none() {
+        return;
+    }
+    let r = render(json!({"admission": {"enabled": true}})).expect("render");
+    let deployment = r
+        .kind("Deployment")
+        .into_iter()
+        .find(|d| d["metadata"]["name"] == "demo-informant-admission")
+        .expect("the admission Deployment");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let args = strings(&pod["containers"][0]["args"]);
+    for expected in [
+        "--admission-only",
+        "--admission-addr=0.0.0.0:8443",
+        "--admission-webhook=demo-informant",
+        "--admission-endpoint=service:$(POD_NAMESPACE)/demo-informant-admission:443",
+        "--admission-cert-secret=$(POD_NAMESPACE)/demo-informant-admission-tls",
+    ] {
+        assert!(
+            args.iter().any(|a| a == expected),
+            "{expected} not in {args:?}"
+        );
+    }
+    // The event replicas' selector does not take the admission pods.
+    let events = r
+        .kind("Deployment")
+        .into_iter()
+        .find(|d| d["metadata"]["name"] == "demo-informant")
+        .unwrap();
+    let selector = &events["spec"]["selector"]["matchLabels"];
+    let labels = &pod_labels(deployment);
+    assert!(
+        selector
+            .as_object()
+            .unwrap()
+            .iter()
+            .any(|(k, v)| labels.get(k) != Some(v)),
+        "{selector} selects the admission pods {labels:?}"
+    );
+    let sa = pod["serviceAccountName"].as_str().unwrap();
+    let user = format!("system:serviceaccount:ops:{sa}");
+    let subject = json!({"kind": "ServiceAccount", "name": sa, "namespace": "ops"});
+    // Beyond reads, only that Secret and those two configurations, by name; never `create`.
+    for g in granted(&r, &subject) {
+        let writes: Vec<&String> = g
+            .verbs
+            .iter()
+            .filter(|v| !["get", "list", "watch"].contains(&v.as_str()))
+            .collect();
+        assert!(
+            !g.verbs.iter().any(|v| v == "create" || v.contains('*')),
+            "{g:?}"
+        );
+        if writes.is_empty() {
+            continue;
+        }
+        let named = match g.resources[..].first().map(String::as_str) {
+            Some("secrets") => {
+                g.names == ["demo-informant-admission-tls"] && g.namespace.as_deref() == Some("ops")
+            }
+            Some("validatingwebhookconfigurations" | "mutatingwebhookconfigurations") => {
+                g.names == ["demo-informant"]
+            }
+            _ => false,
+        };
+        assert!(
+            named,
+            "{} grants {writes:?} beyond what admission needs: {g:?}",
+            g.role
+        );
+    }
+    let rules = informant_tests::chart::allow_rules_for(&r, &subject);
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    informant_tests::create_namespaces(&server, &["ops", "team-a"]);
+    let secret = r
+        .kind("Secret")
+        .into_iter()
+        .find(|s| s["metadata"]["name"] == "demo-informant-admission-tls")
+        .expect("the empty Secret")
+        .clone();
+    server.create(secret).unwrap();
+    server.restrict(&user, rules);
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(wasm("admit"), dir.path().join("deny.wasm")).unwrap();
+    std::fs::write(
+        dir.path().join("deny.toml"),
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n\
+         [[admit]]\nname = \"deny\"\napi-version = \"v1\"\nkind = \"ConfigMap\"\n\
+         [config]\nmode = \"deny-label\"\n",
+    )
+    .unwrap();
+    let runtime = informant_tests::guarded(
+        "the admission replica to start",
+        Runtime::start(
+            server.client_as(&user),
+            RuntimeOptions {
+                plugins: Some(dir.path().to_path_buf()),
+                admission: Some(AdmissionOptions {
+                    addr: "127.0.0.1:0".parse().unwrap(),
+                    tls: ServerTls::Plain,
+                    register: Some(("demo-informant".into(), Endpoint::Url(String::new()))),
+                    cert_secret: Some(CertSecret {
+                        namespace: "ops".into(),
+                        name: "demo-informant-admission-tls".into(),
+                        options: Default::default(),
+                    }),
+                }),
+                admission_only: true,
+                ..Default::default()
+            },
+        ),
+    )
+    .await
+    .expect("starts under the chart's RBAC");
+    let configs: kube::Api<ValidatingWebhookConfiguration> = kube::Api::all(server.client());
+    informant_tests::guarded("the webhook configuration", async {
+        while configs
+            .get_opt("demo-informant")
+            .await
+            .ok()
+            .flatten()
+            .and_then(|c| c.webhooks)
+            .is_none()
+        {
+            // Applied by the host's own task: poll for it.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let cms: kube::Api<ConfigMap> = kube::Api::namespaced(server.client(), "team-a");
+    let denied: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "x", "labels": {"deny": "by-the-chart"}}}))
+    .unwrap();
+    match cms.create(&Default::default(), &denied).await {
+        Err(kube::Error::Api(e)) => assert!(e.message.ends_with("by-the-chart"), "{e:?}"),
+        other => panic!("expected a denial: {other:?}"),
+    }
+    let refused: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.user.as_deref() == Some(user.as_str()) && !r.allowed)
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "refused under the chart's RBAC: {refused:?}"
+    );
+    runtime.stop().await;
+    server.shutdown().await;
+}
+
+/// A Deployment's pod template labels.
+fn pod_labels(deployment: &Value) -> serde_json::Map<String, Value> {
+    deployment["spec"]["template"]["metadata"]["labels"]
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}

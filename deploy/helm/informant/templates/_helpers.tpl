@@ -48,3 +48,25 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "informant.shardGroup" -}}
 {{- default (include "informant.fullname" .) .Values.sharding.group }}
 {{- end }}
+
+{{/* The admission replicas' name (their Deployment, Service and ServiceAccount). */}}
+{{- define "informant.admissionName" -}}
+{{- printf "%s-admission" (include "informant.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels the admission Deployment selects its pods by: not the event replicas' (whose
+  selector must not take them). */}}
+{{- define "informant.admissionSelectorLabels" -}}
+app.kubernetes.io/name: {{ printf "%s-admission" (include "informant.name" .) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* The webhook configurations' name. */}}
+{{- define "informant.webhookName" -}}
+{{- default (include "informant.fullname" .) .Values.admission.webhookName }}
+{{- end }}
+
+{{/* The Secret of the admission CA and certificate. */}}
+{{- define "informant.admissionSecret" -}}
+{{- default (printf "%s-admission-tls" (include "informant.fullname" .)) .Values.admission.certSecret }}
+{{- end }}
