@@ -1,5 +1,5 @@
 """The component's exports: turns a plugin module's ``Plugin`` subclass into ``init``,
-``handle-queued`` and ``handle-schedule`` (contract ``informant:plugin@0.8.0``).
+``handle-queued`` and ``handle-schedule`` (contract ``informant:plugin@0.8.1``, world ``plugin``).
 
 Imported only inside a componentize-py build (it needs the generated ``wit_world`` bindings).
 The build's entry module is two lines: import the plugin module, ``WitWorld = world(module)``.

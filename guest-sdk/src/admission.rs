@@ -135,6 +135,7 @@ pub struct UserInfo {
 #[derive(Debug)]
 pub struct AdmissionRequest {
     uid: String,
+    pub(crate) hook: String,
     kind: Resource,
     resource: GroupVersionResource,
     sub_resource: String,
@@ -155,6 +156,7 @@ impl AdmissionRequest {
     pub fn from_wit(r: wit::Request) -> Self {
         let wit::Request {
             uid,
+            hook,
             kind,
             resource,
             sub_resource,
@@ -170,6 +172,7 @@ impl AdmissionRequest {
         } = r;
         AdmissionRequest {
             uid,
+            hook,
             kind: Resource::new(kind.group, kind.version, kind.kind),
             resource: GroupVersionResource {
                 group: resource.group,
@@ -197,6 +200,12 @@ impl AdmissionRequest {
     /// Identifies the request (the host copies it into the response).
     pub fn uid(&self) -> &str {
         &self.uid
+    }
+
+    /// The name of the manifest's `[[admit]]` table the request came through: a plugin with a
+    /// validating and a mutating table for one kind tells their calls apart by it.
+    pub fn hook(&self) -> &str {
+        &self.hook
     }
 
     /// The operation being admitted.

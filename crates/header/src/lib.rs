@@ -51,8 +51,9 @@
 use std::fmt;
 
 /// The version of the WIT contract (`package informant:plugin@VERSION`) whose `event.header`
-/// this layout is. The layout came with 0.6.0 and is unchanged since.
-pub const VERSION: &str = "0.8.0";
+/// this layout is (and an admission request's `header`, since 0.8.1). The layout came with 0.6.0 and
+/// is unchanged since.
+pub const VERSION: &str = "0.8.1";
 
 /// The fields every header has, before its labels.
 pub const FIXED_FIELDS: usize = 7;

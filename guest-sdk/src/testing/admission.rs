@@ -22,7 +22,8 @@ impl<P: Plugin> Harness<P> {
     /// harness never sends HTTP at all.
     ///
     /// A harness built from a manifest refuses a request whose kind and operation none of its
-    /// `[[admit]]` tables declares (the host never sends one). The answer is the plugin's as it
+    /// `[[admit]]` tables declares (the host never sends one), and names the table that takes it
+    /// in [`AdmissionRequest::hook`] unless the request names one. The answer is the plugin's as it
     /// is: the host's checks of it (a validating table's patch, a patch that renames the
     /// object, the bounds on warnings) are not made here.
     pub fn admit(
@@ -36,16 +37,22 @@ impl<P: Plugin> Harness<P> {
                 self.0.admitting = false;
             }
         }
-        let request = request.into();
-        if let Some(tables) = &self.state.admits
-            && !tables.iter().any(|t| declares(t, &request))
-        {
-            return Err(format!(
-                "no [[admit]] table of the manifest admits {} of {}",
-                request.operation(),
-                request.kind()
-            )
-            .into());
+        let mut request = request.into();
+        if let Some(tables) = &self.state.admits {
+            let named = |t: &&informant_manifest::Admit| {
+                request.hook.is_empty() || t.name.as_str() == request.hook
+            };
+            match tables.iter().filter(named).find(|t| declares(t, &request)) {
+                None => {
+                    return Err(format!(
+                        "no [[admit]] table of the manifest admits {} of {}",
+                        request.operation(),
+                        request.kind()
+                    )
+                    .into());
+                }
+                Some(t) => request.hook = t.name.to_string(),
+            }
         }
         let plugin = &mut self.plugin;
         let state = Admitting(&mut self.state);
@@ -95,6 +102,7 @@ pub fn admission_request<T: Serialize + ?Sized>(
         object: cache::to_object(object),
         old_object: None,
         uid: "test-request".to_string(),
+        hook: None,
         namespace: None,
         name: None,
         resource: None,
@@ -117,6 +125,7 @@ pub struct AdmissionRequestBuilder {
     object: Result<Value, String>,
     old_object: Option<Result<Value, String>>,
     uid: String,
+    hook: Option<String>,
     namespace: Option<Option<String>>,
     name: Option<String>,
     resource: Option<GroupVersionResource>,
@@ -143,6 +152,13 @@ impl AdmissionRequestBuilder {
     /// The request's name (default: the object's `metadata.name`, or empty).
     pub fn name(mut self, name: &str) -> Self {
         self.name = Some(name.to_string());
+        self
+    }
+
+    /// The `[[admit]]` table the request comes through (default: the first of the harness's
+    /// manifest that takes it, else empty).
+    pub fn hook(mut self, hook: &str) -> Self {
+        self.hook = Some(hook.to_string());
         self
     }
 
@@ -237,6 +253,7 @@ impl AdmissionRequestBuilder {
         );
         let request = wit::Request {
             uid: self.uid,
+            hook: self.hook.unwrap_or_default(),
             kind: crate::wit::informant::plugin::types::Resource {
                 group: kind.group.clone(),
                 version: kind.version.clone(),
@@ -359,6 +376,7 @@ mod tests {
                     Ok(Admission::allow())
                 }
                 "fail" => Err("told to fail".into()),
+                "hook" => Ok(Admission::allow().warn(format!("through {}", req.hook()))),
                 _ => Ok(Admission::allow()),
             }
         }
@@ -548,6 +566,35 @@ mod tests {
             "no [[admit]] table of the manifest admits DELETE of v1/Pod"
         );
         assert_eq!(h.logs().len(), 1, "refused requests never reach the plugin");
+    }
+
+    #[test]
+    fn a_request_names_the_table_it_came_through() {
+        let manifest = r#"
+            [[admit]]
+            name = "on-delete"
+            api-version = "v1"
+            kind = "ConfigMap"
+            operations = ["delete"]
+            [[admit]]
+            name = "on-create"
+            api-version = "v1"
+            kind = "ConfigMap"
+            mode = "mutate"
+        "#;
+        let mut h = Harness::<Gate>::from_manifest(manifest).unwrap();
+        let labelled = cm(json!({"mode": "hook"}));
+        let through = |h: &mut Harness<Gate>, req| h.admit(req).unwrap().warnings().to_vec();
+        assert_eq!(
+            through(&mut h, admission_request(Operation::Create, &labelled)),
+            ["through on-create"]
+        );
+        assert_eq!(
+            through(&mut h, admission_request(Operation::Delete, &labelled)),
+            ["through on-delete"]
+        );
+        let named = admission_request(Operation::Create, &labelled).hook("on-delete");
+        assert!(h.admit(named).is_err(), "a table that does not take it");
     }
 
     #[test]

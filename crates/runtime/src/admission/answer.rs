@@ -52,7 +52,7 @@ pub async fn answer(
         return allowed(Decision::Skip);
     }
     let failed = |reason: &'static str, message: String| failure(hook, req, reason, message);
-    let request = match review::to_wit(req) {
+    let request = match review::to_wit(req, hook.table.name.as_str()) {
         Ok(r) => r,
         Err(e) => return failed("invalid", format!("the request does not encode: {e}")),
     };

@@ -41,9 +41,13 @@ pub fn operation(op: &Operation) -> crate::manifest::admit::Operation {
     }
 }
 
-/// The contract's request for `req`: objects as JSON without managedFields, and the header of
-/// the object (the old object's for a delete) as events carry it.
-pub fn to_wit(req: &AdmissionRequest<DynamicObject>) -> Result<Request, serde_json::Error> {
+/// The contract's request for `req` through the hook named `hook`: objects as JSON without
+/// managedFields, and the header of the object (the old object's for a delete) as events carry
+/// it.
+pub fn to_wit(
+    req: &AdmissionRequest<DynamicObject>,
+    hook: &str,
+) -> Result<Request, serde_json::Error> {
     let json = |o: &Option<DynamicObject>| -> Result<Option<String>, serde_json::Error> {
         o.as_ref()
             .map(|o| {
@@ -57,6 +61,7 @@ pub fn to_wit(req: &AdmissionRequest<DynamicObject>) -> Result<Request, serde_js
     let header = subject.map(|o| header(req, o)).unwrap_or_default();
     Ok(Request {
         uid: req.uid.clone(),
+        hook: hook.to_string(),
         kind: WitResource {
             group: req.kind.group.clone(),
             version: req.kind.version.clone(),
