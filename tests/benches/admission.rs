@@ -6,7 +6,9 @@
 //! 10,000 ConfigMaps in the namespace the requests name (in the informer's cache):
 //! - `noop`: reads nothing;
 //! - `get-one`: reads one ConfigMap by key;
-//! - `index`: reads the 10,000 ConfigMaps of the request's namespace by index.
+//! - `index`: reads the 10,000 ConfigMaps of the request's namespace by index, as JSON;
+//! - `meta`: reads the same 10,000 by index as metadata alone (`by-index-headers`) and counts
+//!   those with a label.
 //!
 //! For each policy and each rate of `ADMISSION_RATES` (default `100,1000,5000` requests/s), the
 //! client sends at that fixed rate for `ADMISSION_SECS` seconds (default 5; at least 10 s worth

@@ -932,3 +932,62 @@ async fn an_admission_only_host_answers_from_its_caches_and_delivers_no_event() 
     );
     host.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_reads_many_objects_by_index_as_json_or_as_metadata_alone() {
+    let host = Host::start(
+        "",
+        &[
+            (
+                "",
+                "json",
+                manifest(
+                    &table("json", "validate", "fail", ""),
+                    "mode = \"count-index\"",
+                ),
+            ),
+            (
+                "",
+                "meta",
+                manifest(
+                    &table("meta", "validate", "fail", ""),
+                    "mode = \"count-index-meta\"",
+                ),
+            ),
+        ],
+    )
+    .await;
+    for i in 0..5 {
+        let labels = if i < 3 {
+            json!({"app": "web"})
+        } else {
+            json!({})
+        };
+        host.server
+            .create(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": format!("c{i}"), "namespace": "team-b", "labels": labels}}))
+            .unwrap();
+    }
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "new", "namespace": "team-b"}});
+    let ask = |path: &'static str, expected: &'static str| {
+        let (w, object) = (host.webhook.clone(), object.clone());
+        async move {
+            // The informer may not have seen the last create yet: ask until it has.
+            informant_tests::guarded(path, async {
+                while w
+                    .review(path, &review("n", "CREATE", &object))
+                    .await
+                    .warnings()
+                    != [expected]
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            })
+            .await
+        }
+    };
+    ask("/admit/json/json", "5 objects").await;
+    ask("/admit/meta/meta", "3 objects labelled app").await;
+    host.stop().await;
+}

@@ -596,7 +596,7 @@ fn head_of(object: &Value, resource: &Resource) -> Head {
 }
 
 /// The header the host would write for `object`, of kind `resource`.
-fn header_of(object: &Value, resource: &Resource) -> Vec<u8> {
+pub(crate) fn header_of(object: &Value, resource: &Resource) -> Vec<u8> {
     let text = |p: &str| {
         object
             .pointer(p)

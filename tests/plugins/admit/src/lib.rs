@@ -19,6 +19,8 @@
 //! - `garbage`: allows with a patch that is not JSON (the text `not json`);
 //! - `count-index`: reads the ConfigMaps whose `namespace` index is the request's namespace and
 //!   allows with the warning `N objects`;
+//! - `count-index-meta`: as `count-index`, reading the metadata only (`cache::by_index_meta`),
+//!   and warns `N objects labelled app`, counting those with an `app` label;
 //! - `get-one`: reads the ConfigMap `config.name` in the request's namespace, then allows;
 //! - `noop` (the default): allows, reading nothing;
 //! - `write`: creates the ConfigMap `admit-write` in the request's namespace during `admit`,
@@ -59,6 +61,8 @@ pub enum Mode {
     Garbage,
     /// Counts the namespace's ConfigMaps.
     CountIndex,
+    /// Counts the namespace's ConfigMaps labelled `app`, reading their metadata only.
+    CountIndexMeta,
     /// Reads one ConfigMap.
     GetOne,
     /// Allows.
@@ -145,6 +149,11 @@ impl Plugin for Admit {
             Mode::CountIndex => {
                 let n = cache::by_index(&config_maps(), "namespace", namespace)?.len();
                 Admission::allow().warn(format!("{n} objects"))
+            }
+            Mode::CountIndexMeta => {
+                let found = cache::by_index_meta(&config_maps(), "namespace", namespace)?;
+                let n = found.iter().filter(|f| f.meta().label("app").is_some()).count();
+                Admission::allow().warn(format!("{n} objects labelled app"))
             }
             Mode::GetOne => {
                 let name = c.name.as_deref().unwrap_or_default();
@@ -309,6 +318,10 @@ mod tests {
         h.cache_mut().insert(&cm(json!({}))).unwrap();
         let a = h.admit(create(&cm(json!({})))).unwrap();
         assert_eq!(a.warnings(), ["1 objects"]);
+        let mut h = harness(json!({"mode": "count-index-meta"}));
+        h.cache_mut().insert(&cm(json!({"app": "web"}))).unwrap();
+        let a = h.admit(create(&cm(json!({})))).unwrap();
+        assert_eq!(a.warnings(), ["1 objects labelled app"]);
         let mut h = harness(json!({"mode": "write"}));
         let a = h.admit(create(&cm(json!({})))).unwrap();
         assert_eq!(

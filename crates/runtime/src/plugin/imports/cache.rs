@@ -343,6 +343,42 @@ impl informant::plugin::cache::Host for CacheCtx<'_> {
         });
         Ok(answer)
     }
+
+    async fn by_index_headers(
+        &mut self,
+        r: WitResource,
+        index: String,
+        value: String,
+    ) -> Result<Vec<u8>, QueryError> {
+        let started = self.span.is_on().then(Instant::now);
+        let objs = self.state.view.by_index(&r, &index, &value)?;
+        let answer = concatenated_headers(&r, &objs);
+        self.slow_query(started, "cache.by-index-headers", &r, || {
+            vec![
+                KeyValue::new("index", index.clone()),
+                KeyValue::new("results", objs.len() as i64),
+            ]
+        });
+        Ok(answer)
+    }
+}
+
+/// Each object's header (`r`'s kind, then its metadata as it is kept) after its length as a
+/// little-endian u32, in one buffer.
+fn concatenated_headers(r: &WitResource, objs: &[Arc<CachedObject>]) -> Vec<u8> {
+    let kind = [r.group.as_str(), r.version.as_str(), r.kind.as_str()];
+    let kind_bytes: usize = kind.iter().map(|f| 4 + f.len()).sum();
+    let total: usize = objs
+        .iter()
+        .map(|o| 4 + kind_bytes + o.metadata_fields().len())
+        .sum();
+    let mut out = Vec::with_capacity(total);
+    for o in objs {
+        let header = informant_header::encode(kind, o.metadata_fields());
+        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
+        out.extend_from_slice(&header);
+    }
+    out
 }
 
 impl CacheCtx<'_> {
