@@ -6,7 +6,10 @@
 // wasi:http ones its world imports), then
 // componentize-js (the engine behind `jco componentize`) builds the component against `wit/`,
 // generating the bindings from it. The interface version comes from the WIT package line, so a
-// new contract version needs no SDK edit.
+// new contract version needs no SDK edit. Every plugin is built for the `admitting-plugin` world
+// (the `plugin` world plus the `admission-hook` export, which the host calls only for a manifest
+// with `[[admit]]` tables), as the Rust SDK builds them; a WIT without that world (an older
+// contract given with --wit) gets the `plugin` world.
 import { existsSync } from "node:fs";
 import { mkdtemp, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -53,6 +56,9 @@ const httpImports = wasiHttp
     ]
   : [];
 const httpArg = wasiHttp ? ", { types: httpTypes, outgoingHandler }" : "";
+// One component shape for every plugin: admission-capable when the contract has the world.
+const admitting = /^\s*world\s+admitting-plugin\s*\{/m.test(witText);
+const worldName = admitting ? "admitting-plugin" : "plugin";
 
 const { componentize } = await tool("@bytecodealliance/componentize-js");
 const esbuild = await tool("esbuild");
@@ -76,6 +82,8 @@ try {
       `export const init = world.init;`,
       `export const handleQueued = world.handleQueued;`,
       `export const handleSchedule = world.handleSchedule;`,
+      // An exported interface is an object named after it, in camelCase.
+      ...(admitting ? [`export const admissionHook = { admit: world.admit };`] : []),
       "",
     ].join("\n"),
   );
@@ -91,7 +99,7 @@ try {
     alias: { informant: join(sdk, "src", "index.ts") },
     logLevel: "warning",
   });
-  const { component } = await componentize({ sourcePath: bundle, witPath: wit, worldName: "plugin" });
+  const { component } = await componentize({ sourcePath: bundle, witPath: wit, worldName });
   // Written beside the output and renamed, so a failed build never leaves a partial file.
   const partial = `${out}.partial`;
   await writeFile(partial, component);

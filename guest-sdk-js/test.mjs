@@ -4,9 +4,9 @@
 //   node test.mjs DIR...
 import { build } from "esbuild";
 import { spawnSync } from "node:child_process";
-import { readdirSync, rmSync } from "node:fs";
+import { readFileSync, readdirSync, rmSync } from "node:fs";
 import { basename, dirname, join, resolve } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const sdk = dirname(fileURLToPath(import.meta.url));
 const outdir = resolve(process.env.CARGO_TARGET_DIR ?? join(sdk, "..", "target"), "js-tests");
@@ -23,6 +23,22 @@ if (!tests.length) {
   process.exit(1);
 }
 rmSync(outdir, { recursive: true, force: true });
+// A bundled test runs from outdir, so `import.meta.url` in a test's sources is made the source
+// file's own: `readBeside(import.meta.url, "../NAME.toml")` reads beside the test, as written.
+const sourceUrls = {
+  name: "source-import-meta-url",
+  setup(b) {
+    b.onLoad({ filter: /\.[cm]?[jt]s$/ }, ({ path }) => {
+      if (path.includes("node_modules")) return undefined;
+      const text = readFileSync(path, "utf8");
+      if (!text.includes("import.meta.url")) return undefined;
+      return {
+        contents: text.replaceAll("import.meta.url", JSON.stringify(pathToFileURL(path).href)),
+        loader: /\.[cm]?ts$/.test(path) ? "ts" : "js",
+      };
+    });
+  },
+};
 // Numbered by position, so tests from anywhere (outside this tree too) land inside outdir.
 const outName = (t, i) => join(String(i), basename(t).replace(/\.ts$/, ""));
 await build({
@@ -34,6 +50,7 @@ await build({
   outdir,
   outExtension: { ".js": ".mjs" },
   sourcemap: "inline",
+  plugins: [sourceUrls],
   alias: { informant: join(sdk, "src", "index.ts"), "informant/testing": join(sdk, "src", "testing.ts") },
   logLevel: "warning",
 });

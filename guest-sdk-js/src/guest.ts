@@ -1,13 +1,14 @@
 /**
  * The component's exports: turns a `Plugin` subclass into `init`/`handleQueued`/`handleSchedule`
- * and routes the
- * SDK's calls to the host's imports. Used only by the entry module `build.mjs` generates, which
- * imports the contract's interfaces (versioned as `wit/` says) and passes them in here.
+ * and `admission-hook.admit`, and routes the SDK's calls to the host's imports. Used only by
+ * the entry module `build.mjs` generates, which imports the contract's interfaces (versioned as
+ * `wit/` says) and passes them in here.
  */
+import { AdmissionRequest, HTTP_REFUSED, type WitAdmissionRequest, type WitAdmissionResponse } from "./admission.js";
 import { setBackend, type Level } from "./backend.js";
 import { HttpError, MetricError, QueryError, WriteError } from "./errors.js";
 import { Event, type EventType, type Source } from "./event.js";
-import { construct, outcome, describe, tick, type Plugin, type PluginClass } from "./plugin.js";
+import { answer, construct, outcome, describe, tick, type Plugin, type PluginClass } from "./plugin.js";
 import type { Resource } from "./resource.js";
 import { WasiHttp, type WasiHttpTypes, type WasiOutgoingHandler } from "./wasi-http.js";
 
@@ -131,6 +132,8 @@ export function exportsFor(
   http?: WitHttp,
 ) {
   const wasiHttp = http && new WasiHttp(http.types, http.outgoingHandler);
+  /** Inside `admit`: the host refuses outbound HTTP then, and the SDK says why first. */
+  let admitting = false;
   const wr = (r: Resource): WitResource => ({ group: r.group, version: r.version, kind: r.kind });
   setBackend({
     get: (r, ns, name) => query(() => cache.get(wr(r), ns, name) ?? undefined),
@@ -163,6 +166,7 @@ export function exportsFor(
     metricDelete: (name, labels) => metrics.delete(name, labels),
     metricDeleteGroup: (group) => metrics.deleteGroup(group),
     httpSend: (request) => {
+      if (admitting) throw new HttpError("denied", `${request.method} ${request.url}: ${HTTP_REFUSED}`);
       if (!wasiHttp) {
         throw new HttpError("failed", `${request.method} ${request.url}: this plugin's contract does not import wasi:http`);
       }
@@ -223,6 +227,21 @@ export function exportsFor(
       if (!instance) throw "handle called before a successful init";
       const error = tick(instance, name);
       if (error !== undefined) throw error;
+    },
+    /**
+     * `admission-hook.admit`: one AdmissionReview request; a thrown string is the `err` of
+     * `result<response, string>`, which applies the table's failure policy.
+     */
+    admit(request: WitAdmissionRequest): WitAdmissionResponse {
+      if (!instance) throw "handle called before a successful init";
+      admitting = true;
+      try {
+        return answer(instance, new AdmissionRequest(request)).toWit();
+      } catch (e) {
+        throw describe(e);
+      } finally {
+        admitting = false;
+      }
     },
   };
 }

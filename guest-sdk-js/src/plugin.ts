@@ -1,9 +1,11 @@
 /** The plugin base class and the dispatch the component and the test harness share. */
+import { Admission, NO_ADMIT, type AdmissionRequest } from "./admission.js";
 import { Retry } from "./errors.js";
 import type { Event } from "./event.js";
 
 /**
- * Extend it and override the handlers you need; the others do nothing. One instance lives per
+ * Extend it and override the handlers you need; the others do nothing (except `admit`, which
+ * refuses: only a plugin that overrides it should have `[[admit]]` tables). One instance lives per
  * host instance, constructed with the manifest's `[config]` table, then fed one event at a
  * time. Throw to fail an event (logged and counted; the instance keeps running), or throw a
  * `Retry` to have it redelivered later. After a trap or a missed deadline the host builds a new
@@ -25,6 +27,15 @@ export class Plugin {
    * error (a `Retry` means nothing here: it counts as an error too).
    */
   onSchedule(_name: string): void {}
+  /**
+   * Answers one AdmissionReview request from a `[[admit]]` table of the manifest (see
+   * `admission.ts` for the contract: cache reads only, no writes or HTTP, no per-request state).
+   * Throw to apply the table's `failure-policy` (a `Retry` means nothing here: it counts as an
+   * error too). The default throws: a plugin without `[[admit]]` tables is never asked.
+   */
+  admit(_req: AdmissionRequest): Admission {
+    throw new Error(NO_ADMIT);
+  }
 }
 
 /** A `Plugin` subclass. */
@@ -53,6 +64,16 @@ export function dispatch(plugin: Plugin, ev: Event): void {
     case "resync":
       return plugin.onResync(ev);
   }
+}
+
+/** Runs `admit`, checking that it answered with an `Admission`; its exceptions propagate. */
+export function answer(plugin: Plugin, req: AdmissionRequest): Admission {
+  const a: unknown = plugin.admit(req);
+  if (!(a instanceof Admission)) {
+    const what = a === null ? "null" : a instanceof Promise ? "a Promise (admit is synchronous)" : typeof a;
+    throw new TypeError(`admit returned ${what}, not an Admission (Admission.allow(), .deny(message) or .patch(ops))`);
+  }
+  return a;
 }
 
 /** Runs one schedule tick: `undefined` on success, else the error (a `Retry` included). */

@@ -3,16 +3,21 @@
  * a plugin instance, an in-memory `MemCache`, the captured log, the writes and metric calls made and an `HttpStub`
  * answering outbound requests; while it runs the plugin, the SDK's `cache`, `log`, `kube`, `metrics` and
  * `http` calls go to them. Like the host, `send` first applies the event
- * to the cache (added, updated and resync store the object, deleted removes it).
+ * to the cache (added, updated and resync store the object, deleted removes it); `admit`
+ * answers an admission request built by `admissionRequest` (`testing-admission.ts`).
  */
 import { readFileSync } from "node:fs";
+import { AdmissionRequest, HTTP_REFUSED, WRITES_REFUSED, type Admission } from "./admission.js";
 import { setBackend, type Backend, type Level, type MetricCallKind } from "./backend.js";
 import type { KubeObject } from "./cache.js";
 import { HttpError, QueryError, Retry, WriteError } from "./errors.js";
 import { Event, Meta, encodeHeader, type Source } from "./event.js";
 import { Response, errorFor, type Request } from "./http.js";
-import { construct, dispatch, type Plugin, type PluginClass } from "./plugin.js";
+import { answer, construct, dispatch, type Plugin, type PluginClass } from "./plugin.js";
 import { Resource } from "./resource.js";
+import { declares, type AdmissionRequestBuilder } from "./testing-admission.js";
+
+export { AdmissionRequestBuilder, admissionRequest } from "./testing-admission.js";
 
 /** The kind of an object (`apiVersion` and `kind` required). */
 export function resourceOf(o: KubeObject): Resource {
@@ -276,9 +281,16 @@ export class Harness<P extends Plugin = Plugin> {
    * never ticks them. Undefined: any name.
    */
   schedules: string[] | undefined;
+  /**
+   * The manifest's `[[admit]]` tables when built from one: `admit` refuses a request none of
+   * them takes, as the host never sends one. Undefined: any request.
+   */
+  admits: Array<Record<string, any>> | undefined;
   /** Whether `send` applies each event to the cache first. */
   applyToCache = true;
   private readonly configJson: string;
+  /** Inside `admit`: writes and HTTP are refused, as the host refuses them. */
+  private admitting = false;
 
   constructor(
     readonly cls: new (config: Record<string, any>) => P,
@@ -302,6 +314,7 @@ export class Harness<P extends Plugin = Plugin> {
       write?: Array<Record<string, any>>;
       "allowed-outbound-hosts"?: string[];
       schedule?: Array<Record<string, string>>;
+      admit?: Array<Record<string, any>>;
     },
   ): Harness<P> {
     const cache = new MemCache();
@@ -310,11 +323,13 @@ export class Harness<P extends Plugin = Plugin> {
     h.declared = manifest.write ?? [];
     h.http.allowed = [...(manifest["allowed-outbound-hosts"] ?? [])];
     h.schedules = (manifest.schedule ?? []).map((s) => s.name);
+    h.admits = manifest.admit ?? [];
     return h;
   }
 
   /** Records a write, refusing it as the host would when the manifest does not declare it. */
   private record(verb: string, r: Resource, namespace: string | undefined, name: string | undefined, body: string): string {
+    if (this.admitting) throw new WriteError("denied", WRITES_REFUSED);
     if (this.declared) {
       let needs = verb === "record-event" ? "create" : verb === "apply-forced" ? "apply" : verb;
       if (needs.startsWith("patch-")) needs = "patch";
@@ -371,7 +386,10 @@ export class Harness<P extends Plugin = Plugin> {
         });
         this.record("record-event", new Resource("events.k8s.io", "v1", "Event"), ref.namespace ?? "default", undefined, body);
       },
-      httpSend: (request) => this.http.send(request),
+      httpSend: (request) => {
+        if (this.admitting) throw new HttpError("denied", `${request.method} ${request.url}: ${HTTP_REFUSED}`);
+        return this.http.send(request);
+      },
       metric: (call, name, help, labels, group, _buckets, value) =>
         void this.metrics.push({ call, name, help, labels: sortedPairs(labels), group, value }),
       metricDelete: (name, labels) => {
@@ -422,6 +440,38 @@ export class Harness<P extends Plugin = Plugin> {
       throw new Error(`schedule \`${name}\` is not declared in the manifest's [[schedule]] tables`);
     }
     this.run(() => this.plugin.onSchedule(name));
+  }
+
+  /**
+   * Answers one admission request as the host's webhook server does: `admit` on the instance,
+   * reading the harness's cache (the request's object is not stored: admission comes before the
+   * write). Writes throw a `denied` WriteError with the host's message, and HTTP a `denied`
+   * HttpError, neither recorded. The plugin's exceptions propagate (the host would apply the
+   * table's failure policy).
+   *
+   * A harness built from a manifest refuses a request whose kind and operation none of its
+   * `[[admit]]` tables takes (the host never sends one), and names the table that takes it in
+   * `req.hook` unless the request names one. The answer is the plugin's as it is: the host's
+   * checks of it (a validating table's patch, a patch that renames the object, the bounds on
+   * warnings) are not made here.
+   */
+  admit(request: AdmissionRequestBuilder | AdmissionRequest): Admission {
+    let wire = request instanceof AdmissionRequest ? request.wire : request.toWit();
+    if (this.admits) {
+      const table = this.admits.find((t) => (!wire.hook || t.name === wire.hook) && declares(t, wire));
+      if (!table) {
+        const kind = new Resource(wire.kind.group, wire.kind.version, wire.kind.kind);
+        throw new Error(`no [[admit]] table of the manifest admits ${wire.operation.toUpperCase()} of ${kind}`);
+      }
+      wire = { ...wire, hook: table.name };
+    }
+    const req = new AdmissionRequest(wire);
+    this.admitting = true;
+    try {
+      return this.run(() => answer(this.plugin, req));
+    } finally {
+      this.admitting = false;
+    }
   }
 
   /** Replaces the instance with a fresh one from the same config, as after a trap. */

@@ -3,6 +3,7 @@
 
 mod admin;
 mod admission;
+mod admission_ts;
 mod chart;
 mod compile_cache;
 mod devloop;
