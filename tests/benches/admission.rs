@@ -44,10 +44,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const OBJECTS: usize = 10_000;
 
 /// (plugin, `config.mode`).
-const POLICIES: [(&str, &str); 3] = [
+const POLICIES: [(&str, &str); 4] = [
     ("noop", "noop"),
     ("get-one", "get-one"),
     ("index", "count-index"),
+    ("meta", "count-index-meta"),
 ];
 
 fn main() {

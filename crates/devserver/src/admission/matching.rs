@@ -162,51 +162,49 @@ pub(crate) fn hooks(shared: &Shared) -> Vec<Hook> {
     out
 }
 
+/// What the two configuration kinds' webhooks share, all this server reads of them.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Webhook {
+    name: String,
+    client_config: reg::WebhookClientConfig,
+    rules: Option<Vec<reg::RuleWithOperations>>,
+    namespace_selector: Option<MetaSelector>,
+    object_selector: Option<MetaSelector>,
+    timeout_seconds: Option<i32>,
+    failure_policy: Option<String>,
+    side_effects: String,
+    admission_review_versions: Vec<String>,
+}
+
+/// A Validating- or MutatingWebhookConfiguration, as far as [`Webhook`] goes.
+#[derive(serde::Deserialize)]
+struct Configuration {
+    webhooks: Option<Vec<Webhook>>,
+}
+
 /// A configuration's webhooks.
 fn decode(json: &[u8], mutating: bool) -> Result<Vec<Hook>, DecodeError> {
-    if mutating {
-        let config: reg::MutatingWebhookConfiguration = serde_json::from_slice(json)?;
-        config
-            .webhooks
-            .unwrap_or_default()
-            .into_iter()
-            .map(|w| {
-                Ok(Hook {
-                    namespace_selector: selector(w.namespace_selector.as_ref())?,
-                    object_selector: selector(w.object_selector.as_ref())?,
-                    timeout: timeout(w.timeout_seconds),
-                    ignore_failures: w.failure_policy.as_deref() == Some("Ignore"),
-                    name: w.name,
-                    mutating,
-                    client: w.client_config,
-                    rules: w.rules.unwrap_or_default(),
-                    side_effects: w.side_effects,
-                    review_versions: w.admission_review_versions,
-                })
+    let config: Configuration = serde_json::from_slice(json)?;
+    config
+        .webhooks
+        .unwrap_or_default()
+        .into_iter()
+        .map(|w| {
+            Ok(Hook {
+                namespace_selector: selector(w.namespace_selector.as_ref())?,
+                object_selector: selector(w.object_selector.as_ref())?,
+                timeout: timeout(w.timeout_seconds),
+                ignore_failures: w.failure_policy.as_deref() == Some("Ignore"),
+                name: w.name,
+                mutating,
+                client: w.client_config,
+                rules: w.rules.unwrap_or_default(),
+                side_effects: w.side_effects,
+                review_versions: w.admission_review_versions,
             })
-            .collect()
-    } else {
-        let config: reg::ValidatingWebhookConfiguration = serde_json::from_slice(json)?;
-        config
-            .webhooks
-            .unwrap_or_default()
-            .into_iter()
-            .map(|w| {
-                Ok(Hook {
-                    namespace_selector: selector(w.namespace_selector.as_ref())?,
-                    object_selector: selector(w.object_selector.as_ref())?,
-                    timeout: timeout(w.timeout_seconds),
-                    ignore_failures: w.failure_policy.as_deref() == Some("Ignore"),
-                    name: w.name,
-                    mutating,
-                    client: w.client_config,
-                    rules: w.rules.unwrap_or_default(),
-                    side_effects: w.side_effects,
-                    review_versions: w.admission_review_versions,
-                })
-            })
-            .collect()
-    }
+        })
+        .collect()
 }
 
 /// Why a stored configuration cannot be used.
