@@ -190,15 +190,19 @@ impl CacheView {
         if let (None, Some(namespaces)) = (namespace, self.grant.exact_namespaces()) {
             // Ask the namespace index for each granted namespace rather than filter them all.
             let selector = &selector;
-            return Ok(self.visible(namespaces.into_iter().flat_map(|ns| {
-                scopes
-                    .iter()
-                    .flat_map(move |s| s.store.list(Some(ns), selector))
-            })));
+            return Ok(self.visible(
+                scopes.len(),
+                namespaces.into_iter().flat_map(|ns| {
+                    scopes
+                        .iter()
+                        .flat_map(move |s| s.store.list(Some(ns), selector))
+                }),
+            ));
         }
         let allows = |ns: Option<&str>| self.grant.allows_namespace(ns);
         let visibility = self.visibility(&allows);
         Ok(self.visible(
+            scopes.len(),
             scopes
                 .iter()
                 .flat_map(|s| s.store.list_in(namespace, &selector, visibility)),
@@ -245,13 +249,25 @@ impl CacheView {
         for (s, id) in ids {
             all.extend(s.store.lookup(id, value, visibility));
         }
-        Ok(self.visible(all.into_iter()))
+        Ok(self.visible(scopes.len(), all.into_iter()))
     }
 
     /// The objects inside the grant, once each (a plugin may watch a resource in two scopes).
-    fn visible(&self, objs: impl Iterator<Item = Arc<CachedObject>>) -> Vec<Arc<CachedObject>> {
+    ///
+    /// One scope holds each key once: only answers gathered from several (a resource watched
+    /// by more than one `[[watch]]`) are deduplicated, by key, which costs a copy of each.
+    fn visible(
+        &self,
+        scopes: usize,
+        objs: impl Iterator<Item = Arc<CachedObject>>,
+    ) -> Vec<Arc<CachedObject>> {
+        let full = self.grant.is_full();
+        let allowed = |o: &Arc<CachedObject>| full || self.grant.allows(o);
+        if scopes <= 1 {
+            return objs.filter(allowed).collect();
+        }
         let mut seen = std::collections::HashSet::new();
-        objs.filter(|o| self.grant.allows(o) && seen.insert(o.key().clone()))
+        objs.filter(|o| allowed(o) && seen.insert(o.key().clone()))
             .collect()
     }
 }
@@ -374,9 +390,13 @@ fn concatenated_headers(r: &WitResource, objs: &[Arc<CachedObject>]) -> Vec<u8> 
         .sum();
     let mut out = Vec::with_capacity(total);
     for o in objs {
-        let header = informant_header::encode(kind, o.metadata_fields());
-        out.extend_from_slice(&(header.len() as u32).to_le_bytes());
-        out.extend_from_slice(&header);
+        // What `informant_header::encode` writes, straight into the one buffer.
+        let fields = o.metadata_fields();
+        out.extend_from_slice(&((kind_bytes + fields.len()) as u32).to_le_bytes());
+        for f in kind {
+            informant_header::put_field(&mut out, f);
+        }
+        out.extend_from_slice(fields);
     }
     out
 }
@@ -423,6 +443,42 @@ mod tests {
             store.apply(raw, &mut |_| {});
         }
         store
+    }
+
+    /// The headers `by-index-headers` answers are each what `informant_header::encode` makes for
+    /// the object, after its length.
+    #[test]
+    fn headers_by_index_are_each_objects_header_after_its_length() {
+        let store = store();
+        let objs = store.lookup(
+            Store::builtin_index("namespace").unwrap(),
+            "a",
+            Visibility::All,
+        );
+        assert_eq!(objs.len(), 1);
+        let r = WitResource {
+            group: String::new(),
+            version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let all = store.lookup(
+            Store::builtin_index("label").unwrap(),
+            "team=x",
+            Visibility::All,
+        );
+        assert_eq!(all.len(), 3);
+        let bytes = concatenated_headers(&r, &all);
+        let mut rest = bytes.as_slice();
+        for o in &all {
+            let (len, tail) = rest.split_first_chunk::<4>().expect("a length");
+            let (header, tail) = tail.split_at(u32::from_le_bytes(*len) as usize);
+            assert_eq!(
+                header,
+                informant_header::encode(["", "v1", "ConfigMap"], o.metadata_fields())
+            );
+            rest = tail;
+        }
+        assert!(rest.is_empty());
     }
 
     fn view(patterns: &[&str]) -> CacheView {
