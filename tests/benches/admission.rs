@@ -112,6 +112,7 @@ async fn host() {
                 tls: ServerTls::SelfSigned,
                 register: None,
                 cert_secret: None,
+                record: None,
             }),
             admission_only: true,
             ..Default::default()

@@ -62,11 +62,17 @@ impl Host {
     /// The embedded server with namespaces `team-a` (labelled `team=alpha`) and `team-b`, and a
     /// host running `plugins` with admission on, registered with that server.
     async fn start(config: &str, plugins: &[Install<'_>]) -> Host {
-        Host::start_with(config, plugins, false).await
+        Host::start_with(config, plugins, false, None).await
     }
 
-    /// As [`Host::start`]; `admission_only` runs no events (`--admission-only`).
-    async fn start_with(config: &str, plugins: &[Install<'_>], admission_only: bool) -> Host {
+    /// As [`Host::start`]; `admission_only` runs no events (`--admission-only`), `record`
+    /// appends the requests there (`--admission-record`).
+    async fn start_with(
+        config: &str,
+        plugins: &[Install<'_>],
+        admission_only: bool,
+        record: Option<std::path::PathBuf>,
+    ) -> Host {
         informant_tests::init_tracing();
         let server = DevServer::start(DevServerConfig::default())
             .await
@@ -96,6 +102,7 @@ impl Host {
                     tls: ServerTls::SelfSigned,
                     register: Some((WEBHOOK.into(), Endpoint::Url(String::new()))),
                     cert_secret: None,
+                    record,
                 }),
                 admission_only,
                 ..Default::default()
@@ -792,6 +799,7 @@ async fn replica(server: &DevServer, dir: &Path) -> Runtime {
                         ..Default::default()
                     },
                 }),
+                record: None,
             }),
             ..Default::default()
         },
@@ -918,6 +926,7 @@ async fn an_admission_only_host_answers_from_its_caches_and_delivers_no_event() 
             ),
         )],
         true,
+        None,
     )
     .await;
     // The hook reads the Namespace from the cache its informer keeps.
@@ -990,4 +999,79 @@ async fn a_hook_reads_many_objects_by_index_as_json_or_as_metadata_alone() {
     ask("/admit/json/json", "5 objects").await;
     ask("/admit/meta/meta", "3 objects labelled app").await;
     host.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recorded_reviews_replay_offline_to_the_same_answers() {
+    use informant_runtime::replay::{ReplayConfig, replay};
+    let recording = tempfile::NamedTempFile::new().unwrap();
+    let deny = manifest(
+        &table("deny", "validate", "fail", ""),
+        "mode = \"deny-label\"",
+    );
+    let host = Host::start_with(
+        "",
+        &[("", "deny", deny.clone())],
+        false,
+        Some(recording.path().to_path_buf()),
+    )
+    .await;
+    refusal(
+        host.create("team-a", "no", json!({"deny": "recorded"}))
+            .await,
+    );
+    host.create("team-a", "yes", json!({})).await.unwrap();
+    host.stop().await;
+    let reviews: Vec<Value> = std::fs::read_to_string(recording.path())
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("one review a line"))
+        .collect();
+    assert_eq!(reviews.len(), 2, "{reviews:?}");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(recording.path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "the recording holds objects: {mode:o}");
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("deny.toml"), &deny).unwrap();
+    let engine =
+        Arc::new(informant_runtime::plugin::PluginEngine::new(Default::default()).unwrap());
+    let config = ReplayConfig {
+        wasm: wasm("admit"),
+        manifest: Some(dir.path().join("deny.toml")),
+        host: HostConfig::default(),
+        reviews: reviews.clone(),
+    };
+    let outcome = replay(engine, &config, Vec::new(), Vec::new(), |_| {})
+        .await
+        .expect("replay");
+    let answers: Vec<(Value, Value, Value)> = outcome
+        .admissions
+        .iter()
+        .map(|a| {
+            (
+                a["uid"].clone(),
+                a["decision"].clone(),
+                a["response"]["status"]["message"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            (
+                reviews[0]["request"]["uid"].clone(),
+                json!("deny"),
+                json!("recorded")
+            ),
+            (
+                reviews[1]["request"]["uid"].clone(),
+                json!("allow"),
+                Value::Null
+            ),
+        ]
+    );
 }

@@ -1013,6 +1013,7 @@ async fn admission_replicas_run_under_the_charts_rbac() {
                         name: "demo-informant-admission-tls".into(),
                         options: Default::default(),
                     }),
+                    record: None,
                 }),
                 admission_only: true,
                 ..Default::default()

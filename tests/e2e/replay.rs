@@ -136,6 +136,7 @@ async fn replaying_a_recording_gives_the_live_runs_plugin_output() {
         wasm: wasm("kubediff"),
         manifest: Some(kubediff_manifest(dir.path())),
         host: HostConfig::default(),
+        reviews: Vec::new(),
     };
     let outcome = replay(engine, &config, Vec::new(), records, |_| {})
         .await
@@ -186,6 +187,7 @@ async fn replay_prefills_the_cache_from_objects_and_names_bad_lines() {
         wasm: wasm("kubediff"),
         manifest: Some(kubediff_manifest(dir.path())),
         host: HostConfig::default(),
+        reviews: Vec::new(),
     };
     let objs = informant_runtime::replay::read_yaml_objects(&objects).unwrap();
     let outcome = replay(

@@ -252,9 +252,17 @@ impl Runtime {
                         )
                         .await
                         .map_err(|e| Error::Admission(e.into()))?;
-                        AdmissionServer::start_managed(a.addr, certs, host.clone()).await
+                        AdmissionServer::start_managed(
+                            a.addr,
+                            certs,
+                            host.clone(),
+                            a.record.clone(),
+                        )
+                        .await
                     }
-                    None => AdmissionServer::start(a.addr, &a.tls, host.clone()).await,
+                    None => {
+                        AdmissionServer::start(a.addr, &a.tls, host.clone(), a.record.clone()).await
+                    }
                 }
                 .map_err(Error::Admission)?;
                 let registrar = a.register.clone().map(|(name, endpoint)| {

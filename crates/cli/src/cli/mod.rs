@@ -127,6 +127,10 @@ pub struct AdmissionArgs {
     /// --state-dir.
     #[arg(long, requires = "admission_addr")]
     admission_only: bool,
+    /// Append every AdmissionReview request a hook gets to FILE (created 0600), one JSON object
+    /// a line, to answer them again offline with `informant replay --reviews FILE`.
+    #[arg(long, value_name = "FILE", requires = "admission_addr")]
+    admission_record: Option<PathBuf>,
     /// A DNS name the managed certificate is also for (the Service's names are added when
     /// --admission-endpoint names one).
     #[arg(long, value_name = "NAME", requires = "admission_cert_secret")]
@@ -196,6 +200,7 @@ impl AdmissionArgs {
             tls,
             register,
             cert_secret,
+            record: self.admission_record.clone(),
         }))
     }
 }

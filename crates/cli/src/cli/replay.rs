@@ -17,8 +17,13 @@ pub struct Args {
     #[arg(long, value_name = "F")]
     manifest: Option<PathBuf>,
     /// The recording (`informant record`'s JSON Lines).
+    #[arg(long, value_name = "FILE.jsonl", required_unless_present = "reviews")]
+    events: Option<PathBuf>,
+    /// AdmissionReview requests, one JSON object a line (`--admission-record`'s file), that the
+    /// plugin's `[[admit]]` hooks answer after the events; each answer is printed as a JSON line
+    /// `admit {uid, hook, decision, response}`.
     #[arg(long, value_name = "FILE.jsonl")]
-    events: PathBuf,
+    reviews: Option<PathBuf>,
     /// Objects in the cache before the first event (multi-document YAML).
     #[arg(long, value_name = "FILE.yaml")]
     objects: Option<PathBuf>,
@@ -28,7 +33,14 @@ pub struct Args {
 
 /// Prints the plugin's log lines on stdout as they come, and a summary on stderr.
 pub async fn run(args: Args) -> Result<()> {
-    let records = read_records(&args.events)?;
+    let records = match &args.events {
+        Some(f) => read_records(f)?,
+        None => Vec::new(),
+    };
+    let reviews = match &args.reviews {
+        Some(f) => read_reviews(f)?,
+        None => Vec::new(),
+    };
     let objects = match &args.objects {
         Some(f) => read_yaml_objects(f)?,
         None => Vec::new(),
@@ -41,6 +53,7 @@ pub async fn run(args: Args) -> Result<()> {
         wasm: args.plugin.clone(),
         manifest: args.manifest,
         host: HostConfig::default(),
+        reviews,
     };
     let outcome = replay(engine, &config, objects, records, |line| {
         let level = match line.level {
@@ -53,7 +66,10 @@ pub async fn run(args: Args) -> Result<()> {
         println!("{level:5} {}", line.message);
     })
     .await
-    .with_context(|| format!("replaying {}", args.events.display()))?;
+    .with_context(|| format!("replaying into {}", args.plugin.display()))?;
+    for answer in &outcome.admissions {
+        println!("admit {answer}");
+    }
     eprintln!(
         "replayed {} events into {}: {} handled, {} failed; {} lines not watched by the plugin",
         outcome.delivered,
@@ -62,5 +78,22 @@ pub async fn run(args: Args) -> Result<()> {
         outcome.failed,
         outcome.skipped
     );
+    if args.reviews.is_some() {
+        eprintln!("answered {} admission reviews", outcome.admissions.len());
+    }
     Ok(())
+}
+
+/// The JSON objects of `path`, one a line (blank lines skipped); an error names the line.
+fn read_reviews(path: &std::path::Path) -> Result<Vec<serde_json::Value>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l)
+                .with_context(|| format!("{}:{}: not a JSON object", path.display(), i + 1))
+        })
+        .collect()
 }

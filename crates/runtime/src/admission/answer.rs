@@ -73,7 +73,7 @@ pub async fn answer(
 
 /// Whether `req` is of the hook's kind and one of its operations: the API server sends only
 /// those, so anything else is misrouted or forged and never reaches the plugin.
-fn is_for(hook: &Hook, req: &AdmissionRequest<DynamicObject>) -> bool {
+pub fn is_for(hook: &Hook, req: &AdmissionRequest<DynamicObject>) -> bool {
     let ar = &hook.resource.api_resource;
     req.kind.group == ar.group
         && req.kind.version == ar.version

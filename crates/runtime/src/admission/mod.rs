@@ -33,6 +33,7 @@ pub mod review;
 pub mod webhooks;
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -70,6 +71,15 @@ pub enum Error {
     /// HTTPS could not be set up.
     #[error("admission server: {0}")]
     Tls(#[from] tls::TlsError),
+    /// The `--admission-record` file could not be opened.
+    #[error("admission server: cannot record to `{path}`: {source}")]
+    Record {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The managed certificates could not be set up.
     #[error(transparent)]
     Certs(#[from] certs::CertError),
@@ -92,6 +102,9 @@ pub struct AdmissionOptions {
     /// When set, certificates the host makes, rotates and shares with its other replicas
     /// through this Secret (`tls` is not used).
     pub cert_secret: Option<CertSecret>,
+    /// When set, every AdmissionReview request that reaches a hook is appended to this file,
+    /// one JSON object a line, for `informant replay --reviews` (`--admission-record`).
+    pub record: Option<std::path::PathBuf>,
 }
 
 /// The Secret managed certificates live in.
@@ -123,6 +136,7 @@ impl AdmissionServer {
         addr: SocketAddr,
         tls: &ServerTls,
         host: Arc<PluginHost>,
+        record: Option<PathBuf>,
     ) -> Result<AdmissionServer, Error> {
         if *tls == ServerTls::Plain {
             return Err(Error::Plain);
@@ -133,7 +147,8 @@ impl AdmissionServer {
             .collect::<Vec<_>>();
         let tls = tls::setup(tls, &names)?.ok_or(Error::Plain)?;
         let fixed = watch::channel(tls.ca_bundle()).0;
-        let mut server = AdmissionServer::serve(addr, tls, fixed.subscribe(), host).await?;
+        let mut server =
+            AdmissionServer::serve(addr, tls, fixed.subscribe(), (host, record)).await?;
         server._fixed = Some(fixed);
         Ok(server)
     }
@@ -143,10 +158,11 @@ impl AdmissionServer {
         addr: SocketAddr,
         certs: Arc<certs::ManagedCerts>,
         host: Arc<PluginHost>,
+        record: Option<PathBuf>,
     ) -> Result<AdmissionServer, Error> {
         let bundle = certs.bundle();
         let tls = tls::serving(certs.resolver(), bundle.borrow().clone())?;
-        let mut server = AdmissionServer::serve(addr, tls, bundle, host).await?;
+        let mut server = AdmissionServer::serve(addr, tls, bundle, (host, record)).await?;
         server._certs = Some(certs);
         Ok(server)
     }
@@ -155,13 +171,19 @@ impl AdmissionServer {
         addr: SocketAddr,
         tls: tls::Tls,
         ca_bundle: watch::Receiver<Vec<u8>>,
-        host: Arc<PluginHost>,
+        (host, record): (Arc<PluginHost>, Option<PathBuf>),
     ) -> Result<AdmissionServer, Error> {
         let app = Router::new()
             .route("/admit/{*path}", post(admit))
             .fallback(|| async { (StatusCode::NOT_FOUND, "no such hook\n") })
             .layer(DefaultBodyLimit::max(MAX_REVIEW_BYTES))
-            .with_state(host);
+            .with_state(Routes {
+                host,
+                record: match record {
+                    Some(path) => Some(Arc::new(Recording::open(&path).await?)),
+                    None => None,
+                },
+            });
         let served = Served::bind(addr, app, Some(tls), "admission")
             .await
             .map_err(|source| Error::Bind { addr, source })?;
@@ -228,7 +250,54 @@ pub fn route(path: &str) -> Option<(PluginId, String)> {
     Some((PluginId { tenant, name }, hook))
 }
 
-async fn admit(State(host): State<Arc<PluginHost>>, uri: Uri, body: Bytes) -> Response {
+/// What the routes share: the plugins, and where requests are recorded.
+#[derive(Clone)]
+struct Routes {
+    host: Arc<PluginHost>,
+    record: Option<Arc<Recording>>,
+}
+
+/// The file `--admission-record` appends requests to: one AdmissionReview a line, written whole
+/// under a lock so lines never interleave.
+struct Recording(tokio::sync::Mutex<tokio::fs::File>);
+
+impl Recording {
+    /// Opens `path` to append to, creating it readable by this user only (it holds objects).
+    async fn open(path: &std::path::Path) -> Result<Recording, Error> {
+        let file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)
+            .await
+            .map_err(|source| Error::Record {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Recording(tokio::sync::Mutex::new(file)))
+    }
+
+    /// Appends `req` as a review; a failure is logged, never the request's.
+    async fn append(
+        &self,
+        req: &kube::core::admission::AdmissionRequest<kube::core::DynamicObject>,
+    ) {
+        use tokio::io::AsyncWriteExt;
+        let review = serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": req,
+        });
+        let mut line = review.to_string();
+        line.push('\n');
+        if let Err(e) = self.0.lock().await.write_all(line.as_bytes()).await {
+            tracing::warn!(error = %e, "admission: cannot record a request");
+        }
+    }
+}
+
+async fn admit(State(routes): State<Routes>, uri: Uri, body: Bytes) -> Response {
+    let host = &routes.host;
     let start = Instant::now();
     let Some((id, hook_name)) = route(uri.path()) else {
         return (StatusCode::NOT_FOUND, "no such hook\n").into_response();
@@ -255,6 +324,9 @@ async fn admit(State(host): State<Arc<PluginHost>>, uri: Uri, body: Bytes) -> Re
             return (StatusCode::BAD_REQUEST, Json(invalid)).into_response();
         }
     };
+    if let Some(r) = &routes.record {
+        r.append(&req).await;
+    }
     let operation = review::operation(&req.operation);
     let span = tracing::info_span!(
         "admission",

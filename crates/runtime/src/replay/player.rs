@@ -35,6 +35,7 @@ use crate::informer::{
     Delta, Event, Handler, HandlerOptions, LabelSelector, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
+use crate::plugin::exec::admit::Admitter;
 use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept, describe};
 use crate::plugin::load::check::manifest_beside;
@@ -42,7 +43,7 @@ use crate::plugin::{
     CacheView, HostConfig, InstanceSpec, LogRate, Manifest, PluginEngine, PluginError,
     PluginHandler, PluginLog, RetryPolicy, Supervisor,
 };
-use crate::tenancy::TenantPolicy;
+use crate::tenancy::{Grant, TenantPolicy};
 
 /// What to replay.
 #[derive(Debug, Clone)]
@@ -53,6 +54,9 @@ pub struct ReplayConfig {
     pub manifest: Option<PathBuf>,
     /// Limits and restart policy, as the host applies them.
     pub host: HostConfig,
+    /// AdmissionReview requests (as the API server sends them) the plugin's `[[admit]]` hooks
+    /// answer once the events are played, each through the first table that takes it.
+    pub reviews: Vec<serde_json::Value>,
 }
 
 /// What a replay did.
@@ -68,6 +72,9 @@ pub struct ReplayOutcome {
     pub failed: u64,
     /// Recording lines and objects skipped: not watched by the plugin.
     pub skipped: usize,
+    /// Per review, in order: `{uid, hook, decision, response}` (`hook` null and `decision`
+    /// `skip` when no `[[admit]]` table takes it).
+    pub admissions: Vec<serde_json::Value>,
 }
 
 /// One `[[watch]]` of the manifest: its informer and the scope it filters by.
@@ -280,6 +287,8 @@ pub async fn replay(
         player.settle().await?;
     }
 
+    let admissions = admit_reviews(&supervisor, &manifest, &config.reviews).await?;
+
     for h in handles {
         h.shutdown().await;
     }
@@ -305,7 +314,61 @@ pub async fn replay(
         handled: supervisor.handled(),
         failed: supervisor.failed(),
         skipped: player.skipped,
+        admissions,
     })
+}
+
+/// `reviews` answered by the plugin's hooks, with the cache as the events left it.
+async fn admit_reviews(
+    supervisor: &Arc<Supervisor>,
+    manifest: &Manifest,
+    reviews: &[serde_json::Value],
+) -> Result<Vec<serde_json::Value>, ReplayError> {
+    use crate::admission::{answer, review};
+    if reviews.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Offline there is no discovery: the kind's plural as Kubernetes usually makes it.
+    let hooks = manifest
+        .admit
+        .iter()
+        .map(|a| {
+            let (group, version) = a.api_version.split();
+            let gvk = kube::core::GroupVersionKind::gvk(group, version, &a.kind);
+            let resolved = crate::informer::ResolvedResource {
+                api_resource: kube::core::ApiResource::from_gvk(&gvk),
+                namespaced: true,
+            };
+            (a.clone(), resolved)
+        })
+        .collect();
+    let admitter =
+        Admitter::new(supervisor, hooks, Arc::new(Grant::full()), 1).ok_or_else(|| {
+            ReplayError::Run(
+                "the component has no admission-hook export to answer the reviews with".into(),
+            )
+        })?;
+    let mut answers = Vec::with_capacity(reviews.len());
+    for (i, r) in reviews.iter().enumerate() {
+        let bytes = serde_json::to_vec(r).unwrap_or_default();
+        let req = review::decode(&bytes)
+            .map_err(|e| ReplayError::Run(format!("review {}: {e}", i + 1)))?;
+        let Some(hook) = admitter.hooks().iter().find(|h| answer::is_for(h, &req)) else {
+            answers.push(serde_json::json!({
+                "uid": req.uid, "hook": null, "decision": "skip",
+                "response": kube::core::admission::AdmissionResponse::from(&req),
+            }));
+            continue;
+        };
+        let answered = answer::answer(&admitter, hook, &req).await;
+        answers.push(serde_json::json!({
+            "uid": req.uid,
+            "hook": hook.table.name.as_str(),
+            "decision": answered.decision.as_str(),
+            "response": answered.response,
+        }));
+    }
+    Ok(answers)
 }
 
 /// Splits off each resource's first-list lines: `initial` adds before any other line of it.
