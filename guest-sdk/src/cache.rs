@@ -97,7 +97,10 @@ pub fn by_index_meta(r: &Resource, index: &str, value: &str) -> Result<Vec<Found
     while let Some((len, tail)) = rest.split_first_chunk::<4>() {
         let len = u32::from_le_bytes(*len) as usize;
         let (header, tail) = tail.split_at_checked(len).unwrap_or_else(|| {
-            panic!("the host's header list is cut short: {len} bytes announced, {} left", tail.len())
+            panic!(
+                "the host's header list is cut short: {len} bytes announced, {} left",
+                tail.len()
+            )
         });
         found.push(Found(Head::decode(header.to_vec())));
         rest = tail;
@@ -229,8 +232,8 @@ mod backend {
     ) -> Result<Vec<u8>, QueryError> {
         let mut out = Vec::new();
         for json in with_cache(|c| c.by_index(r, index, value))? {
-            let object: serde_json::Value = serde_json::from_str(&json)
-                .map_err(|e| QueryError::Decode(format!("{r}: {e}")))?;
+            let object: serde_json::Value =
+                serde_json::from_str(&json).map_err(|e| QueryError::Decode(format!("{r}: {e}")))?;
             let header = crate::testing::header_of(&object, r);
             out.extend_from_slice(&(header.len() as u32).to_le_bytes());
             out.extend_from_slice(&header);

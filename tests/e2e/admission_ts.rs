@@ -74,6 +74,7 @@ impl Host {
                     tls: ServerTls::SelfSigned,
                     register: Some((WEBHOOK.into(), Endpoint::Url(String::new()))),
                     cert_secret: None,
+                    record: None,
                 }),
                 ..Default::default()
             },

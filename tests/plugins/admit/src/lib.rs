@@ -152,7 +152,10 @@ impl Plugin for Admit {
             }
             Mode::CountIndexMeta => {
                 let found = cache::by_index_meta(&config_maps(), "namespace", namespace)?;
-                let n = found.iter().filter(|f| f.meta().label("app").is_some()).count();
+                let n = found
+                    .iter()
+                    .filter(|f| f.meta().label("app").is_some())
+                    .count();
                 Admission::allow().warn(format!("{n} objects labelled app"))
             }
             Mode::GetOne => {
