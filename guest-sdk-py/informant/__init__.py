@@ -10,28 +10,48 @@ against an in-memory cache so a plugin's tests are plain pytest.
     class Echo(Plugin):
         def on_added(self, ev):
             log.info(f"added {ev.meta.key}")
+
+A plugin whose manifest has ``[[admit]]`` tables answers admission requests from ``admit``
+(``informant.admission``).
 """
 
-from . import cache, http, kube, log, metrics
+from . import admission, cache, http, kube, log, metrics
+from .admission import (
+    Admission,
+    AdmissionRequest,
+    GroupVersionResource,
+    Operation,
+    PatchOp,
+    UserInfo,
+    json_pointer,
+)
 from .errors import BadSelector, Forbidden, NotWatched, QueryError, Retry, UnknownIndex
 from .event import Event, EventType, Meta
 from .plugin import Plugin
 from .resource import Resource
 
 __all__ = [
+    "Admission",
+    "AdmissionRequest",
     "BadSelector",
     "Event",
     "EventType",
     "Forbidden",
+    "GroupVersionResource",
     "Meta",
     "NotWatched",
+    "Operation",
+    "PatchOp",
     "Plugin",
     "QueryError",
     "Resource",
     "Retry",
     "UnknownIndex",
+    "UserInfo",
+    "admission",
     "cache",
     "http",
+    "json_pointer",
     "kube",
     "log",
     "metrics",

@@ -80,6 +80,11 @@ class _WitBackend:
         _wit_log.log(_wit_log.Level(level), message)
 
     def http_send(self, request: Any) -> Any:
+        if admitting:
+            from .admission import HTTP_REFUSED
+            from .http import Denied
+
+            raise Denied(f"{request.method} {request.url}: {HTTP_REFUSED}", "http-request-denied")
         if _wasi_http is None:
             from .http import HttpError
 
@@ -159,6 +164,10 @@ def _write_error(e: "_Err") -> Exception:
     api = v.value
     return kinds.get(name, kube.Failed)(api.message, api.code, api.reason)
 
+
+#: Set by the component's ``admit`` export while it runs: the host refuses outbound HTTP then,
+#: and the SDK says why first (writes the host refuses with its own message).
+admitting = False
 
 # Replaced by informant.testing while a harness runs a plugin.
 current = _WitBackend() if IN_COMPONENT else _Unavailable()

@@ -1,10 +1,12 @@
 """The component's exports: turns a plugin module's ``Plugin`` subclass into ``init``,
-``handle-queued`` and ``handle-schedule`` (contract ``informant:plugin@0.8.1``, world ``plugin``).
+``handle-queued`` and ``handle-schedule`` (contract ``informant:plugin@0.8.1``, world ``plugin``),
+and ``admission-hook.admit`` (world ``admitting-plugin``).
 
 Imported only inside a componentize-py build (it needs the generated ``wit_world`` bindings).
-The build's entry module is two lines: import the plugin module, ``WitWorld = world(module)``.
-componentize-py constructs a ``WitWorld`` per export call, so the plugin instance lives here,
-at module level.
+The build's entry module imports the plugin module, then ``WitWorld = world(module)`` and, for
+the ``admitting-plugin`` world, ``AdmissionHook = admission_hook(WitWorld)``. componentize-py
+constructs a ``WitWorld`` (and an ``AdmissionHook``) per export call, so the plugin instance
+lives in the closure ``world`` makes, shared by both classes.
 
 ``handle-queued`` takes the waiting events one at a time from the ``events.next`` import, and
 hands each event's outcome to the following ``next`` call: ``None`` before the first event,
@@ -21,8 +23,10 @@ from componentize_py_types import Err, Ok, Result
 from wit_world.imports import events
 from wit_world.imports import informant_plugin_types as wit
 
+from . import _backend
+from .admission import AdmissionRequest
 from .event import Event, EventType
-from .plugin import Plugin, construct, describe, outcome, tick
+from .plugin import Plugin, answer, construct, describe, outcome, tick
 
 _TYPES = {
     wit.EventType.ADDED: EventType.ADDED,
@@ -108,6 +112,10 @@ def world(module: ModuleType) -> type:
     instance: "list[Optional[Plugin]]" = [None]
 
     class WitWorld(wit_world.WitWorld):
+        #: The box holding the plugin instance once ``init`` succeeded; ``admission_hook``
+        #: answers with it too.
+        instance_box = instance
+
         def init(self, config: str) -> None:
             try:
                 instance[0] = construct(cls, config)
@@ -128,3 +136,30 @@ def world(module: ModuleType) -> type:
                 raise Err(error)
 
     return WitWorld
+
+
+def admission_hook(world_cls: type) -> type:
+    """The ``AdmissionHook`` export class (interface ``admission-hook``) answering with the
+    plugin instance of ``world_cls`` (what ``world`` returned). An exception from ``admit`` is
+    the ``err`` of ``result<response, string>``, which applies the table's failure policy."""
+    from wit_world.imports import admission as wit_admission
+
+    instance: "list[Optional[Plugin]]" = world_cls.instance_box
+
+    class AdmissionHook:
+        def admit(self, request: "wit_admission.Request") -> "wit_admission.Response":
+            plugin = instance[0]
+            if plugin is None:
+                raise Err("handle called before a successful init")
+            _backend.admitting = True
+            try:
+                a = answer(plugin, AdmissionRequest(request))
+            except Exception as e:  # noqa: BLE001 - any failure is the request's error
+                raise Err(describe(e)) from None
+            finally:
+                _backend.admitting = False
+            return wit_admission.Response(
+                a.allowed, a.code, a.message, list(a.warnings), a.patch_json
+            )
+
+    return AdmissionHook

@@ -1,15 +1,18 @@
 """The plugin base class and the dispatch the host and the test harness share."""
 
+import inspect
 import json
 import traceback
 from typing import Any, Dict, Optional, Tuple
 
+from .admission import NO_ADMIT, Admission, AdmissionRequest
 from .errors import Retry
 from .event import Event, EventType
 
 
 class Plugin:
-    """Subclass it and override the handlers you need; the others do nothing.
+    """Subclass it and override the handlers you need; the others do nothing (except ``admit``,
+    which refuses: only a plugin that overrides it should have ``[[admit]]`` tables).
 
     One instance lives per host instance: constructed by ``init`` with the manifest's
     ``[config]`` table as a dict, then fed one event at a time. Raise any exception to fail an
@@ -38,6 +41,14 @@ class Plugin:
         never while an event is handled; the cache answers as for events. Raise to count the
         tick as an error (``Retry`` means nothing here: it counts as an error too)."""
 
+    def admit(self, req: AdmissionRequest) -> Admission:
+        """Answers one AdmissionReview request from a ``[[admit]]`` table of the manifest (see
+        ``informant.admission`` for the contract: cache reads only, no writes or HTTP, no
+        per-request state). Raise to apply the table's ``failure-policy`` (``Retry`` means
+        nothing here: it counts as an error too). The default raises: a plugin without
+        ``[[admit]]`` tables is never asked."""
+        raise NotImplementedError(NO_ADMIT)
+
 
 def construct(cls: type, config_json: str) -> Plugin:
     """Builds the plugin from the config JSON; any failure becomes a ValueError with its cause."""
@@ -57,6 +68,20 @@ def dispatch(plugin: Plugin, ev: Event) -> None:
         EventType.RESYNC: plugin.on_resync,
     }[ev.event_type]
     handler(ev)
+
+
+def answer(plugin: Plugin, req: AdmissionRequest) -> Admission:
+    """Runs ``admit``, checking that it answered with an ``Admission``; its exceptions propagate."""
+    a = plugin.admit(req)
+    if not isinstance(a, Admission):
+        what = "a coroutine (admit is synchronous)" if inspect.iscoroutine(a) else type(a).__name__
+        if inspect.iscoroutine(a):
+            a.close()
+        raise TypeError(
+            f"admit returned {what}, not an Admission "
+            "(Admission.allow(), .deny(message) or .patch(ops))"
+        )
+    return a
 
 
 def tick(plugin: Plugin, name: str) -> Optional[str]:

@@ -4,7 +4,8 @@ A ``Harness`` owns a plugin instance, an in-memory ``MemCache``, the captured lo
 and metric calls made and an ``HttpStub`` answering outbound requests. While it runs the plugin,
 the plugin's ``informant.cache``, ``log``, ``kube``, ``metrics`` and ``http`` calls go to them. Like the host, ``send``
 first applies the event to the cache (added, updated and resync store the object, deleted removes
-it), so queries see the object the event is about.
+it), so queries see the object the event is about. ``admit`` answers an admission request built
+by ``admission_request``.
 
     h = Harness(Echo, {})
     h.send(added({"apiVersion": "v1", "kind": "ConfigMap",
@@ -12,17 +13,22 @@ it), so queries see the object the event is about.
     assert h.logs == [(Level.INFO, "added default/cfg")]
 """
 
+import dataclasses
 import json
 import re
 import tomllib
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _backend
+# admission_request and its builder are the harness's too: re-exported from here.
+from ._testing_admission import AdmissionRequestBuilder, admission_request, declares  # noqa: F401
+from .admission import HTTP_REFUSED, WRITES_REFUSED, Admission, AdmissionRequest
 from .errors import BadSelector, NotWatched, Retry, UnknownIndex
 from .event import Event, EventType, Meta, encode_header
+from .http import Denied as HttpDenied
 from .http import HttpError, Request, Response, error_for
 from .log import Level
-from .plugin import construct, dispatch
+from .plugin import answer, construct, dispatch
 from .resource import Resource
 
 Obj = Dict[str, Any]
@@ -327,23 +333,33 @@ class Harness:
         #: The manifest's ``[[schedule]]`` names when built from one: ``tick`` refuses others,
         #: as the host never ticks them. ``None``: any name.
         self.schedules: Optional[List[str]] = None
+        #: The manifest's ``[[admit]]`` tables when built from one: ``admit`` refuses a request
+        #: none of them takes, as the host never sends one. ``None``: any request.
+        self.admits: Optional[List[Dict[str, Any]]] = None
         self.apply_to_cache = True
+        # Inside ``admit``: writes and HTTP are refused, as the host refuses them.
+        self._admitting = False
         self.plugin = self.run(lambda: construct(cls, self.config_json))
 
     @classmethod
-    def from_manifest(cls, plugin_cls: type, manifest_path: str) -> "Harness":
-        """Builds the plugin from a manifest's ``[config]``; its watched kinds become the only
-        kinds the cache answers for, its ``[[write]]`` tables the only writes allowed, and its
-        ``allowed-outbound-hosts`` the only origins ``http`` reaches, as on the host."""
+    def from_manifest(
+        cls, plugin_cls: type, manifest_path: str, config: Optional[Dict[str, Any]] = None
+    ) -> "Harness":
+        """Builds the plugin from a manifest's ``[config]`` (or ``config`` when given, to try
+        another configuration with the manifest's tables); its watched kinds become the only
+        kinds the cache answers for, its ``[[write]]`` tables the only writes allowed, its
+        ``allowed-outbound-hosts`` the only origins ``http`` reaches, and its ``[[admit]]``
+        tables the only requests ``admit`` takes, as on the host."""
         with open(manifest_path, "rb") as f:
             manifest = tomllib.load(f)
         cache = MemCache()
         for w in manifest.get("watch", []):
             cache.watch(Resource.from_api_version(w["api-version"], w["kind"]))
-        harness = cls(plugin_cls, manifest.get("config", {}), cache)
+        harness = cls(plugin_cls, manifest.get("config", {}) if config is None else config, cache)
         harness.declared = manifest.get("write", [])
         harness.http.allowed = list(manifest.get("allowed-outbound-hosts", []))
         harness.schedules = [s["name"] for s in manifest.get("schedule", [])]
+        harness.admits = list(manifest.get("admit", []))
         return harness
 
     def run(self, f: Callable[[], Any]) -> Any:
@@ -383,6 +399,38 @@ class Harness:
             )
         self.run(lambda: self.plugin.on_schedule(name))
 
+    def admit(self, request: Union[AdmissionRequestBuilder, AdmissionRequest]) -> Admission:
+        """Answers one admission request as the host's webhook server does: ``admit`` on the
+        instance, reading the harness's cache (the request's object is not stored: admission
+        comes before the write). Writes raise ``kube.Denied`` with the host's message, and HTTP
+        ``http.Denied``, neither recorded. The plugin's exceptions propagate (the host would
+        apply the table's failure policy).
+
+        A harness built from a manifest refuses a request whose kind and operation none of its
+        ``[[admit]]`` tables takes (the host never sends one), with ``ValueError``, and names
+        the table that takes it in ``req.hook`` unless the request names one. The answer is the
+        plugin's as it is: the host's checks of it (a validating table's patch, a patch that
+        renames the object, the bounds on warnings) are not made here.
+        """
+        wire = request.wire if isinstance(request, AdmissionRequest) else request.to_wit()
+        if self.admits is not None:
+            table = next(
+                (t for t in self.admits
+                 if (not wire.hook or t.get("name") == wire.hook) and declares(t, wire)),
+                None,
+            )
+            if table is None:
+                kind = Resource(wire.kind.group, wire.kind.version, wire.kind.kind)
+                op = str(wire.operation).upper()
+                raise ValueError(f"no [[admit]] table of the manifest admits {op} of {kind}")
+            wire = dataclasses.replace(wire, hook=table["name"])
+        req = AdmissionRequest(wire)
+        self._admitting = True
+        try:
+            return self.run(lambda: answer(self.plugin, req))
+        finally:
+            self._admitting = False
+
     def restart(self) -> None:
         """Replaces the instance with a fresh one from the same config, as after a trap."""
         self.plugin = self.run(lambda: construct(self.cls, self.config_json))
@@ -406,6 +454,9 @@ class Harness:
         self.logs.append((Level(level), message))
 
     def http_send(self, request: Request) -> Response:
+        if self._admitting:
+            message = f"{request.method} {request.url}: {HTTP_REFUSED}"
+            raise HttpDenied(message, "http-request-denied")
         return self.http.send(request)
 
     def metric(self, call: str, name: str, help: str, labels: List[Tuple[str, str]],
@@ -457,6 +508,8 @@ class Harness:
                 body: str) -> str:
         from . import kube
 
+        if self._admitting:
+            raise kube.Denied(WRITES_REFUSED)
         if self.declared is not None:
             needs = {"record-event": "create", "apply-forced": "apply"}.get(verb, verb)
             needs = "patch" if needs.startswith("patch-") else needs

@@ -1,7 +1,9 @@
 """The component glue (``informant._guest``) run natively against stand-in ``wit_world`` bindings:
 ``handle-queued`` drains ``events.next``, reporting each event's outcome with the next request,
-and reads an event's JSON and previous version by its id while it is in hand."""
+and reads an event's JSON and previous version by its id while it is in hand; ``admit`` answers
+with the same instance, its errors the export's ``err``."""
 
+import dataclasses
 import enum
 import importlib
 import sys
@@ -11,8 +13,9 @@ from typing import Any, Optional
 
 import pytest
 
-from informant import Plugin, Retry
-from informant.testing import DictSource
+from informant import Admission, PatchOp, Plugin, Retry, _backend, http
+from informant.admission import HTTP_REFUSED, NO_ADMIT
+from informant.testing import DictSource, admission_request
 
 
 @dataclass
@@ -39,6 +42,22 @@ class RetryLater:
 @dataclass
 class Failure_Retry:
     value: RetryLater
+
+
+@dataclass
+class WitResponse:
+    allowed: bool
+    code: int
+    message: str
+    warnings: list
+    patch: Optional[str]
+
+
+class WitOperation(enum.Enum):
+    CREATE = 0
+    UPDATE = 1
+    DELETE = 2
+    CONNECT = 3
 
 
 class WitEventType(enum.Enum):
@@ -105,8 +124,10 @@ def glue(monkeypatch):
     wit = types.ModuleType("wit_world.imports.informant_plugin_types")
     wit.EventType, wit.Event, wit.Failure = WitEventType, WitEvent, Any
     wit.Failure_Error, wit.Failure_Retry, wit.RetryLater = Failure_Error, Failure_Retry, RetryLater
-    imports.events, imports.informant_plugin_types = events, wit
-    for m in (cpt, ww, imports, events, wit):
+    admission = types.ModuleType("wit_world.imports.admission")
+    admission.Response = WitResponse
+    imports.events, imports.informant_plugin_types, imports.admission = events, wit, admission
+    for m in (cpt, ww, imports, events, wit, admission):
         monkeypatch.setitem(sys.modules, m.__name__, m)
     monkeypatch.delitem(sys.modules, "informant._guest", raising=False)
     guest = importlib.import_module("informant._guest")
@@ -238,3 +259,81 @@ def test_a_schedule_tick_reaches_the_plugin_and_its_error_is_the_result(glue):
     w = guest.world(plugin_module())()
     w.init("{}")
     w.handle_schedule("anything")
+
+
+def wit_request(operation, obj, **changes):
+    """What the host passes to ``admit``: the harness's record, with the generated enum."""
+    wire = admission_request(operation.name.lower(), obj).to_wit()
+    return dataclasses.replace(wire, operation=operation, **changes)
+
+
+class Admitter(Plugin):
+    """Answers by the object's name: allows, denies, patches, fails, or tries HTTP."""
+
+    __module__ = "plugin"
+
+    def __init__(self, config):
+        self.prefix = config.get("prefix", "")
+
+    def admit(self, req):
+        if req.name == "bad":
+            raise ValueError("cannot tell")
+        if req.name == "http":
+            http.get("https://example.com/")
+        if req.name == "deny":
+            return Admission.deny(f"{self.prefix}{req.operation} of {req.meta.key}").with_code(422)
+        if req.name == "patch":
+            return Admission.patch([PatchOp.add("/metadata/labels", {"a": "b"})]).warn("patched")
+        return Admission.allow()
+
+
+def admitter_module():
+    module = types.ModuleType("plugin")
+    module.Admitter = Admitter
+    return module
+
+
+def test_admit_answers_with_the_instance_init_built(glue):
+    guest, _, _ = glue
+    world = guest.world(admitter_module())
+    hook = guest.admission_hook(world)()
+    with pytest.raises(Err, match="before a successful init"):
+        hook.admit(wit_request(WitOperation.CREATE, cm("deny")))
+    world().init('{"prefix": "no: "}')
+    assert hook.admit(wit_request(WitOperation.CREATE, cm("ok"))) == WitResponse(True, 0, "", [], None)
+    assert hook.admit(wit_request(WitOperation.DELETE, cm("deny"))) == WitResponse(
+        False, 422, "no: delete of d/deny", [], None
+    )
+    assert hook.admit(wit_request(WitOperation.UPDATE, cm("patch"), hook="label")) == WitResponse(
+        True, 0, "", ["patched"], '[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]'
+    )
+
+
+def test_an_admit_error_is_the_exports_err_and_http_is_refused_during_admit(glue, monkeypatch):
+    guest, _, _ = glue
+    # The component's backend: it refuses HTTP during admit before any import is called.
+    monkeypatch.setattr(_backend, "current", _backend._WitBackend())
+    world = guest.world(admitter_module())
+    world().init("{}")
+    hook = guest.admission_hook(world)()
+    with pytest.raises(Err) as failed:
+        hook.admit(wit_request(WitOperation.CREATE, cm("bad")))
+    assert failed.value.value.startswith("ValueError: cannot tell (at test_guest.py:")
+    with pytest.raises(Err) as refused:
+        hook.admit(wit_request(WitOperation.CREATE, cm("http")))
+    assert refused.value.value.startswith(
+        f"informant.http.Denied: GET https://example.com/: {HTTP_REFUSED}"
+    )
+    # The flag is down again once admit returns, whichever way it did.
+    assert _backend.admitting is False
+
+    class Silent(Plugin):
+        __module__ = "plugin"
+
+    module = types.ModuleType("plugin")
+    module.Silent = Silent
+    world = guest.world(module)
+    world().init("{}")
+    with pytest.raises(Err) as none:
+        guest.admission_hook(world)().admit(wit_request(WitOperation.CREATE, cm("x")))
+    assert none.value.value.startswith(f"NotImplementedError: {NO_ADMIT}")
