@@ -471,3 +471,97 @@ async fn ratio_zero() {
         })
         .await;
 }
+
+#[test]
+fn each_admission_request_is_a_span_with_its_decision() {
+    in_own_process(
+        "traces::each_admission_request_is_a_span_with_its_decision",
+        traced_admission,
+    );
+}
+
+async fn traced_admission() {
+    use informant_runtime::admission::AdmissionOptions;
+    use informant_runtime::runtime::{Runtime, RuntimeOptions};
+    use informant_runtime::tls::ServerTls;
+    use informant_tests::admission::{Webhook, review};
+    use serde_json::json;
+
+    let collector = Collector::start(true).await;
+    let traces = Traces::start(ExportConfig {
+        delay: Duration::from_millis(50),
+        ..ExportConfig::new(collector.endpoint())
+    })
+    .expect("traces on");
+    let server = informant_devserver::DevServer::start(Default::default())
+        .await
+        .expect("API server");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        informant_tests::plugins::wasm("admit"),
+        dir.path().join("deny.wasm"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("deny.toml"),
+        "[[admit]]\nname = \"deny\"\napi-version = \"v1\"\nkind = \"ConfigMap\"\n\
+         [config]\nmode = \"deny-label\"\n",
+    )
+    .unwrap();
+    let runtime = Runtime::start(
+        server.client(),
+        RuntimeOptions {
+            plugins: Some(dir.path().to_path_buf()),
+            config: config::parse("operator-plugins = true\n", Path::new("informant.toml"))
+                .unwrap(),
+            admission: Some(AdmissionOptions {
+                addr: "127.0.0.1:0".parse().unwrap(),
+                tls: ServerTls::SelfSigned,
+                register: None,
+                cert_secret: None,
+                record: None,
+            }),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("runtime");
+    let webhook = Webhook::new(
+        runtime.admission_addr().unwrap(),
+        &runtime.admission_ca_bundle().unwrap(),
+    );
+    for (uid, labels) in [("u-deny", json!({"deny": "no"})), ("u-allow", json!({}))] {
+        let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": uid, "namespace": "default", "labels": labels}});
+        webhook
+            .review("/admit/deny/deny", &review(uid, "CREATE", &object))
+            .await;
+    }
+    traces.flush();
+    let spans = collector
+        .wait_until("both requests' spans", |spans| {
+            spans.iter().filter(|s| s.name == "admission").count() >= 2
+        })
+        .await;
+    for (uid, decision) in [("u-deny", "deny"), ("u-allow", "allow")] {
+        let span = spans
+            .iter()
+            .find(|s| s.name == "admission" && s.attr("uid") == uid)
+            .unwrap_or_else(|| panic!("no span for {uid}: {spans:?}"));
+        assert_eq!(
+            span.parent_span_id, "",
+            "a request's span is a root: {span:?}"
+        );
+        for (attr, want) in [
+            ("plugin", "deny"),
+            ("hook", "deny"),
+            ("operation", "CREATE"),
+            ("kind", "v1/ConfigMap"),
+            ("decision", decision),
+        ] {
+            assert_eq!(span.attr(attr), want, "{attr} of {span:?}");
+        }
+    }
+    runtime.stop().await;
+    server.shutdown().await;
+}

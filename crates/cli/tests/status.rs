@@ -117,8 +117,8 @@ async fn status_prints_a_row_per_plugin_and_logs_follows_one_plugin() {
     assert_eq!(
         rows[0],
         [
-            "TENANT", "PLUGIN", "STATE", "HANDLED", "FAILED", "RETRIED", "BACKLOG", "SINCE",
-            "LAST", "ERROR"
+            "TENANT", "PLUGIN", "STATE", "HANDLED", "FAILED", "RETRIED", "BACKLOG", "HOOKS",
+            "SINCE", "LAST", "ERROR"
         ],
         "{text}"
     );
@@ -126,8 +126,8 @@ async fn status_prints_a_row_per_plugin_and_logs_follows_one_plugin() {
     assert_eq!(rows.len(), 1 + expected.len(), "{text}");
     for (row, [tenant, name]) in rows[1..].iter().zip(expected) {
         assert_eq!(
-            &row[..7],
-            [tenant, name, "running", "4", "0", "0", "0"],
+            &row[..8],
+            [tenant, name, "running", "4", "0", "0", "0", "-"],
             "{text}"
         );
     }

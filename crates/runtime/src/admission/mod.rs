@@ -20,7 +20,8 @@
 //!   says why, `ignore` allows with a warning that says why.
 //! - Bodies are capped at [`MAX_REVIEW_BYTES`]; a body that is not an AdmissionReview v1
 //!   request (nested too deep included) answers 400.
-//! - Each request is counted per hook on `/metrics` and runs in a span when traces are on.
+//! - Each request is counted per hook on `/metrics`, logged in a tracing span, and with traces
+//!   on exported as an `admission` span ([`crate::telemetry::AdmissionSpan`]).
 //!
 //! - [`answer`]: one request to one hook, failure policy included.
 //! - [`certs`]: certificates the host makes, rotates and shares through a Secret.
@@ -336,9 +337,25 @@ async fn admit(State(routes): State<Routes>, uri: Uri, body: Bytes) -> Response 
         operation = operation.as_kubernetes(),
         uid = %req.uid,
     );
+    let kind = crate::plugin::imports::bindings::WitResource {
+        group: req.kind.group.clone(),
+        version: req.kind.version.clone(),
+        kind: req.kind.kind.clone(),
+    };
+    let traced = crate::telemetry::AdmissionSpan::start(
+        (&id.name, &id.tenant, hook_name),
+        operation.as_kubernetes(),
+        &kind,
+        &req.uid,
+        start,
+    );
     let answered = answer::answer(&admitter, hook, &req)
         .instrument(span.clone())
         .await;
+    traced.end(
+        answered.decision.as_str(),
+        answered.failure.as_ref().map(|(r, _)| *r),
+    );
     if let Some((reason, why)) = &answered.failure {
         span.in_scope(|| {
             tracing::warn!(

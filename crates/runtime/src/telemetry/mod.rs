@@ -12,7 +12,10 @@
 //!   trace of its own;
 //! - a child span per host call made for that event ([`HostSpan`]): each `kube` write, each
 //!   outbound HTTP request (which carries a W3C `traceparent` naming that span, replacing any
-//!   the plugin set), and each cache query that took longer than [`SLOW_QUERY`].
+//!   the plugin set), and each cache query that took longer than [`SLOW_QUERY`];
+//! - a root span `admission` per admission request a hook answers ([`AdmissionSpan`]), with
+//!   `plugin`, `tenant`, `hook`, `operation`, `kind`, `uid`, `decision` and, when the plugin
+//!   gave no usable answer, `failure`.
 //!
 //! Export never waits on the event path: finished spans go into a bounded queue drained by an
 //! exporter thread of its own; when the queue is full (a dead or slow collector) spans are
@@ -31,7 +34,7 @@ use opentelemetry_sdk::trace::SdkTracer;
 use parking_lot::RwLock;
 
 pub use export::{Error, ExportConfig, ExportStats, Sampling, Traces};
-pub use span::{EventSpan, HostSpan, SLOW_QUERY};
+pub use span::{AdmissionSpan, EventSpan, HostSpan, SLOW_QUERY};
 
 /// Whether traces are on; read first by every span constructor so the off case is one load.
 static ON: AtomicBool = AtomicBool::new(false);

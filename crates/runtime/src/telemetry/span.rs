@@ -172,6 +172,55 @@ impl HostSpan {
     }
 }
 
+/// The span of one admission request a hook answered: a root span `admission` (each request a
+/// trace of its own) from the request's arrival to its answer. Inert while traces are off.
+#[derive(Default, Debug)]
+pub struct AdmissionSpan(Option<Context>);
+
+impl AdmissionSpan {
+    /// Starts the span of request `uid` to `hook` of `plugin` (of `tenant`): `operation` on
+    /// `kind`, begun at `arrived`.
+    pub fn start(
+        (plugin, tenant, hook): (&str, &str, &str),
+        operation: &str,
+        kind: &WitResource,
+        uid: &str,
+        arrived: Instant,
+    ) -> AdmissionSpan {
+        let Some(tracer) = super::tracer() else {
+            return AdmissionSpan(None);
+        };
+        let attributes = vec![
+            KeyValue::new("plugin", plugin.to_string()),
+            KeyValue::new("tenant", tenant.to_string()),
+            KeyValue::new("hook", hook.to_string()),
+            KeyValue::new("operation", operation.to_string()),
+            KeyValue::new("kind", kind_name(kind)),
+            KeyValue::new("uid", uid.to_string()),
+        ];
+        let span = tracer
+            .span_builder("admission")
+            .with_kind(SpanKind::Server)
+            .with_start_time(wall(arrived))
+            .with_attributes(attributes)
+            .start_with_context(&tracer, &Context::new());
+        AdmissionSpan(Some(Context::new().with_span(span)))
+    }
+
+    /// Ends the span with its `decision` (`allow`, `deny`, `fail`, `ignore`, `skip`), and the
+    /// reason when the plugin gave no usable answer (which marks it failed).
+    pub fn end(self, decision: &str, failure: Option<&str>) {
+        let Some(cx) = self.0 else { return };
+        let span = cx.span();
+        span.set_attribute(KeyValue::new("decision", decision.to_string()));
+        if let Some(reason) = failure {
+            span.set_attribute(KeyValue::new("failure", reason.to_string()));
+            span.set_status(Status::error(reason.to_string()));
+        }
+        span.end();
+    }
+}
+
 /// `group/version/Kind`, `version/Kind` for the core group.
 fn kind_name(k: &WitResource) -> String {
     if k.group.is_empty() {
