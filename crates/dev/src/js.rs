@@ -1,5 +1,5 @@
 //! TypeScript/JavaScript plugins: the JS SDK's `build.mjs` bundles a plugin's `src/plugin.ts`
-//! (or `.js`) with the SDK (esbuild) and builds a component for the `plugin` world with
+//! (or `.js`) with the SDK (esbuild) and builds a component for the `admitting-plugin` world with
 //! componentize-js (the engine behind `jco componentize`), generating the bindings from the WIT
 //! directory on every build.
 //!
