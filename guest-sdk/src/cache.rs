@@ -108,6 +108,18 @@ pub fn by_index_meta(r: &Resource, index: &str, value: &str) -> Result<Vec<Found
     Ok(found)
 }
 
+/// How many of [`by_index`]'s objects match `selector` (all when `None`), counted in the host's
+/// cache: nothing is copied into the plugin, so a policy that only needs how many (the
+/// LoadBalancer Services of a namespace, the Pods of a team) pays microseconds for thousands.
+pub fn count_by_index(
+    r: &Resource,
+    index: &str,
+    value: &str,
+    selector: Option<&str>,
+) -> Result<u32, QueryError> {
+    backend::count_by_index(r, index, value, selector)
+}
+
 /// [`get`] decoded into a `k8s-openapi` type (or any type with a [`k8s_openapi::Resource`] impl).
 pub fn get_as<K>(namespace: Option<&str>, name: &str) -> Result<Option<K>, QueryError>
 where
@@ -192,6 +204,15 @@ mod backend {
     ) -> Result<Vec<u8>, QueryError> {
         imports::by_index_headers(&r.to_wit(), index, value).map_err(err)
     }
+
+    pub(super) fn count_by_index(
+        r: &Resource,
+        index: &str,
+        value: &str,
+        selector: Option<&str>,
+    ) -> Result<u32, QueryError> {
+        imports::count_by_index(&r.to_wit(), index, value, selector).map_err(err)
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -222,6 +243,30 @@ mod backend {
         value: &str,
     ) -> Result<Vec<String>, QueryError> {
         with_cache(|c| c.by_index(r, index, value))
+    }
+
+    /// As the host counts: the selector checked against each object's labels.
+    pub(super) fn count_by_index(
+        r: &Resource,
+        index: &str,
+        value: &str,
+        selector: Option<&str>,
+    ) -> Result<u32, QueryError> {
+        let selector = match selector {
+            Some(s) => informant_manifest::LabelSelector::parse(s)
+                .map_err(|e| QueryError::BadSelector(e.to_string()))?,
+            None => informant_manifest::LabelSelector::default(),
+        };
+        let mut n = 0u32;
+        for json in with_cache(|c| c.by_index(r, index, value))? {
+            let object: serde_json::Value =
+                serde_json::from_str(&json).map_err(|e| QueryError::Decode(format!("{r}: {e}")))?;
+            let labels = crate::testing::cache::labels_of(&object);
+            if selector.matches(|k| labels.get(k).map(String::as_str)) {
+                n += 1;
+            }
+        }
+        Ok(n)
     }
 
     /// As the host concatenates them: each header after its length.

@@ -8,7 +8,8 @@
 //! - `get-one`: reads one ConfigMap by key;
 //! - `index`: reads the 10,000 ConfigMaps of the request's namespace by index, as JSON;
 //! - `meta`: reads the same 10,000 by index as metadata alone (`by-index-headers`) and counts
-//!   those with a label.
+//!   those with a label;
+//! - `count`: has the host count the same 10,000 by index and label (`count-by-index`).
 //!
 //! For each policy and each rate of `ADMISSION_RATES` (default `100,1000,5000` requests/s), the
 //! client sends at that fixed rate for `ADMISSION_SECS` seconds (default 5; at least 10 s worth
@@ -44,11 +45,12 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const OBJECTS: usize = 10_000;
 
 /// (plugin, `config.mode`).
-const POLICIES: [(&str, &str); 4] = [
+const POLICIES: [(&str, &str); 5] = [
     ("noop", "noop"),
     ("get-one", "get-one"),
     ("index", "count-index"),
     ("meta", "count-index-meta"),
+    ("count", "count-index-host"),
 ];
 
 fn main() {

@@ -943,7 +943,7 @@ async fn an_admission_only_host_answers_from_its_caches_and_delivers_no_event() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hook_reads_many_objects_by_index_as_json_or_as_metadata_alone() {
+async fn a_hook_reads_many_objects_by_index_as_json_as_metadata_or_as_a_count() {
     let host = Host::start(
         "",
         &[
@@ -961,6 +961,14 @@ async fn a_hook_reads_many_objects_by_index_as_json_or_as_metadata_alone() {
                 manifest(
                     &table("meta", "validate", "fail", ""),
                     "mode = \"count-index-meta\"",
+                ),
+            ),
+            (
+                "",
+                "count",
+                manifest(
+                    &table("count", "validate", "fail", ""),
+                    "mode = \"count-index-host\"",
                 ),
             ),
         ],
@@ -998,6 +1006,7 @@ async fn a_hook_reads_many_objects_by_index_as_json_or_as_metadata_alone() {
     };
     ask("/admit/json/json", "5 objects").await;
     ask("/admit/meta/meta", "3 objects labelled app").await;
+    ask("/admit/count/count", "3 objects labelled app").await;
     host.stop().await;
 }
 

@@ -32,7 +32,7 @@
 //! ```
 
 mod admission;
-mod cache;
+pub(crate) mod cache;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -21,6 +21,8 @@
 //!   allows with the warning `N objects`;
 //! - `count-index-meta`: as `count-index`, reading the metadata only (`cache::by_index_meta`),
 //!   and warns `N objects labelled app`, counting those with an `app` label;
+//! - `count-index-host`: as `count-index-meta`, the host counting (`cache::count_by_index` with
+//!   the selector `app`): nothing copied into the plugin;
 //! - `get-one`: reads the ConfigMap `config.name` in the request's namespace, then allows;
 //! - `noop` (the default): allows, reading nothing;
 //! - `write`: creates the ConfigMap `admit-write` in the request's namespace during `admit`,
@@ -63,6 +65,8 @@ pub enum Mode {
     CountIndex,
     /// Counts the namespace's ConfigMaps labelled `app`, reading their metadata only.
     CountIndexMeta,
+    /// Counts the namespace's ConfigMaps labelled `app`, counted by the host.
+    CountIndexHost,
     /// Reads one ConfigMap.
     GetOne,
     /// Allows.
@@ -156,6 +160,10 @@ impl Plugin for Admit {
                     .iter()
                     .filter(|f| f.meta().label("app").is_some())
                     .count();
+                Admission::allow().warn(format!("{n} objects labelled app"))
+            }
+            Mode::CountIndexHost => {
+                let n = cache::count_by_index(&config_maps(), "namespace", namespace, Some("app"))?;
                 Admission::allow().warn(format!("{n} objects labelled app"))
             }
             Mode::GetOne => {
@@ -322,6 +330,10 @@ mod tests {
         let a = h.admit(create(&cm(json!({})))).unwrap();
         assert_eq!(a.warnings(), ["1 objects"]);
         let mut h = harness(json!({"mode": "count-index-meta"}));
+        h.cache_mut().insert(&cm(json!({"app": "web"}))).unwrap();
+        let a = h.admit(create(&cm(json!({})))).unwrap();
+        assert_eq!(a.warnings(), ["1 objects labelled app"]);
+        let mut h = harness(json!({"mode": "count-index-host"}));
         h.cache_mut().insert(&cm(json!({"app": "web"}))).unwrap();
         let a = h.admit(create(&cm(json!({})))).unwrap();
         assert_eq!(a.warnings(), ["1 objects labelled app"]);

@@ -360,6 +360,34 @@ impl informant::plugin::cache::Host for CacheCtx<'_> {
         Ok(answer)
     }
 
+    async fn count_by_index(
+        &mut self,
+        r: WitResource,
+        index: String,
+        value: String,
+        label_selector: Option<String>,
+    ) -> Result<u32, QueryError> {
+        let started = self.span.is_on().then(Instant::now);
+        let selector = match &label_selector {
+            Some(s) => {
+                LabelSelector::parse(s).map_err(|e| QueryError::BadSelector(e.to_string()))?
+            }
+            None => LabelSelector::default(),
+        };
+        let objs = self.state.view.by_index(&r, &index, &value)?;
+        let n = objs
+            .iter()
+            .filter(|o| selector.matches(|k| o.label(k)))
+            .count();
+        self.slow_query(started, "cache.count-by-index", &r, || {
+            vec![
+                KeyValue::new("index", index.clone()),
+                KeyValue::new("results", n as i64),
+            ]
+        });
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
+    }
+
     async fn by_index_headers(
         &mut self,
         r: WitResource,
