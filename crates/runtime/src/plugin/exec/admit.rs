@@ -28,7 +28,9 @@ use crate::manifest::Admit;
 use crate::manifest::admit::Operation;
 use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::histogram::DurationHistogram;
-use crate::plugin::exec::instance::{CallError, InstanceSpec, classify, new_store, within};
+use crate::plugin::exec::instance::{
+    CallError, INSTANTIATE_FLOOR, InstanceSpec, classify, new_store, within,
+};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::bindings::PluginIndices;
 use crate::plugin::imports::bindings::admitting::exports::informant::plugin::admission_hook::{
@@ -259,6 +261,22 @@ impl Admitter {
     /// Holds requests until `gate` opens (the version's informers have synced).
     pub fn set_gate(&self, gate: Gate) {
         *self.gate.lock() = Some(gate);
+    }
+
+    /// Makes one instance ahead of the first request, in the background: an interpreter's
+    /// memory image (Python, TypeScript) can take longer to instantiate than a hook's timeout.
+    /// A failure here is left to the first request to meet, and report.
+    pub fn warm(self: &Arc<Self>) {
+        let admitter = Arc::downgrade(self);
+        tokio::spawn(async move {
+            let Some(a) = admitter.upgrade() else { return };
+            if let Ok(pooled) = a.instantiate(INSTANTIATE_FLOOR).await {
+                let mut idle = a.idle.lock();
+                if idle.len() < a.size {
+                    idle.push(pooled);
+                }
+            }
+        });
     }
 
     /// The most instances it keeps.

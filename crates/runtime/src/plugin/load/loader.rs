@@ -611,6 +611,7 @@ impl PluginHost {
                         }
                         if let Some(admitter) = &admitter {
                             admitter.set_gate(gate.clone());
+                            admitter.warm();
                         }
                         loaded.insert(
                             id.clone(),
