@@ -125,9 +125,9 @@ pub struct AdmissionServer {
     /// What clients trust it by; changes with a managed CA's rollover.
     ca_bundle: watch::Receiver<Vec<u8>>,
     /// Keeps a fixed bundle's channel open.
-    _fixed: Option<watch::Sender<Vec<u8>>>,
+    fixed_bundle: Option<watch::Sender<Vec<u8>>>,
     /// Keeps managed certificates in step with their Secret.
-    _certs: Option<Arc<certs::ManagedCerts>>,
+    managed: Option<Arc<certs::ManagedCerts>>,
 }
 
 impl AdmissionServer {
@@ -150,7 +150,7 @@ impl AdmissionServer {
         let fixed = watch::channel(tls.ca_bundle()).0;
         let mut server =
             AdmissionServer::serve(addr, tls, fixed.subscribe(), (host, record)).await?;
-        server._fixed = Some(fixed);
+        server.fixed_bundle = Some(fixed);
         Ok(server)
     }
 
@@ -164,7 +164,7 @@ impl AdmissionServer {
         let bundle = certs.bundle();
         let tls = tls::serving(certs.resolver(), bundle.borrow().clone())?;
         let mut server = AdmissionServer::serve(addr, tls, bundle, (host, record)).await?;
-        server._certs = Some(certs);
+        server.managed = Some(certs);
         Ok(server)
     }
 
@@ -192,8 +192,8 @@ impl AdmissionServer {
         Ok(AdmissionServer {
             served,
             ca_bundle,
-            _fixed: None,
-            _certs: None,
+            fixed_bundle: None,
+            managed: None,
         })
     }
 
@@ -210,7 +210,7 @@ impl AdmissionServer {
 
     /// The certificates it manages, when it does.
     pub fn certs(&self) -> Option<&Arc<certs::ManagedCerts>> {
-        self._certs.as_ref()
+        self.managed.as_ref()
     }
 
     /// Stops accepting connections and waits (a bounded time) for requests in flight.
