@@ -12,7 +12,7 @@ use informant_runtime::admission::webhooks::Endpoint;
 use informant_runtime::plugin::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_runtime::tls::ServerTls;
-use informant_tests::admission::{Webhook, review};
+use informant_tests::admission::{WEBHOOK, Webhook, loopback_admission, registered, review};
 use informant_tests::http::{free_addr, get};
 use informant_tests::plugins::{never_quarantined, wasm};
 use informant_tests::{create_namespaces, guarded};
@@ -20,9 +20,6 @@ use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
-
-/// The configurations the host keeps for its hooks.
-const WEBHOOK: &str = "informant-test";
 
 /// A plugin to install: (tenant, name, manifest).
 type Install<'a> = (&'a str, &'a str, String);
@@ -98,11 +95,8 @@ impl Host {
                 config: host_config,
                 admin: Some(admin),
                 admission: Some(AdmissionOptions {
-                    addr: "127.0.0.1:0".parse().unwrap(),
-                    tls: ServerTls::SelfSigned,
-                    register: Some((WEBHOOK.into(), Endpoint::Url(String::new()))),
-                    cert_secret: None,
                     record,
+                    ..loopback_admission()
                 }),
                 admission_only,
                 ..Default::default()
@@ -127,33 +121,7 @@ impl Host {
 
     /// Waits until the configurations hold a webhook for every hook that runs.
     async fn wait_registered(&self) {
-        let hooks: usize = self
-            .runtime
-            .host
-            .as_ref()
-            .unwrap()
-            .admitters()
-            .iter()
-            .map(|(_, a)| a.hooks().len())
-            .sum();
-        let api: Api<ValidatingWebhookConfiguration> = Api::all(self.server.client());
-        let mutating: Api<
-            k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
-        > = Api::all(self.server.client());
-        guarded("the webhook configurations", async {
-            loop {
-                let v = api.get_opt(WEBHOOK).await.ok().flatten();
-                let m = mutating.get_opt(WEBHOOK).await.ok().flatten();
-                let count = v.and_then(|c| c.webhooks).map_or(0, |w| w.len())
-                    + m.and_then(|c| c.webhooks).map_or(0, |w| w.len());
-                if count == hooks {
-                    return;
-                }
-                // The registrar offers no signal outside the process: poll the condition.
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-        })
-        .await;
+        registered(self.server.client(), &self.runtime).await;
     }
 
     fn configmaps(&self, ns: &str) -> Api<ConfigMap> {

@@ -8,22 +8,14 @@
 use std::path::Path;
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::admission::AdmissionOptions;
-use informant_runtime::admission::webhooks::Endpoint;
 use informant_runtime::plugin::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
-use informant_runtime::tls::ServerTls;
+use informant_tests::admission::{loopback_admission, registered};
+use informant_tests::create_namespaces;
 use informant_tests::plugins::{js_wasm, never_quarantined};
-use informant_tests::{create_namespaces, guarded};
-use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
-};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, PostParams};
 use serde_json::json;
-
-/// The configurations the host keeps for its hooks.
-const WEBHOOK: &str = "informant-test";
 
 /// The plugin's name, and its directory in the workspace.
 const PLUGIN: &str = "image-policy-ts";
@@ -69,13 +61,7 @@ impl Host {
             RuntimeOptions {
                 plugins: Some(dir.path().to_path_buf()),
                 config,
-                admission: Some(AdmissionOptions {
-                    addr: "127.0.0.1:0".parse().unwrap(),
-                    tls: ServerTls::SelfSigned,
-                    register: Some((WEBHOOK.into(), Endpoint::Url(String::new()))),
-                    cert_secret: None,
-                    record: None,
-                }),
+                admission: Some(loopback_admission()),
                 ..Default::default()
             },
         )
@@ -97,22 +83,7 @@ impl Host {
             .map(|(_, a)| a.hooks().len())
             .sum();
         assert_eq!(hooks, 4, "the example's [[admit]] tables all run");
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.server.client());
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.server.client());
-        guarded("the webhook configurations", async {
-            loop {
-                let v = validating.get_opt(WEBHOOK).await.ok().flatten();
-                let m = mutating.get_opt(WEBHOOK).await.ok().flatten();
-                let count = v.and_then(|c| c.webhooks).map_or(0, |w| w.len())
-                    + m.and_then(|c| c.webhooks).map_or(0, |w| w.len());
-                if count == hooks {
-                    return;
-                }
-                // The registrar offers no signal outside the process: poll the condition.
-                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-            }
-        })
-        .await;
+        registered(self.server.client(), &self.runtime).await;
     }
 
     /// Creates a Pod through the API server (and so through the webhooks).

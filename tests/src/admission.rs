@@ -155,3 +155,47 @@ pub fn review(uid: &str, operation: &str, object: &Value) -> Value {
         }
     })
 }
+
+/// The webhook configurations' name the tests' hosts keep.
+pub const WEBHOOK: &str = "informant-test";
+
+/// Admission on a free loopback port, with a certificate made at start, registered with the
+/// API server as [`WEBHOOK`] at the address it listens on.
+pub fn loopback_admission() -> informant_runtime::admission::AdmissionOptions {
+    use informant_runtime::admission::AdmissionOptions;
+    use informant_runtime::admission::webhooks::Endpoint;
+    AdmissionOptions {
+        addr: "127.0.0.1:0".parse().unwrap(),
+        tls: informant_runtime::tls::ServerTls::SelfSigned,
+        register: Some((WEBHOOK.into(), Endpoint::Url(String::new()))),
+        cert_secret: None,
+        record: None,
+    }
+}
+
+/// Waits until the [`WEBHOOK`] configurations `client` reads hold a webhook for each of the
+/// hooks `runtime` runs.
+pub async fn registered(client: kube::Client, runtime: &informant_runtime::runtime::Runtime) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    };
+    let hooks: usize = (runtime.host.as_ref().expect("plugins").admitters().iter())
+        .map(|(_, a)| a.hooks().len())
+        .sum();
+    let validating: kube::Api<ValidatingWebhookConfiguration> = kube::Api::all(client.clone());
+    let mutating: kube::Api<MutatingWebhookConfiguration> = kube::Api::all(client);
+    guarded("the webhook configurations", async {
+        loop {
+            let v = validating.get_opt(WEBHOOK).await.ok().flatten();
+            let m = mutating.get_opt(WEBHOOK).await.ok().flatten();
+            let count = v.and_then(|c| c.webhooks).map_or(0, |w| w.len())
+                + m.and_then(|c| c.webhooks).map_or(0, |w| w.len());
+            if count == hooks {
+                return;
+            }
+            // The registrar offers no signal outside the process: poll the condition.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+}
