@@ -88,14 +88,7 @@ impl<'a> Admit<'a> {
         }
         let prepare = |dry: &WriteOpts| {
             let updated = shared.api.update(&res, ns, name, obj.clone(), sub, dry)?;
-            let old = shared.api.get(&res, ns, name)?.value()?;
-            Ok(Attempt::new(
-                &res,
-                Operation::Update,
-                ns,
-                Some(old),
-                Some(updated),
-            ))
+            updating(shared, &res, ns, name, updated)
         };
         let commit = |a: &Attempt| {
             let obj = a.pinned();
@@ -131,14 +124,7 @@ impl<'a> Admit<'a> {
                     Some(patched),
                 ));
             }
-            let old = shared.api.get(&res, ns, name)?.value()?;
-            Ok(Attempt::new(
-                &res,
-                Operation::Update,
-                ns,
-                Some(old),
-                Some(patched),
-            ))
+            updating(shared, &res, ns, name, patched)
         };
         let commit = |a: &Attempt| {
             let obj = a.pinned();
@@ -387,6 +373,25 @@ impl<'a> Admit<'a> {
         let answer = call::post(&to, hook.timeout, body).await?;
         review::verdict(&uid, hook.mutating, &answer)
     }
+}
+
+/// An UPDATE of `ns/name` to `new` (as a dry run made it), with the object as stored now as
+/// its old object.
+fn updating(
+    shared: &Shared,
+    res: &ResourceType,
+    ns: &str,
+    name: &str,
+    new: Value,
+) -> ApiResult<Attempt> {
+    let old = shared.api.get(res, ns, name)?.value()?;
+    Ok(Attempt::new(
+        res,
+        Operation::Update,
+        ns,
+        Some(old),
+        Some(new),
+    ))
 }
 
 /// A denial as kube-apiserver's `ToStatusErr` words it (as it has since 1.15: a code below

@@ -67,7 +67,7 @@ pub async fn answer(
             decision,
             failure: None,
         },
-        Err(why) => failed("invalid", why),
+        Err(why) => failed("invalid", why.to_string()),
     }
 }
 
@@ -92,13 +92,43 @@ fn scope_of(req: &AdmissionRequest<DynamicObject>) -> Option<&str> {
     req.namespace.as_deref().filter(|ns| !ns.is_empty())
 }
 
+/// Why a plugin's answer cannot be given to the API server: the hook's failure policy applies.
+#[derive(Debug, thiserror::Error)]
+pub enum Unusable {
+    /// A denial whose status code is not an HTTP error (400–599).
+    #[error("denied with {0}, which is not an HTTP error code")]
+    Code(u16),
+    /// A validating hook may not change the object.
+    #[error("a validating hook answered with a patch")]
+    PatchFromValidating,
+    /// The patch is not RFC 6902 JSON.
+    #[error("its patch is not a JSON Patch (RFC 6902): {0}")]
+    NotJsonPatch(#[source] serde_json::Error),
+    /// A patch for a request with nothing to patch (a DELETE, a CONNECT).
+    #[error("it patched a {0} request, which has no object")]
+    NoObject(&'static str),
+    /// The request's object could not be read back as JSON to try the patch on.
+    #[error("the request's object does not serialize: {0}")]
+    Object(#[source] serde_json::Error),
+    /// The patch fails on the object (a test that fails, a path that is not there).
+    #[error("its patch does not apply: {0}")]
+    DoesNotApply(#[source] json_patch::PatchError),
+    /// The patch changes what names the object: the API server would refuse it or act on
+    /// another object.
+    #[error("its patch changes `{0}`")]
+    Identity(String),
+    /// The patch could not be encoded into the response.
+    #[error("its patch does not serialize: {0}")]
+    Encode(#[source] kube::core::admission::SerializePatchError),
+}
+
 /// The plugin's answer as a response, once it holds up: warnings bounded, a patch only from a
 /// mutating hook, well-formed, applying to the object and leaving its identity alone.
 fn checked(
     hook: &Hook,
     req: &AdmissionRequest<DynamicObject>,
     answer: Response,
-) -> Result<(AdmissionResponse, Decision), String> {
+) -> Result<(AdmissionResponse, Decision), Unusable> {
     let warnings: Vec<String> = answer
         .warnings
         .into_iter()
@@ -109,11 +139,7 @@ fn checked(
         let code = match answer.code {
             0 => 403,
             c if (400..600).contains(&c) => c,
-            other => {
-                return Err(format!(
-                    "denied with {other}, which is not an HTTP error code"
-                ));
-            }
+            other => return Err(Unusable::Code(other)),
         };
         let mut response = denied(req, code, bounded(answer.message, MAX_MESSAGE_BYTES));
         response.warnings = (!warnings.is_empty()).then_some(warnings);
@@ -125,19 +151,17 @@ fn checked(
         return Ok((response, Decision::Allow));
     };
     if hook.table.mode == Mode::Validate {
-        return Err("a validating hook answered with a patch".into());
+        return Err(Unusable::PatchFromValidating);
     }
-    let patch: json_patch::Patch = serde_json::from_str(&text)
-        .map_err(|e| format!("its patch is not a JSON Patch (RFC 6902): {e}"))?;
+    let patch: json_patch::Patch = serde_json::from_str(&text).map_err(Unusable::NotJsonPatch)?;
     let Some(object) = &req.object else {
-        return Err(format!(
-            "it patched a {} request, which has no object",
-            review::operation(&req.operation).as_kubernetes()
+        return Err(Unusable::NoObject(
+            review::operation(&req.operation).as_kubernetes(),
         ));
     };
-    let before = serde_json::to_value(object).map_err(|e| e.to_string())?;
+    let before = serde_json::to_value(object).map_err(Unusable::Object)?;
     let mut after = before.clone();
-    json_patch::patch(&mut after, &patch).map_err(|e| format!("its patch does not apply: {e}"))?;
+    json_patch::patch(&mut after, &patch).map_err(Unusable::DoesNotApply)?;
     for path in [
         &["apiVersion"][..],
         &["kind"],
@@ -147,12 +171,10 @@ fn checked(
     ] {
         let at = |v: &Value| path.iter().try_fold(v, |v, k| v.get(k)).cloned();
         if at(&before) != at(&after) {
-            return Err(format!("its patch changes `{}`", path.join(".")));
+            return Err(Unusable::Identity(path.join(".")));
         }
     }
-    response = response
-        .with_patch(patch)
-        .map_err(|e| format!("its patch does not serialize: {e}"))?;
+    response = response.with_patch(patch).map_err(Unusable::Encode)?;
     Ok((response, Decision::Allow))
 }
 

@@ -218,6 +218,28 @@ fn common(
     }
 }
 
+/// A webhook of type `$ty` (the validating and mutating ones share these fields) from
+/// `common`'s parts, with side effects none, v1 reviews and exact matching, plus `$extra`.
+macro_rules! webhook {
+    ($ty:ident, $c:expr $(, $field:ident: $value:expr)*) => {{
+        let c = $c;
+        $ty {
+            name: c.name,
+            client_config: c.client,
+            rules: Some(c.rules),
+            namespace_selector: c.namespace_selector,
+            object_selector: c.object_selector,
+            failure_policy: Some(c.failure_policy),
+            timeout_seconds: Some(c.timeout_seconds),
+            side_effects: "None".into(),
+            admission_review_versions: vec!["v1".into()],
+            match_policy: Some("Exact".into()),
+            match_conditions: None,
+            $($field: $value,)*
+        }
+    }};
+}
+
 /// The two configurations for `hooks` (every running version with hooks, by plugin).
 pub fn configurations(
     reg: &Registration,
@@ -230,38 +252,10 @@ pub fn configurations(
             let c = common(reg, &ca_bundle, id, admitter, hook);
             let sorted = (c.name.clone(), ());
             match hook.table.mode {
-                Mode::Validate => validating.push((
-                    sorted,
-                    ValidatingWebhook {
-                        name: c.name,
-                        client_config: c.client,
-                        rules: Some(c.rules),
-                        namespace_selector: c.namespace_selector,
-                        object_selector: c.object_selector,
-                        failure_policy: Some(c.failure_policy),
-                        timeout_seconds: Some(c.timeout_seconds),
-                        side_effects: "None".into(),
-                        admission_review_versions: vec!["v1".into()],
-                        match_policy: Some("Exact".into()),
-                        match_conditions: None,
-                    },
-                )),
+                Mode::Validate => validating.push((sorted, webhook!(ValidatingWebhook, c))),
                 Mode::Mutate => mutating.push((
                     sorted,
-                    MutatingWebhook {
-                        name: c.name,
-                        client_config: c.client,
-                        rules: Some(c.rules),
-                        namespace_selector: c.namespace_selector,
-                        object_selector: c.object_selector,
-                        failure_policy: Some(c.failure_policy),
-                        timeout_seconds: Some(c.timeout_seconds),
-                        side_effects: "None".into(),
-                        admission_review_versions: vec!["v1".into()],
-                        match_policy: Some("Exact".into()),
-                        reinvocation_policy: Some("Never".into()),
-                        match_conditions: None,
-                    },
+                    webhook!(MutatingWebhook, c, reinvocation_policy: Some("Never".into())),
                 )),
             }
         }

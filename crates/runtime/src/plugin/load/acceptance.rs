@@ -242,25 +242,25 @@ pub fn accept(
     }
 }
 
-/// Why each `[[write]]` is outside the tenant's grant: every namespace it names must be one
-/// the tenant may see, and every (verb, namespace) one of the tenant's `write` tables allows. A
-/// table naming no namespace needs a tenant table for its verbs on that kind; the calls are
-/// then held to both at run time.
-/// Why a component cannot serve its manifest's `[[admit]]` tables: it lacks the
-/// `admission-hook` export (built for the `plugin` world, or by an SDK before admission).
+/// A component cannot serve its manifest's `[[admit]]` tables: it lacks the `admission-hook`
+/// export (built for the `plugin` world, or by an SDK from before admission).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the manifest declares [[admit]] tables, but the component does not export \
+     `informant:plugin/admission-hook` (build it for the `admitting-plugin` world, as the \
+     informant-sdk of this release does)"
+)]
+pub struct NoAdmissionExport;
+
+/// Whether `component` can serve the `[[admit]]` tables of `manifest` (if it has any).
 pub fn admission_export(
     manifest: &Manifest,
     component: &crate::plugin::exec::engine::LoadedComponent,
-) -> Result<(), String> {
+) -> Result<(), NoAdmissionExport> {
     if manifest.admit.is_empty() || component.admission_hook.is_some() {
         return Ok(());
     }
-    Err(
-        "the manifest declares [[admit]] tables, but the component does not export \
-         `informant:plugin/admission-hook` (build it for the `admitting-plugin` world, as the \
-         informant-sdk of this release does)"
-            .into(),
-    )
+    Err(NoAdmissionExport)
 }
 
 /// What a manifest's `[[admit]]` tables ask beyond its tenant's grant: requests for a kind it
@@ -310,6 +310,10 @@ fn admit_refusals(
     refusals
 }
 
+/// Why each `[[write]]` is outside the tenant's grant: every namespace it names must be one
+/// the tenant may see, and every (verb, namespace) one of the tenant's `write` tables allows. A
+/// table naming no namespace needs a tenant table for its verbs on that kind; the calls are
+/// then held to both at run time.
 fn write_refusals(
     manifest: &Manifest,
     who: &str,

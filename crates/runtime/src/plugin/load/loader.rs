@@ -41,69 +41,23 @@ use crate::durable::Durable;
 use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
-use crate::plugin::dispatch::namespace_selector::NamespaceWatch;
 use crate::plugin::exec::admit::Admitter;
 use crate::plugin::exec::engine::{PluginEngine, hex};
-use crate::plugin::exec::gate::{Gate, open_when_settled};
-use crate::plugin::exec::supervisor::Supervisor;
+use crate::plugin::exec::gate::open_when_settled;
 use crate::plugin::id::PluginId;
 use crate::plugin::imports::cluster::Cluster;
 use crate::plugin::imports::log::PluginLog;
-use crate::plugin::load::host_config::{HostConfig, NeedsRestart, same_limits};
-use crate::plugin::load::permitted::{self, NotPermitted};
+use crate::plugin::load::host_config::{HostConfig, NeedsRestart};
+use crate::plugin::load::loaded::Loaded;
+use crate::plugin::load::permitted;
 use crate::plugin::load::plan::{self as planning, Candidate, Step, plan};
 use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
-use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::{Found, scan};
 use crate::plugin::load::status::{ReconcileReport, Refusal, Running};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::plugin::logbook::LogBook;
 use crate::shard::Shard;
 use crate::tenancy::TenantPolicy;
-
-/// A registered plugin version: its supervisor, its informer claims with their handlers, and
-/// what it was admitted under.
-pub(super) struct Loaded {
-    pub(super) supervisor: Arc<Supervisor>,
-    pub(super) fingerprint: String,
-    /// What its delivery cursors are valid for (see `prepare::delivery_scope`).
-    pub(super) scope: String,
-    pub(super) handles: Vec<(InformerClaim, ListenerHandle)>,
-    /// What it was admitted under; a config reload that changes either re-admits it.
-    pub(super) policy: Arc<TenantPolicy>,
-    pub(super) config: Arc<HostConfig>,
-    /// Field indexes its manifest declares.
-    pub(super) field_indexes: usize,
-    /// `[[schedule]]` tables its manifest declares.
-    pub(super) schedules: usize,
-    /// For each of `handles`: the wildcard watch (index) and the resource it serves there.
-    pub(super) kinds: Vec<Option<(usize, String)>>,
-    /// Set when its manifest has wildcard watches: what re-expanding them needs.
-    pub(super) wildcard: Option<Arc<WildcardWatches>>,
-    /// Kinds its wildcard watches cover that RBAC does not let it watch.
-    pub(super) not_permitted: Vec<NotPermitted>,
-    /// Open once its informers settled: its events flow.
-    pub(super) gate: Gate,
-    /// Opens `gate`; aborted when the version is unregistered first.
-    pub(super) opening: tokio::task::JoinHandle<()>,
-    /// Its `namespace-selector` watches' handlers on the Namespace informer.
-    pub(super) selections: Vec<NamespaceWatch>,
-    /// Its admission hooks, if it has any.
-    pub(super) admitter: Option<Arc<Admitter>>,
-}
-
-impl Loaded {
-    /// The resources its wildcard watches cover now, sorted, each once.
-    pub(super) fn expanded(&self) -> Vec<String> {
-        let set: BTreeSet<&String> = self.kinds.iter().flatten().map(|(_, n)| n).collect();
-        set.into_iter().cloned().collect()
-    }
-
-    /// Whether this version was admitted under exactly `policy` and `config`'s limits.
-    pub(super) fn admitted_under(&self, policy: &Arc<TenantPolicy>, config: &HostConfig) -> bool {
-        Arc::ptr_eq(&self.policy, policy) && same_limits(&self.config, config)
-    }
-}
 
 /// Loads plugins from a directory and keeps them registered with the informers.
 pub struct PluginHost {
@@ -511,7 +465,7 @@ impl PluginHost {
                             Some(old) => {
                                 self.swapping(&id, &old);
                                 self.publish(&loaded);
-                                self.unregister(old).await;
+                                old.stop().await;
                                 true
                             }
                             None => false,
@@ -731,7 +685,7 @@ impl PluginHost {
         if handed_over && let Some(d) = &self.durable {
             d.save();
         }
-        self.unregister(old).await;
+        old.stop().await;
         if handed_over {
             let owner = self.shard.as_ref().and_then(|s| {
                 s.assignment
@@ -767,7 +721,7 @@ impl PluginHost {
             && let Some(old) = loaded.remove(id)
         {
             self.publish(loaded);
-            self.unregister(old).await;
+            old.stop().await;
             id.span().in_scope(|| {
                 tracing::info!("plugin removed: the config it was admitted under changed")
             });
@@ -788,19 +742,7 @@ impl PluginHost {
         self.refused.write().clear();
         let all = std::mem::take(&mut *loaded);
         // All at once: shutdown takes the longest in-flight call, not the sum of them.
-        futures::future::join_all(all.into_values().map(|l| self.unregister(l))).await;
+        futures::future::join_all(all.into_values().map(Loaded::stop)).await;
         self.sync_crd_watch(&loaded).await;
-    }
-
-    /// Stops a version: no new call starts, its in-flight call (bounded by its deadline) ends,
-    /// then its informer claims are given back (an informer a replacement has already claimed
-    /// keeps running).
-    pub(super) async fn unregister(&self, old: Loaded) {
-        old.opening.abort();
-        old.supervisor.close();
-        drop(old.selections);
-        let (informers, handles): (Vec<_>, Vec<_>) = old.handles.into_iter().unzip();
-        futures::future::join_all(handles.into_iter().map(ListenerHandle::shutdown)).await;
-        drop(informers);
     }
 }

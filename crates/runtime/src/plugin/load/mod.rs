@@ -4,6 +4,8 @@
 //! - [`check`]: the offline check behind `informant check`.
 //! - [`loader`]: the [`PluginHost`](loader::PluginHost): the plugins directory, reconciled on
 //!   start and on every change, in the order `scan` → `prepare` → register.
+//! - `loaded`: one registered version: its supervisor, informer claims and handlers, and how it
+//!   stops.
 //! - [`host_config`]: the host-wide defaults and ceilings manifests are admitted against.
 //! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
 //! - `handover`: a plugin taken over from another shard member starts where its cursors say.
@@ -23,6 +25,7 @@ pub mod acceptance;
 pub mod check;
 mod handover;
 pub mod host_config;
+mod loaded;
 pub mod loader;
 pub mod permitted;
 mod plan;

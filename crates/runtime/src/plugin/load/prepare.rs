@@ -38,7 +38,7 @@ use crate::plugin::metrics::PluginMetrics;
 use crate::shard::Shard;
 use crate::tenancy::{Budgeted, TenantPolicy};
 
-use crate::plugin::load::loader::Loaded;
+use crate::plugin::load::loaded::Loaded;
 
 /// How long a plugin's events wait for its informers to sync (see
 /// [`crate::plugin::exec::gate`]) before they are delivered anyway.
@@ -178,10 +178,10 @@ impl PluginHost {
                     what: "compiling the component",
                     source: e.into(),
                 })??;
-        admission_export(&manifest, &component).map_err(|reason| PluginError::Refused {
+        admission_export(&manifest, &component).map_err(|missing| PluginError::Refused {
             plugin: id.to_string(),
             path: found.wasm.clone(),
-            reason,
+            reason: missing.to_string(),
         })?;
 
         let grant = &policy.grant;

@@ -26,7 +26,7 @@ use crate::plugin::load::prepare::{Start, register};
 use crate::plugin::load::wildcard::expand;
 use crate::plugin::manifest::Manifest;
 
-use crate::plugin::load::loader::Loaded;
+use crate::plugin::load::loaded::Loaded;
 use crate::plugin::load::loader::PluginHost;
 
 /// How often wildcard watches are re-expanded without a CRD change.

@@ -19,7 +19,7 @@ use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::plugin::logbook::LogRing;
 
-use crate::plugin::load::loader::Loaded;
+use crate::plugin::load::loaded::Loaded;
 
 /// A running plugin: its supervisor (counters, state) and its queues' figures summed over the
 /// informers it watches.
