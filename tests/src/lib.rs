@@ -14,6 +14,7 @@ pub mod plugins;
 pub mod proc;
 pub mod rbac;
 pub mod receiver;
+pub mod registry;
 pub mod toolchains;
 
 use std::future::Future;

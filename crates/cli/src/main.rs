@@ -54,6 +54,10 @@ enum Command {
     Logs(cli::logs::Args),
     /// Events a running host's plugins failed for good (with `--state-dir`): list, retry, drop.
     DeadLetters(cli::dead_letters::Args),
+    /// Push a plugin and its manifest to an OCI registry (CNCF wasm layout).
+    Push(cli::registry::PushArgs),
+    /// Pull a plugin from an OCI registry into a plugins directory.
+    Pull(cli::registry::PullArgs),
 }
 
 /// mimalloc rather than glibc's malloc: a list's decoding garbage is handed back to the system
@@ -80,6 +84,8 @@ async fn run(command: Command) -> Result<()> {
         Command::Status(args) => cli::status::run(args).await,
         Command::Logs(args) => cli::logs::run(args).await,
         Command::DeadLetters(args) => cli::dead_letters::run(args).await,
+        Command::Push(args) => cli::registry::push(args).await,
+        Command::Pull(args) => cli::registry::pull(args).await,
     }
 }
 

@@ -8,6 +8,7 @@ pub mod dev;
 pub mod logs;
 pub mod new;
 pub mod record;
+pub mod registry;
 pub mod replay;
 pub mod run;
 pub mod status;

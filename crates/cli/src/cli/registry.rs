@@ -1,0 +1,189 @@
+//! `informant push` and `informant pull`: plugins as OCI artifacts in the CNCF wasm layout
+//! ([`informant_oci`]).
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use informant_oci::credentials::Credentials;
+use informant_oci::registry::PlainHttp;
+use informant_oci::{Options, Reference, Registry};
+use informant_runtime::manifest::Manifest;
+use informant_runtime::plugin::load::check::manifest_beside;
+
+/// How to reach the registry: the same for `push` and `pull`.
+#[derive(clap::Args)]
+pub struct RegistryArgs {
+    /// Registry logins: a dockerconfigjson (default: `$DOCKER_CONFIG/config.json`, else
+    /// `~/.docker/config.json`, if there is one).
+    #[arg(long, value_name = "config.json")]
+    registry_config: Option<PathBuf>,
+    /// CA certificates (PEM) trusted for the registry besides the system's.
+    #[arg(long, value_name = "PEM")]
+    registry_ca: Option<PathBuf>,
+    /// Plain HTTP instead of HTTPS, for a registry on a loopback address only.
+    #[arg(long)]
+    plain_http: bool,
+    /// Plain HTTP for any registry: credentials and plugins cross the network unprotected.
+    #[arg(long)]
+    plain_http_anywhere: bool,
+}
+
+impl RegistryArgs {
+    fn registry(&self) -> Result<Registry> {
+        let credentials = match self.registry_config.clone().or_else(default_docker_config) {
+            Some(path) => Credentials::from_file(&path)?,
+            None => Credentials::none(),
+        };
+        let plain_http = match (self.plain_http_anywhere, self.plain_http) {
+            (true, _) => PlainHttp::Anywhere,
+            (false, true) => PlainHttp::Loopback,
+            (false, false) => PlainHttp::Never,
+        };
+        Ok(Registry::new(Options {
+            credentials,
+            ca_file: self.registry_ca.clone(),
+            plain_http,
+            ..Options::default()
+        })?)
+    }
+}
+
+/// Docker's own default, where `docker login` writes: only if the file is there.
+fn default_docker_config() -> Option<PathBuf> {
+    let dir = match std::env::var_os("DOCKER_CONFIG") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(std::env::var_os("HOME")?).join(".docker"),
+    };
+    Some(dir.join("config.json")).filter(|p| p.is_file())
+}
+
+/// Arguments of `informant push`.
+#[derive(clap::Args)]
+pub struct PushArgs {
+    /// The plugin component (`NAME.wasm`).
+    plugin: PathBuf,
+    /// Where to push it: `REGISTRY/REPOSITORY:TAG`.
+    reference: String,
+    /// Its manifest (default: `NAME.toml` beside the component); carried in the artifact.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
+    /// The plugin's name in the artifact (default: the component's file name without `.wasm`).
+    #[arg(long)]
+    name: Option<String>,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// Pushes a plugin and its manifest; prints the reference pinned to what was pushed.
+pub async fn push(args: PushArgs) -> Result<()> {
+    let reference = parse(&args.reference)?;
+    let manifest_path = args
+        .manifest
+        .clone()
+        .unwrap_or_else(|| manifest_beside(&args.plugin));
+    let name = match &args.name {
+        Some(n) => n.clone(),
+        None => args
+            .plugin
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .with_context(|| format!("`{}` names no file", args.plugin.display()))?,
+    };
+    let wasm = std::fs::read(&args.plugin)
+        .with_context(|| format!("reading `{}`", args.plugin.display()))?;
+    let manifest = std::fs::read_to_string(&manifest_path)
+        .with_context(|| format!("reading `{}`", manifest_path.display()))?;
+    // What would not load here is not worth publishing.
+    Manifest::parse(&manifest, &manifest_path)?;
+    let registry = args.registry.registry()?;
+    eprintln!(
+        "pushing `{}` ({} KiB) and `{}` to {}",
+        args.plugin.display(),
+        wasm.len().div_ceil(1024),
+        manifest_path.display(),
+        reference.whole()
+    );
+    let pushed = registry.push(&reference, &name, wasm, &manifest).await?;
+    println!("{}", pushed.pinned);
+    Ok(())
+}
+
+/// Arguments of `informant pull`.
+#[derive(clap::Args)]
+pub struct PullArgs {
+    /// What to pull: `REGISTRY/REPOSITORY:TAG` or `REGISTRY/REPOSITORY@sha256:…`.
+    reference: String,
+    /// The plugins directory (or a tenant's subdirectory) to write `NAME.wasm` and `NAME.toml`
+    /// into.
+    dir: PathBuf,
+    /// The name to write it under (default: the artifact's title, else the repository's last
+    /// segment).
+    #[arg(long)]
+    name: Option<String>,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// Pulls a plugin into a directory, each file replaced whole; prints what it wrote.
+pub async fn pull(args: PullArgs) -> Result<()> {
+    let reference = parse(&args.reference)?;
+    if !args.dir.is_dir() {
+        bail!("`{}` is not a directory", args.dir.display());
+    }
+    let registry = args.registry.registry()?;
+    let artifact = registry.pull(&reference).await?;
+    let name = match (&args.name, &artifact.name) {
+        (Some(n), _) | (None, Some(n)) => n.clone(),
+        (None, None) => reference
+            .repository()
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string(),
+    };
+    informant_oci::layout::check_name(&name)
+        .map_err(|reason| anyhow::anyhow!("plugin name {name:?} {reason}: pass --name"))?;
+    let wasm_path = args.dir.join(format!("{name}.wasm"));
+    let manifest_path = args.dir.join(format!("{name}.toml"));
+    // The manifest first: a host that sees the new component finds its manifest beside it.
+    if let Some(text) = &artifact.manifest {
+        Manifest::parse(text, &manifest_path)
+            .with_context(|| format!("the manifest carried by {}", artifact.pinned))?;
+        replace(&manifest_path, text.as_bytes())?;
+    }
+    replace(&wasm_path, &artifact.wasm)?;
+    println!("{} -> {}", artifact.pinned, wasm_path.display());
+    match &artifact.manifest {
+        Some(_) => println!("{} -> {}", artifact.pinned, manifest_path.display()),
+        None => eprintln!(
+            "note: the artifact carries no manifest{}: write `{}` beside the component",
+            if artifact.legacy {
+                " (a legacy wasm layout)"
+            } else {
+                ""
+            },
+            manifest_path.display()
+        ),
+    }
+    Ok(())
+}
+
+fn parse(reference: &str) -> Result<Reference> {
+    reference
+        .parse()
+        .with_context(|| format!("`{reference}` is not an OCI reference (REGISTRY/REPOSITORY:TAG)"))
+}
+
+/// Writes `path` whole: a temporary file beside it, renamed over it.
+fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".informant-pull-")
+        .tempfile_in(dir)
+        .with_context(|| format!("creating a file in `{}`", dir.display()))?;
+    std::io::Write::write_all(&mut tmp, bytes)
+        .with_context(|| format!("writing `{}`", path.display()))?;
+    tmp.persist(path)
+        .with_context(|| format!("writing `{}`", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,18 @@
+//! Plugins as OCI artifacts, in the CNCF TAG-Runtime wasm layout: a config of media type
+//! `application/vnd.wasm.config.v0+json` and one `application/wasm` layer, the plugin's manifest
+//! (`NAME.toml`) carried in the image manifest's annotations.
+//!
+//! - [`layout`]: the media types, the config, the annotations and what a pulled artifact must
+//!   hold (one wasm layer; the legacy `application/vnd.wasm.content.layer.v1+wasm` that
+//!   Kubewarden and Spin push is read too).
+//! - [`credentials`]: registry logins from a `dockerconfigjson` (a Docker `config.json`, or the
+//!   data of a `kubernetes.io/dockerconfigjson` Secret).
+//! - [`registry`]: pushing and pulling over the distribution protocol (`oci-client`), pinned by
+//!   digest, with size limits, timeouts, custom CAs and plain HTTP only where allowed.
+
+pub mod credentials;
+pub mod layout;
+pub mod registry;
+
+pub use oci_client::Reference;
+pub use registry::{Artifact, Error, Options, Pushed, Registry};

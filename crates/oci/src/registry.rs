@@ -1,0 +1,520 @@
+//! Pushing and pulling plugins over the OCI distribution protocol.
+//!
+//! A pull resolves the reference to the digest of its image manifest and pins it: what is
+//! read afterwards is that manifest's one layer, verified against its digest, so a tag moved
+//! halfway through cannot mix two artifacts. Sizes are checked against the limits before a
+//! body is read (from the descriptors) and while it is read (a registry may lie).
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use oci_client::client::{
+    Certificate, CertificateEncoding, ClientConfig, ClientProtocol, Config, ImageLayer,
+};
+use oci_client::errors::OciDistributionError;
+use oci_client::manifest::{
+    IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
+};
+use oci_client::{Client, Reference};
+use sha2::{Digest, Sha256};
+
+use crate::credentials::Credentials;
+use crate::layout::{self, LEGACY_WASM_LAYER, WASM_CONFIG, WASM_LAYER, WasmConfig};
+
+/// The largest image manifest read: distribution's own limit.
+pub const MAX_MANIFEST_BYTES: usize = 4 << 20;
+
+/// Why a push or a pull failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The CA bundle could not be read.
+    #[error("registry CA bundle `{path}`: {source}")]
+    Ca {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP client could not be made (a CA bundle that is not PEM, say).
+    #[error("registry client: {0}")]
+    Client(#[source] OciDistributionError),
+    /// The registry refused or failed a request.
+    #[error("`{reference}`: {what}: {source}")]
+    Registry {
+        /// The reference.
+        reference: String,
+        /// What was being done.
+        what: &'static str,
+        /// What the registry (or the connection) said.
+        #[source]
+        source: OciDistributionError,
+    },
+    /// Something is larger than its limit.
+    #[error("`{reference}`: the {what} is {size} bytes, over the limit of {limit}")]
+    TooLarge {
+        /// The reference.
+        reference: String,
+        /// What is too large.
+        what: &'static str,
+        /// Its size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The artifact is not a plugin in a layout this host reads.
+    #[error("`{reference}`: not a wasm plugin artifact: {reason}")]
+    Layout {
+        /// The reference.
+        reference: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A plugin name that cannot name files in a plugins directory.
+    #[error("plugin name {name:?} {reason}")]
+    Name {
+        /// The name.
+        name: String,
+        /// Why it cannot be one.
+        reason: &'static str,
+    },
+}
+
+/// When plain HTTP (no TLS) is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum PlainHttp {
+    /// Never: HTTPS only.
+    #[default]
+    Never,
+    /// For a registry on a loopback address (`127.0.0.0/8`, `::1`, `localhost`) only.
+    Loopback,
+    /// For every registry: only when explicitly allowed.
+    Anywhere,
+}
+
+/// How a [`Registry`] connects, logs in and what it accepts.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The logins, by registry.
+    pub credentials: Credentials,
+    /// A PEM bundle of CAs trusted besides the system's.
+    pub ca_file: Option<PathBuf>,
+    /// When plain HTTP is used.
+    pub plain_http: PlainHttp,
+    /// The largest component (the wasm layer) accepted.
+    pub max_wasm_bytes: u64,
+    /// The largest plugin manifest (`NAME.toml`) accepted.
+    pub max_manifest_bytes: u64,
+    /// How long connecting may take, and how long a read may wait.
+    pub timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            credentials: Credentials::none(),
+            ca_file: None,
+            plain_http: PlainHttp::Never,
+            max_wasm_bytes: 64 << 20,
+            max_manifest_bytes: 1 << 20,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A plugin pulled from a registry.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    /// The reference pinned to what was pulled: `REGISTRY/REPO@sha256:…`.
+    pub pinned: String,
+    /// The digest of its image manifest.
+    pub digest: String,
+    /// The plugin's name, from the title annotation, if it has one (checked).
+    pub name: Option<String>,
+    /// The component.
+    pub wasm: Vec<u8>,
+    /// Its manifest (`NAME.toml`), if the artifact carries one.
+    pub manifest: Option<String>,
+    /// The layer's media type was the legacy one.
+    pub legacy: bool,
+}
+
+/// What a push stored.
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    /// The reference pinned to it: `REGISTRY/REPO@sha256:…`.
+    pub pinned: String,
+    /// The digest of its image manifest.
+    pub digest: String,
+}
+
+/// Pushes and pulls plugins.
+#[derive(Debug, Clone)]
+pub struct Registry {
+    options: Options,
+    extra_roots: Vec<Certificate>,
+}
+
+impl Registry {
+    /// A registry client with `options`; reads the CA bundle now.
+    pub fn new(options: Options) -> Result<Self, Error> {
+        // The process's rustls provider: ring, as kube's. Already set is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let extra_roots = match &options.ca_file {
+            Some(path) => vec![Certificate {
+                encoding: CertificateEncoding::Pem,
+                data: std::fs::read(path).map_err(|source| Error::Ca {
+                    path: path.clone(),
+                    source,
+                })?,
+            }],
+            None => Vec::new(),
+        };
+        Ok(Registry {
+            options,
+            extra_roots,
+        })
+    }
+
+    /// The client for `reference`'s registry: plain HTTP only where allowed.
+    fn client(&self, reference: &Reference) -> Result<Client, Error> {
+        let registry = reference.resolve_registry();
+        let plain = match self.options.plain_http {
+            PlainHttp::Never => false,
+            PlainHttp::Loopback => is_loopback(registry),
+            PlainHttp::Anywhere => true,
+        };
+        let config = ClientConfig {
+            protocol: if plain {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            extra_root_certificates: self.extra_roots.clone(),
+            connect_timeout: Some(self.options.timeout),
+            read_timeout: Some(self.options.timeout),
+            user_agent: concat!("informant/", env!("CARGO_PKG_VERSION")),
+            // One platform: a plugin is one artifact, never an index.
+            platform_resolver: None,
+            ..ClientConfig::default()
+        };
+        Client::try_from(config).map_err(Error::Client)
+    }
+
+    /// The digest `reference` stands for now (a tag's current one).
+    pub async fn resolve(&self, reference: &Reference) -> Result<String, Error> {
+        let auth = self.auth(reference);
+        self.client(reference)?
+            .fetch_manifest_digest(reference, &auth)
+            .await
+            .map_err(registry(reference, "resolving it"))
+    }
+
+    /// Pulls the plugin `reference` names, pinned to the digest it resolves to.
+    pub async fn pull(&self, reference: &Reference) -> Result<Artifact, Error> {
+        let client = self.client(reference)?;
+        let auth = self.auth(reference);
+        let shown = reference.whole();
+        let (body, digest) = client
+            .pull_manifest_raw(
+                reference,
+                &auth,
+                &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
+            )
+            .await
+            .map_err(registry(reference, "reading its manifest"))?;
+        if body.len() > MAX_MANIFEST_BYTES {
+            return Err(Error::TooLarge {
+                reference: shown,
+                what: "image manifest",
+                size: body.len() as u64,
+                limit: MAX_MANIFEST_BYTES as u64,
+            });
+        }
+        // The digest of what was read, whatever a header said: the pin must name these bytes.
+        let computed = format!("sha256:{}", hex(&Sha256::digest(&body)));
+        if computed != digest {
+            return Err(Error::Layout {
+                reference: shown,
+                reason: format!("its manifest's digest is {computed}, the registry said {digest}"),
+            });
+        }
+        let manifest: OciImageManifest =
+            serde_json::from_slice(&body).map_err(|e| Error::Layout {
+                reference: shown.clone(),
+                reason: format!("its manifest is not an OCI image manifest: {e}"),
+            })?;
+        let layer = self.wasm_layer(&shown, &manifest)?.clone();
+        let pinned = Reference::with_digest(
+            reference.resolve_registry().to_string(),
+            reference.repository().to_string(),
+            digest.clone(),
+        );
+        let mut wasm = Limited::new(self.options.max_wasm_bytes);
+        client
+            .pull_blob(&pinned, &layer, &mut wasm)
+            .await
+            .map_err(|source| match wasm.over {
+                true => Error::TooLarge {
+                    reference: shown.clone(),
+                    what: "wasm layer",
+                    size: wasm.seen,
+                    limit: self.options.max_wasm_bytes,
+                },
+                false => Error::Registry {
+                    reference: shown.clone(),
+                    what: "reading its wasm layer",
+                    source,
+                },
+            })?;
+        let annotations = manifest.annotations.unwrap_or_default();
+        let name = annotations.get(layout::TITLE_ANNOTATION).cloned();
+        if let Some(name) = &name {
+            layout::check_name(name).map_err(|reason| Error::Name {
+                name: name.clone(),
+                reason,
+            })?;
+        }
+        let text = annotations.get(layout::MANIFEST_ANNOTATION).cloned();
+        if let Some(text) = &text
+            && text.len() as u64 > self.options.max_manifest_bytes
+        {
+            return Err(Error::TooLarge {
+                reference: shown,
+                what: "plugin manifest",
+                size: text.len() as u64,
+                limit: self.options.max_manifest_bytes,
+            });
+        }
+        Ok(Artifact {
+            pinned: pinned.whole(),
+            digest,
+            name,
+            wasm: wasm.bytes,
+            manifest: text,
+            legacy: layer.media_type == LEGACY_WASM_LAYER,
+        })
+    }
+
+    /// The one wasm layer of `manifest`, within the size limit.
+    fn wasm_layer<'m>(
+        &self,
+        shown: &str,
+        manifest: &'m OciImageManifest,
+    ) -> Result<&'m OciDescriptor, Error> {
+        let layout = |reason: String| Error::Layout {
+            reference: shown.to_string(),
+            reason,
+        };
+        let [layer] = manifest.layers.as_slice() else {
+            return Err(layout(format!(
+                "it has {} layers, a plugin has exactly one",
+                manifest.layers.len()
+            )));
+        };
+        if layer.media_type != WASM_LAYER && layer.media_type != LEGACY_WASM_LAYER {
+            return Err(layout(format!(
+                "its layer is `{}`, not `{WASM_LAYER}` (or `{LEGACY_WASM_LAYER}`)",
+                layer.media_type
+            )));
+        }
+        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if size > self.options.max_wasm_bytes {
+            return Err(Error::TooLarge {
+                reference: shown.to_string(),
+                what: "wasm layer",
+                size,
+                limit: self.options.max_wasm_bytes,
+            });
+        }
+        Ok(layer)
+    }
+
+    /// Pushes the plugin `name` (its component and manifest text) to `reference`, in the CNCF
+    /// layout.
+    pub async fn push(
+        &self,
+        reference: &Reference,
+        name: &str,
+        wasm: Vec<u8>,
+        manifest: &str,
+    ) -> Result<Pushed, Error> {
+        layout::check_name(name).map_err(|reason| Error::Name {
+            name: name.to_string(),
+            reason,
+        })?;
+        let shown = reference.whole();
+        for (what, size, limit) in [
+            ("wasm layer", wasm.len(), self.options.max_wasm_bytes),
+            (
+                "plugin manifest",
+                manifest.len(),
+                self.options.max_manifest_bytes,
+            ),
+        ] {
+            if size as u64 > limit {
+                return Err(Error::TooLarge {
+                    reference: shown,
+                    what,
+                    size: size as u64,
+                    limit,
+                });
+            }
+        }
+        let layer = ImageLayer::new(wasm, WASM_LAYER.to_string(), None);
+        let config = WasmConfig::component(layer.sha256_digest());
+        let config = Config::new(
+            serde_json::to_vec(&config).expect("the config serializes"),
+            WASM_CONFIG.to_string(),
+            None,
+        );
+        let layers = [layer];
+        let mut image =
+            OciImageManifest::build(&layers, &config, Some(layout::annotations(name, manifest)));
+        image.media_type = Some(OCI_IMAGE_MEDIA_TYPE.to_string());
+        let client = self.client(reference)?;
+        let auth = self.auth(reference);
+        client
+            .store_auth_if_needed(reference.resolve_registry(), &auth)
+            .await;
+        for (data, digest) in [
+            (layers[0].data.clone(), &image.layers[0].digest),
+            (config.data.clone(), &image.config.digest),
+        ] {
+            client
+                .push_blob(reference, data, digest)
+                .await
+                .map_err(registry(reference, "pushing"))?;
+        }
+        // Serialized here, not by oci-client: its canonical form leaves control characters
+        // unescaped, and a manifest's newlines in an annotation are then invalid JSON.
+        let body = serde_json::to_vec(&image).expect("the manifest serializes");
+        let digest = format!("sha256:{}", hex(&Sha256::digest(&body)));
+        client
+            .push_manifest_raw(
+                reference,
+                body,
+                http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+            )
+            .await
+            .map_err(registry(reference, "pushing its manifest"))?;
+        let pinned = Reference::with_digest(
+            reference.resolve_registry().to_string(),
+            reference.repository().to_string(),
+            digest.clone(),
+        );
+        Ok(Pushed {
+            pinned: pinned.whole(),
+            digest,
+        })
+    }
+
+    fn auth(&self, reference: &Reference) -> oci_client::secrets::RegistryAuth {
+        self.options
+            .credentials
+            .auth_for(reference.resolve_registry())
+    }
+}
+
+/// Maps a registry error of `what` on `reference`.
+fn registry(
+    reference: &Reference,
+    what: &'static str,
+) -> impl FnOnce(OciDistributionError) -> Error {
+    let reference = reference.whole();
+    move |source| Error::Registry {
+        reference,
+        what,
+        source,
+    }
+}
+
+/// Whether a registry's host (`host[:port]`) is a loopback address.
+fn is_loopback(registry: &str) -> bool {
+    let host = match registry.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => registry.rsplit_once(':').map_or(registry, |(h, _)| h),
+    };
+    host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A sink that takes at most `limit` bytes, and fails the write that would pass it.
+struct Limited {
+    bytes: Vec<u8>,
+    limit: u64,
+    seen: u64,
+    over: bool,
+}
+
+impl Limited {
+    fn new(limit: u64) -> Self {
+        Limited {
+            bytes: Vec::new(),
+            limit,
+            seen: 0,
+            over: false,
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Limited {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.seen += buf.len() as u64;
+        if self.seen > self.limit {
+            self.over = true;
+            return std::task::Poll::Ready(Err(std::io::Error::other("over the size limit")));
+        }
+        self.bytes.extend_from_slice(buf);
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_loopback_hosts_count_as_loopback() {
+        for yes in [
+            "127.0.0.1:5000",
+            "localhost:5000",
+            "[::1]:5000",
+            "127.1.2.3",
+            "localhost",
+        ] {
+            assert!(is_loopback(yes), "{yes}");
+        }
+        for no in [
+            "registry.example:5000",
+            "localhost.example.com",
+            "10.0.0.1:5000",
+            "[::2]:5000",
+            "127.0.0.1.nip.io:5000",
+        ] {
+            assert!(!is_loopback(no), "{no}");
+        }
+    }
+}
