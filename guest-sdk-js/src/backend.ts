@@ -19,6 +19,8 @@ export interface Backend {
   get(r: Resource, namespace: string | undefined, name: string): string | undefined;
   list(r: Resource, namespace: string | undefined, selector: string | undefined): string[];
   byIndex(r: Resource, index: string, value: string): string[];
+  byIndexHeaders(r: Resource, index: string, value: string): Uint8Array;
+  countByIndex(r: Resource, index: string, value: string, selector: string | undefined): number;
   log(level: Level, message: string): void;
   create(r: Resource, namespace: string | undefined, obj: string): string;
   apply(r: Resource, namespace: string | undefined, name: string, obj: string, force: boolean): string;
@@ -58,6 +60,8 @@ let current: Backend = {
   get: unavailable,
   list: unavailable,
   byIndex: unavailable,
+  byIndexHeaders: unavailable,
+  countByIndex: unavailable,
   log: unavailable,
   create: unavailable,
   apply: unavailable,

@@ -4,6 +4,7 @@
  * The `*Json` forms return the JSON text for plugins that only pass it on.
  */
 import { backend } from "./backend.js";
+import { parseHeader, type Meta } from "./event.js";
 import type { Resource } from "./resource.js";
 
 /** A Kubernetes object as parsed JSON. */
@@ -41,4 +42,49 @@ export function byIndexJson(r: Resource, index: string, value: string): string[]
  */
 export function byIndex(r: Resource, index: string, value: string): KubeObject[] {
   return byIndexJson(r, index, value).map((t) => JSON.parse(t));
+}
+
+/**
+ * The kind and metadata of each object whose index `index` has `value`: one copy from the host
+ * and no JSON, for policies that look at many objects' names and labels.
+ */
+export function byIndexMeta(r: Resource, index: string, value: string): Array<[Resource, Meta]> {
+  return splitHeaders(backend().byIndexHeaders(r, index, value)).map(parseHeader);
+}
+
+/**
+ * How many objects whose index `index` has `value` match a label selector (all when none),
+ * counted in the host's cache: nothing is copied into the plugin.
+ */
+export function countByIndex(r: Resource, index: string, value: string, selector?: string): number {
+  return backend().countByIndex(r, index, value, selector);
+}
+
+/** The headers of a `by-index-headers` answer: each after its length, a little-endian u32. */
+export function splitHeaders(buf: Uint8Array): Uint8Array[] {
+  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
+  const out: Uint8Array[] = [];
+  let at = 0;
+  while (at < buf.length) {
+    if (at + 4 > buf.length) throw new Error(`header list: truncated length at byte ${at}`);
+    const n = view.getUint32(at, true);
+    at += 4;
+    if (at + n > buf.length) throw new Error(`header list: header of ${n} bytes overruns the list at byte ${at}`);
+    out.push(buf.subarray(at, at + n));
+    at += n;
+  }
+  return out;
+}
+
+/** The `by-index-headers` encoding of `headers`: each after its length, a little-endian u32. */
+export function joinHeaders(headers: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(headers.reduce((n, h) => n + 4 + h.length, 0));
+  const view = new DataView(out.buffer);
+  let at = 0;
+  for (const h of headers) {
+    view.setUint32(at, h.length, true);
+    out.set(h, at + 4);
+    at += 4 + h.length;
+  }
+  return out;
 }

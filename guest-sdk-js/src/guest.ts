@@ -19,6 +19,8 @@ export interface WitCache {
   get(r: WitResource, namespace: string | undefined, name: string): string | undefined;
   list(r: WitResource, namespace: string | undefined, selector: string | undefined): string[];
   byIndex(r: WitResource, index: string, value: string): string[];
+  byIndexHeaders(r: WitResource, index: string, value: string): Uint8Array;
+  countByIndex(r: WitResource, index: string, value: string, selector: string | undefined): number;
 }
 
 /** The `kube` import as componentize-js binds it (an err is thrown with a `payload`). */
@@ -139,6 +141,8 @@ export function exportsFor(
     get: (r, ns, name) => query(() => cache.get(wr(r), ns, name) ?? undefined),
     list: (r, ns, sel) => query(() => cache.list(wr(r), ns, sel)),
     byIndex: (r, index, value) => query(() => cache.byIndex(wr(r), index, value)),
+    byIndexHeaders: (r, index, value) => query(() => cache.byIndexHeaders(wr(r), index, value)),
+    countByIndex: (r, index, value, sel) => query(() => cache.countByIndex(wr(r), index, value, sel)),
     log: (level, message) => log.log(level, message),
     create: (r, ns, obj) => write(() => kube.create(wr(r), ns, obj)),
     apply: (r, ns, name, obj, force) => write(() => kube.apply(wr(r), ns, name, obj, force)),

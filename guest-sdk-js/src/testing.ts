@@ -9,7 +9,7 @@
 import { readFileSync } from "node:fs";
 import { AdmissionRequest, HTTP_REFUSED, WRITES_REFUSED, type Admission } from "./admission.js";
 import { setBackend, type Backend, type Level, type MetricCallKind } from "./backend.js";
-import type { KubeObject } from "./cache.js";
+import { joinHeaders, type KubeObject } from "./cache.js";
 import { HttpError, QueryError, Retry, WriteError } from "./errors.js";
 import { Event, Meta, encodeHeader, type Source } from "./event.js";
 import { Response, errorFor, type Request } from "./http.js";
@@ -157,6 +157,18 @@ export class MemCache {
   }
   /** Objects as JSON whose index has `value`; built-ins: namespace, label, owner. */
   byIndex(r: Resource, index: string, value: string): string[] {
+    return this.indexed(r, index, value).map((o) => JSON.stringify(o));
+  }
+  /** What `byIndex` finds as the host sends it to `by-index-headers`: headers, length-prefixed. */
+  byIndexHeaders(r: Resource, index: string, value: string): Uint8Array {
+    return joinHeaders(this.indexed(r, index, value).map((o) => encodeHeader(r, metaOf(o))));
+  }
+  /** How many of what `byIndex` finds match the label selector (all when none). */
+  countByIndex(r: Resource, index: string, value: string, selector: string | undefined): number {
+    const reqs = selector ? parseSelector(selector) : [];
+    return this.indexed(r, index, value).filter((o) => reqs.every((q) => q(metaOf(o).labels))).length;
+  }
+  private indexed(r: Resource, index: string, value: string): KubeObject[] {
     this.check(r);
     const builtin: Record<string, (o: KubeObject) => string[]> = {
       namespace: (o) => [metaOf(o).namespace ?? ""],
@@ -165,9 +177,7 @@ export class MemCache {
     };
     const fn = this.indexes.get(`${r}|${index}`) ?? builtin[index];
     if (!fn) throw new QueryError("unknown-index", `no index \`${index}\` is declared for ${r}`);
-    return this.of(r)
-      .filter((o) => fn(o).includes(value))
-      .map((o) => JSON.stringify(o));
+    return this.of(r).filter((o) => fn(o).includes(value));
   }
 }
 
@@ -365,6 +375,8 @@ export class Harness<P extends Plugin = Plugin> {
       get: (r, ns, name) => this.cache.get(r, ns, name),
       list: (r, ns, sel) => this.cache.list(r, ns, sel),
       byIndex: (r, i, v) => this.cache.byIndex(r, i, v),
+      byIndexHeaders: (r, i, v) => this.cache.byIndexHeaders(r, i, v),
+      countByIndex: (r, i, v, sel) => this.cache.countByIndex(r, i, v, sel),
       log: (level, message) => void this.logs.push([level, message]),
       create: (r, ns, obj) => this.record("create", r, ns, undefined, obj),
       apply: (r, ns, name, obj, force) => this.record(force ? "apply-forced" : "apply", r, ns, name, obj),

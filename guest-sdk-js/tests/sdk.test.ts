@@ -68,6 +68,25 @@ test("by-index: built-ins, declared, unknown", () => {
   assert.throws(() => c.byIndex(CM, "nope", "x"), /unknown-index: no index `nope`/);
 });
 
+test("by-index metadata and counts, through the SDK as a plugin calls them", () => {
+  const h = new Harness(Plugin);
+  h.cache.put(cm("a", { team: "x", env: "prod" }), cm("b", { team: "x" }), cm("c", { team: "y" }, "other"));
+  h.run(() => {
+    const found = cache.byIndexMeta(CM, "label", "team=x");
+    assert.deepEqual(
+      found.map(([r, m]) => [r.kind, m.namespace, m.name, m.label("env")]),
+      [["ConfigMap", "default", "a", "prod"], ["ConfigMap", "default", "b", undefined]],
+    );
+    assert.equal(cache.countByIndex(CM, "label", "team=x"), 2);
+    assert.equal(cache.countByIndex(CM, "label", "team=x", "env=prod"), 1);
+    assert.equal(cache.countByIndex(CM, "namespace", "nowhere"), 0);
+    assert.throws(() => cache.countByIndex(CM, "label", "team=x", "bad key"), /bad-selector/);
+    assert.throws(() => cache.byIndexMeta(CM, "nope", "x"), /unknown-index/);
+  });
+  assert.throws(() => cache.splitHeaders(new Uint8Array([5, 0, 0, 0, 1])), /overruns/);
+  assert.throws(() => cache.splitHeaders(new Uint8Array([5, 0])), /truncated/);
+});
+
 class Queries extends Plugin {
   override onAdded(ev: Event): void {
     const same = cache.get(ev.resource, ev.meta.name, ev.meta.namespace);

@@ -76,6 +76,18 @@ class _WitBackend:
         except _Err as e:
             raise _query_error(e) from None
 
+    def by_index_headers(self, r: Resource, index: str, value: str) -> bytes:
+        try:
+            return bytes(_wit_cache.by_index_headers(self._r(r), index, value))
+        except _Err as e:
+            raise _query_error(e) from None
+
+    def count_by_index(self, r: Resource, index: str, value: str, selector: Optional[str]) -> int:
+        try:
+            return _wit_cache.count_by_index(self._r(r), index, value, selector)
+        except _Err as e:
+            raise _query_error(e) from None
+
     def log(self, level: int, message: str) -> None:
         _wit_log.log(_wit_log.Level(level), message)
 

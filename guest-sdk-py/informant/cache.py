@@ -6,9 +6,11 @@ text for plugins that only pass it on.
 """
 
 import json
-from typing import Any, Dict, List, Optional
+import struct
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _backend
+from .event import Meta, parse_header
 from .resource import Resource
 
 
@@ -49,3 +51,35 @@ def by_index(r: Resource, index: str, value: str) -> List[Dict[str, Any]]:
     others come from the manifest. Costs the number of matches, never a scan of the cache.
     """
     return [json.loads(t) for t in by_index_json(r, index, value)]
+
+
+def by_index_meta(r: Resource, index: str, value: str) -> List[Tuple[Resource, Meta]]:
+    """The kind and metadata of each object whose index ``index`` has ``value``: one copy from
+    the host and no JSON, for policies that look at many objects' names and labels."""
+    return [parse_header(h) for h in split_headers(_backend.current.by_index_headers(r, index, value))]
+
+
+def count_by_index(r: Resource, index: str, value: str, selector: Optional[str] = None) -> int:
+    """How many objects whose index ``index`` has ``value`` match a label selector (all when
+    None), counted in the host's cache: nothing is copied into the plugin."""
+    return _backend.current.count_by_index(r, index, value, selector)
+
+
+def split_headers(buf: bytes) -> List[bytes]:
+    """The headers of a ``by-index-headers`` answer: each after its length, a little-endian u32."""
+    out, at, end = [], 0, len(buf)
+    while at < end:
+        if at + 4 > end:
+            raise ValueError(f"header list: truncated length at byte {at}")
+        (n,) = struct.unpack_from("<I", buf, at)
+        at += 4
+        if at + n > end:
+            raise ValueError(f"header list: header of {n} bytes overruns the list at byte {at}")
+        out.append(bytes(buf[at : at + n]))
+        at += n
+    return out
+
+
+def join_headers(headers: List[bytes]) -> bytes:
+    """The ``by-index-headers`` encoding of ``headers``: each after its length, a little-endian u32."""
+    return b"".join(struct.pack("<I", len(h)) + h for h in headers)

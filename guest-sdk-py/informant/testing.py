@@ -24,6 +24,7 @@ from . import _backend
 from ._testing_admission import AdmissionRequestBuilder, admission_request, declares  # noqa: F401
 from .admission import HTTP_REFUSED, WRITES_REFUSED, Admission, AdmissionRequest
 from .errors import BadSelector, NotWatched, Retry, UnknownIndex
+from .cache import join_headers
 from .event import Event, EventType, Meta, encode_header
 from .http import Denied as HttpDenied
 from .http import HttpError, Request, Response, error_for
@@ -216,6 +217,18 @@ class MemCache:
 
     def by_index(self, r: Resource, index: str, value: str) -> List[str]:
         """Objects as JSON whose index has ``value``; built-ins: namespace, label, owner."""
+        return [json.dumps(o) for o in self._indexed(r, index, value)]
+
+    def by_index_headers(self, r: Resource, index: str, value: str) -> bytes:
+        """What ``by_index`` finds as the host sends it to ``by-index-headers``."""
+        return join_headers([encode_header(r, meta_of(o)) for o in self._indexed(r, index, value)])
+
+    def count_by_index(self, r: Resource, index: str, value: str, selector: Optional[str]) -> int:
+        """How many of what ``by_index`` finds match the label selector (all when None)."""
+        reqs = parse_selector(selector) if selector else []
+        return sum(1 for o in self._indexed(r, index, value) if all(q(meta_of(o).labels) for q in reqs))
+
+    def _indexed(self, r: Resource, index: str, value: str) -> List[Obj]:
         self._check(r)
         builtin: Dict[str, Callable[[Obj], Iterable[str]]] = {
             "namespace": lambda o: [meta_of(o).namespace or ""],
@@ -227,7 +240,7 @@ class MemCache:
         fn = self.indexes.get((r, index)) or builtin.get(index)
         if fn is None:
             raise UnknownIndex(f"no index `{index}` is declared for {r}")
-        return [json.dumps(o) for o in self._of(r) if value in fn(o)]
+        return [o for o in self._of(r) if value in fn(o)]
 
 
 def _origin(scheme: str, authority: str) -> Tuple[str, str, str]:
@@ -449,6 +462,12 @@ class Harness:
 
     def by_index(self, r: Resource, index: str, value: str) -> List[str]:
         return self.cache.by_index(r, index, value)
+
+    def by_index_headers(self, r: Resource, index: str, value: str) -> bytes:
+        return self.cache.by_index_headers(r, index, value)
+
+    def count_by_index(self, r: Resource, index: str, value: str, selector: Optional[str]) -> int:
+        return self.cache.count_by_index(r, index, value, selector)
 
     def log(self, level: int, message: str) -> None:
         self.logs.append((Level(level), message))

@@ -109,6 +109,31 @@ def test_by_index_builtins_and_declared():
         c.by_index(CM, "nope", "x")
 
 
+def test_by_index_meta_and_counts_through_the_sdk():
+    h = Harness(Plugin)
+    h.cache.put(cm("a", {"team": "x", "env": "prod"}), cm("b", {"team": "x"}), cm("c", {"team": "y"}, ns="other"))
+
+    def queries():
+        found = cache.by_index_meta(CM, "label", "team=x")
+        assert [(r.kind, m.namespace, m.name, m.labels.get("env")) for r, m in found] == [
+            ("ConfigMap", "default", "a", "prod"),
+            ("ConfigMap", "default", "b", None),
+        ]
+        assert cache.count_by_index(CM, "label", "team=x") == 2
+        assert cache.count_by_index(CM, "label", "team=x", "env=prod") == 1
+        assert cache.count_by_index(CM, "namespace", "nowhere") == 0
+        with pytest.raises(BadSelector):
+            cache.count_by_index(CM, "label", "team=x", "bad key")
+        with pytest.raises(UnknownIndex):
+            cache.by_index_meta(CM, "nope", "x")
+
+    h.run(queries)
+    with pytest.raises(ValueError, match="overruns"):
+        cache.split_headers(bytes([5, 0, 0, 0, 1]))
+    with pytest.raises(ValueError, match="truncated"):
+        cache.split_headers(bytes([5, 0]))
+
+
 class Queries(Plugin):
     def on_added(self, ev):
         same = cache.get(ev.resource, ev.meta.name, ev.meta.namespace)
