@@ -26,6 +26,7 @@ mod schedules;
 mod secrets;
 mod shard;
 mod shard_selector;
+mod sources;
 mod status;
 mod tenancy;
 mod traces;

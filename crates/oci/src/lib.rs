@@ -7,10 +7,12 @@
 //!   Kubewarden and Spin push is read too).
 //! - [`credentials`]: registry logins from a `dockerconfigjson` (a Docker `config.json`, or the
 //!   data of a `kubernetes.io/dockerconfigjson` Secret).
+//! - [`files`]: a pulled plugin written whole into a plugins directory.
 //! - [`registry`]: pushing and pulling over the distribution protocol (`oci-client`), pinned by
 //!   digest, with size limits, timeouts, custom CAs and plain HTTP only where allowed.
 
 pub mod credentials;
+pub mod files;
 pub mod layout;
 pub mod registry;
 

@@ -25,6 +25,7 @@ use informant_manifest::toml_error::{self, Table};
 use serde::Deserialize;
 
 use crate::plugin::HostConfig;
+use crate::plugin::load::host_config::SourceSpec;
 use crate::plugin::metrics::{MetricLimits, name as metric_name};
 use crate::tenancy::{
     Budget, Grant, Impersonate, NamespacePattern, ResourceRule, Tenancy, TenantPolicy,
@@ -110,6 +111,66 @@ struct File {
     limits: FileLimits,
     #[serde(default)]
     tenants: BTreeMap<String, Table<FileTenant>>,
+    #[serde(default, deserialize_with = "toml_error::tables")]
+    sources: Vec<FileSource>,
+}
+
+/// A `[[sources]]` table: a plugin pulled from an OCI registry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileSource {
+    reference: String,
+    name: Option<String>,
+    poll_seconds: Option<u32>,
+    registry_config: Option<PathBuf>,
+    registry_ca: Option<PathBuf>,
+    #[serde(default)]
+    plain_http: bool,
+}
+
+/// How often a tag is resolved again when its table does not say.
+pub const DEFAULT_SOURCE_POLL_SECONDS: u32 = 300;
+
+impl FileSource {
+    /// The source for `tenant`, or why not (`key` names the table in errors).
+    fn spec(&self, tenant: &str, key: &str) -> Result<SourceSpec, String> {
+        let reference: informant_oci::Reference = self.reference.parse().map_err(|e| {
+            format!(
+                "key `{key}.reference`: `{}` is not an OCI reference (REGISTRY/REPOSITORY:TAG or @sha256:…): {e}",
+                self.reference
+            )
+        })?;
+        let name = match &self.name {
+            Some(n) => n.clone(),
+            None => reference
+                .repository()
+                .rsplit('/')
+                .next()
+                .unwrap_or_default()
+                .to_string(),
+        };
+        informant_oci::layout::check_name(&name).map_err(|why| match &self.name {
+            Some(_) => format!("key `{key}.name`: {name:?} {why}"),
+            None => format!(
+                "key `{key}.reference`: its repository's last segment {name:?} {why}: set `name`"
+            ),
+        })?;
+        let poll = match (reference.digest(), self.poll_seconds) {
+            (Some(_), _) | (None, Some(0)) => None,
+            (None, s) => Some(std::time::Duration::from_secs(
+                s.unwrap_or(DEFAULT_SOURCE_POLL_SECONDS).into(),
+            )),
+        };
+        Ok(SourceSpec {
+            tenant: tenant.to_string(),
+            reference: self.reference.clone(),
+            name,
+            poll,
+            registry_config: self.registry_config.clone(),
+            registry_ca: self.registry_ca.clone(),
+            plain_http: self.plain_http,
+        })
+    }
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -158,6 +219,8 @@ struct FileTenant {
     max_schedules: Option<Positive>,
     #[serde(default, deserialize_with = "toml_error::tables")]
     write: Vec<crate::manifest::Write>,
+    #[serde(default, deserialize_with = "toml_error::tables")]
+    sources: Vec<FileSource>,
 }
 
 /// Reads and validates `informant.toml` into the host's plugin settings.
@@ -366,7 +429,31 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
             },
             max_schedules: t.max_schedules.map_or(tenant_max_schedules, Positive::get) as usize,
         };
+        for (i, source) in t.sources.iter().enumerate() {
+            let spec = source
+                .spec(name, &format!("tenants.{name}.sources[{i}]"))
+                .map_err(invalid)?;
+            host.sources.push(spec);
+        }
         tenants.insert(name.clone(), Arc::new(policy));
+    }
+    for (i, source) in file.sources.iter().enumerate() {
+        let spec = source.spec("", &format!("sources[{i}]")).map_err(invalid)?;
+        host.sources.push(spec);
+    }
+    // Two sources writing one plugin's files would overwrite each other.
+    let mut seen = std::collections::BTreeSet::new();
+    for s in &host.sources {
+        if !seen.insert((s.tenant.as_str(), s.name.as_str())) {
+            let whose = match s.tenant.as_str() {
+                "" => "the operator".to_string(),
+                t => format!("tenant `{t}`"),
+            };
+            return Err(invalid(format!(
+                "key `sources`: two sources of {whose} are named `{}`: set `name` on one",
+                s.name
+            )));
+        }
     }
     host.tenancy = Tenancy::new(file.operator_plugins.unwrap_or(false), tenants);
     host.shard_by = file.shard_by;

@@ -11,6 +11,7 @@
 //! - [`admin`]: the admin HTTP server (`/metrics`, `/healthz`, `/readyz`, `/plugins`), reading
 //!   the informers and plugins from above.
 //! - [`admission`]: the admission webhook server, answered by plugins' `[[admit]]` hooks.
+//! - [`sources`]: plugins pulled from OCI registries into the host's pulled directory, polled.
 //! - [`leader`]: leader election through a coordination.k8s.io Lease (active/standby replicas).
 //! - [`replay`]: recording live event streams and replaying them offline into one plugin.
 //! - [`telemetry`]: OpenTelemetry traces of plugin work over OTLP/HTTP, off unless installed.
@@ -40,6 +41,7 @@ pub mod replay;
 pub mod runtime;
 pub(crate) mod serve;
 pub mod shard;
+pub mod sources;
 pub mod telemetry;
 pub mod tenancy;
 #[cfg(test)]

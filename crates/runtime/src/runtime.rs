@@ -36,6 +36,7 @@ use crate::plugin::{
     Rediscoverer, Reloader,
 };
 use crate::shard::Shard;
+use crate::sources::Sources;
 use crate::tls::ServerTls;
 
 mod replica;
@@ -72,6 +73,15 @@ pub enum Error {
     /// The plugins directory could not be watched.
     #[error("plugins directory watcher: {0}")]
     Reloader(#[source] crate::plugin::PluginError),
+    /// The directory pulled plugins are written to could not be made.
+    #[error("pulled plugins directory `{path}`: {source}")]
+    PulledDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// The state directory (`--state-dir`) cannot be used.
     #[error(transparent)]
     State(crate::durable::DurableError),
@@ -138,6 +148,9 @@ pub struct RuntimeOptions {
     /// Plugins answer admission only: no events, no schedules (`--admission-only`), so that
     /// every replica of an admission deployment can run them beside one host delivering events.
     pub admission_only: bool,
+    /// Where plugins pulled from registries (`[[sources]]`) are written (`--pulled-dir`); a
+    /// temporary directory removed at exit when not given.
+    pub pulled_dir: Option<PathBuf>,
 }
 
 /// Where durable delivery keeps its state, and for which cluster.
@@ -176,6 +189,10 @@ pub struct Runtime {
     shard_follower: Option<JoinHandle<()>>,
     /// `--watch` kinds not served yet, retried until they are; aborted when dropped.
     _watch_retries: JoinSet<()>,
+    /// The plugins pulled from registries, followed; stopped when dropped.
+    _sources: Option<Sources>,
+    /// The pulled directory when it is a temporary one: removed when dropped.
+    _pulled_tmp: Option<tempfile::TempDir>,
 }
 
 impl Runtime {
@@ -204,6 +221,29 @@ impl Runtime {
                 .map(String::from)
                 .to_vec();
         }
+        // Only with sources: a host without any scans no second directory.
+        let (pulled, pulled_tmp) = match (&opts.plugins, opts.config.sources.is_empty()) {
+            (Some(_), false) => match &opts.pulled_dir {
+                Some(dir) => {
+                    std::fs::create_dir_all(dir).map_err(|source| Error::PulledDir {
+                        path: dir.clone(),
+                        source,
+                    })?;
+                    (Some(dir.clone()), None)
+                }
+                None => {
+                    let tmp = tempfile::Builder::new()
+                        .prefix("informant-pulled-")
+                        .tempdir()
+                        .map_err(|source| Error::PulledDir {
+                            path: std::env::temp_dir(),
+                            source,
+                        })?;
+                    (Some(tmp.path().to_path_buf()), Some(tmp))
+                }
+            },
+            _ => (None, None),
+        };
         let host = match &opts.plugins {
             Some(dir) => {
                 let engine = match opts.engine {
@@ -227,6 +267,9 @@ impl Runtime {
                 }
                 if let Some(logs) = opts.plugin_logs {
                     host = host.with_logs(logs);
+                }
+                if let Some(dir) = &pulled {
+                    host = host.with_pulled_dir(dir.clone());
                 }
                 Some(Arc::new(host))
             }
@@ -289,6 +332,7 @@ impl Runtime {
             _ => (None, None),
         };
         let mut shard_follower = None;
+        let mut sources = None;
         let (reloader, config_watcher) = match &host {
             Some(host) => {
                 let reports = admin_state.as_ref().map(|s| follow_reconciles(s.clone()));
@@ -307,6 +351,9 @@ impl Runtime {
                 if host.shard().is_some() {
                     shard_follower = Some(follow_assignment(host.clone(), reports.clone()));
                 }
+                sources = pulled
+                    .clone()
+                    .map(|dir| Sources::start(host.clone(), dir, reports.clone()));
                 let active = host.shard().is_some_and(|s| s.assignment.borrow().active);
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {
@@ -353,6 +400,8 @@ impl Runtime {
             registrar,
             shard_follower,
             _watch_retries: watch_retries,
+            _sources: sources,
+            _pulled_tmp: pulled_tmp,
         })
     }
 

@@ -49,6 +49,11 @@ pub struct HostArgs {
     /// time, so a restart lists and gives each plugin the difference from what it had handled.
     #[arg(long, value_name = "DIR")]
     state_dir: Option<PathBuf>,
+    /// Where plugins pulled from OCI registries (the config's `sources`) are written, laid out
+    /// as the plugins directory is, and loaded from (default: a temporary directory removed at
+    /// exit).
+    #[arg(long, value_name = "DIR")]
+    pulled_dir: Option<PathBuf>,
     #[command(flatten)]
     cache: CompileCacheArgs,
     #[command(flatten)]
@@ -75,6 +80,7 @@ impl HostArgs {
             dry_run_writes: self.dry_run_writes,
             admission: self.admission.options(None)?,
             admission_only: self.admission.admission_only,
+            pulled_dir: self.pulled_dir.clone(),
             ..Default::default()
         };
         Ok((options, self.state_dir.clone()))

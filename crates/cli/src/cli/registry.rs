@@ -1,10 +1,11 @@
 //! `informant push` and `informant pull`: plugins as OCI artifacts in the CNCF wasm layout
 //! ([`informant_oci`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
 use informant_oci::credentials::Credentials;
+use informant_oci::files::write_plugin;
 use informant_oci::registry::PlainHttp;
 use informant_oci::{Options, Reference, Registry};
 use informant_runtime::manifest::Manifest;
@@ -143,27 +144,30 @@ pub async fn pull(args: PullArgs) -> Result<()> {
     };
     informant_oci::layout::check_name(&name)
         .map_err(|reason| anyhow::anyhow!("plugin name {name:?} {reason}: pass --name"))?;
-    let wasm_path = args.dir.join(format!("{name}.wasm"));
-    let manifest_path = args.dir.join(format!("{name}.toml"));
-    // The manifest first: a host that sees the new component finds its manifest beside it.
+    // What would not load here is not worth writing.
     if let Some(text) = &artifact.manifest {
-        Manifest::parse(text, &manifest_path)
+        Manifest::parse(text, &args.dir.join(format!("{name}.toml")))
             .with_context(|| format!("the manifest carried by {}", artifact.pinned))?;
-        replace(&manifest_path, text.as_bytes())?;
     }
-    replace(&wasm_path, &artifact.wasm)?;
-    println!("{} -> {}", artifact.pinned, wasm_path.display());
-    match &artifact.manifest {
-        Some(_) => println!("{} -> {}", artifact.pinned, manifest_path.display()),
-        None => eprintln!(
+    let written = write_plugin(
+        &args.dir,
+        &name,
+        &artifact.wasm,
+        artifact.manifest.as_deref(),
+    )?;
+    for path in &written {
+        println!("{} -> {}", artifact.pinned, path.display());
+    }
+    if artifact.manifest.is_none() {
+        eprintln!(
             "note: the artifact carries no manifest{}: write `{}` beside the component",
             if artifact.legacy {
                 " (a legacy wasm layout)"
             } else {
                 ""
             },
-            manifest_path.display()
-        ),
+            args.dir.join(format!("{name}.toml")).display()
+        );
     }
     Ok(())
 }
@@ -172,18 +176,4 @@ fn parse(reference: &str) -> Result<Reference> {
     reference
         .parse()
         .with_context(|| format!("`{reference}` is not an OCI reference (REGISTRY/REPOSITORY:TAG)"))
-}
-
-/// Writes `path` whole: a temporary file beside it, renamed over it.
-fn replace(path: &Path, bytes: &[u8]) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".informant-pull-")
-        .tempfile_in(dir)
-        .with_context(|| format!("creating a file in `{}`", dir.display()))?;
-    std::io::Write::write_all(&mut tmp, bytes)
-        .with_context(|| format!("writing `{}`", path.display()))?;
-    tmp.persist(path)
-        .with_context(|| format!("writing `{}`", path.display()))?;
-    Ok(())
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use informant_manifest::keys;
 
-use super::{File, FileLimits, FileTenant};
+use super::{File, FileLimits, FileSource, FileTenant};
 use crate::manifest::Write;
 
 fn parse(text: &str) -> Result<crate::plugin::HostConfig, String> {
@@ -60,6 +60,16 @@ fn the_books_configuration_reference_matches_the_parser() {
                             code.insert(format!("tenants.NAME.write.{w}"));
                         }
                     }
+                    if *field == "sources" {
+                        for f in keys::of::<FileSource>().unwrap() {
+                            code.insert(format!("tenants.NAME.sources.{f}"));
+                        }
+                    }
+                }
+            }
+            "sources" => {
+                for field in keys::of::<FileSource>().unwrap() {
+                    code.insert(format!("sources.{field}"));
                 }
             }
             _ => {}

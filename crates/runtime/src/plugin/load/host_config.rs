@@ -38,6 +38,27 @@ pub struct HostConfig {
     pub tenancy: Tenancy,
     /// With `--shard-group`: what is assigned to one replica (`shard-by`).
     pub shard_by: crate::shard::ShardBy,
+    /// Plugins pulled from OCI registries (`[[sources]]`, `[[tenants.NAME.sources]]`).
+    pub sources: Vec<SourceSpec>,
+}
+
+/// A plugin pulled from an OCI registry into its tenant's directory, as if dropped there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceSpec {
+    /// The tenant whose directory it goes in (empty: the operator's top level).
+    pub tenant: String,
+    /// `REGISTRY/REPOSITORY:TAG` or `…@sha256:…`, checked to parse.
+    pub reference: String,
+    /// The plugin's name: `NAME.wasm`, `NAME.toml` (checked).
+    pub name: String,
+    /// How often a tag is resolved again; `None`: never (a digest, or `poll-seconds = 0`).
+    pub poll: Option<std::time::Duration>,
+    /// The dockerconfigjson with the registry's login.
+    pub registry_config: Option<std::path::PathBuf>,
+    /// CA certificates (PEM) trusted for the registry besides the system's.
+    pub registry_ca: Option<std::path::PathBuf>,
+    /// Plain HTTP, for a registry on a loopback address only.
+    pub plain_http: bool,
 }
 
 impl Default for HostConfig {
@@ -57,6 +78,7 @@ impl Default for HostConfig {
             metrics: MetricLimits::default(),
             tenancy: Tenancy::default(),
             shard_by: crate::shard::ShardBy::default(),
+            sources: Vec::new(),
         }
     }
 }

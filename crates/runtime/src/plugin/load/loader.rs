@@ -52,8 +52,8 @@ use crate::plugin::load::loaded::Loaded;
 use crate::plugin::load::permitted;
 use crate::plugin::load::plan::{self as planning, Candidate, Step, plan};
 use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
-use crate::plugin::load::scan::{Found, scan};
-use crate::plugin::load::status::{ReconcileReport, Refusal, Running};
+use crate::plugin::load::scan::{Found, scan_with};
+use crate::plugin::load::status::{ReconcileReport, Refusal, Running, SourceStatus};
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::plugin::logbook::LogBook;
 use crate::shard::Shard;
@@ -106,6 +106,10 @@ pub struct PluginHost {
     pub(super) durable: Option<Arc<Durable>>,
     /// Sharded mode (`--shard-group`): only the plugins this member owns run here.
     pub(super) shard: Option<Shard>,
+    /// Where plugins pulled from registries are written (`[[sources]]`), scanned beside `dir`.
+    pub(super) pulled_dir: Option<PathBuf>,
+    /// What each source last pulled, or why it could not, by the plugin it writes.
+    pub(super) sources: RwLock<BTreeMap<PluginId, SourceStatus>>,
 }
 
 impl PluginHost {
@@ -140,6 +144,8 @@ impl PluginHost {
             rediscoveries: watch::channel(0).0,
             durable: None,
             shard: None,
+            pulled_dir: None,
+            sources: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -168,6 +174,14 @@ impl PluginHost {
     /// Lease and taking plugins over from the cursors other members published.
     pub fn with_shard(mut self, shard: Shard) -> Self {
         self.shard = Some(shard);
+        self
+    }
+
+    /// Also loads the plugins in `dir`, where plugins pulled from registries are written
+    /// (`[[sources]]`), laid out as the plugins directory is; one in both is the plugins
+    /// directory's.
+    pub fn with_pulled_dir(mut self, dir: PathBuf) -> Self {
+        self.pulled_dir = Some(dir);
         self
     }
 
@@ -229,6 +243,11 @@ impl PluginHost {
             });
         }
         let mut current = self.config.write();
+        if new.sources != current.sources {
+            tracing::warn!(
+                "config: `sources` changed; the plugins pulled from registries are the ones read at start until a restart"
+            );
+        }
         let mut next = HostConfig {
             default_memory_mib: new.default_memory_mib,
             max_memory_mib: new.max_memory_mib,
@@ -270,7 +289,7 @@ impl PluginHost {
     async fn reconcile_some(&self, waiting_only: bool) -> ReconcileReport {
         let mut report = ReconcileReport::default();
         let config = self.config();
-        let mut found = match scan(&self.dir, &config) {
+        let mut found = match scan_with(&self.dir, self.pulled_dir.as_deref(), &config) {
             Ok(f) => f,
             Err(e) => {
                 report.errors.push((PluginId::directory(""), e));

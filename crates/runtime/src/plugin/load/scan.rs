@@ -102,6 +102,22 @@ pub(super) fn scan(dir: &Path, config: &HostConfig) -> Result<Scan, PluginError>
     Ok(out)
 }
 
+/// [`scan`] of the plugins directory and of the one plugins pulled from registries are written
+/// to (`pulled`): a plugin in both is the plugins directory's; its source reports the clash.
+pub(super) fn scan_with(
+    dir: &Path,
+    pulled: Option<&Path>,
+    config: &HostConfig,
+) -> Result<Scan, PluginError> {
+    let mut found = scan(dir, config)?;
+    if let Some(pulled) = pulled {
+        for (id, f) in scan(pulled, config)? {
+            found.entry(id).or_insert(f);
+        }
+    }
+    Ok(found)
+}
+
 /// The directory plugin files were found in.
 pub(super) struct Home {
     /// The directory, canonical.

@@ -78,6 +78,24 @@ pub struct PluginStatus {
     /// Its admission hooks (`[[admit]]` tables), for a running version that has any.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub admission: Vec<HookStatus>,
+    /// The registry it is pulled from (`[[sources]]`), if it is.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub source: Option<SourceStatus>,
+}
+
+/// Where a plugin is pulled from, what was pulled last, and why the latest could not be.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SourceStatus {
+    /// The reference in the config (a tag, or a digest).
+    pub reference: String,
+    /// The reference pinned to what was pulled last and written: `REGISTRY/REPO@sha256:…`.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub pinned: Option<String>,
+    /// Why the last pull (or resolve) failed; what was pulled before stays.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub error: Option<String>,
+    /// When it was last checked (RFC 3339).
+    pub checked: String,
 }
 
 /// One admission hook of a running plugin, for `/plugins`.
@@ -289,6 +307,16 @@ impl PluginHost {
         self.swapping.lock().remove(id);
     }
 
+    /// Records what `id`'s source last pulled, or why it could not ([`crate::sources`]).
+    pub fn set_source_status(&self, id: &PluginId, status: SourceStatus) {
+        self.sources.write().insert(id.clone(), status);
+    }
+
+    /// What `id`'s source last pulled, if it has one.
+    pub fn source_status(&self, id: &PluginId) -> Option<SourceStatus> {
+        self.sources.read().get(id).cloned()
+    }
+
     /// Changes whenever what runs changes (a version registered or unregistered).
     pub fn subscribe_running(&self) -> watch::Receiver<u64> {
         self.published.subscribe()
@@ -440,6 +468,7 @@ impl PluginHost {
                 not_permitted: Vec::new(),
                 refused: Some(r.reason.clone()),
                 admission: Vec::new(),
+                source: self.source_status(id),
             })
             .collect()
     }
@@ -488,12 +517,14 @@ impl PluginHost {
                         .admitter(&r.id)
                         .map(|a| HookStatus::of(&a))
                         .unwrap_or_default(),
+                    source: self.source_status(&r.id),
                     name: r.id.name,
                     tenant: r.id.tenant,
                 }
             })
             .collect();
         all.extend(waiting.into_iter().map(|(id, w)| PluginStatus {
+            source: self.source_status(&id),
             name: id.name,
             tenant: id.tenant,
             version: w.version.clone(),

@@ -1,0 +1,230 @@
+//! Plugins pulled from OCI registries (`[[sources]]`, `[[tenants.NAME.sources]]`).
+//!
+//! Each source's reference is resolved to a digest, pulled and checked ([`informant_oci`]), and
+//! its `NAME.wasm` and `NAME.toml` written whole into the pulled directory, laid out as the
+//! plugins directory is (a tenant's in its subdirectory); the host scans it beside the plugins
+//! directory, so a pulled plugin is admitted, granted and run exactly as one dropped in. A tag
+//! is resolved again every `poll-seconds`: a new digest is pulled and hot-swapped by the same
+//! reconcile a changed file gets. A failed resolve or pull keeps what runs, says why in the
+//! plugin's status and log, and is retried with the host's backoff.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use informant_oci::credentials::Credentials;
+use informant_oci::registry::PlainHttp;
+use informant_oci::{Options, Reference, Registry};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+
+use crate::backoff::Backoff;
+use crate::manifest::Manifest;
+use crate::plugin::PluginId;
+use crate::plugin::load::host_config::SourceSpec;
+use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::status::{ReconcileReport, SourceStatus};
+
+/// Retries of a failed resolve or pull: from 5 s up to the poll interval's order.
+const RETRY: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
+
+/// Why one source could not be brought up to date.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Its registry login or CA could not be read, or the registry refused or failed.
+    #[error(transparent)]
+    Registry(#[from] informant_oci::Error),
+    /// Its dockerconfigjson could not be read.
+    #[error(transparent)]
+    Credentials(#[from] informant_oci::credentials::Error),
+    /// The artifact carries no manifest (`NAME.toml`) to load it with.
+    #[error(
+        "{pinned} carries no plugin manifest (a layout other tools push): push it with `informant push`"
+    )]
+    NoManifest {
+        /// What was pulled.
+        pinned: String,
+    },
+    /// The manifest it carries is not one this host loads.
+    #[error("{pinned}: its manifest: {source}")]
+    Manifest {
+        /// What was pulled.
+        pinned: String,
+        /// Why.
+        #[source]
+        source: crate::manifest::ManifestError,
+    },
+    /// The plugins directory has a plugin of the same name for the same tenant: it runs.
+    #[error("`{path}` is in the plugins directory: it runs instead; rename one")]
+    Clash {
+        /// The plugin directory's file.
+        path: PathBuf,
+    },
+    /// The pulled files could not be written.
+    #[error(transparent)]
+    Write(#[from] informant_oci::files::WriteError),
+}
+
+/// The running sources; stopped when dropped.
+pub struct Sources {
+    _tasks: JoinSet<()>,
+}
+
+impl Sources {
+    /// Starts following every source in `host`'s config, writing into `pulled` (the directory
+    /// `host` was given with [`PluginHost::with_pulled_dir`]); each reconcile a new pull causes
+    /// is reported to `reports`.
+    pub fn start(
+        host: Arc<PluginHost>,
+        pulled: PathBuf,
+        reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
+    ) -> Sources {
+        let mut tasks = JoinSet::new();
+        for spec in host.config().sources.clone() {
+            let follower = Follower {
+                host: host.clone(),
+                dir: match spec.tenant.as_str() {
+                    "" => pulled.clone(),
+                    tenant => pulled.join(tenant),
+                },
+                id: PluginId {
+                    tenant: spec.tenant.clone(),
+                    name: spec.name.clone(),
+                },
+                reports: reports.clone(),
+                spec,
+            };
+            tasks.spawn(follower.run());
+        }
+        Sources { _tasks: tasks }
+    }
+}
+
+/// One source, kept up to date.
+struct Follower {
+    host: Arc<PluginHost>,
+    spec: SourceSpec,
+    /// Its tenant's directory in the pulled directory.
+    dir: PathBuf,
+    id: PluginId,
+    reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
+}
+
+impl Follower {
+    async fn run(self) {
+        let span = self.id.span();
+        let mut written: Option<String> = None;
+        let mut failures = 0;
+        loop {
+            let outcome = self.sync(written.as_deref()).await;
+            let mut status = SourceStatus {
+                reference: self.spec.reference.clone(),
+                pinned: written.clone(),
+                error: None,
+                checked: jiff::Timestamp::now().to_string(),
+            };
+            let wait = match outcome {
+                Ok(Some(pinned)) => {
+                    span.in_scope(
+                        || tracing::info!(source = %self.spec.reference, %pinned, "plugin pulled"),
+                    );
+                    status.pinned = Some(pinned.clone());
+                    written = Some(pinned);
+                    self.host.set_source_status(&self.id, status);
+                    let report = self.host.reconcile().await;
+                    if let Some(r) = &self.reports {
+                        let _ = r.send(report);
+                    }
+                    failures = 0;
+                    self.spec.poll
+                }
+                Ok(None) => {
+                    self.host.set_source_status(&self.id, status);
+                    failures = 0;
+                    self.spec.poll
+                }
+                Err(e) => {
+                    span.in_scope(|| tracing::warn!(source = %self.spec.reference, error = %e, kept = written.as_deref().unwrap_or("nothing"), "plugin source not pulled; retried with backoff"));
+                    status.error = Some(e.to_string());
+                    self.host.set_source_status(&self.id, status);
+                    failures += 1;
+                    Some(RETRY.delay(failures))
+                }
+            };
+            let Some(wait) = wait else { return };
+            // The poll interval (or the retry's backoff): a schedule, not a wait for something.
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// Pulls the source if it now names something other than `written`; what it wrote, pinned.
+    async fn sync(&self, written: Option<&str>) -> Result<Option<String>, Error> {
+        let registry = self.registry()?;
+        let reference: Reference = self
+            .spec
+            .reference
+            .parse()
+            .expect("checked when the config was read");
+        let digest = registry.resolve(&reference).await?;
+        if written.is_some_and(|w| w.ends_with(&format!("@{digest}")))
+            && self.dir.join(format!("{}.wasm", self.spec.name)).is_file()
+        {
+            return Ok(None);
+        }
+        let artifact = registry.pull(&reference).await?;
+        let text = artifact
+            .manifest
+            .as_deref()
+            .ok_or_else(|| Error::NoManifest {
+                pinned: artifact.pinned.clone(),
+            })?;
+        let manifest_path = self.dir.join(format!("{}.toml", self.spec.name));
+        Manifest::parse(text, &manifest_path).map_err(|source| Error::Manifest {
+            pinned: artifact.pinned.clone(),
+            source,
+        })?;
+        let own = match self.spec.tenant.as_str() {
+            "" => self.host.dir().to_path_buf(),
+            tenant => self.host.dir().join(tenant),
+        };
+        self.clash(&own)?;
+        std::fs::create_dir_all(&self.dir).map_err(|source| informant_oci::files::WriteError {
+            path: self.dir.clone(),
+            source,
+        })?;
+        informant_oci::files::write_plugin(&self.dir, &self.spec.name, &artifact.wasm, Some(text))?;
+        Ok(Some(artifact.pinned))
+    }
+
+    /// Refuses a name the plugins directory already has for this tenant.
+    fn clash(&self, own: &Path) -> Result<(), Error> {
+        for ext in ["wasm", "toml"] {
+            let path = own.join(format!("{}.{ext}", self.spec.name));
+            if path.exists() {
+                return Err(Error::Clash { path });
+            }
+        }
+        Ok(())
+    }
+
+    /// A registry client with the source's login, CA and plain-HTTP setting, and the host's
+    /// size limits. Made per pull: a rotated login or CA file is read again.
+    fn registry(&self) -> Result<Registry, Error> {
+        let config = self.host.config();
+        let credentials = match &self.spec.registry_config {
+            Some(path) => Credentials::from_file(path)?,
+            None => Credentials::none(),
+        };
+        Ok(Registry::new(Options {
+            credentials,
+            ca_file: self.spec.registry_ca.clone(),
+            plain_http: match self.spec.plain_http {
+                true => PlainHttp::Loopback,
+                false => PlainHttp::Never,
+            },
+            max_wasm_bytes: config.max_wasm_bytes,
+            max_manifest_bytes: config.max_manifest_bytes,
+            ..Options::default()
+        })?)
+    }
+}

@@ -1,0 +1,249 @@
+//! Plugins the host pulls from an OCI registry itself (`[[tenants.NAME.sources]]`): a real
+//! registry on loopback (TLS with its own CA, basic auth), the embedded API server, the real
+//! host. The pulled plugin loads under its tenant's grant, follows its tag, and keeps running
+//! when what the tag moves to cannot be used.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use informant_devserver::{DevServer, DevServerConfig};
+use informant_oci::credentials::Credentials;
+use informant_oci::{Options, Reference, Registry};
+use informant_runtime::plugin::HostConfig;
+use informant_runtime::runtime::{Runtime, RuntimeOptions};
+use informant_tests::http::{free_addr, get_until};
+use informant_tests::plugins::wasm;
+use informant_tests::registry::{LocalRegistry, PASSWORD, USER};
+use informant_tests::{create_namespaces, guarded};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+const MANIFEST: &str = "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"team-a\"\n[config]\nmode = \"echo\"\n";
+
+/// The second version's (the `admit` test plugin) manifest.
+const MANIFEST2: &str = "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"team-a\"\n[config]\nmode = \"noop\"\n";
+
+fn hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The `/plugins` entry of `tenant/name`, if listed.
+fn entry(body: &str, tenant: &str, name: &str) -> Option<Value> {
+    let all: Value = serde_json::from_str(body).ok()?;
+    all["plugins"]
+        .as_array()?
+        .iter()
+        .find(|p| p["tenant"] == tenant && p["name"] == name)
+        .cloned()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_survives_a_bad_push() {
+    let Some(registry) = LocalRegistry::start() else {
+        return;
+    };
+    informant_tests::init_tracing();
+    let login = registry.docker_config(USER, PASSWORD);
+    let client = Registry::new(Options {
+        credentials: Credentials::from_file(&login).unwrap(),
+        ca_file: Some(registry.ca_file.clone()),
+        ..Options::default()
+    })
+    .unwrap();
+    let tag = format!("{}/team-a/snoop:stable", registry.addr);
+    let reference: Reference = tag.parse().unwrap();
+    let v1 = std::fs::read(wasm("hostile")).unwrap();
+    let pushed1 = client
+        .push(&reference, "snoop", v1.clone(), MANIFEST)
+        .await
+        .unwrap();
+    // Another tenant's source whose manifest reaches into team-a: admitted as any file would be,
+    // so refused.
+    let greedy = format!("{}/team-b/greedy:1", registry.addr);
+    client
+        .push(&greedy.parse().unwrap(), "greedy", v1.clone(), MANIFEST)
+        .await
+        .unwrap();
+
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    create_namespaces(&server, &["team-a", "team-b"]);
+    let plugins = tempfile::tempdir().unwrap();
+    let pulled = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[tenants.team-a]\nnamespaces = [\"team-a\"]\n\
+         [[tenants.team-a.sources]]\nreference = \"{tag}\"\npoll-seconds = 1\n\
+         registry-config = \"{login}\"\nregistry-ca = \"{ca}\"\n\
+         [tenants.team-b]\nnamespaces = [\"team-b\"]\n\
+         [[tenants.team-b.sources]]\nreference = \"{greedy}\"\n\
+         registry-config = \"{login}\"\nregistry-ca = \"{ca}\"\n",
+        login = login.display(),
+        ca = registry.ca_file.display(),
+    );
+    let host_config: HostConfig =
+        informant_runtime::config::parse(&config, Path::new("informant.toml")).expect("config");
+    let admin = free_addr();
+    let runtime = guarded(
+        "the runtime to start",
+        Runtime::start(
+            server.client(),
+            RuntimeOptions {
+                plugins: Some(plugins.path().to_path_buf()),
+                pulled_dir: Some(pulled.path().to_path_buf()),
+                config: host_config,
+                admin: Some(admin),
+                ..Default::default()
+            },
+        ),
+    )
+    .await
+    .expect("runtime");
+
+    let running = |pinned: String, wasm: Vec<u8>| {
+        move |s: u16, body: &str| {
+            s == 200
+                && entry(body, "team-a", "snoop").is_some_and(|p| {
+                    p["state"] == "running"
+                        && p["version"] == hex(&wasm)
+                        && p["source"]["pinned"] == pinned.as_str()
+                        && p["source"]["error"].is_null()
+                })
+        }
+    };
+    get_until(
+        admin,
+        "/plugins",
+        "v1 pulled and running",
+        running(pushed1.pinned.clone(), v1.clone()),
+    )
+    .await;
+    assert!(pulled.path().join("team-a/snoop.wasm").is_file());
+    assert_eq!(
+        std::fs::read_dir(plugins.path()).unwrap().count(),
+        0,
+        "nothing is written into the plugins directory"
+    );
+    let body = get_until(admin, "/plugins", "team-b's source refused", |s, body| {
+        s == 200
+            && entry(body, "team-b", "greedy")
+                .is_some_and(|p| p["refused"].as_str().is_some_and(|r| r.contains("team-a")))
+    })
+    .await;
+    let greedy_entry = entry(&body, "team-b", "greedy").unwrap();
+    assert_ne!(greedy_entry["state"], "running", "{greedy_entry}");
+
+    // The tag moves: the new version is pulled and swapped in.
+    let v2 = std::fs::read(wasm("admit")).unwrap();
+    let pushed2 = client
+        .push(&reference, "snoop", v2.clone(), MANIFEST2)
+        .await
+        .unwrap();
+    assert_ne!(pushed1.digest, pushed2.digest);
+    get_until(
+        admin,
+        "/plugins",
+        "v2 swapped in",
+        running(pushed2.pinned.clone(), v2.clone()),
+    )
+    .await;
+
+    // The tag moves to something that is not a plugin this host can load: v2 keeps running and
+    // the source says why.
+    client
+        .push(
+            &reference,
+            "snoop",
+            v2.clone(),
+            "[[watch]]\napi-version = 3\n",
+        )
+        .await
+        .unwrap();
+    let body = get_until(admin, "/plugins", "the bad push reported", |s, body| {
+        s == 200
+            && entry(body, "team-a", "snoop").is_some_and(|p| {
+                p["source"]["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("its manifest"))
+            })
+    })
+    .await;
+    let snoop = entry(&body, "team-a", "snoop").unwrap();
+    assert_eq!(snoop["state"], "running", "{snoop}");
+    assert_eq!(snoop["version"], hex(&v2), "{snoop}");
+    assert_eq!(
+        snoop["source"]["pinned"],
+        pushed2.pinned.as_str(),
+        "{snoop}"
+    );
+
+    runtime.stop().await;
+    server.shutdown().await;
+}
+
+#[test]
+fn sources_that_could_not_be_pulled_safely_are_refused_naming_the_key() {
+    let parse = |text: &str| {
+        informant_runtime::config::parse(text, Path::new("/etc/informant.toml"))
+            .map(|c| c.sources)
+            .map_err(|e| e.to_string())
+    };
+    let tenant = "[tenants.a]\nnamespaces = [\"a\"]\n";
+    for (table, needle) in [
+        (
+            "reference = \"UPPER/Case:1\"\n",
+            "key `tenants.a.sources[0].reference`",
+        ),
+        (
+            "reference = \"r.example/x:1\"\nname = \"../evil\"\n",
+            "key `tenants.a.sources[0].name`: \"../evil\"",
+        ),
+        (
+            "reference = \"r.example/x:1\"\nname = \"ѕnoop\"\n",
+            "key `tenants.a.sources[0].name`",
+        ),
+        (
+            "reference = \"r.example/x:1\"\ninsecure = true\n",
+            "insecure",
+        ),
+    ] {
+        let err = parse(&format!("{tenant}[[tenants.a.sources]]\n{table}")).unwrap_err();
+        assert!(err.contains(needle), "{table:?}: {err}");
+    }
+    let err = parse(&format!(
+        "{tenant}[[tenants.a.sources]]\nreference = \"r.example/one/x:1\"\n\
+         [[tenants.a.sources]]\nreference = \"r.example/two/x:1\"\n"
+    ))
+    .unwrap_err();
+    assert!(
+        err.contains("two sources of tenant `a` are named `x`"),
+        "{err}"
+    );
+
+    let ok = parse(&format!(
+        "{tenant}[[tenants.a.sources]]\nreference = \"r.example/x@sha256:{}\"\npoll-seconds = 5\n\
+         [[sources]]\nreference = \"r.example/ops/y:2\"\n",
+        "a".repeat(64)
+    ))
+    .unwrap();
+    let summary: BTreeMap<(String, String), Option<u64>> = ok
+        .iter()
+        .map(|s| {
+            (
+                (s.tenant.clone(), s.name.clone()),
+                s.poll.map(|d| d.as_secs()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        BTreeMap::from([
+            // A digest never moves: never polled.
+            (("a".to_string(), "x".to_string()), None),
+            (("".to_string(), "y".to_string()), Some(300)),
+        ])
+    );
+}
