@@ -285,6 +285,62 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
         Some(64)
     );
 
+    // Registry logins and a CA for the config's sources: mounted by the kubelet into the event
+    // and the admission replicas alike, and no right to read Secrets for the host.
+    let r = render(json!({
+        "registry": {"pullSecrets": ["team-a-registry"], "caSecret": {"name": "registry-ca"}},
+        "admission": {"enabled": true},
+    }))
+    .expect("render");
+    for deployment in r.kind("Deployment") {
+        let pod = &deployment["spec"]["template"]["spec"];
+        let container = &pod["containers"][0];
+        assert!(
+            strings(&container["args"])
+                .contains(&"--pulled-dir=/var/cache/informant/pulled".to_string()),
+            "{}",
+            container["args"]
+        );
+        let mounts: Vec<(String, bool)> = container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| {
+                m["name"]
+                    .as_str()
+                    .is_some_and(|n| n.starts_with("registry-"))
+            })
+            .map(|m| {
+                (
+                    m["mountPath"].as_str().unwrap().to_string(),
+                    m["readOnly"] == true,
+                )
+            })
+            .collect();
+        assert_eq!(
+            mounts,
+            [
+                ("/etc/informant-registry/team-a-registry".to_string(), true),
+                ("/etc/informant-registry-ca".to_string(), true),
+            ]
+        );
+        let secrets: Vec<&str> = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["secret"]["secretName"].as_str())
+            .filter(|n| n.contains("registry"))
+            .collect();
+        assert_eq!(secrets, ["team-a-registry", "registry-ca"]);
+    }
+    for (kind, _, resources, _, names) in rules(&r) {
+        assert!(
+            !resources.iter().any(|res| res == "secrets")
+                || (!names.is_empty() && names.iter().all(|n| n.contains("admission"))),
+            "a {kind} rule on Secrets beyond the admission certificate's: {resources:?} {names:?}"
+        );
+    }
+
     // Plugins from an image: an init container copies them into the emptyDir.
     let r = render(
         json!({"plugins": {"image": {"repository": "registry.example/hooks", "tag": "v3"}}}),

@@ -70,3 +70,34 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "informant.admissionSecret" -}}
 {{- default (printf "%s-admission-tls" (include "informant.fullname" .)) .Values.admission.certSecret }}
 {{- end }}
+
+{{/* Registry logins and CA for plugins pulled from OCI registries, mounted by the kubelet
+  (the ServiceAccount reads no Secret): a container's volumeMounts. */}}
+{{- define "informant.registryMounts" -}}
+{{- range .Values.registry.pullSecrets }}
+- name: registry-{{ . }}
+  mountPath: /etc/informant-registry/{{ . }}
+  readOnly: true
+{{- end }}
+{{- if .Values.registry.caSecret.name }}
+- name: registry-ca
+  mountPath: /etc/informant-registry-ca
+  readOnly: true
+{{- end }}
+{{- end }}
+
+{{/* The pod's volumes for informant.registryMounts. */}}
+{{- define "informant.registryVolumes" -}}
+{{- range .Values.registry.pullSecrets }}
+- name: registry-{{ . }}
+  secret:
+    secretName: {{ . }}
+    defaultMode: 0440
+{{- end }}
+{{- if .Values.registry.caSecret.name }}
+- name: registry-ca
+  secret:
+    secretName: {{ .Values.registry.caSecret.name }}
+    defaultMode: 0440
+{{- end }}
+{{- end }}
