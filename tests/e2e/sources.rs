@@ -86,22 +86,23 @@ async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_surviv
     );
     let host_config: HostConfig =
         informant_runtime::config::parse(&config, Path::new("informant.toml")).expect("config");
+    let start = |admin| {
+        guarded(
+            "the runtime to start",
+            Runtime::start(
+                server.client(),
+                RuntimeOptions {
+                    plugins: Some(plugins.path().to_path_buf()),
+                    pulled_dir: Some(pulled.path().to_path_buf()),
+                    config: host_config.clone(),
+                    admin: Some(admin),
+                    ..Default::default()
+                },
+            ),
+        )
+    };
     let admin = free_addr();
-    let runtime = guarded(
-        "the runtime to start",
-        Runtime::start(
-            server.client(),
-            RuntimeOptions {
-                plugins: Some(plugins.path().to_path_buf()),
-                pulled_dir: Some(pulled.path().to_path_buf()),
-                config: host_config,
-                admin: Some(admin),
-                ..Default::default()
-            },
-        ),
-    )
-    .await
-    .expect("runtime");
+    let runtime = start(admin).await.expect("runtime");
 
     let running = |pinned: String, wasm: Vec<u8>| {
         move |s: u16, body: &str| {
@@ -179,7 +180,33 @@ async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_surviv
         pushed2.pinned.as_str(),
         "{snoop}"
     );
+    runtime.stop().await;
 
+    // Restarted on the kept pulled directory with the registry gone: what was pulled last runs
+    // at once, and the source says it cannot reach the registry.
+    drop(registry);
+    let admin = free_addr();
+    let runtime = start(admin).await.expect("runtime");
+    let body = get_until(
+        admin,
+        "/plugins",
+        "v2 running from the kept directory",
+        |s, body| {
+            s == 200
+                && entry(body, "team-a", "snoop").is_some_and(|p| {
+                    p["state"] == "running"
+                        && p["version"] == hex(&v2)
+                        && p["source"]["error"].is_string()
+                })
+        },
+    )
+    .await;
+    let snoop = entry(&body, "team-a", "snoop").unwrap();
+    assert_eq!(
+        snoop["source"]["pinned"],
+        pushed2.pinned.as_str(),
+        "{snoop}"
+    );
     runtime.stop().await;
     server.shutdown().await;
 }

@@ -73,14 +73,18 @@ pub struct Sources {
 impl Sources {
     /// Starts following every source in `host`'s config, writing into `pulled` (the directory
     /// `host` was given with [`PluginHost::with_pulled_dir`]); each reconcile a new pull causes
-    /// is reported to `reports`.
+    /// is reported to `reports`. Before it returns, what `pulled` holds of sources no longer
+    /// configured is removed, so a kept directory never runs a plugin the config dropped; what
+    /// it holds of configured ones loads at once, before its registry answers.
     pub fn start(
         host: Arc<PluginHost>,
         pulled: PathBuf,
         reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
     ) -> Sources {
+        let specs = host.config().sources.clone();
+        prune(&pulled, &specs);
         let mut tasks = JoinSet::new();
-        for spec in host.config().sources.clone() {
+        for spec in specs {
             let follower = Follower {
                 host: host.clone(),
                 dir: match spec.tenant.as_str() {
@@ -113,7 +117,11 @@ struct Follower {
 impl Follower {
     async fn run(self) {
         let span = self.id.span();
-        let mut written: Option<String> = None;
+        // What an earlier run wrote, if its files are still there.
+        let mut written = std::fs::read_to_string(self.marker())
+            .ok()
+            .filter(|_| self.dir.join(format!("{}.wasm", self.spec.name)).is_file())
+            .map(|m| m.trim().to_string());
         let mut failures = 0;
         loop {
             let outcome = self.sync(written.as_deref()).await;
@@ -193,7 +201,15 @@ impl Follower {
             source,
         })?;
         informant_oci::files::write_plugin(&self.dir, &self.spec.name, &artifact.wasm, Some(text))?;
+        // Only a shortcut for the next start: a marker that is lost or torn means a pull.
+        let _ = std::fs::write(self.marker(), &artifact.pinned);
         Ok(Some(artifact.pinned))
+    }
+
+    /// Where the reference pinned to the files written is kept (no `.wasm` or `.toml` name a
+    /// scan would pick up).
+    fn marker(&self) -> PathBuf {
+        self.dir.join(format!(".{}.pinned", self.spec.name))
     }
 
     /// Refuses a name the plugins directory already has for this tenant.
@@ -226,5 +242,105 @@ impl Follower {
             max_manifest_bytes: config.max_manifest_bytes,
             ..Options::default()
         })?)
+    }
+}
+
+/// Removes from `pulled` every plugin file (and marker) no source in `specs` writes: a source
+/// dropped from the config must not keep running from a kept directory.
+fn prune(pulled: &Path, specs: &[SourceSpec]) {
+    let wanted = |tenant: &str, file: &str| {
+        specs.iter().any(|s| {
+            s.tenant == tenant
+                && [
+                    format!("{}.wasm", s.name),
+                    format!("{}.toml", s.name),
+                    format!(".{}.pinned", s.name),
+                ]
+                .iter()
+                .any(|f| f == file)
+        })
+    };
+    let Ok(top) = std::fs::read_dir(pulled) else {
+        return;
+    };
+    for entry in top.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_dir() {
+            let Ok(inner) = std::fs::read_dir(entry.path()) else {
+                continue;
+            };
+            for file in inner.flatten() {
+                let file_name = file.file_name().to_string_lossy().into_owned();
+                if !wanted(&name, &file_name) {
+                    remove(&file.path());
+                }
+            }
+        } else if !wanted("", &name) {
+            remove(&entry.path());
+        }
+    }
+}
+
+fn remove(path: &Path) {
+    if let Err(e) = std::fs::remove_file(path) {
+        tracing::warn!(path = %path.display(), error = %e, "a pulled file no source writes could not be removed");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(tenant: &str, name: &str) -> SourceSpec {
+        SourceSpec {
+            tenant: tenant.into(),
+            reference: format!("r.example/{name}:1"),
+            name: name.into(),
+            poll: None,
+            registry_config: None,
+            registry_ca: None,
+            plain_http: false,
+        }
+    }
+
+    #[test]
+    fn a_kept_directory_loses_what_no_source_writes_any_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = [
+            "kept.wasm",
+            "kept.toml",
+            ".kept.pinned",
+            "dropped.wasm",
+            "dropped.toml",
+            "team-a/mine.wasm",
+            "team-a/mine.toml",
+            "team-a/kept.wasm",
+            "team-b/mine.wasm",
+        ];
+        for f in files {
+            let path = dir.path().join(f);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"x").unwrap();
+        }
+        prune(dir.path(), &[spec("", "kept"), spec("team-a", "mine")]);
+        let mut left: Vec<String> = files
+            .iter()
+            .filter(|f| dir.path().join(f).exists())
+            .map(|f| f.to_string())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ".kept.pinned",
+                "kept.toml",
+                "kept.wasm",
+                "team-a/mine.toml",
+                "team-a/mine.wasm"
+            ]
+        );
     }
 }

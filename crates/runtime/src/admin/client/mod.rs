@@ -242,6 +242,9 @@ pub struct StatusRow {
     /// Its admission hooks.
     #[serde(default)]
     pub admission: Vec<crate::plugin::HookStatus>,
+    /// The registry it is pulled from, what was pulled, and why the latest pull failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<crate::plugin::load::status::SourceStatus>,
 }
 
 /// Why a plugin waits, as `/plugins` says.

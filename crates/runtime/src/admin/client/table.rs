@@ -41,6 +41,7 @@ fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
                 .last_error
                 .clone()
                 .or_else(|| r.waiting.as_ref().map(|w| format!("waiting: {}", w.reason)))
+                .or_else(|| Some(format!("source: {}", r.source.as_ref()?.error.as_ref()?)))
                 .unwrap_or_default();
             [
                 if r.tenant.is_empty() {
@@ -175,7 +176,32 @@ mod tests {
                 }],
                 _ => Vec::new(),
             },
+            source: None,
         }
+    }
+
+    #[test]
+    fn a_failed_pull_shows_when_nothing_else_went_wrong() {
+        let now: jiff::Timestamp = "2026-11-27T09:05:30Z".parse().unwrap();
+        let mut pulled = row("team-a", "policy", "running", None);
+        pulled.source = Some(crate::plugin::load::status::SourceStatus {
+            reference: "registry.example/team-a/policy:stable".into(),
+            pinned: Some("registry.example/team-a/policy@sha256:ab".into()),
+            error: Some(
+                "`registry.example/team-a/policy:stable`: reading its manifest: Not authorized"
+                    .into(),
+            ),
+            checked: "2026-11-27T09:05:00Z".into(),
+        });
+        let table = table_at(&[pulled], false, now);
+        assert!(
+            table
+                .lines()
+                .nth(1)
+                .unwrap()
+                .contains("1h5m   source: `registry.example/team-a/policy:stable`: reading"),
+            "{table}"
+        );
     }
 
     #[test]
