@@ -4,7 +4,7 @@
  * The `*Json` forms return the JSON text for plugins that only pass it on.
  */
 import { backend } from "./backend.js";
-import { parseHeader, type Meta } from "./event.js";
+import { joinPrefixed, parseHeader, splitPrefixed, type Meta } from "./event.js";
 import type { Resource } from "./resource.js";
 
 /** A Kubernetes object as parsed JSON. */
@@ -62,29 +62,8 @@ export function countByIndex(r: Resource, index: string, value: string, selector
 
 /** The headers of a `by-index-headers` answer: each after its length, a little-endian u32. */
 export function splitHeaders(buf: Uint8Array): Uint8Array[] {
-  const view = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
-  const out: Uint8Array[] = [];
-  let at = 0;
-  while (at < buf.length) {
-    if (at + 4 > buf.length) throw new Error(`header list: truncated length at byte ${at}`);
-    const n = view.getUint32(at, true);
-    at += 4;
-    if (at + n > buf.length) throw new Error(`header list: header of ${n} bytes overruns the list at byte ${at}`);
-    out.push(buf.subarray(at, at + n));
-    at += n;
-  }
-  return out;
+  return splitPrefixed(buf, "header list", "header", "list");
 }
 
 /** The `by-index-headers` encoding of `headers`: each after its length, a little-endian u32. */
-export function joinHeaders(headers: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(headers.reduce((n, h) => n + 4 + h.length, 0));
-  const view = new DataView(out.buffer);
-  let at = 0;
-  for (const h of headers) {
-    view.setUint32(at, h.length, true);
-    out.set(h, at + 4);
-    at += 4 + h.length;
-  }
-  return out;
-}
+export const joinHeaders = joinPrefixed;

@@ -41,19 +41,42 @@ export class Meta {
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 const utf8Out = new TextEncoder();
 
-/** Decodes the contract's `header` encoding; throws on a malformed header. */
-export function parseHeader(raw: Uint8Array): [Resource, Meta] {
+/**
+ * The parts of `raw`, each after its length as a little-endian u32 (the contract's encoding of a
+ * header's fields, and of `by-index-headers`' headers); a malformed `raw` throws, its message
+ * starting with `what` and calling the parts `part` and the whole `whole`.
+ */
+export function splitPrefixed(raw: Uint8Array, what: string, part: string, whole: string): Uint8Array[] {
   const view = new DataView(raw.buffer, raw.byteOffset, raw.byteLength);
-  const fields: string[] = [];
+  const out: Uint8Array[] = [];
   let at = 0;
   while (at < raw.length) {
-    if (at + 4 > raw.length) throw new Error(`object header: truncated length at byte ${at}`);
+    if (at + 4 > raw.length) throw new Error(`${what}: truncated length at byte ${at}`);
     const n = view.getUint32(at, true);
     at += 4;
-    if (at + n > raw.length) throw new Error(`object header: field of ${n} bytes overruns the header at byte ${at}`);
-    fields.push(utf8.decode(raw.subarray(at, at + n)));
+    if (at + n > raw.length) throw new Error(`${what}: ${part} of ${n} bytes overruns the ${whole} at byte ${at}`);
+    out.push(raw.subarray(at, at + n));
     at += n;
   }
+  return out;
+}
+
+/** `parts`, each after its length as a little-endian u32. */
+export function joinPrefixed(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + 4 + p.length, 0));
+  const view = new DataView(out.buffer);
+  let at = 0;
+  for (const p of parts) {
+    view.setUint32(at, p.length, true);
+    out.set(p, at + 4);
+    at += 4 + p.length;
+  }
+  return out;
+}
+
+/** Decodes the contract's `header` encoding; throws on a malformed header. */
+export function parseHeader(raw: Uint8Array): [Resource, Meta] {
+  const fields = splitPrefixed(raw, "object header", "field", "header").map((f) => utf8.decode(f));
   if (fields.length < 7 || (fields.length - 7) % 2) {
     throw new Error(`object header: ${fields.length} fields, expected 7 plus label pairs`);
   }
@@ -67,16 +90,7 @@ export function parseHeader(raw: Uint8Array): [Resource, Meta] {
 export function encodeHeader(r: Resource, m: Meta): Uint8Array {
   const fields = [r.group, r.version, r.kind, m.namespace ?? "", m.name, m.uid, m.resourceVersion];
   for (const k of [...m.labels.keys()].sort()) fields.push(k, m.labels.get(k)!);
-  const parts = fields.map((f) => utf8Out.encode(f));
-  const out = new Uint8Array(parts.reduce((n, p) => n + 4 + p.length, 0));
-  const view = new DataView(out.buffer);
-  let at = 0;
-  for (const p of parts) {
-    view.setUint32(at, p.length, true);
-    out.set(p, at + 4);
-    at += 4 + p.length;
-  }
-  return out;
+  return joinPrefixed(fields.map((f) => utf8Out.encode(f)));
 }
 
 /** One object: header and JSON fetched from the source on first use, then kept. */

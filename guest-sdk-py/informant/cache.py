@@ -6,11 +6,10 @@ text for plugins that only pass it on.
 """
 
 import json
-import struct
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _backend
-from .event import Meta, parse_header
+from .event import Meta, join_prefixed, parse_header, split_prefixed
 from .resource import Resource
 
 
@@ -67,19 +66,9 @@ def count_by_index(r: Resource, index: str, value: str, selector: Optional[str] 
 
 def split_headers(buf: bytes) -> List[bytes]:
     """The headers of a ``by-index-headers`` answer: each after its length, a little-endian u32."""
-    out, at, end = [], 0, len(buf)
-    while at < end:
-        if at + 4 > end:
-            raise ValueError(f"header list: truncated length at byte {at}")
-        (n,) = struct.unpack_from("<I", buf, at)
-        at += 4
-        if at + n > end:
-            raise ValueError(f"header list: header of {n} bytes overruns the list at byte {at}")
-        out.append(bytes(buf[at : at + n]))
-        at += n
-    return out
+    return split_prefixed(buf, "header list", "header", "list")
 
 
 def join_headers(headers: List[bytes]) -> bytes:
     """The ``by-index-headers`` encoding of ``headers``: each after its length, a little-endian u32."""
-    return b"".join(struct.pack("<I", len(h)) + h for h in headers)
+    return join_prefixed(headers)

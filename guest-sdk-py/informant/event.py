@@ -66,19 +66,33 @@ class Meta:
         return f"Meta({self.key!r}, uid={self.uid!r}, rv={self.resource_version!r}, labels={self.labels!r})"
 
 
-def parse_header(raw: bytes) -> Tuple[Resource, Meta]:
-    """Decodes the contract's ``header`` encoding; raises ValueError if it is malformed."""
-    fields: List[str] = []
+def split_prefixed(raw: bytes, what: str, part: str, whole: str) -> List[bytes]:
+    """The parts of ``raw``, each after its length as a little-endian u32 (the contract's
+    encoding of a header's fields, and of ``by-index-headers``' headers); a malformed ``raw``
+    raises ValueError, its message starting with ``what`` and calling the parts ``part`` and the
+    whole ``whole``."""
+    out: List[bytes] = []
     at, end = 0, len(raw)
     while at < end:
         if at + 4 > end:
-            raise ValueError(f"object header: truncated length at byte {at}")
+            raise ValueError(f"{what}: truncated length at byte {at}")
         (n,) = struct.unpack_from("<I", raw, at)
         at += 4
         if at + n > end:
-            raise ValueError(f"object header: field of {n} bytes overruns the header at byte {at}")
-        fields.append(raw[at : at + n].decode("utf-8"))
+            raise ValueError(f"{what}: {part} of {n} bytes overruns the {whole} at byte {at}")
+        out.append(bytes(raw[at : at + n]))
         at += n
+    return out
+
+
+def join_prefixed(parts: List[bytes]) -> bytes:
+    """``parts``, each after its length as a little-endian u32."""
+    return b"".join(struct.pack("<I", len(p)) + p for p in parts)
+
+
+def parse_header(raw: bytes) -> Tuple[Resource, Meta]:
+    """Decodes the contract's ``header`` encoding; raises ValueError if it is malformed."""
+    fields = [f.decode("utf-8") for f in split_prefixed(raw, "object header", "field", "header")]
     if len(fields) < 7 or (len(fields) - 7) % 2:
         raise ValueError(f"object header: {len(fields)} fields, expected 7 plus label pairs")
     group, version, kind, namespace, name, uid, rv = fields[:7]
@@ -99,11 +113,7 @@ def encode_header(resource: Resource, meta: Meta) -> bytes:
     ]
     for k in sorted(meta.labels):
         fields += [k, meta.labels[k]]
-    out = bytearray()
-    for f in fields:
-        b = f.encode("utf-8")
-        out += struct.pack("<I", len(b)) + b
-    return bytes(out)
+    return join_prefixed([f.encode("utf-8") for f in fields])
 
 
 class _Lazy:

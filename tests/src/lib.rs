@@ -9,6 +9,7 @@ pub mod bench_guard;
 pub mod chart;
 pub mod host_log;
 pub mod http;
+pub mod loopback_tls;
 pub mod otlp;
 pub mod plugins;
 pub mod proc;

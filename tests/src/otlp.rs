@@ -74,17 +74,7 @@ impl Collector {
     /// Listens over TLS with a certificate for `127.0.0.1` and `localhost`, signed by a CA
     /// made now ([`Collector::ca_file`]); answers every request `200`.
     pub async fn start_tls() -> Collector {
-        let ca_key = rcgen::KeyPair::generate().expect("a CA key");
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(rcgen::DnType::CommonName, "informant test collector CA");
-        let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
-        let key = rcgen::KeyPair::generate().expect("a server key");
-        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
-            .expect("server params")
-            .signed_by(&key, &rcgen::Issuer::from_params(&ca, &ca_key))
-            .expect("the server certificate");
+        let tls = crate::loopback_tls::LoopbackTls::new("informant test collector CA");
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -92,11 +82,11 @@ impl Collector {
         .expect("TLS versions")
         .with_no_client_auth()
         .with_single_cert(
-            vec![leaf.der().clone(), ca_cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            vec![tls.leaf_der.clone(), tls.ca_der.clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(tls.key_der.clone().into()),
         )
         .expect("a server TLS config");
-        let pem = ca_cert.pem();
+        let pem = tls.ca_pem.clone();
         let mut file = tempfile::NamedTempFile::new().expect("a CA file");
         std::io::Write::write_all(&mut file, pem.as_bytes()).expect("write the CA file");
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));

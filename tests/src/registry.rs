@@ -34,20 +34,10 @@ impl LocalRegistry {
         let dir = tempfile::tempdir().expect("a registry directory");
         let path = |name: &str| dir.path().join(name);
 
-        let ca_key = rcgen::KeyPair::generate().expect("a CA key");
-        let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
-        ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        ca.distinguished_name
-            .push(rcgen::DnType::CommonName, "informant test registry CA");
-        let ca_cert = ca.self_signed(&ca_key).expect("the CA certificate");
-        let key = rcgen::KeyPair::generate().expect("a server key");
-        let leaf = rcgen::CertificateParams::new(vec!["127.0.0.1".into(), "localhost".into()])
-            .expect("server params")
-            .signed_by(&key, &rcgen::Issuer::from_params(&ca, &ca_key))
-            .expect("the server certificate");
-        std::fs::write(path("ca.pem"), ca_cert.pem()).unwrap();
-        std::fs::write(path("cert.pem"), leaf.pem() + &ca_cert.pem()).unwrap();
-        std::fs::write(path("key.pem"), key.serialize_pem()).unwrap();
+        let tls = crate::loopback_tls::LoopbackTls::new("informant test registry CA");
+        std::fs::write(path("ca.pem"), &tls.ca_pem).unwrap();
+        std::fs::write(path("cert.pem"), tls.leaf_pem + &tls.ca_pem).unwrap();
+        std::fs::write(path("key.pem"), &tls.key_pem).unwrap();
 
         let out = Command::new(htpasswd)
             .args(["-Bbn", USER, PASSWORD])

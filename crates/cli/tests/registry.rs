@@ -33,6 +33,19 @@ fn text(o: &Output) -> String {
     )
 }
 
+/// `informant pull REFERENCE DIR` logged in to `registry` (its CA trusted).
+fn pull(registry: &LocalRegistry, login: &str, reference: &str, dir: &str) -> Output {
+    informant(&[
+        "pull",
+        reference,
+        dir,
+        "--registry-config",
+        login,
+        "--registry-ca",
+        registry.ca_file.to_str().unwrap(),
+    ])
+}
+
 const MANIFEST: &str =
     "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\n[config]\nmode = \"echo\"\n";
 
@@ -125,15 +138,7 @@ async fn a_pushed_plugin_pulls_back_byte_for_byte_pinned_by_digest() {
     for what in [&reference, &pinned] {
         let plugins = tempfile::tempdir().unwrap();
         let dir = plugins.path().to_str().unwrap();
-        let pulled = informant(&[
-            "pull",
-            what,
-            dir,
-            "--registry-config",
-            login,
-            "--registry-ca",
-            ca,
-        ]);
+        let pulled = pull(&registry, login, what, dir);
         assert!(pulled.status.success(), "{}", text(&pulled));
         assert!(
             String::from_utf8_lossy(&pulled.stdout).contains(&pinned),
@@ -267,7 +272,7 @@ async fn legacy_and_hostile_artifacts() {
         return;
     };
     let login = registry.docker_config(USER, PASSWORD);
-    let (login, ca) = (login.to_str().unwrap(), registry.ca_file.to_str().unwrap());
+    let login = login.to_str().unwrap();
     let wasm = std::fs::read(informant_tests::plugins::wasm("hostile")).unwrap();
 
     // The layout Kubewarden and Spin push: pulled, with a note that the manifest is missing.
@@ -275,15 +280,7 @@ async fn legacy_and_hostile_artifacts() {
     push_raw(&registry, &legacy, LEGACY_WASM_LAYER, wasm.clone(), None).await;
     let plugins = tempfile::tempdir().unwrap();
     let dir = plugins.path().to_str().unwrap();
-    let out = informant(&[
-        "pull",
-        &legacy,
-        dir,
-        "--registry-config",
-        login,
-        "--registry-ca",
-        ca,
-    ]);
+    let out = pull(&registry, login, &legacy, dir);
     assert!(out.status.success(), "{}", text(&out));
     assert_eq!(
         std::fs::read(plugins.path().join("policy.wasm")).unwrap(),
@@ -317,15 +314,7 @@ async fn legacy_and_hostile_artifacts() {
         let plugins = tempfile::tempdir().unwrap();
         let inner = plugins.path().join("plugins");
         std::fs::create_dir(&inner).unwrap();
-        let out = informant(&[
-            "pull",
-            &reference,
-            inner.to_str().unwrap(),
-            "--registry-config",
-            login,
-            "--registry-ca",
-            ca,
-        ]);
+        let out = pull(&registry, login, &reference, inner.to_str().unwrap());
         assert!(!out.status.success(), "{title:?}: {}", text(&out));
         assert!(
             String::from_utf8_lossy(&out.stderr).contains("plugin name"),
@@ -357,15 +346,7 @@ async fn legacy_and_hostile_artifacts() {
         Some(annotations),
     )
     .await;
-    let out = informant(&[
-        "pull",
-        &broken,
-        dir,
-        "--registry-config",
-        login,
-        "--registry-ca",
-        ca,
-    ]);
+    let out = pull(&registry, login, &broken, dir);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(!plugins.path().join("broken.toml").exists());
     assert!(!plugins.path().join("broken.wasm").exists());
@@ -380,15 +361,7 @@ async fn legacy_and_hostile_artifacts() {
         None,
     )
     .await;
-    let out = informant(&[
-        "pull",
-        &not_wasm,
-        dir,
-        "--registry-config",
-        login,
-        "--registry-ca",
-        ca,
-    ]);
+    let out = pull(&registry, login, &not_wasm, dir);
     assert!(!out.status.success(), "{}", text(&out));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("not a wasm plugin artifact"),
