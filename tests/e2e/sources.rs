@@ -274,3 +274,47 @@ fn sources_that_could_not_be_pulled_safely_are_refused_naming_the_key() {
         ])
     );
 }
+
+/// The pulled directory holds code the host runs: one another user could write into is refused
+/// at start, naming it, as the compile cache's and the state's are.
+#[tokio::test]
+async fn a_pulled_directory_others_may_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    let plugins = tempfile::tempdir().unwrap();
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let links = tempfile::tempdir().unwrap();
+    let link = links.path().join("link");
+    let private = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(private.path(), &link).unwrap();
+    let config = informant_runtime::config::parse(
+        "[[sources]]\nreference = \"127.0.0.1:1/ops/x:1\"\n",
+        Path::new("informant.toml"),
+    )
+    .unwrap();
+    for dir in [shared.path().to_path_buf(), link] {
+        let started = Runtime::start(
+            server.client(),
+            RuntimeOptions {
+                plugins: Some(plugins.path().to_path_buf()),
+                pulled_dir: Some(dir.clone()),
+                config: config.clone(),
+                ..Default::default()
+            },
+        )
+        .await;
+        let Err(e) = started else {
+            panic!("{} was used", dir.display());
+        };
+        let text = format!("{e:#}");
+        assert!(
+            text.starts_with("pulled plugins directory: ")
+                && text.contains(&*dir.to_string_lossy()),
+            "{text}"
+        );
+    }
+    server.shutdown().await;
+}

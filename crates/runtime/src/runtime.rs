@@ -73,10 +73,13 @@ pub enum Error {
     /// The plugins directory could not be watched.
     #[error("plugins directory watcher: {0}")]
     Reloader(#[source] crate::plugin::PluginError),
-    /// The directory pulled plugins are written to could not be made.
-    #[error("pulled plugins directory `{path}`: {source}")]
-    PulledDir {
-        /// The directory.
+    /// The directory pulled plugins are written to could not be made, or is not private.
+    #[error("pulled plugins directory: {0}")]
+    PulledDir(#[source] informant_state::private::PrivateError),
+    /// A temporary directory for pulled plugins could not be made.
+    #[error("pulled plugins directory in `{path}`: {source}")]
+    PulledTemp {
+        /// Where it was to be made.
         path: PathBuf,
         /// Why.
         #[source]
@@ -225,17 +228,17 @@ impl Runtime {
         let (pulled, pulled_tmp) = match (&opts.plugins, opts.config.sources.is_empty()) {
             (Some(_), false) => match &opts.pulled_dir {
                 Some(dir) => {
-                    std::fs::create_dir_all(dir).map_err(|source| Error::PulledDir {
-                        path: dir.clone(),
-                        source,
-                    })?;
+                    // Code the host runs: a directory only this user may write, as the
+                    // compile cache's.
+                    informant_state::private::ensure_dir(dir, informant_state::private::Secret::No)
+                        .map_err(Error::PulledDir)?;
                     (Some(dir.clone()), None)
                 }
                 None => {
                     let tmp = tempfile::Builder::new()
                         .prefix("informant-pulled-")
                         .tempdir()
-                        .map_err(|source| Error::PulledDir {
+                        .map_err(|source| Error::PulledTemp {
                             path: std::env::temp_dir(),
                             source,
                         })?;

@@ -63,6 +63,9 @@ pub enum Error {
     /// The pulled files could not be written.
     #[error(transparent)]
     Write(#[from] informant_oci::files::WriteError),
+    /// The tenant's directory in the pulled directory could not be made, or is not private.
+    #[error(transparent)]
+    Dir(#[from] informant_state::private::PrivateError),
 }
 
 /// The running sources; stopped when dropped.
@@ -196,10 +199,7 @@ impl Follower {
             tenant => self.host.dir().join(tenant),
         };
         self.clash(&own)?;
-        std::fs::create_dir_all(&self.dir).map_err(|source| informant_oci::files::WriteError {
-            path: self.dir.clone(),
-            source,
-        })?;
+        informant_state::private::ensure_dir(&self.dir, informant_state::private::Secret::No)?;
         informant_oci::files::write_plugin(&self.dir, &self.spec.name, &artifact.wasm, Some(text))?;
         // Only a shortcut for the next start: a marker that is lost or torn means a pull.
         let _ = std::fs::write(self.marker(), &artifact.pinned);
