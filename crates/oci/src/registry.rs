@@ -243,7 +243,12 @@ impl Registry {
         let manifest: OciImageManifest =
             serde_json::from_slice(&body).map_err(|e| Error::Layout {
                 reference: shown.clone(),
-                reason: format!("its manifest is not an OCI image manifest: {e}"),
+                reason: match serde_json::from_slice::<serde_json::Value>(&body) {
+                    Ok(v) if v.get("manifests").is_some() => {
+                        "it is an image index (a list of manifests), not one plugin".into()
+                    }
+                    _ => format!("its manifest is not an OCI image manifest: {e}"),
+                },
             })?;
         let layer = self.wasm_layer(&shown, &manifest)?.clone();
         let pinned = Reference::with_digest(
