@@ -55,6 +55,13 @@ pub fn annotations(name: &str, manifest: &str) -> BTreeMap<String, String> {
     ])
 }
 
+/// The name a plugin pulled from `reference` goes by when nothing names it: the repository's
+/// last segment (`image-policy` for `registry.example/platform/image-policy:1.2`).
+pub fn repository_name(reference: &oci_client::Reference) -> &str {
+    let repository = reference.repository();
+    repository.rsplit('/').next().unwrap_or(repository)
+}
+
 /// Why a name cannot be a plugin's file name here: it becomes `NAME.wasm` and `NAME.toml` in a
 /// plugins directory, so only a short lowercase name of letters, digits, `-` and `_` that
 /// starts with a letter or digit will do (no `/`, `..`, `%`, spaces or look-alike letters).

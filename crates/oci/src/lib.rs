@@ -16,5 +16,5 @@ pub mod files;
 pub mod layout;
 pub mod registry;
 
-pub use oci_client::Reference;
+pub use oci_client::{ParseError, Reference};
 pub use registry::{Artifact, Error, Options, Pushed, Registry};

@@ -131,29 +131,65 @@ struct FileSource {
 /// How often a tag is resolved again when its table does not say.
 pub const DEFAULT_SOURCE_POLL_SECONDS: u32 = 300;
 
+/// A `[[sources]]` table that cannot be followed; each names its key.
+#[derive(Debug, thiserror::Error)]
+enum BadSource {
+    /// `reference` does not parse.
+    #[error(
+        "key `{key}.reference`: `{reference}` is not an OCI reference (REGISTRY/REPOSITORY:TAG or @sha256:…): {source}"
+    )]
+    Reference {
+        /// The table's key.
+        key: String,
+        /// What it says.
+        reference: String,
+        /// Why it does not parse.
+        #[source]
+        source: informant_oci::ParseError,
+    },
+    /// `name` cannot name the plugin's files.
+    #[error("key `{key}.name`: {name:?} {reason}")]
+    Name {
+        /// The table's key.
+        key: String,
+        /// The name.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// With no `name`, the repository's last segment cannot name the plugin's files.
+    #[error("key `{key}.reference`: its repository's last segment {name:?} {reason}: set `name`")]
+    RepositoryName {
+        /// The table's key.
+        key: String,
+        /// That segment.
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+}
+
 impl FileSource {
     /// The source for `tenant`, or why not (`key` names the table in errors).
-    fn spec(&self, tenant: &str, key: &str) -> Result<SourceSpec, String> {
-        let reference: informant_oci::Reference = self.reference.parse().map_err(|e| {
-            format!(
-                "key `{key}.reference`: `{}` is not an OCI reference (REGISTRY/REPOSITORY:TAG or @sha256:…): {e}",
-                self.reference
-            )
-        })?;
+    fn spec(&self, tenant: &str, key: &str) -> Result<SourceSpec, BadSource> {
+        let reference: informant_oci::Reference =
+            self.reference
+                .parse()
+                .map_err(|source| BadSource::Reference {
+                    key: key.to_string(),
+                    reference: self.reference.clone(),
+                    source,
+                })?;
         let name = match &self.name {
             Some(n) => n.clone(),
-            None => reference
-                .repository()
-                .rsplit('/')
-                .next()
-                .unwrap_or_default()
-                .to_string(),
+            None => informant_oci::layout::repository_name(&reference).to_string(),
         };
-        informant_oci::layout::check_name(&name).map_err(|why| match &self.name {
-            Some(_) => format!("key `{key}.name`: {name:?} {why}"),
-            None => format!(
-                "key `{key}.reference`: its repository's last segment {name:?} {why}: set `name`"
-            ),
+        informant_oci::layout::check_name(&name).map_err(|reason| {
+            let (key, name) = (key.to_string(), name.clone());
+            match &self.name {
+                Some(_) => BadSource::Name { key, name, reason },
+                None => BadSource::RepositoryName { key, name, reason },
+            }
         })?;
         let poll = match (reference.digest(), self.poll_seconds) {
             (Some(_), _) | (None, Some(0)) => None,
@@ -432,13 +468,15 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         for (i, source) in t.sources.iter().enumerate() {
             let spec = source
                 .spec(name, &format!("tenants.{name}.sources[{i}]"))
-                .map_err(invalid)?;
+                .map_err(|e| invalid(e.to_string()))?;
             host.sources.push(spec);
         }
         tenants.insert(name.clone(), Arc::new(policy));
     }
     for (i, source) in file.sources.iter().enumerate() {
-        let spec = source.spec("", &format!("sources[{i}]")).map_err(invalid)?;
+        let spec = source
+            .spec("", &format!("sources[{i}]"))
+            .map_err(|e| invalid(e.to_string()))?;
         host.sources.push(spec);
     }
     // Two sources writing one plugin's files would overwrite each other.

@@ -135,12 +135,7 @@ pub async fn pull(args: PullArgs) -> Result<()> {
     let artifact = registry.pull(&reference).await?;
     let name = match (&args.name, &artifact.name) {
         (Some(n), _) | (None, Some(n)) => n.clone(),
-        (None, None) => reference
-            .repository()
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_string(),
+        (None, None) => informant_oci::layout::repository_name(&reference).to_string(),
     };
     informant_oci::layout::check_name(&name)
         .map_err(|reason| anyhow::anyhow!("plugin name {name:?} {reason}: pass --name"))?;
