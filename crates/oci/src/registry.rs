@@ -178,7 +178,7 @@ impl Registry {
     }
 
     /// The client for `reference`'s registry: plain HTTP only where allowed.
-    fn client(&self, reference: &Reference) -> Result<Client, Error> {
+    pub(crate) fn client(&self, reference: &Reference) -> Result<Client, Error> {
         let registry = reference.resolve_registry();
         let plain = match self.options.plain_http {
             PlainHttp::Never => false,
@@ -415,7 +415,7 @@ impl Registry {
         })
     }
 
-    fn auth(&self, reference: &Reference) -> oci_client::secrets::RegistryAuth {
+    pub(crate) fn auth(&self, reference: &Reference) -> oci_client::secrets::RegistryAuth {
         self.options
             .credentials
             .auth_for(reference.resolve_registry())
@@ -423,7 +423,7 @@ impl Registry {
 }
 
 /// Maps a registry error of `what` on `reference`.
-fn registry(
+pub(crate) fn registry(
     reference: &Reference,
     what: &'static str,
 ) -> impl FnOnce(OciDistributionError) -> Error {
@@ -444,20 +444,20 @@ fn is_loopback(registry: &str) -> bool {
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A sink that takes at most `limit` bytes, and fails the write that would pass it.
-struct Limited {
-    bytes: Vec<u8>,
+pub(crate) struct Limited {
+    pub(crate) bytes: Vec<u8>,
     limit: u64,
-    seen: u64,
-    over: bool,
+    pub(crate) seen: u64,
+    pub(crate) over: bool,
 }
 
 impl Limited {
-    fn new(limit: u64) -> Self {
+    pub(crate) fn new(limit: u64) -> Self {
         Limited {
             bytes: Vec::new(),
             limit,

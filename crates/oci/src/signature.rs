@@ -1,0 +1,736 @@
+//! Cosign signatures of plugin artifacts, in the format `cosign sign --key` writes and `cosign
+//! verify --key` reads: beside the artifact, under the tag `sha256-<HEX>.sig` of its repository, an
+//! image manifest whose layers are simple-signing payloads
+//! (`application/vnd.dev.cosign.simplesigning.v1+json`), each with its signature in the layer's
+//! `dev.cosignproject.cosign/signature` annotation. A payload names the manifest digest it vouches
+//! for, so a layer replaced after signing (a new manifest digest) is unsigned, and a signature
+//! copied to another artifact's tag names the wrong digest.
+//!
+//! What is checked, in order: the signature over the payload's exact bytes by one of the trust
+//! policy's keys (ECDSA P-256 or P-384 with SHA-256/384, or Ed25519: the keys cosign makes);
+//! then, of a payload so signed, its type and the digest it names. Nothing in a payload is read
+//! before its signature holds. A transparency-log entry is neither required nor looked up: the
+//! policy's keys are the trust root, as `cosign verify --key … --insecure-ignore-tlog` has it, so
+//! a cluster without internet verifies offline.
+//!
+//! Not sigstore-rs: its releases need OpenSSL or aws-lc-rs as their crypto backend, and its
+//! `rustls-tls` feature switches oci-client's and reqwest's rustls to aws-lc, a second provider
+//! beside the process's ring. The checks here use ring, as rustls does, and the registry client
+//! of [`crate::registry`], with its limits, CAs and logins.
+
+use std::fmt;
+use std::path::Path;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use oci_client::client::ImageLayer;
+use oci_client::errors::OciDistributionError;
+use oci_client::manifest::{
+    IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
+};
+use oci_client::{Client, Reference};
+use rcgen::{PublicKeyData, SigningKey as _};
+use ring::signature::{
+    ECDSA_P256_SHA256_ASN1, ECDSA_P384_SHA384_ASN1, ED25519, UnparsedPublicKey,
+    VerificationAlgorithm,
+};
+use sha2::{Digest, Sha256};
+
+use crate::registry::{Error, Limited, MAX_MANIFEST_BYTES, Registry, hex, registry};
+
+/// The media type of a simple-signing payload layer.
+pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
+/// The layer annotation holding the payload's signature (base64).
+pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+/// The `critical.type` of a container image signature payload.
+pub const PAYLOAD_TYPE: &str = "cosign container image signature";
+/// The config media type of the signature image.
+const CONFIG_MEDIA_TYPE: &str = "application/vnd.oci.image.config.v1+json";
+/// The largest payload read: a payload is a few hundred bytes.
+const MAX_PAYLOAD_BYTES: u64 = 64 << 10;
+/// The most signature layers looked at.
+const MAX_SIGNATURES: usize = 32;
+
+/// A key that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyError {
+    /// Its file could not be read.
+    #[error("key `{path}`: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// It is not a key in the expected PEM form.
+    #[error("key `{path}`: not a {expected}: {reason}")]
+    Parse {
+        /// Where it came from.
+        path: String,
+        /// What was expected.
+        expected: &'static str,
+        /// Why it is not one.
+        reason: String,
+    },
+    /// A key of an algorithm cosign signatures are not made with.
+    #[error("key `{path}`: not an ECDSA P-256 or P-384, or Ed25519 key")]
+    Unsupported {
+        /// Where it came from.
+        path: String,
+    },
+}
+
+/// A public key a trust policy trusts.
+#[derive(Clone)]
+pub struct PublicKey {
+    shown: String,
+    algorithm: &'static dyn VerificationAlgorithm,
+    raw: Vec<u8>,
+    fingerprint: String,
+}
+
+impl fmt::Debug for PublicKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PublicKey({} {})", self.shown, self.fingerprint)
+    }
+}
+
+impl PublicKey {
+    /// The PEM public key (`-----BEGIN PUBLIC KEY-----`, as `cosign generate-key-pair` writes
+    /// `cosign.pub`) in `path`.
+    pub fn from_file(path: &Path) -> Result<Self, KeyError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::from_pem(&shown, &text)
+    }
+
+    /// The PEM public key `text`, shown in messages as `shown`.
+    pub fn from_pem(shown: &str, text: &str) -> Result<Self, KeyError> {
+        let spki = rcgen::SubjectPublicKeyInfo::from_pem(text).map_err(|e| KeyError::Parse {
+            path: shown.to_string(),
+            expected: "PEM public key (SubjectPublicKeyInfo)",
+            reason: e.to_string(),
+        })?;
+        Self::from_data(shown, &spki)
+    }
+
+    fn from_data(shown: &str, key: &impl PublicKeyData) -> Result<Self, KeyError> {
+        let algorithm = verification(key.algorithm()).ok_or_else(|| KeyError::Unsupported {
+            path: shown.to_string(),
+        })?;
+        Ok(PublicKey {
+            shown: shown.to_string(),
+            algorithm,
+            raw: key.der_bytes().to_vec(),
+            fingerprint: format!(
+                "sha256:{}",
+                hex(&Sha256::digest(key.subject_public_key_info()))
+            ),
+        })
+    }
+
+    /// Where the key came from, as given.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// The SHA-256 of its SubjectPublicKeyInfo: `sha256:…`.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    /// Whether `signature` is this key's over `payload`.
+    fn verifies(&self, payload: &[u8], signature: &[u8]) -> bool {
+        UnparsedPublicKey::new(self.algorithm, &self.raw)
+            .verify(payload, signature)
+            .is_ok()
+    }
+
+    /// Who signed, when this key verified.
+    fn signer(&self) -> Signer {
+        Signer {
+            key: self.shown.clone(),
+            fingerprint: self.fingerprint.clone(),
+        }
+    }
+}
+
+/// ring's verification of signatures by keys of `algorithm`, if cosign makes such keys.
+fn verification(
+    algorithm: &'static rcgen::SignatureAlgorithm,
+) -> Option<&'static dyn VerificationAlgorithm> {
+    if algorithm == &rcgen::PKCS_ECDSA_P256_SHA256 {
+        Some(&ECDSA_P256_SHA256_ASN1)
+    } else if algorithm == &rcgen::PKCS_ECDSA_P384_SHA384 {
+        Some(&ECDSA_P384_SHA384_ASN1)
+    } else if algorithm == &rcgen::PKCS_ED25519 {
+        Some(&ED25519)
+    } else {
+        None
+    }
+}
+
+/// A private key that signs plugin artifacts.
+pub struct SigningKey {
+    pair: rcgen::KeyPair,
+    public: PublicKey,
+}
+
+impl fmt::Debug for SigningKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SigningKey({:?})", self.public)
+    }
+}
+
+impl SigningKey {
+    /// The unencrypted PKCS#8 PEM private key (`-----BEGIN PRIVATE KEY-----`, as `openssl
+    /// genpkey` writes) in `path`.
+    pub fn from_file(path: &Path) -> Result<Self, KeyError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| KeyError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        Self::from_pem(&shown, &text)
+    }
+
+    /// The PKCS#8 PEM private key `text`, shown in messages as `shown`.
+    pub fn from_pem(shown: &str, text: &str) -> Result<Self, KeyError> {
+        let pair = rcgen::KeyPair::from_pem(text).map_err(|e| KeyError::Parse {
+            path: shown.to_string(),
+            expected: "PKCS#8 PEM private key (`-----BEGIN PRIVATE KEY-----`, unencrypted)",
+            reason: e.to_string(),
+        })?;
+        let public = PublicKey::from_data(shown, &pair)?;
+        Ok(SigningKey { pair, public })
+    }
+
+    /// A new ECDSA P-256 key, cosign's default.
+    pub fn generate() -> Self {
+        let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+            .expect("ring makes P-256 keys");
+        let public = PublicKey::from_data("generated", &pair).expect("a P-256 key");
+        SigningKey { pair, public }
+    }
+
+    /// Its public half.
+    pub fn public_key(&self) -> &PublicKey {
+        &self.public
+    }
+
+    /// Its public half as PEM, for a trust policy's key file.
+    pub fn public_key_pem(&self) -> String {
+        self.pair.public_key_pem()
+    }
+
+    /// Itself as PKCS#8 PEM.
+    pub fn private_key_pem(&self) -> String {
+        self.pair.serialize_pem()
+    }
+}
+
+/// Who a verified artifact was signed by.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Signer {
+    /// The trust policy's key that verified it, as configured (its file).
+    pub key: String,
+    /// That key's fingerprint: `sha256:…` of its SubjectPublicKeyInfo.
+    pub fingerprint: String,
+}
+
+impl fmt::Display for Signer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "key {} ({})", self.key, self.fingerprint)
+    }
+}
+
+/// The keys whose signatures an artifact must carry one of.
+#[derive(Debug, Clone)]
+pub struct TrustPolicy {
+    keys: Vec<PublicKey>,
+}
+
+impl TrustPolicy {
+    /// A policy trusting `keys`.
+    pub fn new(keys: Vec<PublicKey>) -> Self {
+        TrustPolicy { keys }
+    }
+
+    /// Its keys.
+    pub fn keys(&self) -> &[PublicKey] {
+        &self.keys
+    }
+
+    /// Whether the key of `fingerprint` is one of its keys.
+    pub fn trusts(&self, fingerprint: &str) -> bool {
+        self.keys.iter().any(|k| k.fingerprint == fingerprint)
+    }
+
+    /// The signer of `payload` (a signature layer's bytes) by `signature`, if one of the keys
+    /// made it and the payload vouches for `digest`; else why not.
+    pub fn check(&self, digest: &str, payload: &[u8], signature: &[u8]) -> Result<Signer, String> {
+        let key = self
+            .keys
+            .iter()
+            .find(|k| k.verifies(payload, signature))
+            .ok_or("signed by no key the policy trusts")?;
+        let payload: Payload = serde_json::from_slice(payload)
+            .map_err(|e| format!("its payload is not a cosign simple-signing payload: {e}"))?;
+        if payload.critical.kind != PAYLOAD_TYPE {
+            return Err(format!(
+                "its payload is a {:?}, not a {PAYLOAD_TYPE:?}",
+                payload.critical.kind
+            ));
+        }
+        let named = payload.critical.image.docker_manifest_digest;
+        if named != digest {
+            return Err(format!(
+                "signed by {} for {named}, not for this artifact",
+                key.shown
+            ));
+        }
+        Ok(key.signer())
+    }
+}
+
+/// A simple-signing payload, as far as it is checked.
+#[derive(serde::Deserialize)]
+struct Payload {
+    critical: Critical,
+}
+
+#[derive(serde::Deserialize)]
+struct Critical {
+    #[serde(rename = "type")]
+    kind: String,
+    image: Image,
+}
+
+#[derive(serde::Deserialize)]
+struct Image {
+    #[serde(rename = "docker-manifest-digest")]
+    docker_manifest_digest: String,
+}
+
+/// Why an artifact is not run under a trust policy.
+#[derive(Debug, thiserror::Error)]
+pub enum VerifyError {
+    /// The registry failed or refused.
+    #[error(transparent)]
+    Registry(#[from] Error),
+    /// No signature is stored for it.
+    #[error("`{pinned}` is not signed: no cosign signature at `{tag}`")]
+    Unsigned {
+        /// The artifact.
+        pinned: String,
+        /// Where its signatures would be.
+        tag: String,
+    },
+    /// Its signatures are none the policy accepts.
+    #[error(
+        "`{pinned}` is not signed by a key the policy trusts: {}",
+        reasons.join("; ")
+    )]
+    Untrusted {
+        /// The artifact.
+        pinned: String,
+        /// What is wrong with each signature.
+        reasons: Vec<String>,
+    },
+}
+
+/// What a signing stored.
+#[derive(Debug, Clone)]
+pub struct Signed {
+    /// The artifact signed: `REGISTRY/REPO@sha256:…`.
+    pub pinned: String,
+    /// Where its signatures are: `REGISTRY/REPO:sha256-….sig`.
+    pub tag: String,
+}
+
+/// The tag cosign keeps `digest`'s signatures under, in `reference`'s repository.
+pub fn signature_tag(reference: &Reference, digest: &str) -> Reference {
+    Reference::with_tag(
+        reference.resolve_registry().to_string(),
+        reference.repository().to_string(),
+        format!("{}.sig", digest.replacen(':', "-", 1)),
+    )
+}
+
+impl Registry {
+    /// The signer of the artifact of `digest` in `reference`'s repository under `policy`, or
+    /// why it has none.
+    pub async fn verify(
+        &self,
+        reference: &Reference,
+        digest: &str,
+        policy: &TrustPolicy,
+    ) -> Result<Signer, VerifyError> {
+        let pinned = pinned(reference, digest);
+        let tag = signature_tag(reference, digest);
+        let client = self.client(&tag)?;
+        let Some(manifest) = self.signatures(&client, &tag).await? else {
+            return Err(VerifyError::Unsigned {
+                pinned,
+                tag: tag.whole(),
+            });
+        };
+        let mut reasons = Vec::new();
+        for (i, layer) in manifest.layers.iter().take(MAX_SIGNATURES).enumerate() {
+            let why = |reason: String| format!("signature {}: {reason}", i + 1);
+            if layer.media_type != SIMPLE_SIGNING {
+                continue;
+            }
+            let Some(signature) = layer
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(SIGNATURE_ANNOTATION))
+            else {
+                reasons.push(why(format!("no `{SIGNATURE_ANNOTATION}` annotation")));
+                continue;
+            };
+            let Ok(signature) = BASE64.decode(signature.trim()) else {
+                reasons.push(why("its signature is not base64".into()));
+                continue;
+            };
+            let payload = match self.payload(&client, &tag, layer).await {
+                Ok(payload) => payload,
+                Err(e) => {
+                    reasons.push(why(e.to_string()));
+                    continue;
+                }
+            };
+            match policy.check(digest, &payload, &signature) {
+                Ok(signer) => return Ok(signer),
+                Err(reason) => reasons.push(why(reason)),
+            }
+        }
+        if reasons.is_empty() {
+            reasons.push("no simple-signing layer".into());
+        }
+        Err(VerifyError::Untrusted { pinned, reasons })
+    }
+
+    /// Signs the artifact `reference` names (a tag's current digest) with `key`, beside the
+    /// signatures it has.
+    pub async fn sign(&self, reference: &Reference, key: &SigningKey) -> Result<Signed, Error> {
+        let digest = match reference.digest() {
+            Some(d) => d.to_string(),
+            None => self.resolve(reference).await?,
+        };
+        let tag = signature_tag(reference, &digest);
+        let client = self.client(&tag)?;
+        let auth = self.auth(&tag);
+        client
+            .store_auth_if_needed(tag.resolve_registry(), &auth)
+            .await;
+        let payload = serde_json::to_vec(&serde_json::json!({
+            "critical": {
+                "identity": {"docker-reference": format!("{}/{}", reference.resolve_registry(), reference.repository())},
+                "image": {"docker-manifest-digest": digest},
+                "type": PAYLOAD_TYPE,
+            },
+            "optional": null,
+        }))
+        .expect("the payload serializes");
+        let signature = key
+            .pair
+            .sign(&payload)
+            .expect("ring signs with a key it parsed");
+        let layer = ImageLayer::new(
+            payload,
+            SIMPLE_SIGNING.to_string(),
+            Some([(SIGNATURE_ANNOTATION.to_string(), BASE64.encode(signature))].into()),
+        );
+        let mut layers: Vec<OciDescriptor> = match self.signatures(&client, &tag).await? {
+            Some(kept) => kept.layers,
+            None => Vec::new(),
+        };
+        let descriptor = OciDescriptor {
+            media_type: layer.media_type.clone(),
+            digest: layer.sha256_digest(),
+            size: layer.data.len() as i64,
+            urls: None,
+            annotations: layer.annotations.clone(),
+            artifact_type: None,
+        };
+        client
+            .push_blob(&tag, layer.data.clone(), &descriptor.digest)
+            .await
+            .map_err(registry(&tag, "pushing a signature"))?;
+        layers.push(descriptor);
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "",
+            "os": "",
+            "config": {},
+            "rootfs": {"type": "layers", "diff_ids": layers.iter().map(|l| &l.digest).collect::<Vec<_>>()},
+        }))
+        .expect("the config serializes");
+        let config_digest = format!("sha256:{}", hex(&Sha256::digest(&config)));
+        let config_size = config.len() as i64;
+        client
+            .push_blob(&tag, config, &config_digest)
+            .await
+            .map_err(registry(&tag, "pushing a signature"))?;
+        let manifest = OciImageManifest {
+            schema_version: 2,
+            media_type: Some(OCI_IMAGE_MEDIA_TYPE.to_string()),
+            config: OciDescriptor {
+                media_type: CONFIG_MEDIA_TYPE.to_string(),
+                digest: config_digest,
+                size: config_size,
+                urls: None,
+                annotations: None,
+                artifact_type: None,
+            },
+            layers,
+            subject: None,
+            artifact_type: None,
+            annotations: None,
+        };
+        let body = serde_json::to_vec(&manifest).expect("the manifest serializes");
+        client
+            .push_manifest_raw(
+                &tag,
+                body,
+                http::HeaderValue::from_static(OCI_IMAGE_MEDIA_TYPE),
+            )
+            .await
+            .map_err(registry(&tag, "pushing its signatures"))?;
+        Ok(Signed {
+            pinned: pinned(reference, &digest),
+            tag: tag.whole(),
+        })
+    }
+
+    /// The signature image at `tag`, if there is one.
+    async fn signatures(
+        &self,
+        client: &Client,
+        tag: &Reference,
+    ) -> Result<Option<OciImageManifest>, Error> {
+        let auth = self.auth(tag);
+        let body = match client
+            .pull_manifest_raw(
+                tag,
+                &auth,
+                &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
+            )
+            .await
+        {
+            Ok((body, _)) => body,
+            Err(e) if not_found(&e) => return Ok(None),
+            Err(e) => return Err(registry(tag, "reading its signatures")(e)),
+        };
+        if body.len() > MAX_MANIFEST_BYTES {
+            return Err(Error::TooLarge {
+                reference: tag.whole(),
+                what: "signature manifest",
+                size: body.len() as u64,
+                limit: MAX_MANIFEST_BYTES as u64,
+            });
+        }
+        serde_json::from_slice(&body)
+            .map(Some)
+            .map_err(|e| Error::Layout {
+                reference: tag.whole(),
+                reason: format!("its signatures are not an OCI image manifest: {e}"),
+            })
+    }
+
+    /// One signature layer's payload, within its limit and verified against its digest.
+    async fn payload(
+        &self,
+        client: &Client,
+        tag: &Reference,
+        layer: &OciDescriptor,
+    ) -> Result<Vec<u8>, Error> {
+        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        let too_large = |size| Error::TooLarge {
+            reference: tag.whole(),
+            what: "signature payload",
+            size,
+            limit: MAX_PAYLOAD_BYTES,
+        };
+        if size > MAX_PAYLOAD_BYTES {
+            return Err(too_large(size));
+        }
+        let mut sink = Limited::new(MAX_PAYLOAD_BYTES);
+        client
+            .pull_blob(tag, layer, &mut sink)
+            .await
+            .map_err(|source| match sink.over {
+                true => too_large(sink.seen),
+                false => Error::Registry {
+                    reference: tag.whole(),
+                    what: "reading a signature",
+                    source,
+                },
+            })?;
+        Ok(sink.bytes)
+    }
+}
+
+/// `reference`'s repository pinned to `digest`, as shown.
+fn pinned(reference: &Reference, digest: &str) -> String {
+    Reference::with_digest(
+        reference.resolve_registry().to_string(),
+        reference.repository().to_string(),
+        digest.to_string(),
+    )
+    .whole()
+}
+
+/// Whether a registry said there is no such manifest.
+fn not_found(error: &OciDistributionError) -> bool {
+    match error {
+        OciDistributionError::ImageManifestNotFoundError(_) => true,
+        OciDistributionError::ServerError { code, .. } => *code == 404,
+        OciDistributionError::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                oci_client::errors::OciErrorCode::ManifestUnknown
+                    | oci_client::errors::OciErrorCode::NameUnknown
+            )
+        }),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(digest: &str, kind: &str) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({
+            "critical": {
+                "identity": {"docker-reference": "registry.example/team/p"},
+                "image": {"docker-manifest-digest": digest},
+                "type": kind,
+            },
+            "optional": null,
+        }))
+        .unwrap()
+    }
+
+    const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+    const OTHER: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+    #[test]
+    fn a_payload_signed_by_a_trusted_key_for_this_digest_verifies_and_nothing_else_does() {
+        let trusted = SigningKey::generate();
+        let stranger = SigningKey::generate();
+        let policy = TrustPolicy::new(vec![
+            PublicKey::from_pem("team.pub", &trusted.public_key_pem()).unwrap(),
+        ]);
+        let good = payload(DIGEST, PAYLOAD_TYPE);
+        let signer = policy
+            .check(DIGEST, &good, &trusted.pair.sign(&good).unwrap())
+            .unwrap();
+        assert_eq!(signer.key, "team.pub");
+        assert_eq!(signer.fingerprint, trusted.public_key().fingerprint());
+        assert!(policy.trusts(trusted.public_key().fingerprint()));
+        assert!(!policy.trusts(stranger.public_key().fingerprint()));
+
+        let by_stranger = policy
+            .check(DIGEST, &good, &stranger.pair.sign(&good).unwrap())
+            .unwrap_err();
+        assert_eq!(by_stranger, "signed by no key the policy trusts");
+        // One byte of the payload changed after signing.
+        let mut tampered = good.clone();
+        let at = tampered.len() - 3;
+        tampered[at] ^= 1;
+        let signature = trusted.pair.sign(&good).unwrap();
+        assert!(policy.check(DIGEST, &tampered, &signature).is_err());
+        // A good signature of another artifact, copied beside this one.
+        let other = payload(OTHER, PAYLOAD_TYPE);
+        let copied = policy
+            .check(DIGEST, &other, &trusted.pair.sign(&other).unwrap())
+            .unwrap_err();
+        assert!(
+            copied.contains(OTHER) && copied.contains("not for this artifact"),
+            "{copied}"
+        );
+        // Signed, but not an image signature.
+        let attestation = payload(DIGEST, "https://in-toto.io/Statement/v1");
+        let wrong = policy
+            .check(
+                DIGEST,
+                &attestation,
+                &trusted.pair.sign(&attestation).unwrap(),
+            )
+            .unwrap_err();
+        assert!(wrong.contains("in-toto"), "{wrong}");
+    }
+
+    #[test]
+    fn keys_round_trip_through_pem_and_odd_keys_are_refused_by_name() {
+        let key = SigningKey::generate();
+        let again = SigningKey::from_pem("k.pem", &key.private_key_pem()).unwrap();
+        assert_eq!(
+            again.public_key().fingerprint(),
+            key.public_key().fingerprint()
+        );
+        let p384 = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P384_SHA384).unwrap();
+        assert!(PublicKey::from_pem("p384.pub", &p384.public_key_pem()).is_ok());
+        let ed = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
+        assert!(PublicKey::from_pem("ed.pub", &ed.public_key_pem()).is_ok());
+
+        let not_pem = PublicKey::from_pem("junk.pub", "not a key\n").unwrap_err();
+        assert!(
+            not_pem
+                .to_string()
+                .starts_with("key `junk.pub`: not a PEM public key")
+        );
+        // A private key where a public one belongs.
+        let private = PublicKey::from_pem("cosign.key", &key.private_key_pem()).unwrap_err();
+        assert!(private.to_string().contains("cosign.key"), "{private}");
+        let public_as_private = SigningKey::from_pem("cosign.pub", &key.public_key_pem());
+        assert!(public_as_private.is_err());
+        let missing = PublicKey::from_file(Path::new("/nonexistent/cosign.pub")).unwrap_err();
+        assert!(
+            missing
+                .to_string()
+                .starts_with("key `/nonexistent/cosign.pub`:")
+        );
+    }
+
+    /// A signature `cosign sign --key` made (the one sigstore-rs's tests carry), checked with
+    /// its `cosign.pub`: the format is cosign's, not only this module's own.
+    #[test]
+    fn a_signature_cosign_made_verifies() {
+        let public = "-----BEGIN PUBLIC KEY-----\n\
+            MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAENptdY/l3nB0yqkXLBWkZWQwo6+cu\n\
+            OSWS1X9vPavpiQOoTTGC0xX57OojUadxF1cdQmrsiReWg2Wn4FneJfa8xw==\n\
+            -----END PUBLIC KEY-----\n";
+        let digest = "sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b";
+        let payload = format!(
+            r#"{{"critical":{{"identity":{{"docker-reference":"registry-testing.svc.lan/busybox"}},"image":{{"docker-manifest-digest":"{digest}"}},"type":"cosign container image signature"}},"optional":null}}"#
+        );
+        let signature = BASE64
+            .decode("MEUCIQD6q/COgzOyW0YH1Dk+CCYSt4uAhm3FDHUwvPI55zwnlwIgE0ZK58ZOWpZw8YVmBapJhBqCfdPekIknimuO0xH8Jh8=")
+            .unwrap();
+        let policy = TrustPolicy::new(vec![PublicKey::from_pem("cosign.pub", public).unwrap()]);
+        let signer = policy
+            .check(digest, payload.as_bytes(), &signature)
+            .unwrap();
+        assert_eq!(signer.key, "cosign.pub");
+        assert!(policy.check(OTHER, payload.as_bytes(), &signature).is_err());
+    }
+
+    #[test]
+    fn signatures_live_under_the_digest_tag() {
+        let reference: Reference = "registry.example:5000/team/policy:stable".parse().unwrap();
+        assert_eq!(
+            signature_tag(&reference, DIGEST).whole(),
+            format!(
+                "registry.example:5000/team/policy:sha256-{}.sig",
+                &DIGEST["sha256:".len()..]
+            )
+        );
+    }
+}
