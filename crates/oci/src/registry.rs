@@ -4,6 +4,11 @@
 //! read afterwards is that manifest's one layer, verified against its digest, so a tag moved
 //! halfway through cannot mix two artifacts. Sizes are checked against the limits before a
 //! body is read (from the descriptors) and while it is read (a registry may lie).
+//!
+//! The image manifest comes from the registry itself, read with a bound (oci-client reads a
+//! manifest whole): a redirect elsewhere is refused. The layer may be redirected (registries send
+//! blobs to S3 or a CDN): the login stays behind (reqwest drops `Authorization` when the host, port
+//! or scheme changes) and the bytes are checked against the digest. A layer's `urls` are ignored.
 
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -15,8 +20,10 @@ use oci_client::client::{
 use oci_client::errors::OciDistributionError;
 use oci_client::manifest::{
     IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
+    WASM_CONFIG_MEDIA_TYPE as LEGACY_WASM_CONFIG,
 };
-use oci_client::{Client, Reference};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference, RegistryOperation};
 use sha2::{Digest, Sha256};
 
 use crate::credentials::Credentials;
@@ -179,14 +186,8 @@ impl Registry {
 
     /// The client for `reference`'s registry: plain HTTP only where allowed.
     pub(crate) fn client(&self, reference: &Reference) -> Result<Client, Error> {
-        let registry = reference.resolve_registry();
-        let plain = match self.options.plain_http {
-            PlainHttp::Never => false,
-            PlainHttp::Loopback => is_loopback(registry),
-            PlainHttp::Anywhere => true,
-        };
         let config = ClientConfig {
-            protocol: if plain {
+            protocol: if self.plain(reference) {
                 ClientProtocol::Http
             } else {
                 ClientProtocol::Https
@@ -200,6 +201,141 @@ impl Registry {
             ..ClientConfig::default()
         };
         Client::try_from(config).map_err(Error::Client)
+    }
+
+    /// Whether `reference`'s registry is reached over plain HTTP.
+    fn plain(&self, reference: &Reference) -> bool {
+        match self.options.plain_http {
+            PlainHttp::Never => false,
+            PlainHttp::Loopback => is_loopback(reference.resolve_registry()),
+            PlainHttp::Anywhere => true,
+        }
+    }
+
+    /// Reads `reference`'s image manifest, never more than [`MAX_MANIFEST_BYTES`] of it, from the
+    /// registry itself; with the digest the registry says it has, if it says one. oci-client
+    /// reads a manifest whole before anything can look at its size, so this one request is made
+    /// here: the login is oci-client's (its token exchange), the HTTP client is configured as its
+    /// (CAs, timeouts, agent), and a redirect off the registry's origin is an error.
+    pub(crate) async fn read_manifest(
+        &self,
+        client: &Client,
+        reference: &Reference,
+        auth: &RegistryAuth,
+    ) -> Result<(Vec<u8>, Option<String>), Error> {
+        let failed = |source| Error::Registry {
+            reference: reference.whole(),
+            what: "reading its manifest",
+            source,
+        };
+        let token = client
+            .auth(reference, auth, RegistryOperation::Pull)
+            .await
+            .map_err(failed)?;
+        let registry = reference.resolve_registry();
+        let url = format!(
+            "{scheme}://{registry}/v2/{repository}/manifests/{name}{ns}",
+            scheme = if self.plain(reference) {
+                "http"
+            } else {
+                "https"
+            },
+            repository = reference.repository(),
+            name = reference.digest().or(reference.tag()).unwrap_or("latest"),
+            ns = reference
+                .namespace()
+                .map(|ns| format!("?ns={ns}"))
+                .unwrap_or_default(),
+        );
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            let origin = |url: &reqwest::Url| {
+                (
+                    url.scheme().to_string(),
+                    url.host_str().map(str::to_string),
+                    url.port_or_known_default(),
+                )
+            };
+            if attempt.previous().len() > 10 {
+                attempt.error("too many redirects")
+            } else if origin(attempt.url()) != origin(&attempt.previous()[0]) {
+                let error = format!(
+                    "a redirect to {}: a manifest is read from the registry itself",
+                    attempt.url()
+                );
+                attempt.error(error)
+            } else {
+                attempt.follow()
+            }
+        });
+        let roots = self
+            .extra_roots
+            .iter()
+            .map(reqwest::Certificate::try_from)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(Error::Client)?;
+        let http = reqwest::Client::builder()
+            .tls_certs_merge(roots)
+            .connect_timeout(self.options.timeout)
+            .read_timeout(self.options.timeout)
+            .user_agent(concat!("informant/", env!("CARGO_PKG_VERSION")))
+            .redirect(redirects)
+            .build()
+            .map_err(|e| Error::Client(e.into()))?;
+        let request = http.get(&url).header(
+            http::header::ACCEPT,
+            format!("{OCI_IMAGE_MEDIA_TYPE}, {IMAGE_MANIFEST_MEDIA_TYPE}"),
+        );
+        let request = match (token, auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, _) => request,
+        };
+        let mut response = request.send().await.map_err(|e| failed(e.into()))?;
+        let too_large = |size: u64| Error::TooLarge {
+            reference: reference.whole(),
+            what: "image manifest",
+            size,
+            limit: MAX_MANIFEST_BYTES as u64,
+        };
+        let status = response.status();
+        if status != http::StatusCode::OK {
+            // What an error says, bounded too: its first KiB.
+            let mut message = Vec::new();
+            while message.len() < 1024
+                && let Ok(Some(chunk)) = response.chunk().await
+            {
+                message.extend_from_slice(&chunk);
+            }
+            message.truncate(1024);
+            return Err(failed(match status {
+                http::StatusCode::UNAUTHORIZED => OciDistributionError::UnauthorizedError { url },
+                _ => OciDistributionError::ServerError {
+                    code: status.as_u16(),
+                    url,
+                    message: String::from_utf8_lossy(&message).into_owned(),
+                },
+            }));
+        }
+        // The length it declares first; then what is read, as it is read (it may lie, or
+        // declare none).
+        if let Some(size) = response.content_length()
+            && size > MAX_MANIFEST_BYTES as u64
+        {
+            return Err(too_large(size));
+        }
+        let said = response
+            .headers()
+            .get("Docker-Content-Digest")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| failed(e.into()))? {
+            if body.len() + chunk.len() > MAX_MANIFEST_BYTES {
+                return Err(too_large((body.len() + chunk.len()) as u64));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((body, said))
     }
 
     /// The digest `reference` stands for now (a tag's current one).
@@ -216,29 +352,21 @@ impl Registry {
         let client = self.client(reference)?;
         let auth = self.auth(reference);
         let shown = reference.whole();
-        let (body, digest) = client
-            .pull_manifest_raw(
-                reference,
-                &auth,
-                &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
-            )
-            .await
-            .map_err(registry(reference, "reading its manifest"))?;
-        if body.len() > MAX_MANIFEST_BYTES {
-            return Err(Error::TooLarge {
-                reference: shown,
-                what: "image manifest",
-                size: body.len() as u64,
-                limit: MAX_MANIFEST_BYTES as u64,
-            });
-        }
+        let (body, said) = self.read_manifest(&client, reference, &auth).await?;
         // The digest of what was read, whatever a header said: the pin must name these bytes.
-        let computed = format!("sha256:{}", hex(&Sha256::digest(&body)));
-        if computed != digest {
-            return Err(Error::Layout {
-                reference: shown,
-                reason: format!("its manifest's digest is {computed}, the registry said {digest}"),
-            });
+        let digest = format!("sha256:{}", hex(&Sha256::digest(&body)));
+        for (expected, who) in [
+            (said, "the registry said"),
+            (reference.digest().map(str::to_string), "it was asked for"),
+        ] {
+            if let Some(expected) = expected
+                && expected != digest
+            {
+                return Err(Error::Layout {
+                    reference: shown,
+                    reason: format!("its manifest's digest is {digest}, {who} {expected}"),
+                });
+            }
         }
         let manifest: OciImageManifest =
             serde_json::from_slice(&body).map_err(|e| Error::Layout {
@@ -250,7 +378,11 @@ impl Registry {
                     _ => format!("its manifest is not an OCI image manifest: {e}"),
                 },
             })?;
-        let layer = self.wasm_layer(&shown, &manifest)?.clone();
+        let mut layer = self.wasm_layer(&shown, &manifest)?.clone();
+        // The layer is read from the registry (which may redirect it), never from the hosts its
+        // descriptor's `urls` name: oci-client would try those, without the login, when the
+        // registry does not serve it.
+        layer.urls = None;
         let pinned = Reference::with_digest(
             reference.resolve_registry().to_string(),
             reference.repository().to_string(),
@@ -302,7 +434,7 @@ impl Registry {
         })
     }
 
-    /// The one wasm layer of `manifest`, within the size limit.
+    /// The one wasm layer of `manifest`, within the size limit, under a config of a wasm layout.
     fn wasm_layer<'m>(
         &self,
         shown: &str,
@@ -312,6 +444,12 @@ impl Registry {
             reference: shown.to_string(),
             reason,
         };
+        let config = &manifest.config.media_type;
+        if config != WASM_CONFIG && config != LEGACY_WASM_CONFIG {
+            return Err(layout(format!(
+                "its config is `{config}`, not `{WASM_CONFIG}` (or `{LEGACY_WASM_CONFIG}`)"
+            )));
+        }
         let [layer] = manifest.layers.as_slice() else {
             return Err(layout(format!(
                 "it has {} layers, a plugin has exactly one",

@@ -25,9 +25,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use oci_client::client::ImageLayer;
 use oci_client::errors::OciDistributionError;
-use oci_client::manifest::{
-    IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest,
-};
+use oci_client::manifest::{OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
 use oci_client::{Client, Reference};
 use rcgen::{PublicKeyData, SigningKey as _};
 use ring::signature::{
@@ -36,7 +34,7 @@ use ring::signature::{
 };
 use sha2::{Digest, Sha256};
 
-use crate::registry::{Error, Limited, MAX_MANIFEST_BYTES, Registry, hex, registry};
+use crate::registry::{Error, Limited, Registry, hex, registry};
 
 /// The media type of a simple-signing payload layer.
 pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -513,27 +511,11 @@ impl Registry {
         client: &Client,
         tag: &Reference,
     ) -> Result<Option<OciImageManifest>, Error> {
-        let auth = self.auth(tag);
-        let body = match client
-            .pull_manifest_raw(
-                tag,
-                &auth,
-                &[OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE],
-            )
-            .await
-        {
+        let body = match self.read_manifest(client, tag, &self.auth(tag)).await {
             Ok((body, _)) => body,
-            Err(e) if not_found(&e) => return Ok(None),
-            Err(e) => return Err(registry(tag, "reading its signatures")(e)),
+            Err(Error::Registry { source, .. }) if not_found(&source) => return Ok(None),
+            Err(e) => return Err(e),
         };
-        if body.len() > MAX_MANIFEST_BYTES {
-            return Err(Error::TooLarge {
-                reference: tag.whole(),
-                what: "signature manifest",
-                size: body.len() as u64,
-                limit: MAX_MANIFEST_BYTES as u64,
-            });
-        }
         serde_json::from_slice(&body)
             .map(Some)
             .map_err(|e| Error::Layout {
