@@ -12,6 +12,8 @@
 mod proptests;
 #[cfg(test)]
 mod reference;
+#[cfg(test)]
+mod signatures;
 mod watch;
 
 pub use watch::ConfigWatcher;
@@ -113,6 +115,32 @@ struct File {
     tenants: BTreeMap<String, Table<FileTenant>>,
     #[serde(default, deserialize_with = "toml_error::tables")]
     sources: Vec<FileSource>,
+    signatures: Option<FileSignatures>,
+}
+
+/// A `[signatures]` (or `[tenants.NAME.signatures]`) table: the public keys one of whose cosign
+/// signatures a pulled plugin must carry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileSignatures {
+    keys: Vec<PathBuf>,
+}
+
+impl FileSignatures {
+    /// The key files, each checked to hold a public key cosign signs with (`key` names the
+    /// table in errors).
+    fn keys(&self, key: &str) -> Result<Vec<PathBuf>, String> {
+        if self.keys.is_empty() {
+            return Err(format!(
+                "key `{key}.keys`: no key: list the public keys (PEM) signatures must be made with, or drop the table"
+            ));
+        }
+        for (i, path) in self.keys.iter().enumerate() {
+            informant_oci::signature::PublicKey::from_file(path)
+                .map_err(|e| format!("key `{key}.keys[{i}]`: {e}"))?;
+        }
+        Ok(self.keys.clone())
+    }
 }
 
 /// A `[[sources]]` table: a plugin pulled from an OCI registry.
@@ -171,7 +199,12 @@ enum BadSource {
 
 impl FileSource {
     /// The source for `tenant`, or why not (`key` names the table in errors).
-    fn spec(&self, tenant: &str, key: &str) -> Result<SourceSpec, BadSource> {
+    fn spec(
+        &self,
+        tenant: &str,
+        key: &str,
+        signature_keys: &[PathBuf],
+    ) -> Result<SourceSpec, BadSource> {
         let reference: informant_oci::Reference =
             self.reference
                 .parse()
@@ -205,6 +238,7 @@ impl FileSource {
             registry_config: self.registry_config.clone(),
             registry_ca: self.registry_ca.clone(),
             plain_http: self.plain_http,
+            signature_keys: signature_keys.to_vec(),
         })
     }
 }
@@ -257,6 +291,7 @@ struct FileTenant {
     write: Vec<crate::manifest::Write>,
     #[serde(default, deserialize_with = "toml_error::tables")]
     sources: Vec<FileSource>,
+    signatures: Option<FileSignatures>,
 }
 
 /// Reads and validates `informant.toml` into the host's plugin settings.
@@ -327,6 +362,11 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     let tenant_max_schedules = l
         .tenant_max_schedules
         .map_or(DEFAULT_TENANT_MAX_SCHEDULES, Positive::get);
+    // The operator's policy, and each tenant's unless it has its own.
+    let operator_keys = match &file.signatures {
+        Some(s) => s.keys("signatures").map_err(invalid)?,
+        None => Vec::new(),
+    };
     for (default, max, what) in [
         (host.default_memory_mib, host.max_memory_mib, "memory-mib"),
         (
@@ -465,9 +505,19 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
             },
             max_schedules: t.max_schedules.map_or(tenant_max_schedules, Positive::get) as usize,
         };
+        let signature_keys = match &t.signatures {
+            Some(s) => s
+                .keys(&format!("tenants.{name}.signatures"))
+                .map_err(invalid)?,
+            None => operator_keys.clone(),
+        };
         for (i, source) in t.sources.iter().enumerate() {
             let spec = source
-                .spec(name, &format!("tenants.{name}.sources[{i}]"))
+                .spec(
+                    name,
+                    &format!("tenants.{name}.sources[{i}]"),
+                    &signature_keys,
+                )
                 .map_err(|e| invalid(e.to_string()))?;
             host.sources.push(spec);
         }
@@ -475,7 +525,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     }
     for (i, source) in file.sources.iter().enumerate() {
         let spec = source
-            .spec("", &format!("sources[{i}]"))
+            .spec("", &format!("sources[{i}]"), &operator_keys)
             .map_err(|e| invalid(e.to_string()))?;
         host.sources.push(spec);
     }

@@ -7,6 +7,11 @@
 //! is resolved again every `poll-seconds`: a new digest is pulled and hot-swapped by the same
 //! reconcile a changed file gets. A failed resolve or pull keeps what runs, says why in the
 //! plugin's status and log, and is retried with the host's backoff.
+//!
+//! Under a trust policy (`[signatures]`, or the tenant's own), what is pulled is written only
+//! when it carries a cosign signature by one of the policy's keys, for its digest; otherwise
+//! the running version stays, as for any failed pull. A kept directory's files are loaded at
+//! start only if the signer the marker records is one the policy in force still trusts.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -14,6 +19,7 @@ use std::time::Duration;
 
 use informant_oci::credentials::Credentials;
 use informant_oci::registry::PlainHttp;
+use informant_oci::signature::{KeyError, PublicKey, Signer, TrustPolicy, VerifyError};
 use informant_oci::{Options, Reference, Registry};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -66,6 +72,21 @@ pub enum Error {
     /// The tenant's directory in the pulled directory could not be made, or is not private.
     #[error(transparent)]
     Dir(#[from] informant_state::private::PrivateError),
+    /// A key of its trust policy could not be read.
+    #[error(transparent)]
+    Key(#[from] KeyError),
+    /// It is not signed as its trust policy requires.
+    #[error(transparent)]
+    Signature(#[from] VerifyError),
+}
+
+/// What a source last wrote: the reference pinned to it and, under a trust policy, who signed
+/// it. Kept in the marker file as JSON.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+struct Pulled {
+    pinned: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signer: Option<Signer>,
 }
 
 /// The running sources; stopped when dropped.
@@ -86,6 +107,9 @@ impl Sources {
     ) -> Sources {
         let specs = host.config().sources.clone();
         prune(&pulled, &specs);
+        for spec in &specs {
+            distrust(&pulled, spec);
+        }
         let mut tasks = JoinSet::new();
         for spec in specs {
             let follower = Follower {
@@ -121,26 +145,26 @@ impl Follower {
     async fn run(self) {
         let span = self.id.span();
         // What an earlier run wrote, if its files are still there.
-        let mut written = std::fs::read_to_string(self.marker())
-            .ok()
-            .filter(|_| self.dir.join(format!("{}.wasm", self.spec.name)).is_file())
-            .map(|m| m.trim().to_string());
+        let mut written = kept(&self.dir, &self.spec);
         let mut failures = 0;
         loop {
-            let outcome = self.sync(written.as_deref()).await;
+            let outcome = self.sync(written.as_ref()).await;
             let mut status = SourceStatus {
                 reference: self.spec.reference.clone(),
-                pinned: written.clone(),
+                pinned: written.as_ref().map(|w| w.pinned.clone()),
+                signer: written.as_ref().and_then(|w| w.signer.clone()),
                 error: None,
                 checked: jiff::Timestamp::now().to_string(),
             };
             let wait = match outcome {
-                Ok(Some(pinned)) => {
+                Ok(Some(pulled)) => {
+                    let signer = pulled.signer.as_ref().map(ToString::to_string);
                     span.in_scope(
-                        || tracing::info!(source = %self.spec.reference, %pinned, "plugin pulled"),
+                        || tracing::info!(source = %self.spec.reference, pinned = %pulled.pinned, signer = signer.as_deref().unwrap_or("not checked"), "plugin pulled"),
                     );
-                    status.pinned = Some(pinned.clone());
-                    written = Some(pinned);
+                    status.pinned = Some(pulled.pinned.clone());
+                    status.signer = pulled.signer.clone();
+                    written = Some(pulled);
                     self.host.set_source_status(&self.id, status);
                     let report = self.host.reconcile().await;
                     if let Some(r) = &self.reports {
@@ -155,7 +179,7 @@ impl Follower {
                     self.spec.poll
                 }
                 Err(e) => {
-                    span.in_scope(|| tracing::warn!(source = %self.spec.reference, error = %e, kept = written.as_deref().unwrap_or("nothing"), "plugin source not pulled; retried with backoff"));
+                    span.in_scope(|| tracing::warn!(source = %self.spec.reference, error = %e, kept = written.as_ref().map_or("nothing", |w| w.pinned.as_str()), "plugin source not pulled; retried with backoff"));
                     status.error = Some(e.to_string());
                     self.host.set_source_status(&self.id, status);
                     failures += 1;
@@ -168,8 +192,8 @@ impl Follower {
         }
     }
 
-    /// Pulls the source if it now names something other than `written`; what it wrote, pinned.
-    async fn sync(&self, written: Option<&str>) -> Result<Option<String>, Error> {
+    /// Pulls the source if it now names something other than `written`; what it wrote.
+    async fn sync(&self, written: Option<&Pulled>) -> Result<Option<Pulled>, Error> {
         let registry = self.registry()?;
         let reference: Reference = self
             .spec
@@ -177,7 +201,7 @@ impl Follower {
             .parse()
             .expect("checked when the config was read");
         let digest = registry.resolve(&reference).await?;
-        if written.is_some_and(|w| w.ends_with(&format!("@{digest}")))
+        if written.is_some_and(|w| w.pinned.ends_with(&format!("@{digest}")))
             && self.dir.join(format!("{}.wasm", self.spec.name)).is_file()
         {
             return Ok(None);
@@ -199,17 +223,27 @@ impl Follower {
             tenant => self.host.dir().join(tenant),
         };
         self.clash(&own)?;
+        // The digest of the bytes pulled, not the tag's: a signature vouches for one manifest.
+        let signer = match policy(&self.spec)? {
+            Some(policy) => Some(
+                registry
+                    .verify(&reference, &artifact.digest, &policy)
+                    .await?,
+            ),
+            None => None,
+        };
         informant_state::private::ensure_dir(&self.dir, informant_state::private::Secret::No)?;
         informant_oci::files::write_plugin(&self.dir, &self.spec.name, &artifact.wasm, Some(text))?;
+        let pulled = Pulled {
+            pinned: artifact.pinned,
+            signer,
+        };
         // Only a shortcut for the next start: a marker that is lost or torn means a pull.
-        let _ = std::fs::write(self.marker(), &artifact.pinned);
-        Ok(Some(artifact.pinned))
-    }
-
-    /// Where the reference pinned to the files written is kept (no `.wasm` or `.toml` name a
-    /// scan would pick up).
-    fn marker(&self) -> PathBuf {
-        self.dir.join(format!(".{}.pinned", self.spec.name))
+        let _ = std::fs::write(
+            marker(&self.dir, &self.spec),
+            serde_json::to_vec(&pulled).expect("serializes"),
+        );
+        Ok(Some(pulled))
     }
 
     /// Refuses a name the plugins directory already has for this tenant.
@@ -242,6 +276,72 @@ impl Follower {
             max_manifest_bytes: config.max_manifest_bytes,
             ..Options::default()
         })?)
+    }
+}
+
+/// Where a source's [`Pulled`] is kept, in its tenant's directory `dir` (no `.wasm` or `.toml`
+/// name a scan would pick up).
+fn marker(dir: &Path, spec: &SourceSpec) -> PathBuf {
+    dir.join(format!(".{}.pinned", spec.name))
+}
+
+/// What an earlier run wrote for `spec` in `dir`, if its files are still there. A marker of an
+/// earlier release holds the pinned reference alone.
+fn kept(dir: &Path, spec: &SourceSpec) -> Option<Pulled> {
+    if !dir.join(format!("{}.wasm", spec.name)).is_file() {
+        return None;
+    }
+    let text = std::fs::read_to_string(marker(dir, spec)).ok()?;
+    serde_json::from_str(&text).ok().or_else(|| {
+        Some(Pulled {
+            pinned: text.trim().to_string(),
+            signer: None,
+        })
+    })
+}
+
+/// The trust policy `spec` is pulled under, read from its key files now (a rotated key is read
+/// again); none when its signatures are not checked.
+fn policy(spec: &SourceSpec) -> Result<Option<TrustPolicy>, KeyError> {
+    if spec.signature_keys.is_empty() {
+        return Ok(None);
+    }
+    let keys = spec
+        .signature_keys
+        .iter()
+        .map(|path| PublicKey::from_file(path))
+        .collect::<Result<_, _>>()?;
+    Ok(Some(TrustPolicy::new(keys)))
+}
+
+/// Removes `spec`'s kept files from `pulled` when its trust policy does not trust who signed
+/// them (unsigned, another key, or keys that cannot be read now): a policy made stricter must
+/// not run what an earlier one let in, even for the moment before its registry answers.
+fn distrust(pulled: &Path, spec: &SourceSpec) {
+    let dir = match spec.tenant.as_str() {
+        "" => pulled.to_path_buf(),
+        tenant => pulled.join(tenant),
+    };
+    let Some(kept) = kept(&dir, spec) else {
+        return;
+    };
+    let trusted = match policy(spec) {
+        Ok(None) => true,
+        Ok(Some(policy)) => kept
+            .signer
+            .as_ref()
+            .is_some_and(|s| policy.trusts(&s.fingerprint)),
+        Err(_) => false,
+    };
+    if !trusted {
+        tracing::warn!(source = %spec.reference, pinned = %kept.pinned, "a kept pull is not signed by a key the trust policy holds now; pulled again");
+        for file in [
+            format!("{}.wasm", spec.name),
+            format!("{}.toml", spec.name),
+            format!(".{}.pinned", spec.name),
+        ] {
+            remove(&dir.join(file));
+        }
     }
 }
 
@@ -303,6 +403,7 @@ mod tests {
             registry_config: None,
             registry_ca: None,
             plain_http: false,
+            signature_keys: Vec::new(),
         }
     }
 

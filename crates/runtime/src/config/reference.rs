@@ -6,7 +6,7 @@ use std::path::Path;
 
 use informant_manifest::keys;
 
-use super::{File, FileLimits, FileSource, FileTenant};
+use super::{File, FileLimits, FileSignatures, FileSource, FileTenant};
 use crate::manifest::Write;
 
 fn parse(text: &str) -> Result<crate::plugin::HostConfig, String> {
@@ -65,11 +65,21 @@ fn the_books_configuration_reference_matches_the_parser() {
                             code.insert(format!("tenants.NAME.sources.{f}"));
                         }
                     }
+                    if *field == "signatures" {
+                        for f in keys::of::<FileSignatures>().unwrap() {
+                            code.insert(format!("tenants.NAME.signatures.{f}"));
+                        }
+                    }
                 }
             }
             "sources" => {
                 for field in keys::of::<FileSource>().unwrap() {
                     code.insert(format!("sources.{field}"));
+                }
+            }
+            "signatures" => {
+                for field in keys::of::<FileSignatures>().unwrap() {
+                    code.insert(format!("signatures.{field}"));
                 }
             }
             _ => {}

@@ -99,6 +99,60 @@ fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
     for row in &cells {
         line(row, false);
     }
+    out.push_str(&sources(rows));
+    out
+}
+
+/// The pulled plugins' sources under the table, after a blank line: what each follows, the
+/// digest it runs and who signed it; nothing when no plugin is pulled.
+fn sources(rows: &[StatusRow]) -> String {
+    let mut cells: Vec<[String; 5]> = rows
+        .iter()
+        .filter_map(|r| {
+            let source = r.source.as_ref()?;
+            Some([
+                if r.tenant.is_empty() {
+                    "-".into()
+                } else {
+                    cell(&r.tenant, usize::MAX)
+                },
+                cell(&r.name, usize::MAX),
+                cell(&source.reference, usize::MAX),
+                source
+                    .pinned
+                    .as_deref()
+                    .and_then(|p| p.rsplit_once('@'))
+                    .map_or("-".into(), |(_, digest)| cell(digest, usize::MAX)),
+                source
+                    .signer
+                    .as_ref()
+                    .map_or("-".into(), |s| cell(&s.to_string(), usize::MAX)),
+            ])
+        })
+        .collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    cells.insert(
+        0,
+        ["TENANT", "PLUGIN", "SOURCE", "DIGEST", "SIGNED BY"].map(String::from),
+    );
+    let mut widths = [0; 5];
+    for row in &cells {
+        for (w, c) in widths.iter_mut().zip(row) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut out = String::from("\n");
+    for row in &cells {
+        let mut text = String::new();
+        for (c, w) in row.iter().zip(widths) {
+            text.push_str(c);
+            text.push_str(&" ".repeat(w - c.chars().count() + 2));
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    }
     out
 }
 
@@ -192,8 +246,9 @@ mod tests {
                     .into(),
             ),
             checked: "2026-11-27T09:05:00Z".into(),
+            signer: None,
         });
-        let table = table_at(&[pulled], false, now);
+        let table = table_at(&[pulled.clone()], false, now);
         assert!(
             table
                 .lines()
@@ -202,6 +257,39 @@ mod tests {
                 .contains("1h5m   source: `registry.example/team-a/policy:stable`: reading"),
             "{table}"
         );
+        // Below the plugins, the source: what it follows, the digest it runs, who signed it.
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines[2], "", "{table}");
+        assert_eq!(
+            lines[3].split_whitespace().collect::<Vec<_>>(),
+            ["TENANT", "PLUGIN", "SOURCE", "DIGEST", "SIGNED", "BY"]
+        );
+        assert_eq!(
+            lines[4].split_whitespace().collect::<Vec<_>>(),
+            [
+                "team-a",
+                "policy",
+                "registry.example/team-a/policy:stable",
+                "sha256:ab",
+                "-"
+            ]
+        );
+        pulled.source.as_mut().unwrap().signer = Some(informant_oci::signature::Signer {
+            key: "/etc/informant/keys/team-a.pub".into(),
+            fingerprint: "sha256:5e1f".into(),
+        });
+        let table = table_at(&[pulled, row("", "echo", "running", None)], false, now);
+        assert!(
+            table
+                .lines()
+                .last()
+                .unwrap()
+                .ends_with("sha256:ab  key /etc/informant/keys/team-a.pub (sha256:5e1f)"),
+            "{table}"
+        );
+        // No pulled plugin, no sources section.
+        let plain = table_at(&[row("", "echo", "running", None)], false, now);
+        assert_eq!(plain.lines().count(), 2, "{plain}");
     }
 
     #[test]

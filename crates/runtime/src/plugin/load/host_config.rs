@@ -59,6 +59,9 @@ pub struct SourceSpec {
     pub registry_ca: Option<std::path::PathBuf>,
     /// Plain HTTP, for a registry on a loopback address only.
     pub plain_http: bool,
+    /// The public keys (PEM files) one of whose cosign signatures it must carry; none: its
+    /// signatures are not checked.
+    pub signature_keys: Vec<std::path::PathBuf>,
 }
 
 impl Default for HostConfig {

@@ -91,6 +91,9 @@ pub struct SourceStatus {
     /// The reference pinned to what was pulled last and written: `REGISTRY/REPO@sha256:…`.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub pinned: Option<String>,
+    /// Who signed what was pulled, under the source's trust policy; none without one.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signer: Option<informant_oci::signature::Signer>,
     /// Why the last pull (or resolve) failed; what was pulled before stays.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub error: Option<String>,
