@@ -58,6 +58,8 @@ enum Command {
     Push(cli::registry::PushArgs),
     /// Pull a plugin from an OCI registry into a plugins directory.
     Pull(cli::registry::PullArgs),
+    /// Sign a pushed plugin with a key, as `cosign sign --key` does.
+    Sign(cli::registry::SignArgs),
 }
 
 /// mimalloc rather than glibc's malloc: a list's decoding garbage is handed back to the system
@@ -86,6 +88,7 @@ async fn run(command: Command) -> Result<()> {
         Command::DeadLetters(args) => cli::dead_letters::run(args).await,
         Command::Push(args) => cli::registry::push(args).await,
         Command::Pull(args) => cli::registry::pull(args).await,
+        Command::Sign(args) => cli::registry::sign(args).await,
     }
 }
 

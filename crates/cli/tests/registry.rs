@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use informant_oci::layout::{
     LEGACY_WASM_LAYER, MANIFEST_ANNOTATION, TITLE_ANNOTATION, WASM_CONFIG, WASM_LAYER,
 };
+use informant_oci::signature::SigningKey;
 use informant_oci::{Options, Reference, Registry};
 use informant_tests::registry::{LocalRegistry, PASSWORD, USER};
 use oci_client::client::{ClientConfig, Config, ImageLayer};
@@ -379,4 +380,184 @@ async fn legacy_and_hostile_artifacts() {
     .unwrap();
     let e = lib.pull(&legacy.parse().unwrap()).await.unwrap_err();
     assert!(e.to_string().contains("over the limit"), "{e}");
+}
+
+/// `informant sign` with a key `openssl genpkey` made, and `informant pull --key`: a signed
+/// artifact pulls; one signed by another key, one pushed over the tag after signing, and one
+/// carrying a signature copied from the signed one are each refused and nothing is written.
+#[tokio::test(flavor = "multi_thread")]
+async fn signed_artifacts_pull_and_every_other_kind_is_refused() {
+    let Some(registry) = LocalRegistry::start() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let keys = work.path();
+    // The user's key: openssl's PKCS#8, where the machine has openssl; else one made here.
+    let openssl = Command::new("openssl")
+        .args([
+            "genpkey",
+            "-algorithm",
+            "EC",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-out",
+        ])
+        .arg(keys.join("team.key"))
+        .status()
+        .is_ok_and(|s| s.success())
+        && Command::new("openssl")
+            .args(["pkey", "-pubout", "-in"])
+            .arg(keys.join("team.key"))
+            .arg("-out")
+            .arg(keys.join("team.pub"))
+            .status()
+            .is_ok_and(|s| s.success());
+    if !openssl {
+        if std::env::var_os("INFORMANT_REQUIRE_ALL").is_some() {
+            panic!("openssl is required (INFORMANT_REQUIRE_ALL) and could not make a key");
+        }
+        eprintln!("skipping the openssl key: no openssl; a key made in-process instead");
+        let key = SigningKey::generate();
+        std::fs::write(keys.join("team.key"), key.private_key_pem()).unwrap();
+        std::fs::write(keys.join("team.pub"), key.public_key_pem()).unwrap();
+    }
+    let stranger = SigningKey::generate();
+    std::fs::write(keys.join("stranger.key"), stranger.private_key_pem()).unwrap();
+    std::fs::write(keys.join("stranger.pub"), stranger.public_key_pem()).unwrap();
+    let key = |name: &str| keys.join(name).display().to_string();
+
+    let wasm = plugin_files(work.path(), "snoop");
+    let login = registry.docker_config(USER, PASSWORD);
+    let (login, ca) = (login.to_str().unwrap(), registry.ca_file.to_str().unwrap());
+    let reference = format!("{}/team-a/snoop:stable", registry.addr);
+    let with_registry = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend(["--registry-config", login, "--registry-ca", ca]);
+        informant(&all)
+    };
+    let pushed = with_registry(&["push", &wasm, &reference]);
+    assert!(pushed.status.success(), "{}", text(&pushed));
+    let v1 = String::from_utf8_lossy(&pushed.stdout).trim().to_string();
+    let v1_digest = v1.rsplit_once('@').unwrap().1.to_string();
+
+    let signed = with_registry(&["sign", &reference, "--key", &key("team.key")]);
+    assert!(signed.status.success(), "{}", text(&signed));
+    let tag = String::from_utf8_lossy(&signed.stdout).trim().to_string();
+    assert_eq!(
+        tag,
+        format!(
+            "{}/team-a/snoop:{}.sig",
+            registry.addr,
+            v1_digest.replace(':', "-")
+        )
+    );
+
+    let pulled_with = |keys: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut args = vec!["pull", &reference, dir.path().to_str().unwrap()];
+        for k in keys {
+            args.extend(["--key", k]);
+        }
+        let out = with_registry(&args);
+        let written = std::fs::read_dir(dir.path()).unwrap().count();
+        (out, written)
+    };
+    let (ok, written) = pulled_with(&[&key("stranger.pub"), &key("team.pub")]);
+    assert!(ok.status.success(), "{}", text(&ok));
+    assert_eq!(written, 2);
+    assert!(
+        String::from_utf8_lossy(&ok.stderr).contains(&format!("signed by key {}", key("team.pub"))),
+        "{}",
+        text(&ok)
+    );
+    let (other, written) = pulled_with(&[&key("stranger.pub")]);
+    assert!(!other.status.success() && written == 0, "{}", text(&other));
+    assert!(
+        String::from_utf8_lossy(&other.stderr)
+            .contains("is not signed by a key the policy trusts: signature 1: signed by no key the policy trusts"),
+        "{}",
+        text(&other)
+    );
+
+    // A second signer beside the first: both keys verify it now.
+    let again = with_registry(&["sign", &v1, "--key", &key("stranger.key")]);
+    assert!(again.status.success(), "{}", text(&again));
+    for k in ["team.pub", "stranger.pub"] {
+        let (ok, written) = pulled_with(&[&key(k)]);
+        assert!(ok.status.success() && written == 2, "{k}: {}", text(&ok));
+    }
+
+    // The tag pushed over after signing (a new layer, so a new digest): unsigned.
+    std::fs::write(work.path().join("snoop.toml"), format!("{MANIFEST}# v2\n")).unwrap();
+    let pushed = with_registry(&["push", &wasm, &reference]);
+    assert!(pushed.status.success(), "{}", text(&pushed));
+    let v2 = String::from_utf8_lossy(&pushed.stdout).trim().to_string();
+    let v2_digest = v2.rsplit_once('@').unwrap().1.to_string();
+    let (unsigned, written) = pulled_with(&[&key("team.pub")]);
+    assert!(
+        !unsigned.status.success() && written == 0,
+        "{}",
+        text(&unsigned)
+    );
+    assert!(
+        String::from_utf8_lossy(&unsigned.stderr).contains(&format!("`{v2}` is not signed")),
+        "{}",
+        text(&unsigned)
+    );
+
+    // v1's signatures copied beside v2: they vouch for v1's digest, not v2's.
+    let client = raw_client(&registry);
+    let auth = RegistryAuth::Basic(USER.into(), PASSWORD.into());
+    let (body, _) = client
+        .pull_manifest_raw(
+            &tag.parse().unwrap(),
+            &auth,
+            &["application/vnd.oci.image.manifest.v1+json"],
+        )
+        .await
+        .unwrap();
+    let copy: Reference = format!(
+        "{}/team-a/snoop:{}.sig",
+        registry.addr,
+        v2_digest.replace(':', "-")
+    )
+    .parse()
+    .unwrap();
+    client
+        .push_manifest_raw(
+            &copy,
+            body.to_vec(),
+            "application/vnd.oci.image.manifest.v1+json"
+                .parse()
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    let (copied, written) = pulled_with(&[&key("team.pub")]);
+    assert!(
+        !copied.status.success() && written == 0,
+        "{}",
+        text(&copied)
+    );
+    assert!(
+        String::from_utf8_lossy(&copied.stderr)
+            .contains(&format!("for {v1_digest}, not for this artifact")),
+        "{}",
+        text(&copied)
+    );
+
+    // Bad keys are named, before any registry is asked.
+    let missing = with_registry(&["sign", &reference, "--key", "/nonexistent/team.key"]);
+    assert!(!missing.status.success());
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("key `/nonexistent/team.key`"),
+        "{}",
+        text(&missing)
+    );
+    let public_as_private = with_registry(&["sign", &reference, "--key", &key("team.pub")]);
+    assert!(
+        String::from_utf8_lossy(&public_as_private.stderr).contains("not a PKCS#8 PEM private key"),
+        "{}",
+        text(&public_as_private)
+    );
 }

@@ -1,5 +1,5 @@
-//! `informant push` and `informant pull`: plugins as OCI artifacts in the CNCF wasm layout
-//! ([`informant_oci`]).
+//! `informant push`, `informant pull` and `informant sign`: plugins as OCI artifacts in the CNCF
+//! wasm layout, signed as cosign signs ([`informant_oci`]).
 
 use std::path::PathBuf;
 
@@ -7,6 +7,7 @@ use anyhow::{Context, Result, bail};
 use informant_oci::credentials::Credentials;
 use informant_oci::files::write_plugin;
 use informant_oci::registry::PlainHttp;
+use informant_oci::signature::{PublicKey, SigningKey, TrustPolicy};
 use informant_oci::{Options, Reference, Registry};
 use informant_runtime::manifest::Manifest;
 use informant_runtime::plugin::load::check::manifest_beside;
@@ -121,6 +122,10 @@ pub struct PullArgs {
     /// segment).
     #[arg(long)]
     name: Option<String>,
+    /// Write it only if it carries a cosign signature by this public key (PEM); repeat for
+    /// several, any one of which will do.
+    #[arg(long = "key", value_name = "cosign.pub")]
+    keys: Vec<PathBuf>,
     #[command(flatten)]
     registry: RegistryArgs,
 }
@@ -131,8 +136,23 @@ pub async fn pull(args: PullArgs) -> Result<()> {
     if !args.dir.is_dir() {
         bail!("`{}` is not a directory", args.dir.display());
     }
+    let policy = match args.keys.is_empty() {
+        true => None,
+        false => Some(TrustPolicy::new(
+            args.keys
+                .iter()
+                .map(|k| PublicKey::from_file(k))
+                .collect::<Result<_, _>>()?,
+        )),
+    };
     let registry = args.registry.registry()?;
     let artifact = registry.pull(&reference).await?;
+    if let Some(policy) = &policy {
+        let signer = registry
+            .verify(&reference, &artifact.digest, policy)
+            .await?;
+        eprintln!("{} is signed by {signer}", artifact.pinned);
+    }
     let name = match (&args.name, &artifact.name) {
         (Some(n), _) | (None, Some(n)) => n.clone(),
         (None, None) => informant_oci::layout::repository_name(&reference).to_string(),
@@ -164,6 +184,36 @@ pub async fn pull(args: PullArgs) -> Result<()> {
             args.dir.join(format!("{name}.toml")).display()
         );
     }
+    Ok(())
+}
+
+/// Arguments of `informant sign`.
+#[derive(clap::Args)]
+pub struct SignArgs {
+    /// What to sign: `REGISTRY/REPOSITORY:TAG` (its current digest) or `…@sha256:…`.
+    reference: String,
+    /// The private key: unencrypted PKCS#8 PEM (`openssl genpkey -algorithm EC -pkeyopt
+    /// ec_paramgen_curve:P-256`), ECDSA P-256 or P-384, or Ed25519.
+    #[arg(long, value_name = "KEY.pem")]
+    key: PathBuf,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// Signs a pushed plugin as `cosign sign --key` does, beside its other signatures; prints the
+/// digest signed and where the signature is.
+pub async fn sign(args: SignArgs) -> Result<()> {
+    let reference = parse(&args.reference)?;
+    let key = SigningKey::from_file(&args.key)?;
+    let registry = args.registry.registry()?;
+    let signed = registry.sign(&reference, &key).await?;
+    eprintln!(
+        "signed {} with {} ({})",
+        signed.pinned,
+        args.key.display(),
+        key.public_key().fingerprint()
+    );
+    println!("{}", signed.tag);
     Ok(())
 }
 
