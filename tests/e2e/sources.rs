@@ -318,3 +318,232 @@ async fn a_pulled_directory_others_may_write_is_refused() {
     }
     server.shutdown().await;
 }
+
+/// Trust policies as deployed: each tenant's pulled plugins must be signed by its keys (team-a
+/// its own, team-b the top-level one). A signed plugin runs and shows its signer; a plugin signed
+/// by a key another tenant trusts, and an unsigned one, are refused and say why while the signed
+/// one keeps handling events; a tag moved to a signed version swaps, one moved to an unsigned
+/// version keeps what runs; a restart under a stricter policy does not run the kept pull.
+#[tokio::test(flavor = "multi_thread")]
+async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
+    use informant_oci::signature::SigningKey;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+
+    let Some(registry) = LocalRegistry::start() else {
+        return;
+    };
+    informant_tests::init_tracing();
+    let login = registry.docker_config(USER, PASSWORD);
+    let client = Registry::new(Options {
+        credentials: Credentials::from_file(&login).unwrap(),
+        ca_file: Some(registry.ca_file.clone()),
+        ..Options::default()
+    })
+    .unwrap();
+    let keys = tempfile::tempdir().unwrap();
+    let (team, ops) = (SigningKey::generate(), SigningKey::generate());
+    for (name, key) in [("team.pub", &team), ("ops.pub", &ops)] {
+        std::fs::write(keys.path().join(name), key.public_key_pem()).unwrap();
+    }
+    let key = |name: &str| keys.path().join(name).display().to_string();
+
+    let push = |repo: &'static str, wasm: &'static str, manifest: &'static str| {
+        let client = client.clone();
+        let reference: Reference = format!("{}/{repo}", registry.addr).parse().unwrap();
+        async move {
+            let name = informant_oci::layout::repository_name(&reference).to_string();
+            let bytes = std::fs::read(informant_tests::plugins::wasm(wasm)).unwrap();
+            (
+                client
+                    .push(&reference, &name, bytes.clone(), manifest)
+                    .await
+                    .unwrap(),
+                bytes,
+            )
+        }
+    };
+    let (snoop1, v1) = push("team-a/snoop:stable", "hostile", MANIFEST).await;
+    client
+        .sign(&snoop1.pinned.parse().unwrap(), &team)
+        .await
+        .unwrap();
+    let (_, _) = push("team-a/unsigned:1", "hostile", MANIFEST).await;
+    const B: &str =
+        "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"team-b\"\n";
+    let (borrowed, _) = push("team-b/borrowed:1", "hostile", B).await;
+    // Signed, but by team-a's key, which team-b does not trust.
+    client
+        .sign(&borrowed.pinned.parse().unwrap(), &team)
+        .await
+        .unwrap();
+
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    create_namespaces(&server, &["team-a", "team-b"]);
+    let plugins = tempfile::tempdir().unwrap();
+    let pulled = tempfile::tempdir().unwrap();
+    let source = |tenant: &str, repo: &str| {
+        format!(
+            "[[tenants.{tenant}.sources]]\nreference = \"{}/{repo}\"\npoll-seconds = 1\n\
+             registry-config = \"{}\"\nregistry-ca = \"{}\"\n",
+            registry.addr,
+            login.display(),
+            registry.ca_file.display()
+        )
+    };
+    let config = |team_a_key: &str| {
+        format!(
+            "[signatures]\nkeys = [\"{ops}\"]\n\
+             [tenants.team-a]\nnamespaces = [\"team-a\"]\nsignatures = {{ keys = [\"{team_a_key}\"] }}\n{}{}\
+             [tenants.team-b]\nnamespaces = [\"team-b\"]\n{}",
+            source("team-a", "team-a/snoop:stable"),
+            source("team-a", "team-a/unsigned:1"),
+            source("team-b", "team-b/borrowed:1"),
+            ops = key("ops.pub"),
+        )
+    };
+    let start = |admin, config: String| {
+        let host_config: HostConfig =
+            informant_runtime::config::parse(&config, Path::new("informant.toml")).expect("config");
+        guarded(
+            "the runtime to start",
+            Runtime::start(
+                server.client(),
+                RuntimeOptions {
+                    plugins: Some(plugins.path().to_path_buf()),
+                    pulled_dir: Some(pulled.path().to_path_buf()),
+                    config: host_config,
+                    admin: Some(admin),
+                    ..Default::default()
+                },
+            ),
+        )
+    };
+    let admin = free_addr();
+    let runtime = start(admin, config(&key("team.pub")))
+        .await
+        .expect("runtime");
+
+    let signed_by = |pinned: String, wasm: Vec<u8>| {
+        let fingerprint = team.public_key().fingerprint().to_string();
+        move |s: u16, body: &str| {
+            s == 200
+                && entry(body, "team-a", "snoop").is_some_and(|p| {
+                    p["state"] == "running"
+                        && p["version"] == hex(&wasm)
+                        && p["source"]["pinned"] == pinned.as_str()
+                        && p["source"]["signer"]["fingerprint"] == fingerprint.as_str()
+                })
+        }
+    };
+    let body = get_until(
+        admin,
+        "/plugins",
+        "the signed plugin running",
+        signed_by(snoop1.pinned.clone(), v1.clone()),
+    )
+    .await;
+    assert_eq!(
+        entry(&body, "team-a", "snoop").unwrap()["source"]["signer"]["key"],
+        key("team.pub")
+    );
+    let refused = |tenant: &'static str, name: &'static str, why: String| {
+        move |s: u16, body: &str| {
+            s == 200
+                && entry(body, tenant, name).is_some_and(|p| {
+                    p["source"]["error"]
+                        .as_str()
+                        .is_some_and(|e| e.contains(&why))
+                })
+        }
+    };
+    for (tenant, name, why) in [
+        ("team-a", "unsigned", "is not signed: no cosign signature at".to_string()),
+        (
+            "team-b",
+            "borrowed",
+            "is not signed by a key the policy trusts: signature 1: signed by no key the policy trusts"
+                .to_string(),
+        ),
+    ] {
+        let body = get_until(admin, "/plugins", "a refusal", refused(tenant, name, why)).await;
+        let p = entry(&body, tenant, name).unwrap();
+        assert_ne!(p["state"], "running", "{p}");
+        assert!(p["source"]["pinned"].is_null(), "nothing was written: {p}");
+    }
+    assert!(!pulled.path().join("team-a/unsigned.wasm").exists());
+    assert!(!pulled.path().join("team-b/borrowed.wasm").exists());
+    // The signed plugin keeps handling events beside the refusals.
+    let configmaps: Api<ConfigMap> = Api::namespaced(server.client(), "team-a");
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("after-refusals".into());
+    configmaps
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    get_until(admin, "/plugins", "snoop handling events", |s, body| {
+        s == 200 && entry(body, "team-a", "snoop").is_some_and(|p| p["handled"].as_u64() >= Some(1))
+    })
+    .await;
+
+    // The tag moves to a signed version: swapped in.
+    let (snoop2, v2) = push("team-a/snoop:stable", "admit", MANIFEST2).await;
+    client
+        .sign(&snoop2.pinned.parse().unwrap(), &team)
+        .await
+        .unwrap();
+    get_until(
+        admin,
+        "/plugins",
+        "signed v2 swapped in",
+        signed_by(snoop2.pinned.clone(), v2.clone()),
+    )
+    .await;
+    // The tag moves to an unsigned version: v2 keeps running, the source says why.
+    // (Not v1's bytes again: those are signed.)
+    const MANIFEST3: &str = "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"team-a\"\n[config]\nmode = \"v3\"\n";
+    let (snoop3, _) = push("team-a/snoop:stable", "hostile", MANIFEST3).await;
+    let body = get_until(
+        admin,
+        "/plugins",
+        "the unsigned push refused",
+        refused(
+            "team-a",
+            "snoop",
+            format!("`{}` is not signed", snoop3.pinned),
+        ),
+    )
+    .await;
+    let snoop = entry(&body, "team-a", "snoop").unwrap();
+    assert_eq!(snoop["state"], "running", "{snoop}");
+    assert_eq!(snoop["version"], hex(&v2), "{snoop}");
+    runtime.stop().await;
+
+    // Restarted with team-a trusting only the operator's key: the kept v2 (signed by team-a's
+    // key) is not run, not even before the registry answers.
+    let admin = free_addr();
+    let runtime = start(admin, config(&key("ops.pub")))
+        .await
+        .expect("runtime");
+    assert!(
+        !pulled.path().join("team-a/snoop.wasm").exists(),
+        "the kept pull is dropped at start"
+    );
+    let body = get_until(
+        admin,
+        "/plugins",
+        "snoop refused under the new policy",
+        refused(
+            "team-a",
+            "snoop",
+            format!("`{}` is not signed", snoop3.pinned),
+        ),
+    )
+    .await;
+    let snoop = entry(&body, "team-a", "snoop").unwrap();
+    assert_ne!(snoop["state"], "running", "{snoop}");
+    runtime.stop().await;
+    server.shutdown().await;
+}

@@ -448,12 +448,29 @@ impl PluginHost {
     /// The plugins (and directories, named `*`) whose files the last reconcile refused and
     /// that run no version, by tenant and name: what `/plugins` shows beside
     /// [`status`](Self::status). Never waits for a reconcile in progress.
+    /// A source that never wrote its plugin (its pull or signature check failed) is refused
+    /// too, for that reason: nothing else would say why it does not run.
     pub fn refused(&self) -> Vec<PluginStatus> {
         let running = self.running.read();
         let waiting = self.waiting.read();
-        self.refused
+        let refused = self.refused.read();
+        let unpulled: Vec<(PluginId, Refusal)> = self
+            .sources
             .read()
             .iter()
+            .filter(|(id, _)| !refused.contains_key(*id))
+            .filter_map(|(id, s)| {
+                let reason = format!("not pulled: {}", s.error.as_ref()?);
+                let since = s.checked.clone();
+                s.pinned
+                    .is_none()
+                    .then(|| (id.clone(), Refusal { reason, since }))
+            })
+            .collect();
+        refused
+            .iter()
+            .map(|(id, r)| (id, r))
+            .chain(unpulled.iter().map(|(id, r)| (id, r)))
             .filter(|(id, _)| !running.contains_key(*id) && !waiting.contains_key(*id))
             .map(|(id, r)| PluginStatus {
                 name: id.name.clone(),
