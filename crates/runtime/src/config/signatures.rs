@@ -44,7 +44,7 @@ sources = [{{ reference = "registry.example/team-b/policy:1" }}]
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
     };
-    assert_eq!(keys(""), [operator.clone()]);
+    assert_eq!(keys(""), std::slice::from_ref(&operator));
     assert_eq!(keys("team-a"), [team_a]);
     assert_eq!(keys("team-b"), [operator]);
     // No policy at all: nothing is checked.

@@ -469,7 +469,6 @@ impl PluginHost {
             .collect();
         refused
             .iter()
-            .map(|(id, r)| (id, r))
             .chain(unpulled.iter().map(|(id, r)| (id, r)))
             .filter(|(id, _)| !running.contains_key(*id) && !waiting.contains_key(*id))
             .map(|(id, r)| PluginStatus {
