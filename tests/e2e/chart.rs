@@ -288,7 +288,11 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
     // Registry logins and a CA for the config's sources: mounted by the kubelet into the event
     // and the admission replicas alike, and no right to read Secrets for the host.
     let r = render(json!({
-        "registry": {"pullSecrets": ["team-a-registry"], "caSecret": {"name": "registry-ca"}},
+        "registry": {
+            "pullSecrets": ["team-a-registry"],
+            "caSecret": {"name": "registry-ca"},
+            "trustKeys": ["team-a-keys"],
+        },
         "admission": {"enabled": true},
     }))
     .expect("render");
@@ -322,8 +326,17 @@ fn configured_values_flow_into_rbac_config_and_volumes() {
             [
                 ("/etc/informant-registry/team-a-registry".to_string(), true),
                 ("/etc/informant-registry-ca".to_string(), true),
+                ("/etc/informant-keys/team-a-keys".to_string(), true),
             ]
         );
+        let key_maps: Vec<&str> = pod["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["configMap"]["name"].as_str())
+            .filter(|n| n.contains("keys"))
+            .collect();
+        assert_eq!(key_maps, ["team-a-keys"]);
         let secrets: Vec<&str> = pod["volumes"]
             .as_array()
             .unwrap()

@@ -71,8 +71,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- default (printf "%s-admission-tls" (include "informant.fullname" .)) .Values.admission.certSecret }}
 {{- end }}
 
-{{/* Registry logins and CA for plugins pulled from OCI registries, mounted by the kubelet
-  (the ServiceAccount reads no Secret): a container's volumeMounts. */}}
+{{/* Registry logins and CA for plugins pulled from OCI registries, and the public keys of
+  trust policies, mounted by the kubelet (the ServiceAccount reads no Secret or ConfigMap for
+  them): a container's volumeMounts. */}}
 {{- define "informant.registryMounts" -}}
 {{- range .Values.registry.pullSecrets }}
 - name: registry-{{ . }}
@@ -82,6 +83,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if .Values.registry.caSecret.name }}
 - name: registry-ca
   mountPath: /etc/informant-registry-ca
+  readOnly: true
+{{- end }}
+{{- range .Values.registry.trustKeys }}
+- name: registry-keys-{{ . }}
+  mountPath: /etc/informant-keys/{{ . }}
   readOnly: true
 {{- end }}
 {{- end }}
@@ -99,5 +105,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   secret:
     secretName: {{ .Values.registry.caSecret.name }}
     defaultMode: 0440
+{{- end }}
+{{- range .Values.registry.trustKeys }}
+- name: registry-keys-{{ . }}
+  configMap:
+    name: {{ . }}
 {{- end }}
 {{- end }}
