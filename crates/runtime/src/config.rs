@@ -27,7 +27,7 @@ use informant_manifest::toml_error::{self, Table};
 use serde::Deserialize;
 
 use crate::plugin::HostConfig;
-use crate::plugin::load::host_config::SourceSpec;
+use crate::plugin::load::host_config::{SignaturePolicy, SourceSpec};
 use crate::plugin::metrics::{MetricLimits, name as metric_name};
 use crate::tenancy::{
     Budget, Grant, Impersonate, NamespacePattern, ResourceRule, Tenancy, TenantPolicy,
@@ -123,23 +123,62 @@ struct File {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct FileSignatures {
+    #[serde(default)]
     keys: Vec<PathBuf>,
+    #[serde(default, deserialize_with = "toml_error::tables")]
+    keyless: Vec<FileIdentity>,
+    fulcio_roots: Option<PathBuf>,
+    #[serde(default)]
+    rekor_keys: Vec<PathBuf>,
+}
+
+/// A `[[signatures.keyless]]` table: an identity whose keyless signatures are trusted.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct FileIdentity {
+    issuer: String,
+    identity: String,
 }
 
 impl FileSignatures {
-    /// The key files, each checked to hold a public key cosign signs with (`key` names the
-    /// table in errors).
-    fn keys(&self, key: &str) -> Result<Vec<PathBuf>, String> {
-        if self.keys.is_empty() {
+    /// The policy, each file checked to hold what it should and each pattern to compile
+    /// (`key` names the table in errors).
+    fn policy(&self, key: &str) -> Result<SignaturePolicy, String> {
+        if self.keys.is_empty() && self.keyless.is_empty() {
             return Err(format!(
-                "key `{key}.keys`: no key: list the public keys (PEM) signatures must be made with, or drop the table"
+                "key `{key}`: neither `keys` nor `keyless`: list the public keys (PEM) or keyless identities signatures must be made with, or drop the table"
             ));
         }
         for (i, path) in self.keys.iter().enumerate() {
             informant_oci::signature::PublicKey::from_file(path)
                 .map_err(|e| format!("key `{key}.keys[{i}]`: {e}"))?;
         }
-        Ok(self.keys.clone())
+        let together = match (&self.fulcio_roots, self.rekor_keys.is_empty()) {
+            (None, true) => self.keyless.is_empty(),
+            (Some(_), false) => !self.keyless.is_empty(),
+            _ => false,
+        };
+        if !together {
+            return Err(format!(
+                "key `{key}`: `keyless`, `fulcio-roots` and `rekor-keys` go together: keyless signatures are checked against Fulcio's CAs and Rekor's keys"
+            ));
+        }
+        for (i, id) in self.keyless.iter().enumerate() {
+            informant_oci::signature::Identity::new(&id.issuer, &id.identity)
+                .map_err(|e| format!("key `{key}.keyless[{i}].identity`: {e}"))?;
+        }
+        let policy = SignaturePolicy {
+            keys: self.keys.clone(),
+            keyless: self
+                .keyless
+                .iter()
+                .map(|i| (i.issuer.clone(), i.identity.clone()))
+                .collect(),
+            fulcio_roots: self.fulcio_roots.clone(),
+            rekor_keys: self.rekor_keys.clone(),
+        };
+        policy.load().map_err(|e| format!("key `{key}`: {e}"))?;
+        Ok(policy)
     }
 }
 
@@ -203,7 +242,7 @@ impl FileSource {
         &self,
         tenant: &str,
         key: &str,
-        signature_keys: &[PathBuf],
+        signatures: Option<&SignaturePolicy>,
     ) -> Result<SourceSpec, BadSource> {
         let reference: informant_oci::Reference =
             self.reference
@@ -238,7 +277,7 @@ impl FileSource {
             registry_config: self.registry_config.clone(),
             registry_ca: self.registry_ca.clone(),
             plain_http: self.plain_http,
-            signature_keys: signature_keys.to_vec(),
+            signatures: signatures.cloned(),
         })
     }
 }
@@ -363,9 +402,9 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         .tenant_max_schedules
         .map_or(DEFAULT_TENANT_MAX_SCHEDULES, Positive::get);
     // The operator's policy, and each tenant's unless it has its own.
-    let operator_keys = match &file.signatures {
-        Some(s) => s.keys("signatures").map_err(invalid)?,
-        None => Vec::new(),
+    let operator_policy = match &file.signatures {
+        Some(s) => Some(s.policy("signatures").map_err(invalid)?),
+        None => None,
     };
     for (default, max, what) in [
         (host.default_memory_mib, host.max_memory_mib, "memory-mib"),
@@ -505,18 +544,19 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
             },
             max_schedules: t.max_schedules.map_or(tenant_max_schedules, Positive::get) as usize,
         };
-        let signature_keys = match &t.signatures {
-            Some(s) => s
-                .keys(&format!("tenants.{name}.signatures"))
-                .map_err(invalid)?,
-            None => operator_keys.clone(),
+        let signatures = match &t.signatures {
+            Some(s) => Some(
+                s.policy(&format!("tenants.{name}.signatures"))
+                    .map_err(invalid)?,
+            ),
+            None => operator_policy.clone(),
         };
         for (i, source) in t.sources.iter().enumerate() {
             let spec = source
                 .spec(
                     name,
                     &format!("tenants.{name}.sources[{i}]"),
-                    &signature_keys,
+                    signatures.as_ref(),
                 )
                 .map_err(|e| invalid(e.to_string()))?;
             host.sources.push(spec);
@@ -525,7 +565,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
     }
     for (i, source) in file.sources.iter().enumerate() {
         let spec = source
-            .spec("", &format!("sources[{i}]"), &operator_keys)
+            .spec("", &format!("sources[{i}]"), operator_policy.as_ref())
             .map_err(|e| invalid(e.to_string()))?;
         host.sources.push(spec);
     }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use informant_oci::credentials::Credentials;
 use informant_oci::registry::PlainHttp;
-use informant_oci::signature::{KeyError, PublicKey, Signer, TrustPolicy, VerifyError};
+use informant_oci::signature::{KeyError, Signer, TrustPolicy, VerifyError};
 use informant_oci::{Options, Reference, Registry};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -303,15 +303,7 @@ fn kept(dir: &Path, spec: &SourceSpec) -> Option<Pulled> {
 /// The trust policy `spec` is pulled under, read from its key files now (a rotated key is read
 /// again); none when its signatures are not checked.
 fn policy(spec: &SourceSpec) -> Result<Option<TrustPolicy>, KeyError> {
-    if spec.signature_keys.is_empty() {
-        return Ok(None);
-    }
-    let keys = spec
-        .signature_keys
-        .iter()
-        .map(|path| PublicKey::from_file(path))
-        .collect::<Result<_, _>>()?;
-    Ok(Some(TrustPolicy::new(keys)))
+    spec.signatures.as_ref().map(|p| p.load()).transpose()
 }
 
 /// Removes `spec`'s kept files from `pulled` when its trust policy does not trust who signed
@@ -327,10 +319,7 @@ fn distrust(pulled: &Path, spec: &SourceSpec) {
     };
     let trusted = match policy(spec) {
         Ok(None) => true,
-        Ok(Some(policy)) => kept
-            .signer
-            .as_ref()
-            .is_some_and(|s| policy.trusts(&s.fingerprint)),
+        Ok(Some(policy)) => kept.signer.as_ref().is_some_and(|s| policy.trusts(s)),
         Err(_) => false,
     };
     if !trusted {
@@ -403,7 +392,7 @@ mod tests {
             registry_config: None,
             registry_ca: None,
             plain_http: false,
-            signature_keys: Vec::new(),
+            signatures: None,
         }
     }
 

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use informant_manifest::keys;
 
-use super::{File, FileLimits, FileSignatures, FileSource, FileTenant};
+use super::{File, FileIdentity, FileLimits, FileSignatures, FileSource, FileTenant};
 use crate::manifest::Write;
 
 fn parse(text: &str) -> Result<crate::plugin::HostConfig, String> {
@@ -38,6 +38,18 @@ fn other_manifest_versions_are_refused_naming_file_key_and_reason() {
     }
 }
 
+/// A trust policy's keys, under `prefix`.
+fn signatures(code: &mut BTreeSet<String>, prefix: &str) {
+    for field in keys::of::<FileSignatures>().unwrap() {
+        code.insert(format!("{prefix}.{field}"));
+        if *field == "keyless" {
+            for f in keys::of::<FileIdentity>().unwrap() {
+                code.insert(format!("{prefix}.keyless.{f}"));
+            }
+        }
+    }
+}
+
 /// The book's configuration reference lists every key the parser reads and no other, and its
 /// complete example is a config this parser accepts.
 #[test]
@@ -66,9 +78,7 @@ fn the_books_configuration_reference_matches_the_parser() {
                         }
                     }
                     if *field == "signatures" {
-                        for f in keys::of::<FileSignatures>().unwrap() {
-                            code.insert(format!("tenants.NAME.signatures.{f}"));
-                        }
+                        signatures(&mut code, "tenants.NAME.signatures");
                     }
                 }
             }
@@ -77,11 +87,7 @@ fn the_books_configuration_reference_matches_the_parser() {
                     code.insert(format!("sources.{field}"));
                 }
             }
-            "signatures" => {
-                for field in keys::of::<FileSignatures>().unwrap() {
-                    code.insert(format!("signatures.{field}"));
-                }
-            }
+            "signatures" => signatures(&mut code, "signatures"),
             _ => {}
         }
     }

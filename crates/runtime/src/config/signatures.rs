@@ -39,7 +39,10 @@ sources = [{{ reference = "registry.example/team-b/policy:1" }}]
     .unwrap();
     let keys = |tenant: &str| {
         let s = config.sources.iter().find(|s| s.tenant == tenant).unwrap();
-        s.signature_keys
+        s.signatures
+            .as_ref()
+            .unwrap()
+            .keys
             .iter()
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
@@ -49,7 +52,7 @@ sources = [{{ reference = "registry.example/team-b/policy:1" }}]
     assert_eq!(keys("team-b"), [operator]);
     // No policy at all: nothing is checked.
     let unchecked = parse("[[sources]]\nreference = \"registry.example/ops/audit:1\"\n").unwrap();
-    assert!(unchecked.sources[0].signature_keys.is_empty());
+    assert!(unchecked.sources[0].signatures.is_none());
 }
 
 #[test]
@@ -61,7 +64,7 @@ fn key_files_that_hold_no_public_key_are_refused_naming_the_key() {
     for (text, needles) in [
         (
             "[signatures]\nkeys = []\n".to_string(),
-            &["key `signatures.keys`: no key"][..],
+            &["key `signatures`: neither `keys` nor `keyless`"][..],
         ),
         (
             "[tenants.a]\nnamespaces = [\"a\"]\nsignatures = { keys = [\"/nonexistent/a.pub\"] }\n"
@@ -83,5 +86,68 @@ fn key_files_that_hold_no_public_key_are_refused_naming_the_key() {
                 && needles.iter().all(|n| err.contains(n)),
             "{text}: {err}"
         );
+    }
+}
+
+#[test]
+fn a_keyless_policy_needs_its_trust_root_and_patterns_that_compile() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca
+        .self_signed(&rcgen::KeyPair::generate().unwrap())
+        .unwrap();
+    let roots = dir.path().join("fulcio.pem");
+    std::fs::write(&roots, ca.pem()).unwrap();
+    let rekor = dir.path().join("rekor.pub");
+    std::fs::write(&rekor, SigningKey::generate().public_key_pem()).unwrap();
+    let empty = dir.path().join("empty.pem");
+    std::fs::write(&empty, "").unwrap();
+    let (roots, rekor, empty) = (roots.display(), rekor.display(), empty.display());
+    let table = |extra: &str, identity: &str| {
+        format!(
+            "[signatures]\n{extra}\n[[signatures.keyless]]\n\
+             issuer = \"https://token.actions.githubusercontent.com\"\nidentity = '{identity}'\n"
+        )
+    };
+    let ok = parse(&table(
+        &format!("fulcio-roots = \"{roots}\"\nrekor-keys = [\"{rekor}\"]"),
+        r"https://github\.com/acme/.+",
+    ))
+    .unwrap();
+    assert!(ok.sources.is_empty());
+    for (text, needle) in [
+        (
+            table("", "x"),
+            "`keyless`, `fulcio-roots` and `rekor-keys` go together",
+        ),
+        (
+            table(&format!("fulcio-roots = \"{roots}\""), "x"),
+            "`keyless`, `fulcio-roots` and `rekor-keys` go together",
+        ),
+        (
+            table(
+                &format!("fulcio-roots = \"{roots}\"\nrekor-keys = [\"{rekor}\"]"),
+                "https://github.com/(acme",
+            ),
+            "key `signatures.keyless[0].identity`",
+        ),
+        (
+            table(
+                &format!("fulcio-roots = \"{empty}\"\nrekor-keys = [\"{rekor}\"]"),
+                "x",
+            ),
+            "holds no certificate",
+        ),
+        (
+            table(
+                &format!("fulcio-roots = \"{roots}\"\nrekor-keys = [\"{roots}\"]"),
+                "x",
+            ),
+            "not a PEM public key",
+        ),
+    ] {
+        let err = parse(&text).unwrap_err();
+        assert!(err.contains(needle), "{text}: {err}");
     }
 }

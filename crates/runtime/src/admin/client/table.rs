@@ -277,6 +277,8 @@ mod tests {
         pulled.source.as_mut().unwrap().signer = Some(informant_oci::signature::Signer {
             key: "/etc/informant/keys/team-a.pub".into(),
             fingerprint: "sha256:5e1f".into(),
+            issuer: None,
+            identity: None,
         });
         let table = table_at(&[pulled, row("", "echo", "running", None)], false, now);
         assert!(

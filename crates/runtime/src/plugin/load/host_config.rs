@@ -59,9 +59,51 @@ pub struct SourceSpec {
     pub registry_ca: Option<std::path::PathBuf>,
     /// Plain HTTP, for a registry on a loopback address only.
     pub plain_http: bool,
-    /// The public keys (PEM files) one of whose cosign signatures it must carry; none: its
-    /// signatures are not checked.
-    pub signature_keys: Vec<std::path::PathBuf>,
+    /// The trust policy its signatures are checked under; none: they are not checked.
+    pub signatures: Option<SignaturePolicy>,
+}
+
+/// A trust policy as configured: one of its keys, or a keyless identity it trusts, must have
+/// signed a pulled plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SignaturePolicy {
+    /// Public keys (PEM files).
+    pub keys: Vec<std::path::PathBuf>,
+    /// Keyless identities: an OIDC issuer, and a pattern the subject matches whole.
+    pub keyless: Vec<(String, String)>,
+    /// Fulcio's CA certificates (a PEM file), for keyless signatures.
+    pub fulcio_roots: Option<std::path::PathBuf>,
+    /// Rekor's public keys (PEM files), for keyless signatures.
+    pub rekor_keys: Vec<std::path::PathBuf>,
+}
+
+impl SignaturePolicy {
+    /// The policy, its files read now (a rotated key is read again at each use).
+    pub fn load(
+        &self,
+    ) -> Result<informant_oci::signature::TrustPolicy, informant_oci::signature::KeyError> {
+        use informant_oci::signature::{Identity, KeyError, Keyless, PublicKey, TrustPolicy};
+        let keys = self
+            .keys
+            .iter()
+            .map(|p| PublicKey::from_file(p))
+            .collect::<Result<_, _>>()?;
+        let mut policy = TrustPolicy::new(keys);
+        if let Some(roots) = &self.fulcio_roots {
+            let identities = self
+                .keyless
+                .iter()
+                .map(|(issuer, pattern)| {
+                    Identity::new(issuer, pattern).map_err(|source| KeyError::Pattern {
+                        pattern: pattern.clone(),
+                        source,
+                    })
+                })
+                .collect::<Result<_, _>>()?;
+            policy = policy.with_keyless(Keyless::from_files(roots, &self.rekor_keys, identities)?);
+        }
+        Ok(policy)
+    }
 }
 
 impl Default for HostConfig {

@@ -18,6 +18,7 @@
 //! beside the process's ring. The checks here use ring, as rustls does, and the registry client
 //! of [`crate::registry`], with its limits, CAs and logins.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
@@ -35,6 +36,9 @@ use ring::signature::{
 use sha2::{Digest, Sha256};
 
 use crate::registry::{Error, Limited, Registry, hex, registry};
+
+pub mod keyless;
+pub use keyless::{Identity, Keyless};
 
 /// The media type of a simple-signing payload layer.
 pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -70,6 +74,15 @@ pub enum KeyError {
         expected: &'static str,
         /// Why it is not one.
         reason: String,
+    },
+    /// A keyless identity's subject pattern is not a regular expression.
+    #[error("identity pattern {pattern:?}: {source}")]
+    Pattern {
+        /// The pattern.
+        pattern: String,
+        /// Why it does not compile.
+        #[source]
+        source: regex::Error,
     },
     /// A key of an algorithm cosign signatures are not made with.
     #[error("key `{path}`: not an ECDSA P-256 or P-384, or Ed25519 key")]
@@ -116,6 +129,14 @@ impl PublicKey {
         Self::from_data(shown, &spki)
     }
 
+    /// The DER SubjectPublicKeyInfo `der` (a certificate's key), shown as `shown`.
+    fn from_spki(shown: &str, der: &[u8]) -> Result<Self, String> {
+        let spki = rcgen::SubjectPublicKeyInfo::from_der(der)
+            .map_err(|e| format!("its {shown}'s key does not parse: {e}"))?;
+        Self::from_data(shown, &spki)
+            .map_err(|_| format!("its {shown}'s key is of an algorithm cosign does not sign with"))
+    }
+
     fn from_data(shown: &str, key: &impl PublicKeyData) -> Result<Self, KeyError> {
         let algorithm = verification(key.algorithm()).ok_or_else(|| KeyError::Unsupported {
             path: shown.to_string(),
@@ -153,6 +174,8 @@ impl PublicKey {
         Signer {
             key: self.shown.clone(),
             fingerprint: self.fingerprint.clone(),
+            issuer: None,
+            identity: None,
         }
     }
 }
@@ -234,28 +257,48 @@ impl SigningKey {
 /// Who a verified artifact was signed by.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Signer {
-    /// The trust policy's key that verified it, as configured (its file).
+    /// The trust policy's key that verified it, as configured (its file); `keyless` for a
+    /// certificate's.
     pub key: String,
     /// That key's fingerprint: `sha256:…` of its SubjectPublicKeyInfo.
     pub fingerprint: String,
+    /// A keyless signature's OIDC issuer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// A keyless signature's identity: the certificate's e-mail or URI.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
 }
 
 impl fmt::Display for Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "key {} ({})", self.key, self.fingerprint)
+        match (&self.identity, &self.issuer) {
+            (Some(identity), Some(issuer)) => write!(f, "{identity} (issuer {issuer})"),
+            _ => write!(f, "key {} ({})", self.key, self.fingerprint),
+        }
     }
 }
 
-/// The keys whose signatures an artifact must carry one of.
+/// The keys, or keyless identities, whose signatures an artifact must carry one of.
 #[derive(Debug, Clone)]
 pub struct TrustPolicy {
     keys: Vec<PublicKey>,
+    keyless: Option<Keyless>,
 }
 
 impl TrustPolicy {
     /// A policy trusting `keys`.
     pub fn new(keys: Vec<PublicKey>) -> Self {
-        TrustPolicy { keys }
+        TrustPolicy {
+            keys,
+            keyless: None,
+        }
+    }
+
+    /// This policy, trusting keyless signatures of `keyless`'s identities too.
+    pub fn with_keyless(mut self, keyless: Keyless) -> Self {
+        self.keyless = Some(keyless);
+        self
     }
 
     /// Its keys.
@@ -263,19 +306,38 @@ impl TrustPolicy {
         &self.keys
     }
 
-    /// Whether the key of `fingerprint` is one of its keys.
-    pub fn trusts(&self, fingerprint: &str) -> bool {
-        self.keys.iter().any(|k| k.fingerprint == fingerprint)
+    /// Whether `signer` (of an earlier check) is one this policy trusts now.
+    pub fn trusts(&self, signer: &Signer) -> bool {
+        match (&signer.identity, &self.keyless) {
+            (Some(_), Some(keyless)) => keyless.trusts(signer),
+            (Some(_), None) => false,
+            (None, _) => self
+                .keys
+                .iter()
+                .any(|k| k.fingerprint == signer.fingerprint),
+        }
     }
 
-    /// The signer of `payload` (a signature layer's bytes) by `signature`, if one of the keys
-    /// made it and the payload vouches for `digest`; else why not.
-    pub fn check(&self, digest: &str, payload: &[u8], signature: &[u8]) -> Result<Signer, String> {
-        let key = self
-            .keys
-            .iter()
-            .find(|k| k.verifies(payload, signature))
-            .ok_or("signed by no key the policy trusts")?;
+    /// The signer of `payload` (a signature layer's bytes) by `signature` (as the layer's
+    /// `annotations` hold it, in base64), if one of the keys, or a certificate of a trusted
+    /// identity, made it and the payload vouches for `digest`; else why not.
+    pub fn check(
+        &self,
+        digest: &str,
+        payload: &[u8],
+        signature: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<Signer, String> {
+        let raw = BASE64
+            .decode(signature.trim())
+            .map_err(|_| "its signature is not base64".to_string())?;
+        let signer = match self.keys.iter().find(|k| k.verifies(payload, &raw)) {
+            Some(key) => key.signer(),
+            None => match &self.keyless {
+                Some(keyless) => keyless.check(payload, &raw, signature, annotations)?,
+                None => return Err("signed by no key the policy trusts".into()),
+            },
+        };
         let payload: Payload = serde_json::from_slice(payload)
             .map_err(|e| format!("its payload is not a cosign simple-signing payload: {e}"))?;
         if payload.critical.kind != PAYLOAD_TYPE {
@@ -287,11 +349,10 @@ impl TrustPolicy {
         let named = payload.critical.image.docker_manifest_digest;
         if named != digest {
             return Err(format!(
-                "signed by {} for {named}, not for this artifact",
-                key.shown
+                "signed by {signer} for {named}, not for this artifact"
             ));
         }
-        Ok(key.signer())
+        Ok(signer)
     }
 }
 
@@ -383,16 +444,9 @@ impl Registry {
             if layer.media_type != SIMPLE_SIGNING {
                 continue;
             }
-            let Some(signature) = layer
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(SIGNATURE_ANNOTATION))
-            else {
+            let annotations = layer.annotations.clone().unwrap_or_default();
+            let Some(signature) = annotations.get(SIGNATURE_ANNOTATION) else {
                 reasons.push(why(format!("no `{SIGNATURE_ANNOTATION}` annotation")));
-                continue;
-            };
-            let Ok(signature) = BASE64.decode(signature.trim()) else {
-                reasons.push(why("its signature is not base64".into()));
                 continue;
             };
             let payload = match self.payload(&client, &tag, layer).await {
@@ -402,7 +456,7 @@ impl Registry {
                     continue;
                 }
             };
-            match policy.check(digest, &payload, &signature) {
+            match policy.check(digest, &payload, signature, &annotations) {
                 Ok(signer) => return Ok(signer),
                 Err(reason) => reasons.push(why(reason)),
             }
@@ -599,6 +653,15 @@ mod tests {
         .unwrap()
     }
 
+    /// `key`'s signature of `payload`, as a layer's annotation holds it.
+    fn sign(key: &SigningKey, payload: &[u8]) -> String {
+        BASE64.encode(key.pair.sign(payload).unwrap())
+    }
+
+    fn none() -> BTreeMap<String, String> {
+        BTreeMap::new()
+    }
+
     const DIGEST: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
     const OTHER: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
 
@@ -611,27 +674,31 @@ mod tests {
         ]);
         let good = payload(DIGEST, PAYLOAD_TYPE);
         let signer = policy
-            .check(DIGEST, &good, &trusted.pair.sign(&good).unwrap())
+            .check(DIGEST, &good, &sign(&trusted, &good), &none())
             .unwrap();
         assert_eq!(signer.key, "team.pub");
         assert_eq!(signer.fingerprint, trusted.public_key().fingerprint());
-        assert!(policy.trusts(trusted.public_key().fingerprint()));
-        assert!(!policy.trusts(stranger.public_key().fingerprint()));
+        assert!(policy.trusts(&signer));
+        assert!(!policy.trusts(&stranger.public_key().signer()));
 
         let by_stranger = policy
-            .check(DIGEST, &good, &stranger.pair.sign(&good).unwrap())
+            .check(DIGEST, &good, &sign(&stranger, &good), &none())
             .unwrap_err();
         assert_eq!(by_stranger, "signed by no key the policy trusts");
         // One byte of the payload changed after signing.
         let mut tampered = good.clone();
         let at = tampered.len() - 3;
         tampered[at] ^= 1;
-        let signature = trusted.pair.sign(&good).unwrap();
-        assert!(policy.check(DIGEST, &tampered, &signature).is_err());
+        let signature = sign(&trusted, &good);
+        assert!(
+            policy
+                .check(DIGEST, &tampered, &signature, &none())
+                .is_err()
+        );
         // A good signature of another artifact, copied beside this one.
         let other = payload(OTHER, PAYLOAD_TYPE);
         let copied = policy
-            .check(DIGEST, &other, &trusted.pair.sign(&other).unwrap())
+            .check(DIGEST, &other, &sign(&trusted, &other), &none())
             .unwrap_err();
         assert!(
             copied.contains(OTHER) && copied.contains("not for this artifact"),
@@ -640,11 +707,7 @@ mod tests {
         // Signed, but not an image signature.
         let attestation = payload(DIGEST, "https://in-toto.io/Statement/v1");
         let wrong = policy
-            .check(
-                DIGEST,
-                &attestation,
-                &trusted.pair.sign(&attestation).unwrap(),
-            )
+            .check(DIGEST, &attestation, &sign(&trusted, &attestation), &none())
             .unwrap_err();
         assert!(wrong.contains("in-toto"), "{wrong}");
     }
@@ -693,15 +756,17 @@ mod tests {
         let payload = format!(
             r#"{{"critical":{{"identity":{{"docker-reference":"registry-testing.svc.lan/busybox"}},"image":{{"docker-manifest-digest":"{digest}"}},"type":"cosign container image signature"}},"optional":null}}"#
         );
-        let signature = BASE64
-            .decode("MEUCIQD6q/COgzOyW0YH1Dk+CCYSt4uAhm3FDHUwvPI55zwnlwIgE0ZK58ZOWpZw8YVmBapJhBqCfdPekIknimuO0xH8Jh8=")
-            .unwrap();
+        let signature = "MEUCIQD6q/COgzOyW0YH1Dk+CCYSt4uAhm3FDHUwvPI55zwnlwIgE0ZK58ZOWpZw8YVmBapJhBqCfdPekIknimuO0xH8Jh8=";
         let policy = TrustPolicy::new(vec![PublicKey::from_pem("cosign.pub", public).unwrap()]);
         let signer = policy
-            .check(digest, payload.as_bytes(), &signature)
+            .check(digest, payload.as_bytes(), signature, &none())
             .unwrap();
         assert_eq!(signer.key, "cosign.pub");
-        assert!(policy.check(OTHER, payload.as_bytes(), &signature).is_err());
+        assert!(
+            policy
+                .check(OTHER, payload.as_bytes(), signature, &none())
+                .is_err()
+        );
     }
 
     #[test]
