@@ -357,6 +357,9 @@ impl Runtime {
                 sources = pulled
                     .clone()
                     .map(|dir| Sources::start(host.clone(), dir, reports.clone()));
+                if let (Some(sources), Some(state)) = (&sources, &admin_state) {
+                    state.set_sources(sources.polls());
+                }
                 let active = host.shard().is_some_and(|s| s.assignment.borrow().active);
                 let report = host.reconcile().await;
                 for (id, e) in &report.errors {

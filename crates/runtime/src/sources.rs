@@ -21,7 +21,7 @@ use informant_oci::credentials::Credentials;
 use informant_oci::registry::PlainHttp;
 use informant_oci::signature::{KeyError, Signer, TrustPolicy, VerifyError};
 use informant_oci::{Options, Reference, Registry};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 
 use crate::backoff::Backoff;
@@ -92,6 +92,25 @@ struct Pulled {
 /// The running sources; stopped when dropped.
 pub struct Sources {
     _tasks: JoinSet<()>,
+    polls: Polls,
+}
+
+/// A request to check a source now, answered with what the check left.
+type Poll = oneshot::Sender<SourceStatus>;
+
+/// Asks the sources' followers to check now, whatever their poll interval or backoff says.
+#[derive(Clone, Default)]
+pub struct Polls(Arc<std::collections::BTreeMap<PluginId, mpsc::Sender<Poll>>>);
+
+impl Polls {
+    /// Has `id`'s source resolved (and, if it moved, pulled, checked and written) now; what
+    /// that left, or `None` when no source writes `id`.
+    pub async fn poll(&self, id: &PluginId) -> Option<SourceStatus> {
+        let follower = self.0.get(id)?;
+        let (reply, answer) = oneshot::channel();
+        follower.send(reply).await.ok()?;
+        answer.await.ok()
+    }
 }
 
 impl Sources {
@@ -111,7 +130,9 @@ impl Sources {
             distrust(&pulled, spec);
         }
         let mut tasks = JoinSet::new();
+        let mut polls = std::collections::BTreeMap::new();
         for spec in specs {
+            let (ask, asked) = mpsc::channel(16);
             let follower = Follower {
                 host: host.clone(),
                 dir: match spec.tenant.as_str() {
@@ -125,9 +146,18 @@ impl Sources {
                 reports: reports.clone(),
                 spec,
             };
-            tasks.spawn(follower.run());
+            polls.insert(follower.id.clone(), ask);
+            tasks.spawn(follower.run(asked));
         }
-        Sources { _tasks: tasks }
+        Sources {
+            _tasks: tasks,
+            polls: Polls(Arc::new(polls)),
+        }
+    }
+
+    /// What asks the followers to check now.
+    pub fn polls(&self) -> Polls {
+        self.polls.clone()
     }
 }
 
@@ -142,11 +172,13 @@ struct Follower {
 }
 
 impl Follower {
-    async fn run(self) {
+    /// Follows the source; each request on `asked` is a check now, answered when it is done.
+    async fn run(self, mut asked: mpsc::Receiver<Poll>) {
         let span = self.id.span();
         // What an earlier run wrote, if its files are still there.
         let mut written = kept(&self.dir, &self.spec);
         let mut failures = 0;
+        let mut waiting: Vec<Poll> = Vec::new();
         loop {
             let outcome = self.sync(written.as_ref()).await;
             let mut status = SourceStatus {
@@ -186,9 +218,28 @@ impl Follower {
                     Some(RETRY.delay(failures))
                 }
             };
-            let Some(wait) = wait else { return };
-            // The poll interval (or the retry's backoff): a schedule, not a wait for something.
-            tokio::time::sleep(wait).await;
+            // Answered with what this check recorded (each branch above records it).
+            if let Some(status) = self.host.source_status(&self.id) {
+                for reply in waiting.drain(..) {
+                    let _ = reply.send(status.clone());
+                }
+            }
+            // The poll interval (or the retry's backoff): a schedule, not a wait for something;
+            // a digest never moves, so only a request checks it again.
+            let due = async {
+                match wait {
+                    Some(wait) => tokio::time::sleep(wait).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = due => {}
+                Some(reply) = asked.recv() => waiting.push(reply),
+            }
+            // Requests that arrived meanwhile are answered by the same check.
+            while let Ok(reply) = asked.try_recv() {
+                waiting.push(reply);
+            }
         }
     }
 

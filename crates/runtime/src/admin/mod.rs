@@ -119,6 +119,8 @@ pub struct AdminState {
     readiness: Readiness,
     /// What `/logs` followers may be sent together.
     pub(crate) follow_budget: governor::DefaultDirectRateLimiter,
+    /// What asks the plugin sources to check now, once they are followed.
+    sources: std::sync::OnceLock<crate::sources::Polls>,
 }
 
 impl AdminState {
@@ -129,6 +131,7 @@ impl AdminState {
             host,
             readiness: Readiness::default(),
             follow_budget: logs::follow_budget(),
+            sources: std::sync::OnceLock::new(),
         })
     }
 
@@ -140,6 +143,16 @@ impl AdminState {
     /// The plugin host, if plugins are in use.
     pub fn host(&self) -> Option<&Arc<PluginHost>> {
         self.host.as_ref()
+    }
+
+    /// Lets `POST /sources/poll` ask the plugin sources to check now.
+    pub fn set_sources(&self, polls: crate::sources::Polls) {
+        let _ = self.sources.set(polls);
+    }
+
+    /// What asks the plugin sources to check now, once they are followed.
+    pub(crate) fn sources(&self) -> Option<&crate::sources::Polls> {
+        self.sources.get()
     }
 
     /// The readiness facts recorded so far.
