@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use informant_runtime::apimachinery::FieldPath;
 use informant_runtime::informer::{CachedObject, Event, Handler, RawObject, Store, StoreOptions};
-use informant_runtime::plugin::imports::bindings::WitResource;
+use informant_runtime::plugin::bindings::WitResource;
 use informant_runtime::plugin::{
     CacheView, EngineOptions, InstanceSpec, LogRate, PluginEngine, RestartPolicy, Supervisor,
     TextLimits,

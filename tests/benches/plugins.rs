@@ -28,9 +28,9 @@ use informant_runtime::informer::{
     CachedObject, Delta, Event, Handler, HandlerOptions, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
+use informant_runtime::plugin::bindings::WitResource;
 use informant_runtime::plugin::exec::histogram::DurationHistogram;
 use informant_runtime::plugin::exec::instance::Instance;
-use informant_runtime::plugin::imports::bindings::WitResource;
 use informant_runtime::plugin::{
     CacheView, CompileCache, EngineOptions, Handled, InstanceSpec, LoadedComponent, LogRate,
     PluginEngine, RestartPolicy, Supervisor, TextLimits,

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informant_runtime::informer::{CachedObject, Event, RawObject};
+use informant_runtime::plugin::bindings::WitResource;
 use informant_runtime::plugin::exec::instance::Instance;
-use informant_runtime::plugin::imports::bindings::WitResource;
 use informant_runtime::plugin::imports::events::batch::Tally;
 use informant_runtime::plugin::{
     CacheView, CompileCache, EngineOptions, Handled, InstanceSpec, LogRate, PluginEngine,

@@ -45,7 +45,7 @@ use super::auth::Access;
 use super::scope::Scope;
 use crate::durable::Durable;
 use crate::plugin::PluginHost;
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::text::escape_controls;
 use informant_state::DeadLetter;
 
 /// Most ids one request may name.

@@ -39,8 +39,8 @@ use tokio::time::Instant;
 use super::AdminState;
 use super::auth::Access;
 use crate::plugin::PluginId;
-use crate::plugin::imports::log::escape_controls;
 use crate::plugin::logbook::LogLines;
+use crate::plugin::text::escape_controls;
 
 /// The answer's media type.
 pub const CONTENT_TYPE: &str = "application/x-ndjson";

@@ -9,9 +9,9 @@ use serde_json::Value;
 
 use crate::admission::review::{self, denied};
 use crate::manifest::admit::{FailurePolicy, Mode};
+use crate::plugin::bindings::admitting::informant::plugin::admission::Response;
 use crate::plugin::exec::admit::{Admitter, Decision, Hook};
-use crate::plugin::imports::bindings::admitting::informant::plugin::admission::Response;
-use crate::plugin::imports::log::{escape_controls, truncated};
+use crate::plugin::text::{escape_controls, truncated};
 
 /// At most this many warnings of a plugin reach the client.
 pub const MAX_WARNINGS: usize = 16;

@@ -337,7 +337,7 @@ async fn admit(State(routes): State<Routes>, uri: Uri, body: Bytes) -> Response 
         operation = operation.as_kubernetes(),
         uid = %req.uid,
     );
-    let kind = crate::plugin::imports::bindings::WitResource {
+    let kind = crate::plugin::bindings::WitResource {
         group: req.kind.group.clone(),
         version: req.kind.version.clone(),
         kind: req.kind.kind.clone(),

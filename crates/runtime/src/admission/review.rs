@@ -4,8 +4,8 @@
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
-use crate::plugin::imports::bindings::WitResource;
-use crate::plugin::imports::bindings::admitting::informant::plugin::admission::{
+use crate::plugin::bindings::WitResource;
+use crate::plugin::bindings::admitting::informant::plugin::admission::{
     GroupVersionResource, Operation as WitOperation, Request, UserInfo,
 };
 

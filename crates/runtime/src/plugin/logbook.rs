@@ -22,8 +22,8 @@ use jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
+use crate::plugin::bindings::Level;
 use crate::plugin::id::PluginId;
-use crate::plugin::imports::bindings::Level;
 
 /// Default most lines kept per plugin.
 pub const DEFAULT_LINES: usize = 1000;

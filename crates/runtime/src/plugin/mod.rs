@@ -18,6 +18,9 @@
 //!
 //! Manifests are `informant-manifest`'s ([`manifest`]).
 
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod bindings;
 pub mod dispatch;
 pub mod exec;
 pub mod id;
@@ -25,15 +28,17 @@ pub mod imports;
 pub mod load;
 pub mod logbook;
 pub mod metrics;
+pub mod outcome;
+pub mod text;
 pub use informant_manifest as manifest;
 
+pub use bindings::Level;
 pub use exec::compile_cache::CompileCache;
 pub use exec::dead_letter::DeadLetterSink;
 pub use exec::engine::{EngineOptions, LoadedComponent, PluginEngine};
-pub use exec::instance::{CallError, Handled, InstanceSpec, RetryPolicy};
+pub use exec::instance::{InstanceSpec, RetryPolicy};
 pub use exec::supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
 pub use id::PluginId;
-pub use imports::bindings::Level;
 pub use imports::cache::CacheView;
 pub use imports::log::{LogRate, PluginLog, TextLimits};
 pub use load::host_config::HostConfig;
@@ -44,6 +49,7 @@ pub use load::status::{HookStatus, PluginStatus, ReconcileReport, RunningPlugin}
 pub use load::waiting::{Waiting, WaitingFor};
 pub use logbook::{LogBook, LogRecord, LogRing};
 pub use manifest::{Manifest, ManifestError};
+pub use outcome::{CallError, Handled};
 
 use std::path::PathBuf;
 

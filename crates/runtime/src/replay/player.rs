@@ -35,8 +35,8 @@ use crate::informer::{
     Delta, Event, Handler, HandlerOptions, LabelSelector, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
+use crate::plugin::bindings::WitResource;
 use crate::plugin::exec::admit::Admitter;
-use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept, describe};
 use crate::plugin::load::check::manifest_beside;
 use crate::plugin::{

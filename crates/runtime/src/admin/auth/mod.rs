@@ -51,7 +51,7 @@ pub use review::{GROUP, RESOURCE, ReviewError, User};
 use self::cache::TtlCache;
 use super::AdminState;
 use super::scope::Scope;
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::text::escape_controls;
 
 /// How the admin server authenticates its callers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -29,7 +29,7 @@ use kube::api::Api;
 
 use informant_apimachinery::names::{InvalidName, NameError, check_namespace, check_object_name};
 
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::text::escape_controls;
 
 pub mod credentials;
 pub mod dead_letters;

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{ERROR_CELL, StatusRow};
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::text::escape_controls;
 
 /// How `informant status` shows a plugin's state: coloured for a terminal.
 fn state_colour(state: &str) -> &'static str {

@@ -26,22 +26,19 @@ use wasmtime::component::Instance as WasmInstance;
 use crate::informer::ResolvedResource;
 use crate::manifest::Admit;
 use crate::manifest::admit::Operation;
-use crate::plugin::exec::gate::Gate;
-use crate::plugin::exec::histogram::DurationHistogram;
-use crate::plugin::exec::instance::{
-    CallError, INSTANTIATE_FLOOR, InstanceSpec, classify, new_store, within,
-};
-use crate::plugin::exec::supervisor::Supervisor;
-use crate::plugin::imports::bindings::PluginIndices;
-use crate::plugin::imports::bindings::admitting::exports::informant::plugin::admission_hook::{
+use crate::plugin::bindings::PluginIndices;
+use crate::plugin::bindings::admitting::exports::informant::plugin::admission_hook::{
     Guest as AdmissionHook, GuestIndices as AdmissionHookIndices,
 };
-use crate::plugin::imports::bindings::admitting::informant::plugin::admission::{
-    Request, Response,
-};
+use crate::plugin::bindings::admitting::informant::plugin::admission::{Request, Response};
+use crate::plugin::exec::gate::Gate;
+use crate::plugin::exec::histogram::DurationHistogram;
+use crate::plugin::exec::instance::{INSTANTIATE_FLOOR, InstanceSpec, classify, new_store, within};
+use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::state::State;
 use crate::plugin::imports::write::PluginWrites;
+use crate::plugin::outcome::CallError;
 use crate::tenancy::Grant;
 
 /// Why a write made during `admit` is denied.

@@ -34,14 +34,15 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::informer::{Event, Handler, Holds, Store};
+use crate::plugin::bindings::WitResource;
 use crate::plugin::exec::dead_letter::DeadLetterSink;
 use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::histogram::DurationHistogram;
-use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
+use crate::plugin::exec::instance::{Instance, InstanceSpec};
 use crate::plugin::exec::retries::{Retries, deliver};
 use crate::plugin::exec::scheduler::{self, ScheduleStats, TickOutcome};
-use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::events::batch::{Taken, Tally};
+use crate::plugin::outcome::{CallError, Handled};
 use crate::tenancy::Budget;
 
 /// Restart and quarantine policy.

@@ -38,8 +38,8 @@ use crate::informer::ResolvedResource;
 use crate::manifest::{Verb, Write};
 use crate::tenancy::{Budget, Grant, Impersonate};
 
-use crate::plugin::imports::bindings::WitResource;
-use crate::plugin::imports::bindings::informant::plugin::kube::{ApiError, WriteError};
+use crate::plugin::bindings::WitResource;
+use crate::plugin::bindings::informant::plugin::kube::{ApiError, WriteError};
 use crate::plugin::imports::cluster::{Cluster, ClusterError};
 use crate::telemetry::EventSpan;
 use opentelemetry::KeyValue;

@@ -12,6 +12,7 @@ use crate::informer::{
     InformerClaim, InformerKey, ListenerHandle, ResolvedResource, Restored,
 };
 use crate::plugin::PluginError;
+use crate::plugin::bindings::WitResource;
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
 use crate::plugin::exec::admit::{Admitter, DEFAULT_POOL};
 use crate::plugin::exec::dead_letter::DeadLetterSink;
@@ -19,7 +20,6 @@ use crate::plugin::exec::gate::{Gate, Gated};
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::id::PluginId;
-use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::log::LogRate;
 use crate::plugin::imports::outbound::Outbound;

@@ -18,8 +18,8 @@ use crate::informer::{
     ChangeFilter, Event, EventFilter, FnHandler, HandlerOptions, InformerKey, ResolvedResource,
     WatchScope,
 };
+use crate::plugin::bindings::WitResource;
 use crate::plugin::id::PluginId;
-use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::load::permitted;
 use crate::plugin::load::prepare::{Start, register};
