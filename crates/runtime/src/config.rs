@@ -24,8 +24,7 @@ use std::sync::Arc;
 use informant_manifest::toml_error::{self, Table};
 use serde::Deserialize;
 
-use crate::plugin::HostConfig;
-use crate::plugin::load::host_config::SourceSpec;
+use crate::plugin::load::host_config::{HostConfig, SourceSpec};
 use crate::plugin::metrics::{MetricLimits, name as metric_name};
 use crate::tenancy::{
     Budget, Grant, Impersonate, NamespacePattern, ResourceRule, Tenancy, TenantPolicy,

@@ -44,7 +44,7 @@ use super::AdminState;
 use super::auth::Access;
 use super::scope::Scope;
 use crate::durable::Durable;
-use crate::plugin::PluginHost;
+use crate::plugin::load::loader::PluginHost;
 use crate::plugin::text::escape_controls;
 use informant_state::DeadLetter;
 

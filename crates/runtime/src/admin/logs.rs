@@ -38,7 +38,7 @@ use tokio::time::Instant;
 
 use super::AdminState;
 use super::auth::Access;
-use crate::plugin::PluginId;
+use crate::plugin::id::PluginId;
 use crate::plugin::logbook::LogLines;
 use crate::plugin::text::escape_controls;
 
@@ -166,7 +166,7 @@ fn not_found(id: &PluginId) -> String {
 }
 
 /// A batch as lines of JSON: the drop count first, if any. Each record is serialized once for
-/// every reader (see [`LogRecord::json_line`](crate::plugin::LogRecord::json_line)).
+/// every reader (see [`LogRecord::json_line`](crate::plugin::logbook::LogRecord::json_line)).
 fn ndjson(batch: &LogLines) -> Bytes {
     let lines: Vec<Bytes> = batch.records.iter().map(|r| r.json_line()).collect();
     let mut out = bytes::BytesMut::with_capacity(lines.iter().map(Bytes::len).sum::<usize>() + 24);

@@ -20,7 +20,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
 use super::metrics::escape;
-use crate::plugin::RunningPlugin;
+use crate::plugin::load::status::RunningPlugin;
 use crate::plugin::metrics::{Family, Kind, Refusal, SeriesValue, name};
 
 /// The series of one family across a tenant's plugins, each with its own full label set.

@@ -32,7 +32,9 @@ use parking_lot::Mutex;
 use super::AdminState;
 use super::scope::Scope;
 use crate::informer::Access;
-use crate::plugin::{PluginId, ReconcileReport, Waiting, WaitingFor};
+use crate::plugin::id::PluginId;
+use crate::plugin::load::status::ReconcileReport;
+use crate::plugin::load::waiting::{Waiting, WaitingFor};
 
 /// Readiness facts only the runtime knows: that startup is over, and what the last reconcile
 /// could not load.

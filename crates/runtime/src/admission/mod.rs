@@ -48,8 +48,8 @@ use kube::core::admission::AdmissionResponse;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::plugin::PluginHost;
 use crate::plugin::id::PluginId;
+use crate::plugin::load::loader::PluginHost;
 use crate::serve::Served;
 use crate::tls::{self, ServerTls};
 

@@ -321,7 +321,7 @@ impl Registrar {
     pub fn start(
         client: kube::Client,
         reg: Registration,
-        host: Arc<crate::plugin::PluginHost>,
+        host: Arc<crate::plugin::load::loader::PluginHost>,
     ) -> Registrar {
         Registrar(tokio::spawn(async move {
             let mut changes = host.subscribe_running();

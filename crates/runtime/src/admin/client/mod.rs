@@ -241,7 +241,7 @@ pub struct StatusRow {
     pub waiting: Option<Waiting>,
     /// Its admission hooks.
     #[serde(default)]
-    pub admission: Vec<crate::plugin::HookStatus>,
+    pub admission: Vec<crate::plugin::load::status::HookStatus>,
     /// The registry it is pulled from, what was pulled, and why the latest pull failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::plugin::load::status::SourceStatus>,

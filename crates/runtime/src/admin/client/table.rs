@@ -166,7 +166,7 @@ mod tests {
             since: "2026-11-27T08:00:00Z".into(),
             waiting: None,
             admission: match name {
-                "echo" => vec![crate::plugin::HookStatus {
+                "echo" => vec![crate::plugin::load::status::HookStatus {
                     name: "images".into(),
                     kind: "apps/v1/Deployment".into(),
                     operations: vec!["create".into()],

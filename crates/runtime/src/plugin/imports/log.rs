@@ -10,7 +10,7 @@ use crate::plugin::logbook::LogRing;
 use crate::plugin::text::{escape_controls, truncated};
 
 /// One line a plugin logged, as broadcast to subscribers (tests, `replay`); its plugin's
-/// [`LogRing`](crate::plugin::LogRing) keeps it too, for `informant logs`.
+/// [`LogRing`](crate::plugin::logbook::LogRing) keeps it too, for `informant logs`.
 #[derive(Debug, Clone)]
 pub struct PluginLog {
     /// The plugin's name.

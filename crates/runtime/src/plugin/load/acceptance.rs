@@ -3,8 +3,8 @@
 
 use crate::tenancy::TenantPolicy;
 
+use crate::manifest::Manifest;
 use crate::plugin::load::host_config::HostConfig;
-use crate::plugin::manifest::Manifest;
 
 /// A watched resource as the checker knows it: resolved by discovery in the loader, as written
 /// (with the built-in scope table, if the kind is there) in `informant check`.

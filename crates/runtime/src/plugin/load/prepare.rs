@@ -11,6 +11,7 @@ use crate::informer::{
     ChangeFilter, CursorOptions, DiscoveredResource, EventFilter, HandlerOptions, Holds,
     InformerClaim, InformerKey, ListenerHandle, ResolvedResource, Restored,
 };
+use crate::manifest::{Manifest, ManifestError};
 use crate::plugin::PluginError;
 use crate::plugin::bindings::WitResource;
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
@@ -33,7 +34,6 @@ use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::Found;
 use crate::plugin::load::wildcard::expand;
-use crate::plugin::manifest::{Manifest, ManifestError};
 use crate::plugin::metrics::PluginMetrics;
 use crate::shard::Shard;
 use crate::tenancy::{Budgeted, TenantPolicy};

@@ -11,7 +11,7 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use crate::plugin::manifest::{ConfigRef, Manifest, UnresolvedConfig};
+use crate::manifest::{ConfigRef, Manifest, UnresolvedConfig};
 
 /// Largest file a `${file:..}` reference may name: secrets are small; anything larger is a
 /// mistake (or a device) and is refused rather than handed to `init`.
