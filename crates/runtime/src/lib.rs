@@ -28,20 +28,20 @@
 
 pub mod admin;
 pub mod admission;
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod config;
-pub mod durable;
-pub mod files;
+pub(crate) mod durable;
+pub(crate) mod files;
 pub mod fswatch;
 pub mod leader;
 pub(crate) mod lease;
 pub mod plugin;
-pub mod redact;
+pub(crate) mod redact;
 pub mod replay;
 pub mod runtime;
 pub(crate) mod serve;
 pub mod shard;
-pub mod sources;
+pub(crate) mod sources;
 pub mod telemetry;
 pub mod tenancy;
 #[cfg(test)]

@@ -36,15 +36,15 @@
 //! - [`server`]: the axum routes and the listeners.
 
 mod admission_metrics;
-pub mod auth;
+pub(crate) mod auth;
 pub mod client;
 pub mod dead_letters;
-pub mod logs;
+pub(crate) mod logs;
 pub mod metrics;
 mod plugin_metrics;
-pub mod readiness;
+pub(crate) mod readiness;
 pub mod scope;
-pub mod server;
+pub(crate) mod server;
 mod shard;
 
 pub use auth::{AdminAuth, AuthOptions};

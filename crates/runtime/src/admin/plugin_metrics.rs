@@ -220,7 +220,7 @@ impl PluginMetricsSample {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::plugin::metrics::Sample;
+    use crate::plugin::metrics::registry::Sample;
 
     /// A sample with one family of each type, help that needs escaping, and a label value too,
     /// of plugin `p` of tenant `t`, and one family of an operator's plugin `o`.

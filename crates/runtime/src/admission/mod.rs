@@ -28,9 +28,9 @@
 //! - [`review`]: AdmissionReview v1 to and from the contract's records.
 //! - [`webhooks`]: the Validating- and MutatingWebhookConfigurations that send requests here.
 
-pub mod answer;
+pub(crate) mod answer;
 pub mod certs;
-pub mod review;
+pub(crate) mod review;
 pub mod webhooks;
 
 use std::net::SocketAddr;

@@ -25,7 +25,7 @@
 //!   until the member has taken its first share ([`restores_done`](Durable::restores_done)),
 //!   not dropped at the first reconcile, when it owns nothing yet.
 
-pub mod journal;
+pub(crate) mod journal;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

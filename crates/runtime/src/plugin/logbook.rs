@@ -109,16 +109,6 @@ impl LogBook {
         }
     }
 
-    /// Most lines a ring keeps.
-    pub fn lines(&self) -> usize {
-        self.lines
-    }
-
-    /// Most message bytes a ring keeps.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     /// The ring of `id`, created empty if it has none.
     pub fn ring(&self, id: &PluginId) -> Arc<LogRing> {
         if let Some(j) = self.rings.read().get(id) {
@@ -132,6 +122,7 @@ impl LogBook {
     }
 
     /// The ring of `id`, if it has one.
+    #[cfg(test)]
     pub fn get(&self, id: &PluginId) -> Option<Arc<LogRing>> {
         self.rings.read().get(id).cloned()
     }

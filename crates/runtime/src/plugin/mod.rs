@@ -25,15 +25,15 @@
 #[doc(hidden)]
 #[allow(missing_docs)]
 pub mod bindings;
-pub mod dispatch;
+pub(crate) mod dispatch;
 pub mod exec;
 pub mod id;
 pub mod imports;
 pub mod load;
-pub mod logbook;
-pub mod metrics;
+pub(crate) mod logbook;
+pub(crate) mod metrics;
 pub mod outcome;
-pub mod text;
+pub(crate) mod text;
 use std::path::PathBuf;
 
 use crate::manifest::{self, ManifestError};

@@ -23,7 +23,7 @@
 //! not every one (see [`export`]).
 
 mod client;
-pub mod config;
+pub(crate) mod config;
 pub mod export;
 mod span;
 

@@ -32,7 +32,7 @@
 //!   operator, as before authentication existed: `informant dev` and the tests.
 
 mod cache;
-pub mod review;
+pub(crate) mod review;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -31,11 +31,11 @@ use informant_apimachinery::names::{InvalidName, NameError, check_namespace, che
 
 use crate::plugin::text::escape_controls;
 
-pub mod credentials;
+pub(crate) mod credentials;
 pub mod dead_letters;
 pub mod dev_address;
 mod table;
-pub mod tls;
+pub(crate) mod tls;
 pub mod transport;
 
 pub use credentials::Credentials;

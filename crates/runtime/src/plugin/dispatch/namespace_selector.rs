@@ -45,7 +45,6 @@ use crate::tenancy::Grant;
 /// Which namespaces one watch's objects are delivered from, now.
 pub struct NamespaceSelection {
     selector: LabelSelector,
-    text: String,
     grant: Arc<Grant>,
     /// The names of the namespaces selected now.
     selected: RwLock<HashSet<String>>,
@@ -67,17 +66,11 @@ impl NamespaceSelection {
     ) -> Result<Arc<Self>, SelectorError> {
         Ok(Arc::new(NamespaceSelection {
             selector: LabelSelector::parse(selector)?,
-            text: selector.to_string(),
             grant,
             selected: RwLock::default(),
             kind,
             target: Mutex::new(None),
         }))
-    }
-
-    /// The selector as the manifest gives it.
-    pub fn selector(&self) -> &str {
-        &self.text
     }
 
     /// Whether `namespace` is selected now.

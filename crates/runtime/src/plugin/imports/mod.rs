@@ -15,11 +15,11 @@
 //! - [`outbound`]: outbound HTTP (`wasi:http`), allowed per origin.
 
 pub mod cache;
-pub mod cluster;
+pub(crate) mod cluster;
 pub mod events;
-pub mod kube;
+pub(crate) mod kube;
 pub mod log;
-pub mod metrics;
-pub mod outbound;
-pub mod state;
+pub(crate) mod metrics;
+pub(crate) mod outbound;
+pub(crate) mod state;
 pub mod write;

@@ -21,10 +21,10 @@
 //! - [`name`]: the rules for metric names, label names and values, and how they are exposed.
 //! - [`registry`]: one plugin's families and series, and each tenant's names and budget.
 
-pub mod name;
-pub mod registry;
+pub(crate) mod name;
+pub(crate) mod registry;
 
-pub use registry::{Family, MetricTenants, PluginMetrics, Sample, SeriesValue, TenantMetrics};
+pub use registry::{Family, MetricTenants, PluginMetrics, SeriesValue};
 
 /// Errors a metric call is refused with; the WIT boundary carries their messages.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
