@@ -26,6 +26,8 @@
 //! developer tooling (`informant dev` with plugin sources, `informant new`) is `informant-dev`. The
 //! `informant` binary (crate `informant`) is a thin CLI over these.
 
+#![warn(unreachable_pub)]
+
 pub mod admin;
 pub mod admission;
 pub(crate) mod backoff;
@@ -41,7 +43,7 @@ pub mod replay;
 pub mod runtime;
 pub(crate) mod serve;
 pub mod shard;
-pub(crate) mod sources;
+pub mod sources;
 pub mod telemetry;
 pub mod tenancy;
 #[cfg(test)]

@@ -43,13 +43,13 @@ use crate::plugin::logbook::LogLines;
 use crate::plugin::text::escape_controls;
 
 /// The answer's media type.
-pub const CONTENT_TYPE: &str = "application/x-ndjson";
+pub(crate) const CONTENT_TYPE: &str = "application/x-ndjson";
 
 /// Shortest time between two batches sent to one follower: lines logged meanwhile go in one.
-pub const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What all followers of one admin server are sent together, at most, in KiB per second.
-pub const FOLLOW_KIB_PER_SECOND: u32 = 8 << 10;
+pub(crate) const FOLLOW_KIB_PER_SECOND: u32 = 8 << 10;
 
 /// The admin server's budget for followers (see [`FOLLOW_KIB_PER_SECOND`]).
 pub(super) fn follow_budget() -> governor::DefaultDirectRateLimiter {

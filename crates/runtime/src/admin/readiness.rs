@@ -122,7 +122,7 @@ impl Line {
 
 /// `/readyz` for a caller that sees `scope`: whether the process is ready, and the body, `ok`
 /// or `not ready:` followed by the lines the caller may see and a count of those it may not.
-pub fn report(state: &AdminState, scope: &Scope) -> (bool, String) {
+pub(crate) fn report(state: &AdminState, scope: &Scope) -> (bool, String) {
     let reasons = reasons(state);
     let ready = reasons.is_empty();
     let (lines, head) = if ready {

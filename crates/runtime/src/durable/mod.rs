@@ -40,7 +40,7 @@ use crate::shard::cursors::Entry;
 use informant_state::{Cursor, DeadLetter, JournalStats, Snapshot, StateDir};
 
 /// How often plugins' cursors are saved.
-pub const SAVE_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
 
 /// The state directory could not be used at all.
 #[derive(Debug, thiserror::Error)]

@@ -2,7 +2,7 @@
 //! before the host logs or shows it: every layer that passes such text on uses these.
 
 /// `text` cut to at most `max` bytes (on a character boundary), saying how long it was.
-pub fn truncated(mut text: String, max: usize) -> String {
+pub(crate) fn truncated(mut text: String, max: usize) -> String {
     if text.len() > max {
         let total = text.len();
         let cut = (0..=max)
@@ -17,7 +17,7 @@ pub fn truncated(mut text: String, max: usize) -> String {
 
 /// `text` with control characters (newlines included) written as escapes, so it stays on one
 /// line of the host's log whatever a plugin put in it.
-pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
     if !text.contains(char::is_control) {
         return text.into();
     }

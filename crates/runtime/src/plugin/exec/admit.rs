@@ -42,11 +42,11 @@ use crate::plugin::outcome::CallError;
 use crate::tenancy::Grant;
 
 /// Why a write made during `admit` is denied.
-pub const WRITES_REFUSED: &str =
+pub(crate) const WRITES_REFUSED: &str =
     "writes are refused during admission: an admission hook has no side effects";
 
 /// How many instances a plugin version keeps for admission at most, by default.
-pub const DEFAULT_POOL: usize = 4;
+pub(crate) const DEFAULT_POOL: usize = 4;
 
 /// Why an admission call gave no answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -121,7 +121,8 @@ impl Decision {
 
 /// Why a plugin gave no usable answer, as metrics count it: [`AdmitError::reason`]'s words and
 /// `invalid` (an answer that did not hold up).
-pub const FAILURE_REASONS: [&str; 6] = ["busy", "not-ready", "timeout", "trap", "error", "invalid"];
+pub(crate) const FAILURE_REASONS: [&str; 6] =
+    ["busy", "not-ready", "timeout", "trap", "error", "invalid"];
 
 /// One hook's counters, for `/metrics`.
 #[derive(Debug)]
