@@ -26,6 +26,8 @@
 //! developer tooling (`informant dev` with plugin sources, `informant new`) is `informant-dev`. The
 //! `informant` binary (crate `informant`) is a thin CLI over these.
 
+// The crate's API is what the CLI, the dev loop and the tests name; anything else says
+// `pub(crate)`, so a new item is private until a caller outside needs it.
 #![warn(unreachable_pub)]
 
 pub mod admin;

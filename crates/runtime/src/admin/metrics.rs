@@ -37,7 +37,7 @@ use crate::plugin::load::waiting::WaitingFor;
 use crate::plugin::metrics::name;
 
 /// The `Content-Type` of [`render`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// One scrape: every family `scope` may see, encoded as OpenMetrics text (ending with `# EOF`).
 pub fn render(state: &AdminState, scope: &Scope) -> Result<String, fmt::Error> {

@@ -40,7 +40,7 @@ use crate::manifest::{self, ManifestError};
 use crate::plugin::outcome::CallError;
 
 /// An error from a library that types its errors loosely (wasmtime's), kept with its chain.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Errors loading or running plugins; each names the plugin and, where there is one, the file.
 #[derive(Debug, thiserror::Error)]

@@ -25,7 +25,7 @@ use crate::plugin::imports::state::State;
 
 /// How often the epoch advances: a computing guest yields to the executor this often, so its
 /// deadline (a timer) can cut it off.
-pub const EPOCH_TICK: Duration = Duration::from_millis(2);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(2);
 
 /// Engine-wide settings.
 #[derive(Debug, Clone)]

@@ -290,7 +290,7 @@ pub(super) fn new_store(
 }
 
 /// The least time instantiating a component gets, whatever the plugin's deadline.
-pub const INSTANTIATE_FLOOR: Duration = Duration::from_secs(2);
+pub(crate) const INSTANTIATE_FLOOR: Duration = Duration::from_secs(2);
 
 /// Runs `call`, or fails with [`CallError::Deadline`] once `deadline` has passed.
 pub(super) async fn within<T>(

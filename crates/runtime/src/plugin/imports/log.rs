@@ -101,10 +101,10 @@ impl informant::plugin::log::Host for LogState {
 }
 
 /// Default longest log message a plugin may write; the rest is cut.
-pub const MAX_LOG_BYTES: usize = 64 << 10;
+pub(crate) const MAX_LOG_BYTES: usize = 64 << 10;
 
 /// Default longest error text kept from a plugin: it is logged and shown by `/plugins`.
-pub const MAX_ERROR_BYTES: usize = 4 << 10;
+pub(crate) const MAX_ERROR_BYTES: usize = 4 << 10;
 
 /// What a plugin's own text may cost the host (`[limits]` in informant.toml).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
