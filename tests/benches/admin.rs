@@ -11,7 +11,9 @@ use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::admin::scope::Scope;
 use informant_runtime::admin::{AdminServer, AdminState, metrics};
 use informant_runtime::informer::{FactoryOptions, InformerFactory};
-use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginHost};
+use informant_runtime::plugin::exec::engine::{EngineOptions, PluginEngine};
+use informant_runtime::plugin::load::host_config::HostConfig;
+use informant_runtime::plugin::load::loader::PluginHost;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const PLUGINS: usize = 50;

@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 
 use informant_runtime::apimachinery::FieldPath;
 use informant_runtime::informer::{CachedObject, Event, Handler, RawObject, Store, StoreOptions};
-use informant_runtime::plugin::imports::bindings::WitResource;
-use informant_runtime::plugin::{
-    CacheView, EngineOptions, InstanceSpec, LogRate, PluginEngine, RestartPolicy, Supervisor,
-    TextLimits,
-};
+use informant_runtime::plugin::bindings::WitResource;
+use informant_runtime::plugin::exec::engine::{EngineOptions, PluginEngine};
+use informant_runtime::plugin::exec::instance::InstanceSpec;
+use informant_runtime::plugin::exec::supervisor::{RestartPolicy, Supervisor};
+use informant_runtime::plugin::imports::cache::CacheView;
+use informant_runtime::plugin::imports::log::{LogRate, TextLimits};
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;

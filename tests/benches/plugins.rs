@@ -28,13 +28,15 @@ use informant_runtime::informer::{
     CachedObject, Delta, Event, Handler, HandlerOptions, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
+use informant_runtime::plugin::bindings::WitResource;
+use informant_runtime::plugin::exec::compile_cache::CompileCache;
+use informant_runtime::plugin::exec::engine::{EngineOptions, LoadedComponent, PluginEngine};
 use informant_runtime::plugin::exec::histogram::DurationHistogram;
-use informant_runtime::plugin::exec::instance::Instance;
-use informant_runtime::plugin::imports::bindings::WitResource;
-use informant_runtime::plugin::{
-    CacheView, CompileCache, EngineOptions, Handled, InstanceSpec, LoadedComponent, LogRate,
-    PluginEngine, RestartPolicy, Supervisor, TextLimits,
-};
+use informant_runtime::plugin::exec::instance::{Instance, InstanceSpec};
+use informant_runtime::plugin::exec::supervisor::{RestartPolicy, Supervisor};
+use informant_runtime::plugin::imports::cache::CacheView;
+use informant_runtime::plugin::imports::log::{LogRate, TextLimits};
+use informant_runtime::plugin::outcome::Handled;
 use informant_runtime::tenancy::{Grant, NamespacePattern, ResourceRule};
 use informant_runtime::workers::{self, WorkerAffinity};
 use informant_tests::proc::{cpu_seconds, rss_bytes};
@@ -106,7 +108,7 @@ fn spec(
     name: &str,
     mode: &str,
     cache: Arc<CacheView>,
-    logs: &broadcast::Sender<informant_runtime::plugin::PluginLog>,
+    logs: &broadcast::Sender<informant_runtime::plugin::imports::log::PluginLog>,
 ) -> InstanceSpec {
     let component = engine.load(name, wasm).expect("load plugin");
     spec_of(component, name, mode, cache, logs)
@@ -118,7 +120,7 @@ fn spec_of(
     name: &str,
     mode: &str,
     cache: Arc<CacheView>,
-    logs: &broadcast::Sender<informant_runtime::plugin::PluginLog>,
+    logs: &broadcast::Sender<informant_runtime::plugin::imports::log::PluginLog>,
 ) -> InstanceSpec {
     InstanceSpec {
         name: name.into(),

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_tests::host_log::HostLog;
 use informant_tests::http::{free_addr, get};

@@ -40,7 +40,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::plugin::{HostConfig, PluginLog, PluginState};
+use informant_runtime::plugin::exec::supervisor::PluginState;
+use informant_runtime::plugin::imports::log::PluginLog;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions, StateOptions};
 use informant_runtime::workers::{self, WorkerAffinity};
 use informant_tests::proc::{cpu_seconds, rss_bytes};

@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use informant_runtime::informer::{CachedObject, Event, RawObject};
-use informant_runtime::plugin::exec::instance::Instance;
-use informant_runtime::plugin::imports::bindings::WitResource;
+use informant_runtime::plugin::bindings::WitResource;
+use informant_runtime::plugin::exec::compile_cache::CompileCache;
+use informant_runtime::plugin::exec::engine::{EngineOptions, PluginEngine};
+use informant_runtime::plugin::exec::instance::{Instance, InstanceSpec};
+use informant_runtime::plugin::imports::cache::CacheView;
 use informant_runtime::plugin::imports::events::batch::Tally;
-use informant_runtime::plugin::{
-    CacheView, CompileCache, EngineOptions, Handled, InstanceSpec, LogRate, PluginEngine,
-    TextLimits,
-};
+use informant_runtime::plugin::imports::log::{LogRate, TextLimits};
+use informant_runtime::plugin::outcome::Handled;
 use informant_runtime::telemetry::{ExportConfig, Traces};
 use informant_tests::otlp::Collector;
 use kube::core::{ApiResource, GroupVersionKind};

@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::admin::{AdminServer, AdminState};
-use informant_runtime::plugin::{HostConfig, PluginId, PluginState};
+use informant_runtime::plugin::exec::supervisor::PluginState;
+use informant_runtime::plugin::id::PluginId;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
 use informant_runtime::tenancy::{Tenancy, TenantPolicy};
 use informant_tests::http::{free_addr, get, get_until};

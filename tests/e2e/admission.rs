@@ -9,7 +9,7 @@ use std::sync::Arc;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::admission::AdmissionOptions;
 use informant_runtime::admission::webhooks::Endpoint;
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_runtime::tls::ServerTls;
 use informant_tests::admission::{WEBHOOK, Webhook, loopback_admission, registered, review};
@@ -1014,8 +1014,9 @@ async fn recorded_reviews_replay_offline_to_the_same_answers() {
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("deny.toml"), &deny).unwrap();
-    let engine =
-        Arc::new(informant_runtime::plugin::PluginEngine::new(Default::default()).unwrap());
+    let engine = Arc::new(
+        informant_runtime::plugin::exec::engine::PluginEngine::new(Default::default()).unwrap(),
+    );
     let config = ReplayConfig {
         wasm: wasm("admit"),
         manifest: Some(dir.path().join("deny.toml")),

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_tests::admission::{loopback_admission, registered};
 use informant_tests::create_namespaces;

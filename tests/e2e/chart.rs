@@ -710,7 +710,7 @@ fn cluster_wide_read_grants_only_reads_on_everything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_rbac_runs_the_example_plugins() {
     use informant_devserver::{DevServer, DevServerConfig};
-    use informant_runtime::plugin::HostConfig;
+    use informant_runtime::plugin::load::host_config::HostConfig;
     use informant_runtime::runtime::{Runtime, RuntimeOptions};
     use informant_tests::http::{free_addr, get, get_until};
     use informant_tests::plugins::{Logs, wasm};

@@ -3,7 +3,11 @@
 
 use std::os::unix::fs::PermissionsExt;
 
-use informant_runtime::plugin::{CompileCache, EngineOptions, PluginEngine};
+use informant_runtime::plugin::exec::compile_cache::CompileCache;
+
+use informant_runtime::plugin::exec::engine::EngineOptions;
+
+use informant_runtime::plugin::exec::engine::PluginEngine;
 use informant_tests::plugins::wasm;
 
 fn engine(cache: CompileCache) -> PluginEngine {

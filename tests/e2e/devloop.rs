@@ -9,7 +9,9 @@ use informant_dev::{
     BuildError, Builder, DevEvent, DevLoop, DevLoopConfig, Lang, Polyglot, SdkDependency,
     polyglot_sdk, scaffold, scaffold_polyglot,
 };
-use informant_runtime::plugin::{HostConfig, ReconcileReport, Reloader};
+use informant_runtime::plugin::load::host_config::HostConfig;
+use informant_runtime::plugin::load::reload::Reloader;
+use informant_runtime::plugin::load::status::ReconcileReport;
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{GUARD, configmap};
 use tokio::sync::mpsc;

@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_tests::plugins::PluginEnv;
 use informant_tests::receiver::{Answer, Receiver};
 use informant_tests::{create_namespaces, guarded};
@@ -235,7 +235,7 @@ async fn kubediff_posts_each_record_to_its_sinks_retrying_a_failing_one() {
     );
     let sup = env
         .host
-        .supervisor(&informant_runtime::plugin::PluginId {
+        .supervisor(&informant_runtime::plugin::id::PluginId {
             tenant: String::new(),
             name: "kubediff".into(),
         })

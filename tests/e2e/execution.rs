@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Replica, RuntimeOptions};
 use informant_tests::http::{free_addr, get, get_until};
 use informant_tests::plugins::{Logs, never_quarantined, wasm};

@@ -11,7 +11,7 @@ use std::time::Duration;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::{FactoryOptions, InitialList};
 use informant_runtime::leader::{LeaderElector, Leadership, LeaseConfig};
-use informant_runtime::plugin::{EngineOptions, PluginEngine};
+use informant_runtime::plugin::exec::engine::{EngineOptions, PluginEngine};
 use informant_runtime::runtime::{Replica, ReplicaState, RuntimeOptions};
 use informant_tests::plugins::wasm;
 use informant_tests::{GUARD, configmap, create_namespaces, guarded, wait_for_change};
@@ -31,7 +31,10 @@ struct Echoes {
 }
 
 impl Echoes {
-    fn record(&self, mut rx: broadcast::Receiver<informant_runtime::plugin::PluginLog>) {
+    fn record(
+        &self,
+        mut rx: broadcast::Receiver<informant_runtime::plugin::imports::log::PluginLog>,
+    ) {
         let me = self.clone();
         tokio::spawn(async move {
             loop {

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::config;
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_tests::http::{free_addr, get, get_until};
 use informant_tests::plugins::{Logs, PluginEnv, fast_restarts, wasm};

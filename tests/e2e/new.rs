@@ -8,7 +8,8 @@ use std::process::Command;
 use informant_dev::{
     Builder, Lang, PluginSource, Polyglot, SdkDependency, polyglot_sdk, scaffold, scaffold_polyglot,
 };
-use informant_runtime::plugin::{EngineOptions, PluginEngine, PluginId};
+use informant_runtime::plugin::exec::engine::{EngineOptions, PluginEngine};
+use informant_runtime::plugin::id::PluginId;
 
 fn target(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -64,7 +65,7 @@ fn a_scaffolded_plugin_passes_its_unit_tests_and_builds_for_wasm() {
     let built = builder.build(&krate).unwrap_or_else(|e| panic!("{e}"));
     assert!(builder.install(&krate, &built).unwrap());
     let (wasm, manifest) = builder.installed_paths(&krate.id);
-    informant_runtime::plugin::Manifest::load(&manifest).unwrap();
+    informant_runtime::manifest::Manifest::load(&manifest).unwrap();
     let engine = PluginEngine::new(EngineOptions::default()).unwrap();
     engine.load("hello-hook", &wasm).unwrap();
 }
@@ -102,7 +103,7 @@ fn python_and_js_scaffolds_pass_their_tests_and_build_into_components() {
         let built = builder.build(&source).unwrap_or_else(|e| panic!("{e}"));
         assert!(builder.install(&source, &built).unwrap());
         let (wasm, manifest) = builder.installed_paths(&source.id);
-        informant_runtime::plugin::Manifest::load(&manifest).unwrap();
+        informant_runtime::manifest::Manifest::load(&manifest).unwrap();
         engine.load(name, &wasm).unwrap();
     };
     let run = |cmd: &mut Command, what: &str| {

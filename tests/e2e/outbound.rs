@@ -8,7 +8,8 @@ use std::path::Path;
 
 use informant_runtime::admin::{AdminServer, AdminState};
 use informant_runtime::config;
-use informant_runtime::plugin::{HostConfig, PluginId};
+use informant_runtime::plugin::id::PluginId;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_tests::host_log::HostLog;
 use informant_tests::http::get;
 use informant_tests::plugins::PluginEnv;

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use informant_runtime::config;
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{configmap, create_namespaces, guarded};
 use serde_json::{Value, json};

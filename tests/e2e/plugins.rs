@@ -4,7 +4,15 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use informant_runtime::plugin::{HostConfig, PluginId, PluginState, ReconcileReport, Reloader};
+use informant_runtime::plugin::load::host_config::HostConfig;
+
+use informant_runtime::plugin::id::PluginId;
+
+use informant_runtime::plugin::exec::supervisor::PluginState;
+
+use informant_runtime::plugin::load::status::ReconcileReport;
+
+use informant_runtime::plugin::load::reload::Reloader;
 use informant_tests::plugins::{PluginEnv, fast_restarts as quick_restart_policy};
 use informant_tests::{configmap, create_namespaces, guarded};
 

@@ -8,7 +8,13 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use informant_runtime::plugin::{HostConfig, PluginId, PluginState, PluginStatus};
+use informant_runtime::plugin::load::host_config::HostConfig;
+
+use informant_runtime::plugin::id::PluginId;
+
+use informant_runtime::plugin::exec::supervisor::PluginState;
+
+use informant_runtime::plugin::load::status::PluginStatus;
 use informant_tests::plugins::{PluginEnv, fast_restarts, js_wasm, python_wasm};
 use informant_tests::{configmap, create_namespaces, guarded};
 use serde_json::{Value, json};

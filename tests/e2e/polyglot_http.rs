@@ -9,7 +9,9 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
-use informant_runtime::plugin::{HostConfig, PluginId};
+use informant_runtime::plugin::load::host_config::HostConfig;
+
+use informant_runtime::plugin::id::PluginId;
 use informant_tests::host_log::HostLog;
 use informant_tests::plugins::{PluginEnv, js_wasm, python_wasm};
 use informant_tests::receiver::{Answer, Receiver, labelled, poster};

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use informant_devserver::{DevServer, DevServerConfig};
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Replica, RuntimeOptions};
 use informant_tests::http::{free_addr, get_until};
 use informant_tests::plugins::{Logs, never_quarantined, wasm};

@@ -4,7 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine, PluginLog};
+use informant_runtime::plugin::exec::engine::EngineOptions;
+
+use informant_runtime::plugin::load::host_config::HostConfig;
+
+use informant_runtime::plugin::exec::engine::PluginEngine;
+
+use informant_runtime::plugin::imports::log::PluginLog;
 use informant_runtime::replay::{Recorder, ReplayConfig, read_records, replay};
 use informant_tests::plugins::{PluginEnv, wasm};
 use informant_tests::{configmap, guarded};

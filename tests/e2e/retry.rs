@@ -1,7 +1,9 @@
 //! A plugin answering `retry`: the object comes back after a backoff until the plugin is done
 //! with it or the manifest's attempts run out; a newer event replaces a pending retry.
 
-use informant_runtime::plugin::{HostConfig, PluginId};
+use informant_runtime::plugin::load::host_config::HostConfig;
+
+use informant_runtime::plugin::id::PluginId;
 use informant_tests::host_log::HostLog;
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{configmap, create_namespaces};

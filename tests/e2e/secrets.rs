@@ -7,7 +7,7 @@ use std::path::Path;
 
 use informant_runtime::admin::{AdminServer, AdminState};
 use informant_runtime::config;
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_tests::host_log::HostLog;
 use informant_tests::http::get;
 use informant_tests::plugins::PluginEnv;

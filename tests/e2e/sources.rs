@@ -9,7 +9,7 @@ use std::path::Path;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_oci::credentials::Credentials;
 use informant_oci::{Options, Reference, Registry};
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_tests::http::{free_addr, get_until};
 use informant_tests::plugins::wasm;

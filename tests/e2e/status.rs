@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use informant_runtime::admin::client::{AdminClient, LogLine, status_table};
 use informant_runtime::admin::{AdminServer, AdminState};
-use informant_runtime::plugin::{HostConfig, PluginId};
+use informant_runtime::plugin::id::PluginId;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::tenancy::{Tenancy, TenantPolicy};
 use informant_tests::http::get;
 use informant_tests::plugins::{PluginEnv, fast_restarts};

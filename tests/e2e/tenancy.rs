@@ -8,9 +8,12 @@ use std::path::Path;
 use std::time::Duration;
 
 use informant_runtime::config::{self, ConfigWatcher};
-use informant_runtime::plugin::{
-    HostConfig, PluginError, PluginId, ReconcileReport, Reloader, RestartPolicy,
-};
+use informant_runtime::plugin::PluginError;
+use informant_runtime::plugin::exec::supervisor::RestartPolicy;
+use informant_runtime::plugin::id::PluginId;
+use informant_runtime::plugin::load::host_config::HostConfig;
+use informant_runtime::plugin::load::reload::Reloader;
+use informant_runtime::plugin::load::status::ReconcileReport;
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{GUARD, create_namespaces, guarded};
 use serde_json::{Value, json};

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use informant_runtime::config;
-use informant_runtime::plugin::{HostConfig, PluginError};
+use informant_runtime::plugin::PluginError;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_tests::plugins::PluginEnv;
 use informant_tests::{create_namespaces, guarded};
 use serde_json::{Value, json};

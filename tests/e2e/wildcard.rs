@@ -7,7 +7,9 @@
 use std::path::Path;
 
 use informant_runtime::config;
-use informant_runtime::plugin::{HostConfig, PluginHost, PluginId};
+use informant_runtime::plugin::id::PluginId;
+use informant_runtime::plugin::load::host_config::HostConfig;
+use informant_runtime::plugin::load::loader::PluginHost;
 use informant_tests::plugins::PluginEnv;
 use informant_tests::receiver::{Answer, Receiver};
 use informant_tests::{configmap, create_namespaces, guarded};

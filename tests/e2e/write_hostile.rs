@@ -6,7 +6,8 @@
 use std::path::Path;
 
 use informant_runtime::config;
-use informant_runtime::plugin::{HostConfig, PluginId};
+use informant_runtime::plugin::id::PluginId;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_tests::create_namespaces;
 use informant_tests::plugins::PluginEnv;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};

@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 
 use informant_devserver::audit::{AllowRule, AuditRecord};
 use informant_runtime::config;
+use informant_runtime::plugin::id::PluginId;
 use informant_runtime::plugin::imports::write::{Call, Outcome};
-use informant_runtime::plugin::{HostConfig, PluginId};
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_tests::create_namespaces;
 use informant_tests::plugins::PluginEnv;
 use k8s_openapi::api::apps::v1::Deployment;

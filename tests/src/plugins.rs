@@ -9,11 +9,14 @@ use informant_dev::python;
 use informant_dev::toolchain::BUILD_TIMEOUT;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::informer::{FactoryOptions, InformerFactory, InitialList};
+use informant_runtime::plugin::exec::engine::{EngineOptions, PluginEngine};
+use informant_runtime::plugin::exec::supervisor::RestartPolicy;
+use informant_runtime::plugin::imports::log::PluginLog;
+use informant_runtime::plugin::load::host_config::HostConfig;
+use informant_runtime::plugin::load::loader::PluginHost;
 use informant_runtime::plugin::load::rediscover;
-use informant_runtime::plugin::{
-    EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport, Rediscoverer,
-    RestartPolicy,
-};
+use informant_runtime::plugin::load::rediscover::Rediscoverer;
+use informant_runtime::plugin::load::status::ReconcileReport;
 use parking_lot::Mutex;
 use sha2::{Digest, Sha256};
 

@@ -8,7 +8,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 
 use informant_runtime::admin::{AdminServer, AdminState};
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::tenancy::{Tenancy, TenantPolicy};
 use informant_tests::plugins::{PluginEnv, fast_restarts};
 use informant_tests::{configmap, create_namespaces, guarded};

@@ -1,7 +1,7 @@
 //! Plugin sources: finding the plugins in a directory, building each into a component (Rust
 //! with cargo for `wasm32-wasip2`, Python with componentize-py, TypeScript/JS with
 //! componentize-js), and installing the result as `NAME.wasm` + `NAME.toml` in a compiled
-//! plugins directory (which the [`informant_runtime::plugin::PluginHost`] loads and the reloader watches).
+//! plugins directory (which the [`informant_runtime::plugin::load::loader::PluginHost`] loads and the reloader watches).
 //!
 //! Layout, mirroring the compiled plugins directory: a plugin source is a directory holding its
 //! manifest `NAME.toml`, where NAME is the directory's name, and a `Cargo.toml` (Rust), a
@@ -28,7 +28,9 @@ use super::js::{self, JsToolchain};
 use super::python::PyToolchain;
 use super::toolchain::{BUILD_TIMEOUT, ToolchainError};
 use super::{DevLoopError, Lang, polyglot_sdk};
-use informant_runtime::plugin::{Manifest, ManifestError, PluginId};
+use informant_runtime::manifest::Manifest;
+use informant_runtime::manifest::ManifestError;
+use informant_runtime::plugin::id::PluginId;
 
 /// The target plugins are built for.
 pub const WASM_TARGET: &str = "wasm32-wasip2";

@@ -5,7 +5,7 @@
 //! The developer loop behind `informant dev --plugins SOURCES`: plugin sources (Rust crates,
 //! Python and TypeScript/JS plugins) are built into components, installed into a compiled
 //! plugins directory, and rebuilt when their sources change. Loading and hot swapping stay with
-//! [`informant_runtime::plugin::PluginHost`] and [`informant_runtime::plugin::Reloader`]
+//! [`informant_runtime::plugin::load::loader::PluginHost`] and [`informant_runtime::plugin::load::reload::Reloader`]
 //! watching that directory, so a rebuilt plugin is swapped by the loader's tested replace path:
 //! the new version is loaded first, and if it cannot be the old one keeps running.
 //!
@@ -54,7 +54,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use informant_runtime::plugin::PluginId;
+use informant_runtime::plugin::id::PluginId;
 
 /// Errors setting up the dev loop; each names the path at fault.
 #[derive(Debug, thiserror::Error)]

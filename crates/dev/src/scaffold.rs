@@ -367,7 +367,7 @@ mod tests {
         assert!(lib.contains("pub struct MyHook") && lib.contains("../my-hook.toml"));
         assert!(s.dir.join("my-hook.toml").is_file() && s.pinned);
         let manifest = std::fs::read_to_string(s.dir.join("my-hook.toml")).unwrap();
-        informant_runtime::plugin::Manifest::parse(&manifest, Path::new("my-hook.toml")).unwrap();
+        informant_runtime::manifest::Manifest::parse(&manifest, Path::new("my-hook.toml")).unwrap();
         // Not over an existing crate.
         let again = scaffold("my-hook", &root.join("plugins"), s.sdk.clone());
         assert!(again.unwrap_err().to_string().contains("not empty"));
@@ -390,7 +390,7 @@ mod tests {
         assert!(lib.contains("../no-bare-cms.toml") && !lib.contains("{{"));
         let manifest = std::fs::read_to_string(s.dir.join("no-bare-cms.toml")).unwrap();
         let m =
-            informant_runtime::plugin::Manifest::parse(&manifest, Path::new("no-bare-cms.toml"))
+            informant_runtime::manifest::Manifest::parse(&manifest, Path::new("no-bare-cms.toml"))
                 .unwrap();
         assert_eq!((m.admit.len(), m.watch.len()), (1, 0));
         assert!(s.dir.join(".gitignore").is_file() && !s.pinned);

@@ -13,7 +13,7 @@ const MAX_DOUBLINGS: u32 = 20;
 
 /// An exponential backoff with jitter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     /// The first delay, before jitter.
     pub initial: Duration,
     /// The longest delay.
@@ -22,13 +22,13 @@ pub struct Backoff {
 
 impl Backoff {
     /// Doubling from `initial` up to `max`.
-    pub const fn new(initial: Duration, max: Duration) -> Self {
+    pub(crate) const fn new(initial: Duration, max: Duration) -> Self {
         Backoff { initial, max }
     }
 
     /// The delay before retry `attempt` (0 for the first): `initial` doubled `attempt` times,
     /// at most `max`, then [`jitter`]ed.
-    pub fn delay(&self, attempt: u32) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32) -> Duration {
         let base = self
             .initial
             .saturating_mul(1 << attempt.min(MAX_DOUBLINGS))
@@ -38,7 +38,7 @@ impl Backoff {
 }
 
 /// `d` spread down by up to 20 %: between `0.8 d` and `d`.
-pub fn jitter(d: Duration) -> Duration {
+pub(crate) fn jitter(d: Duration) -> Duration {
     d.mul_f64(1.0 - rand::random::<f64>() * 0.2)
 }
 

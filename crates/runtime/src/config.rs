@@ -26,28 +26,27 @@ use std::sync::Arc;
 use informant_manifest::toml_error::{self, Table};
 use serde::Deserialize;
 
-use crate::plugin::HostConfig;
-use crate::plugin::load::host_config::{SignaturePolicy, SourceSpec};
+use crate::plugin::load::host_config::{HostConfig, SignaturePolicy, SourceSpec};
 use crate::plugin::metrics::{MetricLimits, name as metric_name};
 use crate::tenancy::{
     Budget, Grant, Impersonate, NamespacePattern, ResourceRule, Tenancy, TenantPolicy,
 };
 
 /// Plugins a tenant may run when its table does not say.
-pub const DEFAULT_MAX_PLUGINS: u32 = 10;
+pub(crate) const DEFAULT_MAX_PLUGINS: u32 = 10;
 
 /// Informers a tenant's plugins may use together when its table does not say.
-pub const DEFAULT_MAX_INFORMERS: u32 = 32;
+pub(crate) const DEFAULT_MAX_INFORMERS: u32 = 32;
 
 /// Field indexes a tenant's plugins may declare together when its table does not say.
-pub const DEFAULT_MAX_FIELD_INDEXES: u32 = 16;
+pub(crate) const DEFAULT_MAX_FIELD_INDEXES: u32 = 16;
 
 /// Writes per second a tenant's plugins share when its table does not say.
-pub const DEFAULT_WRITES_PER_SECOND: u32 = 20;
+pub(crate) const DEFAULT_WRITES_PER_SECOND: u32 = 20;
 
 /// `[[schedule]]` tables a tenant's plugins may declare together when neither its table nor
 /// `limits.tenant-max-schedules` says.
-pub const DEFAULT_TENANT_MAX_SCHEDULES: u32 = 64;
+pub(crate) const DEFAULT_TENANT_MAX_SCHEDULES: u32 = 64;
 
 /// `informant.toml` could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
@@ -196,7 +195,7 @@ struct FileSource {
 }
 
 /// How often a tag is resolved again when its table does not say.
-pub const DEFAULT_SOURCE_POLL_SECONDS: u32 = 300;
+pub(crate) const DEFAULT_SOURCE_POLL_SECONDS: u32 = 300;
 
 /// A `[[sources]]` table that cannot be followed; each names its key.
 #[derive(Debug, thiserror::Error)]

@@ -24,7 +24,7 @@ pub(crate) fn read_capped(
 
 /// Default largest `.wasm` the loader reads: components are a few MiB; anything far larger is
 /// a mistake or an attack on the host's memory.
-pub const MAX_PLUGIN_FILE_BYTES: u64 = 128 << 20;
+pub(crate) const MAX_PLUGIN_FILE_BYTES: u64 = 128 << 20;
 
 /// Opens for reading without blocking on a FIFO swapped in for a plugin file (a tenant must not
 /// be able to hang every reconcile); for regular files the flag changes nothing.
@@ -82,7 +82,7 @@ pub(crate) fn hard_links(_: &std::fs::Metadata) -> u64 {
 }
 
 /// Largest CA bundle read: bundles are a few hundred KiB.
-pub const MAX_CA_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_CA_BYTES: u64 = 4 << 20;
 
 /// Why a CA bundle cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -108,7 +108,7 @@ pub enum CaError {
 }
 
 /// The PEM certificates of the CA bundle at `path` (at least one, at most [`MAX_CA_BYTES`]).
-pub fn ca_certificates(
+pub(crate) fn ca_certificates(
     path: &Path,
 ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, CaError> {
     use rustls::pki_types::pem::PemObject;

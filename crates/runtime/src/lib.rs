@@ -26,17 +26,21 @@
 //! developer tooling (`informant dev` with plugin sources, `informant new`) is `informant-dev`. The
 //! `informant` binary (crate `informant`) is a thin CLI over these.
 
+// The crate's API is what the CLI, the dev loop and the tests name; anything else says
+// `pub(crate)`, so a new item is private until a caller outside needs it.
+#![warn(unreachable_pub)]
+
 pub mod admin;
 pub mod admission;
-pub mod backoff;
+pub(crate) mod backoff;
 pub mod config;
-pub mod durable;
-pub mod files;
+pub(crate) mod durable;
+pub(crate) mod files;
 pub mod fswatch;
 pub mod leader;
 pub(crate) mod lease;
 pub mod plugin;
-pub mod redact;
+pub(crate) mod redact;
 pub mod replay;
 pub mod runtime;
 pub(crate) mod serve;

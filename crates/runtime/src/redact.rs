@@ -8,7 +8,7 @@
 use std::borrow::Cow;
 
 /// What hidden text is replaced with.
-pub const REDACTED: &str = "REDACTED";
+pub(crate) const REDACTED: &str = "REDACTED";
 
 /// `text` (a URL, or something meant as one) with everything before the last `@` of its
 /// authority replaced by [`REDACTED`], and the value of each `key=value` of its query too;
@@ -19,7 +19,7 @@ pub const REDACTED: &str = "REDACTED";
 /// assert_eq!(redact::url("https://u:pw@otel:4318/v1?k=s#f"), "https://REDACTED@otel:4318/v1?k=REDACTED#f");
 /// assert_eq!(redact::url("http://otel:4318"), "http://otel:4318");
 /// ```
-pub fn url(text: &str) -> Cow<'_, str> {
+pub(crate) fn url(text: &str) -> Cow<'_, str> {
     let start = text.find("://").map_or(0, |i| i + 3);
     let end = text[start..]
         .find(['/', '?', '#'])

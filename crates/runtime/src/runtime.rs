@@ -31,10 +31,14 @@ use crate::informer::{
     SharedInformer, WatchScope,
 };
 use crate::leader::Leadership;
-use crate::plugin::{
-    CompileCache, EngineOptions, HostConfig, PluginEngine, PluginHost, PluginLog, ReconcileReport,
-    Rediscoverer, Reloader,
-};
+use crate::plugin::exec::compile_cache::CompileCache;
+use crate::plugin::exec::engine::{EngineOptions, PluginEngine};
+use crate::plugin::imports::log::PluginLog;
+use crate::plugin::load::host_config::HostConfig;
+use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::rediscover::Rediscoverer;
+use crate::plugin::load::reload::Reloader;
+use crate::plugin::load::status::ReconcileReport;
 use crate::shard::Shard;
 use crate::sources::Sources;
 use crate::tls::ServerTls;

@@ -19,13 +19,13 @@ use tokio::task::{JoinHandle, JoinSet};
 use crate::tls::Tls;
 
 /// Longest a TLS handshake may take before the connection is dropped.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Longest a request's headers may take to arrive.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+pub(crate) const HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Longest a shutdown waits for requests in flight before dropping them.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// A listener serving a router; stops when [`Served::shutdown`] is called or it is dropped.
 pub(crate) struct Served {

@@ -26,7 +26,7 @@ use tokio::task::JoinSet;
 
 use crate::backoff::Backoff;
 use crate::manifest::Manifest;
-use crate::plugin::PluginId;
+use crate::plugin::id::PluginId;
 use crate::plugin::load::host_config::SourceSpec;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::status::{ReconcileReport, SourceStatus};

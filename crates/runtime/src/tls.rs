@@ -57,7 +57,7 @@ impl ServerTls {
 }
 
 /// How often mounted certificate files are read again by default.
-pub const RELOAD_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const RELOAD_EVERY: Duration = Duration::from_secs(10);
 
 /// Errors setting up HTTPS.
 #[derive(Debug, thiserror::Error)]

@@ -4,7 +4,11 @@
 use std::path::Path;
 use std::sync::LazyLock;
 
-use informant_runtime::plugin::{EngineOptions, HostConfig, PluginEngine};
+use informant_runtime::plugin::exec::engine::EngineOptions;
+
+use informant_runtime::plugin::load::host_config::HostConfig;
+
+use informant_runtime::plugin::exec::engine::PluginEngine;
 use serde_json::Value;
 
 /// Where the pods live.

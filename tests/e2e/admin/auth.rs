@@ -13,7 +13,7 @@ use std::time::Duration;
 use informant_devserver::audit::AllowRule;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_runtime::admin::{AdminAuth, AdminServer, AdminState, AuthOptions};
-use informant_runtime::plugin::HostConfig;
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions, StateOptions};
 use informant_runtime::tenancy::{Tenancy, TenantPolicy};
 use informant_runtime::tls::ServerTls;

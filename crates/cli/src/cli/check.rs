@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{Result, bail};
 use informant_devserver::builtin_scope;
+use informant_runtime::plugin::exec::compile_cache::CompileCache;
+use informant_runtime::plugin::exec::engine::{EngineOptions, PluginEngine};
 use informant_runtime::plugin::load::check::{CheckRequest, check, manifest_beside};
-use informant_runtime::plugin::{CompileCache, EngineOptions, PluginEngine};
 
 /// Arguments of `informant check`.
 #[derive(clap::Args)]

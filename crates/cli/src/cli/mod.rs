@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 use informant_runtime::admin::client::dev_address::{self, Found};
 use informant_runtime::admin::client::{AdminClient, Credentials, Tls, Trust, transport};
-use informant_runtime::plugin::CompileCache;
+use informant_runtime::plugin::exec::compile_cache::CompileCache;
 use informant_runtime::runtime::RuntimeOptions;
 pub use informant_runtime::runtime::{host_config, watch_informer};
 use informant_runtime::telemetry::{ExportConfig, Sampling, Traces};

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use informant_runtime::informer::{FactoryOptions, InformerFactory, SharedInformer, WatchScope};
-use informant_runtime::plugin::Manifest;
+use informant_runtime::manifest::Manifest;
 use informant_runtime::replay::Recorder;
 
 /// Arguments of `informant record`.

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, Result};
-use informant_runtime::plugin::{EngineOptions, HostConfig, Level, PluginEngine};
+use informant_runtime::plugin::bindings::Level;
+use informant_runtime::plugin::exec::engine::{EngineOptions, PluginEngine};
+use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::replay::{ReplayConfig, read_records, read_yaml_objects, replay};
 
 /// Arguments of `informant replay`.

@@ -44,22 +44,22 @@ use super::AdminState;
 use super::auth::Access;
 use super::scope::Scope;
 use crate::durable::Durable;
-use crate::plugin::PluginHost;
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::load::loader::PluginHost;
+use crate::plugin::text::escape_controls;
 use informant_state::DeadLetter;
 
 /// Most ids one request may name.
-pub const MAX_IDS: usize = 10_000;
+pub(crate) const MAX_IDS: usize = 10_000;
 
 /// Letters in a page when the request gives no `limit`.
-pub const DEFAULT_LIMIT: usize = 500;
+pub(crate) const DEFAULT_LIMIT: usize = 500;
 
 /// Most letters in one page, whatever the request asks.
-pub const MAX_LIMIT: usize = 5_000;
+pub(crate) const MAX_LIMIT: usize = 5_000;
 
 /// One page of `GET /dead-letters`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Page {
+pub(crate) struct Page {
     /// The letters, in order of plugin then id.
     pub dead_letters: Vec<DeadLetter>,
     /// Where the next page starts; absent on the last one.

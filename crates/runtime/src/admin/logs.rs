@@ -38,18 +38,18 @@ use tokio::time::Instant;
 
 use super::AdminState;
 use super::auth::Access;
-use crate::plugin::PluginId;
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::id::PluginId;
 use crate::plugin::logbook::LogLines;
+use crate::plugin::text::escape_controls;
 
 /// The answer's media type.
-pub const CONTENT_TYPE: &str = "application/x-ndjson";
+pub(crate) const CONTENT_TYPE: &str = "application/x-ndjson";
 
 /// Shortest time between two batches sent to one follower: lines logged meanwhile go in one.
-pub const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
+pub(crate) const FOLLOW_INTERVAL: Duration = Duration::from_millis(100);
 
 /// What all followers of one admin server are sent together, at most, in KiB per second.
-pub const FOLLOW_KIB_PER_SECOND: u32 = 8 << 10;
+pub(crate) const FOLLOW_KIB_PER_SECOND: u32 = 8 << 10;
 
 /// The admin server's budget for followers (see [`FOLLOW_KIB_PER_SECOND`]).
 pub(super) fn follow_budget() -> governor::DefaultDirectRateLimiter {
@@ -166,7 +166,7 @@ fn not_found(id: &PluginId) -> String {
 }
 
 /// A batch as lines of JSON: the drop count first, if any. Each record is serialized once for
-/// every reader (see [`LogRecord::json_line`](crate::plugin::LogRecord::json_line)).
+/// every reader (see [`LogRecord::json_line`](crate::plugin::logbook::LogRecord::json_line)).
 fn ndjson(batch: &LogLines) -> Bytes {
     let lines: Vec<Bytes> = batch.records.iter().map(|r| r.json_line()).collect();
     let mut out = bytes::BytesMut::with_capacity(lines.iter().map(Bytes::len).sum::<usize>() + 24);

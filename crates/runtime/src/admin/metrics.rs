@@ -31,11 +31,13 @@ use super::plugin_metrics::PluginMetricsSample;
 use super::scope::Scope;
 use crate::plugin::exec::histogram::DurationHistogram;
 use crate::plugin::exec::scheduler::TickOutcome;
+use crate::plugin::exec::supervisor::PluginState;
+use crate::plugin::load::status::RunningPlugin;
+use crate::plugin::load::waiting::WaitingFor;
 use crate::plugin::metrics::name;
-use crate::plugin::{PluginState, RunningPlugin, WaitingFor};
 
 /// The `Content-Type` of [`render`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub(crate) const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// One scrape: every family `scope` may see, encoded as OpenMetrics text (ending with `# EOF`).
 pub fn render(state: &AdminState, scope: &Scope) -> Result<String, fmt::Error> {

@@ -10,7 +10,7 @@
 //!
 //! It sits on top of the other layers and only reads them: the informers through
 //! [`InformerFactory::informers`] (sync state, reflector and listener counters), the plugins
-//! through [`PluginHost`] (which plugins are loaded, and each one's [`Supervisor`](crate::plugin::Supervisor) counters).
+//! through [`PluginHost`] (which plugins are loaded, and each one's [`Supervisor`](crate::plugin::exec::supervisor::Supervisor) counters).
 //! Nothing below knows it exists; every figure is read at request time from counters the
 //! pipeline keeps anyway, so serving the endpoints costs the pipeline nothing between scrapes.
 //!
@@ -36,15 +36,15 @@
 //! - [`server`]: the axum routes and the listeners.
 
 mod admission_metrics;
-pub mod auth;
+pub(crate) mod auth;
 pub mod client;
 pub mod dead_letters;
-pub mod logs;
+pub(crate) mod logs;
 pub mod metrics;
 mod plugin_metrics;
-pub mod readiness;
+pub(crate) mod readiness;
 pub mod scope;
-pub mod server;
+pub(crate) mod server;
 mod shard;
 
 pub use auth::{AdminAuth, AuthOptions};
@@ -56,7 +56,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::informer::InformerFactory;
-use crate::plugin::{PluginHost, ReconcileReport, RunningPlugin};
+use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::status::{ReconcileReport, RunningPlugin};
 use crate::tls::ServerTls;
 
 /// Errors starting the admin server.

@@ -20,7 +20,7 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 
 use super::metrics::escape;
-use crate::plugin::RunningPlugin;
+use crate::plugin::load::status::RunningPlugin;
 use crate::plugin::metrics::{Family, Kind, Refusal, SeriesValue, name};
 
 /// The series of one family across a tenant's plugins, each with its own full label set.
@@ -220,7 +220,7 @@ impl PluginMetricsSample {
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
-    use crate::plugin::metrics::Sample;
+    use crate::plugin::metrics::registry::Sample;
 
     /// A sample with one family of each type, help that needs escaping, and a label value too,
     /// of plugin `p` of tenant `t`, and one family of an operator's plugin `o`.

@@ -32,7 +32,9 @@ use parking_lot::Mutex;
 use super::AdminState;
 use super::scope::Scope;
 use crate::informer::Access;
-use crate::plugin::{PluginId, ReconcileReport, Waiting, WaitingFor};
+use crate::plugin::id::PluginId;
+use crate::plugin::load::status::ReconcileReport;
+use crate::plugin::load::waiting::{Waiting, WaitingFor};
 
 /// Readiness facts only the runtime knows: that startup is over, and what the last reconcile
 /// could not load.
@@ -120,7 +122,7 @@ impl Line {
 
 /// `/readyz` for a caller that sees `scope`: whether the process is ready, and the body, `ok`
 /// or `not ready:` followed by the lines the caller may see and a count of those it may not.
-pub fn report(state: &AdminState, scope: &Scope) -> (bool, String) {
+pub(crate) fn report(state: &AdminState, scope: &Scope) -> (bool, String) {
     let reasons = reasons(state);
     let ready = reasons.is_empty();
     let (lines, head) = if ready {

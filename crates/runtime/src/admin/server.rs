@@ -5,7 +5,7 @@
 //! | `GET /healthz` | 200 `ok` while the process serves requests; never asks for credentials |
 //! | `GET /readyz` | 200 `ok` (then a line per plugin waiting for a kind), or 503 with one line per reason (see [`super::readiness`]); the lines the caller may see |
 //! | `GET /metrics` | OpenMetrics text (see [`super::metrics`]) |
-//! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::PluginStatus) per running or waiting plugin the caller may see; in sharded mode, for the operator, also `"shard"`: the group, this member's identity, whether it is active and why not, the live members and the plugins it owns |
+//! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::load::status::PluginStatus) per running or waiting plugin the caller may see; in sharded mode, for the operator, also `"shard"`: the group, this member's identity, whether it is active and why not, the live members and the plugins it owns |
 //! | `GET /logs?plugin=NAME[&tenant=T][&follow=1][&tail=N]` | one plugin's last log lines as JSON lines, followed if asked (see [`super::logs`]); `404` for a plugin neither loaded nor waiting, or not the caller's |
 //! | `GET /dead-letters[?plugin=P][&limit=N][&continue=T]`, `POST /dead-letters/retry`, `POST /dead-letters/drop` | the events plugins failed for good, with `--state-dir` (see [`super::dead_letters`]) |
 //!

@@ -9,18 +9,18 @@ use serde_json::Value;
 
 use crate::admission::review::{self, denied};
 use crate::manifest::admit::{FailurePolicy, Mode};
+use crate::plugin::bindings::admitting::informant::plugin::admission::Response;
 use crate::plugin::exec::admit::{Admitter, Decision, Hook};
-use crate::plugin::imports::bindings::admitting::informant::plugin::admission::Response;
-use crate::plugin::imports::log::{escape_controls, truncated};
+use crate::plugin::text::{escape_controls, truncated};
 
 /// At most this many warnings of a plugin reach the client.
-pub const MAX_WARNINGS: usize = 16;
+pub(crate) const MAX_WARNINGS: usize = 16;
 
 /// Each warning is cut to this many bytes.
-pub const MAX_WARNING_BYTES: usize = 256;
+pub(crate) const MAX_WARNING_BYTES: usize = 256;
 
 /// A denial's message is cut to this many bytes.
-pub const MAX_MESSAGE_BYTES: usize = 4096;
+pub(crate) const MAX_MESSAGE_BYTES: usize = 4096;
 
 /// Plugin-made text cut to `max` bytes and kept on one line.
 fn bounded(text: String, max: usize) -> String {
@@ -28,7 +28,7 @@ fn bounded(text: String, max: usize) -> String {
 }
 
 /// The answer to one request.
-pub struct Answered {
+pub(crate) struct Answered {
     /// What goes back to the API server.
     pub response: AdmissionResponse,
     /// How it ended.
@@ -38,7 +38,7 @@ pub struct Answered {
 }
 
 /// Asks `admitter`'s plugin about `req` through `hook`, if the request is the hook's to judge.
-pub async fn answer(
+pub(crate) async fn answer(
     admitter: &Admitter,
     hook: &Hook,
     req: &AdmissionRequest<DynamicObject>,
@@ -73,7 +73,7 @@ pub async fn answer(
 
 /// Whether `req` is of the hook's kind and one of its operations: the API server sends only
 /// those, so anything else is misrouted or forged and never reaches the plugin.
-pub fn is_for(hook: &Hook, req: &AdmissionRequest<DynamicObject>) -> bool {
+pub(crate) fn is_for(hook: &Hook, req: &AdmissionRequest<DynamicObject>) -> bool {
     let ar = &hook.resource.api_resource;
     req.kind.group == ar.group
         && req.kind.version == ar.version
@@ -94,7 +94,7 @@ fn scope_of(req: &AdmissionRequest<DynamicObject>) -> Option<&str> {
 
 /// Why a plugin's answer cannot be given to the API server: the hook's failure policy applies.
 #[derive(Debug, thiserror::Error)]
-pub enum Unusable {
+pub(crate) enum Unusable {
     /// A denial whose status code is not an HTTP error (400–599).
     #[error("denied with {0}, which is not an HTTP error code")]
     Code(u16),

@@ -32,15 +32,15 @@ use tokio::sync::watch;
 use crate::tls::{Current, TlsError};
 
 /// The annotation holding when the serving pair stops being valid (RFC 3339).
-pub const NOT_AFTER: &str = "informant.dev/serving-not-after";
+pub(crate) const NOT_AFTER: &str = "informant.dev/serving-not-after";
 /// The annotation holding when the CA stops being valid (RFC 3339).
-pub const CA_NOT_AFTER: &str = "informant.dev/ca-not-after";
+pub(crate) const CA_NOT_AFTER: &str = "informant.dev/ca-not-after";
 /// The annotation naming the CA (its common name, from which it is rebuilt to sign).
-pub const CA_NAME: &str = "informant.dev/ca-name";
+pub(crate) const CA_NAME: &str = "informant.dev/ca-name";
 /// The annotation holding when the current CA joined the bundle (RFC 3339).
-pub const CA_SINCE: &str = "informant.dev/ca-since";
+pub(crate) const CA_SINCE: &str = "informant.dev/ca-since";
 /// The annotation naming the CA that signed the serving pair.
-pub const SERVING_CA: &str = "informant.dev/serving-ca";
+pub(crate) const SERVING_CA: &str = "informant.dev/serving-ca";
 
 /// How long certificates live and how often the Secret is read.
 #[derive(Debug, Clone)]

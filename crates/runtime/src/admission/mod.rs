@@ -28,9 +28,9 @@
 //! - [`review`]: AdmissionReview v1 to and from the contract's records.
 //! - [`webhooks`]: the Validating- and MutatingWebhookConfigurations that send requests here.
 
-pub mod answer;
+pub(crate) mod answer;
 pub mod certs;
-pub mod review;
+pub(crate) mod review;
 pub mod webhooks;
 
 use std::net::SocketAddr;
@@ -48,14 +48,14 @@ use kube::core::admission::AdmissionResponse;
 use tokio::sync::watch;
 use tracing::Instrument;
 
-use crate::plugin::PluginHost;
 use crate::plugin::id::PluginId;
+use crate::plugin::load::loader::PluginHost;
 use crate::serve::Served;
 use crate::tls::{self, ServerTls};
 
 /// The largest AdmissionReview body accepted: an object and its old version, each up to the
 /// API server's own request limit (3 MiB), with room to spare.
-pub const MAX_REVIEW_BYTES: usize = 16 << 20;
+pub(crate) const MAX_REVIEW_BYTES: usize = 16 << 20;
 
 /// Errors starting the webhook server.
 #[derive(Debug, thiserror::Error)]
@@ -120,7 +120,7 @@ pub struct CertSecret {
 }
 
 /// The running webhook server.
-pub struct AdmissionServer {
+pub(crate) struct AdmissionServer {
     served: Served,
     /// What clients trust it by; changes with a managed CA's rollover.
     ca_bundle: watch::Receiver<Vec<u8>>,
@@ -133,7 +133,7 @@ pub struct AdmissionServer {
 impl AdmissionServer {
     /// Binds `addr` (port 0 picks a free one) and answers admission requests from `host`'s
     /// plugins over `tls` (never plain HTTP).
-    pub async fn start(
+    pub(crate) async fn start(
         addr: SocketAddr,
         tls: &ServerTls,
         host: Arc<PluginHost>,
@@ -155,7 +155,7 @@ impl AdmissionServer {
     }
 
     /// As [`AdmissionServer::start`], serving the certificates `certs` manages.
-    pub async fn start_managed(
+    pub(crate) async fn start_managed(
         addr: SocketAddr,
         certs: Arc<certs::ManagedCerts>,
         host: Arc<PluginHost>,
@@ -198,23 +198,23 @@ impl AdmissionServer {
     }
 
     /// The address it listens on.
-    pub fn addr(&self) -> SocketAddr {
+    pub(crate) fn addr(&self) -> SocketAddr {
         self.served.addr()
     }
 
     /// The PEM certificates a client verifies this server with (a webhook's `caBundle`), as
     /// they change.
-    pub fn ca_bundle(&self) -> watch::Receiver<Vec<u8>> {
+    pub(crate) fn ca_bundle(&self) -> watch::Receiver<Vec<u8>> {
         self.ca_bundle.clone()
     }
 
     /// The certificates it manages, when it does.
-    pub fn certs(&self) -> Option<&Arc<certs::ManagedCerts>> {
+    pub(crate) fn certs(&self) -> Option<&Arc<certs::ManagedCerts>> {
         self.managed.as_ref()
     }
 
     /// Stops accepting connections and waits (a bounded time) for requests in flight.
-    pub async fn shutdown(self) {
+    pub(crate) async fn shutdown(self) {
         self.served.shutdown().await;
     }
 }
@@ -337,7 +337,7 @@ async fn admit(State(routes): State<Routes>, uri: Uri, body: Bytes) -> Response 
         operation = operation.as_kubernetes(),
         uid = %req.uid,
     );
-    let kind = crate::plugin::imports::bindings::WitResource {
+    let kind = crate::plugin::bindings::WitResource {
         group: req.kind.group.clone(),
         version: req.kind.version.clone(),
         kind: req.kind.kind.clone(),

@@ -4,14 +4,14 @@
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 
-use crate::plugin::imports::bindings::WitResource;
-use crate::plugin::imports::bindings::admitting::informant::plugin::admission::{
+use crate::plugin::bindings::WitResource;
+use crate::plugin::bindings::admitting::informant::plugin::admission::{
     GroupVersionResource, Operation as WitOperation, Request, UserInfo,
 };
 
 /// Why a body is not an AdmissionReview request this server can answer.
 #[derive(Debug, thiserror::Error)]
-pub enum ReviewError {
+pub(crate) enum ReviewError {
     /// Not JSON, not an AdmissionReview, or nested deeper than the parser allows.
     #[error("not an AdmissionReview: {0}")]
     Decode(#[source] serde_json::Error),
@@ -21,7 +21,7 @@ pub enum ReviewError {
 }
 
 /// The request of an AdmissionReview body.
-pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
+pub(crate) fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
     let review: AdmissionReview<DynamicObject> =
         serde_json::from_slice(body).map_err(ReviewError::Decode)?;
     if review.types.api_version != "admission.k8s.io/v1" {
@@ -31,7 +31,7 @@ pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewErro
 }
 
 /// The operation as the manifest names it.
-pub fn operation(op: &Operation) -> crate::manifest::admit::Operation {
+pub(crate) fn operation(op: &Operation) -> crate::manifest::admit::Operation {
     use crate::manifest::admit::Operation as M;
     match op {
         Operation::Create => M::Create,
@@ -44,7 +44,7 @@ pub fn operation(op: &Operation) -> crate::manifest::admit::Operation {
 /// The contract's request for `req` through the hook named `hook`: objects as JSON without
 /// managedFields, and the header of the object (the old object's for a delete) as events carry
 /// it.
-pub fn to_wit(
+pub(crate) fn to_wit(
     req: &AdmissionRequest<DynamicObject>,
     hook: &str,
 ) -> Result<Request, serde_json::Error> {
@@ -138,7 +138,7 @@ fn header(req: &AdmissionRequest<DynamicObject>, object: &DynamicObject) -> Vec<
 }
 
 /// A response review for `req` that denies with `code` and `message`.
-pub fn denied(
+pub(crate) fn denied(
     req: &AdmissionRequest<DynamicObject>,
     code: u16,
     message: String,

@@ -28,7 +28,7 @@ use crate::plugin::exec::admit::{Admitter, Hook};
 use crate::plugin::id::PluginId;
 
 /// The field manager the configurations are applied as.
-pub const FIELD_MANAGER: &str = "informant";
+pub(crate) const FIELD_MANAGER: &str = "informant";
 
 /// Where the API server reaches the webhook server.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -314,14 +314,14 @@ pub async fn apply(
 /// Keeps both configurations in step with the hooks that run: applied at start and again
 /// whenever a plugin version with hooks comes or goes; a failed apply is retried with a backoff
 /// (and logged), never given up. Stops when dropped.
-pub struct Registrar(tokio::task::JoinHandle<()>);
+pub(crate) struct Registrar(tokio::task::JoinHandle<()>);
 
 impl Registrar {
     /// Follows `host`'s running versions, applying through `client` as `reg` says.
-    pub fn start(
+    pub(crate) fn start(
         client: kube::Client,
         reg: Registration,
-        host: Arc<crate::plugin::PluginHost>,
+        host: Arc<crate::plugin::load::loader::PluginHost>,
     ) -> Registrar {
         Registrar(tokio::spawn(async move {
             let mut changes = host.subscribe_running();

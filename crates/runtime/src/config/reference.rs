@@ -9,7 +9,7 @@ use informant_manifest::keys;
 use super::{File, FileIdentity, FileLimits, FileSignatures, FileSource, FileTenant};
 use crate::manifest::Write;
 
-fn parse(text: &str) -> Result<crate::plugin::HostConfig, String> {
+fn parse(text: &str) -> Result<crate::plugin::load::host_config::HostConfig, String> {
     super::parse(text, Path::new("/etc/informant.toml")).map_err(|e| e.to_string())
 }
 

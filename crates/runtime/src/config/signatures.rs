@@ -5,7 +5,7 @@ use std::path::Path;
 
 use informant_oci::signature::SigningKey;
 
-fn parse(text: &str) -> Result<crate::plugin::HostConfig, String> {
+fn parse(text: &str) -> Result<crate::plugin::load::host_config::HostConfig, String> {
     super::parse(text, Path::new("/etc/informant.toml")).map_err(|e| e.to_string())
 }
 

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::fswatch::{Watch, WatchError, Watching};
-use crate::plugin::{PluginHost, ReconcileReport};
+use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::status::ReconcileReport;
 
 /// Watches a config file until dropped; each settled burst of changes to it is applied and
 /// followed by one reconcile, whose report (with [`ReconcileReport::config_error`]) is sent on

@@ -22,7 +22,7 @@ impl informant_state::Stored for Persisted {
 }
 
 /// Journals one informer's changes under its name, and the resourceVersion to resume from.
-pub struct InformerJournal {
+pub(crate) struct InformerJournal {
     id: Arc<str>,
     journal: informant_state::StateWriter,
     /// The newest resourceVersion applied (numeric where the server's are, as etcd's are).
@@ -37,7 +37,7 @@ impl InformerJournal {
     /// The journal of the informer named `id`, whose cache is as of `resource_version` (a
     /// restored one's): the version to resume from never goes back, or a watch resumed from it
     /// would replay versions older than the ones cached.
-    pub fn new(
+    pub(crate) fn new(
         id: String,
         journal: informant_state::StateWriter,
         resource_version: Option<&str>,

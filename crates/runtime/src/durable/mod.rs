@@ -25,7 +25,7 @@
 //!   until the member has taken its first share ([`restores_done`](Durable::restores_done)),
 //!   not dropped at the first reconcile, when it owns nothing yet.
 
-pub mod journal;
+pub(crate) mod journal;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -40,7 +40,7 @@ use crate::shard::cursors::Entry;
 use informant_state::{Cursor, DeadLetter, JournalStats, Snapshot, StateDir};
 
 /// How often plugins' cursors are saved.
-pub const SAVE_EVERY: Duration = Duration::from_secs(1);
+pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
 
 /// The state directory could not be used at all.
 #[derive(Debug, thiserror::Error)]

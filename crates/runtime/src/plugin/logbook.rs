@@ -22,14 +22,14 @@ use jiff::Timestamp;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
+use crate::plugin::bindings::Level;
 use crate::plugin::id::PluginId;
-use crate::plugin::imports::bindings::Level;
 
 /// Default most lines kept per plugin.
-pub const DEFAULT_LINES: usize = 1000;
+pub(crate) const DEFAULT_LINES: usize = 1000;
 
 /// Default most message bytes kept per plugin.
-pub const DEFAULT_BYTES: usize = 1 << 20;
+pub(crate) const DEFAULT_BYTES: usize = 1 << 20;
 
 /// Most lines one [`Follower::next`] returns, so a follower far behind writes in pieces.
 const BATCH: usize = 256;
@@ -75,7 +75,7 @@ fn as_text<S: serde::Serializer>(t: &Timestamp, s: S) -> Result<S::Ok, S::Error>
 }
 
 /// The name of a level as logs show it.
-pub fn level_name(level: Level) -> &'static str {
+pub(crate) fn level_name(level: Level) -> &'static str {
     match level {
         Level::Trace => "trace",
         Level::Debug => "debug",
@@ -86,7 +86,7 @@ pub fn level_name(level: Level) -> &'static str {
 }
 
 /// Every plugin's ring.
-pub struct LogBook {
+pub(crate) struct LogBook {
     lines: usize,
     bytes: usize,
     rings: RwLock<HashMap<PluginId, Arc<LogRing>>>,
@@ -101,7 +101,7 @@ impl Default for LogBook {
 impl LogBook {
     /// Journals keeping at most `lines` lines and `bytes` bytes of messages each (at least one
     /// line is always kept, whatever its size).
-    pub fn new(lines: usize, bytes: usize) -> Self {
+    pub(crate) fn new(lines: usize, bytes: usize) -> Self {
         LogBook {
             lines: lines.max(1),
             bytes,
@@ -109,18 +109,8 @@ impl LogBook {
         }
     }
 
-    /// Most lines a ring keeps.
-    pub fn lines(&self) -> usize {
-        self.lines
-    }
-
-    /// Most message bytes a ring keeps.
-    pub fn bytes(&self) -> usize {
-        self.bytes
-    }
-
     /// The ring of `id`, created empty if it has none.
-    pub fn ring(&self, id: &PluginId) -> Arc<LogRing> {
+    pub(crate) fn ring(&self, id: &PluginId) -> Arc<LogRing> {
         if let Some(j) = self.rings.read().get(id) {
             return j.clone();
         }
@@ -132,13 +122,14 @@ impl LogBook {
     }
 
     /// The ring of `id`, if it has one.
-    pub fn get(&self, id: &PluginId) -> Option<Arc<LogRing>> {
+    #[cfg(test)]
+    pub(crate) fn get(&self, id: &PluginId) -> Option<Arc<LogRing>> {
         self.rings.read().get(id).cloned()
     }
 
     /// Closes and forgets the rings of plugins `keep` refuses, unless a version of the
     /// plugin may still write to its ring (one being loaded, or one being unregistered).
-    pub fn retain(&self, mut keep: impl FnMut(&PluginId) -> bool) {
+    pub(crate) fn retain(&self, mut keep: impl FnMut(&PluginId) -> bool) {
         self.rings.write().retain(|id, j| {
             let kept = keep(id) || j.writers.load(Ordering::Acquire) > 0;
             if !kept {

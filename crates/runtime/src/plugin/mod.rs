@@ -8,47 +8,39 @@
 //! - [`dispatch`]: which updates wake a plugin at all (change filters), decided on the host.
 //! - [`exec`]: running a plugin version — the engine and its compile cache, the supervisor
 //!   (an informer handler with failure containment), one live instance, one batch of events.
-//! - [`imports`]: the WIT host imports a call may make — the bindings with the cache view and
-//!   log, writes to the cluster and the client they go through, outbound HTTP, metrics.
+//! - [`imports`]: the WIT host imports a call may make — the cache view, the log, writes to the
+//!   cluster and the client they go through, outbound HTTP, metrics.
 //! - [`metrics`](mod@metrics): what plugins count — each version's series, the rules they follow,
 //!   the host-wide type of each name — read by `/metrics`.
 //!
-//! Beside them, [`logbook`] keeps each plugin's last log lines for the admin server's `/logs`;
-//! every layer names a plugin by its [`id`].
+//! Under them all, the ground floor every layer may use and which uses none of them: [`id`]
+//! (which plugin), [`bindings`] (the WIT contract's generated types), [`outcome`] (how a call
+//! ended), [`text`] (plugin-made text, bounded), [`PluginError`], and the [`logbook`] keeping each
+//! plugin's last log lines for the admin server's `/logs`. Callers name an item by its layer
+//! (`plugin::load::host_config::HostConfig`), so the layer a caller reaches into shows at the
+//! call site.
 //!
-//! Manifests are `informant-manifest`'s ([`manifest`]).
+//! Manifests are `informant-manifest`'s ([`crate::manifest`]).
 
-pub mod dispatch;
+#[doc(hidden)]
+#[allow(missing_docs)]
+pub mod bindings;
+pub(crate) mod dispatch;
 pub mod exec;
 pub mod id;
 pub mod imports;
 pub mod load;
-pub mod logbook;
-pub mod metrics;
-pub use informant_manifest as manifest;
-
-pub use exec::compile_cache::CompileCache;
-pub use exec::dead_letter::DeadLetterSink;
-pub use exec::engine::{EngineOptions, LoadedComponent, PluginEngine};
-pub use exec::instance::{CallError, Handled, InstanceSpec, RetryPolicy};
-pub use exec::supervisor::{PluginHandler, PluginState, RestartPolicy, Supervisor};
-pub use id::PluginId;
-pub use imports::bindings::Level;
-pub use imports::cache::CacheView;
-pub use imports::log::{LogRate, PluginLog, TextLimits};
-pub use load::host_config::HostConfig;
-pub use load::loader::PluginHost;
-pub use load::rediscover::{KindChanges, Rediscoverer};
-pub use load::reload::Reloader;
-pub use load::status::{HookStatus, PluginStatus, ReconcileReport, RunningPlugin};
-pub use load::waiting::{Waiting, WaitingFor};
-pub use logbook::{LogBook, LogRecord, LogRing};
-pub use manifest::{Manifest, ManifestError};
-
+pub(crate) mod logbook;
+pub(crate) mod metrics;
+pub mod outcome;
+pub(crate) mod text;
 use std::path::PathBuf;
 
+use crate::manifest::{self, ManifestError};
+use crate::plugin::outcome::CallError;
+
 /// An error from a library that types its errors loosely (wasmtime's), kept with its chain.
-pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// Errors loading or running plugins; each names the plugin and, where there is one, the file.
 #[derive(Debug, thiserror::Error)]

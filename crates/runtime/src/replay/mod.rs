@@ -7,10 +7,10 @@
 //!   matches the live run's.
 //! - [`objects`]: objects from multi-document YAML (`--objects`, and `informant dev --seed`).
 
-pub mod format;
-pub mod objects;
-pub mod player;
-pub mod recorder;
+pub(crate) mod format;
+pub(crate) mod objects;
+pub(crate) mod player;
+pub(crate) mod recorder;
 
 pub use format::{Record, RecordType, read_records};
 pub use objects::{YamlObject, parse_yaml_objects, read_yaml_objects};

@@ -35,14 +35,18 @@ use crate::informer::{
     Delta, Event, Handler, HandlerOptions, LabelSelector, ListenerHandle, RawObject,
     ReflectorConfig, SharedInformer, StoreOptions,
 };
+use crate::manifest::Manifest;
+use crate::plugin::PluginError;
+use crate::plugin::bindings::WitResource;
 use crate::plugin::exec::admit::Admitter;
-use crate::plugin::imports::bindings::WitResource;
+use crate::plugin::exec::engine::PluginEngine;
+use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
+use crate::plugin::exec::supervisor::{PluginHandler, Supervisor};
+use crate::plugin::imports::cache::CacheView;
+use crate::plugin::imports::log::{LogRate, PluginLog};
 use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept, describe};
 use crate::plugin::load::check::manifest_beside;
-use crate::plugin::{
-    CacheView, HostConfig, InstanceSpec, LogRate, Manifest, PluginEngine, PluginError,
-    PluginHandler, PluginLog, RetryPolicy, Supervisor,
-};
+use crate::plugin::load::host_config::HostConfig;
 use crate::tenancy::{Grant, TenantPolicy};
 
 /// What to replay.
@@ -295,7 +299,7 @@ pub async fn replay(
     let _ = logs_tx.send(PluginLog {
         plugin: end,
         tenant: "".into(),
-        level: crate::plugin::Level::Info,
+        level: crate::plugin::bindings::Level::Info,
         message: String::new(),
     });
     match collector.await {

@@ -210,7 +210,7 @@ impl Shard {
 
 /// This replica's membership: tasks following the group, deciding, renewing its Lease and
 /// collecting dead Leases.
-pub struct Membership {
+pub(crate) struct Membership {
     shard: Shard,
     /// Stops the deciding task, then the renewer (which releases the Lease).
     stops: Option<(oneshot::Sender<()>, oneshot::Sender<()>)>,
@@ -223,7 +223,7 @@ pub struct Membership {
 impl Membership {
     /// Validates `config` and joins the group (on the current tokio runtime). Until it follows
     /// the group and has renewed its Lease, this member owns nothing.
-    pub fn start(client: Client, config: ShardConfig) -> Result<Membership, Error> {
+    pub(crate) fn start(client: Client, config: ShardConfig) -> Result<Membership, Error> {
         config.validate()?;
         let (tx, rx) = watch::channel(Assignment {
             members: Vec::new(),
@@ -308,13 +308,13 @@ impl Membership {
     }
 
     /// What the plugin host follows.
-    pub fn shard(&self) -> Shard {
+    pub(crate) fn shard(&self) -> Shard {
         self.shard.clone()
     }
 
     /// Leaves the group: call after this member's plugins stopped (and released their
     /// cursors), so their last watermarks are what the Lease keeps.
-    pub async fn leave(mut self) -> Result<(), Error> {
+    pub(crate) async fn leave(mut self) -> Result<(), Error> {
         let Some((stop_member, stop_renewer)) = self.stops.take() else {
             return Ok(());
         };

@@ -27,7 +27,7 @@ use opentelemetry_sdk::trace::{SdkTracerProvider, Span, SpanData, SpanExporter, 
 pub use super::config::{ExportConfig, Sampling};
 
 /// The service name spans are exported under.
-pub const SERVICE_NAME: &str = "informant";
+pub(crate) const SERVICE_NAME: &str = "informant";
 
 /// Why traces could not be turned on.
 #[derive(Debug, thiserror::Error)]

@@ -23,7 +23,7 @@
 //! not every one (see [`export`]).
 
 mod client;
-pub mod config;
+pub(crate) mod config;
 pub mod export;
 mod span;
 
@@ -59,7 +59,7 @@ fn tracer() -> Option<SdkTracer> {
 }
 
 /// What this process's trace export did so far, while traces are on (`/metrics` shows it).
-pub fn export_stats() -> Option<Arc<ExportStats>> {
+pub(crate) fn export_stats() -> Option<Arc<ExportStats>> {
     STATS.read().clone()
 }
 

@@ -7,8 +7,8 @@ use opentelemetry::trace::{SpanKind, Status, TraceContextExt, Tracer};
 use opentelemetry::{Context, KeyValue};
 
 use crate::informer::{Event, EventType};
-use crate::plugin::exec::instance::{CallError, Handled};
-use crate::plugin::imports::bindings::WitResource;
+use crate::plugin::bindings::WitResource;
+use crate::plugin::outcome::{CallError, Handled};
 
 /// Cache queries that take longer than this get a span of their own; quicker ones (nearly all:
 /// they are map lookups) would only bury the writes and requests that matter.

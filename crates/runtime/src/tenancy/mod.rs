@@ -10,8 +10,8 @@
 //! Informers stay shared: tenants watching the same resource share one watch, and the grant is
 //! applied per plugin when events are queued and when the cache is queried.
 
-pub mod budget;
-pub mod grant;
+pub(crate) mod budget;
+pub(crate) mod grant;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -32,7 +32,7 @@
 //!   operator, as before authentication existed: `informant dev` and the tests.
 
 mod cache;
-pub mod review;
+pub(crate) mod review;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -46,12 +46,12 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use review::Question;
-pub use review::{GROUP, RESOURCE, ReviewError, User};
+pub(crate) use review::{GROUP, RESOURCE, ReviewError, User};
 
 use self::cache::TtlCache;
 use super::AdminState;
 use super::scope::Scope;
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::text::escape_controls;
 
 /// How the admin server authenticates its callers.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -100,7 +100,7 @@ impl Default for AuthOptions {
 
 /// Who a request comes from.
 #[derive(Debug, Clone)]
-pub enum Caller {
+pub(crate) enum Caller {
     /// Nobody was asked ([`AdminAuth::None`]): the operator.
     Operator,
     /// A user the API server vouched for.
@@ -140,7 +140,7 @@ impl IntoResponse for Refusal {
 const MAX_TOKEN_BYTES: usize = 16 << 10;
 
 /// Decides who a caller is and what it may see; one per admin server.
-pub struct Gate {
+pub(crate) struct Gate {
     reviews: Option<Reviews>,
 }
 
@@ -154,7 +154,7 @@ struct Reviews {
 
 impl Gate {
     /// A gate for `auth`, asking the API server `client` talks to.
-    pub fn new(auth: &AdminAuth, client: &kube::Client) -> Gate {
+    pub(crate) fn new(auth: &AdminAuth, client: &kube::Client) -> Gate {
         match auth {
             AdminAuth::None => Gate::open(),
             AdminAuth::Kubernetes(opts) => Gate {
@@ -170,12 +170,12 @@ impl Gate {
     }
 
     /// A gate that asks nothing: every caller is the operator.
-    pub fn open() -> Gate {
+    pub(crate) fn open() -> Gate {
         Gate { reviews: None }
     }
 
     /// Whether every caller is let in as the operator.
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.reviews.is_none()
     }
 

@@ -14,14 +14,14 @@ use kube::Api;
 use kube::api::PostParams;
 
 /// The API group of the virtual resource tenants are authorized on.
-pub const GROUP: &str = "informant.dev";
+pub(crate) const GROUP: &str = "informant.dev";
 /// The virtual, cluster-scoped resource: `get` on `tenants` named T reads tenant T's data,
 /// `update` retries and drops its dead letters; without a name, every tenant's (the operator).
-pub const RESOURCE: &str = "tenants";
+pub(crate) const RESOURCE: &str = "tenants";
 
 /// Why a review could not be answered; the admin server then refuses the request (503).
 #[derive(Debug, thiserror::Error)]
-pub enum ReviewError {
+pub(crate) enum ReviewError {
     /// The API server did not answer in time (or too many reviews were in flight).
     #[error("the API server did not answer a {what} within {after:?}")]
     Timeout {
@@ -52,7 +52,7 @@ pub enum ReviewError {
 /// An authenticated caller, as its TokenReview named it; every SubjectAccessReview about it
 /// carries all of this, as the API server's own delegated authorizers do.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct User {
+pub(crate) struct User {
     /// The user name (`system:serviceaccount:NS:NAME` for a service account).
     pub name: String,
     /// Its uid, if the authenticator gave one.

@@ -29,13 +29,13 @@ use kube::api::Api;
 
 use informant_apimachinery::names::{InvalidName, NameError, check_namespace, check_object_name};
 
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::text::escape_controls;
 
-pub mod credentials;
+pub(crate) mod credentials;
 pub mod dead_letters;
 pub mod dev_address;
 mod table;
-pub mod tls;
+pub(crate) mod tls;
 pub mod transport;
 
 pub use credentials::Credentials;
@@ -241,7 +241,7 @@ pub struct StatusRow {
     pub waiting: Option<Waiting>,
     /// Its admission hooks.
     #[serde(default)]
-    pub admission: Vec<crate::plugin::HookStatus>,
+    pub admission: Vec<crate::plugin::load::status::HookStatus>,
     /// The registry it is pulled from, what was pulled, and why the latest pull failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<crate::plugin::load::status::SourceStatus>,

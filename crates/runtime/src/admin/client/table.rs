@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::{ERROR_CELL, StatusRow};
-use crate::plugin::imports::log::escape_controls;
+use crate::plugin::text::escape_controls;
 
 /// How `informant status` shows a plugin's state: coloured for a terminal.
 fn state_colour(state: &str) -> &'static str {
@@ -220,7 +220,7 @@ mod tests {
             since: "2026-11-27T08:00:00Z".into(),
             waiting: None,
             admission: match name {
-                "echo" => vec![crate::plugin::HookStatus {
+                "echo" => vec![crate::plugin::load::status::HookStatus {
                     name: "images".into(),
                     kind: "apps/v1/Deployment".into(),
                     operations: vec!["create".into()],

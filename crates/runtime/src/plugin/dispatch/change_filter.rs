@@ -45,7 +45,7 @@ const MAX_LOGGED_ERROR: usize = 200;
 /// The change filters in use, one per distinct (`jq-filter`, `ignore`), shared by every watch
 /// that names it and dropped with the last.
 #[derive(Default)]
-pub struct ChangeFilters {
+pub(crate) struct ChangeFilters {
     live: Mutex<HashMap<Spec, Weak<Projection>>>,
 }
 
@@ -58,7 +58,7 @@ struct Spec {
 impl ChangeFilters {
     /// The change filter of `watch`, if it names one; `Err` if its program does not compile
     /// (the manifest parser has already refused those).
-    pub fn for_watch(&self, watch: &Watch) -> Result<Option<ChangeFilter>, String> {
+    pub(crate) fn for_watch(&self, watch: &Watch) -> Result<Option<ChangeFilter>, String> {
         if !watch.filters_changes() {
             return Ok(None);
         }
@@ -98,7 +98,7 @@ impl ChangeFilters {
     }
 
     /// (evaluations, runtime errors) of every live filter, by its description.
-    pub fn stats(&self) -> Vec<(String, u64, u64)> {
+    pub(crate) fn stats(&self) -> Vec<(String, u64, u64)> {
         self.live
             .lock()
             .values()

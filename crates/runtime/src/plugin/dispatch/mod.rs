@@ -4,5 +4,5 @@
 //! - [`namespace_selector`]: `namespace-selector`: which namespaces' objects reach a plugin,
 //!   followed as namespaces' labels change.
 
-pub mod change_filter;
-pub mod namespace_selector;
+pub(crate) mod change_filter;
+pub(crate) mod namespace_selector;

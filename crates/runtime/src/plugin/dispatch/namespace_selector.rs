@@ -43,9 +43,8 @@ use crate::informer::{
 use crate::tenancy::Grant;
 
 /// Which namespaces one watch's objects are delivered from, now.
-pub struct NamespaceSelection {
+pub(crate) struct NamespaceSelection {
     selector: LabelSelector,
-    text: String,
     grant: Arc<Grant>,
     /// The names of the namespaces selected now.
     selected: RwLock<HashSet<String>>,
@@ -60,14 +59,13 @@ pub struct NamespaceSelection {
 impl NamespaceSelection {
     /// A selection by `selector` (the manifest's text), bounded by `grant`, of `kind`'s
     /// objects; nothing is selected until [`register`](Self::register) reads the namespaces.
-    pub fn new(
+    pub(crate) fn new(
         selector: &str,
         grant: Arc<Grant>,
         kind: Arc<SharedInformer>,
     ) -> Result<Arc<Self>, SelectorError> {
         Ok(Arc::new(NamespaceSelection {
             selector: LabelSelector::parse(selector)?,
-            text: selector.to_string(),
             grant,
             selected: RwLock::default(),
             kind,
@@ -75,13 +73,8 @@ impl NamespaceSelection {
         }))
     }
 
-    /// The selector as the manifest gives it.
-    pub fn selector(&self) -> &str {
-        &self.text
-    }
-
     /// Whether `namespace` is selected now.
-    pub fn is_selected(&self, namespace: &str) -> bool {
+    pub(crate) fn is_selected(&self, namespace: &str) -> bool {
         self.selected.read().contains(namespace)
     }
 
@@ -105,7 +98,7 @@ impl NamespaceSelection {
     /// with) is filtered by the selection it had, not by an empty one that the follower would
     /// then fill with adds of everything. With a `prior`, the namespaces cached now are then
     /// applied as a change of selection.
-    pub fn register(
+    pub(crate) fn register(
         self: &Arc<Self>,
         name: &str,
         namespaces: &Arc<SharedInformer>,
@@ -240,7 +233,7 @@ impl Handler for Follower {
 
 /// A selection being followed: holds the Namespace informer and the handler on it, both
 /// released when dropped.
-pub struct NamespaceWatch {
+pub(crate) struct NamespaceWatch {
     handle: Option<ListenerHandle>,
     namespaces: Arc<SharedInformer>,
     claim: Option<InformerClaim>,
@@ -248,12 +241,12 @@ pub struct NamespaceWatch {
 
 impl NamespaceWatch {
     /// The Namespace informer followed: the selection knows only what it may list.
-    pub fn namespaces(&self) -> &Arc<SharedInformer> {
+    pub(crate) fn namespaces(&self) -> &Arc<SharedInformer> {
         &self.namespaces
     }
 
     /// Keeps `claim` (on the Namespace informer followed) until this watch is dropped.
-    pub fn holding(mut self, claim: InformerClaim) -> Self {
+    pub(crate) fn holding(mut self, claim: InformerClaim) -> Self {
         self.claim = Some(claim);
         self
     }

@@ -26,30 +26,27 @@ use wasmtime::component::Instance as WasmInstance;
 use crate::informer::ResolvedResource;
 use crate::manifest::Admit;
 use crate::manifest::admit::Operation;
-use crate::plugin::exec::gate::Gate;
-use crate::plugin::exec::histogram::DurationHistogram;
-use crate::plugin::exec::instance::{
-    CallError, INSTANTIATE_FLOOR, InstanceSpec, classify, new_store, within,
-};
-use crate::plugin::exec::supervisor::Supervisor;
-use crate::plugin::imports::bindings::PluginIndices;
-use crate::plugin::imports::bindings::admitting::exports::informant::plugin::admission_hook::{
+use crate::plugin::bindings::PluginIndices;
+use crate::plugin::bindings::admitting::exports::informant::plugin::admission_hook::{
     Guest as AdmissionHook, GuestIndices as AdmissionHookIndices,
 };
-use crate::plugin::imports::bindings::admitting::informant::plugin::admission::{
-    Request, Response,
-};
+use crate::plugin::bindings::admitting::informant::plugin::admission::{Request, Response};
+use crate::plugin::exec::gate::Gate;
+use crate::plugin::exec::histogram::DurationHistogram;
+use crate::plugin::exec::instance::{INSTANTIATE_FLOOR, InstanceSpec, classify, new_store, within};
+use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::state::State;
 use crate::plugin::imports::write::PluginWrites;
+use crate::plugin::outcome::CallError;
 use crate::tenancy::Grant;
 
 /// Why a write made during `admit` is denied.
-pub const WRITES_REFUSED: &str =
+pub(crate) const WRITES_REFUSED: &str =
     "writes are refused during admission: an admission hook has no side effects";
 
 /// How many instances a plugin version keeps for admission at most, by default.
-pub const DEFAULT_POOL: usize = 4;
+pub(crate) const DEFAULT_POOL: usize = 4;
 
 /// Why an admission call gave no answer.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -124,7 +121,8 @@ impl Decision {
 
 /// Why a plugin gave no usable answer, as metrics count it: [`AdmitError::reason`]'s words and
 /// `invalid` (an answer that did not hold up).
-pub const FAILURE_REASONS: [&str; 6] = ["busy", "not-ready", "timeout", "trap", "error", "invalid"];
+pub(crate) const FAILURE_REASONS: [&str; 6] =
+    ["busy", "not-ready", "timeout", "trap", "error", "invalid"];
 
 /// One hook's counters, for `/metrics`.
 #[derive(Debug)]

@@ -31,7 +31,7 @@ use std::path::{Path, PathBuf};
 use informant_state::private::{self, Access, PrivateError, Secret};
 
 /// Largest entry read back; the biggest real artifacts are a few tens of MiB.
-pub const MAX_ENTRY_BYTES: u64 = 512 << 20;
+pub(crate) const MAX_ENTRY_BYTES: u64 = 512 << 20;
 
 /// Where compiled components are cached on disk.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -88,7 +88,10 @@ fn io_error(path: &Path, what: &'static str) -> impl FnOnce(io::Error) -> Error 
 
 /// The default `informant` directory: under an absolute `XDG_CACHE_HOME` (relative values are
 /// invalid per the XDG Base Directory spec and ignored), else under an absolute `$HOME/.cache`.
-pub fn default_parent(xdg_cache_home: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+pub(crate) fn default_parent(
+    xdg_cache_home: Option<OsString>,
+    home: Option<OsString>,
+) -> Option<PathBuf> {
     let absolute = |v: Option<OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
     absolute(xdg_cache_home)
         .or_else(|| absolute(home).map(|h| h.join(".cache")))
@@ -97,14 +100,14 @@ pub fn default_parent(xdg_cache_home: Option<OsString>, home: Option<OsString>) 
 
 /// A compile cache directory that passed its checks.
 #[derive(Debug)]
-pub struct CacheDir {
+pub(crate) struct CacheDir {
     dir: PathBuf,
 }
 
 impl CacheDir {
     /// Creates (0700, with any missing parents) and checks the directory `choice` names;
     /// `Ok(None)` when the cache is off.
-    pub fn open(choice: &CompileCache) -> Result<Option<CacheDir>> {
+    pub(crate) fn open(choice: &CompileCache) -> Result<Option<CacheDir>> {
         match choice {
             CompileCache::Off => Ok(None),
             CompileCache::Dir(dir) => Self::checked(&[dir]).map(Some),
@@ -128,17 +131,17 @@ impl CacheDir {
     }
 
     /// The directory.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.dir
     }
 
     /// The bytes of entry `name`, if there is one and it passes its checks.
-    pub fn read(&self, name: &str) -> Result<Option<Vec<u8>>> {
+    pub(crate) fn read(&self, name: &str) -> Result<Option<Vec<u8>>> {
         imp::read_entry(&self.dir.join(name))
     }
 
     /// Replaces entry `name` with `bytes`, atomically.
-    pub fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn write(&self, name: &str, bytes: &[u8]) -> Result<()> {
         // A crash before the rename leaves no entry; rename replaces whatever was at the name
         // (a refused link too), never follows it.
         private::replace_file(&self.dir, name, bytes).map_err(Error::from)

@@ -19,7 +19,7 @@ use informant_state::DeadLetter;
 use crate::informer::{Event, EventType};
 
 /// The name an event type is kept under.
-pub fn event_name(t: EventType) -> &'static str {
+pub(crate) fn event_name(t: EventType) -> &'static str {
     match t {
         EventType::Added => "added",
         EventType::Updated => "updated",

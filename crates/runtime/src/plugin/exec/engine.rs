@@ -18,14 +18,14 @@ use wasmtime::component::{Component, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
 use crate::plugin::PluginError;
+use crate::plugin::bindings::admitting::exports::informant::plugin::admission_hook::GuestIndices as AdmissionHookIndices;
+use crate::plugin::bindings::{PluginPre, WIT_PACKAGE};
 use crate::plugin::exec::compile_cache::{CacheDir, CompileCache};
-use crate::plugin::imports::bindings::admitting::exports::informant::plugin::admission_hook::GuestIndices as AdmissionHookIndices;
-use crate::plugin::imports::bindings::{PluginPre, WIT_PACKAGE};
 use crate::plugin::imports::state::State;
 
 /// How often the epoch advances: a computing guest yields to the executor this often, so its
 /// deadline (a timer) can cut it off.
-pub const EPOCH_TICK: Duration = Duration::from_millis(2);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(2);
 
 /// Engine-wide settings.
 #[derive(Debug, Clone)]

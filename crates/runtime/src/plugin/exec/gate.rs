@@ -39,7 +39,7 @@ impl Gate {
 /// Opens a [`Gate`] when `informers` have settled, or after `wait` at the latest (with a
 /// warning naming those still listing): a server that never answers must not stop the plugin
 /// for good. Runs until then; abort it to give up.
-pub fn open_when_settled(
+pub(crate) fn open_when_settled(
     informers: Vec<Arc<SharedInformer>>,
     wait: Duration,
 ) -> (Gate, impl Future<Output = ()> + Send + 'static) {
@@ -57,7 +57,7 @@ pub fn open_when_settled(
 }
 
 /// A handler whose events wait for its gate.
-pub struct Gated<H> {
+pub(crate) struct Gated<H> {
     inner: H,
     /// `None` once open: after that a call costs nothing.
     gate: Option<Gate>,
@@ -65,7 +65,7 @@ pub struct Gated<H> {
 
 impl<H> Gated<H> {
     /// `inner`, behind `gate`.
-    pub fn new(inner: H, gate: Gate) -> Self {
+    pub(crate) fn new(inner: H, gate: Gate) -> Self {
         let gate = (!gate.is_open()).then_some(gate);
         Gated { inner, gate }
     }

@@ -17,16 +17,16 @@ use wasmtime::Store;
 
 use crate::backoff::Backoff;
 use crate::informer::Event;
+use crate::plugin::bindings::{Plugin, WitResource};
 use crate::plugin::exec::engine::LoadedComponent;
-use crate::plugin::imports::bindings::{Plugin, WitResource};
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::events::batch::{self, Taken, Tally};
-pub use crate::plugin::imports::events::batch::{CallError, Handled};
 use crate::plugin::imports::log::{LogRate, PluginLog, TextLimits};
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::state::State;
 use crate::plugin::imports::write::PluginWrites;
 use crate::plugin::metrics::PluginMetrics;
+use crate::plugin::outcome::CallError;
 
 /// Everything needed to create instances of one plugin version.
 pub struct InstanceSpec {
@@ -290,7 +290,7 @@ pub(super) fn new_store(
 }
 
 /// The least time instantiating a component gets, whatever the plugin's deadline.
-pub const INSTANTIATE_FLOOR: Duration = Duration::from_secs(2);
+pub(crate) const INSTANTIATE_FLOOR: Duration = Duration::from_secs(2);
 
 /// Runs `call`, or fails with [`CallError::Deadline`] once `deadline` has passed.
 pub(super) async fn within<T>(

@@ -10,13 +10,13 @@
 //! - [`scheduler`]: a version's `[[schedule]]` timers, ticking `handle-schedule` through its supervisor.
 //! - [`supervisor`]: failure containment (recreate, backoff, quarantine) as an informer handler.
 
-pub mod admit;
+pub(crate) mod admit;
 pub mod compile_cache;
-pub mod dead_letter;
+pub(crate) mod dead_letter;
 pub mod engine;
-pub mod gate;
+pub(crate) mod gate;
 pub mod histogram;
 pub mod instance;
 mod retries;
-pub mod scheduler;
+pub(crate) mod scheduler;
 pub mod supervisor;

@@ -12,9 +12,9 @@ use tracing::Instrument;
 
 use crate::informer::{Event, EventType, Holds, ObjectKey, Store};
 use crate::manifest::DeadLetters;
+use crate::plugin::bindings::WitResource;
 use crate::plugin::exec::dead_letter::DeadLetterSink;
 use crate::plugin::exec::supervisor::{Delivered, Supervisor};
-use crate::plugin::imports::bindings::WitResource;
 use crate::tenancy::Budget;
 
 /// One handler's objects waiting to be redelivered, by key.

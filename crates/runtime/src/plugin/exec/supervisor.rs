@@ -10,7 +10,7 @@
 //! - Quarantined plugins drop their events and are reported as such.
 //! - An error *returned* by the plugin is counted and logged; the instance stays.
 //! - A `retry` answer redelivers the object's latest state after a per-object exponential
-//!   backoff ([`RetryPolicy`](crate::plugin::RetryPolicy)); a newer event for the object replaces the pending retry, and
+//!   backoff ([`RetryPolicy`](crate::plugin::exec::instance::RetryPolicy)); a newer event for the object replaces the pending retry, and
 //!   past `max-attempts` the event counts as failed.
 //! - An event failed for good goes to the handler's dead-letter sink, if it has one (see
 //!   [`dead_letter`](crate::plugin::exec::dead_letter) for which).
@@ -34,14 +34,15 @@ use tracing::Instrument;
 
 use crate::backoff::Backoff;
 use crate::informer::{Event, Handler, Holds, Store};
+use crate::plugin::bindings::WitResource;
 use crate::plugin::exec::dead_letter::DeadLetterSink;
 use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::histogram::DurationHistogram;
-use crate::plugin::exec::instance::{CallError, Handled, Instance, InstanceSpec};
+use crate::plugin::exec::instance::{Instance, InstanceSpec};
 use crate::plugin::exec::retries::{Retries, deliver};
 use crate::plugin::exec::scheduler::{self, ScheduleStats, TickOutcome};
-use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::events::batch::{Taken, Tally};
+use crate::plugin::outcome::{CallError, Handled};
 use crate::tenancy::Budget;
 
 /// Restart and quarantine policy.
@@ -80,7 +81,7 @@ pub enum PluginState {
     Quarantined,
     /// Not loaded yet: a kind it watches is not served yet, or the API server did not answer
     /// discovery; retried until it loads. Never a supervisor's state, only the host's (see
-    /// [`PluginHost::status`](crate::plugin::PluginHost::status)).
+    /// [`PluginHost::status`](crate::plugin::load::loader::PluginHost::status)).
     Waiting,
     /// Not loaded: its files were refused (a link out of its directory, a hard link, a quota,
     /// an invalid manifest...); tried again on its next change. Never a supervisor's state.

@@ -15,7 +15,7 @@ use crate::manifest::BUILTIN_INDEXES;
 use crate::telemetry::{EventSpan, SLOW_QUERY};
 use crate::tenancy::Grant;
 
-use crate::plugin::imports::bindings::{Gvk, QueryError, WitResource, informant};
+use crate::plugin::bindings::{Gvk, QueryError, WitResource, informant};
 
 /// The informer stores one plugin may query, by resource, seen through its tenant's grant.
 ///

@@ -12,10 +12,10 @@ use crate::plugin::imports::write::{
 
 use crate::manifest::Verb;
 
-use crate::plugin::imports::bindings::informant::plugin::kube::{
+use crate::plugin::bindings::informant::plugin::kube::{
     EventSeverity, ObjectRef as WitObjectRef, PatchType, Preconditions, WriteError,
 };
-use crate::plugin::imports::bindings::{WitResource, informant};
+use crate::plugin::bindings::{WitResource, informant};
 use crate::telemetry::EventSpan;
 
 /// What the `kube` import of one instance holds: what its plugin version may write.

@@ -5,11 +5,12 @@ use std::sync::Arc;
 use tokio::sync::broadcast;
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::plugin::imports::bindings::{Level, informant};
+use crate::plugin::bindings::{Level, informant};
 use crate::plugin::logbook::LogRing;
+use crate::plugin::text::{escape_controls, truncated};
 
 /// One line a plugin logged, as broadcast to subscribers (tests, `replay`); its plugin's
-/// [`LogRing`](crate::plugin::LogRing) keeps it too, for `informant logs`.
+/// [`LogRing`](crate::plugin::logbook::LogRing) keeps it too, for `informant logs`.
 #[derive(Debug, Clone)]
 pub struct PluginLog {
     /// The plugin's name.
@@ -100,10 +101,10 @@ impl informant::plugin::log::Host for LogState {
 }
 
 /// Default longest log message a plugin may write; the rest is cut.
-pub const MAX_LOG_BYTES: usize = 64 << 10;
+pub(crate) const MAX_LOG_BYTES: usize = 64 << 10;
 
 /// Default longest error text kept from a plugin: it is logged and shown by `/plugins`.
-pub const MAX_ERROR_BYTES: usize = 4 << 10;
+pub(crate) const MAX_ERROR_BYTES: usize = 4 << 10;
 
 /// What a plugin's own text may cost the host (`[limits]` in informant.toml).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,56 +156,12 @@ impl LogRate {
     }
 }
 
-/// `text` cut to at most `max` bytes (on a character boundary), saying how long it was.
-pub fn truncated(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let total = text.len();
-        let cut = (0..=max)
-            .rev()
-            .find(|i| text.is_char_boundary(*i))
-            .unwrap_or(0);
-        text.truncate(cut);
-        text.push_str(&format!("… ({total} bytes in all)"));
-    }
-    text
-}
-
-/// `text` with control characters (newlines included) written as escapes, so it stays on one
-/// line of the host's log whatever a plugin put in it.
-pub fn escape_controls(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains(char::is_control) {
-        return text.into();
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out.into()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::plugin::imports::cache::CacheView;
     use crate::plugin::imports::state::State;
     use tokio::sync::broadcast;
-    #[test]
-    fn plugin_text_stays_on_one_line_and_within_bounds() {
-        let forged =
-            "ok\n2026-11-23T00:00:00Z  INFO plugin=\"b\" tenant=\"team-b\" forged\r\u{1b}[2J";
-        let line = escape_controls(forged);
-        assert!(!line.contains(char::is_control), "{line}");
-        assert!(line.starts_with("ok\\n2026"), "{line}");
-        assert_eq!(escape_controls("plain, ünïcode"), "plain, ünïcode");
-        let long = truncated("é".repeat(10), 5);
-        assert_eq!(long, "éé… (20 bytes in all)");
-        assert_eq!(truncated("short".into(), 5), "short");
-    }
-
     #[tokio::test]
     async fn a_plugin_cannot_write_a_host_log_line() {
         let captured = crate::testing::CapturedLogs::default();

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use wasmtime::component::{HasSelf, Linker};
 
-use crate::plugin::imports::bindings::informant;
-use crate::plugin::imports::bindings::informant::plugin::metrics::{Host, Metric, MetricError};
+use crate::plugin::bindings::informant;
+use crate::plugin::bindings::informant::plugin::metrics::{Host, Metric, MetricError};
 use crate::plugin::metrics::registry::Op;
 use crate::plugin::metrics::{MetricError as Refused, PluginMetrics};
 

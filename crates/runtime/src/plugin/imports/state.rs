@@ -9,7 +9,7 @@ use wasmtime::{StoreLimits, StoreLimitsBuilder};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use crate::plugin::imports::bindings::{admitting, informant};
+use crate::plugin::bindings::{admitting, informant};
 use crate::plugin::imports::cache::{CacheCtx, CacheState, CacheView};
 use crate::plugin::imports::events::batch::Batch;
 use crate::plugin::imports::events::{EventsCtx, EventsState};

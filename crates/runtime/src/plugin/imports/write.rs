@@ -38,8 +38,8 @@ use crate::informer::ResolvedResource;
 use crate::manifest::{Verb, Write};
 use crate::tenancy::{Budget, Grant, Impersonate};
 
-use crate::plugin::imports::bindings::WitResource;
-use crate::plugin::imports::bindings::informant::plugin::kube::{ApiError, WriteError};
+use crate::plugin::bindings::WitResource;
+use crate::plugin::bindings::informant::plugin::kube::{ApiError, WriteError};
 use crate::plugin::imports::cluster::{Cluster, ClusterError};
 use crate::telemetry::EventSpan;
 use opentelemetry::KeyValue;
@@ -513,12 +513,12 @@ impl Sending<'_> {
 }
 
 /// A request kube's builder refused to make.
-pub fn unbuildable(e: kube::core::request::Error) -> WriteError {
+pub(crate) fn unbuildable(e: kube::core::request::Error) -> WriteError {
     WriteError::Denied(format!("could not build the request: {e}"))
 }
 
 /// A patch as kube sends it, from the plugin's text in the given format.
-pub fn patch_of(kind: PatchKind, text: &str) -> Result<Patch<Value>, WriteError> {
+pub(crate) fn patch_of(kind: PatchKind, text: &str) -> Result<Patch<Value>, WriteError> {
     let not = |e: serde_json::Error| WriteError::Denied(format!("the patch is not JSON: {e}"));
     Ok(match kind {
         PatchKind::Merge => Patch::Merge(serde_json::from_str(text).map_err(not)?),
@@ -531,7 +531,7 @@ pub fn patch_of(kind: PatchKind, text: &str) -> Result<Patch<Value>, WriteError>
 
 /// The patch formats the `kube` import takes.
 #[derive(Debug, Clone, Copy)]
-pub enum PatchKind {
+pub(crate) enum PatchKind {
     /// `application/merge-patch+json`.
     Merge,
     /// `application/json-patch+json`.
@@ -588,7 +588,7 @@ fn api_error(e: kube::Error) -> WriteError {
 /// Parses an object a plugin sends and makes its identity agree with the call: apiVersion and
 /// kind are filled in or must match, and so must metadata.namespace and (when the call names
 /// one) metadata.name. Returns the JSON to send.
-pub fn object_body(
+pub(crate) fn object_body(
     object: &str,
     resource: &ResolvedResource,
     namespace: Option<&str>,
@@ -656,7 +656,7 @@ pub fn object_body(
 }
 
 /// An `events.k8s.io/v1` Event about `regarding`, reported by this plugin.
-pub fn event_body(
+pub(crate) fn event_body(
     regarding: Value,
     namespace: &str,
     (severity, reason, action, note): (&str, &str, &str, &str),

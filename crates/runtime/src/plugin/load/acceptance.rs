@@ -3,13 +3,13 @@
 
 use crate::tenancy::TenantPolicy;
 
+use crate::manifest::Manifest;
 use crate::plugin::load::host_config::HostConfig;
-use crate::plugin::manifest::Manifest;
 
 /// A watched resource as the checker knows it: resolved by discovery in the loader, as written
 /// (with the built-in scope table, if the kind is there) in `informant check`.
 #[derive(Debug, Clone)]
-pub struct WatchFacts {
+pub(crate) struct WatchFacts {
     /// API group, empty for core.
     pub group: String,
     /// API version.
@@ -22,7 +22,7 @@ pub struct WatchFacts {
 
 impl WatchFacts {
     /// The kind as a manifest writes it, with the scope if known.
-    pub fn as_written(
+    pub(crate) fn as_written(
         api_version: &crate::manifest::ApiVersion,
         kind: &str,
         namespaced: Option<bool>,
@@ -39,7 +39,7 @@ impl WatchFacts {
 
 /// One thing the manifest asks that it may not have.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The manifest field, e.g. `watch[1]` or `limits.memory-mib`.
     pub field: String,
     /// What was asked and what is allowed.
@@ -53,7 +53,7 @@ impl std::fmt::Display for Refusal {
 }
 
 /// Refusals as one line, each naming its field.
-pub fn describe(refusals: &[Refusal]) -> String {
+pub(crate) fn describe(refusals: &[Refusal]) -> String {
     refusals
         .iter()
         .map(Refusal::to_string)
@@ -73,7 +73,7 @@ pub struct Accepted {
 /// What discovery (or the built-in table) says about the kinds a manifest names: one entry per
 /// `[[watch]]` and one per `[[write]]`.
 #[derive(Debug, Clone, Default)]
-pub struct Facts {
+pub(crate) struct Facts {
     /// Per `manifest.watch`.
     pub watch: Vec<WatchFacts>,
     /// Per `manifest.write`.
@@ -84,7 +84,7 @@ pub struct Facts {
 
 /// Checks every watch and write against the tenant's grant and the limits against the
 /// ceilings; returns every refusal, not just the first.
-pub fn accept(
+pub(crate) fn accept(
     manifest: &Manifest,
     tenant: &str,
     policy: &TenantPolicy,
@@ -250,10 +250,10 @@ pub fn accept(
      `informant:plugin/admission-hook` (build it for the `admitting-plugin` world, as the \
      informant-sdk of this release does)"
 )]
-pub struct NoAdmissionExport;
+pub(crate) struct NoAdmissionExport;
 
 /// Whether `component` can serve the `[[admit]]` tables of `manifest` (if it has any).
-pub fn admission_export(
+pub(crate) fn admission_export(
     manifest: &Manifest,
     component: &crate::plugin::exec::engine::LoadedComponent,
 ) -> Result<(), NoAdmissionExport> {
@@ -402,7 +402,7 @@ fn write_refusals(
 /// Refuses a manifest with more watches than the host allows — a `[[watch]]` counts once per
 /// namespace it lists, since each is an informer: checked first, before any of them is
 /// resolved through discovery.
-pub fn watch_count(manifest: &Manifest, host: &HostConfig) -> Result<(), Refusal> {
+pub(crate) fn watch_count(manifest: &Manifest, host: &HostConfig) -> Result<(), Refusal> {
     let count: usize = manifest.watch.iter().map(|w| w.scopes().len()).sum();
     if count <= host.max_watches as usize {
         return Ok(());

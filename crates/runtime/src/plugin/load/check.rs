@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::manifest::Manifest;
 use crate::plugin::PluginError;
 use crate::plugin::exec::engine::PluginEngine;
 use crate::plugin::load::acceptance::{Accepted, Facts, WatchFacts, accept, admission_export};
 use crate::plugin::load::host_config::HostConfig;
-use crate::plugin::manifest::Manifest;
 
 /// What to check.
 #[derive(Debug, Clone)]

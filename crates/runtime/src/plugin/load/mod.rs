@@ -21,21 +21,21 @@
 //! - [`wildcard`]: which concrete resources a `kind = "*"` watch covers now.
 //! - [`permitted`]: which of those RBAC lets the host (and a tenant's identity) list and watch.
 
-pub mod acceptance;
+pub(crate) mod acceptance;
 pub mod check;
 mod handover;
 pub mod host_config;
 mod loaded;
 pub mod loader;
-pub mod permitted;
+pub(crate) mod permitted;
 mod plan;
 mod prepare;
 pub mod rediscover;
-pub mod redrive;
+pub(crate) mod redrive;
 pub mod reload;
-pub mod retry_waiting;
+pub(crate) mod retry_waiting;
 mod scan;
-pub mod secrets;
+pub(crate) mod secrets;
 pub mod status;
-pub mod waiting;
-pub mod wildcard;
+pub(crate) mod waiting;
+pub(crate) mod wildcard;

@@ -11,7 +11,9 @@ use crate::informer::{
     ChangeFilter, CursorOptions, DiscoveredResource, EventFilter, HandlerOptions, Holds,
     InformerClaim, InformerKey, ListenerHandle, ResolvedResource, Restored,
 };
+use crate::manifest::{Manifest, ManifestError};
 use crate::plugin::PluginError;
+use crate::plugin::bindings::WitResource;
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
 use crate::plugin::exec::admit::{Admitter, DEFAULT_POOL};
 use crate::plugin::exec::dead_letter::DeadLetterSink;
@@ -19,7 +21,6 @@ use crate::plugin::exec::gate::{Gate, Gated};
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::id::PluginId;
-use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::imports::log::LogRate;
 use crate::plugin::imports::outbound::Outbound;
@@ -33,7 +34,6 @@ use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::Found;
 use crate::plugin::load::wildcard::expand;
-use crate::plugin::manifest::{Manifest, ManifestError};
 use crate::plugin::metrics::PluginMetrics;
 use crate::shard::Shard;
 use crate::tenancy::{Budgeted, TenantPolicy};

@@ -18,13 +18,13 @@ use crate::informer::{
     ChangeFilter, Event, EventFilter, FnHandler, HandlerOptions, InformerKey, ResolvedResource,
     WatchScope,
 };
+use crate::manifest::Manifest;
+use crate::plugin::bindings::WitResource;
 use crate::plugin::id::PluginId;
-use crate::plugin::imports::bindings::WitResource;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::load::permitted;
 use crate::plugin::load::prepare::{Start, register};
 use crate::plugin::load::wildcard::expand;
-use crate::plugin::manifest::Manifest;
 
 use crate::plugin::load::loaded::Loaded;
 use crate::plugin::load::loader::PluginHost;

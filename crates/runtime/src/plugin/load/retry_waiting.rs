@@ -24,16 +24,16 @@ use crate::backoff::Backoff;
 use crate::fswatch::DEBOUNCE;
 
 /// The first retry's delay; each retry that finds the plugin still waiting doubles it.
-pub const FIRST_RETRY: Duration = Duration::from_secs(1);
+pub(crate) const FIRST_RETRY: Duration = Duration::from_secs(1);
 
 /// The longest delay between retries.
-pub const MAX_RETRY: Duration = Duration::from_secs(30);
+pub(crate) const MAX_RETRY: Duration = Duration::from_secs(30);
 
 /// When waiting plugins are tried again: from [`FIRST_RETRY`] to [`MAX_RETRY`].
-pub const BACKOFF: Backoff = Backoff::new(FIRST_RETRY, MAX_RETRY);
+pub(crate) const BACKOFF: Backoff = Backoff::new(FIRST_RETRY, MAX_RETRY);
 
 /// The delay before retry number `attempt` (0-based), by [`BACKOFF`].
-pub fn backoff(attempt: u32) -> Duration {
+pub(crate) fn backoff(attempt: u32) -> Duration {
     BACKOFF.delay(attempt)
 }
 

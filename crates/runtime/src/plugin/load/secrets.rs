@@ -11,15 +11,15 @@
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 
-use crate::plugin::manifest::{ConfigRef, Manifest, UnresolvedConfig};
+use crate::manifest::{ConfigRef, Manifest, UnresolvedConfig};
 
 /// Largest file a `${file:..}` reference may name: secrets are small; anything larger is a
 /// mistake (or a device) and is refused rather than handed to `init`.
-pub const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
+pub(crate) const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
 
 /// Why a config reference has no value; names the reference, never a value.
 #[derive(Debug, thiserror::Error)]
-pub enum SecretError {
+pub(crate) enum SecretError {
     /// A tenant's plugin named a reference: only operator plugins may.
     #[error(
         "`{reference}`: tenant `{tenant}`'s plugins may not read the host's environment or files; only operator plugins may"
@@ -55,7 +55,7 @@ pub enum SecretError {
 
 /// Why a `${file:..}` reference's file is not read.
 #[derive(Debug, thiserror::Error)]
-pub enum FileError {
+pub(crate) enum FileError {
     /// A relative path: relative to what the host's working directory happens to be.
     #[error("the path must be absolute")]
     NotAbsolute,
@@ -110,7 +110,7 @@ pub enum FileError {
 
 /// `manifest`'s config as JSON for `init`, references resolved; the error names the field of
 /// the first one that cannot be, or of any at all for a tenant's plugin.
-pub fn resolve_config(
+pub(crate) fn resolve_config(
     manifest: &Manifest,
     tenant: &str,
 ) -> Result<String, UnresolvedConfig<SecretError>> {
@@ -174,7 +174,7 @@ fn read(path: &Path) -> Result<String, FileError> {
 
 /// Where a secret file may never be read from, however it is reached: the host's processes
 /// (their environment, memory, open files and root directories), its kernel state and devices.
-pub const REFUSED_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
+pub(crate) const REFUSED_ROOTS: [&str; 3] = ["/proc", "/sys", "/dev"];
 
 /// Links followed while resolving one path before giving up (the kernel's own limit).
 const MAX_LINKS: usize = 40;
@@ -279,7 +279,7 @@ fn check_filesystem(_: &std::fs::File) -> Result<(), FileError> {
 /// devices. Filesystems that store files — tmpfs (where Kubernetes mounts Secrets), overlay,
 /// ext4, xfs, NFS and the rest — are not listed. devtmpfs reports tmpfs's number; `/dev` is
 /// refused by path, and its devices are not regular files.
-pub fn pseudo_filesystem(magic: u64) -> Option<&'static str> {
+pub(crate) fn pseudo_filesystem(magic: u64) -> Option<&'static str> {
     Some(match magic {
         0x9fa0 => "proc",
         0x6265_6572 => "sysfs",

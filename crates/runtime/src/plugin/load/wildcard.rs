@@ -20,12 +20,12 @@ use crate::manifest::Watch;
 use crate::tenancy::Grant;
 
 /// How a resource is named in `/plugins` and logs: `apps/v1/Deployment`, `v1/Pod`.
-pub fn resource_name(ar: &ApiResource) -> String {
+pub(crate) fn resource_name(ar: &ApiResource) -> String {
     format!("{}/{}", ar.api_version, ar.kind)
 }
 
 /// The resources `watch` covers among `discovered`, inside `grant`, by [`resource_name`].
-pub fn expand(
+pub(crate) fn expand(
     watch: &Watch,
     discovered: &[DiscoveredResource],
     grant: &Grant,

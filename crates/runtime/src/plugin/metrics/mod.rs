@@ -21,10 +21,10 @@
 //! - [`name`]: the rules for metric names, label names and values, and how they are exposed.
 //! - [`registry`]: one plugin's families and series, and each tenant's names and budget.
 
-pub mod name;
-pub mod registry;
+pub(crate) mod name;
+pub(crate) mod registry;
 
-pub use registry::{Family, MetricTenants, PluginMetrics, Sample, SeriesValue, TenantMetrics};
+pub(crate) use registry::{Family, MetricTenants, PluginMetrics, SeriesValue};
 
 /// Errors a metric call is refused with; the WIT boundary carries their messages.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -147,7 +147,7 @@ impl MetricError {
 }
 
 /// `Result` with [`MetricError`].
-pub type Result<T, E = MetricError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = MetricError> = std::result::Result<T, E>;
 
 /// Why a metric call was refused, as the `reason` label of the refusal counter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -203,14 +203,14 @@ impl Refusal {
 }
 
 /// Default ceiling on one plugin's series (`limits.max-metric-series`).
-pub const DEFAULT_MAX_SERIES: usize = 1000;
+pub(crate) const DEFAULT_MAX_SERIES: usize = 1000;
 /// Default ceiling on one plugin's bytes (`limits.max-metric-kib`): 1 MiB.
-pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
+pub(crate) const DEFAULT_MAX_BYTES: usize = 1 << 20;
 /// Default budget of one tenant's series over all its plugins (`limits.tenant-max-metric-series`).
-pub const DEFAULT_TENANT_MAX_SERIES: usize = 5000;
+pub(crate) const DEFAULT_TENANT_MAX_SERIES: usize = 5000;
 /// Default budget of one tenant's bytes over all its plugins (`limits.tenant-max-metric-kib`):
 /// 4 MiB.
-pub const DEFAULT_TENANT_MAX_BYTES: usize = 4 << 20;
+pub(crate) const DEFAULT_TENANT_MAX_BYTES: usize = 4 << 20;
 
 /// What one plugin's, or one tenant's, metrics may hold (`[limits]` and `[tenants.NAME]` in
 /// informant.toml).

@@ -15,28 +15,28 @@ use std::fmt::Write as _;
 use super::{Kind, MetricError, Result};
 
 /// What the operator's plugins' metric names are exported under.
-pub const PREFIX: &str = "informant_plugin_";
+pub(crate) const PREFIX: &str = "informant_plugin_";
 
 /// What a tenant's plugins' metric names are exported under, before the tenant's form and `__`.
-pub const TENANT_PREFIX: &str = "informant_tenant_";
+pub(crate) const TENANT_PREFIX: &str = "informant_tenant_";
 
 /// Longest metric or label name, in bytes.
-pub const MAX_NAME_BYTES: usize = 128;
+pub(crate) const MAX_NAME_BYTES: usize = 128;
 /// Longest label value, in bytes.
-pub const MAX_LABEL_VALUE_BYTES: usize = 1024;
+pub(crate) const MAX_LABEL_VALUE_BYTES: usize = 1024;
 /// Most labels on one series (the host's `plugin` and `tenant` not counted).
-pub const MAX_LABELS: usize = 16;
+pub(crate) const MAX_LABELS: usize = 16;
 /// Longest help text, in bytes.
-pub const MAX_HELP_BYTES: usize = 1024;
+pub(crate) const MAX_HELP_BYTES: usize = 1024;
 /// Longest group name, in bytes.
-pub const MAX_GROUP_BYTES: usize = 256;
+pub(crate) const MAX_GROUP_BYTES: usize = 256;
 /// Most bucket bounds of a histogram.
-pub const MAX_BUCKETS: usize = 32;
+pub(crate) const MAX_BUCKETS: usize = 32;
 
 /// The host's own `informant_plugin_*` families (without the prefix): a plugin metric under one
 /// of these names would merge into the host's family, so they are refused. A test in
 /// `admin::metrics` holds this list to what the host encodes.
-pub const HOST_FAMILIES: &[&str] = &[
+pub(crate) const HOST_FAMILIES: &[&str] = &[
     "backlog",
     "dispatch_delay_seconds",
     "events_dispatched",
@@ -100,7 +100,7 @@ fn syntax(name: &str) -> Option<&'static str> {
 
 /// The family name a metric of `kind` called `name` is kept under (a counter's `_total` is the
 /// format's, and dropped), or why `name` is refused.
-pub fn family(name: &str, kind: Kind) -> Result<&str> {
+pub(crate) fn family(name: &str, kind: Kind) -> Result<&str> {
     let refused = |why| MetricError::InvalidName {
         name: shown(name),
         why,
@@ -129,7 +129,7 @@ pub fn family(name: &str, kind: Kind) -> Result<&str> {
 }
 
 /// Checks one series' labels (names, values, how many) for metric `metric` of `kind`.
-pub fn labels(metric: &str, kind: Kind, labels: &[(String, String)]) -> Result<()> {
+pub(crate) fn labels(metric: &str, kind: Kind, labels: &[(String, String)]) -> Result<()> {
     let refused = |label: &str, why: String| MetricError::InvalidLabel {
         metric: metric.to_string(),
         label: shown(label),
@@ -178,7 +178,7 @@ pub fn labels(metric: &str, kind: Kind, labels: &[(String, String)]) -> Result<(
 }
 
 /// Checks a help text and a group name against their bounds.
-pub fn text(metric: &str, help: &str, group: Option<&str>) -> Result<()> {
+pub(crate) fn text(metric: &str, help: &str, group: Option<&str>) -> Result<()> {
     let refused = |why| MetricError::InvalidValue {
         metric: metric.to_string(),
         why,
@@ -200,7 +200,7 @@ pub fn text(metric: &str, help: &str, group: Option<&str>) -> Result<()> {
 
 /// The bucket bounds of a histogram: Prometheus's defaults when none are given, else the given
 /// ones if ascending, finite and at most [`MAX_BUCKETS`].
-pub fn buckets(metric: &str, given: &[f64]) -> Result<Box<[f64]>> {
+pub(crate) fn buckets(metric: &str, given: &[f64]) -> Result<Box<[f64]>> {
     const DEFAULT: [f64; 11] = [
         0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
     ];
@@ -227,13 +227,13 @@ pub fn buckets(metric: &str, given: &[f64]) -> Result<Box<[f64]>> {
 
 /// The tenant's part of its families' names: its name with `-` and `.` written `_`. The config
 /// keeps it unique among tenants, free of `__` and not ending in `_` (see [`check_tenant`]).
-pub fn tenant_form(tenant: &str) -> String {
+pub(crate) fn tenant_form(tenant: &str) -> String {
     tenant.replace(['-', '.'], "_")
 }
 
 /// Why `tenant` cannot have a metric namespace of its own, if it cannot: its form would hold
 /// `__`, start or end with `_` (two separators in a row, or one at either end).
-pub fn check_tenant(tenant: &str) -> Option<&'static str> {
+pub(crate) fn check_tenant(tenant: &str) -> Option<&'static str> {
     let form = tenant_form(tenant);
     if form.contains("__") {
         return Some("two of `-`, `_`, `.` in a row");
@@ -247,7 +247,7 @@ pub fn check_tenant(tenant: &str) -> Option<&'static str> {
 /// The name a family of `tenant`'s plugins called `family` has on `/metrics` (without a
 /// counter's `_total`): `informant_plugin_NAME` for the operator's (tenant `""`),
 /// `informant_tenant_FORM__NAME` for a tenant's.
-pub fn exposed(tenant: &str, family: &str) -> String {
+pub(crate) fn exposed(tenant: &str, family: &str) -> String {
     match tenant {
         "" => format!("{PREFIX}{family}"),
         t => format!("{TENANT_PREFIX}{}__{family}", tenant_form(t)),
@@ -268,7 +268,7 @@ fn breaks(c: char) -> bool {
 /// or `\n`), and two different values never read back the same. Applied to every label the
 /// host writes: plugins' own values, and the plugin, tenant, informer, schedule and filter
 /// names that come from files.
-pub fn label_value(value: &str) -> Cow<'_, str> {
+pub(crate) fn label_value(value: &str) -> Cow<'_, str> {
     if !value.chars().any(|c| c == '\\' || c == '"' || breaks(c)) {
         return Cow::Borrowed(value);
     }
@@ -293,7 +293,7 @@ pub fn label_value(value: &str) -> Cow<'_, str> {
 /// `text` escaped for a `# HELP` line: backslash, double quote and newline, as OpenMetrics
 /// asks (it has no other escapes); every other line break or control character becomes a
 /// space, so a reader splitting on `\r`, NEL, U+2028 or U+2029 still reads one line.
-pub fn escape_help(text: &str) -> String {
+pub(crate) fn escape_help(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {

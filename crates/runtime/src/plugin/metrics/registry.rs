@@ -12,14 +12,14 @@ use super::{Kind, MetricError, MetricLimits, Over, Refusal, Result, name};
 /// Every tenant's [`TenantMetrics`], made when a tenant's first plugin version is: held by the
 /// plugin host, one per process.
 #[derive(Debug, Default)]
-pub struct MetricTenants {
+pub(crate) struct MetricTenants {
     tenants: Mutex<BTreeMap<String, Arc<TenantMetrics>>>,
 }
 
 impl MetricTenants {
     /// `tenant`'s share, its budget set to `limits` (a reloaded config's budget applies to the
     /// series made from then on; none held is removed).
-    pub fn tenant(&self, tenant: &str, limits: MetricLimits) -> Arc<TenantMetrics> {
+    pub(crate) fn tenant(&self, tenant: &str, limits: MetricLimits) -> Arc<TenantMetrics> {
         let t = lock(&self.tenants)
             .entry(tenant.to_string())
             .or_insert_with(|| Arc::new(TenantMetrics::new(tenant, limits)))

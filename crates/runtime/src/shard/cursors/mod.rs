@@ -136,7 +136,7 @@ struct Book {
 }
 
 /// What [`CursorBook::on_superseded`] calls.
-pub type Superseded = Arc<dyn Fn(&str) + Send + Sync>;
+pub(crate) type Superseded = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Whether `new` (one member's cursors of a plugin) is `old` or further on, under its scope.
 fn covers(new: &Entry, old: &Entry) -> bool {

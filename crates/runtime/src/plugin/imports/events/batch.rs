@@ -14,55 +14,10 @@ use parking_lot::Mutex;
 use tokio::sync::watch;
 
 use crate::informer::Event;
-use crate::plugin::imports::bindings::{Failure, WitResource};
-use crate::plugin::imports::log::{escape_controls, truncated};
+use crate::plugin::bindings::{Failure, WitResource};
+use crate::plugin::outcome::{CallError, Handled};
+use crate::plugin::text::{escape_controls, truncated};
 use crate::telemetry::EventSpan;
-
-/// How a plugin finished an event it did not fail.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Handled {
-    /// Done with it.
-    Done,
-    /// Asked to see the object again later.
-    Retry {
-        /// Why, as the plugin said (bounded like an error).
-        reason: String,
-        /// The earliest redelivery the plugin accepts.
-        after: Option<Duration>,
-    },
-}
-
-/// Why a call into a plugin failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CallError {
-    /// The call ran past its deadline and was interrupted.
-    #[error("missed its {0:?} deadline")]
-    Deadline(Duration),
-    /// The guest trapped (including running out of its memory cap).
-    #[error("trapped: {0}")]
-    Trap(String),
-    /// The guest returned an error; the instance is healthy.
-    #[error("returned an error: {0}")]
-    Guest(String),
-}
-
-impl CallError {
-    /// Whether the instance is unusable afterwards.
-    pub fn is_fatal(&self) -> bool {
-        !matches!(self, CallError::Guest(_))
-    }
-
-    /// Plugin-made text (an error it returned, a trap's backtrace with its function names) cut
-    /// to `max` bytes and kept on one line: it is logged and shown by `/plugins`.
-    pub(crate) fn bounded(self, max: usize) -> Self {
-        let bound = |m: String| escape_controls(&truncated(m, max)).into_owned();
-        match self {
-            CallError::Trap(m) => CallError::Trap(bound(m)),
-            CallError::Guest(m) => CallError::Guest(bound(m)),
-            deadline => deadline,
-        }
-    }
-}
 
 /// What became of one event the plugin took.
 #[derive(Debug)]
@@ -132,10 +87,10 @@ impl Tally {
 }
 
 /// The event in the plugin's hand when its call ended: the event, when it was taken, its span.
-pub type InHand = (Event, Instant, EventSpan);
+pub(crate) type InHand = (Event, Instant, EventSpan);
 
 /// The events of the call in progress, held in the instance's state for `events.next`.
-pub struct Batch {
+pub(crate) struct Batch {
     kind: Arc<WitResource>,
     queue: VecDeque<Event>,
     /// The event the plugin holds, when it took it, its id and its span.
@@ -157,7 +112,7 @@ pub struct Batch {
 impl Batch {
     /// An empty batch for an instance whose events each get `per_event`, with guest-made
     /// error text cut to `error_bytes`.
-    pub fn new(per_event: Duration, error_bytes: usize) -> Self {
+    pub(crate) fn new(per_event: Duration, error_bytes: usize) -> Self {
         Batch {
             kind: Arc::new(WitResource {
                 group: String::new(),
@@ -179,7 +134,7 @@ impl Batch {
 
     /// Starts a call serving `events` of `kind`, counting outcomes in `tally`; the first
     /// event's deadline runs from now.
-    pub fn begin(
+    pub(crate) fn begin(
         &mut self,
         kind: &Arc<WitResource>,
         events: Vec<Event>,
@@ -198,7 +153,7 @@ impl Batch {
 
     /// Ends the call: what was taken and how it ended, the event in hand (taken, no outcome),
     /// and what was never taken.
-    pub fn end(&mut self) -> (Vec<Taken>, Option<InHand>, VecDeque<Event>) {
+    pub(crate) fn end(&mut self) -> (Vec<Taken>, Option<InHand>, VecDeque<Event>) {
         self.stop = None;
         (
             std::mem::take(&mut self.done),
@@ -211,12 +166,12 @@ impl Batch {
 
     /// The event in hand, if `id` names it; a trap for any other id (an event already done, or
     /// one never handed out).
-    pub fn in_hand(&self, id: u64) -> wasmtime::Result<&Event> {
+    pub(crate) fn in_hand(&self, id: u64) -> wasmtime::Result<&Event> {
         Ok(self.in_hand_with_kind(id)?.1)
     }
 
     /// [`Batch::in_hand`], with the kind the event is watched as.
-    pub fn in_hand_with_kind(&self, id: u64) -> wasmtime::Result<(&WitResource, &Event)> {
+    pub(crate) fn in_hand_with_kind(&self, id: u64) -> wasmtime::Result<(&WitResource, &Event)> {
         match &self.current {
             Some((event, _, current, _)) if *current == id => Ok((&self.kind, event)),
             _ => Err(wasmtime::format_err!(
@@ -226,7 +181,7 @@ impl Batch {
     }
 
     /// Records the outcome of the event in hand (`previous` as the plugin reported it).
-    pub fn finish(&mut self, previous: Option<Result<(), Failure>>, now: Instant) {
+    pub(crate) fn finish(&mut self, previous: Option<Result<(), Failure>>, now: Instant) {
         let Some((event, taken_at, _, span)) = self.current.take() else {
             // An outcome with no event in hand (a guest's first call reporting one) is ignored.
             return;
@@ -261,7 +216,7 @@ impl Batch {
     /// Puts the next event in the plugin's hand at `now`, its deadline starting, its span
     /// made by `span`: its id, the kind it is watched as, and the event. None once the batch is
     /// done or the plugin is being removed.
-    pub fn take(
+    pub(crate) fn take(
         &mut self,
         now: Instant,
         span: impl FnOnce(&WitResource, &Event) -> EventSpan,
@@ -279,7 +234,7 @@ impl Batch {
     }
 
     /// The span of the event in hand, the parent of the host calls the plugin makes for it.
-    pub fn span(&self) -> &EventSpan {
+    pub(crate) fn span(&self) -> &EventSpan {
         self.current
             .as_ref()
             .map_or(&self.no_span, |(_, _, _, span)| span)
@@ -309,7 +264,7 @@ pub fn taken(
 
 /// A deadline the guest's host calls move forward (each event taken restarts it) while the
 /// caller's timer waits on it.
-pub struct MovingDeadline {
+pub(crate) struct MovingDeadline {
     base: Instant,
     /// Nanoseconds after `base`.
     at: AtomicU64,
@@ -340,7 +295,7 @@ impl MovingDeadline {
     /// host call, or computing past an epoch tick: it yields at every one), so a call that
     /// finishes at once never touches the runtime's timers; it is re-armed only when it fires
     /// early, so an event taken costs a store to an atomic, not a timer.
-    pub async fn bound<T>(
+    pub(crate) async fn bound<T>(
         &self,
         call: impl Future<Output = Result<T, CallError>>,
     ) -> Result<T, CallError> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use wasmtime::component::{HasData, Linker};
 
 use crate::informer::{CachedObject, Event, EventType};
-use crate::plugin::imports::bindings::{Failure, WitEvent, WitEventType, WitResource, informant};
+use crate::plugin::bindings::{Failure, WitEvent, WitEventType, WitResource, informant};
 use crate::telemetry::EventSpan;
 use batch::Batch;
 

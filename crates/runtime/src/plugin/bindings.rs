@@ -81,7 +81,7 @@ mod tests {
     use super::*;
     #[test]
     fn the_declared_package_is_the_one_in_wit() {
-        let wit = include_str!("../../../../../wit/plugin.wit");
+        let wit = include_str!("../../../../wit/plugin.wit");
         assert!(wit.contains(&format!("package {WIT_PACKAGE};")));
     }
 }
