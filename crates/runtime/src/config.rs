@@ -12,7 +12,6 @@
 mod proptests;
 #[cfg(test)]
 mod reference;
-#[cfg(test)]
 mod signatures;
 mod watch;
 
@@ -31,6 +30,7 @@ use crate::plugin::metrics::{MetricLimits, name as metric_name};
 use crate::tenancy::{
     Budget, Grant, Impersonate, NamespacePattern, ResourceRule, Tenancy, TenantPolicy,
 };
+use signatures::FileSignatures;
 
 /// Plugins a tenant may run when its table does not say.
 pub(crate) const DEFAULT_MAX_PLUGINS: u32 = 10;
@@ -115,70 +115,6 @@ struct File {
     #[serde(default, deserialize_with = "toml_error::tables")]
     sources: Vec<FileSource>,
     signatures: Option<FileSignatures>,
-}
-
-/// A `[signatures]` (or `[tenants.NAME.signatures]`) table: the public keys one of whose cosign
-/// signatures a pulled plugin must carry.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct FileSignatures {
-    #[serde(default)]
-    keys: Vec<PathBuf>,
-    #[serde(default, deserialize_with = "toml_error::tables")]
-    keyless: Vec<FileIdentity>,
-    fulcio_roots: Option<PathBuf>,
-    #[serde(default)]
-    rekor_keys: Vec<PathBuf>,
-}
-
-/// A `[[signatures.keyless]]` table: an identity whose keyless signatures are trusted.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct FileIdentity {
-    issuer: String,
-    identity: String,
-}
-
-impl FileSignatures {
-    /// The policy, each file checked to hold what it should and each pattern to compile
-    /// (`key` names the table in errors).
-    fn policy(&self, key: &str) -> Result<SignaturePolicy, String> {
-        if self.keys.is_empty() && self.keyless.is_empty() {
-            return Err(format!(
-                "key `{key}`: neither `keys` nor `keyless`: list the public keys (PEM) or keyless identities signatures must be made with, or drop the table"
-            ));
-        }
-        for (i, path) in self.keys.iter().enumerate() {
-            informant_oci::signature::PublicKey::from_file(path)
-                .map_err(|e| format!("key `{key}.keys[{i}]`: {e}"))?;
-        }
-        let together = match (&self.fulcio_roots, self.rekor_keys.is_empty()) {
-            (None, true) => self.keyless.is_empty(),
-            (Some(_), false) => !self.keyless.is_empty(),
-            _ => false,
-        };
-        if !together {
-            return Err(format!(
-                "key `{key}`: `keyless`, `fulcio-roots` and `rekor-keys` go together: keyless signatures are checked against Fulcio's CAs and Rekor's keys"
-            ));
-        }
-        for (i, id) in self.keyless.iter().enumerate() {
-            informant_oci::signature::Identity::new(&id.issuer, &id.identity)
-                .map_err(|e| format!("key `{key}.keyless[{i}].identity`: {e}"))?;
-        }
-        let policy = SignaturePolicy {
-            keys: self.keys.clone(),
-            keyless: self
-                .keyless
-                .iter()
-                .map(|i| (i.issuer.clone(), i.identity.clone()))
-                .collect(),
-            fulcio_roots: self.fulcio_roots.clone(),
-            rekor_keys: self.rekor_keys.clone(),
-        };
-        policy.load().map_err(|e| format!("key `{key}`: {e}"))?;
-        Ok(policy)
-    }
 }
 
 /// A `[[sources]]` table: a plugin pulled from an OCI registry.

@@ -6,7 +6,8 @@ use std::path::Path;
 
 use informant_manifest::keys;
 
-use super::{File, FileIdentity, FileLimits, FileSignatures, FileSource, FileTenant};
+use super::signatures::FileIdentity;
+use super::{File, FileLimits, FileSignatures, FileSource, FileTenant};
 use crate::manifest::Write;
 
 fn parse(text: &str) -> Result<crate::plugin::load::host_config::HostConfig, String> {
