@@ -9,6 +9,7 @@ use std::path::Path;
 use informant_devserver::{DevServer, DevServerConfig};
 use informant_oci::credentials::Credentials;
 use informant_oci::{Options, Reference, Registry};
+use informant_runtime::admin::client::AdminClient;
 use informant_runtime::plugin::load::host_config::HostConfig;
 use informant_runtime::runtime::{Runtime, RuntimeOptions};
 use informant_tests::http::{free_addr, get_until};
@@ -398,7 +399,9 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
             "[signatures]\nkeys = [\"{ops}\"]\n\
              [tenants.team-a]\nnamespaces = [\"team-a\"]\nsignatures = {{ keys = [\"{team_a_key}\"] }}\n{}{}\
              [tenants.team-b]\nnamespaces = [\"team-b\"]\n{}",
-            source("team-a", "team-a/snoop:stable"),
+            // Checked at start and when asked: its tag moves below are seen through `poll`.
+            source("team-a", "team-a/snoop:stable")
+                .replace("poll-seconds = 1", "poll-seconds = 3600"),
             source("team-a", "team-a/unsigned:1"),
             source("team-b", "team-b/borrowed:1"),
             ops = key("ops.pub"),
@@ -488,12 +491,29 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
     })
     .await;
 
-    // The tag moves to a signed version: swapped in.
+    // The tag moves to a signed version: an hour before the next check, so asked now, and
+    // swapped in. The answer comes once the check is done; a plugin no source writes is 404.
     let (snoop2, v2) = push("team-a/snoop:stable", "admit", MANIFEST2).await;
     client
         .sign(&snoop2.pinned.parse().unwrap(), &team)
         .await
         .unwrap();
+    let admin_client = AdminClient::new(&admin.to_string()).unwrap();
+    let polled = admin_client.poll_source("team-a/snoop").await.unwrap();
+    assert_eq!(polled.pinned.as_deref(), Some(snoop2.pinned.as_str()));
+    assert_eq!(
+        polled.signer.as_ref().map(|s| s.fingerprint.as_str()),
+        Some(team.public_key().fingerprint())
+    );
+    let none = admin_client
+        .poll_source("team-a/nothing")
+        .await
+        .unwrap_err();
+    assert!(
+        none.to_string()
+            .contains("no source writes plugin `team-a/nothing`"),
+        "{none}"
+    );
     get_until(
         admin,
         "/plugins",
@@ -505,6 +525,19 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
     // (Not v1's bytes again: those are signed.)
     const MANIFEST3: &str = "[[watch]]\napi-version = \"v1\"\nkind = \"ConfigMap\"\nnamespace = \"team-a\"\n[config]\nmode = \"v3\"\n";
     let (snoop3, _) = push("team-a/snoop:stable", "hostile", MANIFEST3).await;
+    let polled = admin_client.poll_source("team-a/snoop").await.unwrap();
+    assert!(
+        polled
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("is not signed")),
+        "{polled:?}"
+    );
+    assert_eq!(
+        polled.pinned.as_deref(),
+        Some(snoop2.pinned.as_str()),
+        "v2 kept"
+    );
     let body = get_until(
         admin,
         "/plugins",

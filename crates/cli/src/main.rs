@@ -54,6 +54,8 @@ enum Command {
     Logs(cli::logs::Args),
     /// Events a running host's plugins failed for good (with `--state-dir`): list, retry, drop.
     DeadLetters(cli::dead_letters::Args),
+    /// Ask a running host to check a plugin's OCI source now.
+    Poll(cli::poll::Args),
     /// Push a plugin and its manifest to an OCI registry (CNCF wasm layout).
     Push(cli::registry::PushArgs),
     /// Pull a plugin from an OCI registry into a plugins directory.
@@ -86,6 +88,7 @@ async fn run(command: Command) -> Result<()> {
         Command::Status(args) => cli::status::run(args).await,
         Command::Logs(args) => cli::logs::run(args).await,
         Command::DeadLetters(args) => cli::dead_letters::run(args).await,
+        Command::Poll(args) => cli::poll::run(args).await,
         Command::Push(args) => cli::registry::push(args).await,
         Command::Pull(args) => cli::registry::pull(args).await,
         Command::Sign(args) => cli::registry::sign(args).await,

@@ -346,6 +346,7 @@ const ENDPOINTS: &[(&str, &str, &str)] = &[
         "/dead-letters/drop",
         r#"{"plugin": "team-a/pa", "all": true}"#,
     ),
+    ("POST", "/sources/poll", r#"{"plugin": "team-a/pa"}"#),
 ];
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -491,7 +492,22 @@ async fn every_endpoint_refuses_strangers_and_shows_each_tenant_only_its_own() {
             assert_eq!(a.status, 403, "{action} {plugin}: {}", a.body);
             assert_eq!(a.body.lines().count(), 1);
         }
+        // Having a plugin's source checked needs the same.
+        let body = json!({ "plugin": plugin }).to_string();
+        let a = call(s.admin, "POST", "/sources/poll", Some(token), &body).await;
+        assert_eq!(a.status, 403, "poll {plugin}: {}", a.body);
+        assert!(a.body.contains("plugin sources"), "{}", a.body);
     }
+    // Past the grant, a host that follows no source says so.
+    let a = call(
+        s.admin,
+        "POST",
+        "/sources/poll",
+        Some(&writer),
+        &json!({"plugin": "team-a/pa"}).to_string(),
+    )
+    .await;
+    assert_eq!(a.status, 503, "{}", a.body);
     // An odd spelling inside the writer's own tenant names no plugin there.
     let sneaky = json!({"plugin": "team-a/../team-b/pb", "all": true}).to_string();
     let a = call(

@@ -7,6 +7,7 @@ pub mod dead_letters;
 pub mod dev;
 pub mod logs;
 pub mod new;
+pub mod poll;
 pub mod record;
 pub mod registry;
 pub mod replay;

@@ -185,7 +185,10 @@ async fn act_as(state: &AdminState, access: &Access, body: &[u8], action: Action
         Ok(s) => s,
         Err(r) => return r.into_response(),
     };
-    if let Err(r) = access.update(state, tenant_of(&s.plugin)).await {
+    if let Err(r) = access
+        .update(state, tenant_of(&s.plugin), "dead letters")
+        .await
+    {
         return r.into_response();
     }
     respond(act(durable_of(host), host, &s, action))

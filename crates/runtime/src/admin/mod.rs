@@ -46,6 +46,7 @@ pub(crate) mod readiness;
 pub mod scope;
 pub(crate) mod server;
 mod shard;
+pub mod sources;
 
 pub use auth::{AdminAuth, AuthOptions};
 pub use readiness::Readiness;

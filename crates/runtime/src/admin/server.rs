@@ -8,6 +8,7 @@
 //! | `GET /plugins` | JSON `{"plugins": [...]}`, one [`PluginStatus`](crate::plugin::load::status::PluginStatus) per running or waiting plugin the caller may see; in sharded mode, for the operator, also `"shard"`: the group, this member's identity, whether it is active and why not, the live members and the plugins it owns |
 //! | `GET /logs?plugin=NAME[&tenant=T][&follow=1][&tail=N]` | one plugin's last log lines as JSON lines, followed if asked (see [`super::logs`]); `404` for a plugin neither loaded nor waiting, or not the caller's |
 //! | `GET /dead-letters[?plugin=P][&limit=N][&continue=T]`, `POST /dead-letters/retry`, `POST /dead-letters/drop` | the events plugins failed for good, with `--state-dir` (see [`super::dead_letters`]) |
+//! | `POST /sources/poll` | a plugin source checked now, its status once the check is done (see [`super::sources`]) |
 //!
 //! Everything but `/healthz` passes the [`Gate`] first (see [`super::auth`]): a bearer token
 //! checked with the API server, or nothing at all for an admin server without authentication,
@@ -132,6 +133,7 @@ fn routes(state: Arc<AdminState>, gate: Arc<Gate>, stopping: logs::Stopping) -> 
         .route("/dead-letters", get(dead_letters::list))
         .route("/dead-letters/retry", post(dead_letters::retry))
         .route("/dead-letters/drop", post(dead_letters::drop_letters))
+        .route("/sources/poll", post(super::sources::poll))
         .route_layer(axum::middleware::from_fn(auth::authenticate));
     Router::new()
         .route("/healthz", get(healthz))

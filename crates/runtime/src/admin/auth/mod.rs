@@ -413,9 +413,15 @@ impl Access {
         self.read(state).await
     }
 
-    /// Whether the caller may retry and drop the dead letters of `tenant` (`""`: top-level
-    /// plugins, the operator's): 403 if not.
-    pub(crate) async fn update(&self, state: &AdminState, tenant: &str) -> Result<(), Refusal> {
+    /// Whether the caller may act on `tenant`'s plugins (`""`: top-level plugins, the
+    /// operator's) — retry and drop their dead letters, have their sources checked — where
+    /// `what` names the plugins' things acted on (`dead letters`): 403 if not.
+    pub(crate) async fn update(
+        &self,
+        state: &AdminState,
+        tenant: &str,
+        what: &str,
+    ) -> Result<(), Refusal> {
         // Only a configured tenant is asked about by name; any other needs the operator's grant.
         let candidates: Vec<String> = state
             .tenants()
@@ -427,10 +433,10 @@ impl Access {
             return Ok(());
         }
         let what = if tenant.is_empty() {
-            format!("top-level plugins' dead letters need `update` on all {RESOURCE}.{GROUP}")
+            format!("top-level plugins' {what} need `update` on all {RESOURCE}.{GROUP}")
         } else {
             format!(
-                "it needs `update` on {RESOURCE}.{GROUP} `{}` to retry or drop its dead letters",
+                "it needs `update` on {RESOURCE}.{GROUP} `{}` to act on its {what}",
                 one_line(tenant)
             )
         };

@@ -401,6 +401,20 @@ impl AdminClient {
         Ok(decoded.plugins)
     }
 
+    /// Has the source of `plugin` (`tenant/name`, or `name`) checked now; its status once the
+    /// check is done (its `error` saying why a check failed).
+    pub async fn poll_source(
+        &self,
+        plugin: &str,
+    ) -> Result<crate::plugin::load::status::SourceStatus> {
+        let body = serde_json::to_vec(&crate::admin::sources::PollRequest {
+            plugin: plugin.to_string(),
+        })
+        .map_err(|source| self.decode("/sources/poll", source))?;
+        self.json(http::Method::POST, "/sources/poll", Some(body))
+            .await
+    }
+
     /// One plugin's log lines (`tenant` empty for a top-level plugin): those kept (the last
     /// `tail`, if given), then, with `follow`, the lines as they are logged.
     pub async fn logs(
