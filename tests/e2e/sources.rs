@@ -580,3 +580,109 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
     runtime.stop().await;
     server.shutdown().await;
 }
+
+/// An air gap: the reference names a registry the cluster cannot reach (`registry.invalid`),
+/// whose mirror is the loopback registry under a path prefix. The plugin, and its signature,
+/// are read from the mirror, verified as from anywhere, and pinned under the registry's name.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_source_is_read_through_its_mirror_when_its_registry_is_out_of_reach() {
+    use informant_oci::signature::SigningKey;
+
+    let Some(registry) = LocalRegistry::start() else {
+        return;
+    };
+    informant_tests::init_tracing();
+    let login = registry.docker_config(USER, PASSWORD);
+    let client = Registry::new(Options {
+        credentials: Credentials::from_file(&login).unwrap(),
+        ca_file: Some(registry.ca_file.clone()),
+        ..Options::default()
+    })
+    .unwrap();
+    let key = SigningKey::generate();
+    let keys = tempfile::tempdir().unwrap();
+    let key_file = keys.path().join("team.pub");
+    std::fs::write(&key_file, key.public_key_pem()).unwrap();
+    let mirrored: Reference = format!("{}/mirror/team-a/snoop:stable", registry.addr)
+        .parse()
+        .unwrap();
+    let wasm = std::fs::read(informant_tests::plugins::wasm("hostile")).unwrap();
+    let pushed = client
+        .push(&mirrored, "snoop", wasm.clone(), MANIFEST)
+        .await
+        .unwrap();
+    client
+        .sign(&pushed.pinned.parse().unwrap(), &key)
+        .await
+        .unwrap();
+
+    let server = DevServer::start(DevServerConfig::default())
+        .await
+        .expect("start API server");
+    create_namespaces(&server, &["team-a"]);
+    let plugins = tempfile::tempdir().unwrap();
+    let pulled = tempfile::tempdir().unwrap();
+    let config = format!(
+        "[mirrors]\n\"registry.invalid\" = [\"{addr}/mirror\"]\n\
+         [tenants.team-a]\nnamespaces = [\"team-a\"]\nsignatures = {{ keys = [\"{key}\"] }}\n\
+         [[tenants.team-a.sources]]\nreference = \"registry.invalid/team-a/snoop:stable\"\n\
+         registry-config = \"{login}\"\nregistry-ca = \"{ca}\"\n",
+        addr = registry.addr,
+        key = key_file.display(),
+        login = login.display(),
+        ca = registry.ca_file.display(),
+    );
+    let host_config: HostConfig =
+        informant_runtime::config::parse(&config, Path::new("informant.toml")).expect("config");
+    let admin = free_addr();
+    let runtime = guarded(
+        "the runtime to start",
+        Runtime::start(
+            server.client(),
+            RuntimeOptions {
+                plugins: Some(plugins.path().to_path_buf()),
+                pulled_dir: Some(pulled.path().to_path_buf()),
+                config: host_config,
+                admin: Some(admin),
+                ..Default::default()
+            },
+        ),
+    )
+    .await
+    .expect("runtime");
+    let logical = format!("registry.invalid/team-a/snoop@{}", pushed.digest);
+    let body = get_until(
+        admin,
+        "/plugins",
+        "snoop running from the mirror",
+        |s, body| {
+            s == 200
+                && entry(body, "team-a", "snoop").is_some_and(|p| {
+                    p["state"] == "running"
+                        && p["version"] == hex(&wasm)
+                        && p["source"]["pinned"] == logical.as_str()
+                })
+        },
+    )
+    .await;
+    let snoop = entry(&body, "team-a", "snoop").unwrap();
+    assert_eq!(
+        snoop["source"]["signer"]["fingerprint"],
+        key.public_key().fingerprint(),
+        "{snoop}"
+    );
+    runtime.stop().await;
+    server.shutdown().await;
+
+    // A mirror that is not a host and prefix is refused naming the key.
+    let err = informant_runtime::config::parse(
+        "[mirrors]\n\"ghcr.io\" = [\"https://harbor.internal\"]\n",
+        Path::new("/etc/informant.toml"),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("key `mirrors`: `ghcr.io`: \"https://harbor.internal\" has a scheme"),
+        "{err}"
+    );
+}

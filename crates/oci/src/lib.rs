@@ -10,11 +10,13 @@
 //! - [`files`]: a pulled plugin written whole into a plugins directory.
 //! - [`registry`]: pushing and pulling over the distribution protocol (`oci-client`), pinned by
 //!   digest, with size limits, timeouts, custom CAs and plain HTTP only where allowed.
+//! - [`mirror`]: where a registry's artifacts are read from first (air gaps, proxies).
 //! - [`signature`]: cosign signatures, made and verified under a trust policy of public keys.
 
 pub mod credentials;
 pub mod files;
 pub mod layout;
+pub mod mirror;
 pub mod registry;
 pub mod signature;
 

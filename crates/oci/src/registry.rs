@@ -115,6 +115,8 @@ pub struct Options {
     pub max_manifest_bytes: u64,
     /// How long connecting may take, and how long a read may wait.
     pub timeout: Duration,
+    /// Where a registry's artifacts are read from before the registry itself.
+    pub mirrors: crate::mirror::Mirrors,
 }
 
 impl Default for Options {
@@ -126,6 +128,7 @@ impl Default for Options {
             max_wasm_bytes: 64 << 20,
             max_manifest_bytes: 1 << 20,
             timeout: Duration::from_secs(30),
+            mirrors: crate::mirror::Mirrors::default(),
         }
     }
 }
@@ -182,6 +185,11 @@ impl Registry {
             options,
             extra_roots,
         })
+    }
+
+    /// How it connects and what it accepts.
+    pub(crate) fn options(&self) -> &Options {
+        &self.options
     }
 
     /// The client for `reference`'s registry: plain HTTP only where allowed.
@@ -338,8 +346,14 @@ impl Registry {
         Ok((body, said))
     }
 
-    /// The digest `reference` stands for now (a tag's current one).
+    /// The digest `reference` stands for now (a tag's current one), read from its mirrors
+    /// first.
     pub async fn resolve(&self, reference: &Reference) -> Result<String, Error> {
+        let candidates = self.options.mirrors.candidates(reference);
+        crate::mirror::first_ok(candidates, |at| async move { self.resolve_at(&at).await }).await
+    }
+
+    async fn resolve_at(&self, reference: &Reference) -> Result<String, Error> {
         let auth = self.auth(reference);
         self.client(reference)?
             .fetch_manifest_digest(reference, &auth)
@@ -347,8 +361,23 @@ impl Registry {
             .map_err(registry(reference, "resolving it"))
     }
 
-    /// Pulls the plugin `reference` names, pinned to the digest it resolves to.
+    /// Pulls the plugin `reference` names, pinned to the digest it resolves to, from its mirrors
+    /// first; pinned under its own registry's name wherever it was read.
     pub async fn pull(&self, reference: &Reference) -> Result<Artifact, Error> {
+        let candidates = self.options.mirrors.candidates(reference);
+        let mut artifact =
+            crate::mirror::first_ok(candidates, |at| async move { self.pull_at(&at).await })
+                .await?;
+        artifact.pinned = Reference::with_digest(
+            reference.resolve_registry().to_string(),
+            reference.repository().to_string(),
+            artifact.digest.clone(),
+        )
+        .whole();
+        Ok(artifact)
+    }
+
+    async fn pull_at(&self, reference: &Reference) -> Result<Artifact, Error> {
         let client = self.client(reference)?;
         let auth = self.auth(reference);
         let shown = reference.whole();

@@ -115,6 +115,8 @@ struct File {
     #[serde(default, deserialize_with = "toml_error::tables")]
     sources: Vec<FileSource>,
     signatures: Option<FileSignatures>,
+    #[serde(default)]
+    mirrors: BTreeMap<String, Vec<String>>,
 }
 
 /// A `[[sources]]` table: a plugin pulled from an OCI registry.
@@ -518,6 +520,8 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
             )));
         }
     }
+    host.mirrors = informant_oci::mirror::Mirrors::new(&file.mirrors)
+        .map_err(|e| invalid(format!("key `mirrors`: {e}")))?;
     host.tenancy = Tenancy::new(file.operator_plugins.unwrap_or(false), tenants);
     host.shard_by = file.shard_by;
     Ok(host)

@@ -325,6 +325,7 @@ impl Follower {
             },
             max_wasm_bytes: config.max_wasm_bytes,
             max_manifest_bytes: config.max_manifest_bytes,
+            mirrors: config.mirrors.clone(),
             ..Options::default()
         })?)
     }

@@ -429,6 +429,35 @@ impl Registry {
         digest: &str,
         policy: &TrustPolicy,
     ) -> Result<Signer, VerifyError> {
+        let candidates = self.options().mirrors.candidates(reference);
+        let shown = pinned(reference, digest);
+        crate::mirror::first_ok(candidates, |at| {
+            let shown = shown.clone();
+            async move {
+                self.verify_at(&at, digest, policy)
+                    .await
+                    .map_err(|e| match e {
+                        // Named as the registry's, wherever it was read.
+                        VerifyError::Unsigned { tag, .. } => {
+                            VerifyError::Unsigned { pinned: shown, tag }
+                        }
+                        VerifyError::Untrusted { reasons, .. } => VerifyError::Untrusted {
+                            pinned: shown,
+                            reasons,
+                        },
+                        other => other,
+                    })
+            }
+        })
+        .await
+    }
+
+    async fn verify_at(
+        &self,
+        reference: &Reference,
+        digest: &str,
+        policy: &TrustPolicy,
+    ) -> Result<Signer, VerifyError> {
         let pinned = pinned(reference, digest);
         let tag = signature_tag(reference, digest);
         let client = self.client(&tag)?;

@@ -40,6 +40,8 @@ pub struct HostConfig {
     pub shard_by: crate::shard::ShardBy,
     /// Plugins pulled from OCI registries (`[[sources]]`, `[[tenants.NAME.sources]]`).
     pub sources: Vec<SourceSpec>,
+    /// Where each registry's artifacts are read from before the registry itself.
+    pub mirrors: informant_oci::mirror::Mirrors,
 }
 
 /// A plugin pulled from an OCI registry into its tenant's directory, as if dropped there.
@@ -124,6 +126,7 @@ impl Default for HostConfig {
             tenancy: Tenancy::default(),
             shard_by: crate::shard::ShardBy::default(),
             sources: Vec::new(),
+            mirrors: Default::default(),
         }
     }
 }
