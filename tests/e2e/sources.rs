@@ -77,11 +77,14 @@ async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_surviv
     let pulled = tempfile::tempdir().unwrap();
     let config = format!(
         "[tenants.team-a]\nnamespaces = [\"team-a\"]\n\
+         registries = [\"{addr}/team-a\"]\nregistry-configs = [\"{login}\"]\n\
          [[tenants.team-a.sources]]\nreference = \"{tag}\"\npoll-seconds = 1\n\
          registry-config = \"{login}\"\nregistry-ca = \"{ca}\"\n\
          [tenants.team-b]\nnamespaces = [\"team-b\"]\n\
+         registries = [\"{addr}/team-b\"]\nregistry-configs = [\"{login}\"]\n\
          [[tenants.team-b.sources]]\nreference = \"{greedy}\"\n\
          registry-config = \"{login}\"\nregistry-ca = \"{ca}\"\n",
+        addr = registry.addr,
         login = login.display(),
         ca = registry.ca_file.display(),
     );
@@ -219,7 +222,7 @@ fn sources_that_could_not_be_pulled_safely_are_refused_naming_the_key() {
             .map(|c| c.sources)
             .map_err(|e| e.to_string())
     };
-    let tenant = "[tenants.a]\nnamespaces = [\"a\"]\n";
+    let tenant = "[tenants.a]\nnamespaces = [\"a\"]\nregistries = [\"r.example\"]\n";
     for (table, needle) in [
         (
             "reference = \"UPPER/Case:1\"\n",
@@ -241,6 +244,44 @@ fn sources_that_could_not_be_pulled_safely_are_refused_naming_the_key() {
         let err = parse(&format!("{tenant}[[tenants.a.sources]]\n{table}")).unwrap_err();
         assert!(err.contains(needle), "{table:?}: {err}");
     }
+    // A source outside the tenant's grant: another registry, another tenant's repositories, a
+    // login file it was not given, however spelled; and a tenant granted no registry at all.
+    let granted = "[tenants.a]\nnamespaces = [\"a\"]\nregistries = [\"r.example/team-a\"]\n\
+                   registry-configs = [\"/etc/informant-registry/team-a/.dockerconfigjson\"]\n";
+    for (table, needle) in [
+        (
+            "reference = \"r.example/team-b/x:1\"\n",
+            "key `tenants.a.sources[0].reference`: `r.example/team-b/x` is outside the tenant's `registries`",
+        ),
+        (
+            "reference = \"r.example/team-a-evil/x:1\"\n",
+            "is outside the tenant's `registries`",
+        ),
+        (
+            "reference = \"q.example/team-a/x:1\"\n",
+            "is outside the tenant's `registries`",
+        ),
+        (
+            "reference = \"r.example/team-a/x:1\"\nregistry-config = \"/etc/informant-registry/team-b/.dockerconfigjson\"\n",
+            "key `tenants.a.sources[0].registry-config`: `/etc/informant-registry/team-b/.dockerconfigjson` is not one of the tenant's `registry-configs`",
+        ),
+        (
+            "reference = \"r.example/team-a/x:1\"\nregistry-config = \"/etc/informant-registry/team-a/../team-b/.dockerconfigjson\"\n",
+            "is not one of the tenant's `registry-configs`",
+        ),
+    ] {
+        let err = parse(&format!("{granted}[[tenants.a.sources]]\n{table}")).unwrap_err();
+        assert!(err.contains(needle), "{table:?}: {err}");
+    }
+    let err = parse(
+        "[tenants.a]\nnamespaces = [\"a\"]\n[[tenants.a.sources]]\nreference = \"r.example/x:1\"\n",
+    )
+    .unwrap_err();
+    assert!(
+        err.contains("is outside the tenant's `registries`"),
+        "{err}"
+    );
+
     let err = parse(&format!(
         "{tenant}[[tenants.a.sources]]\nreference = \"r.example/one/x:1\"\n\
          [[tenants.a.sources]]\nreference = \"r.example/two/x:1\"\n"
@@ -387,8 +428,9 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
     let pulled = tempfile::tempdir().unwrap();
     let source = |tenant: &str, repo: &str| {
         format!(
-            "[[tenants.{tenant}.sources]]\nreference = \"{}/{repo}\"\npoll-seconds = 1\n\
-             registry-config = \"{}\"\nregistry-ca = \"{}\"\n",
+            "registries = [\"{0}/{tenant}\"]\nregistry-configs = [\"{1}\"]\n\
+             [[tenants.{tenant}.sources]]\nreference = \"{0}/{repo}\"\npoll-seconds = 1\n\
+             registry-config = \"{1}\"\nregistry-ca = \"{2}\"\n",
             registry.addr,
             login.display(),
             registry.ca_file.display()
@@ -402,7 +444,11 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
             // Checked at start and when asked: its tag moves below are seen through `poll`.
             source("team-a", "team-a/snoop:stable")
                 .replace("poll-seconds = 1", "poll-seconds = 3600"),
-            source("team-a", "team-a/unsigned:1"),
+            // The grant once per table.
+            source("team-a", "team-a/unsigned:1")
+                .split_once("[[")
+                .map(|(_, t)| format!("[[{t}"))
+                .unwrap(),
             source("team-b", "team-b/borrowed:1"),
             ops = key("ops.pub"),
         )
@@ -625,6 +671,7 @@ async fn a_source_is_read_through_its_mirror_when_its_registry_is_out_of_reach()
     let config = format!(
         "[mirrors]\n\"registry.invalid\" = [\"{addr}/mirror\"]\n\
          [tenants.team-a]\nnamespaces = [\"team-a\"]\nsignatures = {{ keys = [\"{key}\"] }}\n\
+         registries = [\"registry.invalid/team-a\"]\nregistry-configs = [\"{login}\"]\n\
          [[tenants.team-a.sources]]\nreference = \"registry.invalid/team-a/snoop:stable\"\n\
          registry-config = \"{login}\"\nregistry-ca = \"{ca}\"\n",
         addr = registry.addr,

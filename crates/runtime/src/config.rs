@@ -12,6 +12,7 @@
 mod proptests;
 #[cfg(test)]
 mod reference;
+mod registry_grant;
 mod signatures;
 mod watch;
 
@@ -30,6 +31,7 @@ use crate::plugin::metrics::{MetricLimits, name as metric_name};
 use crate::tenancy::{
     Budget, Grant, Impersonate, NamespacePattern, ResourceRule, Tenancy, TenantPolicy,
 };
+use registry_grant::RegistryGrant;
 use signatures::FileSignatures;
 
 /// Plugins a tenant may run when its table does not say.
@@ -268,6 +270,10 @@ struct FileTenant {
     #[serde(default, deserialize_with = "toml_error::tables")]
     sources: Vec<FileSource>,
     signatures: Option<FileSignatures>,
+    #[serde(default)]
+    registries: Vec<String>,
+    #[serde(default)]
+    registry_configs: Vec<PathBuf>,
 }
 
 /// Reads and validates `informant.toml` into the host's plugin settings.
@@ -488,14 +494,21 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
             ),
             None => operator_policy.clone(),
         };
+        let grant = RegistryGrant::new(
+            &t.registries,
+            &t.registry_configs,
+            &format!("tenants.{name}"),
+        )
+        .map_err(invalid)?;
         for (i, source) in t.sources.iter().enumerate() {
+            let key = format!("tenants.{name}.sources[{i}]");
             let spec = source
-                .spec(
-                    name,
-                    &format!("tenants.{name}.sources[{i}]"),
-                    signatures.as_ref(),
-                )
+                .spec(name, &key, signatures.as_ref())
                 .map_err(|e| invalid(e.to_string()))?;
+            let reference = spec.reference.parse().expect("checked by spec");
+            grant
+                .check(&reference, spec.registry_config.as_ref(), &key)
+                .map_err(invalid)?;
             host.sources.push(spec);
         }
         tenants.insert(name.clone(), Arc::new(policy));

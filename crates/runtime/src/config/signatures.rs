@@ -101,11 +101,13 @@ mod tests {
 
     [tenants.team-a]
     namespaces = ["team-a"]
+    registries = ["registry.example/team-a"]
     signatures = {{ keys = ["{team_a}"] }}
     sources = [{{ reference = "registry.example/team-a/policy:1" }}]
 
     [tenants.team-b]
     namespaces = ["team-b"]
+    registries = ["registry.example/team-b"]
     sources = [{{ reference = "registry.example/team-b/policy:1" }}]
     "#
         ))
