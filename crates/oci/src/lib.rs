@@ -5,6 +5,7 @@
 //! - [`layout`]: the media types, the config, the annotations and what a pulled artifact must
 //!   hold (one wasm layer; the legacy `application/vnd.wasm.content.layer.v1+wasm` that
 //!   Kubewarden and Spin push is read too).
+//! - [`cache`]: pulled layers kept by digest, checked whenever they are read.
 //! - [`credentials`]: registry logins from a `dockerconfigjson` (a Docker `config.json`, or the
 //!   data of a `kubernetes.io/dockerconfigjson` Secret).
 //! - [`files`]: a pulled plugin written whole into a plugins directory.
@@ -13,6 +14,7 @@
 //! - [`mirror`]: where a registry's artifacts are read from first (air gaps, proxies).
 //! - [`signature`]: cosign signatures, made and verified under a trust policy of public keys.
 
+pub mod cache;
 pub mod credentials;
 pub mod files;
 pub mod layout;

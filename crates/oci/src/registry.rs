@@ -117,6 +117,8 @@ pub struct Options {
     pub timeout: Duration,
     /// Where a registry's artifacts are read from before the registry itself.
     pub mirrors: crate::mirror::Mirrors,
+    /// Layers kept by digest: read from here when kept, kept here when pulled.
+    pub cache: Option<crate::cache::BlobCache>,
 }
 
 impl Default for Options {
@@ -129,6 +131,7 @@ impl Default for Options {
             max_manifest_bytes: 1 << 20,
             timeout: Duration::from_secs(30),
             mirrors: crate::mirror::Mirrors::default(),
+            cache: None,
         }
     }
 }
@@ -417,23 +420,32 @@ impl Registry {
             reference.repository().to_string(),
             digest.clone(),
         );
-        let mut wasm = Limited::new(self.options.max_wasm_bytes);
-        client
-            .pull_blob(&pinned, &layer, &mut wasm)
-            .await
-            .map_err(|source| match wasm.over {
-                true => Error::TooLarge {
-                    reference: shown.clone(),
-                    what: "wasm layer",
-                    size: wasm.seen,
-                    limit: self.options.max_wasm_bytes,
-                },
-                false => Error::Registry {
-                    reference: shown.clone(),
-                    what: "reading its wasm layer",
-                    source,
-                },
-            })?;
+        let cache = self.options.cache.as_ref();
+        let wasm = match cache.and_then(|c| c.get(&layer.digest)) {
+            Some(kept) => kept,
+            None => {
+                let mut wasm = Limited::new(self.options.max_wasm_bytes);
+                client.pull_blob(&pinned, &layer, &mut wasm).await.map_err(
+                    |source| match wasm.over {
+                        true => Error::TooLarge {
+                            reference: shown.clone(),
+                            what: "wasm layer",
+                            size: wasm.seen,
+                            limit: self.options.max_wasm_bytes,
+                        },
+                        false => Error::Registry {
+                            reference: shown.clone(),
+                            what: "reading its wasm layer",
+                            source,
+                        },
+                    },
+                )?;
+                if let Some(cache) = cache {
+                    cache.put(&layer.digest, &wasm.bytes);
+                }
+                wasm.bytes
+            }
+        };
         let annotations = manifest.annotations.unwrap_or_default();
         let name = annotations.get(layout::TITLE_ANNOTATION).cloned();
         if let Some(name) = &name {
@@ -457,7 +469,7 @@ impl Registry {
             pinned: pinned.whole(),
             digest,
             name,
-            wasm: wasm.bytes,
+            wasm,
             manifest: text,
             legacy: layer.media_type == LEGACY_WASM_LAYER,
         })

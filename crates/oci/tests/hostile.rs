@@ -60,6 +60,8 @@ struct Fake {
     elsewhere: Option<String>,
     /// How many bytes of the huge manifests were handed to a connection.
     sent: Arc<AtomicU64>,
+    /// How many times the layer was asked for.
+    layer_gets: Arc<AtomicU64>,
 }
 
 /// 300 MB: a manifest far beyond any limit, made as it is sent, never whole.
@@ -238,7 +240,10 @@ impl Answer for Fake {
             }
             // Only the `urls` of its descriptor would find it.
             ("foreign-urls", "blobs") => reply(StatusCode::NOT_FOUND, "text/plain", Vec::new()),
-            (_, "blobs") => reply(StatusCode::OK, "application/octet-stream", self.layer.clone()),
+            (_, "blobs") => {
+                self.layer_gets.fetch_add(1, Ordering::SeqCst);
+                reply(StatusCode::OK, "application/octet-stream", self.layer.clone())
+            }
             _ => reply(StatusCode::NOT_FOUND, "text/plain", Vec::new()),
         }
     }
@@ -362,6 +367,7 @@ fn fake() -> Fake {
         login: None,
         elsewhere: None,
         sent: Arc::default(),
+        layer_gets: Arc::default(),
     }
 }
 
@@ -574,4 +580,51 @@ async fn media_types_of_no_wasm_layout_are_refused() {
     let artifact = pull(&addr, "legacy", Duration::from_secs(5)).await.unwrap();
     assert!(artifact.legacy);
     assert_eq!(artifact.wasm, fake().layer);
+}
+
+/// Layers kept by digest: a second pull of the same artifact asks for no layer; a kept file
+/// changed on disk, or a link planted in its place, is not used but pulled again and replaced.
+#[tokio::test]
+async fn a_kept_layer_is_used_only_while_it_is_what_its_digest_says() {
+    let fake = Arc::new(fake());
+    let addr = serve(fake.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let cached = || Options {
+        cache: Some(informant_oci::cache::BlobCache::new(
+            dir.path().to_path_buf(),
+            1 << 20,
+        )),
+        ..options(Duration::from_secs(5))
+    };
+    let gets = || fake.layer_gets.load(Ordering::SeqCst);
+    let file = dir.path().join(digest(&fake.layer).replace(':', "-"));
+
+    let first = pull_with(&addr, "good", cached()).await.unwrap();
+    assert_eq!((first.wasm.as_slice(), gets()), (fake.layer.as_slice(), 1));
+    assert_eq!(std::fs::read(&file).unwrap(), fake.layer);
+    let again = pull_with(&addr, "good", cached()).await.unwrap();
+    assert_eq!(
+        (again.wasm.as_slice(), gets()),
+        (fake.layer.as_slice(), 1),
+        "read from the cache"
+    );
+
+    // Changed on disk: not used, pulled again, replaced.
+    std::fs::write(&file, b"\0asm planted").unwrap();
+    let healed = pull_with(&addr, "good", cached()).await.unwrap();
+    assert_eq!((healed.wasm.as_slice(), gets()), (fake.layer.as_slice(), 2));
+    assert_eq!(std::fs::read(&file).unwrap(), fake.layer);
+
+    // A link in its place, even to the right bytes: not followed.
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::write(&elsewhere, &fake.layer).unwrap();
+    std::fs::remove_file(&file).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &file).unwrap();
+    pull_with(&addr, "good", cached()).await.unwrap();
+    assert_eq!(gets(), 3);
+    assert!(!std::fs::symlink_metadata(&file).unwrap().is_symlink());
+
+    // Without a cache, every pull asks.
+    pull(&addr, "good", Duration::from_secs(5)).await.unwrap();
+    assert_eq!(gets(), 4);
 }

@@ -31,6 +31,12 @@ use crate::plugin::load::host_config::SourceSpec;
 use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::status::{ReconcileReport, SourceStatus};
 
+/// The pulled directory's layer cache (a name no tenant can have).
+const LAYERS: &str = ".layers";
+
+/// The most layer bytes kept in the cache.
+const LAYER_CACHE_BYTES: u64 = 256 << 20;
+
 /// Retries of a failed resolve or pull: from 5 s up to the poll interval's order.
 const RETRY: Backoff = Backoff::new(Duration::from_secs(5), Duration::from_secs(300));
 
@@ -129,6 +135,19 @@ impl Sources {
         for spec in &specs {
             distrust(&pulled, spec);
         }
+        let cache = match informant_state::private::ensure_dir(
+            &pulled.join(LAYERS),
+            informant_state::private::Secret::No,
+        ) {
+            Ok(()) => Some(informant_oci::cache::BlobCache::new(
+                pulled.join(LAYERS),
+                LAYER_CACHE_BYTES,
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, "pulled layers are not cached: each pull downloads its layer");
+                None
+            }
+        };
         let mut tasks = JoinSet::new();
         let mut polls = std::collections::BTreeMap::new();
         for spec in specs {
@@ -144,6 +163,7 @@ impl Sources {
                     name: spec.name.clone(),
                 },
                 reports: reports.clone(),
+                cache: cache.clone(),
                 spec,
             };
             polls.insert(follower.id.clone(), ask);
@@ -169,6 +189,8 @@ struct Follower {
     dir: PathBuf,
     id: PluginId,
     reports: Option<mpsc::UnboundedSender<ReconcileReport>>,
+    /// Layers kept by digest, shared by every source.
+    cache: Option<informant_oci::cache::BlobCache>,
 }
 
 impl Follower {
@@ -326,6 +348,7 @@ impl Follower {
             max_wasm_bytes: config.max_wasm_bytes,
             max_manifest_bytes: config.max_manifest_bytes,
             mirrors: config.mirrors.clone(),
+            cache: self.cache.clone(),
             ..Options::default()
         })?)
     }
@@ -409,6 +432,10 @@ fn prune(pulled: &Path, specs: &[SourceSpec]) {
         let Ok(kind) = entry.file_type() else {
             continue;
         };
+        // The layer cache, which trims itself.
+        if name == LAYERS {
+            continue;
+        }
         if kind.is_dir() {
             let Ok(inner) = std::fs::read_dir(entry.path()) else {
                 continue;
@@ -461,6 +488,7 @@ mod tests {
             "team-a/mine.toml",
             "team-a/kept.wasm",
             "team-b/mine.wasm",
+            ".layers/sha256-0000",
         ];
         for f in files {
             let path = dir.path().join(f);
@@ -478,6 +506,7 @@ mod tests {
             left,
             [
                 ".kept.pinned",
+                ".layers/sha256-0000",
                 "kept.toml",
                 "kept.wasm",
                 "team-a/mine.toml",
