@@ -84,7 +84,7 @@ impl BlobCache {
                 Some((meta.modified().ok()?, meta.len(), e.path()))
             })
             .collect();
-        kept.sort_by(|a, b| b.0.cmp(&a.0));
+        kept.sort_by_key(|k| std::cmp::Reverse(k.0));
         let mut total = 0;
         for (_, len, path) in kept {
             total += len;
