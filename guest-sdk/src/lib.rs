@@ -67,6 +67,9 @@ pub mod metrics;
 mod resource;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
+/// Bindings generated from `wit/`; use the documented modules instead.
+#[doc(hidden)]
+pub mod wit;
 
 pub use admission::{Admission, AdmissionRequest};
 pub use cache::QueryError;
@@ -75,30 +78,6 @@ pub use error::{HandlerError, Retry};
 pub use error::{retry, retry_after};
 pub use event::{DecodeError, Event, EventType, Meta};
 pub use resource::Resource;
-
-/// Bindings generated from `wit/`; use the documented modules instead.
-#[doc(hidden)]
-pub mod wit {
-    wit_bindgen::generate!({
-        path: "../wit",
-        // `plugin` and the `admission-hook` export: one component shape for every plugin.
-        world: "admitting-plugin",
-        pub_export_macro: true,
-        export_macro_name: "export",
-        // The wasi:http imports (and the wasi:io and wasi:clocks types they use) are generated
-        // here too, for `http`.
-        generate_all,
-    });
-
-    /// The event and outcome types `events.next` passes, under the names the glue uses.
-    pub use self::informant::plugin::types::{Event, Failure};
-
-    /// The `admission-hook` export's trait and records, under the names the glue uses.
-    pub use self::exports::informant::plugin::admission_hook::Guest as AdmissionGuest;
-    pub use self::informant::plugin::admission::{
-        Request as AdmitRequest, Response as AdmitResponse,
-    };
-}
 
 /// An event-hook plugin: built by [`Plugin::init`] from its config, then fed events one at a time.
 ///

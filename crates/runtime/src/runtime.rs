@@ -45,6 +45,8 @@ use crate::tls::ServerTls;
 
 mod replica;
 
+// Defined beside the state it opens, which must not reach up to the runtime for it.
+pub use crate::durable::StateOptions;
 pub use replica::{Replica, ReplicaState};
 
 /// Errors starting or running a [`Runtime`] or [`Replica`]; each names what failed.
@@ -158,21 +160,6 @@ pub struct RuntimeOptions {
     /// Where plugins pulled from registries (`[[sources]]`) are written (`--pulled-dir`); a
     /// temporary directory removed at exit when not given.
     pub pulled_dir: Option<PathBuf>,
-}
-
-/// Where durable delivery keeps its state, and for which cluster.
-#[derive(Clone, Debug, Default)]
-pub struct StateOptions {
-    /// The state directory (a volume in a pod).
-    pub dir: PathBuf,
-    /// The cluster the state belongs to (its API server URL): another's state is refused.
-    pub cluster: String,
-    /// Who this host is (`--identity`), written in the state's lock for a second host to report.
-    pub identity: Option<String>,
-    /// The API server starts empty on every start (`informant dev`'s embedded one): its
-    /// resourceVersions start over, so none stored is resumed from and every restored
-    /// informer lists, giving plugins the difference from what they had handled.
-    pub server_starts_empty: bool,
 }
 
 /// Informers, plugins and the reloader of a running `dev` or `run`.

@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::dir::FILE_NAME;
+use crate::file::FILE_NAME;
 
 /// How many set-aside state files are kept; older ones are deleted.
 pub const KEEP_SET_ASIDE: usize = 3;

@@ -13,6 +13,7 @@ use crate::aside;
 use crate::backend::CountingBackend;
 use crate::compact::Compactor;
 use crate::error::{Refusal, Result, SetAside, StateError, db};
+use crate::file::{FILE_NAME, create, unsafe_at};
 use crate::journal::{StateWriter, WriterThread};
 use crate::letters::{DeadLetter, LetterCounts, letter};
 use crate::lock::{Holder, Lock};
@@ -22,9 +23,6 @@ use crate::stored::StoredVersion;
 use crate::tables::{
     CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, FORMAT, INFORMERS, META, VERSION_META, VERSIONS,
 };
-
-/// The file name of the state inside the state directory.
-pub const FILE_NAME: &str = "state.redb";
 
 /// Everything stored, as read at startup.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -444,23 +442,6 @@ impl Drop for StateDir {
 /// A poisoned lock still holds consistent data here: every holder only swaps or reads a value.
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// Opens (creating it 0600 if missing) a file of the state directory, checked private.
-pub(crate) fn create(path: &Path) -> Result<File> {
-    private::open_file(path, Access::Create, Secret::Yes)
-        .map_err(unsafe_at(path))?
-        .ok_or_else(|| StateError::File {
-            path: path.to_path_buf(),
-            action: "create it",
-            source: io::ErrorKind::NotFound.into(),
-        })
-}
-
-/// Maps a private-file refusal of `path` to the state's error.
-pub(crate) fn unsafe_at(path: &Path) -> impl FnOnce(private::PrivateError) -> StateError {
-    let path = path.to_path_buf();
-    move |source| StateError::Unsafe { path, source }
 }
 
 /// Opens the state file for writing; `check`: run redb's integrity check (every page's checksum).

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::journal::Text;
+use crate::stored::Text;
 
 /// Whether a watch can resume from `rv` after a restart and its changes be told apart by it:
 /// a number, as etcd's resource versions are.

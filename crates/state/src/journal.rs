@@ -37,7 +37,7 @@ use crate::compact::Compactor;
 use crate::held::{Held, Mark, Pending};
 use crate::letters::DeadLetter;
 use crate::letters::{self, LetterCounts};
-use crate::stored::Stored;
+use crate::stored::Text;
 use crate::tables::{CURSORS, DEAD_LETTER_IDS, DEAD_LETTERS, INFORMERS, VERSION_META, VERSIONS};
 
 /// The longest a sent op waits before its batch commits (unless a flush asks sooner).
@@ -58,9 +58,6 @@ const MAX_CUT: usize = 5_000;
 
 /// The most ops still queued behind a batch for it to take fresh cursors (and those ops).
 const FRESH_CURSORS_MAX_WAITING: usize = 4096;
-
-/// An object version the journal may hold without copying it (one the caller keeps anyway).
-pub type Text = Arc<dyn Stored>;
 
 enum Op {
     Record {

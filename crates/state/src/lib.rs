@@ -28,6 +28,7 @@ mod backend;
 mod compact;
 mod dir;
 mod error;
+mod file;
 mod held;
 mod journal;
 pub mod letters;
@@ -41,11 +42,12 @@ mod tables;
 mod tests;
 
 pub use aside::KEEP_SET_ASIDE;
-pub use dir::{Cursor, FILE_NAME, InformerState, Snapshot, StateDir, Version};
+pub use dir::{Cursor, InformerState, Snapshot, StateDir, Version};
 pub use error::{Refusal, Result, SetAside, StateError};
-pub use journal::{BATCH_WINDOW, CursorSource, JournalStats, StateWriter, Text};
+pub use file::FILE_NAME;
+pub use journal::{BATCH_WINDOW, CursorSource, JournalStats, StateWriter};
 pub use letters::{
     DeadLetter, MAX_DEAD_LETTERS_PER_PLUGIN, MAX_DEAD_LETTERS_PER_TENANT, tenant_of,
 };
 pub use lock::{Holder, LOCK_FILE_NAME};
-pub use stored::{Stored, StoredVersion};
+pub use stored::{Stored, StoredVersion, Text};

@@ -35,7 +35,7 @@ impl Lock {
     /// Takes the lock of `dir` (checked private already) for `holder`, or says who has it.
     pub(crate) fn take(dir: &Path, holder: &Holder) -> Result<Lock> {
         let path = dir.join(LOCK_FILE_NAME);
-        let mut file = crate::dir::create(&path)?;
+        let mut file = crate::file::create(&path)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(TryLockError::WouldBlock) => {

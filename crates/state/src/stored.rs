@@ -4,6 +4,8 @@
 //! from the JSON (an informer's frozen form), so a restart can rebuild the object without
 //! parsing the JSON. Empty when the caller has none.
 
+use std::sync::Arc;
+
 /// An object version the journal stores: its JSON, and the caller's metadata of it.
 ///
 /// The journal holds it until it is written, and asks for the metadata then, on its writer
@@ -14,6 +16,9 @@ pub trait Stored: Send + Sync {
     /// The caller's metadata of the JSON, opaque to the state; empty for none.
     fn meta(&self) -> Vec<u8>;
 }
+
+/// An object version the journal may hold without copying it (one the caller keeps anyway).
+pub type Text = Arc<dyn Stored>;
 
 /// JSON alone, with no metadata.
 impl Stored for Box<str> {

@@ -34,6 +34,7 @@
 //! [`DevServer`]: crate::DevServer
 
 mod call;
+mod error;
 mod matching;
 mod review;
 mod writes;
@@ -43,9 +44,8 @@ use std::sync::Arc;
 use kube::core::admission::Operation;
 use serde_json::{Value, json};
 
-pub use call::{CallError, PostError};
+pub use error::{CallError, InvalidResponse, PostError};
 pub(crate) use matching::config_causes;
-pub use review::InvalidResponse;
 
 use crate::Shared;
 use crate::api::{Sub, WriteOpts};

@@ -14,50 +14,9 @@ use kube::core::{DynamicObject, GroupVersionKind, GroupVersionResource, TypeMeta
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::call::CallError;
+use super::error::{CallError, InvalidResponse};
 use super::{Attempt, Target};
 use crate::identity::Identity;
-
-/// How an AdmissionReview response breaks the protocol, in kube-apiserver's words.
-#[derive(Debug, thiserror::Error)]
-pub enum InvalidResponse {
-    /// No `response` in the review.
-    #[error("webhook response was absent")]
-    Absent,
-    /// The response answers another request.
-    #[error("expected response.uid={expected:?}, got {got:?}")]
-    Uid {
-        /// The request's uid.
-        expected: String,
-        /// The response's.
-        got: String,
-    },
-    /// Not an `admission.k8s.io/v1` `AdmissionReview`.
-    #[error("expected webhook response of admission.k8s.io/v1, Kind=AdmissionReview, got {got}")]
-    Type {
-        /// `apiVersion, Kind=kind` as received.
-        got: String,
-    },
-    /// A patch without its type.
-    #[error("webhook returned response.patch but not response.patchType")]
-    PatchWithoutType,
-    /// A patch type without a patch.
-    #[error("webhook returned response.patchType but not response.patch")]
-    TypeWithoutPatch,
-    /// A validating webhook tried to change the object.
-    #[error("validating webhook may not return response.patch")]
-    ValidatingPatch,
-    /// A validating webhook named a patch type.
-    #[error("validating webhook may not return response.patchType")]
-    ValidatingPatchType,
-    /// `patch` is text that is not base64.
-    #[error("response.patch is not base64: {source}")]
-    Base64 {
-        /// The decoder's error.
-        #[source]
-        source: base64::DecodeError,
-    },
-}
 
 /// The `userInfo` of a request made as `who`. The unauthenticated caller, unrestricted here,
 /// is reported as a cluster admin (`system:admin` in `system:masters`); an impersonated user

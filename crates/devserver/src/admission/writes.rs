@@ -8,7 +8,8 @@ use http::HeaderValue;
 use kube::core::admission::Operation;
 use serde_json::Value;
 
-use super::call::{self, CallError};
+use super::call;
+use super::error::CallError;
 use super::matching::{self, Hook};
 use super::review::{self, Verdict};
 use super::{ATTEMPTS, Admit, Attempt, Error, PatchProblem, Target, commit_opts, options};

@@ -35,12 +35,26 @@ use std::time::Duration;
 use parking_lot::Mutex;
 
 use crate::informer::{InformerFactory, InformerKey, ListenerGauges, SharedInformer, StoredObject};
-use crate::runtime::StateOptions;
 use crate::shard::cursors::Entry;
 use informant_state::{Cursor, DeadLetter, JournalStats, Snapshot, StateDir};
 
 /// How often plugins' cursors are saved.
 pub(crate) const SAVE_EVERY: Duration = Duration::from_secs(1);
+
+/// Where durable delivery keeps its state, and for which cluster.
+#[derive(Clone, Debug, Default)]
+pub struct StateOptions {
+    /// The state directory (a volume in a pod).
+    pub dir: PathBuf,
+    /// The cluster the state belongs to (its API server URL): another's state is refused.
+    pub cluster: String,
+    /// Who this host is (`--identity`), written in the state's lock for a second host to report.
+    pub identity: Option<String>,
+    /// The API server starts empty on every start (`informant dev`'s embedded one): its
+    /// resourceVersions start over, so none stored is resumed from and every restored
+    /// informer lists, giving plugins the difference from what they had handled.
+    pub server_starts_empty: bool,
+}
 
 /// The state directory could not be used at all.
 #[derive(Debug, thiserror::Error)]

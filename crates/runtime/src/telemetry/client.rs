@@ -17,8 +17,8 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, SignatureScheme};
 
-use super::Error;
 use super::config::Target;
+use super::error::Error;
 
 /// The client for `target`: TLS when it is `https://`, the headers on every request.
 pub(super) fn build(

@@ -25,7 +25,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
-use super::Error;
+use super::error::Error;
 use crate::redact;
 
 /// Which spans are exported: a share of traces, by trace id (the spec's `traceidratio`), and

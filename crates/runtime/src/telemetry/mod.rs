@@ -24,6 +24,7 @@
 
 mod client;
 pub(crate) mod config;
+mod error;
 pub mod export;
 mod span;
 
@@ -33,7 +34,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use opentelemetry_sdk::trace::SdkTracer;
 use parking_lot::RwLock;
 
-pub use export::{Error, ExportConfig, ExportStats, Sampling, Traces};
+pub use error::Error;
+pub use export::{ExportConfig, ExportStats, Sampling, Traces};
 pub use span::{AdmissionSpan, EventSpan, HostSpan, SLOW_QUERY};
 
 /// Whether traces are on; read first by every span constructor so the off case is one load.

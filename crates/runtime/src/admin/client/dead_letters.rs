@@ -1,7 +1,8 @@
 //! `informant dead-letters`: a host's dead letters listed, retried or dropped through its admin
 //! server (see [`crate::admin::dead_letters`] for what the routes do).
 
-use super::{AdminClient, ERROR_CELL, Result, cell};
+use super::table::{ERROR_CELL, cell};
+use super::{AdminClient, Result};
 use informant_state::DeadLetter;
 
 use crate::admin::dead_letters::{Outcome, Page, Selection};

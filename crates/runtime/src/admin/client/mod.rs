@@ -39,7 +39,6 @@ pub(crate) mod tls;
 pub mod transport;
 
 pub use credentials::Credentials;
-use table::cell;
 pub use table::{status_json, status_table};
 pub use tls::{Tls, Trust};
 pub use transport::Endpoint;
@@ -49,9 +48,6 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a failed exchange over a port-forward waits for the API server's reason.
 const FORWARD_REASON: Duration = Duration::from_secs(2);
-
-/// Longest error text a table cell shows; `--output json` has it whole.
-const ERROR_CELL: usize = 60;
 
 /// Errors reading an admin server.
 #[derive(Debug, thiserror::Error)]

@@ -2,8 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use super::{ERROR_CELL, StatusRow};
+use super::StatusRow;
 use crate::plugin::text::escape_controls;
+
+/// Longest error text a table cell shows; `--output json` has it whole.
+pub(super) const ERROR_CELL: usize = 60;
 
 /// How `informant status` shows a plugin's state: coloured for a terminal.
 fn state_colour(state: &str) -> &'static str {
