@@ -41,7 +41,6 @@ use crate::durable::Durable;
 use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::plugin::PluginError;
 use crate::plugin::dispatch::change_filter::ChangeFilters;
-use crate::plugin::exec::admit::Admitter;
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::gate::open_when_settled;
 use crate::plugin::id::PluginId;
@@ -52,8 +51,9 @@ use crate::plugin::load::loaded::Loaded;
 use crate::plugin::load::permitted;
 use crate::plugin::load::plan::{self as planning, Candidate, Step, plan};
 use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
+use crate::plugin::load::registry::Registry;
 use crate::plugin::load::scan::{Found, scan_with};
-use crate::plugin::load::status::{ReconcileReport, Refusal, Running, SourceStatus};
+use crate::plugin::load::status::ReconcileReport;
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
 use crate::plugin::logbook::LogBook;
 use crate::shard::Shard;
@@ -70,25 +70,12 @@ pub struct PluginHost {
     /// Each plugin's last log lines, for `/logs`.
     pub(super) logbook: Arc<LogBook>,
     pub(super) loaded: Mutex<BTreeMap<PluginId, Loaded>>,
-    /// What is running, republished after every change to `loaded`: readers (status, the
-    /// admin endpoints) never wait for a reconcile, which holds `loaded` while plugins load.
-    pub(super) running: RwLock<BTreeMap<PluginId, Running>>,
-    /// The plugins waiting, replaced at the end of each reconcile; the count is for whoever
-    /// schedules retries.
-    pub(super) waiting: RwLock<BTreeMap<PluginId, Waiting>>,
-    pub(super) waiting_count: watch::Sender<usize>,
-    /// The admission hooks of what runs (during a swap, the old version's until the new one's
-    /// are published).
-    pub(super) admitters: RwLock<BTreeMap<PluginId, Arc<Admitter>>>,
+    /// What runs, waits and was refused, republished after every change to `loaded`: readers
+    /// (status, the admin endpoints) never wait for a reconcile, which holds `loaded` while
+    /// plugins load.
+    pub(super) registry: Registry,
     /// Only admission: handlers take no event, schedules do not tick.
     pub(super) admission_only: bool,
-    /// Old versions whose hooks answer until their new version's are published.
-    pub(super) swapping: parking_lot::Mutex<BTreeMap<PluginId, Arc<Admitter>>>,
-    /// Bumped whenever `running` is republished.
-    pub(super) published: watch::Sender<u64>,
-    /// The plugins (and directories) whose files the latest reconcile refused, with why and
-    /// since when; a running plugin among them runs its earlier version.
-    pub(super) refused: RwLock<BTreeMap<PluginId, Refusal>>,
     /// Change filters in use, shared by every watch naming the same one.
     pub(super) change_filters: ChangeFilters,
     /// Each tenant's plugin metric names and budget, shared by its plugins' versions.
@@ -108,8 +95,6 @@ pub struct PluginHost {
     pub(super) shard: Option<Shard>,
     /// Where plugins pulled from registries are written (`[[sources]]`), scanned beside `dir`.
     pub(super) pulled_dir: Option<PathBuf>,
-    /// What each source last pulled, or why it could not, by the plugin it writes.
-    pub(super) sources: RwLock<BTreeMap<PluginId, SourceStatus>>,
 }
 
 impl PluginHost {
@@ -129,14 +114,8 @@ impl PluginHost {
             logbook: Arc::default(),
             config: RwLock::new(Arc::new(config)),
             loaded: Mutex::new(BTreeMap::new()),
-            running: RwLock::new(BTreeMap::new()),
-            waiting: RwLock::new(BTreeMap::new()),
-            waiting_count: watch::channel(0).0,
-            admitters: RwLock::new(BTreeMap::new()),
-            swapping: parking_lot::Mutex::new(BTreeMap::new()),
+            registry: Registry::default(),
             admission_only: false,
-            published: watch::channel(0).0,
-            refused: RwLock::new(BTreeMap::new()),
             change_filters: ChangeFilters::default(),
             metric_tenants: Arc::default(),
             crd_watch: Mutex::new(None),
@@ -145,7 +124,6 @@ impl PluginHost {
             durable: None,
             shard: None,
             pulled_dir: None,
-            sources: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -206,11 +184,9 @@ impl PluginHost {
 
     /// The plugins registered now (`tenant/name`).
     pub fn loaded_ids(&self) -> Vec<String> {
-        self.running
-            .read()
-            .keys()
-            .map(|id| id.to_string())
-            .collect()
+        let entries = self.registry.read();
+        let running = entries.iter().filter(|(_, e)| e.running().is_some());
+        running.map(|(id, _)| id.to_string()).collect()
     }
 
     /// The change filters in use: (description, evaluations, runtime errors) each.
@@ -293,7 +269,7 @@ impl PluginHost {
             Ok(f) => f,
             Err(e) => {
                 report.errors.push((PluginId::directory(""), e));
-                self.record_refusals(&report);
+                self.registry.record_refusals(&report);
                 return report;
             }
         };
@@ -323,7 +299,7 @@ impl PluginHost {
         };
         // Read under `loaded`, which every writer of `waiting` holds: no wait can slip by.
         let only: Option<BTreeSet<PluginId>> =
-            waiting_only.then(|| self.waiting.read().keys().cloned().collect());
+            waiting_only.then(|| self.registry.waiting().into_keys().collect());
         report.only = only.as_ref().map(|o| o.iter().cloned().collect());
         let candidates: BTreeMap<PluginId, Candidate> = found
             .iter()
@@ -431,7 +407,7 @@ impl PluginHost {
         for (id, f, policy) in wanted {
             pending.push(self.prepare_one(id, f, policy, config.clone()));
         }
-        let waited = self.waiting.read().clone();
+        let waited = self.registry.waiting();
         let mut waiting = BTreeMap::new();
         let mut ready = HashMap::new();
         while let Some((id, f, policy, prepared)) = pending.next().await {
@@ -482,7 +458,7 @@ impl PluginHost {
                         }
                         let replaced = match loaded.remove(&id) {
                             Some(old) => {
-                                self.swapping(&id, &old);
+                                self.registry.swapping(&id, old.admitter.clone());
                                 self.publish(&loaded);
                                 old.stop().await;
                                 true
@@ -606,7 +582,7 @@ impl PluginHost {
                                 admitter,
                             },
                         );
-                        self.swapped(&id);
+                        self.registry.swapped(&id);
                         self.publish(&loaded);
                         if replaced {
                             report.replaced.push(id);
@@ -646,7 +622,7 @@ impl PluginHost {
             }
         }
         // A swap that did not end in a registered version leaves no old hooks behind.
-        if !std::mem::take(&mut *self.swapping.lock()).is_empty() {
+        if self.registry.end_swaps() {
             self.publish(&loaded);
         }
         self.sync_crd_watch(&loaded).await;
@@ -655,11 +631,8 @@ impl PluginHost {
         report.replaced.sort();
         report.errors.sort_by(|a, b| a.0.cmp(&b.0));
         report.waiting.sort_by(|a, b| a.0.cmp(&b.0));
-        self.record_refusals(&report);
-        let count = waiting.len();
-        *self.waiting.write() = waiting;
-        self.waiting_count
-            .send_if_modified(|c| std::mem::replace(c, count) != count);
+        self.registry.record_refusals(&report);
+        self.registry.set_waiting(waiting);
         report
     }
 
@@ -748,17 +721,26 @@ impl PluginHost {
         }
     }
 
+    /// Makes `loaded` what readers see.
+    pub(super) fn publish(&self, loaded: &BTreeMap<PluginId, Loaded>) {
+        // A plugin gone from disk takes its lines with it; one waiting to load keeps them.
+        let waiting = self.registry.waiting();
+        self.logbook
+            .retain(|id| loaded.contains_key(id) || waiting.contains_key(id));
+        self.registry.publish(
+            loaded
+                .iter()
+                .map(|(id, l)| (id.clone(), l.published(), l.admitter.clone())),
+        );
+    }
+
     /// Unregisters every plugin.
     pub async fn shutdown(&self) {
         let mut loaded = self.loaded.lock().await;
         if let Some(shard) = &self.shard {
             shard.book.release_all();
         }
-        self.running.write().clear();
-        self.admitters.write().clear();
-        self.waiting.write().clear();
-        self.waiting_count.send_replace(0);
-        self.refused.write().clear();
+        self.registry.clear();
         let all = std::mem::take(&mut *loaded);
         // All at once: shutdown takes the longest in-flight call, not the sum of them.
         futures::future::join_all(all.into_values().map(Loaded::stop)).await;

@@ -11,6 +11,7 @@
 //! - `handover`: a plugin taken over from another shard member starts where its cursors say.
 //! - `plan`: what a reconcile does, decided from data alone (table-tested).
 //! - `prepare`: one version from bytes to a started supervisor, not yet registered.
+//! - `registry`: what runs, waits and was refused, per plugin, as readers see it.
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
 //! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
 //! - [`rediscover`]: re-expands running wildcard watches when CRDs change (and periodically).
@@ -32,6 +33,7 @@ mod plan;
 mod prepare;
 pub mod rediscover;
 pub(crate) mod redrive;
+mod registry;
 pub mod reload;
 pub(crate) mod retry_waiting;
 mod scan;

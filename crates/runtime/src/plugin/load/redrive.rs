@@ -48,11 +48,10 @@ impl PluginHost {
     /// The running or waiting plugin whose id (`tenant/name`, or `name` for a top-level one) is
     /// exactly `plugin`: nothing in it is resolved or decoded.
     pub fn find_plugin(&self, plugin: &str) -> Option<PluginId> {
-        let running = self.running.read();
-        let waiting = self.waiting.read();
-        running
-            .keys()
-            .chain(waiting.keys())
+        let entries = self.registry.read();
+        let known = entries.iter().filter(|(_, e)| e.is_known());
+        known
+            .map(|(id, _)| id)
             .find(|id| id.to_string() == plugin)
             .cloned()
     }
@@ -75,8 +74,11 @@ impl PluginHost {
             other => return Err(NotRedriven::UnknownEvent(other.to_string())),
         };
         let (store, queue) = {
-            let running = self.running.read();
-            let r = running.get(id).ok_or(NotRedriven::NotRunning)?;
+            let entries = self.registry.read();
+            let r = entries
+                .get(id)
+                .and_then(|e| e.running())
+                .ok_or(NotRedriven::NotRunning)?;
             let (_, store, queue) = r
                 .queues_by_informer
                 .iter()
