@@ -40,7 +40,6 @@ use tracing::Instrument;
 use crate::durable::Durable;
 use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
 use crate::plugin::PluginError;
-use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::gate::open_when_settled;
 use crate::plugin::id::PluginId;
@@ -50,25 +49,23 @@ use crate::plugin::load::host_config::{HostConfig, NeedsRestart};
 use crate::plugin::load::loaded::Loaded;
 use crate::plugin::load::permitted;
 use crate::plugin::load::plan::{self as planning, Candidate, Step, plan};
-use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
+use crate::plugin::load::prepare::{Prepared, Preparer, SYNC_WAIT, Watched};
+use crate::plugin::load::register::{Cursors, register, tenant_room};
 use crate::plugin::load::registry::Registry;
 use crate::plugin::load::scan::{Found, scan_with};
 use crate::plugin::load::status::ReconcileReport;
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
-use crate::plugin::logbook::LogBook;
 use crate::shard::Shard;
 use crate::tenancy::TenantPolicy;
 
 /// Loads plugins from a directory and keeps them registered with the informers.
 pub struct PluginHost {
     pub(super) dir: PathBuf,
-    pub(super) engine: Arc<PluginEngine>,
     pub(super) factory: Arc<InformerFactory>,
+    /// Takes each new version from its files to a started supervisor.
+    pub(super) preparer: Preparer,
     /// Replaced whole by [`PluginHost::set_config`]; each reconcile works from one snapshot.
     pub(super) config: RwLock<Arc<HostConfig>>,
-    pub(super) logs: broadcast::Sender<PluginLog>,
-    /// Each plugin's last log lines, for `/logs`.
-    pub(super) logbook: Arc<LogBook>,
     pub(super) loaded: Mutex<BTreeMap<PluginId, Loaded>>,
     /// What runs, waits and was refused, republished after every change to `loaded`: readers
     /// (status, the admin endpoints) never wait for a reconcile, which holds `loaded` while
@@ -76,13 +73,6 @@ pub struct PluginHost {
     pub(super) registry: Registry,
     /// Only admission: handlers take no event, schedules do not tick.
     pub(super) admission_only: bool,
-    /// Change filters in use, shared by every watch naming the same one.
-    pub(super) change_filters: ChangeFilters,
-    /// Each tenant's plugin metric names and budget, shared by its plugins' versions.
-    pub(super) metric_tenants: Arc<crate::plugin::metrics::MetricTenants>,
-    /// Where plugins' writes go: the host's client, dry-run for every write when the host is
-    /// (`--dry-run-writes`).
-    pub(super) cluster: Cluster,
     /// The CRD informer's handler, registered while some plugin has a wildcard watch; it
     /// counts CRD changes on `crd_changes` for [`crate::plugin::load::rediscover`].
     pub(super) crd_watch: Mutex<Option<(InformerClaim, ListenerHandle)>>,
@@ -107,17 +97,12 @@ impl PluginHost {
     ) -> Self {
         PluginHost {
             dir,
-            engine,
-            cluster: Cluster::new(factory.client().clone(), false),
+            preparer: Preparer::new(engine, factory.clone(), config.log_buffer),
             factory,
-            logs: broadcast::channel(config.log_buffer.max(1)).0,
-            logbook: Arc::default(),
             config: RwLock::new(Arc::new(config)),
             loaded: Mutex::new(BTreeMap::new()),
             registry: Registry::default(),
             admission_only: false,
-            change_filters: ChangeFilters::default(),
-            metric_tenants: Arc::default(),
             crd_watch: Mutex::new(None),
             crd_changes: watch::channel(0).0,
             rediscoveries: watch::channel(0).0,
@@ -130,7 +115,7 @@ impl PluginHost {
     /// Sends every plugin write with `dryRun=All`: the API server validates and admits it, and
     /// persists nothing (`--dry-run-writes`).
     pub fn with_dry_run_writes(mut self, dry_run: bool) -> Self {
-        self.cluster = Cluster::new(self.factory.client().clone(), dry_run);
+        self.preparer.cluster = Cluster::new(self.factory.client().clone(), dry_run);
         self
     }
 
@@ -191,13 +176,13 @@ impl PluginHost {
 
     /// The change filters in use: (description, evaluations, runtime errors) each.
     pub fn change_filter_stats(&self) -> Vec<(String, u64, u64)> {
-        self.change_filters.stats()
+        self.preparer.change_filters.stats()
     }
 
     /// Broadcasts plugins' log lines on `logs` instead of a channel of the host's own, so a
     /// subscriber can exist before anything loads.
     pub fn with_logs(mut self, logs: broadcast::Sender<PluginLog>) -> Self {
-        self.logs = logs;
+        self.preparer.logs = logs;
         self
     }
 
@@ -211,7 +196,7 @@ impl PluginHost {
     /// does not hold (restart policy, log buffer) stay. Refused, keeping the old config, when it
     /// allows more memory per plugin than the engine's slots were sized for at start.
     pub fn set_config(&self, new: HostConfig) -> Result<(), NeedsRestart> {
-        let slot_mib = self.engine.options().max_memory_bytes >> 20;
+        let slot_mib = self.preparer.engine.options().max_memory_bytes >> 20;
         if new.max_memory_mib as usize > slot_mib {
             return Err(NeedsRestart::MaxMemory {
                 asked_mib: new.max_memory_mib,
@@ -652,7 +637,7 @@ impl PluginHost {
         let span = id.span();
         let taking_over = self.shard.clone();
         let prepared = async {
-            let mut prepared = self.prepare(&id, &f, &policy, &config).await?;
+            let mut prepared = self.preparer.prepare(&id, &f, &policy, &config).await?;
             if let Some(shard) = &taking_over {
                 self.take_over(shard, &id, &mut prepared).await;
             }
@@ -725,7 +710,8 @@ impl PluginHost {
     pub(super) fn publish(&self, loaded: &BTreeMap<PluginId, Loaded>) {
         // A plugin gone from disk takes its lines with it; one waiting to load keeps them.
         let waiting = self.registry.waiting();
-        self.logbook
+        self.preparer
+            .logbook
             .retain(|id| loaded.contains_key(id) || waiting.contains_key(id));
         self.registry.publish(
             loaded

@@ -10,7 +10,9 @@
 //! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
 //! - `handover`: a plugin taken over from another shard member starts where its cursors say.
 //! - `plan`: what a reconcile does, decided from data alone (table-tested).
-//! - `prepare`: one version from bytes to a started supervisor, not yet registered.
+//! - `prepare`: one version from bytes to a started supervisor, not yet registered; its
+//!   admission decided from data alone (unit-tested).
+//! - `register`: a prepared version's handlers registered, and its tenant's room for it.
 //! - `registry`: what runs, waits and was refused, per plugin, as readers see it.
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
 //! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
@@ -33,6 +35,7 @@ mod plan;
 mod prepare;
 pub mod rediscover;
 pub(crate) mod redrive;
+mod register;
 mod registry;
 pub mod reload;
 pub(crate) mod retry_waiting;

@@ -23,7 +23,8 @@ use crate::plugin::bindings::WitResource;
 use crate::plugin::id::PluginId;
 use crate::plugin::imports::cache::CacheView;
 use crate::plugin::load::permitted;
-use crate::plugin::load::prepare::{Start, register};
+use crate::plugin::load::prepare::Start;
+use crate::plugin::load::register::register;
 use crate::plugin::load::wildcard::expand;
 
 use crate::plugin::load::loaded::Loaded;
@@ -186,7 +187,9 @@ impl PluginHost {
                     continue;
                 }
                 let expanded = expand(w, &discovered, &l.policy.grant);
-                let (now, refused) = self.permitted(w, &l.policy, expanded).await;
+                let (host, cluster) = (self.factory.client(), &self.preparer.cluster);
+                let (now, refused) =
+                    permitted::for_watch(host, cluster, w, &l.policy, expanded).await;
                 not_permitted.extend(refused);
                 let had: BTreeSet<String> = l
                     .kinds

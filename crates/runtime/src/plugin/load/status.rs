@@ -281,14 +281,14 @@ impl PluginHost {
 
     /// Every line plugins log from now on.
     pub fn subscribe_logs(&self) -> broadcast::Receiver<PluginLog> {
-        self.logs.subscribe()
+        self.preparer.logs.subscribe()
     }
 
     /// The last lines of a plugin that is loaded or waiting, by exact tenant and name; `None`
     /// for any other. Never waits for a reconcile in progress.
     pub fn log_ring(&self, id: &PluginId) -> Option<Arc<LogRing>> {
         let known = self.registry.read().get(id).is_some_and(|e| e.is_known());
-        known.then(|| self.logbook.ring(id))
+        known.then(|| self.preparer.logbook.ring(id))
     }
 
     /// Every running plugin with its supervisor and queue figures, read in one go; never waits
