@@ -11,8 +11,8 @@ use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::load::host_config::{HostConfig, same_limits};
 use crate::plugin::load::permitted::NotPermitted;
-use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::status::Running;
+use crate::plugin::load::wildcard::WildcardWatches;
 use crate::tenancy::TenantPolicy;
 
 /// A registered plugin version: its supervisor, its informer claims with their handlers, and

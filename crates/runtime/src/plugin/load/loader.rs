@@ -38,18 +38,21 @@ use tokio::sync::{Mutex, broadcast, watch};
 use tracing::Instrument;
 
 use crate::durable::Durable;
-use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
+use crate::informer::{HandlerOptions, InformerFactory};
 use crate::plugin::PluginError;
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::gate::open_when_settled;
 use crate::plugin::id::PluginId;
 use crate::plugin::imports::cluster::Cluster;
 use crate::plugin::imports::log::PluginLog;
+use crate::plugin::load::handover::Handover;
 use crate::plugin::load::host_config::{HostConfig, NeedsRestart};
 use crate::plugin::load::loaded::Loaded;
 use crate::plugin::load::permitted;
 use crate::plugin::load::plan::{self as planning, Candidate, Step, plan};
 use crate::plugin::load::prepare::{Prepared, Preparer, SYNC_WAIT, Watched};
+use crate::plugin::load::rediscovery::{KindChanges, Rediscovery};
+use crate::plugin::load::redrive::{self, NotRedriven};
 use crate::plugin::load::register::{Cursors, register, tenant_room};
 use crate::plugin::load::registry::Registry;
 use crate::plugin::load::scan::{Found, scan_with};
@@ -73,12 +76,8 @@ pub struct PluginHost {
     pub(super) registry: Registry,
     /// Only admission: handlers take no event, schedules do not tick.
     pub(super) admission_only: bool,
-    /// The CRD informer's handler, registered while some plugin has a wildcard watch; it
-    /// counts CRD changes on `crd_changes` for [`crate::plugin::load::rediscover`].
-    pub(super) crd_watch: Mutex<Option<(InformerClaim, ListenerHandle)>>,
-    pub(super) crd_changes: watch::Sender<u64>,
-    /// Counts finished [`PluginHost::rediscover`]s, changed or not.
-    pub(super) rediscoveries: watch::Sender<u64>,
+    /// Re-expands wildcard watches when the served kinds may have changed.
+    pub(super) rediscovery: Rediscovery,
     /// Durable delivery (`--state-dir`): plugins' cursors kept across restarts.
     pub(super) durable: Option<Arc<Durable>>,
     /// Sharded mode (`--shard-group`): only the plugins this member owns run here.
@@ -98,14 +97,12 @@ impl PluginHost {
         PluginHost {
             dir,
             preparer: Preparer::new(engine, factory.clone(), config.log_buffer),
+            rediscovery: Rediscovery::new(factory.clone()),
             factory,
             config: RwLock::new(Arc::new(config)),
             loaded: Mutex::new(BTreeMap::new()),
             registry: Registry::default(),
             admission_only: false,
-            crd_watch: Mutex::new(None),
-            crd_changes: watch::channel(0).0,
-            rediscoveries: watch::channel(0).0,
             durable: None,
             shard: None,
             pulled_dir: None,
@@ -610,7 +607,7 @@ impl PluginHost {
         if self.registry.end_swaps() {
             self.publish(&loaded);
         }
-        self.sync_crd_watch(&loaded).await;
+        self.rediscovery.sync_crd_watch(&loaded).await;
         // Plugins finish loading in any order; the report lists them by tenant and name.
         report.loaded.sort();
         report.replaced.sort();
@@ -639,7 +636,12 @@ impl PluginHost {
         let prepared = async {
             let mut prepared = self.preparer.prepare(&id, &f, &policy, &config).await?;
             if let Some(shard) = &taking_over {
-                self.take_over(shard, &id, &mut prepared).await;
+                let handover = Handover {
+                    shard,
+                    durable: self.durable.as_ref(),
+                    factory: &self.factory,
+                };
+                handover.take_over(&id, &mut prepared).await;
             }
             Ok(prepared)
         }
@@ -706,6 +708,51 @@ impl PluginHost {
         }
     }
 
+    /// Follows how many re-discoveries have finished (their changes published in
+    /// [`status`](Self::status)).
+    pub fn subscribe_rediscoveries(&self) -> watch::Receiver<u64> {
+        self.rediscovery.subscribe_rediscoveries()
+    }
+
+    /// Follows changes to the cluster's CRDs (a count, bumped per change) while some running
+    /// plugin has a wildcard watch.
+    pub fn subscribe_crd_changes(&self) -> watch::Receiver<u64> {
+        self.rediscovery.subscribe_crd_changes()
+    }
+
+    /// Re-expands every running plugin's wildcard watches against a fresh discovery (see
+    /// [`crate::plugin::load::rediscover`]), serialised with reconciles; what changed, per plugin.
+    pub async fn rediscover(&self) -> Result<Vec<KindChanges>, crate::informer::Error> {
+        let mut loaded = self.loaded.lock().await;
+        let (cluster, cursors) = (&self.preparer.cluster, self.cursors());
+        let rediscovered = self.rediscovery.rediscover(&mut loaded, cluster, cursors);
+        let Some(changes) = rediscovered.await? else {
+            return Ok(Vec::new());
+        };
+        self.publish(&loaded);
+        self.rediscovery.finished();
+        Ok(changes)
+    }
+
+    /// The running or waiting plugin whose id (`tenant/name`, or `name` for a top-level one) is
+    /// exactly `plugin`: nothing in it is resolved or decoded.
+    pub fn find_plugin(&self, plugin: &str) -> Option<PluginId> {
+        redrive::find_plugin(&self.registry, plugin)
+    }
+
+    /// Queues `key` (`namespace/name` or `name`) on `informer` (an informer id) again for the
+    /// running plugin `id`, as an event of type `event` (`added`, `updated`, `deleted`,
+    /// `resync`) carrying the object as the cache has it now (see [`redrive`]).
+    pub fn redrive(
+        &self,
+        id: &PluginId,
+        informer: &str,
+        key: &str,
+        event: &str,
+    ) -> Result<(), NotRedriven> {
+        redrive::redrive(&self.registry, id, informer, key, event)
+    }
+
     /// Makes `loaded` what readers see.
     pub(super) fn publish(&self, loaded: &BTreeMap<PluginId, Loaded>) {
         // A plugin gone from disk takes its lines with it; one waiting to load keeps them.
@@ -730,6 +777,6 @@ impl PluginHost {
         let all = std::mem::take(&mut *loaded);
         // All at once: shutdown takes the longest in-flight call, not the sum of them.
         futures::future::join_all(all.into_values().map(Loaded::stop)).await;
-        self.sync_crd_watch(&loaded).await;
+        self.rediscovery.sync_crd_watch(&loaded).await;
     }
 }

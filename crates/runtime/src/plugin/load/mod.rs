@@ -17,6 +17,7 @@
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
 //! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
 //! - [`rediscover`]: re-expands running wildcard watches when CRDs change (and periodically).
+//! - [`rediscovery`]: the re-expansion itself and the CRD watch behind it.
 //! - [`reload`]: watches the directory ([`crate::fswatch`]) and reconciles once changes settle.
 //! - [`retry_waiting`]: when waiting plugins are tried again (backoff, CRD changes).
 //! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
@@ -34,6 +35,7 @@ pub(crate) mod permitted;
 mod plan;
 mod prepare;
 pub mod rediscover;
+pub mod rediscovery;
 pub(crate) mod redrive;
 mod register;
 mod registry;

@@ -34,9 +34,8 @@ use crate::plugin::load::acceptance::{
 };
 use crate::plugin::load::host_config::HostConfig;
 use crate::plugin::load::permitted::{self, NotPermitted};
-use crate::plugin::load::rediscover::WildcardWatches;
 use crate::plugin::load::scan::Found;
-use crate::plugin::load::wildcard::expand;
+use crate::plugin::load::wildcard::{WildcardWatches, expand};
 use crate::plugin::logbook::LogBook;
 use crate::plugin::metrics::{MetricTenants, PluginMetrics};
 use crate::tenancy::TenantPolicy;
