@@ -14,6 +14,7 @@
 //!   admission decided from data alone (unit-tested).
 //! - `register`: a prepared version's handlers registered, and its tenant's room for it.
 //! - `registry`: what runs, waits and was refused, per plugin, as readers see it.
+//! - `reading`: the host's readers over its registry.
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
 //! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
 //! - [`rediscover`]: re-expands running wildcard watches when CRDs change (and periodically).
@@ -34,6 +35,7 @@ pub mod loader;
 pub(crate) mod permitted;
 mod plan;
 mod prepare;
+mod reading;
 pub mod rediscover;
 pub mod rediscovery;
 pub(crate) mod redrive;
