@@ -137,7 +137,9 @@ impl PluginHost {
                 let s = e.source()?;
                 let reason = format!("not pulled: {}", s.error.as_ref()?);
                 let since = s.checked.clone();
-                s.pinned.is_none().then(|| (id, Refusal { reason, since }))
+                s.pinned
+                    .is_none()
+                    .then_some((id, Refusal { reason, since }))
             });
         // The refusals first, then the sources never pulled, each by tenant and name.
         refused
