@@ -24,16 +24,24 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-use crate::durable::Resume;
-use crate::informer::{InformerClaim, Restored};
+use crate::durable::{Durable, Resume};
+use crate::informer::{InformerClaim, InformerFactory, Restored};
 use crate::plugin::id::PluginId;
-use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::prepare::{Prepared, SYNC_WAIT, Watched};
 use crate::shard::Shard;
 
-impl PluginHost {
+/// What taking a plugin over needs: the group's cursors, this member's stored state and the
+/// informers to list at a cursor.
+pub(super) struct Handover<'a> {
+    pub(super) shard: &'a Shard,
+    pub(super) durable: Option<&'a Arc<Durable>>,
+    pub(super) factory: &'a InformerFactory,
+}
+
+impl Handover<'_> {
     /// Sets where each of `prepared`'s watches starts, from its cursor (see the module docs).
-    pub(super) async fn take_over(&self, shard: &Shard, id: &PluginId, prepared: &mut Prepared) {
+    pub(super) async fn take_over(&self, id: &PluginId, prepared: &mut Prepared) {
+        let shard = self.shard;
         let started = Instant::now();
         let plugin = id.to_string();
         let mut taken = false;
@@ -65,7 +73,7 @@ impl PluginHost {
     /// Resumes `w` at cursor `at` against its informer's cache restored from disk, when that
     /// is exact (see the module docs); whether it did.
     async fn resume_restored(&self, plugin: &str, scope: &str, at: u64, w: &mut Watched) -> bool {
-        let Some(d) = &self.durable else {
+        let Some(d) = self.durable else {
             return false;
         };
         let informer = w.informer.key();

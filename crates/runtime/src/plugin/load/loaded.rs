@@ -11,7 +11,8 @@ use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::load::host_config::{HostConfig, same_limits};
 use crate::plugin::load::permitted::NotPermitted;
-use crate::plugin::load::rediscover::WildcardWatches;
+use crate::plugin::load::status::Running;
+use crate::plugin::load::wildcard::WildcardWatches;
 use crate::tenancy::TenantPolicy;
 
 /// A registered plugin version: its supervisor, its informer claims with their handlers, and
@@ -55,6 +56,36 @@ impl Loaded {
     /// Whether this version was admitted under exactly `policy` and `config`'s limits.
     pub(super) fn admitted_under(&self, policy: &Arc<TenantPolicy>, config: &HostConfig) -> bool {
         Arc::ptr_eq(&self.policy, policy) && same_limits(&self.config, config)
+    }
+
+    /// What readers see of it.
+    pub(super) fn published(&self) -> Running {
+        // A selection's Namespace informer counts as one it watches: refused, the selection
+        // knows nothing and the plugin waits for it like for a named kind.
+        let informers = self
+            .handles
+            .iter()
+            .zip(&self.kinds)
+            .map(|((i, _), kind)| (i.informer().clone(), kind.as_ref().map(|(_, n)| n.clone())))
+            .chain(
+                self.selections
+                    .iter()
+                    .map(|s| (s.namespaces().clone(), None)),
+            )
+            .collect();
+        Running {
+            supervisor: self.supervisor.clone(),
+            queues: self.handles.iter().map(|(_, h)| h.gauges()).collect(),
+            expanded: self.expanded(),
+            informers,
+            not_permitted: self.not_permitted.clone(),
+            gate: self.gate.clone(),
+            queues_by_informer: self
+                .handles
+                .iter()
+                .map(|(i, h)| (i.key().to_string(), i.store().clone(), h.injector()))
+                .collect(),
+        }
     }
 
     /// Stops a version: no new call starts, its in-flight call (bounded by its deadline) ends,

@@ -38,78 +38,52 @@ use tokio::sync::{Mutex, broadcast, watch};
 use tracing::Instrument;
 
 use crate::durable::Durable;
-use crate::informer::{HandlerOptions, InformerClaim, InformerFactory, ListenerHandle};
+use crate::informer::{HandlerOptions, InformerFactory};
 use crate::plugin::PluginError;
-use crate::plugin::dispatch::change_filter::ChangeFilters;
-use crate::plugin::exec::admit::Admitter;
 use crate::plugin::exec::engine::{PluginEngine, hex};
 use crate::plugin::exec::gate::open_when_settled;
 use crate::plugin::id::PluginId;
 use crate::plugin::imports::cluster::Cluster;
 use crate::plugin::imports::log::PluginLog;
+use crate::plugin::load::handover::Handover;
 use crate::plugin::load::host_config::{HostConfig, NeedsRestart};
 use crate::plugin::load::loaded::Loaded;
 use crate::plugin::load::permitted;
 use crate::plugin::load::plan::{self as planning, Candidate, Step, plan};
-use crate::plugin::load::prepare::{Cursors, Prepared, SYNC_WAIT, Watched, register, tenant_room};
+use crate::plugin::load::prepare::{Prepared, Preparer, SYNC_WAIT, Watched};
+use crate::plugin::load::rediscovery::{KindChanges, Rediscovery};
+use crate::plugin::load::redrive::{self, NotRedriven};
+use crate::plugin::load::register::{Cursors, register, tenant_room};
+use crate::plugin::load::registry::Registry;
 use crate::plugin::load::scan::{Found, scan_with};
-use crate::plugin::load::status::{ReconcileReport, Refusal, Running, SourceStatus};
+use crate::plugin::load::status::ReconcileReport;
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
-use crate::plugin::logbook::LogBook;
 use crate::shard::Shard;
 use crate::tenancy::TenantPolicy;
 
 /// Loads plugins from a directory and keeps them registered with the informers.
 pub struct PluginHost {
     pub(super) dir: PathBuf,
-    pub(super) engine: Arc<PluginEngine>,
     pub(super) factory: Arc<InformerFactory>,
+    /// Takes each new version from its files to a started supervisor.
+    pub(super) preparer: Preparer,
     /// Replaced whole by [`PluginHost::set_config`]; each reconcile works from one snapshot.
     pub(super) config: RwLock<Arc<HostConfig>>,
-    pub(super) logs: broadcast::Sender<PluginLog>,
-    /// Each plugin's last log lines, for `/logs`.
-    pub(super) logbook: Arc<LogBook>,
     pub(super) loaded: Mutex<BTreeMap<PluginId, Loaded>>,
-    /// What is running, republished after every change to `loaded`: readers (status, the
-    /// admin endpoints) never wait for a reconcile, which holds `loaded` while plugins load.
-    pub(super) running: RwLock<BTreeMap<PluginId, Running>>,
-    /// The plugins waiting, replaced at the end of each reconcile; the count is for whoever
-    /// schedules retries.
-    pub(super) waiting: RwLock<BTreeMap<PluginId, Waiting>>,
-    pub(super) waiting_count: watch::Sender<usize>,
-    /// The admission hooks of what runs (during a swap, the old version's until the new one's
-    /// are published).
-    pub(super) admitters: RwLock<BTreeMap<PluginId, Arc<Admitter>>>,
+    /// What runs, waits and was refused, republished after every change to `loaded`: readers
+    /// (status, the admin endpoints) never wait for a reconcile, which holds `loaded` while
+    /// plugins load.
+    pub(super) registry: Registry,
     /// Only admission: handlers take no event, schedules do not tick.
     pub(super) admission_only: bool,
-    /// Old versions whose hooks answer until their new version's are published.
-    pub(super) swapping: parking_lot::Mutex<BTreeMap<PluginId, Arc<Admitter>>>,
-    /// Bumped whenever `running` is republished.
-    pub(super) published: watch::Sender<u64>,
-    /// The plugins (and directories) whose files the latest reconcile refused, with why and
-    /// since when; a running plugin among them runs its earlier version.
-    pub(super) refused: RwLock<BTreeMap<PluginId, Refusal>>,
-    /// Change filters in use, shared by every watch naming the same one.
-    pub(super) change_filters: ChangeFilters,
-    /// Each tenant's plugin metric names and budget, shared by its plugins' versions.
-    pub(super) metric_tenants: Arc<crate::plugin::metrics::MetricTenants>,
-    /// Where plugins' writes go: the host's client, dry-run for every write when the host is
-    /// (`--dry-run-writes`).
-    pub(super) cluster: Cluster,
-    /// The CRD informer's handler, registered while some plugin has a wildcard watch; it
-    /// counts CRD changes on `crd_changes` for [`crate::plugin::load::rediscover`].
-    pub(super) crd_watch: Mutex<Option<(InformerClaim, ListenerHandle)>>,
-    pub(super) crd_changes: watch::Sender<u64>,
-    /// Counts finished [`PluginHost::rediscover`]s, changed or not.
-    pub(super) rediscoveries: watch::Sender<u64>,
+    /// Re-expands wildcard watches when the served kinds may have changed.
+    pub(super) rediscovery: Rediscovery,
     /// Durable delivery (`--state-dir`): plugins' cursors kept across restarts.
     pub(super) durable: Option<Arc<Durable>>,
     /// Sharded mode (`--shard-group`): only the plugins this member owns run here.
     pub(super) shard: Option<Shard>,
     /// Where plugins pulled from registries are written (`[[sources]]`), scanned beside `dir`.
     pub(super) pulled_dir: Option<PathBuf>,
-    /// What each source last pulled, or why it could not, by the plugin it writes.
-    pub(super) sources: RwLock<BTreeMap<PluginId, SourceStatus>>,
 }
 
 impl PluginHost {
@@ -122,37 +96,23 @@ impl PluginHost {
     ) -> Self {
         PluginHost {
             dir,
-            engine,
-            cluster: Cluster::new(factory.client().clone(), false),
+            preparer: Preparer::new(engine, factory.clone(), config.log_buffer),
+            rediscovery: Rediscovery::new(factory.clone()),
             factory,
-            logs: broadcast::channel(config.log_buffer.max(1)).0,
-            logbook: Arc::default(),
             config: RwLock::new(Arc::new(config)),
             loaded: Mutex::new(BTreeMap::new()),
-            running: RwLock::new(BTreeMap::new()),
-            waiting: RwLock::new(BTreeMap::new()),
-            waiting_count: watch::channel(0).0,
-            admitters: RwLock::new(BTreeMap::new()),
-            swapping: parking_lot::Mutex::new(BTreeMap::new()),
+            registry: Registry::default(),
             admission_only: false,
-            published: watch::channel(0).0,
-            refused: RwLock::new(BTreeMap::new()),
-            change_filters: ChangeFilters::default(),
-            metric_tenants: Arc::default(),
-            crd_watch: Mutex::new(None),
-            crd_changes: watch::channel(0).0,
-            rediscoveries: watch::channel(0).0,
             durable: None,
             shard: None,
             pulled_dir: None,
-            sources: RwLock::new(BTreeMap::new()),
         }
     }
 
     /// Sends every plugin write with `dryRun=All`: the API server validates and admits it, and
     /// persists nothing (`--dry-run-writes`).
     pub fn with_dry_run_writes(mut self, dry_run: bool) -> Self {
-        self.cluster = Cluster::new(self.factory.client().clone(), dry_run);
+        self.preparer.cluster = Cluster::new(self.factory.client().clone(), dry_run);
         self
     }
 
@@ -206,22 +166,20 @@ impl PluginHost {
 
     /// The plugins registered now (`tenant/name`).
     pub fn loaded_ids(&self) -> Vec<String> {
-        self.running
-            .read()
-            .keys()
-            .map(|id| id.to_string())
-            .collect()
+        let entries = self.registry.read();
+        let running = entries.iter().filter(|(_, e)| e.running().is_some());
+        running.map(|(id, _)| id.to_string()).collect()
     }
 
     /// The change filters in use: (description, evaluations, runtime errors) each.
     pub fn change_filter_stats(&self) -> Vec<(String, u64, u64)> {
-        self.change_filters.stats()
+        self.preparer.change_filters.stats()
     }
 
     /// Broadcasts plugins' log lines on `logs` instead of a channel of the host's own, so a
     /// subscriber can exist before anything loads.
     pub fn with_logs(mut self, logs: broadcast::Sender<PluginLog>) -> Self {
-        self.logs = logs;
+        self.preparer.logs = logs;
         self
     }
 
@@ -235,7 +193,7 @@ impl PluginHost {
     /// does not hold (restart policy, log buffer) stay. Refused, keeping the old config, when it
     /// allows more memory per plugin than the engine's slots were sized for at start.
     pub fn set_config(&self, new: HostConfig) -> Result<(), NeedsRestart> {
-        let slot_mib = self.engine.options().max_memory_bytes >> 20;
+        let slot_mib = self.preparer.engine.options().max_memory_bytes >> 20;
         if new.max_memory_mib as usize > slot_mib {
             return Err(NeedsRestart::MaxMemory {
                 asked_mib: new.max_memory_mib,
@@ -293,7 +251,7 @@ impl PluginHost {
             Ok(f) => f,
             Err(e) => {
                 report.errors.push((PluginId::directory(""), e));
-                self.record_refusals(&report);
+                self.registry.record_refusals(&report);
                 return report;
             }
         };
@@ -323,7 +281,7 @@ impl PluginHost {
         };
         // Read under `loaded`, which every writer of `waiting` holds: no wait can slip by.
         let only: Option<BTreeSet<PluginId>> =
-            waiting_only.then(|| self.waiting.read().keys().cloned().collect());
+            waiting_only.then(|| self.registry.waiting().into_keys().collect());
         report.only = only.as_ref().map(|o| o.iter().cloned().collect());
         let candidates: BTreeMap<PluginId, Candidate> = found
             .iter()
@@ -431,7 +389,7 @@ impl PluginHost {
         for (id, f, policy) in wanted {
             pending.push(self.prepare_one(id, f, policy, config.clone()));
         }
-        let waited = self.waiting.read().clone();
+        let waited = self.registry.waiting();
         let mut waiting = BTreeMap::new();
         let mut ready = HashMap::new();
         while let Some((id, f, policy, prepared)) = pending.next().await {
@@ -482,7 +440,7 @@ impl PluginHost {
                         }
                         let replaced = match loaded.remove(&id) {
                             Some(old) => {
-                                self.swapping(&id, &old);
+                                self.registry.swapping(&id, old.admitter.clone());
                                 self.publish(&loaded);
                                 old.stop().await;
                                 true
@@ -606,7 +564,7 @@ impl PluginHost {
                                 admitter,
                             },
                         );
-                        self.swapped(&id);
+                        self.registry.swapped(&id);
                         self.publish(&loaded);
                         if replaced {
                             report.replaced.push(id);
@@ -646,20 +604,17 @@ impl PluginHost {
             }
         }
         // A swap that did not end in a registered version leaves no old hooks behind.
-        if !std::mem::take(&mut *self.swapping.lock()).is_empty() {
+        if self.registry.end_swaps() {
             self.publish(&loaded);
         }
-        self.sync_crd_watch(&loaded).await;
+        self.rediscovery.sync_crd_watch(&loaded).await;
         // Plugins finish loading in any order; the report lists them by tenant and name.
         report.loaded.sort();
         report.replaced.sort();
         report.errors.sort_by(|a, b| a.0.cmp(&b.0));
         report.waiting.sort_by(|a, b| a.0.cmp(&b.0));
-        self.record_refusals(&report);
-        let count = waiting.len();
-        *self.waiting.write() = waiting;
-        self.waiting_count
-            .send_if_modified(|c| std::mem::replace(c, count) != count);
+        self.registry.record_refusals(&report);
+        self.registry.set_waiting(waiting);
         report
     }
 
@@ -679,9 +634,14 @@ impl PluginHost {
         let span = id.span();
         let taking_over = self.shard.clone();
         let prepared = async {
-            let mut prepared = self.prepare(&id, &f, &policy, &config).await?;
+            let mut prepared = self.preparer.prepare(&id, &f, &policy, &config).await?;
             if let Some(shard) = &taking_over {
-                self.take_over(shard, &id, &mut prepared).await;
+                let handover = Handover {
+                    shard,
+                    durable: self.durable.as_ref(),
+                    factory: &self.factory,
+                };
+                handover.take_over(&id, &mut prepared).await;
             }
             Ok(prepared)
         }
@@ -748,20 +708,75 @@ impl PluginHost {
         }
     }
 
+    /// Follows how many re-discoveries have finished (their changes published in
+    /// [`status`](Self::status)).
+    pub fn subscribe_rediscoveries(&self) -> watch::Receiver<u64> {
+        self.rediscovery.subscribe_rediscoveries()
+    }
+
+    /// Follows changes to the cluster's CRDs (a count, bumped per change) while some running
+    /// plugin has a wildcard watch.
+    pub fn subscribe_crd_changes(&self) -> watch::Receiver<u64> {
+        self.rediscovery.subscribe_crd_changes()
+    }
+
+    /// Re-expands every running plugin's wildcard watches against a fresh discovery (see
+    /// [`crate::plugin::load::rediscover`]), serialised with reconciles; what changed, per plugin.
+    pub async fn rediscover(&self) -> Result<Vec<KindChanges>, crate::informer::Error> {
+        let mut loaded = self.loaded.lock().await;
+        let (cluster, cursors) = (&self.preparer.cluster, self.cursors());
+        let rediscovered = self.rediscovery.rediscover(&mut loaded, cluster, cursors);
+        let Some(changes) = rediscovered.await? else {
+            return Ok(Vec::new());
+        };
+        self.publish(&loaded);
+        self.rediscovery.finished();
+        Ok(changes)
+    }
+
+    /// The running or waiting plugin whose id (`tenant/name`, or `name` for a top-level one) is
+    /// exactly `plugin`: nothing in it is resolved or decoded.
+    pub fn find_plugin(&self, plugin: &str) -> Option<PluginId> {
+        redrive::find_plugin(&self.registry, plugin)
+    }
+
+    /// Queues `key` (`namespace/name` or `name`) on `informer` (an informer id) again for the
+    /// running plugin `id`, as an event of type `event` (`added`, `updated`, `deleted`,
+    /// `resync`) carrying the object as the cache has it now (see [`redrive`]).
+    pub fn redrive(
+        &self,
+        id: &PluginId,
+        informer: &str,
+        key: &str,
+        event: &str,
+    ) -> Result<(), NotRedriven> {
+        redrive::redrive(&self.registry, id, informer, key, event)
+    }
+
+    /// Makes `loaded` what readers see.
+    pub(super) fn publish(&self, loaded: &BTreeMap<PluginId, Loaded>) {
+        // A plugin gone from disk takes its lines with it; one waiting to load keeps them.
+        let waiting = self.registry.waiting();
+        self.preparer
+            .logbook
+            .retain(|id| loaded.contains_key(id) || waiting.contains_key(id));
+        self.registry.publish(
+            loaded
+                .iter()
+                .map(|(id, l)| (id.clone(), l.published(), l.admitter.clone())),
+        );
+    }
+
     /// Unregisters every plugin.
     pub async fn shutdown(&self) {
         let mut loaded = self.loaded.lock().await;
         if let Some(shard) = &self.shard {
             shard.book.release_all();
         }
-        self.running.write().clear();
-        self.admitters.write().clear();
-        self.waiting.write().clear();
-        self.waiting_count.send_replace(0);
-        self.refused.write().clear();
+        self.registry.clear();
         let all = std::mem::take(&mut *loaded);
         // All at once: shutdown takes the longest in-flight call, not the sum of them.
         futures::future::join_all(all.into_values().map(Loaded::stop)).await;
-        self.sync_crd_watch(&loaded).await;
+        self.rediscovery.sync_crd_watch(&loaded).await;
     }
 }

@@ -10,10 +10,15 @@
 //! - `scan`: finds plugins on disk and reads their files, hardened (links, hard links, FIFOs, size).
 //! - `handover`: a plugin taken over from another shard member starts where its cursors say.
 //! - `plan`: what a reconcile does, decided from data alone (table-tested).
-//! - `prepare`: one version from bytes to a started supervisor, not yet registered.
+//! - `prepare`: one version from bytes to a started supervisor, not yet registered; its
+//!   admission decided from data alone (unit-tested).
+//! - `register`: a prepared version's handlers registered, and its tenant's room for it.
+//! - `registry`: what runs, waits and was refused, per plugin, as readers see it.
+//! - `reading`: the host's readers over its registry.
 //! - [`status`]: what readers (`/plugins`, metrics) see, never waiting for a reconcile.
 //! - [`redrive`]: a dead letter's object delivered again to its plugin, as the cache has it now.
 //! - [`rediscover`]: re-expands running wildcard watches when CRDs change (and periodically).
+//! - [`rediscovery`]: the re-expansion itself and the CRD watch behind it.
 //! - [`reload`]: watches the directory ([`crate::fswatch`]) and reconciles once changes settle.
 //! - [`retry_waiting`]: when waiting plugins are tried again (backoff, CRD changes).
 //! - [`secrets`]: `${env:..}` / `${file:..}` config references, resolved at load.
@@ -30,8 +35,12 @@ pub mod loader;
 pub(crate) mod permitted;
 mod plan;
 mod prepare;
+mod reading;
 pub mod rediscover;
+pub mod rediscovery;
 pub(crate) mod redrive;
+mod register;
+mod registry;
 pub mod reload;
 pub(crate) mod retry_waiting;
 mod scan;

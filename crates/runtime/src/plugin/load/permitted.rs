@@ -16,7 +16,6 @@ use crate::informer::review::{Verdict, WatchQuestion, may_watch};
 use crate::manifest::Watch;
 use crate::plugin::id::PluginId;
 use crate::plugin::imports::cluster::Cluster;
-use crate::plugin::load::loader::PluginHost;
 use crate::tenancy::{Impersonate, TenantPolicy};
 
 /// A kind a wildcard watch covers but may not watch, as `/plugins` shows it.
@@ -28,29 +27,21 @@ pub struct NotPermitted {
     pub reason: String,
 }
 
-impl PluginHost {
-    /// [`permitted`] for wildcard watch `w` of a plugin admitted under `policy`: asked as the
-    /// host and, if the tenant has one, as its identity, in each of the watch's namespaces.
-    pub(super) async fn permitted(
-        &self,
-        w: &Watch,
-        policy: &TenantPolicy,
-        kinds: BTreeMap<String, ResolvedResource>,
-    ) -> (BTreeMap<String, ResolvedResource>, Vec<NotPermitted>) {
-        let namespaces: Vec<Option<String>> = crate::plugin::watch_scopes(w)
-            .into_iter()
-            .map(|s| s.namespace)
-            .collect();
-        let (host, cluster) = (self.factory.client(), &self.cluster);
-        permitted(
-            host,
-            cluster,
-            policy.impersonate.as_ref(),
-            &namespaces,
-            kinds,
-        )
-        .await
-    }
+/// [`permitted`] for wildcard watch `w` of a plugin admitted under `policy`: asked as the host
+/// (`host`) and, if the tenant has one, as its identity, in each of the watch's namespaces.
+pub(super) async fn for_watch(
+    host: &kube::Client,
+    cluster: &Cluster,
+    w: &Watch,
+    policy: &TenantPolicy,
+    kinds: BTreeMap<String, ResolvedResource>,
+) -> (BTreeMap<String, ResolvedResource>, Vec<NotPermitted>) {
+    let namespaces: Vec<Option<String>> = crate::plugin::watch_scopes(w)
+        .into_iter()
+        .map(|s| s.namespace)
+        .collect();
+    let impersonate = policy.impersonate.as_ref();
+    permitted(host, cluster, impersonate, &namespaces, kinds).await
 }
 
 /// Splits `kinds` (one wildcard watch's expansion, by resource name) into those every identity

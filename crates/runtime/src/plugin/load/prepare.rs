@@ -1,51 +1,88 @@
 //! Preparing one plugin version: parse, count, resolve, expand wildcards, admit, resolve secrets,
-//! compile, claim informers and start it (with `init`), without registering it anywhere yet;
-//! and what registering it needs.
+//! compile, claim informers and start it (with `init`), without registering it anywhere yet.
+//! Admission ([`admission`]) is decided from the manifest and the resolved kinds alone, apart
+//! from the effects around it, so its decisions are unit-tested.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::durable::{Durable, Resume};
+use tokio::sync::broadcast;
+
+use crate::durable::Resume;
 use crate::informer::{
-    ChangeFilter, CursorOptions, DiscoveredResource, EventFilter, HandlerOptions, Holds,
-    InformerClaim, InformerKey, ListenerHandle, ResolvedResource, Restored,
+    ChangeFilter, DiscoveredResource, EventFilter, InformerClaim, InformerFactory,
+    ResolvedResource, Restored,
 };
 use crate::manifest::{Manifest, ManifestError};
 use crate::plugin::PluginError;
 use crate::plugin::bindings::WitResource;
+use crate::plugin::dispatch::change_filter::ChangeFilters;
 use crate::plugin::dispatch::namespace_selector::NamespaceSelection;
 use crate::plugin::exec::admit::{Admitter, DEFAULT_POOL};
-use crate::plugin::exec::dead_letter::DeadLetterSink;
-use crate::plugin::exec::gate::{Gate, Gated};
+use crate::plugin::exec::engine::PluginEngine;
 use crate::plugin::exec::instance::{InstanceSpec, RetryPolicy};
 use crate::plugin::exec::supervisor::Supervisor;
 use crate::plugin::id::PluginId;
 use crate::plugin::imports::cache::CacheView;
-use crate::plugin::imports::log::LogRate;
+use crate::plugin::imports::cluster::Cluster;
+use crate::plugin::imports::log::{LogRate, PluginLog};
 use crate::plugin::imports::outbound::Outbound;
 use crate::plugin::imports::write::{Declared, PluginWrites, TenantWrites};
 use crate::plugin::load::acceptance::{
     Accepted, Facts, WatchFacts, accept, admission_export, describe, watch_count,
 };
 use crate::plugin::load::host_config::HostConfig;
-use crate::plugin::load::loader::PluginHost;
-use crate::plugin::load::permitted::NotPermitted;
-use crate::plugin::load::rediscover::WildcardWatches;
+use crate::plugin::load::permitted::{self, NotPermitted};
 use crate::plugin::load::scan::Found;
-use crate::plugin::load::wildcard::expand;
-use crate::plugin::metrics::PluginMetrics;
-use crate::shard::Shard;
-use crate::tenancy::{Budgeted, TenantPolicy};
-
-use crate::plugin::load::loaded::Loaded;
+use crate::plugin::load::wildcard::{WildcardWatches, expand};
+use crate::plugin::logbook::LogBook;
+use crate::plugin::metrics::{MetricTenants, PluginMetrics};
+use crate::tenancy::TenantPolicy;
 
 /// How long a plugin's events wait for its informers to sync (see
 /// [`crate::plugin::exec::gate`]) before they are delivered anyway.
 pub(super) const SYNC_WAIT: Duration = Duration::from_secs(30);
 
-impl PluginHost {
-    /// Loads and starts one plugin version without registering it anywhere yet.
+/// Takes a plugin version from its files to a started supervisor: what that needs from the
+/// host (the engine, the informers, the plugins' shared outlets), and nothing of what runs.
+pub(super) struct Preparer {
+    pub(super) engine: Arc<PluginEngine>,
+    pub(super) factory: Arc<InformerFactory>,
+    /// Where plugins' writes go: the host's client, dry-run for every write when the host is
+    /// (`--dry-run-writes`).
+    pub(super) cluster: Cluster,
+    pub(super) logs: broadcast::Sender<PluginLog>,
+    /// Each plugin's last log lines, for `/logs`.
+    pub(super) logbook: Arc<LogBook>,
+    /// Change filters in use, shared by every watch naming the same one.
+    pub(super) change_filters: ChangeFilters,
+    /// Each tenant's plugin metric names and budget, shared by its plugins' versions.
+    pub(super) metric_tenants: Arc<MetricTenants>,
+}
+
+impl Preparer {
+    /// A preparer compiling with `engine` and claiming from `factory`, its plugins' writes
+    /// going through the host's client and their lines to a channel of their own.
+    pub(super) fn new(
+        engine: Arc<PluginEngine>,
+        factory: Arc<InformerFactory>,
+        log_buffer: usize,
+    ) -> Self {
+        Preparer {
+            engine,
+            cluster: Cluster::new(factory.client().clone(), false),
+            factory,
+            logs: broadcast::channel(log_buffer.max(1)).0,
+            logbook: Arc::default(),
+            change_filters: ChangeFilters::default(),
+            metric_tenants: Arc::default(),
+        }
+    }
+
+    /// Loads and starts one plugin version without registering it anywhere yet: its manifest
+    /// read, the kinds it names resolved, admitted (see [`admission`]), then compiled and
+    /// started.
     pub(super) async fn prepare(
         &self,
         id: &PluginId,
@@ -53,116 +90,23 @@ impl PluginHost {
         policy: &TenantPolicy,
         config: &HostConfig,
     ) -> Result<Prepared, PluginError> {
-        let manifest = std::str::from_utf8(&found.manifest_bytes)
-            .map_err(|e| ManifestError::Invalid {
-                path: found.manifest.clone(),
-                message: format!("not UTF-8 text: {e}"),
-            })
-            .and_then(|text| Manifest::parse(text, &found.manifest))
-            .map_err(|source| PluginError::Manifest {
-                plugin: id.to_string(),
-                source,
-            })?;
+        let manifest = parse(id, &found.manifest, &found.manifest_bytes)?;
         watch_count(&manifest, config).map_err(|refusal| PluginError::Refused {
             plugin: id.to_string(),
             path: found.manifest.clone(),
             reason: refusal.to_string(),
         })?;
-        // Per watch: (resource name for a wildcard's, resolved resource), one for a plain watch.
-        let mut resolved: Vec<Vec<(Option<String>, ResolvedResource)>> = Vec::new();
-        let mut discovered: Option<Vec<DiscoveredResource>> = None;
-        let mut not_permitted = Vec::new();
-        for (index, w) in manifest.watch.iter().enumerate() {
-            let watch_err = |source| PluginError::Watch {
-                plugin: id.to_string(),
-                index,
-                source,
-            };
-            if w.is_wildcard() {
-                let all = match &discovered {
-                    Some(all) => all,
-                    None => {
-                        discovered.insert(self.factory.discover_all().await.map_err(watch_err)?)
-                    }
-                };
-                let kinds = expand(w, all, &policy.grant);
-                let (kinds, refused) = self.permitted(w, policy, kinds).await;
-                not_permitted.extend(refused);
-                resolved.push(kinds.into_iter().map(|(n, r)| (Some(n), r)).collect());
-                continue;
-            }
-            let r = self
-                .factory
-                .resolve(w.api_version.as_str(), &w.kind)
-                .await
-                .map_err(watch_err)?;
-            resolved.push(vec![(None, r)]);
-        }
-        // A write names a kind that must be served now: unlike a watch, nothing waits for it.
-        let mut declared = Vec::new();
-        for (index, w) in manifest.write.iter().enumerate() {
-            let resource = self
-                .factory
-                .resolve(w.api_version.as_str(), &w.kind)
-                .await
-                .map_err(|e| PluginError::Refused {
-                    plugin: id.to_string(),
-                    path: found.manifest.clone(),
-                    reason: format!("field `write[{index}]`: {e}"),
-                })?;
-            declared.push(Declared {
-                write: w.clone(),
-                resource,
-            });
-        }
-        let mut admitted_kinds = Vec::new();
-        for (index, a) in manifest.admit.iter().enumerate() {
-            let resource = self
-                .factory
-                .resolve(a.api_version.as_str(), &a.kind)
-                .await
-                .map_err(|e| PluginError::Refused {
-                    plugin: id.to_string(),
-                    path: found.manifest.clone(),
-                    reason: format!("field `admit[{index}]`: {e}"),
-                })?;
-            admitted_kinds.push(resource);
-        }
-        let discovered = |r: &ResolvedResource| WatchFacts {
-            group: r.api_resource.group.clone(),
-            version: r.api_resource.version.clone(),
-            kind: r.api_resource.kind.clone(),
-            namespaced: Some(r.namespaced),
-        };
-        let facts = Facts {
-            watch: manifest
-                .watch
-                .iter()
-                .zip(&resolved)
-                .map(|(w, rs)| match rs.first() {
-                    Some((None, r)) => discovered(r),
-                    // A wildcard's kinds are the grant's already; admission checks its namespaces.
-                    _ => WatchFacts {
-                        group: w.api_version.as_str().into(),
-                        version: "*".into(),
-                        kind: "*".into(),
-                        namespaced: None,
-                    },
-                })
-                .collect(),
-            write: declared.iter().map(|d| discovered(&d.resource)).collect(),
-            admit: admitted_kinds.iter().map(discovered).collect(),
-        };
+        let resolved = self.resolve(id, &found.manifest, &manifest, policy).await?;
         let Accepted {
             memory_mib,
             deadline_ms,
-        } = accept(&manifest, &id.tenant, policy, config, &facts).map_err(|refusals| {
-            PluginError::Refused {
-                plugin: id.to_string(),
-                path: found.manifest.clone(),
-                reason: describe(&refusals),
-            }
-        })?;
+        } = admission(id, &found.manifest, &manifest, &resolved, policy, config)?;
+        let Resolved {
+            watches: resolved,
+            writes: declared,
+            admits: admitted_kinds,
+            mut not_permitted,
+        } = resolved;
         let config_json = crate::plugin::load::secrets::resolve_config(&manifest, &id.tenant)
             .map_err(|unresolved| PluginError::Refused {
                 plugin: id.to_string(),
@@ -307,6 +251,190 @@ impl PluginHost {
             Err(e) => Err(e),
         }
     }
+
+    /// The kinds `manifest`'s watches (a wildcard's expanded, as far as RBAC permits), writes
+    /// and admission hooks name, as the server serves them now.
+    async fn resolve(
+        &self,
+        id: &PluginId,
+        path: &Path,
+        manifest: &Manifest,
+        policy: &TenantPolicy,
+    ) -> Result<Resolved, PluginError> {
+        let mut resolved = Resolved::default();
+        let mut discovered: Option<Vec<DiscoveredResource>> = None;
+        for (index, w) in manifest.watch.iter().enumerate() {
+            let watch_err = |source| PluginError::Watch {
+                plugin: id.to_string(),
+                index,
+                source,
+            };
+            if w.is_wildcard() {
+                let all = match &discovered {
+                    Some(all) => all,
+                    None => {
+                        discovered.insert(self.factory.discover_all().await.map_err(watch_err)?)
+                    }
+                };
+                let kinds = expand(w, all, &policy.grant);
+                let (kinds, refused) =
+                    permitted::for_watch(self.factory.client(), &self.cluster, w, policy, kinds)
+                        .await;
+                resolved.not_permitted.extend(refused);
+                let kinds = kinds.into_iter().map(|(n, r)| (Some(n), r)).collect();
+                resolved.watches.push(kinds);
+                continue;
+            }
+            let r = self
+                .factory
+                .resolve(w.api_version.as_str(), &w.kind)
+                .await
+                .map_err(watch_err)?;
+            resolved.watches.push(vec![(None, r)]);
+        }
+        // A write names a kind that must be served now: unlike a watch, nothing waits for it.
+        for (index, w) in manifest.write.iter().enumerate() {
+            let resource = self
+                .factory
+                .resolve(w.api_version.as_str(), &w.kind)
+                .await
+                .map_err(|e| PluginError::Refused {
+                    plugin: id.to_string(),
+                    path: path.to_path_buf(),
+                    reason: format!("field `write[{index}]`: {e}"),
+                })?;
+            resolved.writes.push(Declared {
+                write: w.clone(),
+                resource,
+            });
+        }
+        for (index, a) in manifest.admit.iter().enumerate() {
+            let resource = self
+                .factory
+                .resolve(a.api_version.as_str(), &a.kind)
+                .await
+                .map_err(|e| PluginError::Refused {
+                    plugin: id.to_string(),
+                    path: path.to_path_buf(),
+                    reason: format!("field `admit[{index}]`: {e}"),
+                })?;
+            resolved.admits.push(resource);
+        }
+        Ok(resolved)
+    }
+
+    /// The selection of `informer`'s objects by `selector` (a manifest's, checked already),
+    /// within `grant`, with a claim on the Namespace informer it is to follow.
+    async fn namespace_selection(
+        &self,
+        selector: &str,
+        grant: &Arc<crate::tenancy::Grant>,
+        informer: &InformerClaim,
+    ) -> Result<(Arc<NamespaceSelection>, InformerClaim), crate::informer::Error> {
+        let namespaces = self.factory.resolve("v1", "Namespace").await?;
+        let claim = self
+            .factory
+            .informer_for(&namespaces, crate::informer::WatchScope::default())?;
+        let selection =
+            NamespaceSelection::new(selector, grant.clone(), informer.informer().clone())?;
+        // The plugin's handler registers with the selection read from this informer's cache:
+        // it must hold the namespaces by then, or the handler's replay (or the difference it
+        // resumes with) would be filtered by an empty selection. Refused, it never will until
+        // RBAC changes: the plugin then shows as waiting for it.
+        let namespaces = claim.informer();
+        namespaces.start();
+        if tokio::time::timeout(SYNC_WAIT, namespaces.wait_settled())
+            .await
+            .is_err()
+        {
+            tracing::warn!(informer = %namespaces.description(), wait = ?SYNC_WAIT, "namespaces not listed in time: the namespace selection starts from what is cached and follows the rest as it comes");
+        }
+        Ok((selection, claim))
+    }
+}
+
+/// `path`'s bytes as a manifest, for plugin `id`.
+pub(super) fn parse(id: &PluginId, path: &Path, bytes: &[u8]) -> Result<Manifest, PluginError> {
+    std::str::from_utf8(bytes)
+        .map_err(|e| ManifestError::Invalid {
+            path: path.to_path_buf(),
+            message: format!("not UTF-8 text: {e}"),
+        })
+        .and_then(|text| Manifest::parse(text, path))
+        .map_err(|source| PluginError::Manifest {
+            plugin: id.to_string(),
+            source,
+        })
+}
+
+/// What a manifest's kinds resolved to on the server.
+#[derive(Default)]
+pub(super) struct Resolved {
+    /// Per watch: (resource name for a wildcard's, resolved resource), one for a plain watch.
+    pub(super) watches: Vec<Vec<(Option<String>, ResolvedResource)>>,
+    /// Per `[[write]]`.
+    pub(super) writes: Vec<Declared>,
+    /// Per `[[admit]]`.
+    pub(super) admits: Vec<ResolvedResource>,
+    /// Kinds wildcard watches cover that RBAC does not let the plugin watch.
+    pub(super) not_permitted: Vec<NotPermitted>,
+}
+
+/// What admission is told of `manifest`'s kinds: as resolved, except a wildcard watch's, whose
+/// kinds are the grant's already (admission checks its namespaces).
+pub(super) fn facts(manifest: &Manifest, resolved: &Resolved) -> Facts {
+    let discovered = |r: &ResolvedResource| WatchFacts {
+        group: r.api_resource.group.clone(),
+        version: r.api_resource.version.clone(),
+        kind: r.api_resource.kind.clone(),
+        namespaced: Some(r.namespaced),
+    };
+    Facts {
+        watch: manifest
+            .watch
+            .iter()
+            .zip(&resolved.watches)
+            .map(|(w, rs)| match rs.first() {
+                Some((None, r)) => discovered(r),
+                _ => WatchFacts {
+                    group: w.api_version.as_str().into(),
+                    version: "*".into(),
+                    kind: "*".into(),
+                    namespaced: None,
+                },
+            })
+            .collect(),
+        write: resolved
+            .writes
+            .iter()
+            .map(|d| discovered(&d.resource))
+            .collect(),
+        admit: resolved.admits.iter().map(discovered).collect(),
+    }
+}
+
+/// Whether `id`'s manifest (at `path`), its kinds `resolved`, fits its tenant's `policy` and
+/// the host's limits, and with what memory and deadline: decided from data alone.
+pub(super) fn admission(
+    id: &PluginId,
+    path: &Path,
+    manifest: &Manifest,
+    resolved: &Resolved,
+    policy: &TenantPolicy,
+    config: &HostConfig,
+) -> Result<Accepted, PluginError> {
+    accept(
+        manifest,
+        &id.tenant,
+        policy,
+        config,
+        &facts(manifest, resolved),
+    )
+    .map_err(|refusals| PluginError::Refused {
+        plugin: id.to_string(),
+        path: path.to_path_buf(),
+        reason: describe(&refusals),
+    })
 }
 
 /// One informer a plugin version is to be registered with: one per namespace of a `[[watch]]`.
@@ -341,37 +469,6 @@ pub(super) struct Start {
     pub(super) resume: Option<Resume>,
 }
 
-impl PluginHost {
-    /// The selection of `informer`'s objects by `selector` (a manifest's, checked already),
-    /// within `grant`, with a claim on the Namespace informer it is to follow.
-    async fn namespace_selection(
-        &self,
-        selector: &str,
-        grant: &Arc<crate::tenancy::Grant>,
-        informer: &InformerClaim,
-    ) -> Result<(Arc<NamespaceSelection>, InformerClaim), crate::informer::Error> {
-        let namespaces = self.factory.resolve("v1", "Namespace").await?;
-        let claim = self
-            .factory
-            .informer_for(&namespaces, crate::informer::WatchScope::default())?;
-        let selection =
-            NamespaceSelection::new(selector, grant.clone(), informer.informer().clone())?;
-        // The plugin's handler registers with the selection read from this informer's cache:
-        // it must hold the namespaces by then, or the handler's replay (or the difference it
-        // resumes with) would be filtered by an empty selection. Refused, it never will until
-        // RBAC changes: the plugin then shows as waiting for it.
-        let namespaces = claim.informer();
-        namespaces.start();
-        if tokio::time::timeout(SYNC_WAIT, namespaces.wait_settled())
-            .await
-            .is_err()
-        {
-            tracing::warn!(informer = %namespaces.description(), wait = ?SYNC_WAIT, "namespaces not listed in time: the namespace selection starts from what is cached and follows the rest as it comes");
-        }
-        Ok((selection, claim))
-    }
-}
-
 /// What a plugin's delivery cursor is valid for: its watches and its tenant's grant. A
 /// cursor kept under another scope is not used (the plugin gets the whole cache again), while
 /// a new build of the same plugin keeps its cursor.
@@ -400,187 +497,141 @@ pub(super) struct Prepared {
     pub(super) not_permitted: Vec<NotPermitted>,
 }
 
-/// Where a plugin's handlers keep and resume their delivery cursors: in the shard group's
-/// Leases (`--shard-group`: a cursor any member can act on), else in the state directory
-/// (`--state-dir`), which also keeps their dead letters.
-#[derive(Clone, Copy, Default)]
-pub(super) struct Cursors<'a> {
-    /// Durable delivery.
-    pub(super) durable: Option<&'a Arc<Durable>>,
-    /// Sharded mode.
-    pub(super) shard: Option<&'a Shard>,
-    /// An admission-only host: handlers are registered (their informers fill the caches) but
-    /// take no event, and keep no cursor.
-    pub(super) admission_only: bool,
-}
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
 
-/// Registers `supervisor`'s handler for `resource` with `informer`, its events held by `gate`,
-/// drawing from the tenant's event budget if it has one (a retry is an event too: it draws
-/// like the events it repeats). Its cursor is kept as `cursors` say (in sharded mode, in the
-/// Leases and, with a state directory, there too), and it resumes from the one it had under
-/// `scope` (a durable cursor), or as `start` says (taken over in a shard).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn register(
-    (id, supervisor, gate): (&PluginId, &Arc<Supervisor>, &Gate),
-    policy: &TenantPolicy,
-    informer: &InformerClaim,
-    resource: WitResource,
-    mut options: HandlerOptions,
-    (cursors, scope): (Cursors<'_>, &str),
-    start: Start,
-) -> ListenerHandle {
-    let name = id.to_string();
-    let holds = Holds::new();
-    if cursors.admission_only {
-        options.filter = Some(EventFilter::new(|_| false));
-        options.changes = None;
-    }
-    options.cursor = match (cursors.shard, cursors.durable) {
-        _ if cursors.admission_only => None,
-        (Some(_), _) => Some(CursorOptions {
-            holds: holds.clone(),
-            prior: start.prior,
-            floor_version: start.floor_version,
-            since: start.resume.map(|r| r.since),
-            skip_through_version: start.resume.and_then(|r| r.skip_through_version),
-        }),
-        (None, Some(d)) => {
-            let resume = d.cursor(&name, informer.key(), scope);
-            Some(CursorOptions {
-                since: resume.map(|r| r.since),
-                skip_through_version: resume.and_then(|r| r.skip_through_version),
-                holds: holds.clone(),
-                ..Default::default()
-            })
+    use kube::core::ApiResource;
+
+    use super::*;
+    use crate::tenancy::{Grant, NamespacePattern, ResourceRule};
+
+    fn id() -> PluginId {
+        PluginId {
+            tenant: "a".into(),
+            name: "p".into(),
         }
-        (None, None) => None,
-    };
-    let handler = supervisor.handler(
-        resource,
-        informer.store().clone(),
-        policy.budget.clone(),
-        holds,
-    );
-    let handler = match cursors.durable {
-        Some(d) => handler.with_dead_letters(dead_letter_sink(d, &name, informer.key())),
-        None => handler,
-    };
-    let shared = informer.informer();
-    let gate = gate.clone();
-    let handle = match &policy.budget {
-        Some(b) => shared.add_handler(
-            &name,
-            Gated::new(Budgeted::new(b.clone(), handler), gate),
-            options,
-        ),
-        None => shared.add_handler(&name, Gated::new(handler, gate), options),
-    };
-    // The book first: once tracked there, a live member publishing the plugin no longer
-    // makes the book drop (and the state forget) its cursor.
-    if let Some(s) = cursors.shard {
-        s.book.track(
-            &name,
-            scope,
-            &informer.key().to_string(),
-            Arc::new(handle.gauges()),
+    }
+
+    fn path() -> PathBuf {
+        PathBuf::from("a/p.toml")
+    }
+
+    /// Tenant `a`: namespace `team-a`, the core group's kinds.
+    fn policy() -> TenantPolicy {
+        let ns = NamespacePattern::try_from("team-a".to_string()).unwrap();
+        let r = ResourceRule::try_from("v1/*".to_string()).unwrap();
+        TenantPolicy {
+            grant: Arc::new(Grant::new("a", vec![ns], vec![r], false)),
+            ..TenantPolicy::operator()
+        }
+    }
+
+    fn core(kind: &str, plural: &str, namespaced: bool) -> ResolvedResource {
+        ResolvedResource {
+            api_resource: ApiResource {
+                group: String::new(),
+                version: "v1".into(),
+                api_version: "v1".into(),
+                kind: kind.into(),
+                plural: plural.into(),
+            },
+            namespaced,
+        }
+    }
+
+    fn manifest(text: &str) -> Manifest {
+        parse(&id(), &path(), text.as_bytes()).unwrap()
+    }
+
+    fn watching(resolved: Vec<Vec<(Option<String>, ResolvedResource)>>) -> Resolved {
+        Resolved {
+            watches: resolved,
+            ..Resolved::default()
+        }
+    }
+
+    #[test]
+    fn a_manifest_that_is_not_text_is_refused_for_its_plugin() {
+        let e = parse(&id(), &path(), &[0xff, 0xfe]).unwrap_err();
+        match e {
+            PluginError::Manifest { plugin, source } => {
+                assert_eq!(plugin, "a/p");
+                assert!(source.to_string().contains("not UTF-8 text"), "{source}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn admission_is_told_the_resolved_kinds_and_a_wildcards_namespaces_only() {
+        let m = manifest(
+            "[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"team-a\"\n[[watch]]\napi-version = \"v1\"\nkind = \"*\"\nnamespace = \"team-a\"\n",
         );
+        let resolved = watching(vec![
+            vec![(None, core("Pod", "pods", true))],
+            vec![(
+                Some("v1/ConfigMap".into()),
+                core("ConfigMap", "configmaps", true),
+            )],
+        ]);
+        let f = facts(&m, &resolved);
+        assert_eq!(
+            (f.watch[0].kind.as_str(), f.watch[0].version.as_str()),
+            ("Pod", "v1")
+        );
+        assert_eq!(f.watch[0].namespaced, Some(true));
+        assert_eq!(
+            (f.watch[1].kind.as_str(), f.watch[1].version.as_str()),
+            ("*", "*")
+        );
+        assert_eq!(f.watch[1].namespaced, None);
+        assert!(f.write.is_empty() && f.admit.is_empty());
     }
-    if let Some(d) = cursors.durable {
-        d.track(&name, informer.key(), scope, handle.gauges());
-    }
-    handle
-}
 
-/// Keeps what `plugin`'s handler on `informer` fails for good in `durable`.
-fn dead_letter_sink(
-    durable: &Arc<Durable>,
-    plugin: &str,
-    informer: &InformerKey,
-) -> DeadLetterSink {
-    let durable = durable.clone();
-    DeadLetterSink::new(
-        plugin,
-        informer.to_string(),
-        Arc::new(move |letter| durable.dead_letter(letter)),
-    )
-}
+    #[test]
+    fn a_kind_the_grant_leaves_out_is_refused_naming_the_manifest_and_field() {
+        let m = manifest("[[watch]]\napi-version = \"v1\"\nkind = \"Node\"\n");
+        let resolved = watching(vec![vec![(None, core("Node", "nodes", false))]]);
+        let config = HostConfig::default();
+        let e = admission(&id(), &path(), &m, &resolved, &policy(), &config).unwrap_err();
+        match e {
+            PluginError::Refused {
+                plugin,
+                path: p,
+                reason,
+            } => {
+                assert_eq!(plugin, "a/p");
+                assert_eq!(p, path());
+                assert!(reason.contains("watch[0]"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
-/// Why `id`'s tenant has no room for a version using `watches` and declaring `field_indexes`
-/// and `schedules`, next to its other running plugins (a running version of `id` itself is
-/// being replaced).
-pub(super) fn tenant_room(
-    loaded: &BTreeMap<PluginId, Loaded>,
-    id: &PluginId,
-    policy: &TenantPolicy,
-    watches: &[Watched],
-    field_indexes: usize,
-    schedules: usize,
-) -> Result<(), TenantFull> {
-    let others = loaded
-        .iter()
-        .filter(|(k, _)| k.tenant == id.tenant && *k != id)
-        .map(|(_, l)| l);
-    let mut informers: BTreeSet<&InformerKey> = BTreeSet::new();
-    let (mut indexes, mut timers) = (field_indexes, schedules);
-    for l in others {
-        informers.extend(l.handles.iter().map(|(i, _)| i.key()));
-        indexes += l.field_indexes;
-        timers += l.schedules;
+    #[test]
+    fn an_admitted_version_gets_the_hosts_defaults() {
+        let m =
+            manifest("[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"team-a\"\n");
+        let resolved = watching(vec![vec![(None, core("Pod", "pods", true))]]);
+        let config = HostConfig::default();
+        let accepted = admission(&id(), &path(), &m, &resolved, &policy(), &config).unwrap();
+        assert_eq!(accepted.memory_mib, config.default_memory_mib);
+        assert_eq!(accepted.deadline_ms, config.default_deadline_ms);
     }
-    informers.extend(watches.iter().map(|w| w.informer.key()));
-    let tenant = id.tenant.clone();
-    if informers.len() > policy.max_informers {
-        return Err(TenantFull::Informers {
-            tenant,
-            would: informers.len(),
-            max: policy.max_informers,
-        });
-    }
-    if indexes > policy.max_field_indexes {
-        return Err(TenantFull::FieldIndexes {
-            tenant,
-            would: indexes,
-            max: policy.max_field_indexes,
-        });
-    }
-    if timers > policy.max_schedules {
-        return Err(TenantFull::Schedules {
-            tenant,
-            would: timers,
-            max: policy.max_schedules,
-        });
-    }
-    Ok(())
-}
 
-/// A tenant quota a new version would exceed next to the tenant's other plugins.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub(super) enum TenantFull {
-    /// `max-informers`.
-    #[error(
-        "tenant `{tenant}`'s plugins would use {would} informers together; at most {max} (`max-informers` in informant.toml)"
-    )]
-    Informers {
-        tenant: String,
-        would: usize,
-        max: usize,
-    },
-    /// `max-field-indexes`.
-    #[error(
-        "tenant `{tenant}`'s plugins would declare {would} field indexes together; at most {max} (`max-field-indexes` in informant.toml)"
-    )]
-    FieldIndexes {
-        tenant: String,
-        would: usize,
-        max: usize,
-    },
-    /// `max-schedules`.
-    #[error(
-        "tenant `{tenant}`'s plugins would declare {would} [[schedule]] tables together; at most {max} (`max-schedules` in informant.toml)"
-    )]
-    Schedules {
-        tenant: String,
-        would: usize,
-        max: usize,
-    },
+    #[test]
+    fn a_limit_above_the_tenants_ceiling_is_refused() {
+        let m = manifest(
+            "[limits]\nmemory-mib = 64\n[[watch]]\napi-version = \"v1\"\nkind = \"Pod\"\nnamespace = \"team-a\"\n",
+        );
+        let resolved = watching(vec![vec![(None, core("Pod", "pods", true))]]);
+        let policy = TenantPolicy {
+            max_memory_mib: Some(32),
+            ..policy()
+        };
+        let config = HostConfig::default();
+        let e = admission(&id(), &path(), &m, &resolved, &policy, &config).unwrap_err();
+        assert!(e.to_string().contains("limits.memory-mib"), "{e}");
+    }
 }

@@ -15,7 +15,7 @@
 
 use crate::informer::{Event, EventType, ObjectKey};
 use crate::plugin::id::PluginId;
-use crate::plugin::load::loader::PluginHost;
+use crate::plugin::load::registry::Registry;
 
 /// Why a dead letter was not delivered again.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,69 +44,69 @@ pub enum NotRedriven {
     UnknownEvent(String),
 }
 
-impl PluginHost {
-    /// The running or waiting plugin whose id (`tenant/name`, or `name` for a top-level one) is
-    /// exactly `plugin`: nothing in it is resolved or decoded.
-    pub fn find_plugin(&self, plugin: &str) -> Option<PluginId> {
-        let running = self.running.read();
-        let waiting = self.waiting.read();
-        running
-            .keys()
-            .chain(waiting.keys())
-            .find(|id| id.to_string() == plugin)
-            .cloned()
-    }
+/// The running or waiting plugin in `registry` whose id (`tenant/name`, or `name` for a
+/// top-level one) is exactly `plugin`: nothing in it is resolved or decoded.
+pub(super) fn find_plugin(registry: &Registry, plugin: &str) -> Option<PluginId> {
+    let entries = registry.read();
+    let known = entries.iter().filter(|(_, e)| e.is_known());
+    known
+        .map(|(id, _)| id)
+        .find(|id| id.to_string() == plugin)
+        .cloned()
+}
 
-    /// Queues `key` (`namespace/name` or `name`) on `informer` (an informer id) again for the
-    /// running plugin `id`, as an event of type `event` (`added`, `updated`, `deleted`,
-    /// `resync`) carrying the object as the cache has it now.
-    pub fn redrive(
-        &self,
-        id: &PluginId,
-        informer: &str,
-        key: &str,
-        event: &str,
-    ) -> Result<(), NotRedriven> {
-        let event_type = match event {
-            "added" => EventType::Added,
-            "updated" => EventType::Updated,
-            "deleted" => EventType::Deleted,
-            "resync" => EventType::Resync,
-            other => return Err(NotRedriven::UnknownEvent(other.to_string())),
-        };
-        let (store, queue) = {
-            let running = self.running.read();
-            let r = running.get(id).ok_or(NotRedriven::NotRunning)?;
-            let (_, store, queue) = r
-                .queues_by_informer
-                .iter()
-                .find(|(i, _, _)| i == informer)
-                .ok_or_else(|| NotRedriven::NotWatched(informer.to_string()))?;
-            (store.clone(), queue.clone())
-        };
-        let key = match key.split_once('/') {
-            Some((ns, name)) => ObjectKey::new(Some(ns), name),
-            None => ObjectKey::new(None, key),
-        };
-        store.read_key_consistent(&key, |now| {
-            let again = match (event_type, now) {
-                (EventType::Deleted, None) => return Err(NotRedriven::NoLastState),
-                (EventType::Deleted, Some(_)) => return Err(NotRedriven::Recreated),
-                (_, None) => return Err(NotRedriven::Gone),
-                (EventType::Added, Some(o)) => Event::added(o.clone(), false),
-                (EventType::Resync, Some(o)) => Event::resync(o.clone()),
-                (EventType::Updated, Some(o)) => {
-                    let mut e = Event::updated(o.clone(), o.clone());
-                    // The version it changed from is not kept.
-                    e.old_object = None;
-                    e
-                }
-            };
-            if queue.offer(again) {
-                Ok(())
-            } else {
-                Err(NotRedriven::Filtered)
+/// Queues `key` (`namespace/name` or `name`) on `informer` (an informer id) again for the
+/// running plugin `id` in `registry`, as an event of type `event` (`added`, `updated`,
+/// `deleted`, `resync`) carrying the object as the cache has it now.
+pub(super) fn redrive(
+    registry: &Registry,
+    id: &PluginId,
+    informer: &str,
+    key: &str,
+    event: &str,
+) -> Result<(), NotRedriven> {
+    let event_type = match event {
+        "added" => EventType::Added,
+        "updated" => EventType::Updated,
+        "deleted" => EventType::Deleted,
+        "resync" => EventType::Resync,
+        other => return Err(NotRedriven::UnknownEvent(other.to_string())),
+    };
+    let (store, queue) = {
+        let entries = registry.read();
+        let r = entries
+            .get(id)
+            .and_then(|e| e.running())
+            .ok_or(NotRedriven::NotRunning)?;
+        let (_, store, queue) = r
+            .queues_by_informer
+            .iter()
+            .find(|(i, _, _)| i == informer)
+            .ok_or_else(|| NotRedriven::NotWatched(informer.to_string()))?;
+        (store.clone(), queue.clone())
+    };
+    let key = match key.split_once('/') {
+        Some((ns, name)) => ObjectKey::new(Some(ns), name),
+        None => ObjectKey::new(None, key),
+    };
+    store.read_key_consistent(&key, |now| {
+        let again = match (event_type, now) {
+            (EventType::Deleted, None) => return Err(NotRedriven::NoLastState),
+            (EventType::Deleted, Some(_)) => return Err(NotRedriven::Recreated),
+            (_, None) => return Err(NotRedriven::Gone),
+            (EventType::Added, Some(o)) => Event::added(o.clone(), false),
+            (EventType::Resync, Some(o)) => Event::resync(o.clone()),
+            (EventType::Updated, Some(o)) => {
+                let mut e = Event::updated(o.clone(), o.clone());
+                // The version it changed from is not kept.
+                e.old_object = None;
+                e
             }
-        })
-    }
+        };
+        if queue.offer(again) {
+            Ok(())
+        } else {
+            Err(NotRedriven::Filtered)
+        }
+    })
 }

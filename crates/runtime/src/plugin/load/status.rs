@@ -2,10 +2,7 @@
 //! for a reconcile: running plugins with their figures, statuses for `/plugins`, what a
 //! reconcile did.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
-
-use tokio::sync::{broadcast, watch};
 
 use crate::informer::{Access, Injector, ListenerGauges, SharedInformer, Store};
 use crate::plugin::PluginError;
@@ -13,13 +10,8 @@ use crate::plugin::exec::admit::Admitter;
 use crate::plugin::exec::gate::Gate;
 use crate::plugin::exec::supervisor::{PluginState, Supervisor};
 use crate::plugin::id::PluginId;
-use crate::plugin::imports::log::PluginLog;
-use crate::plugin::load::loader::PluginHost;
 use crate::plugin::load::permitted::NotPermitted;
 use crate::plugin::load::waiting::{Waiting, WaitingFor};
-use crate::plugin::logbook::LogRing;
-
-use crate::plugin::load::loaded::Loaded;
 
 /// A running plugin: its supervisor (counters, state) and its queues' figures summed over the
 /// informers it watches.
@@ -150,14 +142,6 @@ impl HookStatus {
     }
 }
 
-/// Why a plugin's files were refused, kept for `/plugins` until a reconcile says otherwise.
-#[derive(Debug, Clone)]
-pub(super) struct Refusal {
-    reason: String,
-    /// When it was first refused for this reason (RFC 3339).
-    since: String,
-}
-
 /// What a reconcile did.
 #[derive(Debug, Default)]
 pub struct ReconcileReport {
@@ -198,7 +182,7 @@ pub(super) struct Running {
 impl Running {
     /// Why it waits although loaded: a kind it names (not one a wildcard found) the server
     /// refuses to list or watch.
-    fn forbidden(&self, version: &str) -> Option<Waiting> {
+    pub(super) fn forbidden(&self, version: &str) -> Option<Waiting> {
         self.informers
             .iter()
             .find_map(|(i, wildcard)| match i.access() {
@@ -224,7 +208,7 @@ impl Running {
 
     /// What its wildcard watches may not watch: left out by the access review, or refused by
     /// the server when listed.
-    fn not_permitted(&self) -> Vec<NotPermitted> {
+    pub(super) fn not_permitted(&self) -> Vec<NotPermitted> {
         let mut all = self.not_permitted.clone();
         for (i, name) in &self.informers {
             if let (Some(name), Access::Forbidden { reason, .. }) = (name, i.access()) {
@@ -236,331 +220,6 @@ impl Running {
         }
         all.sort();
         all.dedup_by(|a, b| a.resource == b.resource);
-        all
-    }
-}
-
-impl PluginHost {
-    /// Makes `loaded` what readers see.
-    pub(super) fn publish(&self, loaded: &BTreeMap<PluginId, Loaded>) {
-        // A plugin gone from disk takes its lines with it; one waiting to load keeps them.
-        {
-            let waiting = self.waiting.read();
-            self.logbook
-                .retain(|id| loaded.contains_key(id) || waiting.contains_key(id));
-        }
-        *self.running.write() = loaded
-            .iter()
-            .map(|(id, l)| {
-                let queues = l.handles.iter().map(|(_, h)| h.gauges()).collect();
-                let supervisor = l.supervisor.clone();
-                let expanded = l.expanded();
-                // A selection's Namespace informer counts as one it watches: refused, the
-                // selection knows nothing and the plugin waits for it like for a named kind.
-                let informers = l
-                    .handles
-                    .iter()
-                    .zip(&l.kinds)
-                    .map(|((i, _), kind)| {
-                        (i.informer().clone(), kind.as_ref().map(|(_, n)| n.clone()))
-                    })
-                    .chain(l.selections.iter().map(|s| (s.namespaces().clone(), None)))
-                    .collect();
-                (
-                    id.clone(),
-                    Running {
-                        supervisor,
-                        queues,
-                        expanded,
-                        informers,
-                        not_permitted: l.not_permitted.clone(),
-                        gate: l.gate.clone(),
-                        queues_by_informer: l
-                            .handles
-                            .iter()
-                            .map(|(i, h)| (i.key().to_string(), i.store().clone(), h.injector()))
-                            .collect(),
-                    },
-                )
-            })
-            .collect();
-        let mut admitters: BTreeMap<PluginId, Arc<Admitter>> = loaded
-            .iter()
-            .filter_map(|(id, l)| Some((id.clone(), l.admitter.clone()?)))
-            .collect();
-        for (id, a) in self.swapping.lock().iter() {
-            admitters.entry(id.clone()).or_insert_with(|| a.clone());
-        }
-        *self.admitters.write() = admitters;
-        self.published.send_modify(|n| *n += 1);
-    }
-
-    /// Keeps `old`'s hooks answering (and registered) while its new version starts, until
-    /// [`PluginHost::swapped`]: admission has no order to keep between versions, so a swap
-    /// leaves no moment without an answer. Call before publishing `old`'s removal.
-    pub(super) fn swapping(&self, id: &PluginId, old: &Loaded) {
-        if let Some(a) = &old.admitter {
-            self.swapping.lock().insert(id.clone(), a.clone());
-        }
-    }
-
-    /// The swap of `id` is over (its new version is in `loaded`, or it failed): the old
-    /// version's hooks go with the next publish.
-    pub(super) fn swapped(&self, id: &PluginId) {
-        self.swapping.lock().remove(id);
-    }
-
-    /// Records what `id`'s source last pulled, or why it could not ([`crate::sources`]).
-    pub fn set_source_status(&self, id: &PluginId, status: SourceStatus) {
-        self.sources.write().insert(id.clone(), status);
-    }
-
-    /// What `id`'s source last pulled, if it has one.
-    pub fn source_status(&self, id: &PluginId) -> Option<SourceStatus> {
-        self.sources.read().get(id).cloned()
-    }
-
-    /// Changes whenever what runs changes (a version registered or unregistered).
-    pub fn subscribe_running(&self) -> watch::Receiver<u64> {
-        self.published.subscribe()
-    }
-
-    /// The plugins (or new versions of running plugins) waiting to load; never waits for a
-    /// reconcile in progress.
-    pub fn waiting(&self) -> Vec<(PluginId, Waiting)> {
-        let waiting = self.waiting.read();
-        waiting
-            .iter()
-            .map(|(id, w)| (id.clone(), w.clone()))
-            .collect()
-    }
-
-    /// Follows how many plugins wait.
-    pub fn subscribe_waiting(&self) -> watch::Receiver<usize> {
-        self.waiting_count.subscribe()
-    }
-
-    /// The admission hooks of the running version of `id`, if it has any; never waits for a
-    /// reconcile in progress.
-    pub fn admitter(&self, id: &PluginId) -> Option<Arc<Admitter>> {
-        self.admitters.read().get(id).cloned()
-    }
-
-    /// Every running version with admission hooks, by plugin.
-    pub fn admitters(&self) -> Vec<(PluginId, Arc<Admitter>)> {
-        let admitters = self.admitters.read();
-        admitters
-            .iter()
-            .map(|(id, a)| (id.clone(), a.clone()))
-            .collect()
-    }
-
-    /// The supervisor of a running plugin; never waits for a reconcile in progress.
-    pub fn supervisor(&self, id: &PluginId) -> Option<Arc<Supervisor>> {
-        self.running.read().get(id).map(|r| r.supervisor.clone())
-    }
-
-    /// Every line plugins log from now on.
-    pub fn subscribe_logs(&self) -> broadcast::Receiver<PluginLog> {
-        self.logs.subscribe()
-    }
-
-    /// The last lines of a plugin that is loaded or waiting, by exact tenant and name; `None`
-    /// for any other. Never waits for a reconcile in progress.
-    pub fn log_ring(&self, id: &PluginId) -> Option<Arc<LogRing>> {
-        let known = self.running.read().contains_key(id) || self.waiting.read().contains_key(id);
-        known.then(|| self.logbook.ring(id))
-    }
-
-    /// Every running plugin with its supervisor and queue figures, read in one go; never waits
-    /// for a reconcile in progress.
-    pub fn running(&self) -> Vec<RunningPlugin> {
-        self.running
-            .read()
-            .iter()
-            .map(|(id, r)| RunningPlugin {
-                expanded: r.expanded.len(),
-                id: id.clone(),
-                supervisor: r.supervisor.clone(),
-                received: r.queues.iter().map(ListenerGauges::received).sum(),
-                backlog: r.queues.iter().map(ListenerGauges::backlog).sum(),
-            })
-            .collect()
-    }
-
-    /// Running plugins whose events still wait for their informers (see
-    /// [`crate::plugin::exec::gate`]), each with the informers not settled yet; never waits
-    /// for a reconcile in progress.
-    pub fn starting(&self) -> Vec<(PluginId, Vec<String>)> {
-        self.running
-            .read()
-            .iter()
-            .filter(|(_, r)| !r.gate.is_open())
-            .map(|(id, r)| {
-                let pending = r
-                    .informers
-                    .iter()
-                    .filter(|(i, _)| !i.is_settled())
-                    .map(|(i, _)| i.description().to_string())
-                    .collect();
-                (id.clone(), pending)
-            })
-            .collect()
-    }
-
-    /// Waits until the events of every plugin running now flow: its informers synced or
-    /// refused, its replay queued (each within the sync wait at the latest).
-    pub async fn wait_started(&self) {
-        let gates: Vec<Gate> = self
-            .running
-            .read()
-            .values()
-            .map(|r| r.gate.clone())
-            .collect();
-        for mut gate in gates {
-            gate.opened().await;
-        }
-    }
-
-    /// Keeps what `report` refused, for `/plugins`: a reconcile of every plugin says it all,
-    /// a retry of some plugins only what it tried.
-    pub(super) fn record_refusals(&self, report: &ReconcileReport) {
-        let mut refused = self.refused.write();
-        let before = std::mem::take(&mut *refused);
-        if let Some(tried) = &report.only {
-            refused.extend(
-                before
-                    .iter()
-                    .filter(|(id, _)| !tried.contains(id))
-                    .map(|(id, r)| (id.clone(), r.clone())),
-            );
-        }
-        for (id, e) in &report.errors {
-            let reason = e.to_string();
-            let since = before.get(id).filter(|r| r.reason == reason).map_or_else(
-                || k8s_openapi::jiff::Timestamp::now().to_string(),
-                |r| r.since.clone(),
-            );
-            refused.insert(id.clone(), Refusal { reason, since });
-        }
-    }
-
-    /// The plugins (and directories, named `*`) whose files the last reconcile refused and
-    /// that run no version, by tenant and name: what `/plugins` shows beside
-    /// [`status`](Self::status). Never waits for a reconcile in progress.
-    /// A source that never wrote its plugin (its pull or signature check failed) is refused
-    /// too, for that reason: nothing else would say why it does not run.
-    pub fn refused(&self) -> Vec<PluginStatus> {
-        let running = self.running.read();
-        let waiting = self.waiting.read();
-        let refused = self.refused.read();
-        let unpulled: Vec<(PluginId, Refusal)> = self
-            .sources
-            .read()
-            .iter()
-            .filter(|(id, _)| !refused.contains_key(*id))
-            .filter_map(|(id, s)| {
-                let reason = format!("not pulled: {}", s.error.as_ref()?);
-                let since = s.checked.clone();
-                s.pinned
-                    .is_none()
-                    .then(|| (id.clone(), Refusal { reason, since }))
-            })
-            .collect();
-        refused
-            .iter()
-            .chain(unpulled.iter().map(|(id, r)| (id, r)))
-            .filter(|(id, _)| !running.contains_key(*id) && !waiting.contains_key(*id))
-            .map(|(id, r)| PluginStatus {
-                name: id.name.clone(),
-                tenant: id.tenant.clone(),
-                version: String::new(),
-                state: PluginState::Refused,
-                handled: 0,
-                failed: 0,
-                retried: 0,
-                backlog: 0,
-                last_error: None,
-                since: r.since.clone(),
-                waiting: None,
-                expanded: Vec::new(),
-                not_permitted: Vec::new(),
-                refused: Some(r.reason.clone()),
-                admission: Vec::new(),
-                source: self.source_status(id),
-            })
-            .collect()
-    }
-
-    /// Status of every running or waiting plugin, by tenant and name (a running one whose new
-    /// files were refused says why); never waits for a reconcile in progress.
-    pub fn status(&self) -> Vec<PluginStatus> {
-        let mut waiting = self.waiting.read().clone();
-        let mut refused = self.refused.read().clone();
-        let mut running = self.running.read().clone();
-        let mut all: Vec<PluginStatus> = self
-            .running()
-            .into_iter()
-            .map(|r| {
-                let version = r.supervisor.version().to_string();
-                let seen = running.remove(&r.id);
-                let forbidden = seen.as_ref().and_then(|s| s.forbidden(&version));
-                let mut state = r.supervisor.state();
-                if forbidden.is_some() && state == PluginState::Running {
-                    state = PluginState::Waiting;
-                }
-                PluginStatus {
-                    expanded: seen
-                        .as_ref()
-                        .map(|s| s.expanded.clone())
-                        .unwrap_or_default(),
-                    not_permitted: seen
-                        .as_ref()
-                        .map(Running::not_permitted)
-                        .unwrap_or_default(),
-                    version,
-                    state,
-                    handled: r.supervisor.handled(),
-                    failed: r.supervisor.failed(),
-                    retried: r.supervisor.retried(),
-                    backlog: r.backlog,
-                    last_error: r.supervisor.last_error(),
-                    since: match &forbidden {
-                        Some(f) if state == PluginState::Waiting => f.since.clone(),
-                        _ => r.supervisor.since().to_string(),
-                    },
-                    // A new version waiting says more than the running one's refused kind.
-                    waiting: waiting.remove(&r.id).or(forbidden),
-                    refused: refused.remove(&r.id).map(|r| r.reason),
-                    admission: self
-                        .admitter(&r.id)
-                        .map(|a| HookStatus::of(&a))
-                        .unwrap_or_default(),
-                    source: self.source_status(&r.id),
-                    name: r.id.name,
-                    tenant: r.id.tenant,
-                }
-            })
-            .collect();
-        all.extend(waiting.into_iter().map(|(id, w)| PluginStatus {
-            source: self.source_status(&id),
-            name: id.name,
-            tenant: id.tenant,
-            version: w.version.clone(),
-            state: PluginState::Waiting,
-            handled: 0,
-            failed: 0,
-            retried: 0,
-            backlog: 0,
-            last_error: None,
-            since: w.since.clone(),
-            waiting: Some(w),
-            expanded: Vec::new(),
-            not_permitted: Vec::new(),
-            refused: None,
-            admission: Vec::new(),
-        }));
-        all.sort_by(|a, b| (&a.tenant, &a.name).cmp(&(&b.tenant, &b.name)));
         all
     }
 }

@@ -12,12 +12,26 @@
 //! limited to namespaces leaves cluster-scoped kinds out: they cannot be watched in a namespace.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
 
 use kube::core::ApiResource;
 
-use crate::informer::{DiscoveredResource, ResolvedResource};
-use crate::manifest::Watch;
+use crate::informer::{ChangeFilter, DiscoveredResource, EventFilter, ResolvedResource};
+use crate::manifest::{Manifest, Watch};
+use crate::plugin::imports::cache::CacheView;
 use crate::tenancy::Grant;
+
+/// What re-expanding a running version's wildcard watches needs: the same registration
+/// options, change filters and cache view its load used.
+pub(super) struct WildcardWatches {
+    pub(super) manifest: Manifest,
+    pub(super) cache: Arc<CacheView>,
+    /// Per `[[watch]]`: its change filter, if any.
+    pub(super) changes: Vec<Option<ChangeFilter>>,
+    pub(super) resync: Option<Duration>,
+    pub(super) filter: Option<EventFilter>,
+}
 
 /// How a resource is named in `/plugins` and logs: `apps/v1/Deployment`, `v1/Pod`.
 pub(crate) fn resource_name(ar: &ApiResource) -> String {
