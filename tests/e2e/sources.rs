@@ -41,12 +41,33 @@ fn entry(body: &str, tenant: &str, name: &str) -> Option<Value> {
         .cloned()
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_survives_a_bad_push() {
-    let Some(registry) = LocalRegistry::start() else {
-        return;
-    };
-    informant_tests::init_tracing();
+/// The host on `server` with `plugins` and `pulled` as its directories, `config` in force and
+/// its admin server on `admin`.
+async fn start_host(
+    server: &DevServer,
+    (plugins, pulled): (&Path, &Path),
+    config: HostConfig,
+    admin: std::net::SocketAddr,
+) -> Runtime {
+    guarded(
+        "the runtime to start",
+        Runtime::start(
+            server.client(),
+            RuntimeOptions {
+                plugins: Some(plugins.to_path_buf()),
+                pulled_dir: Some(pulled.to_path_buf()),
+                config,
+                admin: Some(admin),
+                ..Default::default()
+            },
+        ),
+    )
+    .await
+    .expect("runtime")
+}
+
+/// A login file for `registry` and a client using it (and its CA).
+fn logged_in(registry: &LocalRegistry) -> (std::path::PathBuf, Registry) {
     let login = registry.docker_config(USER, PASSWORD);
     let client = Registry::new(Options {
         credentials: Credentials::from_file(&login).unwrap(),
@@ -54,6 +75,16 @@ async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_surviv
         ..Options::default()
     })
     .unwrap();
+    (login, client)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_survives_a_bad_push() {
+    let Some(registry) = LocalRegistry::start() else {
+        return;
+    };
+    informant_tests::init_tracing();
+    let (login, client) = logged_in(&registry);
     let tag = format!("{}/team-a/snoop:stable", registry.addr);
     let reference: Reference = tag.parse().unwrap();
     let v1 = std::fs::read(wasm("hostile")).unwrap();
@@ -90,23 +121,10 @@ async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_surviv
     );
     let host_config: HostConfig =
         informant_runtime::config::parse(&config, Path::new("informant.toml")).expect("config");
-    let start = |admin| {
-        guarded(
-            "the runtime to start",
-            Runtime::start(
-                server.client(),
-                RuntimeOptions {
-                    plugins: Some(plugins.path().to_path_buf()),
-                    pulled_dir: Some(pulled.path().to_path_buf()),
-                    config: host_config.clone(),
-                    admin: Some(admin),
-                    ..Default::default()
-                },
-            ),
-        )
-    };
+    let dirs = (plugins.path(), pulled.path());
+    let start = |admin| start_host(&server, dirs, host_config.clone(), admin);
     let admin = free_addr();
-    let runtime = start(admin).await.expect("runtime");
+    let runtime = start(admin).await;
 
     let running = |pinned: String, wasm: Vec<u8>| {
         move |s: u16, body: &str| {
@@ -190,7 +208,7 @@ async fn a_pulled_plugin_runs_under_its_tenants_grant_follows_its_tag_and_surviv
     // at once, and the source says it cannot reach the registry.
     drop(registry);
     let admin = free_addr();
-    let runtime = start(admin).await.expect("runtime");
+    let runtime = start(admin).await;
     let body = get_until(
         admin,
         "/plugins",
@@ -376,13 +394,7 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
         return;
     };
     informant_tests::init_tracing();
-    let login = registry.docker_config(USER, PASSWORD);
-    let client = Registry::new(Options {
-        credentials: Credentials::from_file(&login).unwrap(),
-        ca_file: Some(registry.ca_file.clone()),
-        ..Options::default()
-    })
-    .unwrap();
+    let (login, client) = logged_in(&registry);
     let keys = tempfile::tempdir().unwrap();
     let (team, ops) = (SigningKey::generate(), SigningKey::generate());
     for (name, key) in [("team.pub", &team), ("ops.pub", &ops)] {
@@ -456,24 +468,10 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
     let start = |admin, config: String| {
         let host_config: HostConfig =
             informant_runtime::config::parse(&config, Path::new("informant.toml")).expect("config");
-        guarded(
-            "the runtime to start",
-            Runtime::start(
-                server.client(),
-                RuntimeOptions {
-                    plugins: Some(plugins.path().to_path_buf()),
-                    pulled_dir: Some(pulled.path().to_path_buf()),
-                    config: host_config,
-                    admin: Some(admin),
-                    ..Default::default()
-                },
-            ),
-        )
+        start_host(&server, (plugins.path(), pulled.path()), host_config, admin)
     };
     let admin = free_addr();
-    let runtime = start(admin, config(&key("team.pub")))
-        .await
-        .expect("runtime");
+    let runtime = start(admin, config(&key("team.pub"))).await;
 
     let signed_by = |pinned: String, wasm: Vec<u8>| {
         let fingerprint = team.public_key().fingerprint().to_string();
@@ -603,9 +601,7 @@ async fn pulled_plugins_run_only_when_signed_by_a_key_their_tenant_trusts() {
     // Restarted with team-a trusting only the operator's key: the kept v2 (signed by team-a's
     // key) is not run, not even before the registry answers.
     let admin = free_addr();
-    let runtime = start(admin, config(&key("ops.pub")))
-        .await
-        .expect("runtime");
+    let runtime = start(admin, config(&key("ops.pub"))).await;
     assert!(
         !pulled.path().join("team-a/snoop.wasm").exists(),
         "the kept pull is dropped at start"
@@ -638,13 +634,7 @@ async fn a_source_is_read_through_its_mirror_when_its_registry_is_out_of_reach()
         return;
     };
     informant_tests::init_tracing();
-    let login = registry.docker_config(USER, PASSWORD);
-    let client = Registry::new(Options {
-        credentials: Credentials::from_file(&login).unwrap(),
-        ca_file: Some(registry.ca_file.clone()),
-        ..Options::default()
-    })
-    .unwrap();
+    let (login, client) = logged_in(&registry);
     let key = SigningKey::generate();
     let keys = tempfile::tempdir().unwrap();
     let key_file = keys.path().join("team.pub");
@@ -682,21 +672,7 @@ async fn a_source_is_read_through_its_mirror_when_its_registry_is_out_of_reach()
     let host_config: HostConfig =
         informant_runtime::config::parse(&config, Path::new("informant.toml")).expect("config");
     let admin = free_addr();
-    let runtime = guarded(
-        "the runtime to start",
-        Runtime::start(
-            server.client(),
-            RuntimeOptions {
-                plugins: Some(plugins.path().to_path_buf()),
-                pulled_dir: Some(pulled.path().to_path_buf()),
-                config: host_config,
-                admin: Some(admin),
-                ..Default::default()
-            },
-        ),
-    )
-    .await
-    .expect("runtime");
+    let runtime = start_host(&server, (plugins.path(), pulled.path()), host_config, admin).await;
     let logical = format!("registry.invalid/team-a/snoop@{}", pushed.digest);
     let body = get_until(
         admin,

@@ -1,6 +1,8 @@
 //! `informant push` and `informant pull` as a user runs them: the real binary against a real
 //! registry on loopback (TLS with its own CA, basic auth), real compiled plugins.
 
+mod support;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -560,4 +562,71 @@ async fn signed_artifacts_pull_and_every_other_kind_is_refused() {
         "{}",
         text(&public_as_private)
     );
+}
+
+/// `informant dev --push`: a plugin built from source is pushed to the local registry as
+/// `PREFIX/NAME:dev` whenever a build installs it, and pulls back as the plugin that runs.
+#[tokio::test(flavor = "multi_thread")]
+async fn dev_pushes_each_plugin_it_builds_from_source() {
+    let Some(registry) = LocalRegistry::start() else {
+        return;
+    };
+    let work = tempfile::tempdir().unwrap();
+    let sources = work.path().join("sources");
+    std::fs::create_dir(&sources).unwrap();
+    let created = informant(&["new", "echo", "--dir", sources.to_str().unwrap()]);
+    assert!(created.status.success(), "{}", text(&created));
+    let login = registry.docker_config(USER, PASSWORD);
+    // The wasm target directory the other plugin tests build in: dependencies build once.
+    let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/wasm-plugins");
+    let admin = informant_tests::http::free_addr();
+    let mut dev = tokio::process::Command::new(env!("CARGO_BIN_EXE_informant"));
+    dev.args(["dev", "--listen", "127.0.0.1:0", "--no-seed", "--admin"])
+        .arg(admin.to_string())
+        .arg("--plugins")
+        .arg(&sources)
+        .arg("--target-dir")
+        .arg(&target)
+        .arg("--kubeconfig-out")
+        .arg(work.path().join("kubeconfig"))
+        .arg("--push")
+        .arg(format!("{}/dev", registry.addr))
+        .arg("--registry-config")
+        .arg(&login)
+        .arg("--registry-ca")
+        .arg(&registry.ca_file)
+        .env("HOME", "/nonexistent")
+        .env_remove("DOCKER_CONFIG");
+    let (_child, lines) = support::spawn_logged(dev);
+    informant_tests::http::get_until(admin, "/plugins", "echo built and running", |s, body| {
+        s == 200 && body.contains("\"name\":\"echo\"") && body.contains("\"state\":\"running\"")
+    })
+    .await;
+    // The push follows the build that installed it: its line says where it went.
+    let prefix = format!("echo: pushed {}/dev/echo@sha256:", registry.addr);
+    let pinned = informant_tests::guarded("the push to be reported", async {
+        loop {
+            if let Some(line) = lines.lock().iter().find(|l| l.starts_with(&prefix)) {
+                break line["echo: pushed ".len()..].to_string();
+            }
+            // The child's output arrives on its own tasks: look again shortly.
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let lib = Registry::new(Options {
+        credentials: informant_oci::credentials::Credentials::from_file(&login).unwrap(),
+        ca_file: Some(registry.ca_file.clone()),
+        ..Options::default()
+    })
+    .unwrap();
+    let tag: Reference = format!("{}/dev/echo:dev", registry.addr).parse().unwrap();
+    let artifact = lib.pull(&tag).await.unwrap();
+    assert_eq!(artifact.pinned, pinned);
+    let built = std::fs::read(target.join("plugins/echo.wasm")).unwrap();
+    assert_eq!(
+        artifact.wasm, built,
+        "the component that runs is the one pushed"
+    );
+    assert_eq!(artifact.name.as_deref(), Some("echo"));
 }

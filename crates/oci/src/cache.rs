@@ -7,10 +7,6 @@
 
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
-
-use crate::registry::hex;
-
 /// Layers kept by digest in a directory.
 #[derive(Debug, Clone)]
 pub struct BlobCache {
@@ -41,7 +37,7 @@ impl BlobCache {
             return None;
         }
         let bytes = std::fs::read(&path).ok()?;
-        if format!("sha256:{}", hex(&Sha256::digest(&bytes))) != digest {
+        if crate::digest::sha256(&bytes) != digest {
             tracing::warn!(path = %path.display(), "a cached layer is not what its name says; removed and pulled again");
             let _ = std::fs::remove_file(&path);
             return None;
@@ -61,7 +57,7 @@ impl BlobCache {
             return;
         };
         // Only what its name says is kept (the pull checked it; this is cheap to check again).
-        if format!("sha256:{}", hex(&Sha256::digest(bytes))) != digest {
+        if crate::digest::sha256(bytes) != digest {
             return;
         }
         if let Err(e) = write_whole(&self.dir, &path, bytes) {
@@ -110,7 +106,7 @@ mod tests {
     use super::*;
 
     fn digest(bytes: &[u8]) -> String {
-        format!("sha256:{}", hex(&Sha256::digest(bytes)))
+        crate::digest::sha256(bytes)
     }
 
     #[test]

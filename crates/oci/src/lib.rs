@@ -16,6 +16,7 @@
 
 pub mod cache;
 pub mod credentials;
+mod digest;
 pub mod files;
 pub mod layout;
 pub mod mirror;

@@ -24,7 +24,6 @@ use oci_client::manifest::{
 };
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
-use sha2::{Digest, Sha256};
 
 use crate::credentials::Credentials;
 use crate::layout::{self, LEGACY_WASM_LAYER, WASM_CONFIG, WASM_LAYER, WasmConfig};
@@ -386,7 +385,7 @@ impl Registry {
         let shown = reference.whole();
         let (body, said) = self.read_manifest(&client, reference, &auth).await?;
         // The digest of what was read, whatever a header said: the pin must name these bytes.
-        let digest = format!("sha256:{}", hex(&Sha256::digest(&body)));
+        let digest = crate::digest::sha256(&body);
         for (expected, who) in [
             (said, "the registry said"),
             (reference.digest().map(str::to_string), "it was asked for"),
@@ -574,7 +573,7 @@ impl Registry {
         // Serialized here, not by oci-client: its canonical form leaves control characters
         // unescaped, and a manifest's newlines in an annotation are then invalid JSON.
         let body = serde_json::to_vec(&image).expect("the manifest serializes");
-        let digest = format!("sha256:{}", hex(&Sha256::digest(&body)));
+        let digest = crate::digest::sha256(&body);
         client
             .push_manifest_raw(
                 reference,
@@ -621,10 +620,6 @@ fn is_loopback(registry: &str) -> bool {
         None => registry.rsplit_once(':').map_or(registry, |(h, _)| h),
     };
     host == "localhost" || host.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// A sink that takes at most `limit` bytes, and fails the write that would pass it.

@@ -45,6 +45,12 @@ pub struct Args {
     /// Serve no admin endpoints.
     #[arg(long)]
     no_admin: bool,
+    /// Push each plugin built from source, whenever a build installs a new version, to
+    /// `REGISTRY/PREFIX/[TENANT/]NAME:dev` (a local registry: `127.0.0.1:5000/dev`).
+    #[arg(long, value_name = "REGISTRY/PREFIX")]
+    push: Option<String>,
+    #[command(flatten)]
+    registry: super::registry::RegistryArgs,
     #[command(flatten)]
     host: super::HostArgs,
 }
@@ -71,9 +77,13 @@ pub async fn run(args: Args) -> Result<()> {
         None => {}
     }
     // Plugin sources are built into a compiled plugins directory, which the runtime loads.
+    let push = match &args.push {
+        Some(prefix) => Some(super::registry::DevPush::new(prefix, &args.registry)?),
+        None => None,
+    };
     let (plugins, _dev_loop) = match args.plugins {
         Some(dir) => {
-            let (dir, dev_loop) = build_sources(dir, args.target_dir).await?;
+            let (dir, dev_loop) = build_sources(dir, args.target_dir, push).await?;
             (Some(dir), dev_loop)
         }
         None => (None, None),
@@ -212,7 +222,12 @@ fn seed_file(server: &DevServer, file: &Path) -> Result<()> {
 /// For a directory of plugin sources: builds them once (printing progress) and keeps
 /// rebuilding them on change; returns the compiled plugins directory to load. A directory of
 /// compiled plugins is returned as it is.
-async fn build_sources(dir: PathBuf, target_dir: PathBuf) -> Result<(PathBuf, Option<DevLoop>)> {
+/// With `push`, each plugin a build installs anew is pushed too.
+async fn build_sources(
+    dir: PathBuf,
+    target_dir: PathBuf,
+    push: Option<super::registry::DevPush>,
+) -> Result<(PathBuf, Option<DevLoop>)> {
     let sources =
         informant_dev::scan(&dir).with_context(|| format!("--plugins {}", dir.display()))?;
     if sources.plugins.is_empty() {
@@ -226,9 +241,23 @@ async fn build_sources(dir: PathBuf, target_dir: PathBuf) -> Result<(PathBuf, Op
     };
     let out_dir = builder.out_dir.clone();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let installed = out_dir.clone();
     tokio::spawn(async move {
         while let Some(event) = rx.recv().await {
             print_event(&event);
+            // A push that fails is reported; the plugin runs here all the same.
+            if let (
+                Some(push),
+                DevEvent::Built {
+                    id, changed: true, ..
+                },
+            ) = (&push, &event)
+            {
+                match push.push(&installed, &id.tenant, &id.name).await {
+                    Ok(pinned) => eprintln!("{id}: pushed {pinned}"),
+                    Err(e) => eprintln!("{id}: not pushed: {e:#}"),
+                }
+            }
         }
     });
     let dev_loop = DevLoop::start(

@@ -31,7 +31,8 @@ pub struct RegistryArgs {
 }
 
 impl RegistryArgs {
-    fn registry(&self) -> Result<Registry> {
+    /// A registry client with these logins, CA and plain-HTTP setting.
+    pub(super) fn registry(&self) -> Result<Registry> {
         let credentials = match self.registry_config.clone().or_else(default_docker_config) {
             Some(path) => Credentials::from_file(&path)?,
             None => Credentials::none(),
@@ -91,23 +92,78 @@ pub async fn push(args: PushArgs) -> Result<()> {
             .map(|s| s.to_string_lossy().into_owned())
             .with_context(|| format!("`{}` names no file", args.plugin.display()))?,
     };
-    let wasm = std::fs::read(&args.plugin)
-        .with_context(|| format!("reading `{}`", args.plugin.display()))?;
-    let manifest = std::fs::read_to_string(&manifest_path)
+    let registry = args.registry.registry()?;
+    let pushed = push_files(&registry, &reference, &args.plugin, &manifest_path, &name).await?;
+    println!("{}", pushed.pinned);
+    Ok(())
+}
+
+/// Pushes the component at `plugin` with the manifest at `manifest_path` as `name` to
+/// `reference`, once the manifest is known to load.
+pub(super) async fn push_files(
+    registry: &Registry,
+    reference: &Reference,
+    plugin: &std::path::Path,
+    manifest_path: &std::path::Path,
+    name: &str,
+) -> Result<informant_oci::Pushed> {
+    let wasm = std::fs::read(plugin).with_context(|| format!("reading `{}`", plugin.display()))?;
+    let manifest = std::fs::read_to_string(manifest_path)
         .with_context(|| format!("reading `{}`", manifest_path.display()))?;
     // What would not load here is not worth publishing.
-    Manifest::parse(&manifest, &manifest_path)?;
-    let registry = args.registry.registry()?;
+    Manifest::parse(&manifest, manifest_path)?;
     eprintln!(
         "pushing `{}` ({} KiB) and `{}` to {}",
-        args.plugin.display(),
+        plugin.display(),
         wasm.len().div_ceil(1024),
         manifest_path.display(),
         reference.whole()
     );
-    let pushed = registry.push(&reference, &name, wasm, &manifest).await?;
-    println!("{}", pushed.pinned);
-    Ok(())
+    Ok(registry.push(reference, name, wasm, &manifest).await?)
+}
+
+/// Where `informant dev --push` pushes each plugin it builds: `PREFIX/[TENANT/]NAME:dev`.
+pub(super) struct DevPush {
+    registry: Registry,
+    prefix: String,
+}
+
+impl DevPush {
+    /// Pushes under `prefix` (`REGISTRY/REPOSITORY-PREFIX`) with `args`' registry access; the
+    /// prefix is checked now.
+    pub(super) fn new(prefix: &str, args: &RegistryArgs) -> Result<Self> {
+        let prefix = prefix.trim_end_matches('/').to_string();
+        parse(&format!("{prefix}/plugin:dev"))
+            .with_context(|| format!("--push {prefix}: not REGISTRY/REPOSITORY-PREFIX"))?;
+        Ok(DevPush {
+            registry: args.registry()?,
+            prefix,
+        })
+    }
+
+    /// Pushes the built plugin `tenant/name` from the plugins directory `out_dir`; the pinned
+    /// reference pushed.
+    pub(super) async fn push(
+        &self,
+        out_dir: &std::path::Path,
+        tenant: &str,
+        name: &str,
+    ) -> Result<String> {
+        let (dir, repository) = match tenant {
+            "" => (out_dir.to_path_buf(), format!("{}/{name}", self.prefix)),
+            t => (out_dir.join(t), format!("{}/{t}/{name}", self.prefix)),
+        };
+        let reference = parse(&format!("{repository}:dev"))?;
+        let pushed = push_files(
+            &self.registry,
+            &reference,
+            &dir.join(format!("{name}.wasm")),
+            &dir.join(format!("{name}.toml")),
+            name,
+        )
+        .await?;
+        Ok(pushed.pinned)
+    }
 }
 
 /// Arguments of `informant pull`.

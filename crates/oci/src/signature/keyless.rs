@@ -23,11 +23,9 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
-use sha2::{Digest, Sha256};
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
 use super::{KeyError, PublicKey, Signer};
-use crate::registry::hex;
 
 /// The layer annotation holding the signing certificate (PEM).
 pub const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
@@ -324,7 +322,7 @@ impl Logged {
         // `rekord`, the kind cosign logged before `hashedrekord`, has the same fields here.
         let matches = (body.kind == "hashedrekord" || body.kind == "rekord")
             && spec.data.hash.algorithm == "sha256"
-            && spec.data.hash.value == hex(&Sha256::digest(payload))
+            && spec.data.hash.value == crate::digest::sha256_hex(payload)
             && (logged_signature.as_deref() == Some(signature)
                 || spec.signature.content.trim() == signature_b64.trim())
             && logged_cert.as_ref() == Some(leaf);
@@ -438,7 +436,7 @@ mod tests {
                 "apiVersion": "0.0.1",
                 "kind": "hashedrekord",
                 "spec": {
-                    "data": {"hash": {"algorithm": "sha256", "value": hex(&Sha256::digest(payload))}},
+                    "data": {"hash": {"algorithm": "sha256", "value": crate::digest::sha256_hex(payload)}},
                     "signature": {"content": signature, "publicKey": {"content": BASE64.encode(cert)}},
                 },
             });

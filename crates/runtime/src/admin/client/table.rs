@@ -47,11 +47,7 @@ fn table_at(rows: &[StatusRow], colour: bool, now: jiff::Timestamp) -> String {
                 .or_else(|| Some(format!("source: {}", r.source.as_ref()?.error.as_ref()?)))
                 .unwrap_or_default();
             [
-                if r.tenant.is_empty() {
-                    "-".into()
-                } else {
-                    cell(&r.tenant, usize::MAX)
-                },
+                tenant_cell(r),
                 cell(&r.name, usize::MAX),
                 cell(&r.state, usize::MAX),
                 r.handled.to_string(),
@@ -114,11 +110,7 @@ fn sources(rows: &[StatusRow]) -> String {
         .filter_map(|r| {
             let source = r.source.as_ref()?;
             Some([
-                if r.tenant.is_empty() {
-                    "-".into()
-                } else {
-                    cell(&r.tenant, usize::MAX)
-                },
+                tenant_cell(r),
                 cell(&r.name, usize::MAX),
                 cell(&source.reference, usize::MAX),
                 source
@@ -157,6 +149,15 @@ fn sources(rows: &[StatusRow]) -> String {
         out.push('\n');
     }
     out
+}
+
+/// A row's tenant, `-` for a top-level plugin.
+fn tenant_cell(r: &StatusRow) -> String {
+    if r.tenant.is_empty() {
+        "-".into()
+    } else {
+        cell(&r.tenant, usize::MAX)
+    }
 }
 
 /// A plugin's admission hooks as `NAME(validate)`, comma-separated; `-` without any.
