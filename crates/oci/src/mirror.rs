@@ -11,6 +11,37 @@ use std::collections::BTreeMap;
 
 use oci_client::Reference;
 
+/// Why a mirror endpoint cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum BadEndpoint {
+    /// It names a scheme.
+    #[error("{0:?} has a scheme: give HOST[:PORT][/PREFIX]")]
+    Scheme(String),
+    /// It is not a host and repository prefix a reference could have.
+    #[error("{endpoint:?} is not HOST[:PORT][/PREFIX]: {source}")]
+    NotReference {
+        /// The endpoint.
+        endpoint: String,
+        /// Why a reference under it does not parse.
+        #[source]
+        source: oci_client::ParseError,
+    },
+    /// Its first segment is not a registry host.
+    #[error("{0:?} does not start with a registry host")]
+    NoHost(String),
+}
+
+/// A registry's mirror that cannot be used, naming the registry.
+#[derive(Debug, thiserror::Error)]
+#[error("`{registry}`: {source}")]
+pub struct BadMirror {
+    /// The registry it mirrors.
+    pub registry: String,
+    /// What is wrong with it.
+    #[source]
+    pub source: BadEndpoint,
+}
+
 /// A place a registry's repositories are mirrored: `HOST[:PORT]`, and a path prefix its
 /// repositories sit under there (empty for none).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,9 +52,9 @@ pub struct Endpoint {
 
 impl Endpoint {
     /// `HOST[:PORT][/PREFIX]`, without a scheme (plain HTTP is chosen as for any registry).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, BadEndpoint> {
         if text.contains("://") {
-            return Err(format!("{text:?} has a scheme: give HOST[:PORT][/PREFIX]"));
+            return Err(BadEndpoint::Scheme(text.to_string()));
         }
         let (host, prefix) = text.split_once('/').unwrap_or((text, ""));
         let prefix = prefix.trim_end_matches('/');
@@ -32,16 +63,39 @@ impl Endpoint {
             "" => format!("{host}/probe:1"),
             p => format!("{host}/{p}/probe:1"),
         };
-        let parsed: Reference = probe
-            .parse()
-            .map_err(|e| format!("{text:?} is not HOST[:PORT][/PREFIX]: {e}"))?;
+        let parsed: Reference = probe.parse().map_err(|source| BadEndpoint::NotReference {
+            endpoint: text.to_string(),
+            source,
+        })?;
         if parsed.registry() != host || host.is_empty() {
-            return Err(format!("{text:?} does not start with a registry host"));
+            return Err(BadEndpoint::NoHost(text.to_string()));
         }
         Ok(Endpoint {
             host: host.to_string(),
             prefix: prefix.to_string(),
         })
+    }
+
+    /// Its registry host (`HOST[:PORT]`).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The repository prefix under it; empty for none.
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// Whether `reference` is under this host and prefix (at a path-segment boundary:
+    /// `acme/hooks` holds `acme/hooks/policy`, not `acme/hooksmith`).
+    pub fn holds(&self, reference: &Reference) -> bool {
+        let repository = reference.repository();
+        self.host == reference.registry()
+            && (self.prefix.is_empty()
+                || repository == self.prefix
+                || repository
+                    .strip_prefix(self.prefix.as_str())
+                    .is_some_and(|rest| rest.starts_with('/')))
     }
 
     /// `reference`, as this endpoint holds it.
@@ -70,12 +124,17 @@ pub struct Mirrors(BTreeMap<String, Vec<Endpoint>>);
 impl Mirrors {
     /// Mirrors from a map of registry to endpoints (`HOST[:PORT][/PREFIX]` each), or why one
     /// is not an endpoint.
-    pub fn new(map: &BTreeMap<String, Vec<String>>) -> Result<Self, String> {
+    pub fn new(map: &BTreeMap<String, Vec<String>>) -> Result<Self, BadMirror> {
         let mut mirrors = BTreeMap::new();
         for (registry, endpoints) in map {
             let endpoints = endpoints
                 .iter()
-                .map(|e| Endpoint::parse(e).map_err(|why| format!("`{registry}`: {why}")))
+                .map(|e| {
+                    Endpoint::parse(e).map_err(|source| BadMirror {
+                        registry: registry.clone(),
+                        source,
+                    })
+                })
                 .collect::<Result<Vec<_>, _>>()?;
             mirrors.insert(registry.clone(), endpoints);
         }
@@ -169,7 +228,7 @@ mod tests {
             "h:port/x",
         ] {
             let map = BTreeMap::from([("ghcr.io".to_string(), vec![bad.to_string()])]);
-            let err = Mirrors::new(&map).unwrap_err();
+            let err = Mirrors::new(&map).unwrap_err().to_string();
             assert!(err.starts_with("`ghcr.io`: "), "{bad}: {err}");
         }
     }

@@ -346,7 +346,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         .map_or(DEFAULT_TENANT_MAX_SCHEDULES, Positive::get);
     // The operator's policy, and each tenant's unless it has its own.
     let operator_policy = match &file.signatures {
-        Some(s) => Some(s.policy("signatures").map_err(invalid)?),
+        Some(s) => Some(s.policy("signatures").map_err(|e| invalid(e.to_string()))?),
         None => None,
     };
     for (default, max, what) in [
@@ -490,7 +490,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
         let signatures = match &t.signatures {
             Some(s) => Some(
                 s.policy(&format!("tenants.{name}.signatures"))
-                    .map_err(invalid)?,
+                    .map_err(|e| invalid(e.to_string()))?,
             ),
             None => operator_policy.clone(),
         };
@@ -499,7 +499,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
             &t.registry_configs,
             &format!("tenants.{name}"),
         )
-        .map_err(invalid)?;
+        .map_err(|e| invalid(e.to_string()))?;
         for (i, source) in t.sources.iter().enumerate() {
             let key = format!("tenants.{name}.sources[{i}]");
             let spec = source
@@ -508,7 +508,7 @@ pub fn parse(text: &str, path: &Path) -> Result<HostConfig, ConfigError> {
             let reference = spec.reference.parse().expect("checked by spec");
             grant
                 .check(&reference, spec.registry_config.as_ref(), &key)
-                .map_err(invalid)?;
+                .map_err(|e| invalid(e.to_string()))?;
             host.sources.push(spec);
         }
         tenants.insert(name.clone(), Arc::new(policy));

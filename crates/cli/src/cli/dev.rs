@@ -45,7 +45,7 @@ pub struct Args {
     /// Serve no admin endpoints.
     #[arg(long)]
     no_admin: bool,
-    /// Push each plugin built from source, whenever a build installs a new version, to
+    /// Push each plugin built from source, at its first build and whenever a build changes it, to
     /// `REGISTRY/PREFIX/[TENANT/]NAME:dev` (a local registry: `127.0.0.1:5000/dev`).
     #[arg(long, value_name = "REGISTRY/PREFIX")]
     push: Option<String>,
@@ -222,7 +222,7 @@ fn seed_file(server: &DevServer, file: &Path) -> Result<()> {
 /// For a directory of plugin sources: builds them once (printing progress) and keeps
 /// rebuilding them on change; returns the compiled plugins directory to load. A directory of
 /// compiled plugins is returned as it is.
-/// With `push`, each plugin a build installs anew is pushed too.
+/// With `push`, each plugin is pushed at its first build, and again whenever a build changes it.
 async fn build_sources(
     dir: PathBuf,
     target_dir: PathBuf,
@@ -243,20 +243,25 @@ async fn build_sources(
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let installed = out_dir.clone();
     tokio::spawn(async move {
+        // Pushed in this session: a plugin is pushed at its first build here (what is
+        // installed may be an earlier session's, and the registry may not have it), then
+        // whenever a build changes it.
+        let mut pushed = std::collections::HashSet::new();
         while let Some(event) = rx.recv().await {
             print_event(&event);
+            let (Some(push), DevEvent::Built { id, changed, .. }) = (&push, &event) else {
+                continue;
+            };
+            if !changed && pushed.contains(id) {
+                continue;
+            }
             // A push that fails is reported; the plugin runs here all the same.
-            if let (
-                Some(push),
-                DevEvent::Built {
-                    id, changed: true, ..
-                },
-            ) = (&push, &event)
-            {
-                match push.push(&installed, &id.tenant, &id.name).await {
-                    Ok(pinned) => eprintln!("{id}: pushed {pinned}"),
-                    Err(e) => eprintln!("{id}: not pushed: {e:#}"),
+            match push.push(&installed, &id.tenant, &id.name).await {
+                Ok(pinned) => {
+                    pushed.insert(id.clone());
+                    eprintln!("{id}: pushed {pinned}")
                 }
+                Err(e) => eprintln!("{id}: not pushed: {e:#}"),
             }
         }
     });

@@ -25,7 +25,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
-use super::{KeyError, PublicKey, Signer};
+use super::{KeyError, PublicKey, Rejected, Signer};
 
 /// The layer annotation holding the signing certificate (PEM).
 pub const CERTIFICATE_ANNOTATION: &str = "dev.sigstore.cosign/certificate";
@@ -153,22 +153,22 @@ impl Keyless {
         signature: &[u8],
         signature_b64: &str,
         annotations: &BTreeMap<String, String>,
-    ) -> Result<Signer, String> {
+    ) -> Result<Signer, Rejected> {
         let certificate = annotations
             .get(CERTIFICATE_ANNOTATION)
-            .ok_or("no key the policy trusts made it, and it carries no certificate")?;
-        let leaf = CertificateDer::from_pem_slice(certificate.as_bytes())
-            .map_err(|e| format!("its certificate is not PEM: {e}"))?;
-        let bundle = annotations.get(BUNDLE_ANNOTATION).ok_or(
-            "its certificate comes with no Rekor bundle: the time it was used is unproven",
-        )?;
+            .ok_or(Rejected::NoCertificate)?;
+        let pem = |what| move |source| Rejected::CertificatePem { what, source };
+        let leaf = CertificateDer::from_pem_slice(certificate.as_bytes()).map_err(pem(""))?;
+        let bundle = annotations
+            .get(BUNDLE_ANNOTATION)
+            .ok_or(Rejected::NoBundle)?;
         let logged = self.logged(bundle)?;
         logged.vouches_for(payload, signature, signature_b64, &leaf)?;
 
         let intermediates: Vec<CertificateDer<'_>> = match annotations.get(CHAIN_ANNOTATION) {
             Some(chain) => CertificateDer::pem_slice_iter(chain.as_bytes())
                 .collect::<Result<_, _>>()
-                .map_err(|e| format!("its certificate chain is not PEM: {e}"))?,
+                .map_err(pem("chain "))?,
             None => Vec::new(),
         };
         let anchors: Vec<_> = self
@@ -177,7 +177,7 @@ impl Keyless {
             .filter_map(|r| webpki::anchor_from_trusted_cert(r).ok())
             .collect();
         let end = webpki::EndEntityCert::try_from(&leaf)
-            .map_err(|e| format!("its certificate does not parse: {e:?}"))?;
+            .map_err(|e| Rejected::Certificate(format!("{e:?}")))?;
         let at = UnixTime::since_unix_epoch(Duration::from_secs(logged.integrated_time));
         end.verify_for_usage(
             CHAIN_ALGORITHMS,
@@ -188,23 +188,17 @@ impl Keyless {
             None,
             None,
         )
-        .map_err(|e| {
-            format!("its certificate is not one the trust root's Fulcio issued for code signing, valid when it was logged: {e:?}")
-        })?;
+        .map_err(Rejected::Chain)?;
 
-        let (_, cert) = X509Certificate::from_der(&leaf)
-            .map_err(|e| format!("its certificate does not parse: {e}"))?;
+        let (_, cert) =
+            X509Certificate::from_der(&leaf).map_err(|e| Rejected::Certificate(e.to_string()))?;
         let (issuer, subject) = identity(&cert)?;
         if !self.matches(&issuer, &subject) {
-            return Err(format!(
-                "signed by {subject} (issuer {issuer}), an identity the policy does not trust"
-            ));
+            return Err(Rejected::UntrustedIdentity { subject, issuer });
         }
         let key = PublicKey::from_spki("certificate", cert.public_key().raw)?;
         if !key.verifies(payload, signature) {
-            return Err(format!(
-                "its signature is not by the key of {subject}'s certificate"
-            ));
+            return Err(Rejected::NotByCertificate(subject));
         }
         Ok(Signer {
             key: "keyless".into(),
@@ -215,38 +209,34 @@ impl Keyless {
     }
 
     /// Rekor's signed entry timestamp in `bundle`, checked against the trust root's keys.
-    fn logged(&self, bundle: &str) -> Result<Logged, String> {
+    fn logged(&self, bundle: &str) -> Result<Logged, Rejected> {
         #[derive(serde::Deserialize)]
         #[serde(rename_all = "PascalCase")]
         struct Bundle {
             signed_entry_timestamp: String,
             payload: Entry,
         }
-        let bundle: Bundle = serde_json::from_str(bundle)
-            .map_err(|e| format!("its Rekor bundle does not parse: {e}"))?;
+        let bundle: Bundle = serde_json::from_str(bundle).map_err(Rejected::Bundle)?;
         let entry = bundle.payload;
         let rekor = self
             .rekor
             .iter()
             .find(|k| k.fingerprint.strip_prefix("sha256:") == Some(entry.log_id.as_str()))
-            .ok_or_else(|| {
-                format!(
-                    "its Rekor bundle is from log {}, not one the trust root holds",
-                    entry.log_id
-                )
-            })?;
+            .ok_or_else(|| Rejected::UnknownLog(entry.log_id.clone()))?;
         // What Rekor signed: the entry's four fields as canonical JSON (keys sorted, no space),
         // which serde writes for this struct's field order.
         let signed = serde_json::to_vec(&entry).expect("serializes");
         let set = BASE64
             .decode(bundle.signed_entry_timestamp.trim())
-            .map_err(|_| "its Rekor bundle's timestamp is not base64".to_string())?;
+            .map_err(|_| Rejected::BundleNotBase64 {
+                what: "bundle's timestamp",
+            })?;
         if !rekor.verifies(&signed, &set) {
-            return Err("its Rekor bundle is not signed by the trust root's Rekor key".into());
+            return Err(Rejected::BundleSignature);
         }
         let body = BASE64
             .decode(entry.body.trim())
-            .map_err(|_| "its Rekor entry is not base64".to_string())?;
+            .map_err(|_| Rejected::BundleNotBase64 { what: "entry" })?;
         Ok(Logged {
             integrated_time: entry.integrated_time,
             body,
@@ -281,7 +271,7 @@ impl Logged {
         signature: &[u8],
         signature_b64: &str,
         leaf: &CertificateDer<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Rejected> {
         #[derive(serde::Deserialize)]
         struct Body {
             kind: String,
@@ -311,8 +301,7 @@ impl Logged {
         struct Content {
             content: String,
         }
-        let body: Body = serde_json::from_slice(&self.body)
-            .map_err(|e| format!("its Rekor entry is not a hashedrekord: {e}"))?;
+        let body: Body = serde_json::from_slice(&self.body).map_err(Rejected::Entry)?;
         let spec = body.spec;
         let logged_signature = BASE64.decode(spec.signature.content.trim()).ok();
         let logged_cert = BASE64
@@ -328,35 +317,33 @@ impl Logged {
             && logged_cert.as_ref() == Some(leaf);
         match matches {
             true => Ok(()),
-            false => {
-                Err("its Rekor entry is of another payload, signature or certificate".to_string())
-            }
+            false => Err(Rejected::EntryMismatch),
         }
     }
 }
 
 /// The OIDC issuer and subject Fulcio wrote into `cert`.
-fn identity(cert: &X509Certificate<'_>) -> Result<(String, String), String> {
+fn identity(cert: &X509Certificate<'_>) -> Result<(String, String), Rejected> {
     let mut issuer = None;
     for ext in cert.extensions() {
         let oid = ext.oid.to_id_string();
         if oid == ISSUER_V2 {
             let (_, s) = x509_parser::der_parser::der::parse_der_utf8string(ext.value)
-                .map_err(|e| format!("its certificate's issuer extension does not parse: {e}"))?;
+                .map_err(|_| Rejected::Identity("'s issuer extension does not parse"))?;
             issuer = Some(
                 s.as_str()
-                    .map_err(|e| format!("its certificate's issuer is not text: {e}"))?
+                    .map_err(|_| Rejected::Identity("'s issuer is not text"))?
                     .to_string(),
             );
         } else if oid == ISSUER_V1 && issuer.is_none() {
             issuer = std::str::from_utf8(ext.value).ok().map(str::to_string);
         }
     }
-    let issuer = issuer.ok_or("its certificate names no OIDC issuer (not Fulcio's)")?;
+    let issuer = issuer.ok_or(Rejected::Identity("names no OIDC issuer (not Fulcio's)"))?;
     let san = cert
         .subject_alternative_name()
-        .map_err(|e| format!("its certificate's subject alternative name does not parse: {e}"))?
-        .ok_or("its certificate names no identity")?;
+        .map_err(|_| Rejected::Identity("'s subject alternative name does not parse"))?
+        .ok_or(Rejected::Identity("names no identity"))?;
     let subject = san
         .value
         .general_names
@@ -365,7 +352,7 @@ fn identity(cert: &X509Certificate<'_>) -> Result<(String, String), String> {
             GeneralName::RFC822Name(s) | GeneralName::URI(s) => Some(s.to_string()),
             _ => None,
         })
-        .ok_or("its certificate names no e-mail or URI identity")?;
+        .ok_or(Rejected::Identity("names no e-mail or URI identity"))?;
     Ok((issuer, subject))
 }
 
@@ -546,6 +533,7 @@ mod tests {
             policy
                 .check(DIGEST, &payload, signature, &annotations)
                 .unwrap_err()
+                .to_string()
         };
 
         // A pattern matches the whole subject, not a part of it.
@@ -557,7 +545,8 @@ mod tests {
                 &signature,
                 &annotations(&signature, &cert, &good_bundle),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("an identity the policy does not trust"),
             "{err}"
@@ -667,7 +656,8 @@ mod tests {
                 signature,
                 &annotations(signature, CERT, BUNDLE),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "its certificate names no OIDC issuer (not Fulcio's)");
         // Each earlier link is what let it get there: without the real roots, or a day too late.
         let other_roots =
@@ -680,7 +670,8 @@ mod tests {
                 signature,
                 &annotations(signature, CERT, BUNDLE),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("not one the trust root's Fulcio issued"),
             "{err}"
@@ -694,7 +685,8 @@ mod tests {
                 signature,
                 &annotations(signature, CERT, &late.to_string()),
             )
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(
             err.contains("not signed by the trust root's Rekor key"),
             "{err}"

@@ -37,7 +37,9 @@ use ring::signature::{
 use crate::registry::{Error, Limited, Registry, registry};
 
 pub mod keyless;
+mod rejected;
 pub use keyless::{Identity, Keyless};
+pub use rejected::{Rejected, Rejection};
 
 /// The media type of a simple-signing payload layer.
 pub const SIMPLE_SIGNING: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
@@ -125,11 +127,11 @@ impl PublicKey {
     }
 
     /// The DER SubjectPublicKeyInfo `der` (a certificate's key), shown as `shown`.
-    fn from_spki(shown: &str, der: &[u8]) -> Result<Self, String> {
+    fn from_spki(shown: &str, der: &[u8]) -> Result<Self, Rejected> {
         let spki = rcgen::SubjectPublicKeyInfo::from_der(der)
-            .map_err(|e| format!("its {shown}'s key does not parse: {e}"))?;
+            .map_err(|_| Rejected::CertificateKey("does not parse"))?;
         Self::from_data(shown, &spki)
-            .map_err(|_| format!("its {shown}'s key is of an algorithm cosign does not sign with"))
+            .map_err(|_| Rejected::CertificateKey("is of an algorithm cosign does not sign with"))
     }
 
     fn from_data(shown: &str, key: &impl PublicKeyData) -> Result<Self, KeyError> {
@@ -325,30 +327,24 @@ impl TrustPolicy {
         payload: &[u8],
         signature: &str,
         annotations: &BTreeMap<String, String>,
-    ) -> Result<Signer, String> {
+    ) -> Result<Signer, Rejected> {
         let raw = BASE64
             .decode(signature.trim())
-            .map_err(|_| "its signature is not base64".to_string())?;
+            .map_err(|_| Rejected::SignatureNotBase64)?;
         let signer = match self.keys.iter().find(|k| k.verifies(payload, &raw)) {
             Some(key) => key.signer(),
             None => match &self.keyless {
                 Some(keyless) => keyless.check(payload, &raw, signature, annotations)?,
-                None => return Err("signed by no key the policy trusts".into()),
+                None => return Err(Rejected::NoTrustedKey),
             },
         };
-        let payload: Payload = serde_json::from_slice(payload)
-            .map_err(|e| format!("its payload is not a cosign simple-signing payload: {e}"))?;
+        let payload: Payload = serde_json::from_slice(payload).map_err(Rejected::Payload)?;
         if payload.critical.kind != PAYLOAD_TYPE {
-            return Err(format!(
-                "its payload is a {:?}, not a {PAYLOAD_TYPE:?}",
-                payload.critical.kind
-            ));
+            return Err(Rejected::PayloadType(payload.critical.kind));
         }
         let named = payload.critical.image.docker_manifest_digest;
         if named != digest {
-            return Err(format!(
-                "signed by {signer} for {named}, not for this artifact"
-            ));
+            return Err(Rejected::OtherArtifact { signer, named });
         }
         Ok(signer)
     }
@@ -390,13 +386,13 @@ pub enum VerifyError {
     /// Its signatures are none the policy accepts.
     #[error(
         "`{pinned}` is not signed by a key the policy trusts: {}",
-        reasons.join("; ")
+        rejected::all(reasons)
     )]
     Untrusted {
         /// The artifact.
         pinned: String,
-        /// What is wrong with each signature.
-        reasons: Vec<String>,
+        /// What is wrong with each signature (none: no simple-signing layer at all).
+        reasons: Vec<Rejection>,
     },
 }
 
@@ -467,29 +463,21 @@ impl Registry {
         };
         let mut reasons = Vec::new();
         for (i, layer) in manifest.layers.iter().take(MAX_SIGNATURES).enumerate() {
-            let why = |reason: String| format!("signature {}: {reason}", i + 1);
             if layer.media_type != SIMPLE_SIGNING {
                 continue;
             }
             let annotations = layer.annotations.clone().unwrap_or_default();
-            let Some(signature) = annotations.get(SIGNATURE_ANNOTATION) else {
-                reasons.push(why(format!("no `{SIGNATURE_ANNOTATION}` annotation")));
-                continue;
+            let checked = match annotations.get(SIGNATURE_ANNOTATION) {
+                None => Err(Rejected::NoSignature),
+                Some(signature) => match self.payload(&client, &tag, layer).await {
+                    Ok(payload) => policy.check(digest, &payload, signature, &annotations),
+                    Err(e) => Err(Rejected::Fetch(Box::new(e))),
+                },
             };
-            let payload = match self.payload(&client, &tag, layer).await {
-                Ok(payload) => payload,
-                Err(e) => {
-                    reasons.push(why(e.to_string()));
-                    continue;
-                }
-            };
-            match policy.check(digest, &payload, signature, &annotations) {
+            match checked {
                 Ok(signer) => return Ok(signer),
-                Err(reason) => reasons.push(why(reason)),
+                Err(why) => reasons.push(Rejection { layer: i + 1, why }),
             }
-        }
-        if reasons.is_empty() {
-            reasons.push("no simple-signing layer".into());
         }
         Err(VerifyError::Untrusted { pinned, reasons })
     }

@@ -44,7 +44,8 @@ fn a_payload_signed_by_a_trusted_key_for_this_digest_verifies_and_nothing_else_d
 
     let by_stranger = policy
         .check(DIGEST, &good, &sign(&stranger, &good), &none())
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert_eq!(by_stranger, "signed by no key the policy trusts");
     // One byte of the payload changed after signing.
     let mut tampered = good.clone();
@@ -60,7 +61,8 @@ fn a_payload_signed_by_a_trusted_key_for_this_digest_verifies_and_nothing_else_d
     let other = payload(OTHER, PAYLOAD_TYPE);
     let copied = policy
         .check(DIGEST, &other, &sign(&trusted, &other), &none())
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(
         copied.contains(OTHER) && copied.contains("not for this artifact"),
         "{copied}"
@@ -69,7 +71,8 @@ fn a_payload_signed_by_a_trusted_key_for_this_digest_verifies_and_nothing_else_d
     let attestation = payload(DIGEST, "https://in-toto.io/Statement/v1");
     let wrong = policy
         .check(DIGEST, &attestation, &sign(&trusted, &attestation), &none())
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(wrong.contains("in-toto"), "{wrong}");
 }
 
@@ -86,18 +89,24 @@ fn keys_round_trip_through_pem_and_odd_keys_are_refused_by_name() {
     let ed = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
     assert!(PublicKey::from_pem("ed.pub", &ed.public_key_pem()).is_ok());
 
-    let not_pem = PublicKey::from_pem("junk.pub", "not a key\n").unwrap_err();
+    let not_pem = PublicKey::from_pem("junk.pub", "not a key\n")
+        .unwrap_err()
+        .to_string();
     assert!(
         not_pem
             .to_string()
             .starts_with("key `junk.pub`: not a PEM public key")
     );
     // A private key where a public one belongs.
-    let private = PublicKey::from_pem("cosign.key", &key.private_key_pem()).unwrap_err();
+    let private = PublicKey::from_pem("cosign.key", &key.private_key_pem())
+        .unwrap_err()
+        .to_string();
     assert!(private.to_string().contains("cosign.key"), "{private}");
     let public_as_private = SigningKey::from_pem("cosign.pub", &key.public_key_pem());
     assert!(public_as_private.is_err());
-    let missing = PublicKey::from_file(Path::new("/nonexistent/cosign.pub")).unwrap_err();
+    let missing = PublicKey::from_file(Path::new("/nonexistent/cosign.pub"))
+        .unwrap_err()
+        .to_string();
     assert!(
         missing
             .to_string()

@@ -5,12 +5,45 @@
 use std::path::PathBuf;
 
 use informant_oci::Reference;
+use informant_oci::mirror::{BadEndpoint, Endpoint};
+
+/// A tenant's source outside its grant, or a grant that cannot be read; each names its key.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum GrantError {
+    /// A `registries` entry is not a registry and repository prefix.
+    #[error("key `{key}.registries[{index}]`: {source}")]
+    Entry {
+        /// The tenant's table.
+        key: String,
+        /// The entry's place.
+        index: usize,
+        /// Why it is not one.
+        #[source]
+        source: BadEndpoint,
+    },
+    /// A source names a repository no entry grants.
+    #[error("key `{key}.reference`: `{repository}` is outside the tenant's `registries`")]
+    Outside {
+        /// The source's table.
+        key: String,
+        /// `REGISTRY/REPOSITORY` it names.
+        repository: String,
+    },
+    /// A source names a login file the tenant was not given.
+    #[error("key `{key}.registry-config`: `{}` is not one of the tenant's `registry-configs`", .path.display())]
+    Login {
+        /// The source's table.
+        key: String,
+        /// The file it names.
+        path: PathBuf,
+    },
+}
 
 /// A tenant's grant of registries and logins.
 #[derive(Debug, Default)]
 pub(super) struct RegistryGrant {
-    /// `REGISTRY[/REPOSITORY-PREFIX]` entries, parsed as references are.
-    registries: Vec<(String, String)>,
+    /// Registry hosts and repository prefixes, as mirrors are written.
+    registries: Vec<Endpoint>,
     /// Login files its sources may name, exactly as written.
     configs: Vec<PathBuf>,
 }
@@ -21,16 +54,17 @@ impl RegistryGrant {
         registries: &[String],
         configs: &[PathBuf],
         key: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, GrantError> {
         let registries = registries
             .iter()
             .enumerate()
-            .map(|(i, entry)| {
-                scope(entry).ok_or_else(|| {
-                    format!(
-                        "key `{key}.registries[{i}]`: {:?} is not REGISTRY[/REPOSITORY-PREFIX]",
-                        entry
-                    )
+            .map(|(index, entry)| {
+                Endpoint::parse(entry.strip_suffix('/').unwrap_or(entry)).map_err(|source| {
+                    GrantError::Entry {
+                        key: key.to_string(),
+                        index,
+                        source,
+                    }
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -47,52 +81,23 @@ impl RegistryGrant {
         reference: &Reference,
         config: Option<&PathBuf>,
         key: &str,
-    ) -> Result<(), String> {
-        let (registry, repository) = (reference.registry(), reference.repository());
-        let within = self.registries.iter().any(|(r, prefix)| {
-            r == registry
-                && (prefix.is_empty()
-                    || repository == prefix
-                    || repository
-                        .strip_prefix(prefix.as_str())
-                        .is_some_and(|rest| rest.starts_with('/')))
-        });
-        if !within {
-            return Err(format!(
-                "key `{key}.reference`: `{registry}/{repository}` is outside the tenant's `registries`"
-            ));
+    ) -> Result<(), GrantError> {
+        if !self.registries.iter().any(|e| e.holds(reference)) {
+            return Err(GrantError::Outside {
+                key: key.to_string(),
+                repository: format!("{}/{}", reference.registry(), reference.repository()),
+            });
         }
         if let Some(config) = config
             && !self.configs.contains(config)
         {
-            return Err(format!(
-                "key `{key}.registry-config`: `{}` is not one of the tenant's `registry-configs`",
-                config.display()
-            ));
+            return Err(GrantError::Login {
+                key: key.to_string(),
+                path: config.clone(),
+            });
         }
         Ok(())
     }
-}
-
-/// `REGISTRY[/PREFIX]` as a reference's registry and repository prefix, normalized as a
-/// reference is (`ghcr.io`, `docker.io/library`).
-fn scope(entry: &str) -> Option<(String, String)> {
-    let entry = entry.strip_suffix('/').unwrap_or(entry);
-    let (host, rest) = entry.split_once('/').unwrap_or((entry, ""));
-    // A port in the host only; no tag or digest.
-    if entry.contains('@') || rest.contains(':') {
-        return None;
-    }
-    let probe: Reference = format!("{entry}/probe:1").parse().ok()?;
-    // A bare name would parse as a Docker Hub repository: the entry must name its registry.
-    if probe.registry() != host {
-        return None;
-    }
-    let prefix = probe
-        .repository()
-        .strip_suffix("probe")?
-        .trim_end_matches('/');
-    Some((probe.registry().to_string(), prefix.to_string()))
 }
 
 #[cfg(test)]
@@ -114,6 +119,7 @@ mod tests {
             config.map(PathBuf::from).as_ref(),
             "tenants.a.sources[0]",
         )
+        .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -175,7 +181,9 @@ mod tests {
             "ghcr.io/acme@sha256:00",
             "ghcr.io/a b",
         ] {
-            let err = RegistryGrant::new(&[bad.to_string()], &[], "tenants.a").unwrap_err();
+            let err = RegistryGrant::new(&[bad.to_string()], &[], "tenants.a")
+                .unwrap_err()
+                .to_string();
             assert!(
                 err.starts_with("key `tenants.a.registries[0]`"),
                 "{bad}: {err}"

@@ -6,7 +6,55 @@ use std::path::PathBuf;
 use informant_manifest::toml_error;
 use serde::Deserialize;
 
+use informant_oci::signature::{Identity, KeyError, PublicKey};
+
 use crate::plugin::load::host_config::SignaturePolicy;
+
+/// A trust policy table that cannot be used; each names its key.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadPolicy {
+    /// Neither keys nor keyless identities.
+    #[error(
+        "key `{0}`: neither `keys` nor `keyless`: list the public keys (PEM) or keyless identities signatures must be made with, or drop the table"
+    )]
+    Empty(String),
+    /// A key file that holds no usable public key.
+    #[error("key `{key}.keys[{index}]`: {source}")]
+    Key {
+        /// The table.
+        key: String,
+        /// The key's place.
+        index: usize,
+        /// Why.
+        #[source]
+        source: KeyError,
+    },
+    /// Keyless identities without a trust root, or a trust root without identities.
+    #[error(
+        "key `{0}`: `keyless`, `fulcio-roots` and `rekor-keys` go together: keyless signatures are checked against Fulcio's CAs and Rekor's keys"
+    )]
+    Apart(String),
+    /// An identity pattern that does not compile.
+    #[error("key `{key}.keyless[{index}].identity`: {source}")]
+    Identity {
+        /// The table.
+        key: String,
+        /// The identity's place.
+        index: usize,
+        /// Why.
+        #[source]
+        source: regex::Error,
+    },
+    /// The keyless trust root's files cannot be used.
+    #[error("key `{key}`: {source}")]
+    TrustRoot {
+        /// The table.
+        key: String,
+        /// Why.
+        #[source]
+        source: KeyError,
+    },
+}
 
 /// A `[signatures]` (or `[tenants.NAME.signatures]`) table: the public keys one of whose cosign
 /// signatures a pulled plugin must carry.
@@ -33,15 +81,17 @@ pub(super) struct FileIdentity {
 impl FileSignatures {
     /// The policy, each file checked to hold what it should and each pattern to compile
     /// (`key` names the table in errors).
-    pub(super) fn policy(&self, key: &str) -> Result<SignaturePolicy, String> {
+    pub(super) fn policy(&self, key: &str) -> Result<SignaturePolicy, BadPolicy> {
+        let key = key.to_string();
         if self.keys.is_empty() && self.keyless.is_empty() {
-            return Err(format!(
-                "key `{key}`: neither `keys` nor `keyless`: list the public keys (PEM) or keyless identities signatures must be made with, or drop the table"
-            ));
+            return Err(BadPolicy::Empty(key));
         }
-        for (i, path) in self.keys.iter().enumerate() {
-            informant_oci::signature::PublicKey::from_file(path)
-                .map_err(|e| format!("key `{key}.keys[{i}]`: {e}"))?;
+        for (index, path) in self.keys.iter().enumerate() {
+            PublicKey::from_file(path).map_err(|source| BadPolicy::Key {
+                key: key.clone(),
+                index,
+                source,
+            })?;
         }
         let together = match (&self.fulcio_roots, self.rekor_keys.is_empty()) {
             (None, true) => self.keyless.is_empty(),
@@ -49,13 +99,14 @@ impl FileSignatures {
             _ => false,
         };
         if !together {
-            return Err(format!(
-                "key `{key}`: `keyless`, `fulcio-roots` and `rekor-keys` go together: keyless signatures are checked against Fulcio's CAs and Rekor's keys"
-            ));
+            return Err(BadPolicy::Apart(key));
         }
-        for (i, id) in self.keyless.iter().enumerate() {
-            informant_oci::signature::Identity::new(&id.issuer, &id.identity)
-                .map_err(|e| format!("key `{key}.keyless[{i}].identity`: {e}"))?;
+        for (index, id) in self.keyless.iter().enumerate() {
+            Identity::new(&id.issuer, &id.identity).map_err(|source| BadPolicy::Identity {
+                key: key.clone(),
+                index,
+                source,
+            })?;
         }
         let policy = SignaturePolicy {
             keys: self.keys.clone(),
@@ -67,7 +118,9 @@ impl FileSignatures {
             fulcio_roots: self.fulcio_roots.clone(),
             rekor_keys: self.rekor_keys.clone(),
         };
-        policy.load().map_err(|e| format!("key `{key}`: {e}"))?;
+        policy
+            .load()
+            .map_err(|source| BadPolicy::TrustRoot { key, source })?;
         Ok(policy)
     }
 }
