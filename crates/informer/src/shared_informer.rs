@@ -49,9 +49,9 @@ const LONGEST_TURN: Duration = Duration::from_millis(1);
 /// How long the stream must keep the task busy, without a pause, before turns lengthen. A burst
 /// shorter than this (a paced stream's, or a short catch-up) is served in short turns, so its
 /// handlers are woken within one. End to end at 10k events/s into 50 plugins, turns doubling from
-/// the first of a burst gave a dispatch p99 of ≤ 1.00–1.41 ms (p50 ≤ 0.18 ms); waiting 1 ms,
-/// ≤ 0.50–1.00 ms; waiting 5 ms, ≤ 0.50–0.71 ms (p50 ≤ 0.12 ms), at the same events/s at full
-/// speed (within the spread of ten rounds).
+/// the first of a burst gave a dispatch p99 of ≤ 1.00–1.41 ms in 12 of 14 runs (p50 ≤ 0.18 ms);
+/// waiting 1 ms, ≤ 0.50–1.00 ms; waiting 5 ms, ≤ 0.50–0.71 ms in 8 of 10 (p50 ≤ 0.12 ms), at the
+/// same events/s at full speed (within the spread of ten rounds).
 const SUSTAINED: Duration = Duration::from_millis(5);
 
 /// Objects per page of [`SharedInformer::list_at`] unless the informer sets its own page size
