@@ -89,24 +89,18 @@ fn keys_round_trip_through_pem_and_odd_keys_are_refused_by_name() {
     let ed = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
     assert!(PublicKey::from_pem("ed.pub", &ed.public_key_pem()).is_ok());
 
-    let not_pem = PublicKey::from_pem("junk.pub", "not a key\n")
-        .unwrap_err()
-        .to_string();
+    let not_pem = PublicKey::from_pem("junk.pub", "not a key\n").unwrap_err();
     assert!(
         not_pem
             .to_string()
             .starts_with("key `junk.pub`: not a PEM public key")
     );
     // A private key where a public one belongs.
-    let private = PublicKey::from_pem("cosign.key", &key.private_key_pem())
-        .unwrap_err()
-        .to_string();
+    let private = PublicKey::from_pem("cosign.key", &key.private_key_pem()).unwrap_err();
     assert!(private.to_string().contains("cosign.key"), "{private}");
     let public_as_private = SigningKey::from_pem("cosign.pub", &key.public_key_pem());
     assert!(public_as_private.is_err());
-    let missing = PublicKey::from_file(Path::new("/nonexistent/cosign.pub"))
-        .unwrap_err()
-        .to_string();
+    let missing = PublicKey::from_file(Path::new("/nonexistent/cosign.pub")).unwrap_err();
     assert!(
         missing
             .to_string()

@@ -59,12 +59,10 @@ impl RegistryGrant {
             .iter()
             .enumerate()
             .map(|(index, entry)| {
-                Endpoint::parse(entry.strip_suffix('/').unwrap_or(entry)).map_err(|source| {
-                    GrantError::Entry {
-                        key: key.to_string(),
-                        index,
-                        source,
-                    }
+                Endpoint::parse(entry).map_err(|source| GrantError::Entry {
+                    key: key.to_string(),
+                    index,
+                    source,
                 })
             })
             .collect::<Result<_, _>>()?;
@@ -180,6 +178,13 @@ mod tests {
             "ghcr.io/acme:1",
             "ghcr.io/acme@sha256:00",
             "ghcr.io/a b",
+            // Other spellings of a path: escaped, climbing, look-alike, padded.
+            "ghcr.io/acme%2Fhooks",
+            "ghcr.io/acme/../hooks",
+            "ghcr.io/\u{ff41}cme",
+            " ghcr.io/acme",
+            "ghcr.io/acme ",
+            "https://ghcr.io/acme",
         ] {
             let err = RegistryGrant::new(&[bad.to_string()], &[], "tenants.a")
                 .unwrap_err()

@@ -730,6 +730,7 @@ impl PluginHost {
             return Ok(Vec::new());
         };
         self.publish(&loaded);
+        self.rediscovery.start_new_informers();
         self.rediscovery.finished();
         Ok(changes)
     }

@@ -111,10 +111,11 @@ impl Rediscovery {
     }
 
     /// Re-expands the wildcard watches of every version in `loaded` against a fresh discovery:
-    /// informers start for resources that appeared (registered with `cursors`), and a resource
-    /// that went is retired — its handler gets `Deleted` for each object it still knew, then its
-    /// informer claim is released. What changed, per plugin; `None` when no version has a
-    /// wildcard watch. The caller publishes `loaded` then calls [`finished`](Self::finished).
+    /// informers are made, not yet started, for resources that appeared (registered with
+    /// `cursors`), and a resource that went is retired — its handler gets `Deleted` for each
+    /// object it still knew, then its informer claim is released. What changed, per plugin; `None` when no version has a
+    /// wildcard watch. The caller publishes `loaded`, then calls
+    /// [`start_new_informers`](Self::start_new_informers) and [`finished`](Self::finished).
     pub(super) async fn rediscover(
         &self,
         loaded: &mut BTreeMap<PluginId, Loaded>,
@@ -245,7 +246,13 @@ impl Rediscovery {
             l.kinds.push(Some((index, name.clone())));
             any = true;
         }
-        self.factory.start();
         any
+    }
+
+    /// Starts the informers [`rediscover`](Self::rediscover) made for resources that appeared;
+    /// called once readers see them, so no plugin handles an event of a kind `/plugins` does not
+    /// list yet.
+    pub(super) fn start_new_informers(&self) {
+        self.factory.start();
     }
 }
